@@ -1,0 +1,93 @@
+"""The `eqsat` command line. Errors are one line on stderr with exit codes 2 (bad input), 3 (failed
+verification) or 1 (internal); heavy libraries are imported only by the commands that need them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable, Sequence
+
+import eqsat
+from eqsat.errors import EqsatError
+
+
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    from eqsat.pipeline import optimize
+
+    try:
+        result = optimize(args.input, output=args.output, verify=args.verify)
+    except EqsatError as exc:
+        report = getattr(exc, "report", None)
+        if report is not None and args.report:
+            print(report.to_text())
+        raise
+    if args.report:
+        print(result.report.to_text())
+    if args.report_json:
+        _write_json(args.report_json, result.report.to_dict())
+    if not args.report:
+        r = result.report
+        print(f"{args.output}: {r.nodes_before} -> {r.nodes_after} nodes in {r.seconds:.2f} s")
+    return 0
+
+
+def _write_json(path: str, data: dict) -> None:
+    text = json.dumps(data, indent=2, sort_keys=True)
+    if path == "-":
+        print(text)
+        return
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from eqsat.info import describe
+
+    print(describe(args.input))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="eqsat", description="Equality-saturation optimizer for ONNX graphs.")
+    parser.add_argument("--version", action="version", version=f"eqsat {eqsat.__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    opt = sub.add_parser("optimize", help="optimize an ONNX model")
+    opt.add_argument("input", help="input .onnx file")
+    opt.add_argument("-o", "--output", required=True, help="output .onnx file (written only if verified)")
+    opt.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
+                     help="check the result numerically against the input (default: on)")
+    opt.add_argument("--report", action="store_true", help="print a report of what was done")
+    opt.add_argument("--report-json", metavar="FILE", help="write the report as JSON ('-' for stdout)")
+    opt.set_defaults(run=_cmd_optimize)
+
+    info = sub.add_parser("info", help="summarize a model: ops, inputs, outputs, sizes")
+    info.add_argument("input", help="input .onnx file")
+    info.set_defaults(run=_cmd_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    try:
+        return run(args)
+    except EqsatError as exc:
+        print(f"eqsat: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("eqsat: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: say so in one line unless --debug asks for the traceback
+        if args.debug:
+            raise
+        print(f"eqsat: internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""What an optimization did, as data: sizes, op counts, time per phase, verification, saturation."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any
+
+#: Op types whose counts every report and benchmark shows.
+WATCHED_OPS = ("Transpose", "Cast", "QuantizeLinear", "DequantizeLinear", "BatchNormalization")
+
+
+@dataclasses.dataclass
+class Report:
+    source: str
+    ops_before: collections.Counter[str]
+    ops_after: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    phases: dict[str, float] = dataclasses.field(default_factory=dict)
+    saturation: Any = None      # eqsat.saturate.RunReport, when the engine ran
+    extraction: Any = None      # extract.ExtractionSummary, when the engine ran
+    verification: Any = None    # eqsat.verify.VerifyReport, when verification ran
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def nodes_before(self) -> int:
+        return sum(self.ops_before.values())
+
+    @property
+    def nodes_after(self) -> int:
+        return sum(self.ops_after.values())
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.phases.values())
+
+    def watched(self, ops: collections.Counter[str]) -> dict[str, int]:
+        return {"Transpose": ops["Transpose"], "Cast": ops["Cast"],
+                "QDQ": ops["QuantizeLinear"] + ops["DequantizeLinear"],
+                "BatchNormalization": ops["BatchNormalization"]}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "source": self.source,
+            "nodes_before": self.nodes_before,
+            "nodes_after": self.nodes_after,
+            "ops_before": dict(sorted(self.ops_before.items())),
+            "ops_after": dict(sorted(self.ops_after.items())),
+            "phases": {k: round(v, 6) for k, v in self.phases.items()},
+            "notes": list(self.notes),
+        }
+        if self.saturation is not None:
+            out["saturation"] = self.saturation.to_dict()
+        if self.extraction is not None:
+            out["extraction"] = self.extraction.to_dict()
+        if self.verification is not None:
+            v = self.verification
+            out["verification"] = {"ok": v.ok, "runtime": v.runtime, "seed": v.seed,
+                                   "outputs": [dataclasses.asdict(o) for o in v.outputs]}
+        return out
+
+    def to_text(self) -> str:
+        before, after = self.watched(self.ops_before), self.watched(self.ops_after)
+        lines = [f"eqsat report for {self.source}",
+                 f"  nodes      {self.nodes_before} -> {self.nodes_after}"]
+        lines += [f"  {k:<10} {before[k]} -> {after[k]}" for k in before if before[k] or after[k]]
+        if self.saturation is not None:
+            lines += ["  " + line for line in self.saturation.to_text().splitlines()]
+        if self.extraction is not None:
+            lines += ["  " + line for line in self.extraction.to_text().splitlines()]
+        if self.verification is not None:
+            lines.append(f"  {self.verification.summary()}")
+        lines.append("  time       " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in self.phases.items())
+                     + f" (total {self.seconds * 1000:.0f} ms)")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)

@@ -1,0 +1,180 @@
+"""Differential verification: run the input and the optimized model on the same seeded inputs.
+
+Inputs respect their meaning: float inputs are standard normal; integer inputs named *mask* are ones,
+*token_type* zeros, *position* an arange; other integer inputs are ids below the smallest table they
+index (found by following the input to the Gather that consumes it), or below 100.
+
+Tolerances (relative to each output's largest magnitude): float32 1e-4 for exact rules and 1e-3 for
+fp-reassoc rules, float16/bfloat16 1e-2; integer outputs of quantized models within one quantization
+step; other integer and bool outputs must match exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+SOUNDNESS_TOLERANCE = {"exact": 1e-4, "fp-reassoc": 1e-3, "precision-changing": 1e-2}
+LOW_PRECISION_TOLERANCE = 1e-2
+SHAPE_PRESERVING = {"Reshape", "Cast", "Unsqueeze", "Squeeze", "Flatten", "Identity"}
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputCheck:
+    name: str
+    max_abs_diff: float
+    scale: float
+    allowed: float
+    ok: bool
+    problem: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyReport:
+    ok: bool
+    runtime: str
+    seed: int
+    outputs: tuple[OutputCheck, ...]
+
+    @property
+    def first_failure(self) -> OutputCheck | None:
+        return next((o for o in self.outputs if not o.ok), None)
+
+    @property
+    def max_abs_diff(self) -> float:
+        return max((o.max_abs_diff for o in self.outputs), default=0.0)
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"verified ({self.runtime}, seed {self.seed}): max |diff| {self.max_abs_diff:.3g}"
+        bad = self.first_failure
+        assert bad is not None
+        return (f"verification failed on output {bad.name!r}: {bad.problem or 'difference'} "
+                f"max |diff| {bad.max_abs_diff:.3g} > allowed {bad.allowed:.3g}")
+
+
+def make_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random inputs for every graph input that is not an initializer."""
+    rng = np.random.default_rng(seed)
+    graph = model.graph
+    initializers = {t.name for t in graph.initializer}
+    feeds: dict[str, np.ndarray] = {}
+    for value in graph.input:
+        if value.name in initializers:
+            continue
+        ttype = value.type.tensor_type
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(ttype.elem_type)
+        shape = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else 1 for d in ttype.shape.dim]
+        feeds[value.name] = _random_tensor(value.name, shape, np.dtype(dtype), rng, graph)
+    return feeds
+
+
+def _random_tensor(name: str, shape: list[int], dtype: np.dtype, rng: np.random.Generator,
+                   graph: onnx.GraphProto) -> np.ndarray:
+    lname = name.lower()
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        if "mask" in lname:
+            return np.ones(shape, dtype)
+        if "token_type" in lname or "segment" in lname:
+            return np.zeros(shape, dtype)
+        if "position" in lname and shape:
+            return np.broadcast_to(np.arange(shape[-1], dtype=dtype), shape).copy()
+        high = _index_bound(name, graph) or 100
+        return rng.integers(0, high, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _index_bound(name: str, graph: onnx.GraphProto) -> int | None:
+    """Smallest first-axis size of the tables this input indexes (through shape-preserving ops)."""
+    sizes = {t.name: list(t.dims) for t in graph.initializer}
+    frontier, seen, bounds = [name], {name}, []
+    while frontier:
+        value = frontier.pop()
+        for node in graph.node:
+            if value not in node.input:
+                continue
+            if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == value:
+                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                dims = sizes.get(node.input[0])
+                if dims and -len(dims) <= axis < len(dims):
+                    bounds.append(dims[axis])
+            elif node.op_type in SHAPE_PRESERVING:
+                for out in node.output:
+                    if out not in seen:
+                        seen.add(out)
+                        frontier.append(out)
+    return min(bounds) if bounds else None
+
+
+def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], str]:
+    """Outputs of `model` on `feeds`: onnxruntime (no graph optimizations), else onnx.reference."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    except Exception:  # an op onnxruntime lacks: the reference evaluator is slow but complete
+        from onnx.reference import ReferenceEvaluator
+
+        outs = ReferenceEvaluator(model).run(None, feeds)
+        return [np.asarray(o) for o in outs], "onnx.reference"
+    return sess.run(None, feeds), "onnxruntime"
+
+
+def tolerance_for(dtype: np.dtype, soundness: str = "exact") -> float:
+    if dtype in (np.float16,) or dtype.name == "bfloat16":
+        return max(LOW_PRECISION_TOLERANCE, SOUNDNESS_TOLERANCE[soundness])
+    return SOUNDNESS_TOLERANCE[soundness]
+
+
+def compare(names: Sequence[str], expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
+            soundness: str = "exact", quantized: bool = False) -> tuple[OutputCheck, ...]:
+    checks = []
+    for name, ref, got in zip(names, expected, actual):
+        ref, got = np.asarray(ref), np.asarray(got)
+        if ref.shape != got.shape or ref.dtype != got.dtype:
+            checks.append(OutputCheck(name, float("inf"), 0.0, 0.0, False,
+                                      f"shape/dtype {got.shape}/{got.dtype} != {ref.shape}/{ref.dtype};"))
+            continue
+        if np.issubdtype(ref.dtype, np.floating):
+            r64, g64 = ref.astype(np.float64), got.astype(np.float64)
+            nan_ok = np.array_equal(np.isnan(r64), np.isnan(g64))
+            finite = np.isfinite(r64) & np.isfinite(g64)
+            inf_ok = np.array_equal(r64[~finite & ~np.isnan(r64)], g64[~finite & ~np.isnan(r64)])
+            diff = float(np.max(np.abs(r64[finite] - g64[finite]), initial=0.0))
+            scale = float(np.max(np.abs(r64[finite]), initial=0.0))
+            allowed = tolerance_for(ref.dtype, soundness) * max(scale, 1e-3)
+            ok = nan_ok and inf_ok and diff <= allowed
+            problem = "" if nan_ok and inf_ok else "NaN/Inf positions differ;"
+        else:
+            diff = float(np.max(np.abs(ref.astype(np.int64) - got.astype(np.int64)), initial=0)) if ref.size else 0.0
+            scale = float(np.max(np.abs(ref.astype(np.int64)), initial=0)) if ref.size else 0.0
+            allowed = 1.0 if quantized and ref.dtype in (np.int8, np.uint8, np.int16, np.uint16) else 0.0
+            ok, problem = diff <= allowed, ""
+        checks.append(OutputCheck(name, diff, scale, allowed, ok, problem))
+    return tuple(checks)
+
+
+def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.ModelProto, *,
+           soundness: str = "exact", seed: int = 0) -> VerifyReport:
+    """Compare both models' outputs on seeded inputs with the tolerance of `soundness`."""
+    orig = original if isinstance(original, onnx.ModelProto) else ir.serde.serialize_model(original)
+    opt = optimized if isinstance(optimized, onnx.ModelProto) else ir.serde.serialize_model(optimized)
+    feeds = make_inputs(orig, seed)
+    expected, runtime = run(orig, feeds)
+    actual, runtime2 = run(opt, feeds)
+    quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in orig.graph.node)
+    names = [o.name for o in orig.graph.output]
+    checks = compare(names, expected, actual, soundness, quantized)
+    used = runtime if runtime == runtime2 else f"{runtime}/{runtime2}"
+    return VerifyReport(all(c.ok for c in checks), used, seed, checks)

@@ -1,0 +1,1 @@
+"""Extraction: cost models, hardware targets (targets/*.toml) and extractors, one per module."""
