@@ -14,7 +14,8 @@ class EqsatError(Exception):
 
 
 class BadInputError(EqsatError):
-    """The input model cannot be optimized: missing, unreadable, malformed or invalid."""
+    """The user's input cannot be used: a model that is missing, unreadable, malformed, invalid or cannot
+    run, or an output path that cannot be written."""
 
     exit_code = 2
 
@@ -36,3 +37,8 @@ class InternalError(EqsatError):
     """A bug in eqsat (never the user's input)."""
 
     exit_code = 1
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-blank line of an exception's message (its type name if it has none)."""
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)

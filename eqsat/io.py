@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import collections
 import os
-import tempfile
+import re
+import secrets
 from pathlib import Path
 from typing import Union
 
@@ -23,7 +24,7 @@ import onnx
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
-from eqsat.errors import BadInputError, InternalError
+from eqsat.errors import BadInputError, InternalError, first_line
 
 ModelSource = Union[str, os.PathLike, onnx.ModelProto, ir.Model]
 
@@ -39,14 +40,11 @@ def load(source: ModelSource, *, name: str | None = None) -> ir.Model:
         return source
     if isinstance(source, onnx.ModelProto):
         label = name or "<model>"
-        proto = source
-        base_dir = None
+        proto = _check_structure(source, label, None, owned=False)
     else:
         path = Path(source)
         label = name or str(path)
-        proto = _read_proto(path)
-        base_dir = path.parent
-    _check_structure(proto, label, base_dir)
+        proto = _check_structure(_read_proto(path), label, path.parent, owned=True)
     try:
         return ir.serde.deserialize_model(proto)
     except Exception as exc:  # onnx_ir rejects what the checker let through
@@ -75,28 +73,65 @@ def _read_proto(path: Path) -> onnx.ModelProto:
     return proto
 
 
-def _check_structure(proto: onnx.ModelProto, label: str, base_dir: Path | None) -> None:
-    """Reject what the later stages cannot handle, with the node named; sort the graph in place."""
-    graph = proto.graph
-    if base_dir is not None and _uses_external_data(graph):
+def _check_structure(proto: onnx.ModelProto, label: str, base_dir: Path | None, *, owned: bool) -> onnx.ModelProto:
+    """Reject what the later stages cannot handle, with the node named; return the proto sorted.
+
+    An unsorted proto is sorted in place when `owned`, else in a copy (a caller's proto is never changed).
+    The full check (strict shape and type inference) is the one `save` applies, so a model accepted here
+    that yields an invalid output is eqsat's bug, not the user's.
+    """
+    if base_dir is not None and _uses_external_data(proto.graph):
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, str(base_dir))
         except (OSError, ValueError) as exc:
             raise BadInputError(label, f"external weights cannot be loaded: {exc}") from None
-    _sort_or_report_cycle(graph, label)
+    order = _topological_order(proto.graph, label)
+    if order != sorted(order):
+        if not owned:
+            proto = _copy(proto)
+        nodes = [proto.graph.node[i] for i in order]
+        proto.graph.ClearField("node")
+        proto.graph.node.extend(nodes)
     try:
-        onnx.checker.check_model(proto)
-    except onnx.checker.ValidationError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BadInputError(label, f"fails the ONNX checker: {first}") from None
+        onnx.checker.check_model(proto, full_check=True)
+    except CHECKER_ERRORS as exc:
+        raise _checker_failure(label, exc) from None
+    return proto
+
+
+#: What `onnx.checker.check_model(full_check=True)` raises for an invalid model.
+CHECKER_ERRORS = (onnx.checker.ValidationError, onnx.shape_inference.InferenceError)
+#: How the checker ("...\n==> Context: Bad node spec for node. Name: n OpType: Add") and shape inference
+#: ("[ShapeInferenceError] (op_type:Add, node name: n): [TypeInferenceError] problem") name a node.
+_CHECKER_NODE = re.compile(r"Bad node spec for node\. Name: (?P<name>.*?) OpType: (?P<op>\S+)")
+_INFERENCE_NODE = re.compile(r"\(op_type:(?P<op>[^,]*), node name: (?P<name>[^)]*)\):\s*")
+_ERROR_TAGS = re.compile(r"^(\[\w+\]\s*|Inference error\(s\):\s*)+")
+
+
+def _checker_failure(label: str, exc: Exception) -> BadInputError:
+    """The checker's complaint as one line that names the node where the message does."""
+    first = first_line(exc)
+    if found := _INFERENCE_NODE.search(first):
+        problem, name, op = first[found.end():], found["name"], found["op"]
+    else:
+        found = _CHECKER_NODE.search(str(exc))
+        problem, name, op = first, found["name"] if found else "", found["op"] if found else None
+    return BadInputError(label, f"fails the ONNX checker: {_ERROR_TAGS.sub('', problem).strip()}", name or None, op)
+
+
+def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    return copy
 
 
 def _uses_external_data(graph: onnx.GraphProto) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in graph.initializer)
 
 
-def _sort_or_report_cycle(graph: onnx.GraphProto, label: str) -> None:
-    """Topologically sort the top-level nodes (Kahn); report undefined inputs and cycles by node."""
+def _topological_order(graph: onnx.GraphProto, label: str) -> list[int]:
+    """Node indices of the top-level graph in a topological order (Kahn); undefined inputs and cycles
+    are reported by node."""
     defined = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
     defined |= {t.values.name for t in graph.sparse_initializer}
     producer: dict[str, int] = {}
@@ -130,10 +165,7 @@ def _sort_or_report_cycle(graph: onnx.GraphProto, label: str) -> None:
         stuck = min(i for i, w in enumerate(waiting) if w > 0)
         node = graph.node[stuck]
         raise BadInputError(label, "the graph has a cycle through this node", _node_name(node, stuck), node.op_type)
-    if order != sorted(order):
-        nodes = [graph.node[i] for i in order]
-        del graph.node[:]
-        graph.node.extend(nodes)
+    return order
 
 
 def _node_name(node: onnx.NodeProto, idx: int) -> str:
@@ -172,18 +204,30 @@ def save(model: ir.Model | onnx.ModelProto, path: str | os.PathLike) -> None:
     proto = model if isinstance(model, onnx.ModelProto) else to_proto(model)
     try:
         onnx.checker.check_model(proto, full_check=True)
-    except onnx.checker.ValidationError as exc:
-        raise InternalError(f"eqsat produced an invalid model, not written: {str(exc).splitlines()[0]}") from None
+    except CHECKER_ERRORS as exc:
+        raise InternalError(f"eqsat produced an invalid model, not written: {first_line(exc)}") from None
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(proto.SerializeToString())
+        _write_atomically(target, proto.SerializeToString())
+    except OSError as exc:
+        raise BadInputError(str(target), f"cannot be written: {exc.strerror or exc}") from None
+
+
+def _write_atomically(target: Path, data: bytes) -> None:
+    """Write a fresh temporary file beside `target`, then rename it over `target`.
+
+    Not tempfile.mkstemp: its files are private (0600); opening with "xb" honours the umask like any save.
+    """
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    fh = open(tmp, "xb")  # if this fails, nothing was created
+    try:
+        with fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

@@ -1,13 +1,12 @@
-"""The whole pipeline behind `eqsat optimize`: load, normalize, saturate, extract, lower, verify, save."""
+"""The whole pipeline behind `eqsat optimize`: load, fold, saturate, extract, lower, verify, save."""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import os
 import time
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import onnx_ir as ir
 
@@ -18,17 +17,18 @@ from eqsat.report import Report
 
 @dataclasses.dataclass
 class Result:
-    """The optimized model and the report of how it was obtained."""
+    """The optimized model, the report of how it was obtained, and the extraction behind it."""
 
     model: ir.Model
     report: Report
+    extraction: Any = None  # extract.result.ExtractionResult
 
     def save(self, path: str | os.PathLike) -> None:
         io.save(self.model, path)
 
 
 @contextmanager
-def _phase(report: Report, name: str) -> Iterator[None]:
+def timed(report: Report, name: str) -> Iterator[None]:
     start = time.perf_counter()
     try:
         yield
@@ -37,36 +37,29 @@ def _phase(report: Report, name: str) -> Iterator[None]:
 
 
 def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "ilp",
-             time_limit: float | None = None, node_limit: int | None = None, iter_limit: int | None = None,
-             allow: Sequence[str] = (), disable: Sequence[str] = (), verify: bool = True,
-             output: str | os.PathLike | None = None, engine: bool = True) -> Result:
-    """Optimize `model` (a path, ModelProto or ir.Model) and return the result with its report.
+             cost: Callable | None = None, time_limit: float | None = None, node_limit: int | None = None,
+             iter_limit: int | None = None, allow: Sequence[str] = (), disable: Sequence[str] = (),
+             verify: bool = True, output: str | os.PathLike | None = None) -> Result:
+    """Optimize `model` (a path, ModelProto or ir.Model) for `target` and return the result.
 
     With `verify` (the default) both models run on seeded inputs and a difference beyond tolerance raises
     `VerificationError` before anything is written. With `output`, the result is saved atomically.
     """
-    source = str(model) if isinstance(model, (str, os.PathLike)) else "<model>"
-    report = Report(source=source, ops_before=collections.Counter())
-    with _phase(report, "load"):
-        original = io.load(model)
-        report.ops_before = io.op_histogram(original)
-        original_proto = io.to_proto(original)
-        work = ir.serde.deserialize_model(original_proto)
-    with _phase(report, "fold"):
-        io.normalize(work)
-    soundness = "exact"
-    report.ops_after = io.op_histogram(work)
-    if verify:
-        from eqsat.verify import verify as run_verify
+    from eqsat.saturate import Limits
+    from eqsat.session import saturate
 
-        with _phase(report, "verify"):
-            report.verification = run_verify(original_proto, work, soundness=soundness)
-        if not report.verification.ok:
-            err = VerificationError(f"{source}: {report.verification.summary()}; output not written")
-            err.report = report  # type: ignore[attr-defined]
-            raise err
-    result = Result(work, report)
+    defaults = Limits()
+    limits = Limits(iterations=defaults.iterations if iter_limit is None else iter_limit,
+                    nodes=defaults.nodes if node_limit is None else node_limit, seconds=time_limit)
+    source = str(model) if isinstance(model, (str, os.PathLike)) else "<model>"
+    session = saturate(model, limits=limits, allow=allow, disable=disable, source=source)
+    result = session.extract(target, cost=cost, extractor=extractor, verify=verify)
+    report = result.report
+    if verify and not report.verification.ok:
+        err = VerificationError(f"{source}: {report.verification.summary()}; output not written")
+        err.report = report  # type: ignore[attr-defined]
+        raise err
     if output is not None:
-        with _phase(report, "save"):
+        with timed(report, "save"):
             result.save(output)
     return result

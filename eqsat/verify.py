@@ -18,6 +18,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from eqsat.errors import BadInputError, VerificationError, first_line
+
 SOUNDNESS_TOLERANCE = {"exact": 1e-4, "fp-reassoc": 1e-3, "precision-changing": 1e-2}
 LOW_PRECISION_TOLERANCE = 1e-2
 SHAPE_PRESERVING = {"Reshape", "Cast", "Unsqueeze", "Squeeze", "Flatten", "Identity"}
@@ -112,6 +114,10 @@ def _index_bound(name: str, graph: onnx.GraphProto) -> int | None:
     return min(bounds) if bounds else None
 
 
+class CannotRun(Exception):
+    """Neither onnxruntime nor onnx.reference can run a model; the message has both complaints."""
+
+
 def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], str]:
     """Outputs of `model` on `feeds`: onnxruntime (no graph optimizations), else onnx.reference."""
     import onnxruntime as ort
@@ -123,12 +129,15 @@ def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.n
     opts.log_severity_level = 3
     try:
         sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    except Exception:  # an op onnxruntime lacks: the reference evaluator is slow but complete
+        return sess.run(None, feeds), "onnxruntime"
+    except Exception as ort_exc:  # an op onnxruntime lacks: the reference evaluator is slow but complete
         from onnx.reference import ReferenceEvaluator
 
-        outs = ReferenceEvaluator(model).run(None, feeds)
+        try:
+            outs = ReferenceEvaluator(model).run(None, feeds)
+        except Exception as ref_exc:
+            raise CannotRun(f"onnxruntime: {first_line(ort_exc)}; onnx.reference: {first_line(ref_exc)}") from None
         return [np.asarray(o) for o in outs], "onnx.reference"
-    return sess.run(None, feeds), "onnxruntime"
 
 
 def tolerance_for(dtype: np.dtype, soundness: str = "exact") -> float:
@@ -166,13 +175,24 @@ def compare(names: Sequence[str], expected: Sequence[np.ndarray], actual: Sequen
 
 
 def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.ModelProto, *,
-           soundness: str = "exact", seed: int = 0) -> VerifyReport:
-    """Compare both models' outputs on seeded inputs with the tolerance of `soundness`."""
+           soundness: str = "exact", seed: int = 0, source: str = "<model>") -> VerifyReport:
+    """Compare both models' outputs on seeded inputs with the tolerance of `soundness`.
+
+    An original that no runtime can run is bad input (`BadInputError` naming `source`); an optimized
+    model that cannot run while the original can fails verification (`VerificationError`).
+    """
     orig = original if isinstance(original, onnx.ModelProto) else ir.serde.serialize_model(original)
     opt = optimized if isinstance(optimized, onnx.ModelProto) else ir.serde.serialize_model(optimized)
     feeds = make_inputs(orig, seed)
-    expected, runtime = run(orig, feeds)
-    actual, runtime2 = run(opt, feeds)
+    try:
+        expected, runtime = run(orig, feeds)
+    except CannotRun as exc:
+        raise BadInputError(source, f"cannot be verified, no runtime runs it ({exc}); "
+                                    "rerun with --no-verify") from None
+    try:
+        actual, runtime2 = run(opt, feeds)
+    except CannotRun as exc:
+        raise VerificationError(f"{source}: the optimized model cannot be run ({exc}); output not written") from None
     quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in orig.graph.node)
     names = [o.name for o in orig.graph.output]
     checks = compare(names, expected, actual, soundness, quantized)

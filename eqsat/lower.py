@@ -1,0 +1,353 @@
+"""Chosen e-nodes -> ONNX graph -> IR.
+
+Each chosen class is emitted once (sharing preserved), in topological order, without recursion.
+Constant-only classes are evaluated here (numpy for the common ops, onnx.reference for the rest) in at
+least float32 and rounded once to their dtype, then stored as initializers. Opaque nodes are the
+original NodeProtos with their inputs renamed, so attributes, subgraphs and domains pass through intact.
+Graph inputs, outputs (names, order, types), opsets and model metadata are kept. Every emitted node
+records in its metadata (`eqsat.from`) the original nodes its class stands for.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from onnx import helper, numpy_helper
+
+from eqsat.egraph import EGraph, ENode
+from eqsat.encode import Encoding
+from eqsat.errors import InternalError
+from eqsat.terms import OPS, OpSpec
+
+PROVENANCE_KEY = "eqsat.from"
+_FLOAT_UPCAST = {np.dtype(np.float16): np.float32}
+
+
+class LoweringError(InternalError):
+    pass
+
+
+def _np_dtype(name: str | None) -> np.dtype | None:
+    if name is None:
+        return None
+    return np.dtype(ir.DataType[name].numpy())
+
+
+class _Lowerer:
+    def __init__(self, egraph: EGraph, choice: Mapping[int, int], enc: Encoding, source: onnx.ModelProto):
+        self.g, self.choice, self.enc, self.source = egraph, choice, enc, source
+        self.opset = enc.opset
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.names: dict[int, str] = {}                 # class -> emitted value name ("" = absent)
+        self.used: set[str] = set()
+        self.consts: dict[int, tuple[np.ndarray, str]] = {}  # class -> (value in compute precision, dtype)
+        self.graph_inputs = {v.name for v in source.graph.input}
+        self.opaque_protos = {f"{n.domain or 'ai.onnx'}::{n.op_type}#{i}": n for i, n in enumerate(source.graph.node)}
+        self.ref_names = {rid: name for name, rid in enc.refs.items()}
+        self.class_refs: dict[int, list[int]] = {}
+        for rid, cid in egraph.refs.items():
+            self.class_refs.setdefault(cid, []).append(rid)
+        for refs in self.class_refs.values():
+            refs.sort()
+
+    # ---- naming and provenance ----
+    def fresh(self, base: str) -> str:
+        name, k = base, 0
+        while name in self.used:
+            k += 1
+            name = f"{base}__{k}"
+        self.used.add(name)
+        return name
+
+    def preferred_name(self, cid: int) -> str:
+        for rid in self.class_refs.get(cid, ()):
+            name = self.ref_names.get(rid)
+            if name and name not in self.used:
+                return self.fresh(name)
+        return self.fresh(f"eqsat_{cid}")
+
+    def provenance(self, cid: int) -> str:
+        names = sorted({self.enc.producers[r] for r in self.class_refs.get(cid, ()) if r in self.enc.producers})
+        return ",".join(names)
+
+    # ---- traversal ----
+    def order(self, roots: Sequence[int]) -> list[int]:
+        done: set[int] = set()
+        out: list[int] = []
+        for root in roots:
+            stack = [(root, False)]
+            while stack:
+                cid, expanded = stack.pop()
+                if cid in done:
+                    continue
+                if expanded:
+                    done.add(cid)
+                    out.append(cid)
+                    continue
+                stack.append((cid, True))
+                node = self.g.node(self.choice[cid])
+                stack.extend((c, False) for c in reversed(node.children) if c not in done)
+        return out
+
+    def run(self) -> onnx.ModelProto:
+        roots = [self.g.refs[r] for r in self.enc.outputs]
+        out_names = [v.name for v in self.source.graph.output]
+        self.used |= self.graph_inputs
+        reserved = {}
+        for cid, name in zip(roots, out_names):  # outputs keep their names when a class can carry one
+            if cid not in reserved and not self._is_input_class(cid) and not self.g.eclass(cid).constant:
+                reserved[cid] = name
+                self.used.add(name)
+        for cid in self.order(roots):
+            self.emit(cid, reserved.get(cid))
+        for cid, name in zip(roots, out_names):
+            if self.names[cid] != name:
+                self.nodes.append(helper.make_node("Identity", [self.names[cid]], [name], name=f"{name}_identity"))
+                self.used.add(name)
+        return self.model()
+
+    def _is_input_class(self, cid: int) -> bool:
+        return self.g.node(self.choice[cid]).op == "Input"
+
+    # ---- emission ----
+    def emit(self, cid: int, name: str | None) -> None:
+        node = self.g.node(self.choice[cid])
+        if node.op in ("TNil", "TCons"):
+            return
+        if node.op == "Input":
+            self.names[cid] = node.attrs[0]
+            return
+        if node.op == "Absent":
+            self.names[cid] = ""
+            return
+        if self.g.eclass(cid).constant:
+            self.emit_constant(cid, node, name)
+            return
+        if node.op == "Opaque":
+            self.emit_opaque(cid, node)
+            return
+        if node.op == "Out":
+            (n_class,) = node.children
+            self.names[cid] = self.names[n_class].split("|")[node.attrs[0]]
+            return
+        out = name or self.preferred_name(cid)
+        self.names[cid] = out
+        self.emit_typed(cid, node, out)
+
+    def emit_typed(self, cid: int, node: ENode, out: str) -> None:
+        spec = OPS.get(node.op)
+        if spec is None:
+            raise LoweringError(f"no lowering for e-node {node.op}")
+        x_dtype = self.g.eclass(node.children[0]).dtype if node.children else None
+        static, attrs = onnx_parts(spec, node.attrs, self.opset, _np_dtype(x_dtype) or np.dtype(np.float32))
+        inputs: dict[int, str] = {}
+        for pos, array in static.items():
+            if array is not None:
+                name = self.fresh(f"{out}_{pos}")
+                self.initializers.append(numpy_helper.from_array(array, name))
+                inputs[pos] = name
+        positions = [i for i in range(len(spec.inputs) + len(static)) if i not in static]
+        for pos, child in zip(positions, node.children):
+            inputs[pos] = self.names[child]
+        proto = helper.make_node(spec.name, _input_list(inputs), [out], name=out, **attrs)
+        self._provenance(proto, cid)
+        self.nodes.append(proto)
+
+    def emit_opaque(self, cid: int, node: ENode) -> None:
+        original = self.opaque_protos.get(node.attrs[0])
+        if original is None:
+            raise LoweringError(f"opaque node {node.attrs[0]} has no original")
+        proto = copy.deepcopy(original)
+        inputs = self.flatten_list(node.children[0])
+        n_direct = len(proto.input)
+        for i in range(n_direct):
+            proto.input[i] = inputs[i]
+        for captured, (value_name) in zip(self._captured_names(original, n_direct, inputs), inputs[n_direct:]):
+            if captured != value_name:  # subgraphs read outer values by name: alias them back
+                self.nodes.append(helper.make_node("Identity", [value_name], [captured]))
+                self.used.add(captured)
+        for out in proto.output:
+            if out:
+                self.used.add(out)
+        self.names[cid] = "|".join(proto.output)
+        self.nodes.append(proto)
+
+    def _captured_names(self, original: onnx.NodeProto, n_direct: int, inputs: list[str]) -> list[str]:
+        """The outer names a node's subgraphs read, in the order encode appended them as inputs."""
+        return [n for n in sorted(self._outer_names(original)) if n in self.enc.refs][: len(inputs) - n_direct]
+
+    def _outer_names(self, original: onnx.NodeProto) -> set[str]:
+        names: set[str] = set()
+        graphs = [a.g for a in original.attribute if a.type == onnx.AttributeProto.GRAPH]
+        graphs += [g for a in original.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
+        while graphs:
+            graph = graphs.pop()
+            local = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+            local |= {o for n in graph.node for o in n.output}
+            for n in graph.node:
+                names |= {i for i in n.input if i and i not in local}
+                graphs += [a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH]
+                graphs += [g for a in n.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
+        return names
+
+    def flatten_list(self, list_class: int) -> list[str]:
+        names: list[str] = []
+        cid = list_class
+        while True:
+            node = self.g.node(self.choice[cid])
+            if node.op == "TNil":
+                return names
+            head, cid = node.children
+            names.append(self.names[head])
+
+    def _provenance(self, proto: onnx.NodeProto, cid: int) -> None:
+        origin = self.provenance(cid)
+        if origin:
+            entry = proto.metadata_props.add()
+            entry.key, entry.value = PROVENANCE_KEY, origin
+
+    # ---- constants ----
+    def emit_constant(self, cid: int, node: ENode, name: str | None) -> None:
+        value, dtype = self.evaluate(cid, node)
+        self.consts[cid] = (value, dtype)
+        out = name
+        if out is None and node.op == "Const":
+            base = self.enc.constant_names.get(node.attrs[0])
+            out = self.fresh(base) if base else None
+        out = out or self.preferred_name(cid)
+        self.names[cid] = out
+        final = value.astype(_np_dtype(dtype)) if dtype is not None else value
+        self.initializers.append(numpy_helper.from_array(np.asarray(final), out))
+
+    def evaluate(self, cid: int, node: ENode) -> tuple[np.ndarray, str]:
+        if node.op == "Const":
+            array = self.enc.constants[node.attrs[0]]
+            dtype = self.g.eclass(cid).dtype or ir.DataType.from_numpy(array.dtype).name
+            return _compute_precision(array), dtype
+        if node.op == "Scalar":
+            value, dtype, shape = node.attrs
+            return _compute_precision(np.full(shape, value, dtype=_np_dtype(dtype))), dtype
+        spec = OPS.get(node.op)
+        if spec is None:
+            raise LoweringError(f"cannot evaluate constant e-node {node.op}")
+        args = [self.consts[c][0] if self.names.get(c) != "" else None for c in node.children]
+        dtypes = [self.consts[c][1] for c in node.children if c in self.consts]
+        params = dict(zip((p.name for p in spec.params), node.attrs))
+        value = _evaluate(spec, args, params, self.opset)
+        dtype = params["to"] if node.op == "Cast" else (self.g.eclass(cid).dtype or (dtypes[0] if dtypes else "FLOAT"))
+        if node.op == "Cast" and np.issubdtype(_np_dtype(dtype), np.integer):
+            value = value.astype(_np_dtype(dtype))
+        return _compute_precision(value), dtype
+
+    def model(self) -> onnx.ModelProto:
+        src = self.source
+        graph = helper.make_graph(self.nodes, src.graph.name, list(src.graph.input), list(src.graph.output),
+                                  self.initializers, doc_string=src.graph.doc_string or None)
+        model = helper.make_model(graph, opset_imports=list(src.opset_import), ir_version=src.ir_version)
+        for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):
+            setattr(model, field, getattr(src, field))
+        model.metadata_props.extend(src.metadata_props)
+        model.functions.extend(src.functions)
+        return model
+
+
+def _compute_precision(array: np.ndarray) -> np.ndarray:
+    """Constants are computed in at least float32 and rounded once when stored."""
+    up = _FLOAT_UPCAST.get(array.dtype)
+    return array.astype(up) if up is not None else np.asarray(array)
+
+
+_NUMPY_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": None, "Pow": np.power}
+_NUMPY_UNARY = {"Neg": np.negative, "Reciprocal": np.reciprocal, "Sqrt": np.sqrt, "Abs": np.abs,
+                "Exp": np.exp, "Log": np.log, "Identity": lambda x: x}
+
+
+def _evaluate(spec: OpSpec, args: list[np.ndarray | None], params: dict[str, Any], opset: int) -> np.ndarray:
+    op = spec.name
+    if op == "Transpose":
+        return np.transpose(args[0], params["perm"])
+    if op == "Reshape":
+        shape = [d if d != 0 or params.get("allowzero") else args[0].shape[i] for i, d in enumerate(params["shape"])]
+        return np.reshape(args[0], shape)
+    if op == "Cast":
+        return args[0].astype(_np_dtype(params["to"])) if params["to"] in ("BOOL",) else args[0]
+    if op in _NUMPY_UNARY:
+        return _NUMPY_UNARY[op](args[0])
+    if op == "Div":
+        a, b = args
+        if np.issubdtype(a.dtype, np.integer):
+            return np.trunc(np.divide(a, b)).astype(a.dtype)
+        return np.divide(a, b)
+    if op in _NUMPY_BINARY:
+        return _NUMPY_BINARY[op](args[0], args[1])
+    if op == "Unsqueeze":
+        out = args[0]
+        for axis in sorted(params["axes"]):
+            out = np.expand_dims(out, axis)
+        return out
+    return _evaluate_reference(spec, args, params, opset)
+
+
+def _input_list(inputs: Mapping[int, str]) -> list[str]:
+    names = [inputs.get(i, "") for i in range(max(inputs) + 1)] if inputs else []
+    while names and names[-1] == "":
+        names.pop()
+    return names
+
+
+def onnx_parts(spec: OpSpec, values: Sequence[Any], opset: int,
+               float_dtype: np.dtype) -> tuple[dict[int, np.ndarray | None], dict[str, Any]]:
+    """A typed node's static parameters at `opset`: constant inputs (position -> array, None when
+    absent) and attributes (defaults left out)."""
+    static: dict[int, np.ndarray | None] = {}
+    attrs: dict[str, Any] = {}
+    for p, value in zip(spec.params, values):
+        if p.input is not None and opset >= p.since:
+            if (p.default is not None and value == p.default) or (p.kind == "ints" and value == () and p.default == ()):
+                static[p.input] = None
+            else:
+                static[p.input] = np.asarray(value, dtype=np.int64 if p.kind == "ints" else float_dtype)
+        elif p.input is None and opset < p.since:
+            if value != p.default:
+                raise LoweringError(f"{spec.name}.{p.name}={value!r} needs opset {p.since} (model has {opset})")
+        elif p.kind == "dtype":
+            attrs[p.name] = int(ir.DataType[value])
+        elif not (value == p.default or (p.kind == "ints" and value == ())):
+            attrs[p.name] = list(value) if p.kind == "ints" else value
+    return static, attrs
+
+
+def _evaluate_reference(spec: OpSpec, args: list[np.ndarray | None], params: dict[str, Any],
+                        opset: int) -> np.ndarray:
+    from onnx.reference import ReferenceEvaluator
+
+    float_dtype = next((a.dtype for a in args if a is not None and a.dtype.kind == "f"), np.dtype(np.float32))
+    static, attrs = onnx_parts(spec, list(params.values()), opset, float_dtype)
+    feeds: dict[str, np.ndarray] = {}
+    inputs: dict[int, str] = {}
+    positions = [i for i in range(len(spec.inputs) + len(static)) if i not in static]
+    for pos, array in list(zip(positions, args)) + list(static.items()):
+        if array is not None:
+            inputs[pos] = f"i{pos}"
+            feeds[f"i{pos}"] = array
+    node = helper.make_node(spec.name, _input_list(inputs), ["y"], **attrs)
+    graph = helper.make_graph([node], "fold", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()],
+                              [helper.make_value_info("y", onnx.TypeProto())])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    (out,) = ReferenceEvaluator(model).run(None, feeds)
+    return np.asarray(out)
+
+
+def lower(egraph: EGraph, choice: Mapping[int, int], enc: Encoding, source: onnx.ModelProto) -> ir.Model:
+    """The graph the choice describes, as an IR model shaped like `source` (the normalized input)."""
+    proto = _Lowerer(egraph, choice, enc, source).run()
+    model = ir.serde.deserialize_model(proto)
+    from eqsat.io import _infer_shapes
+
+    _infer_shapes(model)
+    return model

@@ -1,0 +1,81 @@
+"""A rewrite rule as a declarative record: name, family, soundness class, origin, doc, egglog text.
+
+Rules are egglog text, one readable line each, built with two helpers:
+
+    rw("(Relu (Relu x))", "(Relu x)")                                   # lhs -> rhs
+    rw("(Cast x t)", "x", "(= (dtype x) t)")                             # ... when guards hold
+    fact("(= y (Transpose x p)) (= s (shape x))", "(set (shape y) ...)") # general rule (analysis)
+
+The registry (`rewrites.registry`) adds `:ruleset` and `:name` so each egglog rule is attributable in
+run reports (`<rule name>#<k>`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+SOUNDNESS = ("exact", "fp-reassoc", "precision-changing")
+RULESETS = ("analysis", "simplify", "explore")
+#: Soundness classes admitted by default (precision-changing needs `--allow precision-changing`).
+DEFAULT_SOUNDNESS = frozenset({"exact", "fp-reassoc"})
+
+_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Egglog:
+    """One egglog rule body: facts (the query, guards included) and actions."""
+
+    facts: str
+    actions: str
+
+    def command(self, ruleset: str, name: str) -> str:
+        return f"(rule ({self.facts}) ({self.actions}) :ruleset {ruleset} :name \"{name}\")"
+
+
+def op_pattern(op: str, *args: str) -> str:
+    """`(Op args... a0 a1 ...)`: the op applied to `args` with its static parameters as variables a0, a1, ..."""
+    from eqsat.terms import OPS
+
+    params = [f"a{i}" for i in range(len(OPS[op].params))]
+    return f"({' '.join([op, *args, *params])})"
+
+
+def rw(lhs: str, rhs: str, *guards: str) -> Egglog:
+    """lhs -> rhs when every guard holds: the matched class is unioned with rhs."""
+    return Egglog(f"(= __root {lhs}) {' '.join(guards)}".strip(), f"(union __root {rhs})")
+
+
+def fact(facts: str, actions: str) -> Egglog:
+    """A general egglog rule (analyses, and rewrites that also set facts on the nodes they create)."""
+    return Egglog(facts, actions)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    name: str                       # kebab-case, unique
+    family: str                     # the rewrites/ module it lives in
+    soundness: str                  # exact | fp-reassoc | precision-changing
+    origin: str                     # the peer pass it subsumes, e.g. "glow:sink-transpose"
+    doc: str                        # one line: A(B(x)) -> C(x) when ...
+    egglog: tuple[Egglog, ...]
+    ruleset: str = "explore"        # analysis | simplify | explore
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(f"rule name {self.name!r} is not kebab-case")
+        if self.soundness not in SOUNDNESS:
+            raise ValueError(f"rule {self.name}: soundness {self.soundness!r} not in {SOUNDNESS}")
+        if self.ruleset not in RULESETS:
+            raise ValueError(f"rule {self.name}: ruleset {self.ruleset!r} not in {RULESETS}")
+        if not self.egglog:
+            raise ValueError(f"rule {self.name} has no egglog rewrite")
+
+    def commands(self) -> list[str]:
+        return [e.command(self.ruleset, f"{self.name}#{k}") for k, e in enumerate(self.egglog)]
+
+
+def rule_name_of(egglog_name: str) -> str:
+    """The rule record name behind an egglog rule name (`transpose-merge#0` -> `transpose-merge`)."""
+    return egglog_name.split("#", 1)[0]

@@ -1,0 +1,131 @@
+"""Bounded equality saturation: the schedule, the limits, and the report of why it stopped.
+
+One iteration is `analysis` to saturation, one pass of `simplify`, `analysis` again, one pass of
+`explore`. egglog 13.2 has no node or time limit of its own, so limits are checked between iterations:
+a limit can be overshot by at most one iteration, and the report says by how much. Hitting a limit is
+never an error: the e-graph is kept as it is and the best graph found so far is extracted from it.
+If egglog itself fails (an unsound rule makes facts conflict, a panic), the report names the failure and
+the caller falls back to the last state it can extract from.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from typing import Any, Sequence
+
+from eqsat.backend import Backend
+from eqsat.rule import RULESETS, Rule, rule_name_of
+
+SCHEDULE = ("(saturate (run analysis))", "(run simplify)", "(saturate (run analysis))", "(run explore)")
+#: Tables that are not e-nodes of the program (handles, facts).
+NOT_ENODES = frozenset({"Ref", "shape", "dtype", "positive", "is-const", "inv-perm", "lossless-cast"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    iterations: int = 30
+    nodes: int = 100_000
+    seconds: float | None = None   # wall-clock: results may then differ run to run
+
+    def __post_init__(self) -> None:
+        if self.iterations < 0 or self.nodes < 0 or (self.seconds is not None and self.seconds < 0):
+            raise ValueError("limits must be non-negative")
+
+
+@dataclasses.dataclass
+class RunReport:
+    stop_reason: str                       # saturated | iteration-limit | node-limit | time-limit | error
+    iterations: int
+    enodes: int
+    seconds: float
+    matches_per_rule: dict[str, int]
+    enodes_loaded: int = 0
+    eclasses: int | None = None            # filled in when the e-graph is decoded
+    limits: Limits = dataclasses.field(default_factory=Limits)
+    error: str | None = None
+
+    @property
+    def deterministic(self) -> bool:
+        return self.stop_reason != "time-limit"
+
+    @property
+    def overshoot(self) -> int:
+        return max(0, self.enodes - self.limits.nodes) if self.stop_reason == "node-limit" else 0
+
+    @property
+    def rules_fired(self) -> dict[str, int]:
+        return {k: v for k, v in sorted(self.matches_per_rule.items()) if v}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stop_reason": self.stop_reason, "iterations": self.iterations, "enodes": self.enodes,
+                "enodes_loaded": self.enodes_loaded, "eclasses": self.eclasses, "seconds": round(self.seconds, 6),
+                "overshoot": self.overshoot, "deterministic": self.deterministic, "error": self.error,
+                "rules_fired": self.rules_fired,
+                "limits": dataclasses.asdict(self.limits)}
+
+    def to_text(self) -> str:
+        lines = [f"saturation {self.stop_reason} after {self.iterations} iterations in {self.seconds * 1000:.0f} ms: "
+                 f"{self.enodes_loaded} -> {self.enodes} e-nodes"
+                 + (f", {self.eclasses} e-classes" if self.eclasses is not None else "")]
+        if self.overshoot:
+            lines.append(f"node limit {self.limits.nodes} overshot by {self.overshoot} (limits are checked between iterations)")
+        if self.error:
+            lines.append(f"egglog failed: {self.error}")
+        fired = self.rules_fired
+        lines.append("rules fired: " + (", ".join(f"{k} x{v}" for k, v in fired.items()) if fired else "none"))
+        return "\n".join(lines)
+
+
+def count_enodes(backend: Backend) -> int:
+    return sum(v for k, v in backend.sizes().items() if k not in NOT_ENODES)
+
+
+def install_rules(backend: Backend, rules: Sequence[Rule]) -> None:
+    backend.run("\n".join(f"(ruleset {name})" for name in RULESETS))
+    backend.run_many(cmd for rule in rules for cmd in rule.commands())
+
+
+def run(backend: Backend, limits: Limits = Limits()) -> RunReport:
+    """Run the schedule until saturation or a limit; never raises for a limit or an egglog failure."""
+    start = time.perf_counter()
+    matches: collections.Counter[str] = collections.Counter()
+    loaded = enodes = count_enodes(backend)
+    iterations, stop, error = 0, "saturated", None
+    while True:
+        if iterations >= limits.iterations:
+            stop = "iteration-limit"
+            break
+        if enodes > limits.nodes:
+            stop = "node-limit"
+            break
+        if limits.seconds is not None and time.perf_counter() - start > limits.seconds:
+            stop = "time-limit"
+            break
+        updated = False
+        for ruleset_step in SCHEDULE:
+            try:
+                report = backend.run_schedule(ruleset_step)
+            except BaseException as exc:  # egglog panics are BaseException (pyo3 PanicException)
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                error = f"{ruleset_step}: {type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+                break
+            updated |= bool(report.updated)
+            for name, count in report.num_matches_per_rule.items():
+                matches[rule_name_of(name)] += count
+        iterations += 1
+        if error is not None:
+            stop = "error"
+            break
+        enodes = count_enodes(backend)
+        if not updated:
+            break
+    try:
+        enodes = count_enodes(backend)
+    except BaseException as exc:  # pragma: no cover - the e-graph is unusable after a panic
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+    return RunReport(stop, iterations, enodes, time.perf_counter() - start, dict(matches), loaded,
+                     limits=limits, error=error)

@@ -1,0 +1,216 @@
+"""The term language: one egglog sort `T` for tensors and one constructor per modelled ONNX op.
+
+This module is the one place that says which ONNX ops eqsat understands and how each maps to a term:
+tensor inputs first (ONNX input order), then static parameters (attributes, and inputs that must be
+constant such as Reshape's shape or Clip's bounds), each with its egglog kind and ONNX default.
+Everything else becomes an `Opaque` node that no rule rewrites and lowering restores unchanged.
+
+Leaves and helpers: `(Input "name")`, `(Const "key")` (an initializer, keyed by content hash so equal
+constants are one term), `(Scalar value "DTYPE" shape)` (single-element constants, value as f64 so
+rules can test it), `(Absent)` (a missing optional input), `(Opaque "key" inputs)` of sort `N` with
+`(Out n k)` projections, `TCons`/`TNil` lists, and the unextractable handle `(Ref i)`.
+
+Facts: `shape`, `dtype` (primitive-valued, no merge: a conflict is an unsound rule), `positive`
+(constants whose values are all > 0), `inv-perm` (inverse permutations), `lossless-cast` (dtype pairs
+whose conversion is exact for every value).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Any, Iterable, Sequence
+
+INF = float("inf")
+
+#: egglog kinds of static parameters.
+EGGLOG_KIND = {"int": "i64", "ints": "IVec", "float": "f64", "str": "String", "dtype": "String"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """A static parameter: an ONNX attribute, or a constant input (`input` index) from opset `since`."""
+
+    name: str
+    kind: str                   # int | ints | float | str | dtype
+    default: Any = None         # None: required (the node goes opaque if it is absent)
+    input: int | None = None    # index of the ONNX input that carries it from opset `since` on
+    since: int = 1              # first opset with this attribute (or with it as an input)
+    axes_of: str | None = None  # "input"/"output": axis values normalized against that rank
+
+    @property
+    def egglog_kind(self) -> str:
+        return EGGLOG_KIND[self.kind]
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSpec:
+    name: str                       # ONNX op_type and egglog constructor name
+    inputs: tuple[str, ...]         # tensor inputs, in ONNX order (static inputs excluded)
+    params: tuple[Param, ...] = ()
+    optional: int = 0               # how many trailing tensor inputs may be absent
+
+    @property
+    def signature(self) -> tuple[str, ...]:
+        return ("T",) * len(self.inputs) + tuple(p.egglog_kind for p in self.params)
+
+
+def _op(name: str, inputs: str = "X", *params: Param, optional: int = 0) -> OpSpec:
+    return OpSpec(name, tuple(inputs.split()) if inputs else (), tuple(params), optional)
+
+
+def _axis(name: str = "axis", default: Any = None, of: str = "input") -> Param:
+    return Param(name, "int", default, axes_of=of)
+
+
+_UNARY = ["Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", "Reciprocal", "Floor",
+          "Ceil", "Sign", "Softplus", "Softsign", "Identity", "Not", "Sin", "Cos", "Round", "IsNaN"]
+_BINARY = ["Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Equal", "Greater", "Less", "GreaterOrEqual",
+           "LessOrEqual", "And", "Or", "Xor", "Mod"]
+_REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare"]
+_REDUCE_AXES_INPUT_SINCE = {"ReduceSum": 13}  # the others moved axes to an input at opset 18
+_POOL_PARAMS = (Param("auto_pad", "str", "NOTSET"), Param("ceil_mode", "int", 0, since=10),
+                Param("dilations", "ints", (), since=10), Param("kernel_shape", "ints"),
+                Param("pads", "ints", ()), Param("strides", "ints", ()))
+
+UNARY = frozenset(_UNARY)
+BINARY = frozenset(_BINARY)
+
+OPS: dict[str, OpSpec] = {spec.name: spec for spec in [
+    *(_op(name) for name in _UNARY),
+    *(_op(name, "A B") for name in _BINARY),
+    _op("Where", "C X Y"),
+    _op("LeakyRelu", "X", Param("alpha", "float", 0.01)),
+    _op("Elu", "X", Param("alpha", "float", 1.0)),
+    _op("HardSigmoid", "X", Param("alpha", "float", 0.2), Param("beta", "float", 0.5)),
+    _op("Gelu", "X", Param("approximate", "str", "none", since=20)),
+    _op("Clip", "X", Param("min", "float", -INF, input=1, since=11), Param("max", "float", INF, input=2, since=11)),
+    _op("Cast", "X", Param("to", "dtype")),
+    _op("Dropout", "X"),
+    _op("Softmax", "X", _axis(default=-1)),
+    _op("LogSoftmax", "X", _axis(default=-1)),
+    _op("Transpose", "X", Param("perm", "ints")),
+    _op("Reshape", "X", Param("shape", "ints", input=1, since=5), Param("allowzero", "int", 0, since=14)),
+    _op("Flatten", "X", _axis(default=1)),
+    _op("Squeeze", "X", Param("axes", "ints", (), input=1, since=13, axes_of="input")),
+    _op("Unsqueeze", "X", Param("axes", "ints", input=1, since=13, axes_of="output")),
+    _op("Expand", "X", Param("shape", "ints", input=1, since=8)),
+    _op("Pad", "X", Param("pads", "ints", input=1, since=11), Param("value", "float", 0.0, input=2, since=11),
+        Param("mode", "str", "constant")),
+    _op("Gather", "X I", _axis(default=0)),
+    *(_op(name, "X", Param("axes", "ints", (), input=1, since=_REDUCE_AXES_INPUT_SINCE.get(name, 18),
+                           axes_of="input"), Param("keepdims", "int", 1)) for name in _REDUCE),
+    _op("GlobalAveragePool"),
+    _op("GlobalMaxPool"),
+    _op("MaxPool", "X", *_POOL_PARAMS, Param("storage_order", "int", 0, since=8)),
+    _op("AveragePool", "X", *_POOL_PARAMS, Param("count_include_pad", "int", 0, since=7)),
+    _op("MatMul", "A B"),
+    _op("Gemm", "A B C", Param("alpha", "float", 1.0), Param("beta", "float", 1.0),
+        Param("transA", "int", 0), Param("transB", "int", 0), optional=1),
+    _op("Conv", "X W B", Param("auto_pad", "str", "NOTSET"), Param("dilations", "ints", ()),
+        Param("group", "int", 1), Param("kernel_shape", "ints", ()), Param("pads", "ints", ()),
+        Param("strides", "ints", ()), optional=1),
+    _op("ConvTranspose", "X W B", Param("auto_pad", "str", "NOTSET"), Param("dilations", "ints", ()),
+        Param("group", "int", 1), Param("kernel_shape", "ints", ()), Param("output_padding", "ints", ()),
+        Param("output_shape", "ints", ()), Param("pads", "ints", ()), Param("strides", "ints", ()), optional=1),
+    _op("BatchNormalization", "X scale B mean var", Param("epsilon", "float", 1e-5),
+        Param("momentum", "float", 0.9)),
+    _op("InstanceNormalization", "X scale B", Param("epsilon", "float", 1e-5)),
+    _op("LayerNormalization", "X scale B", _axis(default=-1), Param("epsilon", "float", 1e-5),
+        Param("stash_type", "int", 1), optional=1),
+    _op("QuantizeLinear", "X scale zp", _axis(default=1), optional=1),
+    _op("DequantizeLinear", "X scale zp", _axis(default=1), optional=1),
+]}
+
+#: Ops that must never be merged by hash-consing (random or stateful): always opaque.
+NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                              "Bernoulli", "Multinomial"})
+
+#: Constructors that are not ONNX ops, with their signatures and result sorts.
+SPECIAL: dict[str, tuple[tuple[str, ...], str]] = {
+    "Ref": (("i64",), "T"),
+    "Input": (("String",), "T"),
+    "Const": (("String",), "T"),
+    "Scalar": (("f64", "String", "IVec"), "T"),
+    "Absent": ((), "T"),
+    "TNil": ((), "TL"),
+    "TCons": (("T", "TL"), "TL"),
+    "Opaque": (("String", "TL"), "N"),
+    "Out": (("N", "i64"), "T"),
+}
+
+#: Dtype pairs (from, to) where every value of `from` is exactly representable in `to`.
+_EXACT_RANGES = {
+    "BOOL": ["UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "BFLOAT16",
+             "FLOAT", "DOUBLE"],
+    "UINT8": ["UINT16", "INT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "BFLOAT16", "FLOAT", "DOUBLE"],
+    "INT8": ["INT16", "INT32", "INT64", "FLOAT16", "BFLOAT16", "FLOAT", "DOUBLE"],
+    "UINT16": ["UINT32", "INT32", "UINT64", "INT64", "FLOAT", "DOUBLE"],
+    "INT16": ["INT32", "INT64", "FLOAT", "DOUBLE"],
+    "UINT32": ["UINT64", "INT64", "DOUBLE"],
+    "INT32": ["INT64", "DOUBLE"],
+    "FLOAT16": ["FLOAT", "DOUBLE"],
+    "BFLOAT16": ["FLOAT", "DOUBLE"],
+    "FLOAT": ["DOUBLE"],
+}
+LOSSLESS_CASTS: tuple[tuple[str, str], ...] = tuple((a, b) for a, bs in _EXACT_RANGES.items() for b in bs)
+
+MAX_PERM_RANK = 5  # inverse permutations are asserted for every perm up to this rank
+
+
+def egg_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def egg_float(x: float) -> str:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    text = repr(float(x))
+    return text if ("." in text or "e" in text or "inf" in text) else text + ".0"
+
+
+def egg_ints(xs: Sequence[int]) -> str:
+    return "(vec-of " + " ".join(str(int(x)) for x in xs) + ")" if len(xs) else "(vec-empty)"
+
+
+def egg_value(kind: str, value: Any) -> str:
+    if kind == "int":
+        return str(int(value))
+    if kind == "ints":
+        return egg_ints(value)
+    if kind == "float":
+        return egg_float(value)
+    return egg_str(str(value))
+
+
+def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv)
+
+
+def declarations() -> str:
+    """The egglog program that declares sorts, constructors and fact tables."""
+    lines = ["(sort IVec (Vec i64))", "(sort IFn (UnstableFn (i64) i64))", "(sort T)", "(sort TL)", "(sort N)"]
+    for name, (args, sort) in SPECIAL.items():
+        if sort == "T" or name in ("TNil", "TCons", "Opaque", "Out"):
+            lines.append(f"(constructor {name} ({' '.join(args)}) {sort})")
+    for spec in OPS.values():
+        lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
+    lines += ["(function shape (T) IVec :no-merge)", "(function dtype (T) String :no-merge)",
+              "(relation positive (T))", "(relation is-const (T))", "(function inv-perm (IVec) IVec :no-merge)",
+              "(relation lossless-cast (String String))"]
+    return "\n".join(lines)
+
+
+def static_facts(extra_perms: Iterable[Sequence[int]] = ()) -> list[str]:
+    """Facts every e-graph starts with: inverse perms (all up to MAX_PERM_RANK, plus `extra_perms`)."""
+    perms = {p for r in range(1, MAX_PERM_RANK + 1) for p in itertools.permutations(range(r))}
+    perms |= {tuple(p) for p in extra_perms}
+    facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in sorted(perms)]
+    facts += [f"(lossless-cast {egg_str(a)} {egg_str(b)})" for a, b in LOSSLESS_CASTS]
+    return facts

@@ -1,0 +1,52 @@
+"""Analyses: facts for the nodes that rewrites create (loaded nodes get theirs from shape inference).
+
+    shape(U(x)) = shape(x), dtype(U(x)) = dtype(x)          U unary elementwise (Cast: dtype = to)
+    shape(Transpose(x, p)) = shape(x) permuted by p
+    shape(B(a, b)) = shape(a) when shape(a) = shape(b)       B binary elementwise
+    is-const(Const), is-const(Scalar); is-const(Transpose(c)), is-const(B(c, d)), ... for constant inputs
+"""
+
+from __future__ import annotations
+
+from eqsat.rule import Rule, fact, op_pattern
+from eqsat.terms import BINARY, OPS, UNARY
+from rewrites.layout import PARAM_UNARY
+
+_COMPARISONS = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"}
+_CONST_FOLDABLE_UNARY = ("Neg", "Reciprocal", "Sqrt", "Abs", "Exp", "Log", "Identity")
+
+RULES = [
+    Rule("shape-unary", "analysis", "exact", "eqsat:analysis",
+         "shape(U(x)) = shape(x) and dtype(U(x)) = dtype(x) for elementwise U (Cast: dtype(Cast(x, t)) = t)",
+         tuple(fact(f"(= y {op_pattern(op, 'x')}) (= s (shape x))", "(set (shape y) s)")
+               for op in sorted(UNARY) + list(PARAM_UNARY))
+         + tuple(fact(f"(= y {op_pattern(op, 'x')}) (= d (dtype x))", "(set (dtype y) d)")
+                 for op in sorted(UNARY - {"IsNaN"}) + [o for o in PARAM_UNARY if o != "Cast"])
+         + (fact("(= y (Cast x t))", "(set (dtype y) t)"),),
+         ruleset="analysis"),
+    Rule("shape-transpose", "analysis", "exact", "eqsat:analysis",
+         "shape(Transpose(x, p))[i] = shape(x)[p[i]]; dtype kept",
+         (fact("(= y (Transpose x p)) (= s (shape x)) (= (vec-length s) (vec-length p))",
+               '(set (shape y) (unstable-vec-map (unstable-fn "vec-get" s) p))'),
+          fact("(= y (Transpose x p)) (= d (dtype x))", "(set (dtype y) d)")),
+         ruleset="analysis"),
+    Rule("shape-binary", "analysis", "exact", "eqsat:analysis",
+         "shape(B(a, b)) = shape(a) when shape(a) = shape(b); dtype(B(a, b)) = dtype(a) (BOOL for comparisons)",
+         tuple(fact(f"(= y ({op} a b)) (= s (shape a)) (= s (shape b))", "(set (shape y) s)") for op in sorted(BINARY))
+         + tuple(fact(f"(= y ({op} a b)) (= d (dtype a))", "(set (dtype y) d)")
+                 for op in sorted(BINARY - _COMPARISONS - {"And", "Or", "Xor"}))
+         + tuple(fact(f"(= y ({op} a b))", '(set (dtype y) "BOOL")') for op in sorted(_COMPARISONS)),
+         ruleset="analysis"),
+    Rule("constant-terms", "analysis", "exact", "eqsat:analysis",
+         "is-const(c) for constants and for Transpose/Reshape/Cast/elementwise ops over constants",
+         (fact("(= y (Const k))", "(is-const y)"),
+          fact("(= y (Scalar v d s))", "(is-const y)"),
+          fact("(= y (Transpose c p)) (is-const c)", "(is-const y)"),
+          fact("(= y (Reshape c s z)) (is-const c)", "(is-const y)"),
+          fact("(= y (Cast c t)) (is-const c)", "(is-const y)"))
+         + tuple(fact(f"(= y ({op} c)) (is-const c)", "(is-const y)") for op in _CONST_FOLDABLE_UNARY)
+         + tuple(fact(f"(= y ({op} c d)) (is-const c) (is-const d)", "(is-const y)") for op in sorted(BINARY)),
+         ruleset="analysis"),
+]
+
+assert all(op in OPS for op in PARAM_UNARY)

@@ -1,0 +1,30 @@
+"""The one place rules are registered: every family module's RULES, in a stable order."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from eqsat.rule import DEFAULT_SOUNDNESS, Rule
+from rewrites import analysis, cast, cleanup, layout
+
+FAMILIES = (analysis, layout, cast, cleanup)
+
+
+def all_rules() -> tuple[Rule, ...]:
+    rules = tuple(r for family in FAMILIES for r in family.RULES)
+    names = [r.name for r in rules]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        raise ValueError(f"rule names registered twice: {sorted(duplicates)}")
+    return rules
+
+
+def select(allow: Iterable[str] = (), disable: Iterable[str] = ()) -> tuple[Rule, ...]:
+    """Rules admitted by soundness (exact and fp-reassoc, plus `allow`), minus `disable` (names)."""
+    admitted = DEFAULT_SOUNDNESS | set(allow)
+    disabled = set(disable)
+    known = {r.name for r in all_rules()}
+    unknown = disabled - known
+    if unknown:
+        raise KeyError(f"unknown rule(s): {', '.join(sorted(unknown))}")
+    return tuple(r for r in all_rules() if r.soundness in admitted and r.name not in disabled)
