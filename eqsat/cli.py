@@ -16,7 +16,9 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     from eqsat.pipeline import optimize
 
     try:
-        result = optimize(args.input, output=args.output, verify=args.verify)
+        result = optimize(args.input, output=args.output, verify=args.verify, target=args.target,
+                          extractor=args.extractor, time_limit=args.time_limit, node_limit=args.node_limit,
+                          iter_limit=args.iter_limit, allow=args.allow, disable=args.disable)
     except EqsatError as exc:
         report = getattr(exc, "report", None)
         if report is not None and args.report:
@@ -48,6 +50,26 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_rules(args: argparse.Namespace) -> int:
+    from rewrites.registry import all_rules
+
+    rules = all_rules()
+    width = max(len(r.name) for r in rules)
+    for r in rules:
+        print(f"{r.name:<{width}}  {r.family:<13} {r.soundness:<18} {r.ruleset:<8}  {r.doc}")
+        if args.verbose:
+            print(f"{'':<{width}}  origin: {r.origin}")
+    return 0
+
+
+def _cmd_targets(args: argparse.Namespace) -> int:
+    from extract.cost import load_target, targets
+
+    for name in targets():
+        print(f"{name:<8} {load_target(name).description}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eqsat", description="Equality-saturation optimizer for ONNX graphs.")
     parser.add_argument("--version", action="version", version=f"eqsat {eqsat.__version__}")
@@ -57,6 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
     opt = sub.add_parser("optimize", help="optimize an ONNX model")
     opt.add_argument("input", help="input .onnx file")
     opt.add_argument("-o", "--output", required=True, help="output .onnx file (written only if verified)")
+    opt.add_argument("--target", default="cpu", help="hardware target the cost model describes (see `eqsat targets`)")
+    opt.add_argument("--extractor", default="ilp", choices=("ilp", "greedy-dag", "tree"),
+                     help="extraction algorithm (default: ilp, exact DAG cost)")
+    opt.add_argument("--time-limit", type=_non_negative(float), metavar="S", help="saturation wall-clock limit (seconds)")
+    opt.add_argument("--node-limit", type=_non_negative(int), metavar="N", help="e-node limit (checked between iterations)")
+    opt.add_argument("--iter-limit", type=_non_negative(int), metavar="N", help="saturation iteration limit")
+    opt.add_argument("--allow", action="append", default=[], choices=("precision-changing",),
+                     help="admit rules of this soundness class (off by default)")
+    opt.add_argument("--disable", action="append", default=[], metavar="RULE", help="disable a rule by name")
     opt.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                      help="check the result numerically against the input (default: on)")
     opt.add_argument("--report", action="store_true", help="print a report of what was done")
@@ -66,7 +97,27 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="summarize a model: ops, inputs, outputs, sizes")
     info.add_argument("input", help="input .onnx file")
     info.set_defaults(run=_cmd_info)
+
+    rules = sub.add_parser("rules", help="list the rewrite rules with family, soundness and doc")
+    rules.add_argument("-v", "--verbose", action="store_true", help="also show each rule's origin")
+    rules.set_defaults(run=_cmd_rules)
+
+    targets = sub.add_parser("targets", help="list the hardware targets")
+    targets.set_defaults(run=_cmd_targets)
     return parser
+
+
+def _non_negative(kind: type) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0: {text}")
+        return value
+
+    return parse
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,8 +21,11 @@ from typing import Any, Iterable, Mapping
 TERM_SORTS = ("T", "TL", "N")
 #: Leaves whose value is known at compile time; a class holding one is constant-only.
 CONSTANT_LEAVES = frozenset({"Const", "Scalar", "Absent"})
-#: Nodes that are never constant even with constant children (they stand for opaque computations).
-NEVER_CONSTANT = frozenset({"Opaque", "Out", "Input"})
+#: Nodes that are never constant even with constant children: opaque computations, and the Q/DQ pairs
+#: that quantized formats keep on purpose (runtimes fuse them into integer kernels).
+NEVER_CONSTANT = frozenset({"Opaque", "Out", "Input", "QuantizeLinear", "DequantizeLinear"})
+#: Constant-only classes larger than this (elements) are computed at run time, never materialized.
+MAX_FOLDED_ELEMENTS = 1 << 20
 
 Attr = Any  # int | float | str | tuple[int, ...]
 
@@ -176,6 +179,15 @@ def decode(serialized_json: str, ref_ids: Iterable[int] = ()) -> EGraph:
     return _mark_constants(EGraph(tuple(out_nodes), classes, (), kept_refs))
 
 
+def _foldable_size(eclass: EClass) -> bool:
+    if eclass.shape is None:
+        return True
+    size = 1
+    for d in eclass.shape:
+        size *= d
+    return size <= MAX_FOLDED_ELEMENTS
+
+
 def _mark_constants(graph: EGraph) -> EGraph:
     """A class is constant-only if some node in it is a constant leaf or has only constant children."""
     const = [False] * len(graph.classes)
@@ -192,7 +204,7 @@ def _mark_constants(graph: EGraph) -> EGraph:
         for n in parents.get(cid, ()):
             if const[n.eclass] or n.op in NEVER_CONSTANT:
                 continue
-            if n.children and all(const[c] for c in n.children):
+            if n.children and all(const[c] for c in n.children) and _foldable_size(graph.classes[n.eclass]):
                 const[n.eclass] = True
                 work.append(n.eclass)
     classes = tuple(dataclasses.replace(c, constant=True) if const[c.id] else c for c in graph.classes)

@@ -14,6 +14,7 @@ the file up), Constant nodes lifted to initializers, dead nodes removed.
 from __future__ import annotations
 
 import collections
+import heapq
 import os
 import re
 import secrets
@@ -130,8 +131,10 @@ def _uses_external_data(graph: onnx.GraphProto) -> bool:
 
 
 def _topological_order(graph: onnx.GraphProto, label: str) -> list[int]:
-    """Node indices of the top-level graph in a topological order (Kahn); undefined inputs and cycles
-    are reported by node."""
+    """Node indices of the top-level graph in a topological order, as close to the file's as possible
+    (Kahn with the smallest ready index first: a sorted graph keeps its order). Values that subgraphs
+    (If/Loop/Scan bodies) read from the outer scope count as inputs of their node. Undefined inputs and
+    cycles are reported by node."""
     defined = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
     defined |= {t.values.name for t in graph.sparse_initializer}
     producer: dict[str, int] = {}
@@ -144,7 +147,7 @@ def _topological_order(graph: onnx.GraphProto, label: str) -> list[int]:
     waiting = [0] * len(graph.node)
     consumers: dict[int, list[int]] = collections.defaultdict(list)
     for idx, node in enumerate(graph.node):
-        for inp in node.input:
+        for inp in [*node.input, *sorted(_outer_values(node))]:
             if inp in defined:
                 continue
             if inp not in producer:
@@ -152,20 +155,38 @@ def _topological_order(graph: onnx.GraphProto, label: str) -> list[int]:
                                     _node_name(node, idx), node.op_type)
             waiting[idx] += 1
             consumers[producer[inp]].append(idx)
-    ready = collections.deque(i for i, w in enumerate(waiting) if w == 0)
+    ready = [i for i, w in enumerate(waiting) if w == 0]
     order: list[int] = []
     while ready:
-        idx = ready.popleft()
+        idx = heapq.heappop(ready)
         order.append(idx)
         for c in consumers[idx]:
             waiting[c] -= 1
             if waiting[c] == 0:
-                ready.append(c)
+                heapq.heappush(ready, c)
     if len(order) != len(graph.node):
         stuck = min(i for i, w in enumerate(waiting) if w > 0)
         node = graph.node[stuck]
         raise BadInputError(label, "the graph has a cycle through this node", _node_name(node, stuck), node.op_type)
     return order
+
+
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    return [g for a in node.attribute for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs)]
+
+
+def _outer_values(node: onnx.NodeProto) -> set[str]:
+    """Names the node's subgraphs, at any depth, read without defining them: values of the outer scope."""
+    free: set[str] = set()
+    stack = [(g, frozenset[str]()) for g in _subgraphs(node)]  # (subgraph, names defined by enclosing subgraphs)
+    while stack:
+        graph, enclosing = stack.pop()
+        local = enclosing | {i.name for i in graph.input} | {t.name for t in graph.initializer}
+        local |= {t.values.name for t in graph.sparse_initializer} | {o for n in graph.node for o in n.output}
+        free |= {name for n in graph.node for name in n.input if name and name not in local}
+        free |= {o.name for o in graph.output if o.name not in local}
+        stack += [(g, local) for n in graph.node for g in _subgraphs(n)]
+    return free
 
 
 def _node_name(node: onnx.NodeProto, idx: int) -> str:

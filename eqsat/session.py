@@ -63,7 +63,7 @@ class Session:
             cost_model = cost if cost is not None else roofline(load_target(target))
             result = run_extractor(self.egraph, self.roots, cost_model, extractor=extractor)
             result.check()
-        report.extraction = result
+        report.extraction = result.summary(cost_model, target if cost is None else None)
         with timed(report, "lower"):
             model = lower(self.egraph, result.choice, self.encoding, self.normalized)
         report.ops_after = io.op_histogram(model)
@@ -76,8 +76,12 @@ class Session:
 
 
 def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequence[str] = (),
-             disable: Sequence[str] = (), source: str | None = None) -> Session:
-    """Load, normalize, encode and saturate `model`; the returned Session extracts on demand."""
+             disable: Sequence[str] = (), rules: Sequence[Rule] | None = None,
+             source: str | None = None) -> Session:
+    """Load, normalize, encode and saturate `model`; the returned Session extracts on demand.
+
+    `rules` replaces the registered rules (for experiments); otherwise `allow`/`disable` select them.
+    """
     from rewrites.registry import select
 
     phases: dict[str, float] = {}
@@ -91,7 +95,7 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     io.normalize(work)
     normalized = io.to_proto(work)
     phases["fold"] = time.perf_counter() - start
-    rules = select(allow, disable)
+    rules = tuple(rules) if rules is not None else select(allow, disable)
     start = time.perf_counter()
     encoding = encode(work)
     backend = Backend()

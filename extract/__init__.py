@@ -1,1 +1,59 @@
-"""Extraction: cost models, hardware targets (targets/*.toml) and extractors, one per module."""
+"""Extraction: cost models, hardware targets (targets/*.toml) and extractors, one per module.
+
+Table of contents:
+- `extract(egraph, roots, cost, extractor="ilp") -> ExtractionResult`: run a registered extractor
+- `EXTRACTORS`: the registry (CLI name -> module, what it is optimal for)
+- `ExtractionResult` / `ExtractionError` / `ExtractionSummary` (result.py): the one validated result type
+- `CostModel`, `Target`, `roofline(target)`, `targets()`, `load_target(name)` (cost.py)
+- extractors: `tree` (tree.py), `greedy-dag` (greedy_dag.py), `ilp` (ilp.py)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any, Mapping, Sequence
+
+from eqsat.egraph import EGraph
+from eqsat.errors import BadInputError
+from extract.cost import CostModel, Roofline, Target, TargetError, load_target, roofline, targets
+from extract.result import ExtractionError, ExtractionResult, ExtractionSummary
+
+__all__ = ["EXTRACTORS", "CostModel", "ExtractionError", "ExtractionResult", "ExtractionSummary",
+           "ExtractorInfo", "Roofline", "Target", "TargetError", "extract", "load_target", "roofline",
+           "targets"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtractorInfo:
+    """A registered extractor: its CLI name, module and what it is optimal for."""
+
+    name: str
+    module: str
+    optimal_for: str
+    summary: str
+
+    def load(self) -> Any:
+        return importlib.import_module(self.module)
+
+
+EXTRACTORS: Mapping[str, ExtractorInfo] = {info.name: info for info in (
+    ExtractorInfo("tree", "extract.tree", "tree cost",
+                  "bottom-up least tree cost (Knuth/Dijkstra); over-counts shared sub-terms"),
+    ExtractorInfo("greedy-dag", "extract.greedy_dag", "none",
+                  "union-cost greedy + refinement; DAG cost never above tree's"),
+    ExtractorInfo("ilp", "extract.ilp", "DAG cost (exact with cycle cuts; within an acyclic pre-filter "
+                  "if they do not converge, as notes say)",
+                  "0-1 program with HiGHS, lazy cycle cuts, time limit (default 10 s)"),
+)}
+
+
+def extract(egraph: EGraph, roots: Sequence[int] | None, cost: CostModel | Target | str,
+            extractor: str = "ilp", **options: Any) -> ExtractionResult:
+    """Extract one term DAG for `roots` (default: `egraph.roots`) under `cost` (a cost model, a Target or
+    a target name) with the named extractor; `options` go to the extractor (e.g. `time_limit` for ilp)."""
+    info = EXTRACTORS.get(extractor.replace("_", "-"))
+    if info is None:
+        raise BadInputError(f"extractor {extractor!r}", f"unknown extractor; available: {', '.join(EXTRACTORS)}")
+    model: CostModel = roofline(cost) if isinstance(cost, (Target, str)) else cost
+    return info.load().extract(egraph, egraph.roots if roots is None else roots, model, **options)

@@ -1,0 +1,469 @@
+"""Cost models: the contract, hardware targets (data in targets/*.toml) and the default roofline model.
+
+Contract: a `CostModel` is any callable `(egraph, node) -> float` giving the cost of one e-node (seconds,
+for the built-in models) from its op, attributes and the shape/dtype facts of its class and its children.
+Costs are >= 0 and not NaN; `inf` means "never choose this node". Nodes in constant-only classes cost 0
+(they are folded at lowering time). A model may also offer `node_costs(egraph) -> np.ndarray` (one cost
+per node id) to cost a whole e-graph at once; `node_costs()` below uses it when present.
+
+`roofline(target)`: max(flops / peak[dtype], bytes / bandwidth) + launch per op, with
+- conv: 2 * prod(out) * prod(w.shape[1:]); matmul/gemm: 2 * M * N * K; elementwise, reductions and
+  normalizations: a few FLOPs per element; data movement (Transpose, Pad, Concat, Cast, ...): bytes only;
+  views (Reshape, Squeeze, Unsqueeze, Flatten, Identity): no data moved, `view_fraction * launch`;
+- bytes = output bytes + bytes of every tensor input (weights included), from shapes and dtype sizes;
+  an unknown shape is estimated from the children (broadcast for elementwise ops) or `DEFAULT_NUMEL`;
+- Input, Const, Scalar, Absent, TCons, TNil, Out and constant-only classes cost 0; Opaque costs launch +
+  its input bytes / bandwidth;
+- an op (or compute dtype) the target does not support costs `unsupported_penalty` plus its roofline
+  time on the fallback (host) hardware;
+- fused patterns: a consumer whose input class holds the pattern's producer (directly or through other
+  fused consumers) costs nothing ("free") or only its compute time ("epilogue": no launch, no traffic).
+  This is a per-node approximation: it assumes the producer is the node chosen in that class and that
+  its output is not needed elsewhere;
+- layout: on a target preferring NHWC, layout-bound ONNX ops (NCHW by definition) pay
+  `layout_penalty` times their activation traffic (the conversion a runtime inserts).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+import weakref
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from eqsat.egraph import EGraph, ENode
+from eqsat.errors import BadInputError
+
+CostModel = Callable[[EGraph, ENode], float]
+
+TARGET_DIR = Path(__file__).with_name("targets")
+
+#: Bytes per element of each ONNX DataType name.
+DTYPE_BYTES: Mapping[str, float] = {
+    "FLOAT": 4, "DOUBLE": 8, "FLOAT16": 2, "BFLOAT16": 2, "INT8": 1, "UINT8": 1, "INT16": 2, "UINT16": 2,
+    "INT32": 4, "UINT32": 4, "INT64": 8, "UINT64": 8, "BOOL": 1, "STRING": 8, "COMPLEX64": 8,
+    "COMPLEX128": 16, "FLOAT8E4M3FN": 1, "FLOAT8E4M3FNUZ": 1, "FLOAT8E5M2": 1, "FLOAT8E5M2FNUZ": 1,
+    "INT4": 0.5, "UINT4": 0.5, "FLOAT4E2M1": 0.5,
+}
+DEFAULT_DTYPE = "FLOAT"
+#: Elements assumed for a tensor whose shape is unknown and cannot be estimated from its inputs.
+DEFAULT_NUMEL = 1024
+
+#: Multiply-accumulates per conv output assumed when the weight shape is unknown (3x3 over 16 channels).
+DEFAULT_KERNEL = 144.0
+#: Nodes that run nothing.
+FREE_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
+#: Ops that move no data (a new view of the same buffer).
+VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+#: Ops that only move or convert data: bytes, no FLOPs. Transpose is one: it is never free.
+MOVE_OPS = frozenset({"Transpose", "Pad", "Concat", "Cast", "CastLike", "Slice", "Gather", "GatherElements",
+                      "GatherND", "Split", "Expand", "Tile", "Resize", "DepthToSpace", "SpaceToDepth",
+                      "ScatterND", "ScatterElements", "Shape", "Size", "ConstantOfShape", "ReverseSequence"})
+#: FLOPs per output element of elementwise ops (unknown ops default to 1).
+ELEMENTWISE_FLOPS: Mapping[str, float] = {
+    "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Relu": 1, "LeakyRelu": 2, "PRelu": 2, "Clip": 2, "Max": 1,
+    "Min": 1, "Abs": 1, "Neg": 1, "Sqrt": 4, "Reciprocal": 4, "Pow": 8, "Exp": 8, "Log": 8, "Erf": 8,
+    "Tanh": 8, "Sigmoid": 8, "HardSigmoid": 3, "HardSwish": 4, "Gelu": 10, "Elu": 8, "Selu": 8,
+    "Softplus": 8, "Mish": 16, "Where": 1, "Equal": 1, "Less": 1, "Greater": 1, "Not": 1, "And": 1,
+    "Or": 1, "Sin": 8, "Cos": 8, "Floor": 1, "Ceil": 1, "Round": 1, "Sign": 1, "Mod": 4,
+    "QuantizeLinear": 3, "DequantizeLinear": 2, "DynamicQuantizeLinear": 5,
+}
+#: FLOPs per input element of reductions, pools and normalizations.
+REDUCE_FLOPS: Mapping[str, float] = {
+    "ReduceMean": 1, "ReduceSum": 1, "ReduceMax": 1, "ReduceMin": 1, "ReduceProd": 1, "ReduceL1": 2,
+    "ReduceL2": 2, "ReduceSumSquare": 2, "ReduceLogSumExp": 9, "ReduceLogSum": 2, "ArgMax": 1, "ArgMin": 1,
+    "GlobalAveragePool": 1, "GlobalMaxPool": 1, "AveragePool": 9, "MaxPool": 9, "LpPool": 18,
+    "BatchNormalization": 2, "LayerNormalization": 8, "InstanceNormalization": 8, "GroupNormalization": 8,
+    "RMSNormalization": 5, "SimplifiedLayerNormalization": 5, "LpNormalization": 4, "Softmax": 5,
+    "LogSoftmax": 6, "Hardmax": 2, "CumSum": 1, "TopK": 4,
+}
+#: Ops that imply an NCHW memory layout in ONNX.
+LAYOUT_OPS = frozenset({"Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "AveragePool", "MaxPool",
+                        "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization", "InstanceNormalization",
+                        "Resize", "DepthToSpace", "SpaceToDepth", "LpPool"})
+#: Tensor-input index of the weight (conv) or right operand (matmul) of the contraction ops.
+CONV_WEIGHT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3, "ConvTranspose": 1}
+MATMUL_RHS = {"MatMul": 1, "MatMulInteger": 1, "QLinearMatMul": 3, "Gemm": 1, "FusedMatMul": 1}
+
+
+class TargetError(BadInputError):
+    """An unknown or malformed hardware target."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Targets
+
+
+@dataclasses.dataclass(frozen=True)
+class FusedPattern:
+    """A consumer op fused into the kernel of its producer (e.g. conv + bias + relu epilogue)."""
+
+    name: str
+    producers: frozenset[str]
+    consumers: frozenset[str]
+    other_inputs: str = "constant"  # "constant": the consumer's other inputs must be constant; "any"
+    mode: str = "free"              # "free": costs nothing; "epilogue": compute time only
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """A hardware target, loaded from `extract/targets/<name>.toml`."""
+
+    name: str
+    description: str
+    peak: Mapping[str, float]              # FLOP/s per ONNX dtype name; "default" for others
+    bandwidth: float                       # bytes/s
+    launch: float                          # seconds per op
+    supported_ops: frozenset[str] | None   # None: every op
+    unsupported_penalty: float = 0.0       # seconds per unsupported op (host round trip)
+    fallback_peak: float = 1e11            # FLOP/s of the host that runs unsupported ops
+    fallback_bandwidth: float = 1e10       # bytes/s of that host
+    fused: tuple[FusedPattern, ...] = ()
+    layout: str = "any"                    # "NCHW", "NHWC" or "any"
+    layout_penalty: float = 0.0            # extra activation traffic of a non-preferred layout
+    view_fraction: float = 0.05            # cost of a view op, as a fraction of `launch`
+    source: str = ""
+
+    def peak_for(self, dtype: str) -> float | None:
+        """FLOP/s for `dtype`, or None if the target cannot compute in it."""
+        return self.peak.get(dtype, self.peak.get("default"))
+
+    def supports(self, op: str) -> bool:
+        return self.supported_ops is None or op in self.supported_ops
+
+
+def targets() -> list[str]:
+    """Names of the targets shipped in extract/targets/."""
+    return sorted(p.stem for p in TARGET_DIR.glob("*.toml"))
+
+
+def load_target(name: str | os.PathLike[str]) -> Target:
+    """Load a target by name (`cpu`, `gpu`, `npu`, ...) or from a .toml path."""
+    text = str(name)
+    path = Path(text) if text.endswith(".toml") or os.sep in text else TARGET_DIR / f"{text}.toml"
+    if not path.is_file():
+        raise TargetError(f"target {text!r}", f"unknown target; available: {', '.join(targets())}")
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+        return _target_from_dict(data, str(path))
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise TargetError(str(path), f"malformed target: {exc}") from exc
+
+
+def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
+    ops = data.get("supported_ops", "*")
+    fallback = data.get("fallback", {})
+    target = Target(
+        name=str(data["name"]), description=str(data.get("description", "")),
+        peak={str(k): float(v) for k, v in data["peak"].items()}, bandwidth=float(data["bandwidth"]),
+        launch=float(data["launch"]), supported_ops=None if ops == "*" else frozenset(map(str, ops)),
+        unsupported_penalty=float(data.get("unsupported_penalty", 0.0)),
+        fallback_peak=float(fallback.get("peak", 1e11)), fallback_bandwidth=float(fallback.get("bandwidth", 1e10)),
+        fused=tuple(FusedPattern(str(f["name"]), frozenset(f["producers"]), frozenset(f["consumers"]),
+                                 str(f.get("other_inputs", "constant")), str(f.get("mode", "free")))
+                    for f in data.get("fused", ())),
+        layout=str(data.get("layout", "any")), layout_penalty=float(data.get("layout_penalty", 0.0)),
+        view_fraction=float(data.get("view_fraction", 0.05)), source=source)
+    _validate(target)
+    return target
+
+
+def _validate(t: Target) -> None:
+    positive = {"bandwidth": t.bandwidth, "launch": t.launch, "fallback.peak": t.fallback_peak,
+                "fallback.bandwidth": t.fallback_bandwidth, "view_fraction": t.view_fraction}
+    positive.update({f"peak.{k}": v for k, v in t.peak.items()})
+    for key, value in positive.items():
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{key} must be a positive finite number, got {value}")
+    if t.unsupported_penalty < 0 or t.layout_penalty < 0:
+        raise ValueError("penalties must be >= 0")
+    if t.layout not in ("NCHW", "NHWC", "any"):
+        raise ValueError(f"layout must be NCHW, NHWC or any, got {t.layout!r}")
+    for f in t.fused:
+        if f.mode not in ("free", "epilogue") or f.other_inputs not in ("constant", "any"):
+            raise ValueError(f"fused pattern {f.name}: mode must be free|epilogue, other_inputs constant|any")
+        moving = f.consumers & (MOVE_OPS | VIEW_OPS)
+        if moving:
+            raise ValueError(f"fused pattern {f.name}: data movement ops cannot be fused away: {sorted(moving)}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Costing a whole e-graph
+
+
+def node_costs(egraph: EGraph, cost: CostModel) -> np.ndarray:
+    """Costs of all nodes (index = node id), computed once; raises ValueError on a negative or NaN cost."""
+    bulk = getattr(cost, "node_costs", None)
+    if bulk is not None:
+        out = np.asarray(bulk(egraph), dtype=np.float64)
+    else:
+        out = np.fromiter((cost(egraph, n) for n in egraph.nodes), dtype=np.float64, count=len(egraph.nodes))
+    bad = np.flatnonzero(np.isnan(out) | (out < 0))
+    if bad.size:
+        n = egraph.nodes[int(bad[0])]
+        raise ValueError(f"cost model returned {out[bad[0]]} for node {n.id} ({n.op}) of class {n.eclass}: "
+                         "costs must be >= 0")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# The roofline model
+
+
+@dataclasses.dataclass
+class _GraphFacts:
+    """Per-class facts the roofline model derives once per e-graph."""
+
+    numel: list[float]          # elements: from the shape, else estimated from the inputs (see _estimate)
+    elt_bytes: list[float]      # bytes per element (dtype size, or the default's)
+    dtype: list[str | None]
+    fused: list[int]            # per class: bitmask of fused patterns whose producer output it can be
+
+
+class Roofline:
+    """The default cost model: see the module docstring. Call it on a node, or `node_costs(egraph)`."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        self._facts: tuple[weakref.ref[EGraph], _GraphFacts] | None = None
+
+    def __repr__(self) -> str:
+        return f"roofline({self.target.name!r})"
+
+    def __call__(self, egraph: EGraph, node: ENode) -> float:
+        return self._cost(egraph, self._graph_facts(egraph), node)
+
+    def node_costs(self, egraph: EGraph) -> np.ndarray:
+        facts = self._graph_facts(egraph)
+        return np.fromiter((self._cost(egraph, facts, n) for n in egraph.nodes), dtype=np.float64,
+                           count=len(egraph.nodes))
+
+    # ---- per-graph facts ----
+    def _graph_facts(self, egraph: EGraph) -> _GraphFacts:
+        if self._facts is not None and self._facts[0]() is egraph:
+            return self._facts[1]
+        numel = _estimate_numel(egraph)
+        dtype = [c.dtype for c in egraph.classes]
+        elt = [float(DTYPE_BYTES.get(d or DEFAULT_DTYPE, 4)) for d in dtype]
+        facts = _GraphFacts(numel, elt, dtype, _fusable_classes(egraph, self.target.fused))
+        self._facts = (weakref.ref(egraph), facts)
+        return facts
+
+    # ---- one node ----
+    def _cost(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+        op = n.op
+        if op in FREE_OPS or g.classes[n.eclass].constant:
+            return 0.0
+        t = self.target
+        if op == "Opaque":
+            return self._opaque(g, f, n)
+        ins = [c for c in n.children if g.classes[c].sort == "T" and not _absent(g, c)]
+        out_numel = self._out_numel(g, f, n, ins)
+        if op in VIEW_OPS:
+            return t.launch * t.view_fraction
+        in_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in ins)
+        out_bytes = out_numel * self._elt_bytes(f, n, ins)
+        flops = _flops(g, f, n, ins, out_numel)
+        dtype = self._compute_dtype(f, n, ins)
+        peak = t.peak_for(dtype) if flops else 1.0
+        if not t.supports(op) or peak is None:
+            return (t.unsupported_penalty + t.launch
+                    + max(flops / t.fallback_peak, (in_bytes + out_bytes) / t.fallback_bandwidth))
+        fused = self._fused(g, f, n)
+        if fused is not None:
+            mode, extra = fused  # extra: non-constant inputs other than the producer's output
+            extra_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in extra)
+            return 0.0 if mode == "free" else max(flops / peak, extra_bytes / t.bandwidth)
+        seconds = max(flops / peak, (in_bytes + out_bytes) / t.bandwidth) + t.launch
+        if op in LAYOUT_OPS and t.layout == "NHWC":
+            act_bytes = out_bytes + (self._numel(f, ins[0]) * f.elt_bytes[ins[0]] if ins else 0.0)
+            seconds += t.layout_penalty * act_bytes / t.bandwidth
+        return seconds
+
+    def _opaque(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+        t = self.target
+        in_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in _list_items(g, n.children))
+        key = str(n.attrs[0]) if n.attrs else ""
+        op_type = key.split("::")[-1].split("#")[0]
+        if t.supported_ops is not None and op_type not in t.supported_ops:
+            return t.unsupported_penalty + t.launch + in_bytes / t.fallback_bandwidth
+        return t.launch + in_bytes / t.bandwidth
+
+    @staticmethod
+    def _numel(f: _GraphFacts, cid: int) -> float:
+        return f.numel[cid]
+
+    @staticmethod
+    def _elt_bytes(f: _GraphFacts, n: ENode, ins: list[int]) -> float:
+        if f.dtype[n.eclass] is None and ins:
+            return f.elt_bytes[ins[0]]
+        return f.elt_bytes[n.eclass]
+
+    @staticmethod
+    def _compute_dtype(f: _GraphFacts, n: ENode, ins: list[int]) -> str:
+        for c in ins:
+            if f.dtype[c] is not None:
+                return f.dtype[c]  # type: ignore[return-value]
+        return f.dtype[n.eclass] or DEFAULT_DTYPE
+
+    @staticmethod
+    def _out_numel(g: EGraph, f: _GraphFacts, n: ENode, ins: list[int]) -> float:
+        if g.classes[n.eclass].shape is not None:
+            return f.numel[n.eclass]
+        return _node_numel(g, f.numel, n, ins)
+
+    def _fused(self, g: EGraph, f: _GraphFacts, n: ENode) -> tuple[str, list[int]] | None:
+        for i, pattern in enumerate(self.target.fused):
+            k = _fused_input(g, f.fused, i, pattern, n)
+            if k is not None:
+                ins = [c for c in n.children if g.classes[c].sort == "T"]
+                return pattern.mode, [c for j, c in enumerate(ins) if j != k and not g.classes[c].constant]
+        return None
+
+
+def roofline(target: Target | str) -> Roofline:
+    """The roofline cost model for `target` (a Target or a target name)."""
+    return Roofline(load_target(target) if isinstance(target, str) else target)
+
+
+# ---------------------------------------------------------------------------------------------------
+# helpers
+
+
+def _absent(g: EGraph, cid: int) -> bool:
+    return any(g.nodes[m].op == "Absent" for m in g.classes[cid].nodes)
+
+
+def _list_items(g: EGraph, classes: Iterable[int]) -> list[int]:
+    """Tensor classes held by the TL lists among `classes` (following the first TCons of each list class)."""
+    items: list[int] = []
+    for start in classes:
+        cid, seen = start, set()
+        while cid not in seen and g.classes[cid].sort == "TL":
+            seen.add(cid)
+            cons = next((g.nodes[m] for m in g.classes[cid].nodes if g.nodes[m].op == "TCons"), None)
+            if cons is None or len(cons.children) != 2:
+                break
+            head, cid = cons.children
+            if not _absent(g, head):
+                items.append(head)
+        if g.classes[start].sort == "T" and not _absent(g, start):
+            items.append(start)
+    return items
+
+
+def _node_numel(g: EGraph, numel: list[float], n: ENode, ins: list[int]) -> float:
+    """Estimated output elements of `n` from its inputs: broadcast for elementwise ops, else the largest."""
+    if n.op in ELEMENTWISE_FLOPS:
+        shapes = [g.classes[c].shape for c in ins]
+        if shapes and all(s is not None for s in shapes):
+            return float(math.prod(_broadcast(shapes)))  # type: ignore[arg-type]
+    return max((numel[c] for c in ins), default=float(DEFAULT_NUMEL))
+
+
+def _estimate_numel(g: EGraph) -> list[float]:
+    """Elements per class: from the shape fact, else from the first node whose inputs are all known or
+    estimated (Kahn order over the e-graph, no recursion), else `DEFAULT_NUMEL`."""
+    numel = [float(math.prod(c.shape)) if c.shape is not None else -1.0 for c in g.classes]
+    parents: dict[int, list[int]] = {}
+    pending = [0] * len(g.nodes)
+    work: list[int] = []
+    for n in g.nodes:
+        kids = set(n.children)
+        pending[n.id] = sum(1 for c in kids if numel[c] < 0)
+        for c in kids:
+            parents.setdefault(c, []).append(n.id)
+        if not pending[n.id]:
+            work.append(n.id)
+    while work:
+        n = g.nodes[work.pop()]
+        if numel[n.eclass] >= 0:
+            continue
+        ins = [c for c in n.children if not _absent(g, c)]
+        numel[n.eclass] = _node_numel(g, numel, n, ins)
+        for p in parents.get(n.eclass, ()):
+            pending[p] -= 1
+            if not pending[p]:
+                work.append(p)
+    return [float(DEFAULT_NUMEL) if v < 0 else v for v in numel]
+
+
+def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for i, d in enumerate(s, start=rank - len(s)):
+            out[i] = max(out[i], d) if d != 1 else out[i]
+    return tuple(out)
+
+
+def _flops(g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
+    op = n.op
+    if op in CONV_WEIGHT:
+        tensors = [c for c in n.children if g.classes[c].sort == "T"]
+        k = CONV_WEIGHT[op]
+        w = g.classes[tensors[k]].shape if k < len(tensors) else None
+        per_out = float(math.prod(w[1:])) if w else DEFAULT_KERNEL
+        if op == "ConvTranspose" and w and ins:
+            return 2.0 * f.numel[ins[0]] * float(math.prod(w[1:]))
+        return 2.0 * out_numel * per_out
+    if op in MATMUL_RHS:
+        tensors = [c for c in n.children if g.classes[c].sort == "T"]
+        a = g.classes[tensors[0]].shape if tensors else None
+        out = g.classes[n.eclass].shape
+        if op == "Gemm" and a and out and len(a) == 2:
+            k = float(math.prod(a)) / max(out[0], 1)
+        else:
+            k = float(a[-1]) if a else 64.0
+        return 2.0 * out_numel * k
+    if op in REDUCE_FLOPS:
+        in_numel = f.numel[ins[0]] if ins else out_numel
+        return REDUCE_FLOPS[op] * max(in_numel, out_numel)
+    if op in MOVE_OPS:
+        return 0.0
+    return ELEMENTWISE_FLOPS.get(op, 1.0) * out_numel
+
+
+def _fusable_classes(g: EGraph, patterns: tuple[FusedPattern, ...]) -> list[int]:
+    """Per class, a bitmask of the patterns whose (possibly already fused) producer output it can hold."""
+    mask = [0] * len(g.classes)
+    if not patterns:
+        return mask
+    parents: dict[int, list[ENode]] = {}
+    for n in g.nodes:
+        for c in set(n.children):
+            parents.setdefault(c, []).append(n)
+    work: list[tuple[int, int]] = []
+    for n in g.nodes:
+        if g.classes[n.eclass].constant:
+            continue
+        for i, p in enumerate(patterns):
+            if n.op in p.producers and not mask[n.eclass] >> i & 1:
+                mask[n.eclass] |= 1 << i
+                work.append((n.eclass, i))
+    while work:
+        cid, i = work.pop()
+        for n in parents.get(cid, ()):
+            if not mask[n.eclass] >> i & 1 and _fused_input(g, mask, i, patterns[i], n) is not None:
+                mask[n.eclass] |= 1 << i
+                work.append((n.eclass, i))
+    return mask
+
+
+def _fused_input(g: EGraph, mask: list[int], i: int, p: FusedPattern, n: ENode) -> int | None:
+    """Index of the input through which consumer `n` fuses into a producer of pattern `i`, or None."""
+    if n.op not in p.consumers or g.classes[n.eclass].constant:
+        return None
+    ins = [c for c in n.children if g.classes[c].sort == "T"]
+    for k, c in enumerate(ins):
+        if mask[c] >> i & 1:
+            others = ins[:k] + ins[k + 1:]
+            if p.other_inputs == "any" or all(g.classes[o].constant for o in others):
+                return k
+    return None

@@ -1,0 +1,117 @@
+"""The extraction problem as flat tables shared by the extractors: node costs (computed once), usable nodes
+per class, parents per class, and the finishing step that turns a choice into an `ExtractionResult`.
+
+A node is *usable* if its cost is finite and it is not its own child (a self-loop can never be part of
+an acyclic term). Class and node ids are indices into `EGraph.classes` / `EGraph.nodes`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from eqsat.egraph import EGraph
+from extract.cost import CostModel, node_costs
+from extract.result import ExtractionError, ExtractionResult
+
+
+@dataclasses.dataclass
+class Problem:
+    """An e-graph, its roots and its node costs, as lists indexed by node and class id."""
+
+    egraph: EGraph
+    roots: tuple[int, ...]
+    cost: np.ndarray                    # per node
+    cost_list: list[float]              # the same, as Python floats (faster to index in loops)
+    node_class: list[int]
+    node_children: list[tuple[int, ...]]  # distinct child classes, in first-use order
+    class_nodes: list[list[int]]        # usable nodes per class, by node id
+    parents: list[list[int]]            # usable nodes having the class as a child
+    started: float                      # perf_counter() when the extraction started
+
+    @classmethod
+    def build(cls, egraph: EGraph, roots: Sequence[int], cost: CostModel,
+              started: float | None = None) -> "Problem":
+        started = time.perf_counter() if started is None else started
+        roots = tuple(int(r) for r in roots)
+        for r in roots:
+            if not 0 <= r < len(egraph.classes):
+                raise ExtractionError(f"extraction: root class {r} does not exist")
+        costs = node_costs(egraph, cost)
+        cost_list = costs.tolist()
+        node_class = [n.eclass for n in egraph.nodes]
+        node_children = [tuple(dict.fromkeys(n.children)) for n in egraph.nodes]
+        class_nodes: list[list[int]] = [[] for _ in egraph.classes]
+        parents: list[list[int]] = [[] for _ in egraph.classes]
+        for nid, (c, kids) in enumerate(zip(node_class, node_children)):
+            if c in kids or math.isinf(cost_list[nid]):
+                continue
+            class_nodes[c].append(nid)
+            for k in kids:
+                parents[k].append(nid)
+        return cls(egraph, roots, costs, cost_list, node_class, node_children, class_nodes, parents, started)
+
+    def dag_cost(self, choice: Mapping[int, int]) -> float:
+        """DAG cost of a choice restricted to what the roots reach (inf if it is not a closed acyclic DAG)."""
+        order = reachable_order(self, choice)
+        return math.inf if order is None else math.fsum(self.cost_list[choice[c]] for c in order)
+
+    def finish(self, choice: Mapping[int, int], name: str, notes: Sequence[str] = ()) -> ExtractionResult:
+        """The result: `choice` restricted to the classes the roots reach, timed from `started`."""
+        kept = restrict(self, choice)
+        return ExtractionResult(self.egraph, kept, self.roots, name, time.perf_counter() - self.started,
+                                tuple(notes))
+
+    def unextractable_roots(self, choice: Mapping[int, int]) -> ExtractionError | None:
+        missing = [r for r in self.roots if r not in choice]
+        if not missing:
+            return None
+        return ExtractionError(f"extraction: root class {missing[0]} has no acyclic term of finite cost "
+                               f"({len(missing)} such root(s))")
+
+
+def restrict(problem: Problem, choice: Mapping[int, int]) -> dict[int, int]:
+    """The entries of `choice` for the classes reachable from the roots (tolerates cycles and gaps)."""
+    kept: dict[int, int] = {}
+    stack = [r for r in problem.roots if r in choice]
+    while stack:
+        c = stack.pop()
+        if c in kept:
+            continue
+        kept[c] = choice[c]
+        stack.extend(k for k in problem.node_children[choice[c]] if k in choice and k not in kept)
+    return kept
+
+
+def reachable_order(problem: Problem, choice: Mapping[int, int]) -> list[int] | None:
+    """Classes reachable from the roots, children first; None if a class is unchosen or there is a cycle."""
+    state: dict[int, int] = {}
+    order: list[int] = []
+    children = problem.node_children
+    for root in problem.roots:
+        if root in state:
+            continue
+        if root not in choice:
+            return None
+        state[root] = 1
+        stack = [(root, iter(children[choice[root]]))]
+        while stack:
+            c, it = stack[-1]
+            for k in it:
+                s = state.get(k)
+                if s == 2:
+                    continue
+                if s == 1 or k not in choice:
+                    return None
+                state[k] = 1
+                stack.append((k, iter(children[choice[k]])))
+                break
+            else:
+                stack.pop()
+                state[c] = 2
+                order.append(c)
+    return order

@@ -1,0 +1,109 @@
+"""The engine end to end on small built graphs: opaque pass-through, multi-output ops, subgraphs,
+limits, determinism and idempotence."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from onnx import TensorProto as TP
+
+import eqsat
+from eqsat import io
+from eqsat.rule import Rule, rw
+from eqsat.saturate import Limits
+from eqsat.session import saturate
+from tests.conftest import BUNDLED_MODELS, build_model
+
+F = TP.FLOAT
+
+
+def _ops(model) -> list[str]:
+    return [n.op_type for n in model.graph]
+
+
+def test_custom_domain_op_passes_through_intact() -> None:
+    nodes = [oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+             oh.make_node("Relu", ["t"], ["r"]),
+             oh.make_node("MyOp", ["r"], ["c"], domain="com.example", alpha=0.5, mode="fast"),
+             oh.make_node("Transpose", ["c"], ["t2"], perm=[0, 3, 1, 2]),
+             oh.make_node("Transpose", ["t2"], ["y"], perm=[0, 2, 3, 1])]
+    model = build_model(nodes, [("x", F, [1, 2, 3, 4])], [("y", F, [1, 3, 4, 2])])
+    model.opset_import.append(oh.make_opsetid("com.example", 1))
+    result = eqsat.optimize(model, verify=False)
+    proto = io.to_proto(result.model)
+    custom = [n for n in proto.graph.node if n.domain == "com.example"]
+    assert len(custom) == 1 and custom[0].op_type == "MyOp"
+    assert {a.name: oh.get_attribute_value(a) for a in custom[0].attribute} == {"alpha": 0.5, "mode": b"fast"}
+    assert _ops(result.model).count("Transpose") == 1  # the pair after MyOp cancels; the one before stays
+    assert [o.name for o in proto.graph.output] == ["y"]
+
+
+def test_multi_output_split_is_kept_and_sound() -> None:
+    nodes = [oh.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1),
+             oh.make_node("Relu", ["a"], ["ra"]),
+             oh.make_node("Identity", ["b"], ["ib"]),
+             oh.make_node("Add", ["ra", "ib"], ["y"])]
+    model = build_model(nodes, [("x", F, [2, 6])], [("y", F, [2, 3])], {"sizes": np.array([3, 3], np.int64)})
+    result = eqsat.optimize(model)
+    assert result.report.verification.ok
+    assert _ops(result.model).count("Split") == 1 and "Identity" not in _ops(result.model)
+
+
+def test_if_subgraph_reading_outer_values_is_kept() -> None:
+    then_graph = oh.make_graph([oh.make_node("Identity", ["r"], ["out_then"])], "then", [],
+                               [oh.make_tensor_value_info("out_then", F, [2, 3])])
+    else_graph = oh.make_graph([oh.make_node("Neg", ["r"], ["out_else"])], "else", [],
+                               [oh.make_tensor_value_info("out_else", F, [2, 3])])
+    nodes = [oh.make_node("Relu", ["x"], ["r0"]),
+             oh.make_node("Relu", ["r0"], ["r"]),
+             oh.make_node("If", ["cond"], ["y"], then_branch=then_graph, else_branch=else_graph)]
+    model = build_model(nodes, [("x", F, [2, 3]), ("cond", TP.BOOL, [])], [("y", F, [2, 3])])
+    result = eqsat.optimize(model)
+    assert result.report.verification.ok
+    assert _ops(result.model).count("If") == 1
+    assert result.report.saturation.rules_fired.get("relu-merge")
+
+
+def _add_chain(n: int) -> onnx.ModelProto:
+    nodes, prev = [], "x0"
+    for i in range(1, n):
+        nodes.append(oh.make_node("Add", [prev, f"x{i}"], [f"s{i}"]))
+        prev = f"s{i}"
+    nodes.append(oh.make_node("Identity", [prev], ["y"]))
+    return build_model(nodes, [(f"x{i}", F, [4]) for i in range(n)], [("y", F, [4])])
+
+
+EXPLOSIVE = (Rule("add-commute", "test", "fp-reassoc", "test", "a + b -> b + a", (rw("(Add a b)", "(Add b a)"),)),
+             Rule("add-assoc", "test", "fp-reassoc", "test", "(a + b) + c -> a + (b + c)",
+                  (rw("(Add (Add a b) c)", "(Add a (Add b c))"),)))
+
+
+@pytest.mark.parametrize("limits, reason", [
+    (Limits(nodes=2_000), "node-limit"),
+    (Limits(iterations=3), "iteration-limit"),
+    (Limits(seconds=0.0), "time-limit"),
+])
+def test_limits_stop_an_exploding_ruleset_and_keep_a_valid_graph(limits: Limits, reason: str) -> None:
+    session = saturate(_add_chain(12), limits=limits, rules=EXPLOSIVE)
+    report = session.saturation
+    assert report.stop_reason == reason
+    if reason == "node-limit":
+        assert report.enodes > limits.nodes and report.overshoot == report.enodes - limits.nodes
+        assert "overshot" in report.to_text()
+    if reason == "time-limit":
+        assert not report.deterministic
+    result = session.extract("cpu", extractor="greedy-dag", verify=True)
+    assert result.report.verification.ok
+    assert _ops(result.model).count("Add") == 11
+
+
+@pytest.mark.parametrize("path", BUNDLED_MODELS, ids=[p.stem for p in BUNDLED_MODELS])
+def test_bundled_models_deterministic_and_idempotent(path, tmp_path) -> None:
+    first = eqsat.optimize(path, output=tmp_path / "a.onnx")
+    eqsat.optimize(path, output=tmp_path / "b.onnx", verify=False)
+    assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
+    again = eqsat.optimize(tmp_path / "a.onnx", output=tmp_path / "c.onnx")
+    assert again.report.nodes_after == first.report.nodes_after
+    assert sorted(_ops(again.model)) == sorted(_ops(first.model))

@@ -1,0 +1,437 @@
+"""Extraction: result validation, differential fuzzing of the extractors on random e-graphs (seeds printed
+in the test ids), brute-force optimality of the ILP on small e-graphs, and cost-model invariants."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import random
+from typing import Sequence
+
+import pytest
+
+from eqsat.egraph import EClass, EGraph, ENode
+from extract import EXTRACTORS, ExtractionError, ExtractionResult, extract, load_target, roofline, targets
+from extract.cost import TargetError
+from extract.result import ExtractionSummary
+
+OPS = ("Conv", "Relu", "Transpose", "Add", "Mul", "MatMul", "Cast", "Reshape")
+NAMES = tuple(EXTRACTORS)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Random e-graphs
+
+
+@dataclasses.dataclass
+class Case:
+    graph: EGraph
+    costs: list[float]
+
+    def cost(self, egraph: EGraph, node: ENode) -> float:
+        return self.costs[node.id]
+
+
+def build(spec: Sequence[tuple[int, str, Sequence[int]]], roots: Sequence[int], nclasses: int) -> EGraph:
+    """An e-graph from (class, op, child classes) rows; node id = row index."""
+    nodes = tuple(ENode(i, op, c, tuple(kids), ()) for i, (c, op, kids) in enumerate(spec))
+    members: list[list[int]] = [[] for _ in range(nclasses)]
+    for n in nodes:
+        members[n.eclass].append(n.id)
+    return EGraph(nodes, tuple(EClass(i, "T", tuple(m)) for i, m in enumerate(members)), tuple(roots))
+
+
+def random_case(rng: random.Random, nclasses: int, extra: int, integer_costs: bool = True,
+                backbone: float = 1.0) -> Case:
+    """Classes 0..n-1. A backbone node per class (children in lower classes; kept with probability
+    `backbone`) guarantees cycle-free alternatives; `extra` nodes take children anywhere, including the
+    class itself and higher classes (cycles: x = f(x), x = f(g(x)), ...). Children may repeat (Add(x, x))."""
+    spec: list[tuple[int, str, list[int]]] = []
+    for c in range(nclasses):
+        if c == 0 or rng.random() < backbone:
+            arity = rng.choice((0, 1, 1, 2, 2, 3)) if c else 0
+            spec.append((c, rng.choice(OPS), [rng.randrange(c) for _ in range(arity)] if c else []))
+    for _ in range(extra):
+        c = rng.randrange(nclasses)
+        r = rng.random()
+        if r < 0.15:
+            kids = [c]                                  # x = f(x)
+        elif r < 0.25:
+            kids = [c, rng.randrange(nclasses)]         # a child is the class itself
+        else:
+            kids = [rng.randrange(nclasses) for _ in range(rng.choice((0, 1, 1, 2, 2, 3)))]
+        spec.append((c, rng.choice(OPS), kids))
+    rng.shuffle(spec)                                   # node ids unrelated to structure
+    nroots = rng.choice((1, 1, 1, 2))
+    roots = sorted({rng.randrange(max(0, nclasses - 3), nclasses) for _ in range(nroots)})
+    if integer_costs:
+        costs = [float(rng.randint(0, 10)) for _ in spec]  # many ties
+    else:
+        costs = [rng.choice((0.0, rng.uniform(0.0, 5.0), rng.expovariate(0.1))) for _ in spec]
+    return Case(build(spec, roots, nclasses), costs)
+
+
+def brute_force(case: Case) -> float:
+    """The least DAG cost over all acyclic choices (inf if none)."""
+    g = case.graph
+    options = [list(c.nodes) or [None] for c in g.classes]
+    best = math.inf
+    for pick in itertools.product(*options):
+        choice = {c: n for c, n in enumerate(pick) if n is not None}
+        result = ExtractionResult(g, choice, g.roots, "brute", 0.0)
+        try:
+            best = min(best, result.dag_cost(case.costs))
+        except ExtractionError:
+            continue
+    return best
+
+
+def run_all(case: Case) -> dict[str, ExtractionResult] | None:
+    """Every extractor on the case; None if all agree that a root cannot be extracted."""
+    results, failures = {}, 0
+    for name in NAMES:
+        try:
+            results[name] = extract(case.graph, case.graph.roots, case.cost, name)
+        except ExtractionError:
+            failures += 1
+    assert failures in (0, len(NAMES)), "extractors disagree on whether the roots are extractable"
+    return results or None
+
+
+def assert_ordered(case: Case, results: dict[str, ExtractionResult]) -> dict[str, float]:
+    costs = {}
+    for name, r in results.items():
+        r.check()
+        assert r.extractor == name
+        costs[name] = r.dag_cost(case.costs)
+    tol = 1e-9 * (1 + costs["tree"])
+    assert costs["ilp"] <= costs["greedy-dag"] + tol, costs
+    assert costs["greedy-dag"] <= costs["tree"] + tol, costs
+    assert results["tree"].tree_cost(case.costs) <= results["ilp"].tree_cost(case.costs) + tol
+    return costs
+
+
+SMALL_SEEDS = range(20)
+SMALL_PER_SEED = 40     # 800 small e-graphs, each checked against brute force
+MEDIUM_SEEDS = range(10)
+MEDIUM_PER_SEED = 25    # 250 medium e-graphs
+
+
+@pytest.mark.parametrize("seed", SMALL_SEEDS)
+def test_small_random_egraphs_match_brute_force(seed: int) -> None:
+    rng = random.Random(seed)
+    for k in range(SMALL_PER_SEED):
+        nclasses = rng.randint(2, 6)
+        extra = rng.randint(0, 12 - nclasses)
+        case = random_case(rng, nclasses, extra, integer_costs=k % 3 != 0, backbone=rng.choice((1.0, 0.8)))
+        assert case.graph.num_nodes <= 12
+        results = run_all(case)
+        optimum = brute_force(case)
+        if results is None:
+            assert optimum == math.inf, f"seed {seed} case {k}: extractors failed but a solution exists"
+            continue
+        costs = assert_ordered(case, results)
+        assert costs["ilp"] == pytest.approx(optimum, rel=1e-6, abs=1e-9), f"seed {seed} case {k}"
+
+
+@pytest.mark.parametrize("seed", MEDIUM_SEEDS)
+def test_medium_random_egraphs(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    for k in range(MEDIUM_PER_SEED):
+        nclasses = rng.randint(8, 30)
+        case = random_case(rng, nclasses, rng.randint(nclasses, 3 * nclasses), integer_costs=k % 2 == 0)
+        results = run_all(case)
+        if results is None:
+            continue
+        costs = assert_ordered(case, results)
+        prefiltered = extract(case.graph, None, case.cost, "ilp", max_rounds=0)  # skip the cycle cuts
+        prefiltered.check()
+        assert costs["ilp"] <= prefiltered.dag_cost(case.costs) <= costs["greedy-dag"] + 1e-9
+
+
+def test_deterministic() -> None:
+    rng = random.Random(7)
+    for _ in range(20):
+        case = random_case(rng, 12, 25)
+        for name in NAMES:
+            try:
+                a = extract(case.graph, case.graph.roots, case.cost, name)
+                b = extract(case.graph, case.graph.roots, case.cost, name)
+            except ExtractionError:
+                continue
+            assert dict(a.choice) == dict(b.choice)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Hand-made cases
+
+
+def test_cycle_x_equals_f_x() -> None:
+    # class 1 = {g(0) [10], h(2) [1]}, class 2 = {t(1) [1], u(0) [5]}: h(t(h(...))) is a cycle
+    g = build([(0, "Input", []), (1, "g", [0]), (1, "h", [2]), (2, "t", [1]), (2, "u", [0])], [1], 3)
+    costs = [0.0, 10.0, 1.0, 1.0, 5.0]
+    for name in NAMES:
+        r = extract(g, None, lambda eg, n: costs[n.id], name)
+        r.check()
+        assert dict(r.choice) == {1: 2, 2: 4, 0: 0}
+        assert r.dag_cost(costs) == 6.0
+
+
+def test_sharing_trap_ilp_beats_tree() -> None:
+    # root = add(Q, S); S = expensive(x) (needed anyway); Q = {cheap(S), medium(x)}
+    spec = [(0, "Input", []), (1, "Conv", [0]), (2, "Relu", [1]), (2, "Mul", [0]), (3, "Add", [2, 1])]
+    g = build(spec, [3], 4)
+    costs = [0.0, 10.0, 1.0, 3.0, 1.0]
+    cost = lambda eg, n: costs[n.id]  # noqa: E731
+    tree_r = extract(g, None, cost, "tree")
+    ilp_r = extract(g, None, cost, "ilp")
+    assert tree_r.choice[2] == 3 and tree_r.dag_cost(costs) == 14.0
+    assert ilp_r.choice[2] == 2 and ilp_r.dag_cost(costs) == 12.0
+    assert tree_r.tree_cost(costs) < ilp_r.tree_cost(costs)  # tree cost over-counts the shared Conv
+
+
+def test_unextractable_root_raises() -> None:
+    g = build([(0, "Input", []), (1, "f", [2]), (2, "g", [1])], [1], 3)  # 1 and 2 only through each other
+    for name in NAMES:
+        with pytest.raises(ExtractionError, match="root class 1"):
+            extract(g, None, lambda eg, n: 1.0, name)
+    with pytest.raises(ExtractionError, match="does not exist"):
+        extract(g, [7], lambda eg, n: 1.0, "tree")
+
+
+def test_infinite_cost_excludes_a_node() -> None:
+    g = build([(0, "Input", []), (1, "Gelu", [0]), (1, "Mul", [0])], [1], 2)
+    costs = [0.0, math.inf, 50.0]
+    for name in NAMES:
+        assert extract(g, None, lambda eg, n: costs[n.id], name).choice[1] == 2
+
+
+def test_empty_class_and_unknown_extractor() -> None:
+    g = build([(0, "Input", []), (1, "f", [2]), (1, "g", [0])], [1], 3)  # class 2 has no node
+    for name in NAMES:
+        assert extract(g, None, lambda eg, n: 1.0, name).choice == {1: 2, 0: 0}
+    with pytest.raises(Exception, match="unknown extractor"):
+        extract(g, None, lambda eg, n: 1.0, "simulated-annealing")
+    assert extract(g, None, lambda eg, n: 1.0, "greedy_dag").extractor == "greedy-dag"
+
+
+def test_negative_cost_is_rejected() -> None:
+    g = build([(0, "Input", []), (1, "f", [0])], [1], 2)
+    with pytest.raises(ValueError, match="node 1 \\(f\\)"):
+        extract(g, None, lambda eg, n: -1.0 if n.id == 1 else 0.0, "tree")
+
+
+def test_ilp_time_limit_falls_back_with_a_note() -> None:
+    rng = random.Random(3)
+    case = random_case(rng, 30, 80)
+    while run_all(case) is None:
+        case = random_case(rng, 30, 80)
+    r = extract(case.graph, None, case.cost, "ilp", time_limit=0.0)
+    r.check()
+    assert any("time limit" in n for n in r.notes) or r.notes == ("every root has a zero-cost term",)
+    assert r.dag_cost(case.costs) <= extract(case.graph, None, case.cost, "greedy-dag").dag_cost(case.costs)
+
+
+def test_ilp_cycle_cuts_and_prefilter_fallback() -> None:
+    # x = T(T(x)) two-cycles and a longer 3-cycle that is cheaper than the real support
+    spec = [(0, "Input", []), (1, "Conv", [0]), (1, "T", [2]), (2, "T", [3]), (3, "T", [1]), (3, "Relu", [0])]
+    g = build(spec, [1], 4)
+    costs = [0.0, 100.0, 1.0, 1.0, 1.0, 50.0]
+    cost = lambda eg, n: costs[n.id]  # noqa: E731
+    exact = extract(g, None, cost, "ilp")
+    assert exact.dag_cost(costs) == 52.0  # T(T(Relu(x))) beats Conv(x)
+    capped = extract(g, None, cost, "ilp", max_rounds=0)
+    capped.check()
+    assert any("pre-filter" in n for n in capped.notes)
+    assert capped.dag_cost(costs) <= extract(g, None, cost, "greedy-dag").dag_cost(costs)
+
+
+# ---------------------------------------------------------------------------------------------------
+# check() rejects broken results
+
+
+def _valid() -> ExtractionResult:
+    g = build([(0, "Input", []), (1, "Relu", [0]), (1, "Mul", [1, 0]), (2, "Add", [1, 0])], [2], 3)
+    r = ExtractionResult(g, {0: 0, 1: 1, 2: 3}, (2,), "manual", 0.0)
+    r.check()
+    return r
+
+
+@pytest.mark.parametrize("choice, match", [
+    ({0: 0, 1: 1}, "root class 2 has no chosen node"),
+    ({0: 0, 1: 3, 2: 3}, "belongs to class 2"),
+    ({0: 0, 2: 3}, "child class 1 with no chosen node"),
+    ({0: 0, 1: 2, 2: 3}, "cycle"),
+    ({0: 0, 1: 1, 2: 3, 9: 0}, "does not exist"),
+    ({0: 0, 1: 17, 2: 3}, "does not exist"),
+])
+def test_check_rejects_broken_results(choice: dict[int, int], match: str) -> None:
+    r = dataclasses.replace(_valid(), choice=choice)
+    with pytest.raises(ExtractionError, match=match):
+        r.check()
+
+
+def test_check_is_iterative_on_deep_graphs() -> None:
+    depth = 50_000
+    spec = [(0, "Input", [])] + [(c, "Relu", [c - 1]) for c in range(1, depth)]
+    g = build(spec, [depth - 1], depth)
+    costs = [0.0] + [1.0] * (depth - 1)
+    for name in NAMES:
+        r = extract(g, None, lambda eg, n: costs[n.id], name)
+        r.check()
+        assert r.dag_cost(costs) == depth - 1
+        assert r.tree_cost(costs) == depth - 1
+    assert r.reachable()[0] == 0 and r.reachable()[-1] == depth - 1
+
+
+def test_costs_count_sharing_once_for_dag_and_per_use_for_tree() -> None:
+    r = _valid()  # Add(Relu(x), x)
+    costs = [0.0, 2.0, 5.0, 1.0]
+    assert r.dag_cost(costs) == 3.0
+    assert r.tree_cost(costs) == 3.0
+    g = build([(0, "Input", []), (1, "Relu", [0]), (2, "Add", [1, 1])], [2], 3)  # Add(r, r)
+    r2 = ExtractionResult(g, {0: 0, 1: 1, 2: 2}, (2,), "manual", 0.0)
+    assert r2.dag_cost([0.0, 2.0, 1.0]) == 3.0 and r2.tree_cost([0.0, 2.0, 1.0]) == 5.0
+    summary = r2.summary([0.0, 2.0, 1.0], target="cpu")
+    assert isinstance(summary, ExtractionSummary) and summary.to_dict()["dag_cost"] == 3.0
+    assert "DAG cost 3" in summary.to_text()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cost models
+
+
+NCHW = (1, 16, 32, 32)
+
+
+def onnx_like_graph(dtype: str = "FLOAT") -> EGraph:
+    """Input -> Conv(W) -> Relu -> Transpose -> LayerNormalization -> Gelu; an Opaque over a list; a
+    constant-only Transpose of a weight; a class without a shape."""
+    spec: list[tuple[int, str, tuple, tuple]] = []
+    classes: list[tuple[tuple[int, ...] | None, str | None, bool]] = []
+
+    def cls(shape, dt=dtype, const=False) -> int:
+        classes.append((shape, dt, const))
+        return len(classes) - 1
+
+    def node(cid, op, kids=(), attrs=()) -> int:
+        spec.append((cid, op, tuple(kids), attrs))
+        return cid
+
+    x = node(cls(NCHW), "Input", attrs=("x",))
+    w = node(cls((16, 16, 3, 3), const=True), "Const", attrs=("w",))
+    absent = node(cls(None, None, True), "Absent")
+    conv = node(cls(NCHW), "Conv", (x, w, absent))
+    relu = node(cls(NCHW), "Relu", (conv,))
+    t = node(cls((1, 32, 32, 16)), "Transpose", (relu,), ((0, 2, 3, 1),))
+    g1 = node(cls((16,), const=True), "Const", attrs=("g",))
+    ln = node(cls((1, 32, 32, 16)), "LayerNormalization", (t, g1, absent))
+    gelu = node(cls(None, None), "Gelu", (ln,))
+    wt = node(cls((3, 3, 16, 16), const=True), "Transpose", (w,), ((2, 3, 0, 1),))
+    nil = node(cls(None, None), "TNil")
+    lst = node(cls(None, None), "TCons", (gelu, nil))
+    op = node(cls(None, None), "Opaque", (lst,), ("com.example::Mystery#0",))
+    out = node(cls((1, 32, 32, 16)), "Out", (op,), (0,))
+    add = node(cls((1, 32, 32, 16)), "Add", (out, wt))
+    nodes = tuple(ENode(i, op_, c, kids, attrs) for i, (c, op_, kids, attrs) in enumerate(spec))
+    sorts = {lst: "TL", nil: "TL", op: "N"}
+    eclasses = tuple(EClass(i, sorts.get(i, "T"), tuple(n.id for n in nodes if n.eclass == i), *facts)
+                     for i, facts in enumerate(classes))
+    return EGraph(nodes, eclasses, (add,))
+
+
+def test_targets_are_listed_and_loadable() -> None:
+    assert {"cpu", "gpu", "npu"} <= set(targets())
+    for name in targets():
+        t = load_target(name)
+        assert t.name == name and t.launch > 0 and t.bandwidth > 0
+    with pytest.raises(TargetError, match="unknown target; available: .*cpu"):
+        load_target("tpu-v9")
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu", "npu"])
+def test_cost_invariants(target: str) -> None:
+    for dtype in ("FLOAT", "FLOAT16", "INT8"):
+        g = onnx_like_graph(dtype)
+        model = roofline(target)
+        costs = [model(g, n) for n in g.nodes]
+        for n, c in zip(g.nodes, costs):
+            assert c >= 0 and math.isfinite(c), (n, c)
+            if g.classes[n.eclass].constant or n.op in ("Input", "Const", "Absent", "TCons", "TNil", "Out"):
+                assert c == 0.0, n
+        transpose = next(n for n in g.nodes if n.op == "Transpose" and not g.classes[n.eclass].constant)
+        assert model(g, transpose) > 0
+        assert list(model.node_costs(g)) == costs
+
+
+def test_transpose_is_never_free_even_without_shapes() -> None:
+    g = build([(0, "Input", []), (1, "Transpose", [0])], [1], 2)
+    for name in targets():
+        assert roofline(name)(g, g.nodes[1]) > 0
+
+
+def test_unsupported_ops_cost_more_on_npu() -> None:
+    g = onnx_like_graph("FLOAT16")
+    cpu, npu = roofline("cpu"), roofline("npu")
+    for op in ("LayerNormalization", "Gelu", "Opaque"):
+        n = next(n for n in g.nodes if n.op == op)
+        assert npu(g, n) > cpu(g, n) + load_target("npu").unsupported_penalty * 0.99, op
+    g32, g16 = onnx_like_graph("FLOAT"), onnx_like_graph("FLOAT16")
+    conv32 = next(n for n in g32.nodes if n.op == "Conv")
+    conv16 = next(n for n in g16.nodes if n.op == "Conv")
+    assert npu(g32, conv32) > 10 * npu(g16, conv16)  # fp32 falls back to the host
+
+
+def test_roofline_formulas() -> None:
+    g = onnx_like_graph("FLOAT")
+    cpu = load_target("cpu")
+    model = roofline(cpu)
+    conv = next(n for n in g.nodes if n.op == "Conv")
+    flops = 2 * math.prod(NCHW) * 16 * 3 * 3
+    moved = (2 * math.prod(NCHW) + 16 * 16 * 9) * 4
+    assert model(g, conv) == pytest.approx(max(flops / cpu.peak["FLOAT"], moved / cpu.bandwidth) + cpu.launch)
+    relu = next(n for n in g.nodes if n.op == "Relu")
+    assert model(g, relu) == pytest.approx(math.prod(NCHW) / cpu.peak["FLOAT"])  # cpu fuses conv+relu
+    t = next(n for n in g.nodes if n.op == "Transpose" and not g.classes[n.eclass].constant)
+    assert model(g, t) == pytest.approx(2 * math.prod(NCHW) * 4 / cpu.bandwidth + cpu.launch)
+    gelu = next(n for n in g.nodes if n.op == "Gelu")  # no shape: estimated from its input
+    assert model(g, gelu) == pytest.approx(
+        max(10 * math.prod(NCHW) / cpu.peak["FLOAT"], 2 * math.prod(NCHW) * 4 / cpu.bandwidth) + cpu.launch)
+    opaque = next(n for n in g.nodes if n.op == "Opaque")  # reads the Gelu output (estimated size)
+    assert model(g, opaque) == pytest.approx(cpu.launch + math.prod(NCHW) * 4 / cpu.bandwidth)
+    gpu = roofline("gpu")
+    assert gpu(g, relu) == 0.0  # free epilogue
+
+
+def test_reshape_is_nearly_free_and_gpu_launches_dominate() -> None:
+    g = build([(0, "Input", []), (1, "Reshape", [0]), (2, "Relu", [0])], [1], 3)
+    for name in targets():
+        t = load_target(name)
+        assert 0 < roofline(t)(g, g.nodes[1]) < t.launch
+    assert roofline("gpu")(g, g.nodes[2]) > roofline("cpu")(g, g.nodes[2])  # tiny op: launch-bound
+
+
+def test_target_choice_changes_extraction() -> None:
+    # LayerNormalization vs its decomposition: the npu cannot run the fused op
+    spec = [(0, "Input", []), (1, "LayerNormalization", [0]), (2, "ReduceMean", [0]), (3, "Sub", [0, 2]),
+            (1, "Mul", [3, 3])]
+    g = build(spec, [1], 4)
+    classes = tuple(dataclasses.replace(c, shape=(1, 128, 64), dtype="FLOAT16") for c in g.classes)
+    g = dataclasses.replace(g, classes=classes)
+    assert extract(g, None, "cpu", "ilp").choice[1] == 1
+    assert extract(g, None, "npu", "ilp").choice[1] == 4
+
+
+def test_serialized_round_trip_keeps_costs() -> None:
+    g0 = onnx_like_graph("FLOAT")
+    g = EGraph.from_serialized(g0.to_serialized())  # normalizes the constant flags
+    back = EGraph.from_serialized(json.loads(json.dumps(g.to_serialized())))
+    for target in targets():
+        for name in NAMES:
+            a = extract(g, None, target, name)
+            b = extract(back, None, target, name)
+            assert dict(a.choice) == dict(b.choice)
+            assert a.dag_cost(roofline(target)) == b.dag_cost(roofline(target))
+            assert a.tree_cost(roofline(target)) == b.tree_cost(roofline(target))

@@ -1,0 +1,144 @@
+"""Differential verification: corrupted outputs are caught (and never written by the CLI), inputs respect
+integer semantics, tolerances follow dtype, quantization and soundness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx_ir as ir
+import pytest
+from onnx import TensorProto
+
+from eqsat import io
+from eqsat.cli import main
+from eqsat.errors import BadInputError, VerificationError
+from eqsat.pipeline import Result
+from eqsat.verify import compare, make_inputs, verify
+
+F32, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def _corrupt(model: ir.Model) -> None:
+    """Change every element of the largest floating-point initializer (in place)."""
+    value = max((v for v in model.graph.initializers.values() if v.dtype.is_floating_point()),
+                key=lambda v: v.const_value.size)
+    array = value.const_value.numpy()
+    value.const_value = ir.tensor(array + 1 + np.abs(array), name=value.name)
+
+
+def test_corrupted_output_is_caught(bundled_model: Path, optimized_bundled: tuple[Path, Result]) -> None:
+    original = onnx.load(bundled_model)
+    optimized = ir.load(optimized_bundled[0])  # a fresh copy: the shared result stays intact
+    _corrupt(optimized)
+    report = verify(original, optimized)
+    assert not report.ok
+    bad = report.first_failure
+    assert bad is not None and bad.name in [o.name for o in original.graph.output]
+    assert f"verification failed on output {bad.name!r}" in report.summary()
+
+
+def test_cli_failed_verification_exits_3_and_writes_nothing(models_dir: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    normalize = io.normalize
+
+    def normalize_and_corrupt(model: ir.Model) -> ir.Model:
+        normalize(model)
+        _corrupt(model)
+        return model
+
+    monkeypatch.setattr(io, "normalize", normalize_and_corrupt)
+    source = models_dir / "resnet18_w8_fp16.onnx"
+    assert main(["optimize", str(source), "-o", str(tmp_path / "out.onnx")]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f"eqsat: error: {source}: verification failed on output 'logits'")
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _embedding_model(make_model, rows: int) -> onnx.ModelProto:
+    """input_ids -> Reshape -> Gather(table of `rows`), scaled by Cast(attention_mask)."""
+    return make_model(
+        [oh.make_node("Reshape", ["input_ids", "flat"], ["ids"]),
+         oh.make_node("Gather", ["table", "ids"], ["emb"], axis=0),
+         oh.make_node("Cast", ["attention_mask"], ["mask"], to=F32),
+         oh.make_node("Unsqueeze", ["mask", "last"], ["mask1"]),
+         oh.make_node("Mul", ["emb", "mask1"], ["y"])],
+        [("input_ids", I64, [1, 64]), ("attention_mask", I64, [64])], [("y", F32, [64, 4])],
+        {"flat": np.array([64], np.int64), "last": np.array([1], np.int64),
+         "table": np.random.default_rng(0).standard_normal((rows, 4)).astype(np.float32)})
+
+
+def test_integer_inputs_respect_semantics(make_model) -> None:
+    model = _embedding_model(make_model, rows=7)
+    feeds = make_inputs(model)
+    assert feeds["input_ids"].dtype == np.int64 and feeds["input_ids"].shape == (1, 64)
+    assert 0 <= feeds["input_ids"].min() and feeds["input_ids"].max() < 7
+    assert len(np.unique(feeds["input_ids"])) > 1
+    np.testing.assert_array_equal(feeds["attention_mask"], np.ones(64, np.int64))
+    assert verify(model, model).ok  # out-of-range ids would make onnxruntime fail
+
+
+def _ramp(dtype: str) -> np.ndarray:
+    """16 values from -10 to 10: the output's scale is 10."""
+    return np.linspace(-10, 10, 16).astype(dtype)
+
+
+def _bumped(array: np.ndarray, delta: float) -> np.ndarray:
+    out = array.copy()
+    out[3] += np.asarray(delta).astype(array.dtype)
+    return out
+
+
+# dtype, change of one element, soundness, quantized model, accepted
+TOLERANCE_CASES = [
+    pytest.param("float32", 5e-4, "exact", False, True, id="fp32-within-1e-4-of-scale"),
+    pytest.param("float32", 2e-3, "exact", False, False, id="fp32-beyond-1e-4-of-scale"),
+    pytest.param("float32", 5e-3, "fp-reassoc", False, True, id="fp32-fp-reassoc-within-1e-3"),
+    pytest.param("float32", 5e-2, "exact", False, False, id="fp32-rejects-fp16-sized-error"),
+    pytest.param("float16", 5e-2, "exact", False, True, id="fp16-within-1e-2-of-scale"),
+    pytest.param("float16", 0.25, "exact", False, False, id="fp16-beyond-1e-2-of-scale"),
+    pytest.param("uint8", 1, "exact", True, True, id="quantized-uint8-one-step"),
+    pytest.param("int8", 1, "exact", True, True, id="quantized-int8-one-step"),
+    pytest.param("uint8", 2, "exact", True, False, id="quantized-uint8-two-steps"),
+    pytest.param("uint8", 1, "exact", False, False, id="uint8-exact-when-not-quantized"),
+    pytest.param("int64", 1, "exact", True, False, id="int64-exact-even-when-quantized"),
+]
+
+
+@pytest.mark.parametrize(("dtype", "delta", "soundness", "quantized", "accepted"), TOLERANCE_CASES)
+def test_compare_tolerance(dtype: str, delta: float, soundness: str, quantized: bool, accepted: bool) -> None:
+    reference = _ramp(dtype) if np.issubdtype(dtype, np.floating) else np.arange(16).astype(dtype)
+    (check,) = compare(["out"], [reference], [_bumped(reference, delta)], soundness, quantized)
+    assert check.ok == accepted, check
+
+
+@pytest.mark.parametrize("actual", [
+    pytest.param(_bumped(_ramp("float32"), np.nan), id="nan-appears"),
+    pytest.param(_ramp("float32")[:8], id="shape-differs"),
+    pytest.param(_ramp("float64"), id="dtype-differs"),
+])
+def test_compare_rejects_structural_differences(actual: np.ndarray) -> None:
+    (check,) = compare(["out"], [_ramp("float32")], [actual])
+    assert not check.ok and check.problem
+
+
+def _custom_op_model(make_model) -> onnx.ModelProto:
+    model = make_model([oh.make_node("Mystery", ["x"], ["y"], domain="example.custom", name="mystery")],
+                       [("x", F32, [2])], [("y", F32, [2])])
+    model.opset_import.append(oh.make_opsetid("example.custom", 1))
+    return model
+
+
+def test_original_no_runtime_runs_is_bad_input(make_model) -> None:
+    with pytest.raises(BadInputError, match=r"^in\.onnx: cannot be verified.*Mystery.*--no-verify"):
+        verify(_custom_op_model(make_model), _custom_op_model(make_model), source="in.onnx")
+
+
+def test_optimized_no_runtime_runs_fails_verification(make_model) -> None:
+    relu = make_model([oh.make_node("Relu", ["x"], ["y"])], [("x", F32, [2])], [("y", F32, [2])])
+    with pytest.raises(VerificationError, match=r"^in\.onnx: the optimized model cannot be run"):
+        verify(relu, _custom_op_model(make_model), source="in.onnx")
