@@ -82,7 +82,7 @@ class EGraph:
         nodes = {}
         for n in self.nodes:
             nodes[f"n{n.id}"] = {"op": n.op, "children": [first[c] for c in n.children],
-                                 "eclass": f"c{n.eclass}", "cost": float(cost[n.id]) if cost else 1.0,
+                                 "eclass": f"c{n.eclass}", "cost": float(cost[n.id]) if cost is not None else 1.0,
                                  "attrs": [list(a) if isinstance(a, tuple) else a for a in n.attrs]}
         class_data = {f"c{c.id}": {"type": c.sort, "shape": list(c.shape) if c.shape is not None else None,
                                    "dtype": c.dtype} for c in self.classes}

@@ -17,9 +17,12 @@ per node id) to cost a whole e-graph at once; `node_costs()` below uses it when 
 - an op (or compute dtype) the target does not support costs `unsupported_penalty` plus its roofline
   time on the fallback (host) hardware;
 - fused patterns: a consumer whose input class holds the pattern's producer (directly or through other
-  fused consumers) costs nothing ("free") or only its compute time ("epilogue": no launch, no traffic).
-  This is a per-node approximation: it assumes the producer is the node chosen in that class and that
-  its output is not needed elsewhere;
+  fused consumers) costs nothing ("free") or only max(its compute time, the traffic of its other
+  non-constant inputs such as a residual) ("epilogue": no launch, no round trip of the producer's
+  output). This is a per-node approximation: it assumes the producer is the node chosen in that class
+  and that its output is not needed elsewhere;
+- the compute dtype (which peak applies) is that of the first non-constant input (else the first input,
+  else the output); ops with no FLOPs (data movement) run in any dtype;
 - layout: on a target preferring NHWC, layout-bound ONNX ops (NCHW by definition) pay
   `layout_penalty` times their activation traffic (the conversion a runtime inserts).
 """
@@ -270,7 +273,7 @@ class Roofline:
         in_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in ins)
         out_bytes = out_numel * self._elt_bytes(f, n, ins)
         flops = _flops(g, f, n, ins, out_numel)
-        dtype = self._compute_dtype(f, n, ins)
+        dtype = self._compute_dtype(g, f, n, ins)
         peak = t.peak_for(dtype) if flops else 1.0
         if not t.supports(op) or peak is None:
             return (t.unsupported_penalty + t.launch
@@ -306,11 +309,12 @@ class Roofline:
         return f.elt_bytes[n.eclass]
 
     @staticmethod
-    def _compute_dtype(f: _GraphFacts, n: ENode, ins: list[int]) -> str:
-        for c in ins:
-            if f.dtype[c] is not None:
+    def _compute_dtype(g: EGraph, f: _GraphFacts, n: ENode, ins: list[int]) -> str:
+        known = [c for c in ins if f.dtype[c] is not None]
+        for c in known:
+            if not g.classes[c].constant:
                 return f.dtype[c]  # type: ignore[return-value]
-        return f.dtype[n.eclass] or DEFAULT_DTYPE
+        return (f.dtype[known[0]] if known else f.dtype[n.eclass]) or DEFAULT_DTYPE
 
     @staticmethod
     def _out_numel(g: EGraph, f: _GraphFacts, n: ENode, ins: list[int]) -> float:

@@ -6,9 +6,10 @@
    choice is acyclic by construction, in one pass. Sub-DAG sets are bitsets (Python ints over the
    finalization rank of positive-cost classes); the union's cost adds only the bits a child brings that
    are not yet in the union, so reconverging paths (residuals) cost little to evaluate.
-2. Refinement: in a topological order of the chosen DAG, a class switches to a cheaper node whose children
-   are all already in the DAG and earlier in that order (acyclicity kept; a pass is kept only if it
-   lowers the DAG cost).
+2. Refinement: parents first over a topological order of the chosen DAG, a class switches to another node
+   whose children are all already in the DAG and earlier in that order (so it stays acyclic) when that
+   lowers the DAG cost, counting the classes only the old node kept alive (reference counts). A pass is
+   kept only if the recomputed DAG cost went down.
 3. Portfolio: the same refinement is applied to the tree extractor's choice, and the cheaper DAG wins
    (ties: the union-cost greedy).
 
@@ -20,6 +21,7 @@ happens to reuse a class its siblings need anyway. Optimal for nothing.
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from typing import Mapping, Sequence
 
@@ -97,34 +99,81 @@ def union_greedy(problem: Problem) -> dict[int, int]:
     return choice
 
 
-def refine(problem: Problem, choice: Mapping[int, int], passes: int = 3) -> tuple[dict[int, int], float]:
-    """Step 2: re-pick cheaper nodes whose children the DAG already pays for; returns (choice, DAG cost)."""
-    current = dict(choice)
-    best_cost = problem.dag_cost(current)
+def refine(problem: Problem, choice: Mapping[int, int], passes: int = 3,
+           walk_limit: int = 256) -> tuple[dict[int, int], float]:
+    """Step 2: switch classes to nodes whose children the DAG already pays for, when that lowers the DAG
+    cost: gain = cost(old) - cost(new) + cost of the classes only the old node kept alive (reference
+    counts; the cascade is walked at most `walk_limit` steps, which only underestimates the gain). A new
+    node's children must come earlier in a topological order of the DAG, so it stays acyclic. Returns
+    (choice, DAG cost), never worse than the input."""
     cost, children = problem.cost_list, problem.node_children
+    current = dict(choice)
+    order = reachable_order(problem, current)
+    if order is None:
+        return current, math.inf
+    best_cost = math.fsum(cost[current[c]] for c in order)
     for _ in range(passes):
-        order = reachable_order(problem, current)
-        if order is None:
+        trial = {c: current[c] for c in order}
+        if not _refine_pass(problem, trial, order, walk_limit):
             break
-        pos = {c: i for i, c in enumerate(order)}
-        trial = dict(current)
-        changed = False
-        for i, c in enumerate(order):
-            old = trial[c]
-            pick = old
-            for n in problem.class_nodes[c]:  # by node id: the first of equal costs wins
-                if cost[n] < cost[pick] and all(pos.get(k, i) < i for k in children[n]):
-                    pick = n
-            if pick != old:
-                trial[c] = pick
-                changed = True
-        if not changed:
-            break
-        trial_cost = problem.dag_cost(trial)
+        trial_order = reachable_order(problem, trial)
+        trial_cost = math.inf if trial_order is None else math.fsum(cost[trial[c]] for c in trial_order)
         if not trial_cost < best_cost:
             break
-        current, best_cost = trial, trial_cost
+        current, order, best_cost = trial, trial_order, trial_cost  # type: ignore[assignment]
     return current, best_cost
+
+
+def _refine_pass(problem: Problem, choice: dict[int, int], order: list[int], walk_limit: int) -> bool:
+    """One parents-first pass of `refine` over `order`, editing `choice`; True if anything switched."""
+    cost, children = problem.cost_list, problem.node_children
+    pos = {c: i for i, c in enumerate(order)}
+    refs = dict.fromkeys(order, 0)
+    for r in problem.roots:
+        refs[r] += 1
+    for c in order:
+        for k in children[choice[c]]:
+            refs[k] += 1
+
+    def freed(old_kids: tuple[int, ...], new_kids: tuple[int, ...]) -> float:
+        delta = dict.fromkeys(new_kids, 1)
+        total, stack, steps = 0.0, list(old_kids), 0
+        while stack and steps < walk_limit:
+            k = stack.pop()
+            steps += 1
+            delta[k] = delta.get(k, 0) - 1
+            if refs[k] + delta[k] == 0:
+                total += cost[choice[k]]
+                stack.extend(children[choice[k]])
+        return total
+
+    switched = False
+    for c in reversed(order):
+        i, old = pos[c], choice[c]
+        if refs[c] == 0:
+            continue  # freed by an earlier switch in this pass
+        candidates = [n for n in problem.class_nodes[c] if n != old
+                      and all(refs.get(k, 0) > 0 and pos[k] < i for k in children[n])]
+        if not candidates:
+            continue
+        pick, pick_gain = old, 0.0
+        for n in candidates:  # by node id: the first of equal gains wins
+            gain = cost[old] - cost[n] + freed(children[old], children[n])
+            if gain > pick_gain:
+                pick, pick_gain = n, gain
+        if pick == old:
+            continue
+        for k in children[pick]:
+            refs[k] += 1
+        stack = list(children[old])
+        while stack:
+            k = stack.pop()
+            refs[k] -= 1
+            if refs[k] == 0:
+                stack.extend(children[choice[k]])
+        choice[c] = pick
+        switched = True
+    return switched
 
 
 def solve(problem: Problem, tree_solution: tree.TreeSolution | None = None) -> tuple[dict[int, int], list[str]]:

@@ -23,6 +23,7 @@ children are strictly lower are kept. No cycle survives and the incumbent stays 
 is optimal within the filter and never worse than the incumbent; `notes` say so. The incumbent is the
 greedy-dag result (itself never worse than tree), improved by repairing cyclic solutions, so the ILP is
 never worse than either heuristic. On a time limit without a better solution it returns the incumbent.
+Whenever optimality is not proven, `notes` give the returned cost, a lower bound and the gap.
 """
 
 from __future__ import annotations
@@ -115,23 +116,34 @@ def _build_model(problem: Problem, tsol: tree.TreeSolution) -> _Model:
     return model
 
 
-def _requirements(model: _Model, tree_order: list[int], max_passes: int = 30) -> list[tuple[int, int]]:
+def _requirements(model: _Model, tree_order: list[int], max_passes: int = 30,
+                  max_bytes: float = 2e8) -> list[tuple[int, int]]:
     """Pairs (e, c) of model classes such that every acyclic term of c contains e (immediate ones only).
 
     Req(c) is the greatest fixpoint of Req(c) = AND over nodes of OR over children d of ({d} | Req(d)),
     as bitsets over the tree extractor's finalization rank (a linear extension of "requires"). It is
     sound even with cycles: by induction over any acyclic choice, Req(c) holds only classes below c.
-    The rows y_e >= y_c stop the LP relaxation from paying half of each of two alternatives that
-    reconverge (which halves what everything below must pay, block after block). Returns [] if the
-    fixpoint is not reached in `max_passes`.
+    Restricting the bits to a subset U stays sound (intersection distributes); U = classes with two or
+    more parent nodes, where alternatives can reconverge. Rows are only needed for classes with two or
+    more nodes (a single node's rows x_n <= y_d imply the rest by induction). The rows y_e >= y_c stop
+    the LP relaxation from paying half of each of two alternatives that reconverge (which halves what
+    everything below must pay, block after block). Returns [] if the fixpoint is not reached in
+    `max_passes` or the bitsets would exceed `max_bytes`.
     """
     n = len(model.classes)
+    indegree = [0] * n
+    for kids in model.node_kids:
+        for d in kids:
+            indegree[d] += 1
     pos = {c: i for i, c in enumerate(tree_order)}
     order = sorted(range(n), key=lambda j: pos[model.classes[j]])
+    universe = [j for j in order if indegree[j] >= 2]
+    if len(universe) * n / 8 > max_bytes:
+        return []
     bit = [0] * n
-    for r, j in enumerate(order):
+    for r, j in enumerate(universe):
         bit[j] = 1 << r
-    everything = (1 << n) - 1
+    everything = (1 << len(universe)) - 1
     req = [everything] * n
     kids = [[(d, bit[d]) for d in k] for k in model.node_kids]
     for _ in range(max_passes):
@@ -154,10 +166,12 @@ def _requirements(model: _Model, tree_order: list[int], max_passes: int = 30) ->
         return []
     pairs = []
     for j in range(n):
+        if len(model.class_nodes[j]) < 2:
+            continue
         remaining = req[j]
         while remaining:
             r = remaining.bit_length() - 1  # the highest rank left is not required by another one left
-            e = order[r]
+            e = universe[r]
             pairs.append((e, j))
             remaining &= ~(req[e] | (1 << r))
     return pairs
@@ -177,36 +191,36 @@ def _undominated(candidates: list[tuple[int, frozenset[int]]], cost: list[float]
 
 
 def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | None = None):
-    """Solve the program (only the x in `keep`, if given); returns scipy's OptimizeResult."""
+    """Solve the program (only the x in `keep`, if given); returns scipy's OptimizeResult and the cost
+    scale (objective values times the scale are in cost units)."""
     from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import csr_array
+    from scipy.sparse import coo_array
 
     nx, ny = len(model.nodes), len(model.classes)
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[float] = []
-    lo: list[float] = []
-    hi: list[float] = []
-
-    def row(entries: Iterable[tuple[int, float]], low: float, high: float) -> None:
-        r = len(lo)
-        for col, val in entries:
-            rows.append(r)
-            cols.append(col)
-            vals.append(val)
-        lo.append(low)
-        hi.append(high)
-
-    for j, xs in enumerate(model.class_nodes):
-        row([(i, 1.0) for i in xs] + [(nx + j, -1.0)], 0.0, 0.0)
-    for i, kids in enumerate(model.node_kids):
-        for d in kids:
-            row([(i, 1.0), (nx + d, -1.0)], -np.inf, 0.0)
-    for e, j in model.requires:
-        row([(nx + e, 1.0), (nx + j, -1.0)], 0.0, np.inf)
+    owner = np.fromiter((j for j, xs in enumerate(model.class_nodes) for _ in xs), dtype=np.int64, count=nx)
+    xs_sorted = np.fromiter((i for xs in model.class_nodes for i in xs), dtype=np.int64, count=nx)
+    edge_x = np.fromiter((i for i, kids in enumerate(model.node_kids) for _ in kids), dtype=np.int64)
+    edge_d = np.fromiter((d for kids in model.node_kids for d in kids), dtype=np.int64, count=edge_x.size)
+    req = np.asarray(model.requires, dtype=np.int64).reshape(-1, 2)
+    ne, nr = edge_x.size, len(req)
+    # rows: [classes: sum x - y = 0] [edges: x - y_d <= 0] [requirements: y_e - y_c >= 0] [cuts]
+    rows = [owner, np.arange(ny), ny + np.arange(ne), ny + np.arange(ne), ny + ne + np.arange(nr),
+            ny + ne + np.arange(nr)]
+    cols = [xs_sorted, nx + np.arange(ny), edge_x, nx + edge_d, nx + req[:, 0], nx + req[:, 1]]
+    vals = [np.ones(nx), -np.ones(ny), np.ones(ne), -np.ones(ne), np.ones(nr), -np.ones(nr)]
+    lo = [np.zeros(ny), np.full(ne, -np.inf), np.zeros(nr)]
+    hi = [np.zeros(ny), np.zeros(ne), np.full(nr, np.inf)]
+    base = ny + ne + nr
     if keep is None:
-        for xs, rhs in model.cuts:
-            row([(i, 1.0) for i in xs], -np.inf, float(rhs))
+        for k, (xs, rhs) in enumerate(model.cuts):
+            rows.append(np.full(len(xs), base + k))
+            cols.append(np.asarray(xs, dtype=np.int64))
+            vals.append(np.ones(len(xs)))
+        lo.append(np.full(len(model.cuts), -np.inf))
+        hi.append(np.asarray([float(rhs) for _, rhs in model.cuts]))
+    lo_all, hi_all = np.concatenate(lo), np.concatenate(hi)
+    a = coo_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                  shape=(lo_all.size, nx + ny)).tocsr()
     lb = np.zeros(nx + ny)
     ub = np.ones(nx + ny)
     lb[[nx + j for j in model.roots]] = 1.0
@@ -215,10 +229,10 @@ def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | N
     xcost = cost[model.nodes]
     top = float(xcost.max()) if nx else 0.0
     c = np.concatenate([xcost / top if top > 0 else xcost, np.zeros(ny)])  # scaled: HiGHS dislikes tiny costs
-    a = csr_array((vals, (rows, cols)), shape=(len(lo), nx + ny))
-    return milp(c, integrality=np.ones(nx + ny), bounds=Bounds(lb, ub),
-                constraints=LinearConstraint(a, lo, hi),
-                options={"time_limit": max(seconds, 0.01), "mip_rel_gap": MIP_REL_GAP, "presolve": True})
+    res = milp(c, integrality=np.ones(nx + ny), bounds=Bounds(lb, ub),
+               constraints=LinearConstraint(a, lo_all, hi_all),
+               options={"time_limit": max(seconds, 0.01), "mip_rel_gap": MIP_REL_GAP, "presolve": True})
+    return res, (top if top > 0 else 1.0)
 
 
 def _decode(model: _Model, problem: Problem, x: np.ndarray) -> dict[int, int]:
@@ -292,7 +306,7 @@ def _one_cycle(model: _Model, comp: list[int], choice_x: dict[int, int]) -> list
     return path[seen[c]:]
 
 
-def _repair(problem: Problem, model: _Model, choice: dict[int, int]) -> dict[int, int]:
+def _repair(problem: Problem, choice: dict[int, int]) -> dict[int, int]:
     """An acyclic choice close to a (cyclic) solution: tree extraction with its nodes made nearly free."""
     costs = list(problem.cost_list)
     for c, n in choice.items():
@@ -305,11 +319,11 @@ def _heights(problem: Problem, model: _Model, anchor: dict[int, int]) -> list[fl
     """Heights of the model classes: the anchor's classes from the anchor's DAG, the others the least height
     of their terms (Knuth order); every kept edge must go strictly down."""
     h = [math.inf] * len(model.classes)
+    index = model.class_index
     for c in reachable_order(problem, anchor) or []:
-        if c in model.fixed:
-            continue
-        kids = [model.class_index[k] for k in problem.node_children[anchor[c]] if k not in model.fixed]
-        h[model.class_index[c]] = 1 + max((h[d] for d in kids), default=-1)  # (its node may be dominated)
+        if c in index and c not in model.fixed:  # (its node may have been dropped as dominated)
+            kids = [index[k] for k in problem.node_children[anchor[c]] if k in index and k not in model.fixed]
+            h[index[c]] = 1 + max((h[d] for d in kids), default=-1)
     pending = [len(set(k)) for k in model.node_kids]
     parents: list[list[int]] = [[] for _ in model.classes]
     for i, kids in enumerate(model.node_kids):
@@ -349,14 +363,28 @@ def _filtered_keep(model: _Model, h: list[float]) -> np.ndarray:
     return keep
 
 
+@dataclasses.dataclass
+class _Best:
+    """The best acyclic choice so far and where it came from."""
+
+    choice: dict[int, int]
+    cost: float
+    source: str
+    lower: float = 0.0  # a proven lower bound on the optimum
+
+    def offer(self, choice: dict[int, int], cost: float, source: str) -> None:
+        if cost < self.cost:  # on a tie the earlier one stays (the greedy's ties are broken by node id)
+            self.choice, self.cost, self.source = choice, cost, source
+
+
 def extract(egraph: EGraph, roots: Sequence[int], cost: CostModel, *, time_limit: float = DEFAULT_TIME_LIMIT,
             max_rounds: int = DEFAULT_MAX_ROUNDS) -> ExtractionResult:
     """Exact DAG-cost extraction for `roots` within `time_limit` seconds (see the module docstring)."""
     problem = Problem.build(egraph, roots, cost, time.perf_counter())
     deadline = problem.started + time_limit
     tsol = tree.solve(problem)
-    incumbent, _ = greedy_dag.solve(problem, tsol)
-    inc_cost = problem.dag_cost(incumbent)
+    greedy, _ = greedy_dag.solve(problem, tsol)
+    best = _Best(greedy, problem.dag_cost(greedy), "the greedy-dag incumbent")
     model = _build_model(problem, tsol)
     if not model.roots:
         return problem.finish(tsol.choice, NAME, ["every root has a zero-cost term"] if problem.roots else [])
@@ -364,37 +392,36 @@ def extract(egraph: EGraph, roots: Sequence[int], cost: CostModel, *, time_limit
     rounds, proven = 0, False
     while rounds < max_rounds and time.perf_counter() < problem.started + time_limit / 2:
         rounds += 1
-        res = _solve(model, problem.cost, deadline - time.perf_counter())
+        res, scale = _solve(model, problem.cost, deadline - time.perf_counter())
         if res.x is None:
             notes.append(f"round {rounds}: HiGHS found no solution ({res.message.strip()})")
             break
+        bound = getattr(res, "mip_dual_bound", None)  # a lower bound: the program relaxes acyclicity
+        if bound is not None and math.isfinite(bound):
+            best.lower = max(best.lower, bound * scale)
         choice = _decode(model, problem, res.x)
-        comps = _cycles(model, problem, choice)
-        if not comps:
-            c = problem.dag_cost(choice)
-            if c < inc_cost:  # on a tie the incumbent stays: its ties are broken by node id
-                incumbent, inc_cost = choice, c
+        if reachable_order(problem, choice) is not None:  # acyclic: optimal if HiGHS proved it
+            best.offer(choice, problem.dag_cost(choice), "the ILP solution")
             proven = res.status == 0
             if not proven:
-                notes.append(f"time limit: best solution found, not proven optimal ({res.message.strip()})")
+                notes.append(f"time limit in round {rounds}: {res.message.strip()}")
             break
-        repaired = _repair(problem, model, choice)
-        c = problem.dag_cost(repaired)
-        if c < inc_cost:
-            incumbent, inc_cost = repaired, c
+        repaired = _repair(problem, choice)
+        best.offer(repaired, problem.dag_cost(repaired), "a repaired ILP solution")
+        comps = _cycles(model, problem, choice)
         xchoice = _x_choice(model, choice)
-        added = 0
-        for comp in comps:
-            added += model.add_cut(comp)
-            added += model.add_cut(_one_cycle(model, comp, xchoice))
+        added = sum(model.add_cut(comp) + model.add_cut(_one_cycle(model, comp, xchoice)) for comp in comps)
         if res.status != 0 or not added:
-            notes.append(f"round {rounds}: solution has cycles and no new cut or time left")
+            notes.append(f"round {rounds}: the solution has cycles and no new cut or no time is left")
             break
     if not proven:
-        incumbent, inc_cost = _filtered(problem, model, incumbent, inc_cost, deadline, rounds, notes)
+        _filtered(problem, model, best, deadline, rounds, notes)
+        gap = (best.cost - best.lower) / best.cost if best.cost > 0 else 0.0
+        notes.append(f"returned {best.source}: DAG cost {best.cost:.6g}, lower bound {best.lower:.6g} "
+                     f"(gap {gap:.2%})")
     if rounds > 1:
         notes.append(f"{rounds} rounds of cycle cuts ({len(model.cuts)} cuts)")
-    return problem.finish(incumbent, NAME, notes)
+    return problem.finish(best.choice, NAME, notes)
 
 
 def _x_choice(model: _Model, choice: dict[int, int]) -> dict[int, int]:
@@ -402,24 +429,22 @@ def _x_choice(model: _Model, choice: dict[int, int]) -> dict[int, int]:
     return {j: xpos[choice[c]] for j, c in enumerate(model.classes) if c in choice}
 
 
-def _filtered(problem: Problem, model: _Model, incumbent: dict[int, int], inc_cost: float, deadline: float,
-              rounds: int, notes: list[str]) -> tuple[dict[int, int], float]:
-    """Solve within the acyclic pre-filter anchored on the incumbent (never worse than the incumbent)."""
+def _filtered(problem: Problem, model: _Model, best: _Best, deadline: float, rounds: int,
+              notes: list[str]) -> None:
+    """Solve within the acyclic pre-filter anchored on the best choice (so never worse than it)."""
     remaining = deadline - time.perf_counter()
     if remaining <= 0.01:
-        notes.append("time limit before an optimal solution: returning the greedy-dag incumbent")
-        return incumbent, inc_cost
-    keep = _filtered_keep(model, _heights(problem, model, incumbent))
-    res = _solve(model, problem.cost, remaining, keep)
+        notes.append("time limit reached before the acyclic pre-filter solve")
+        return
+    keep = _filtered_keep(model, _heights(problem, model, best.choice))
+    res, _ = _solve(model, problem.cost, remaining, keep)
     dropped = int(len(model.nodes) - keep.sum())
+    why = f"cycle cuts did not converge in {rounds} round(s)" if rounds else "cycle cuts skipped"
     if res.x is None:
-        notes.append(f"acyclic pre-filter solve found no solution ({res.message.strip()}): returning the incumbent")
-        return incumbent, inc_cost
+        notes.append(f"{why}; the acyclic pre-filter solve found no solution ({res.message.strip()})")
+        return
     choice = _decode(model, problem, res.x)
-    c = problem.dag_cost(choice)
     exact = "optimal" if res.status == 0 else "best found (time limit)"
-    notes.append(f"cycle cuts did not converge after {rounds} round(s): {exact} within an acyclic pre-filter "
-                 f"anchored on the incumbent ({dropped} of {len(model.nodes)} nodes excluded)")
-    if c < inc_cost:
-        return choice, c
-    return incumbent, inc_cost
+    notes.append(f"{why}: {exact} within an acyclic pre-filter anchored on the incumbent "
+                 f"({dropped} of {len(model.nodes)} nodes excluded)")
+    best.offer(choice, problem.dag_cost(choice), "the pre-filtered ILP solution")

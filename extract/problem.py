@@ -88,30 +88,38 @@ def restrict(problem: Problem, choice: Mapping[int, int]) -> dict[int, int]:
 
 
 def reachable_order(problem: Problem, choice: Mapping[int, int]) -> list[int] | None:
-    """Classes reachable from the roots, children first; None if a class is unchosen or there is a cycle."""
-    state: dict[int, int] = {}
-    order: list[int] = []
+    """Classes reachable from the roots, children first; None if a class is unchosen or there is a cycle.
+
+    Collects the reachable classes, then Kahn's algorithm from the roots (parents first), reversed.
+    """
     children = problem.node_children
-    for root in problem.roots:
-        if root in state:
-            continue
-        if root not in choice:
+    kids_of: dict[int, tuple[int, ...]] = {}
+    stack = list(dict.fromkeys(problem.roots))
+    seen = set(stack)
+    while stack:
+        c = stack.pop()
+        n = choice.get(c)
+        if n is None:
             return None
-        state[root] = 1
-        stack = [(root, iter(children[choice[root]]))]
-        while stack:
-            c, it = stack[-1]
-            for k in it:
-                s = state.get(k)
-                if s == 2:
-                    continue
-                if s == 1 or k not in choice:
-                    return None
-                state[k] = 1
-                stack.append((k, iter(children[choice[k]])))
-                break
-            else:
-                stack.pop()
-                state[c] = 2
-                order.append(c)
+        kids = kids_of[c] = children[n]
+        for k in kids:
+            if k not in seen:
+                seen.add(k)
+                stack.append(k)
+    indegree = dict.fromkeys(kids_of, 0)
+    for kids in kids_of.values():
+        for k in kids:
+            indegree[k] += 1
+    ready = [c for c, d in indegree.items() if d == 0]
+    order: list[int] = []
+    while ready:
+        c = ready.pop()
+        order.append(c)
+        for k in kids_of[c]:
+            indegree[k] -= 1
+            if indegree[k] == 0:
+                ready.append(k)
+    if len(order) != len(kids_of):
+        return None
+    order.reverse()
     return order

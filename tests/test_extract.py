@@ -13,8 +13,10 @@ from typing import Sequence
 import pytest
 
 from eqsat.egraph import EClass, EGraph, ENode
-from extract import EXTRACTORS, ExtractionError, ExtractionResult, extract, load_target, roofline, targets
-from extract.cost import TargetError
+from extract import (EXTRACTORS, ExtractionError, ExtractionResult, extract, greedy_dag, load_target, roofline,
+                     targets, tree)
+from extract.cost import TargetError, node_costs
+from extract.problem import Problem
 from extract.result import ExtractionSummary
 
 OPS = ("Conv", "Relu", "Transpose", "Add", "Mul", "MatMul", "Cast", "Reshape")
@@ -190,6 +192,20 @@ def test_sharing_trap_ilp_beats_tree() -> None:
     assert tree_r.choice[2] == 3 and tree_r.dag_cost(costs) == 14.0
     assert ilp_r.choice[2] == 2 and ilp_r.dag_cost(costs) == 12.0
     assert tree_r.tree_cost(costs) < ilp_r.tree_cost(costs)  # tree cost over-counts the shared Conv
+
+
+def test_union_greedy_alone_can_lose_to_tree() -> None:
+    # X = {p(U) [tree 11], q(V, V) [sub-DAG 10, tree 19]}; root = h(X, r(U)): U is paid anyway, so p is right
+    spec = [(0, "Input", []), (1, "U", [0]), (2, "V", [0]), (3, "p", [1]), (3, "q", [2, 2]), (4, "r", [1]),
+            (5, "h", [3, 4])]
+    g = build(spec, [5], 6)
+    costs = [0.0, 10.0, 9.0, 1.0, 1.0, 1.0, 1.0]
+    cost = lambda eg, n: costs[n.id]  # noqa: E731
+    problem = Problem.build(g, g.roots, cost)
+    assert problem.dag_cost(greedy_dag.union_greedy(problem)) == 22.0  # picks q: V is paid on top of U
+    assert problem.dag_cost(tree.solve(problem).choice) == 13.0
+    for name in NAMES:  # the refinement (and the portfolio with tree) restore the guarantee
+        assert extract(g, None, cost, name).dag_cost(costs) == 13.0
 
 
 def test_unextractable_root_raises() -> None:
@@ -428,6 +444,8 @@ def test_serialized_round_trip_keeps_costs() -> None:
     g0 = onnx_like_graph("FLOAT")
     g = EGraph.from_serialized(g0.to_serialized())  # normalizes the constant flags
     back = EGraph.from_serialized(json.loads(json.dumps(g.to_serialized())))
+    exported = g.to_serialized(node_costs(g, roofline("gpu")))  # extraction-gym reads these costs
+    assert [n["cost"] for n in exported["nodes"].values()] == list(node_costs(g, roofline("gpu")))
     for target in targets():
         for name in NAMES:
             a = extract(g, None, target, name)
