@@ -9,7 +9,7 @@ import sys
 from typing import Callable, Sequence
 
 import eqsat
-from eqsat.errors import EqsatError
+from eqsat.errors import BadInputError, EqsatError
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
@@ -70,6 +70,23 @@ def _cmd_targets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check_rules(args: argparse.Namespace) -> int:
+    from eqsat.testing import check_rules
+    from rewrites.registry import all_rules
+
+    names = args.rule or None
+    unknown = sorted(set(args.rule) - {r.name for r in all_rules()})
+    if unknown:
+        raise BadInputError("--rule", f"unknown rule(s): {', '.join(unknown)} (see `eqsat rules`)")
+    failures = check_rules(args.examples, names, progress=lambda name: print(f"checking {name} ...", flush=True))
+    for failure in failures:
+        print(f"FAILED {failure}")
+    checked = len(names) if names else "all"
+    print(f"{checked} rules checked with {args.examples} examples each: "
+          + (f"{len(failures)} failed" if failures else "all sound"))
+    return 1 if failures else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eqsat", description="Equality-saturation optimizer for ONNX graphs.")
     parser.add_argument("--version", action="version", version=f"eqsat {eqsat.__version__}")
@@ -104,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     targets = sub.add_parser("targets", help="list the hardware targets")
     targets.set_defaults(run=_cmd_targets)
+
+    check = sub.add_parser("check-rules", help="check each rule's soundness on random graphs (needs hypothesis)")
+    check.add_argument("--examples", type=_non_negative(int), default=100, metavar="N",
+                       help="graphs drawn per rule (default: 100)")
+    check.add_argument("--rule", action="append", default=[], metavar="RULE", help="check only this rule (repeatable)")
+    check.set_defaults(run=_cmd_check_rules)
     return parser
 
 

@@ -39,13 +39,24 @@ def load(source: ModelSource, *, name: str | None = None) -> ir.Model:
     """Read and validate a model from a path, a ModelProto or an ir.Model."""
     if isinstance(source, ir.Model):
         return source
+    proto, label = load_proto(source, name=name)
+    return from_proto(proto, label)
+
+
+def load_proto(source: ModelSource, *, name: str | None = None) -> tuple[onnx.ModelProto, str]:
+    """The validated (and topologically sorted) proto of a model, with the label errors name it by."""
+    if isinstance(source, ir.Model):
+        return to_proto(source), name or "<model>"
     if isinstance(source, onnx.ModelProto):
         label = name or "<model>"
-        proto = _check_structure(source, label, None, owned=False)
-    else:
-        path = Path(source)
-        label = name or str(path)
-        proto = _check_structure(_read_proto(path), label, path.parent, owned=True)
+        return _check_structure(source, label, None, owned=False), label
+    path = Path(source)
+    label = name or str(path)
+    return _check_structure(_read_proto(path), label, path.parent, owned=True), label
+
+
+def from_proto(proto: onnx.ModelProto, label: str = "<model>") -> ir.Model:
+    """The IR of a validated proto."""
     try:
         return ir.serde.deserialize_model(proto)
     except Exception as exc:  # onnx_ir rejects what the checker let through
@@ -195,16 +206,46 @@ def _node_name(node: onnx.NodeProto, idx: int) -> str:
 
 def normalize(model: ir.Model) -> ir.Model:
     """Shape inference, constant/static-shape folding, Constant lifting, dead-node removal (in place)."""
+    _infer_shapes(model)
+    if _fold(model):
+        _infer_shapes(model)
+    return model
+
+
+def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.Model, onnx.ModelProto]:
+    """`normalize` for a validated proto: the IR to encode and its shape-annotated proto.
+
+    Shape inference runs on protos (the IR pass round-trips the whole model through protobuf twice per
+    call: 20k nodes cost 3 s more), and only again when folding changed the graph.
+    """
+    inferred = _infer_proto(proto)
+    model = from_proto(inferred, label)
+    if _fold(model):
+        inferred = _infer_proto(to_proto(model))
+        model = from_proto(inferred, label)
+    return model, inferred
+
+
+def _fold(model: ir.Model) -> bool:
+    """Fold constants and static-shape sub-graphs, lift Constant nodes, drop dead nodes; True if changed."""
     from onnx_ir.passes import common as passes
     from onnxscript.optimizer import fold_constants
 
-    _infer_shapes(model)
-    fold_constants(model, onnx_shape_inference=True,
-                   input_size_limit=FOLD_INPUT_LIMIT, output_size_limit=FOLD_OUTPUT_LIMIT)
-    passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
-    passes.RemoveUnusedNodesPass()(model)
-    _infer_shapes(model)
-    return model
+    # Per-node shape inference inside the folder only pays off where shapes are computed at run time
+    # (Shape/Size chains); elsewhere it costs 6x the fold itself (20k nodes: 1.3 s against 0.2 s).
+    reads_shapes = any(n.op_type in ("Shape", "Size") for n in model.graph)
+    folded = fold_constants(model, onnx_shape_inference=reads_shapes,
+                            input_size_limit=FOLD_INPUT_LIMIT, output_size_limit=FOLD_OUTPUT_LIMIT)
+    lifted = passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
+    removed = passes.RemoveUnusedNodesPass()(model)
+    return bool(folded.modified or lifted.modified or removed.modified)
+
+
+def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # best effort, as in _infer_shapes
+        return proto
 
 
 def _infer_shapes(model: ir.Model) -> None:
@@ -252,7 +293,15 @@ def _write_atomically(target: Path, data: bytes) -> None:
         raise
 
 
+def _op_key(domain: str, op_type: str) -> str:
+    return op_type if domain in ("", "ai.onnx") else f"{domain}::{op_type}"
+
+
+def proto_op_histogram(model: onnx.ModelProto) -> collections.Counter[str]:
+    """`op_histogram` of a proto, without building the IR."""
+    return collections.Counter(_op_key(n.domain, n.op_type) for n in model.graph.node)
+
+
 def op_histogram(model: ir.Model) -> collections.Counter[str]:
     """Op types of the top-level graph (custom domains shown as domain::Op)."""
-    return collections.Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
-                               for n in model.graph)
+    return collections.Counter(_op_key(n.domain, n.op_type) for n in model.graph)

@@ -43,10 +43,12 @@ class _Lowerer:
         self.opset = enc.opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
+        self.value_info: list[onnx.ValueInfoProto] = []
         self.names: dict[int, str] = {}                 # class -> emitted value name ("" = absent)
         self.used: set[str] = set()
         self.consts: dict[int, tuple[np.ndarray, str]] = {}  # class -> (value in compute precision, dtype)
         self.graph_inputs = {v.name for v in source.graph.input}
+        self.outputs = {v.name for v in source.graph.output}
         self.opaque_protos = {f"{n.domain or 'ai.onnx'}::{n.op_type}#{i}": n for i, n in enumerate(source.graph.node)}
         self.ref_names = {rid: name for name, rid in enc.refs.items()}
         self.class_refs: dict[int, list[int]] = {}
@@ -157,6 +159,9 @@ class _Lowerer:
         proto = helper.make_node(spec.name, _input_list(inputs), [out], name=out, **attrs)
         self._provenance(proto, cid)
         self.nodes.append(proto)
+        eclass = self.g.eclass(cid)
+        if eclass.dtype is not None and eclass.shape is not None:  # facts, checked by the full checker at save
+            self.value_info.append(helper.make_tensor_value_info(out, int(ir.DataType[eclass.dtype]), eclass.shape))
 
     def emit_opaque(self, cid: int, node: ENode) -> None:
         original = self.opaque_protos.get(node.attrs[0])
@@ -247,7 +252,8 @@ class _Lowerer:
     def model(self) -> onnx.ModelProto:
         src = self.source
         graph = helper.make_graph(self.nodes, src.graph.name, list(src.graph.input), list(src.graph.output),
-                                  self.initializers, doc_string=src.graph.doc_string or None)
+                                  self.initializers, doc_string=src.graph.doc_string or None,
+                                  value_info=[v for v in self.value_info if v.name not in self.outputs])
         model = helper.make_model(graph, opset_imports=list(src.opset_import), ir_version=src.ir_version)
         for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):
             setattr(model, field, getattr(src, field))
@@ -346,8 +352,4 @@ def _evaluate_reference(spec: OpSpec, args: list[np.ndarray | None], params: dic
 def lower(egraph: EGraph, choice: Mapping[int, int], enc: Encoding, source: onnx.ModelProto) -> ir.Model:
     """The graph the choice describes, as an IR model shaped like `source` (the normalized input)."""
     proto = _Lowerer(egraph, choice, enc, source).run()
-    model = ir.serde.deserialize_model(proto)
-    from eqsat.io import _infer_shapes
-
-    _infer_shapes(model)
-    return model
+    return ir.serde.deserialize_model(proto)

@@ -56,7 +56,7 @@ class Session:
         from extract import extract as run_extractor
         from extract.cost import load_target, roofline
 
-        report = Report(self.source, io.op_histogram(ir.serde.deserialize_model(self.original)))
+        report = Report(self.source, io.proto_op_histogram(self.original))
         report.phases.update(self.phases)
         report.saturation = self.saturation
         with timed(report, "extract"):
@@ -71,7 +71,7 @@ class Session:
             from eqsat.verify import verify as run_verify
 
             with timed(report, "verify"):
-                report.verification = run_verify(self.original, model, soundness=self.soundness)
+                report.verification = run_verify(self.original, model, soundness=self.soundness, source=self.source)
         return Result(model, report, result)
 
 
@@ -87,13 +87,10 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     phases: dict[str, float] = {}
     label = source or (str(model) if isinstance(model, (str,)) or hasattr(model, "__fspath__") else "<model>")
     start = time.perf_counter()
-    loaded = io.load(model)
-    original = io.to_proto(loaded)
+    original, _ = io.load_proto(model, name=label)
     phases["load"] = time.perf_counter() - start
     start = time.perf_counter()
-    work = ir.serde.deserialize_model(original)
-    io.normalize(work)
-    normalized = io.to_proto(work)
+    work, normalized = io.normalize_proto(original, label)
     phases["fold"] = time.perf_counter() - start
     rules = tuple(rules) if rules is not None else select(allow, disable)
     start = time.perf_counter()

@@ -5,7 +5,7 @@ Every rule is tested three ways (STYLE habit 10):
     model = make_model([oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
                         oh.make_node("Relu", ["t"], ["r"]),
                         oh.make_node("Transpose", ["r"], ["y"], perm=[0, 3, 1, 2])],
-                       inputs=[("x", FLOAT, (1, 3, 4, 5))], outputs=["y"])
+                       inputs=[("x", "FLOAT", (1, 3, 4, 5))], outputs=["y"])
     result, fired = optimize_with_rules(model, ["transpose-sink-unary", "transpose-merge",
                                                 "transpose-identity"])          # start -> goal
     assert_rule_does_not_fire(other_model, "transpose-identity")                # negative
@@ -48,7 +48,8 @@ if TYPE_CHECKING:  # heavy imports only where they are used
 __all__ = [
     "PROPERTIES", "RuleCase", "ValueSpec", "arrays", "assert_egraph_sound", "assert_rule_does_not_fire",
     "assert_rule_sound", "broadcastable_shapes", "check_rules", "dtype_name", "float_arrays", "inverse",
-    "make_model", "op_counts", "optimize_with_rules", "perms", "run", "saturate_with_rules", "shapes",
+    "make_model", "op_counts", "optimize_with_rules", "perms", "random_feeds", "run", "saturate_with_rules",
+    "shapes", "to_proto",
 ]
 
 #: (name, element type, shape) of a graph input or output. The element type is a TensorProto enum value,
@@ -106,7 +107,8 @@ def make_model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[ValueSpec], out
     return model
 
 
-def _proto(model: onnx.ModelProto | "ir.Model") -> onnx.ModelProto:
+def to_proto(model: onnx.ModelProto | "ir.Model") -> onnx.ModelProto:
+    """A ModelProto for a ModelProto or an onnx_ir Model (what `Result.model` is)."""
     if isinstance(model, onnx.ModelProto):
         return model
     import onnx_ir as ir
@@ -116,14 +118,14 @@ def _proto(model: onnx.ModelProto | "ir.Model") -> onnx.ModelProto:
 
 def op_counts(model: onnx.ModelProto | "ir.Model") -> collections.Counter[str]:
     """How many nodes of each op type the top-level graph has."""
-    return collections.Counter(n.op_type for n in _proto(model).graph.node)
+    return collections.Counter(n.op_type for n in to_proto(model).graph.node)
 
 
 def run(model: onnx.ModelProto | "ir.Model", feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Outputs of `model` on `feeds`: onnxruntime without graph optimizations, else onnx.reference."""
     from eqsat.verify import run as run_model
 
-    outputs, _ = run_model(_proto(model), dict(feeds))
+    outputs, _ = run_model(to_proto(model), dict(feeds))
     return [np.asarray(o) for o in outputs]
 
 
@@ -131,7 +133,7 @@ def random_feeds(model: onnx.ModelProto | "ir.Model", seed: int = 0) -> dict[str
     """Seeded inputs for every graph input, as `eqsat.verify` draws them."""
     from eqsat.verify import make_inputs
 
-    return make_inputs(_proto(model), seed)
+    return make_inputs(to_proto(model), seed)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -161,7 +163,7 @@ def saturate_with_rules(model: onnx.ModelProto | "ir.Model", rules: Sequence[str
     from eqsat.saturate import Limits
     from eqsat.session import saturate
 
-    model = _proto(model)
+    model = to_proto(model)
     return saturate(model, limits=limits or Limits(), allow=allow, disable=_disabled(rules, without))
 
 
@@ -187,8 +189,9 @@ def _soundness_tolerance(soundness: str, dtype: np.dtype) -> float:
 
 def _difference(expected: np.ndarray, actual: np.ndarray, tolerance: float | None,
                 soundness: str) -> tuple[bool, str]:
-    """(ok, description) for two arrays: same shape and dtype, NaN/Inf at the same places, finite values
-    within `tolerance` (default: the soundness class's, for the dtype) times the expected scale."""
+    """(ok, description) for two arrays: same shape and dtype; floats with NaN/Inf at the same places and
+    finite values within `tolerance` (default: the soundness class's, for the dtype) times the expected
+    scale (its largest finite magnitude, at least 1e-3); integers and bools equal."""
     expected, actual = np.asarray(expected), np.asarray(actual)
     if expected.shape != actual.shape or expected.dtype != actual.dtype:
         return False, f"shape/dtype {actual.shape}/{actual.dtype} != {expected.shape}/{expected.dtype}"
@@ -207,10 +210,14 @@ def _difference(expected: np.ndarray, actual: np.ndarray, tolerance: float | Non
         tol = _soundness_tolerance(soundness, expected.dtype) if tolerance is None else tolerance
         allowed = tol * max(scale, 1e-3)
         return diff <= allowed, f"max |diff| {diff:.3g} (allowed {allowed:.3g} = {tol:g} x scale {scale:.3g})"
-    e64, a64 = expected.astype(np.int64), actual.astype(np.int64)
-    diff = int(np.max(np.abs(e64 - a64)))
-    allowed_int = 0 if tolerance is None else int(tolerance)
-    return diff <= allowed_int, f"max |diff| {diff} (allowed {allowed_int}, integer values)"
+    if np.array_equal(expected, actual):
+        return True, "equal"
+    wrong = int(np.count_nonzero(expected != actual))
+    return False, f"{wrong} of {expected.size} {expected.dtype} values differ (integer and bool values must be equal)"
+
+
+class _CannotEvaluate(Exception):
+    pass
 
 
 class _Evaluator:
@@ -253,13 +260,46 @@ class _Evaluator:
         try:
             (out,), _ = run_model(model, feeds)
         except CannotRun as exc:
-            raise AssertionError(f"e-node {node.op}{tuple(node.attrs)} cannot be evaluated on inputs "
-                                 f"{[(a.shape, a.dtype.name) if a is not None else None for a in args]}: {exc}") from None
+            shown = [(a.shape, a.dtype.name) if a is not None else None for a in args]
+            raise _CannotEvaluate(f"cannot be evaluated on inputs {shown}: {exc}") from None
         return np.asarray(out)
+
+    def opaque(self, node: "ENode", inputs: Sequence[np.ndarray | None]) -> tuple[np.ndarray | None, ...] | None:
+        """All outputs of the original node behind an Opaque e-node, or None when it cannot run alone
+        (subgraphs, or no runtime knows its domain): its users then stay unevaluated."""
+        import onnx_ir as ir
+
+        from eqsat.verify import CannotRun, run as run_model
+
+        original = self.session.encoding.opaque_nodes.get(node.attrs[0])
+        if original is None or any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+                                   for a in original.attributes.values()):
+            return None
+        proto = ir.serde.serialize_node(original)
+        feeds: dict[str, np.ndarray] = {}
+        for i, name in enumerate(proto.input):
+            if name and i < len(inputs) and inputs[i] is not None:
+                proto.input[i] = f"i{i}"
+                feeds[f"i{i}"] = np.asarray(inputs[i])
+            else:
+                proto.input[i] = ""
+        names = [f"o{k}" if name else "" for k, name in enumerate(proto.output)]
+        proto.output[:] = names
+        graph = oh.make_graph(
+            [proto], "opaque",
+            [oh.make_tensor_value_info(k, oh.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()],
+            [oh.make_value_info(n, onnx.TypeProto()) for n in names if n])
+        model = oh.make_model(graph, opset_imports=list(self.session.original.opset_import), ir_version=10)
+        try:
+            outs, _ = run_model(model, feeds)
+        except CannotRun:
+            return None
+        produced = iter(outs)
+        return tuple(np.asarray(next(produced)) if n else None for n in names)
 
 
 _LEAVES = frozenset({"Input", "Const", "Scalar"})
-_UNEVALUATED = frozenset({"Opaque", "Out", "TCons", "TNil", "Absent"})
+_UNKNOWN = object()  # the value of an opaque node that cannot run alone
 
 
 def _describe(egraph: "EGraph", nid: int, depth: int = 3) -> str:
@@ -284,45 +324,86 @@ def assert_egraph_sound(session: "Session", feeds: Mapping[str, np.ndarray], *, 
     """Evaluate every e-node of `session`'s e-graph on `feeds`; all e-nodes of a class must agree, and
     agree with the class's shape and dtype facts. Returns how many e-nodes were evaluated.
 
-    Opaque nodes are not evaluated (their classes get a value only through other e-nodes).
+    E-nodes are evaluated in a worklist order (an e-node once every child class has a value), never
+    recursively. Opaque nodes run as their original node; one that cannot run alone (a subgraph, an
+    unknown domain) leaves the e-nodes that depend only on it unchecked. An e-node that no runtime can
+    evaluate (a rewrite that built an ill-typed node) is a problem too.
     """
     egraph = session.egraph
     soundness = soundness or session.soundness
     evaluator = _Evaluator(session, feeds)
-    values: dict[int, np.ndarray | None] = {}
+    values: dict[int, Any] = {}  # class -> array (T), None (absent), tuple (TL list, N outputs), _UNKNOWN
     first: dict[int, int] = {}
-    done: set[int] = set()
     problems: list[str] = []
-    progress = True
-    while progress:
-        progress = False
-        for node in egraph.nodes:
-            if node.id in done or egraph.eclass(node.eclass).sort != "T":
-                continue
-            if node.op == "Absent":
-                done.add(node.id)
-                values.setdefault(node.eclass, None)
-                progress = True
-                continue
-            if node.op in _UNEVALUATED or not all(c in values for c in node.children):
-                continue
-            done.add(node.id)
-            progress = True
-            value = evaluator.leaf(node) if node.op in _LEAVES else evaluator.typed(node, [values[c] for c in node.children])
-            if node.eclass not in values:
-                values[node.eclass], first[node.eclass] = value, node.id
-                continue
-            expected = values[node.eclass]
-            if expected is None:
-                problems.append(f"class c{node.eclass}: {_describe(egraph, node.id)} is in the class of an absent input")
-                continue
+    parents: dict[int, list[int]] = collections.defaultdict(list)
+    waiting: dict[int, int] = {}
+    for node in egraph.nodes:
+        children = set(node.children)
+        waiting[node.id] = len(children)
+        for c in children:
+            parents[c].append(node.id)
+    ready = collections.deque(n.id for n in egraph.nodes if not waiting[n.id])
+    evaluated = 0
+
+    def settle(cid: int, value: Any, nid: int) -> None:
+        """Give class `cid` its value; its users' waiting counts drop (or they rerun on an upgrade)."""
+        upgrade = cid in values
+        values[cid], first[cid] = value, nid
+        for p in parents[cid]:
+            if upgrade:
+                if not waiting[p]:
+                    ready.append(p)
+            else:
+                waiting[p] -= 1
+                if not waiting[p]:
+                    ready.append(p)
+
+    while ready:
+        node = egraph.node(ready.popleft())
+        args = [values[c] for c in node.children]
+        value: Any
+        if any(a is _UNKNOWN for a in args):
+            value = _UNKNOWN
+        elif node.op == "Absent":
+            value = None
+        elif node.op == "TNil":
+            value = ()
+        elif node.op == "TCons":
+            value = (args[0], *args[1])
+        elif node.op == "Opaque":
+            value = evaluator.opaque(node, args[0])
+            value = _UNKNOWN if value is None else value
+        elif node.op == "Out":
+            outs, k = args[0], node.attrs[0]
+            value = outs[k] if k < len(outs) and outs[k] is not None else _UNKNOWN
+        elif node.op in _LEAVES:
+            value = evaluator.leaf(node)
+        else:
+            try:
+                value = evaluator.typed(node, args)
+            except _CannotEvaluate as exc:
+                problems.append(f"class c{node.eclass}: {_describe(egraph, node.id)}: {exc}")
+                value = _UNKNOWN
+        evaluated += value is not _UNKNOWN
+        expected = values.get(node.eclass, _UNKNOWN)
+        if expected is _UNKNOWN:
+            if value is not _UNKNOWN or node.eclass not in values:
+                settle(node.eclass, value, node.id)
+            continue
+        if value is _UNKNOWN or egraph.eclass(node.eclass).sort != "T":
+            continue
+        if (expected is None) != (value is None):
+            problems.append(f"class c{node.eclass}: {_describe(egraph, node.id)} and {_describe(egraph, first[node.eclass])}: "
+                            "one is an absent input, the other is not")
+        elif value is not None:
             ok, how = _difference(expected, value, tolerance, soundness)
             if not ok:
-                problems.append(f"class c{node.eclass}: {_describe(egraph, node.id)} != {_describe(egraph, first[node.eclass])}: {how}")
+                problems.append(f"class c{node.eclass}: {_describe(egraph, node.id)} != "
+                                f"{_describe(egraph, first[node.eclass])}: {how}")
     for cid, value in values.items():
-        if value is None:
-            continue
         eclass = egraph.eclass(cid)
+        if not isinstance(value, np.ndarray) or eclass.sort != "T":
+            continue
         if eclass.shape is not None and tuple(eclass.shape) != tuple(value.shape):
             problems.append(f"class c{cid} ({_describe(egraph, first[cid])}): shape fact {tuple(eclass.shape)} "
                             f"but its value has shape {value.shape}")
@@ -332,7 +413,7 @@ def assert_egraph_sound(session: "Session", feeds: Mapping[str, np.ndarray], *, 
     if problems:
         raise AssertionError(f"{context}e-graph unsound ({len(problems)} problem(s)); rules fired: "
                              f"{session.saturation.rules_fired}\n  " + "\n  ".join(problems[:10]))
-    return len(done)
+    return evaluated
 
 
 def _graph_text(model: onnx.ModelProto) -> str:
@@ -353,7 +434,7 @@ def assert_rule_sound(model: onnx.ModelProto | "ir.Model", rule: str, feeds: Map
     against `model`, output by output, within `tolerance` relative to the output's scale (default: the
     soundness tolerance of the least exact rule that fired). Returns the optimization result.
     """
-    proto = _proto(model)
+    proto = to_proto(model)
     feeds = dict(feeds) if feeds is not None else random_feeds(proto, seed)
     session = saturate_with_rules(proto, [rule, *also], allow=allow)
     fired = session.saturation.rules_fired
@@ -364,7 +445,7 @@ def assert_rule_sound(model: onnx.ModelProto | "ir.Model", rule: str, feeds: Map
         raise AssertionError(f"rule {rule} did not fire (rules fired: {fired or 'none'}) on\n{_graph_text(proto)}")
     assert_egraph_sound(session, feeds, tolerance=tolerance, context=f"rule {rule}: ")
     result = session.extract(target, extractor=extractor, verify=False)
-    optimized = _proto(result.model)
+    optimized = to_proto(result.model)
     expected, actual = run(proto, feeds), run(optimized, feeds)
     for out, ref, got in zip(proto.graph.output, expected, actual):
         ok, how = _difference(ref, got, tolerance, session.soundness)
@@ -377,7 +458,7 @@ def assert_rule_sound(model: onnx.ModelProto | "ir.Model", rule: str, feeds: Map
 def assert_rule_does_not_fire(model: onnx.ModelProto | "ir.Model", rule: str, *, also: Sequence[str] = (),
                               allow: Sequence[str] = ()) -> None:
     """Saturating `model` with `rule` (and `also`, and the analysis family) never matches `rule`."""
-    proto = _proto(model)
+    proto = to_proto(model)
     if rule not in _rule_table():
         raise KeyError(f"unknown rule: {rule}")
     session = saturate_with_rules(proto, [rule, *also], allow=allow)
@@ -928,12 +1009,13 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
 }
 
 
-def check_rules(examples: int = 100, rules: Sequence[str] | None = None, *,
+def check_rules(examples: int = 100, rules: Sequence[str] | None = None, *, shrink: bool = True,
                 progress: Callable[[str], None] | None = None) -> list[str]:
-    """Run each rule's property (`PROPERTIES`) on `examples` drawn graphs; return the failures, one
-    message per failing rule (with hypothesis's shrunk counterexample). A registered rule without a
-    property is a failure too. `progress` is called with each rule name before it runs."""
-    from hypothesis import HealthCheck, given, settings
+    """Run each rule's property (`PROPERTIES`) on `examples` drawn graphs (derandomized: the same graphs
+    every run); return the failures, one message per failing rule, with hypothesis's counterexample
+    (shrunk unless `shrink` is False). A registered rule without a property is a failure too.
+    `progress` is called with each rule name before it runs."""
+    from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis.reporting import with_reporter
 
     names = list(rules) if rules is not None else list(_rule_table())
@@ -949,8 +1031,10 @@ def check_rules(examples: int = 100, rules: Sequence[str] | None = None, *,
             failures.append(f"{name}: no property in eqsat.testing.PROPERTIES")
             continue
 
+        phases = [p for p in Phase if shrink or p not in (Phase.shrink, Phase.explain)]
+
         @settings(max_examples=examples, deadline=None, database=None, derandomize=True, print_blob=False,
-                  suppress_health_check=list(HealthCheck))
+                  suppress_health_check=list(HealthCheck), phases=phases)
         @given(strategy())
         def prop(case: RuleCase) -> None:
             case.check()

@@ -43,14 +43,14 @@ def test_corrupted_output_is_caught(bundled_model: Path, optimized_bundled: tupl
 def test_cli_failed_verification_exits_3_and_writes_nothing(models_dir: Path, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    normalize = io.normalize
+    normalize = io.normalize_proto
 
-    def normalize_and_corrupt(model: ir.Model) -> ir.Model:
-        normalize(model)
+    def normalize_and_corrupt(proto: onnx.ModelProto, label: str) -> tuple[ir.Model, onnx.ModelProto]:
+        model, normalized = normalize(proto, label)
         _corrupt(model)
-        return model
+        return model, normalized
 
-    monkeypatch.setattr(io, "normalize", normalize_and_corrupt)
+    monkeypatch.setattr(io, "normalize_proto", normalize_and_corrupt)
     source = models_dir / "resnet18_w8_fp16.onnx"
     assert main(["optimize", str(source), "-o", str(tmp_path / "out.onnx")]) == 3
     err = capsys.readouterr().err
