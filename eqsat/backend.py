@@ -16,9 +16,10 @@ import egglog.bindings as bindings
 #: (egglog-notes §6; measured here: 8 and 8 load the keras mobilenet in 0.07 s, 10 and 64 in 0.2-0.3 s).
 LOAD_CHUNK = 8
 #: Commands per parse_program call: one huge call is quadratic (egglog-notes §6).
-COMMAND_CHUNK = 8
-#: Actions per throwaway ruleset: one ruleset of 80k actions loads in 10 s, rulesets of 2k in 3 s.
-LOAD_RULESET = 2000
+COMMAND_CHUNK = 4
+#: Actions per throwaway ruleset: 80k actions load in 10 s as one ruleset, in 3 s as rulesets of 500
+#: (parse time grows with the size of the ruleset being defined).
+LOAD_RULESET = 500
 
 EgglogError = bindings.EggSmolError
 

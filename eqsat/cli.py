@@ -97,8 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("input", help="input .onnx file")
     opt.add_argument("-o", "--output", required=True, help="output .onnx file (written only if verified)")
     opt.add_argument("--target", default="cpu", help="hardware target the cost model describes (see `eqsat targets`)")
-    opt.add_argument("--extractor", default="ilp", choices=("ilp", "greedy-dag", "tree"),
-                     help="extraction algorithm (default: ilp, exact DAG cost)")
+    opt.add_argument("--extractor", default="auto", choices=("auto", "ilp", "greedy-dag", "tree"),
+                     help="extraction algorithm (default: auto = exact ILP, greedy-dag above 30k e-nodes)")
     opt.add_argument("--time-limit", type=_non_negative(float), metavar="S", help="saturation wall-clock limit (seconds)")
     opt.add_argument("--node-limit", type=_non_negative(int), metavar="N", help="e-node limit (checked between iterations)")
     opt.add_argument("--iter-limit", type=_non_negative(int), metavar="N", help="saturation iteration limit")

@@ -36,7 +36,7 @@ def timed(report: Report, name: str) -> Iterator[None]:
         report.phases[name] = report.phases.get(name, 0.0) + time.perf_counter() - start
 
 
-def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "ilp",
+def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "auto",
              cost: Callable | None = None, time_limit: float | None = None, node_limit: int | None = None,
              iter_limit: int | None = None, allow: Sequence[str] = (), disable: Sequence[str] = (),
              verify: bool = True, output: str | os.PathLike | None = None) -> Result:

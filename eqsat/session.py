@@ -48,7 +48,7 @@ class Session:
         classes = {r.soundness for r in self.rules if r.name in fired}
         return max(classes, key=SOUNDNESS.index, default="exact")
 
-    def extract(self, target: str = "cpu", *, cost: Callable | None = None, extractor: str = "ilp",
+    def extract(self, target: str = "cpu", *, cost: Callable | None = None, extractor: str = "auto",
                 verify: bool = False) -> "Result":
         """Extract and lower the best graph for `target` (or for a custom `cost(egraph, node)`)."""
         from eqsat.lower import lower

@@ -1,15 +1,19 @@
 """Helpers for rule authors and tests: build small models, run them, check that a rule fires and is sound.
 
-Every rule is tested three ways (STYLE habit 10):
+Every rule is tested three ways (STYLE habit 10): start -> goal, negative, numeric.
 
-    model = make_model([oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
-                        oh.make_node("Relu", ["t"], ["r"]),
-                        oh.make_node("Transpose", ["r"], ["y"], perm=[0, 3, 1, 2])],
-                       inputs=[("x", "FLOAT", (1, 3, 4, 5))], outputs=["y"])
-    result, fired = optimize_with_rules(model, ["transpose-sink-unary", "transpose-merge",
-                                                "transpose-identity"])          # start -> goal
-    assert_rule_does_not_fire(other_model, "transpose-identity")                # negative
-    assert_rule_sound(model, "transpose-sink-unary", also=("transpose-merge",))  # numeric
+    >>> import onnx.helper as oh
+    >>> from eqsat.testing import assert_rule_does_not_fire, assert_rule_sound, make_model, op_counts, optimize_with_rules
+    >>> model = make_model([oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+    ...                     oh.make_node("Relu", ["t"], ["r"]),
+    ...                     oh.make_node("Transpose", ["r"], ["y"], perm=[0, 3, 1, 2])],
+    ...                    inputs=[("x", "FLOAT", (1, 3, 4, 5))], outputs=["y"])
+    >>> cancel = ["transpose-merge", "transpose-identity"]
+    >>> result, fired = optimize_with_rules(model, ["transpose-sink-unary", *cancel])
+    >>> dict(op_counts(result.model)), fired["transpose-sink-unary"] > 0
+    ({'Relu': 1}, True)
+    >>> assert_rule_does_not_fire(model, "relu-merge")
+    >>> result = assert_rule_sound(model, "transpose-sink-unary", also=cancel)
 
 `assert_rule_sound` checks soundness twice. In the e-graph, every e-node of every e-class is evaluated
 on the feeds (one single-node model per e-node, onnxruntime with the reference evaluator as fallback)
@@ -46,9 +50,11 @@ if TYPE_CHECKING:  # heavy imports only where they are used
     from eqsat.session import Session
 
 __all__ = [
-    "PROPERTIES", "RuleCase", "ValueSpec", "arrays", "assert_egraph_sound", "assert_rule_does_not_fire",
+    "PROPERTIES", "GraphCase", "RuleCase", "ValueSpec", "arrays", "assert_egraph_sound",
+    "assert_optimization_sound", "assert_rule_does_not_fire",
     "assert_rule_sound", "broadcastable_shapes", "check_rules", "dtype_name", "float_arrays", "inverse",
-    "make_model", "op_counts", "optimize_with_rules", "perms", "random_feeds", "run", "saturate_with_rules",
+    "make_model", "op_counts", "optimize_with_rules", "perms", "random_feeds", "random_graphs", "run",
+    "saturate_with_rules",
     "shapes", "to_proto",
 ]
 
@@ -443,16 +449,37 @@ def assert_rule_sound(model: onnx.ModelProto | "ir.Model", rule: str, feeds: Map
                              f"{_graph_text(proto)}")
     if rule not in fired:
         raise AssertionError(f"rule {rule} did not fire (rules fired: {fired or 'none'}) on\n{_graph_text(proto)}")
-    assert_egraph_sound(session, feeds, tolerance=tolerance, context=f"rule {rule}: ")
+    return _check_session(proto, session, feeds, tolerance, f"rule {rule}: ", target, extractor)
+
+
+def _check_session(proto: onnx.ModelProto, session: "Session", feeds: Mapping[str, np.ndarray],
+                   tolerance: float | None, context: str, target: str, extractor: str) -> "Result":
+    """The e-graph check, then the extracted model against `proto`, output by output."""
+    assert_egraph_sound(session, feeds, tolerance=tolerance, context=context)
     result = session.extract(target, extractor=extractor, verify=False)
     optimized = to_proto(result.model)
     expected, actual = run(proto, feeds), run(optimized, feeds)
     for out, ref, got in zip(proto.graph.output, expected, actual):
         ok, how = _difference(ref, got, tolerance, session.soundness)
         if not ok:
-            raise AssertionError(f"rule {rule}: output {out.name!r} of the optimized model differs from the "
-                                 f"original: {how}\noriginal:\n{_graph_text(proto)}\noptimized:\n{_graph_text(optimized)}")
+            raise AssertionError(f"{context}output {out.name!r} of the optimized model differs from the original: "
+                                 f"{how}\noriginal:\n{_graph_text(proto)}\noptimized:\n{_graph_text(optimized)}")
     return result
+
+
+def assert_optimization_sound(model: onnx.ModelProto | "ir.Model", feeds: Mapping[str, np.ndarray] | None = None,
+                              seed: int = 0, tolerance: float | None = None, *, allow: Sequence[str] = (),
+                              extractor: str = "ilp", target: str = "cpu") -> "Result":
+    """All default rules (plus `allow`ed classes) together: the same two checks as `assert_rule_sound`,
+    without requiring any particular rule to fire."""
+    from eqsat.session import saturate
+
+    proto = to_proto(model)
+    feeds = dict(feeds) if feeds is not None else random_feeds(proto, seed)
+    session = saturate(proto, allow=allow)
+    if session.saturation.error:
+        raise AssertionError(f"egglog failed during saturation: {session.saturation.error}\n{_graph_text(proto)}")
+    return _check_session(proto, session, feeds, tolerance, "", target, extractor)
 
 
 def assert_rule_does_not_fire(model: onnx.ModelProto | "ir.Model", rule: str, *, also: Sequence[str] = (),
@@ -584,7 +611,7 @@ class RuleCase:
 
 
 _SANDWICH = ("transpose-merge", "transpose-identity")
-#: Unary ops drawn by the layout properties: (op, input dtype, attributes).
+#: Elementwise ops drawn by the properties (float inputs; IsNaN gives BOOL, comparisons too).
 _FLOAT_UNARY = ("Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", "Reciprocal", "Floor",
                 "Ceil", "Sign", "Softplus", "Softsign", "Sin", "Cos", "Round", "IsNaN")
 _FLOAT_BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "PRelu")
@@ -984,6 +1011,85 @@ def _analysis_case(rule: str, kind: str) -> Callable[[], "SearchStrategy[RuleCas
         return build()
 
     return strategy
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphCase:
+    """A drawn graph and its inputs, for checks of all rules together."""
+
+    model: onnx.ModelProto
+    feeds: Mapping[str, np.ndarray]
+    allow: tuple[str, ...] = ()
+
+    def check(self) -> "Result":
+        """`assert_optimization_sound` on this case."""
+        return assert_optimization_sound(self.model, self.feeds, allow=self.allow)
+
+    def __repr__(self) -> str:
+        return repr(RuleCase("(all)", self.model, self.feeds, allow=self.allow))
+
+
+def random_graphs(max_steps: int = 8, allow: Sequence[str] = ()) -> "SearchStrategy[GraphCase]":
+    """Small float graphs mixing the ops the rules know (transposes and their inverses, unary and binary
+    elementwise ops, constants incl. neutral ones, pads, cast round trips, Identity, Relu chains), with
+    shared values and one or two outputs: rule interactions show up here."""
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> GraphCase:
+        shape = draw(shapes(2, 4, 3))
+        g = _Graph()
+        values: list[tuple[str, tuple[int, ...], tuple[int, ...] | None]] = []  # (name, shape, perm that made it)
+        for name in ("a", "b")[: draw(st.integers(1, 2))]:
+            values.append((g.input(name, draw(float_arrays(shape))), tuple(shape), None))
+        for k in range(draw(st.integers(1, max_steps))):
+            x, x_shape, made_by = values[draw(st.integers(0, len(values) - 1))] if draw(st.booleans()) else values[-1]
+            rank, out = len(x_shape), f"v{k}"
+            kind = draw(st.sampled_from(("transpose", "transpose", "unary", "binary", "const", "neutral", "pad",
+                                         "cast", "identity", "relu2")))
+            if kind == "transpose":
+                perm = inverse(made_by) if made_by is not None and draw(st.booleans()) else draw(perms(rank))
+                g.nodes.append(_transpose_node(x, out, perm))
+                values.append((out, tuple(x_shape[i] for i in perm), tuple(perm)))
+                continue
+            if kind == "unary":
+                _draw_unary(draw, g, x, out, st)
+                if g.nodes[-1].op_type in ("Cast", "IsNaN"):
+                    g.nodes[-1] = oh.make_node("Relu", [x], [out])
+            elif kind == "binary":
+                same = [v for v in values if v[1] == x_shape]
+                y = draw(st.sampled_from(same))[0]
+                g.node(draw(st.sampled_from(("Add", "Sub", "Mul", "Max", "Min"))), [x, y], out)
+            elif kind == "const":
+                _binary_const(draw, st, g, x, x_shape, out)
+                if g.nodes[-1].op_type in _COMPARE:
+                    g.nodes[-1] = oh.make_node("Add", list(g.nodes[-1].input), [out])
+            elif kind == "neutral":
+                op, value = draw(st.sampled_from((("Mul", 1.0), ("Add", 0.0))))
+                g.inits[f"{out}_k"] = np.full((1,) * draw(st.integers(0, rank)), value, np.float32)
+                g.node(op, [x, f"{out}_k"], out)
+            elif kind == "pad":
+                g.inits[f"{out}_pads"] = np.array([draw(st.integers(0, 1)) for _ in range(2 * rank)], np.int64)
+                g.node("Pad", [x, f"{out}_pads"], out)
+                pads = g.inits[f"{out}_pads"]
+                values.append((out, tuple(d + int(pads[i] + pads[i + rank]) for i, d in enumerate(x_shape)), None))
+                continue
+            elif kind == "cast":
+                g.node("Cast", [x], f"{out}_c", to=_elem_type(draw(st.sampled_from(("DOUBLE", "FLOAT16")))))
+                g.node("Cast", [f"{out}_c"], out, to=onnx.TensorProto.FLOAT)
+            elif kind == "identity":
+                g.node("Identity", [x], out)
+            else:
+                g.node("Relu", [g.node("Relu", [x], f"{out}_r")], out)
+            values.append((out, x_shape, None))
+        outputs = [values[-1][0]]
+        extra = values[draw(st.integers(0, len(values) - 1))][0]
+        if draw(st.booleans()) and extra not in outputs and extra not in g.feeds:
+            outputs.append(extra)
+        model = make_model(g.nodes, g.inputs, outputs, g.inits)
+        return GraphCase(model, g.feeds, tuple(allow))
+
+    return build()
 
 
 #: rule name -> strategy of graphs where the rule fires (one per registered rule).
