@@ -20,7 +20,7 @@ from eqsat.rule import RULESETS, Rule, rule_name_of
 
 SCHEDULE = ("(saturate (run analysis))", "(run simplify)", "(saturate (run analysis))", "(run explore)")
 #: Tables that are not e-nodes of the program (handles, facts).
-NOT_ENODES = frozenset({"Ref", "shape", "dtype", "positive", "is-const", "inv-perm", "lossless-cast"})
+NOT_ENODES = frozenset({"Ref", "shape", "dtype", "positive", "is-const", "inv-perm", "lossless-cast", "model-opset"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -97,7 +97,7 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     encoding = encode(work)
     backend = Backend()
     backend.run(terms.declarations())
-    backend.load(terms.static_facts(encoding.perms))
+    backend.load(terms.static_facts(encoding.perms, encoding.opset))
     backend.load(encoding.actions)
     install_rules(backend, rules)  # after the data: loading with rules present is ~5x slower
     phases["encode"] = time.perf_counter() - start

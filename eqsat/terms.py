@@ -203,14 +203,17 @@ def declarations() -> str:
         lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
     lines += ["(function shape (T) IVec :no-merge)", "(function dtype (T) String :no-merge)",
               "(relation positive (T))", "(relation is-const (T))", "(function inv-perm (IVec) IVec :no-merge)",
-              "(relation lossless-cast (String String))"]
+              "(relation lossless-cast (String String))", "(function model-opset () i64 :no-merge)"]
     return "\n".join(lines)
 
 
-def static_facts(extra_perms: Iterable[Sequence[int]] = ()) -> list[str]:
-    """Facts every e-graph starts with: inverse perms (all up to MAX_PERM_RANK, plus `extra_perms`)."""
+def static_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = None) -> list[str]:
+    """Facts every e-graph starts with: inverse perms (all up to MAX_PERM_RANK, plus `extra_perms`),
+    lossless casts, and the model's opset (`(model-opset)`: rules that create newer ops guard on it)."""
     perms = {p for r in range(1, MAX_PERM_RANK + 1) for p in itertools.permutations(range(r))}
     perms |= {tuple(p) for p in extra_perms}
     facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in sorted(perms)]
     facts += [f"(lossless-cast {egg_str(a)} {egg_str(b)})" for a, b in LOSSLESS_CASTS]
+    if opset is not None:
+        facts.append(f"(set (model-opset) {int(opset)})")
     return facts
