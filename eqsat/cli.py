@@ -18,7 +18,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     try:
         result = optimize(args.input, output=args.output, verify=args.verify, target=args.target,
                           extractor=args.extractor, time_limit=args.time_limit, node_limit=args.node_limit,
-                          iter_limit=args.iter_limit, allow=args.allow, disable=args.disable)
+                          iter_limit=args.iter_limit, allow=args.allow, disable=args.disable, opset=args.opset)
     except EqsatError as exc:
         report = getattr(exc, "report", None)
         if report is not None and args.report:
@@ -105,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--allow", action="append", default=[], choices=("precision-changing",),
                      help="admit rules of this soundness class (off by default)")
     opt.add_argument("--disable", action="append", default=[], metavar="RULE", help="disable a rule by name")
+    opt.add_argument("--opset", type=int, metavar="N",
+                     help="upgrade the model to opset N first, making newer fused ops available (e.g. 20 for Gelu)")
     opt.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                      help="check the result numerically against the input (default: on)")
     opt.add_argument("--report", action="store_true", help="print a report of what was done")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Union
 
 import onnx
+import onnx.version_converter
 import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
@@ -53,6 +54,18 @@ def load_proto(source: ModelSource, *, name: str | None = None) -> tuple[onnx.Mo
     path = Path(source)
     label = name or str(path)
     return _check_structure(_read_proto(path), label, path.parent, owned=True), label
+
+
+def upgrade_opset(proto: onnx.ModelProto, opset: int, label: str = "<model>") -> onnx.ModelProto:
+    """The model converted to default-domain `opset` (never downgraded)."""
+    current = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if current is None or opset <= current:
+        return proto
+    try:
+        converted = onnx.version_converter.convert_version(proto, opset)
+    except Exception as exc:  # the converter lacks an adapter for some op
+        raise BadInputError(label, f"cannot be converted to opset {opset}: {first_line(exc)}") from None
+    return _check_structure(converted, label, None, owned=True)
 
 
 def from_proto(proto: onnx.ModelProto, label: str = "<model>") -> ir.Model:

@@ -39,7 +39,7 @@ def timed(report: Report, name: str) -> Iterator[None]:
 def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "auto",
              cost: Callable | None = None, time_limit: float | None = None, node_limit: int | None = None,
              iter_limit: int | None = None, allow: Sequence[str] = (), disable: Sequence[str] = (),
-             verify: bool = True, output: str | os.PathLike | None = None) -> Result:
+             opset: int | None = None, verify: bool = True, output: str | os.PathLike | None = None) -> Result:
     """Optimize `model` (a path, ModelProto or ir.Model) for `target` and return the result.
 
     With `verify` (the default) both models run on seeded inputs and a difference beyond tolerance raises
@@ -52,7 +52,7 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     limits = Limits(iterations=defaults.iterations if iter_limit is None else iter_limit,
                     nodes=defaults.nodes if node_limit is None else node_limit, seconds=time_limit)
     source = str(model) if isinstance(model, (str, os.PathLike)) else "<model>"
-    session = saturate(model, limits=limits, allow=allow, disable=disable, source=source)
+    session = saturate(model, limits=limits, allow=allow, disable=disable, opset=opset, source=source)
     result = session.extract(target, cost=cost, extractor=extractor, verify=verify)
     report = result.report
     if verify and not report.verification.ok:

@@ -76,11 +76,12 @@ class Session:
 
 
 def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequence[str] = (),
-             disable: Sequence[str] = (), rules: Sequence[Rule] | None = None,
+             disable: Sequence[str] = (), rules: Sequence[Rule] | None = None, opset: int | None = None,
              source: str | None = None) -> Session:
     """Load, normalize, encode and saturate `model`; the returned Session extracts on demand.
 
     `rules` replaces the registered rules (for experiments); otherwise `allow`/`disable` select them.
+    `opset` upgrades the model first (onnx.version_converter) so that newer fused ops become available.
     """
     from rewrites.registry import select
 
@@ -88,9 +89,10 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     label = source or (str(model) if isinstance(model, (str,)) or hasattr(model, "__fspath__") else "<model>")
     start = time.perf_counter()
     original, _ = io.load_proto(model, name=label)
+    upgraded = io.upgrade_opset(original, opset, label) if opset is not None else original
     phases["load"] = time.perf_counter() - start
     start = time.perf_counter()
-    work, normalized = io.normalize_proto(original, label)
+    work, normalized = io.normalize_proto(upgraded, label)
     phases["fold"] = time.perf_counter() - start
     rules = tuple(rules) if rules is not None else select(allow, disable)
     start = time.perf_counter()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from eqsat.errors import BadInputError
 from eqsat.rule import DEFAULT_SOUNDNESS, Rule
 from rewrites import analysis, cast, cleanup, layout
 
@@ -26,5 +27,5 @@ def select(allow: Iterable[str] = (), disable: Iterable[str] = ()) -> tuple[Rule
     known = {r.name for r in all_rules()}
     unknown = disabled - known
     if unknown:
-        raise KeyError(f"unknown rule(s): {', '.join(sorted(unknown))}")
+        raise BadInputError("--disable", f"unknown rule(s): {', '.join(sorted(unknown))}; `eqsat rules` lists them")
     return tuple(r for r in all_rules() if r.soundness in admitted and r.name not in disabled)
