@@ -50,6 +50,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from eqsat.explain import explain
+
+    print(explain(args.model, args.node))
+    return 0
+
+
 def _cmd_rules(args: argparse.Namespace) -> int:
     from rewrites.registry import all_rules
 
@@ -116,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="summarize a model: ops, inputs, outputs, sizes")
     info.add_argument("input", help="input .onnx file")
     info.set_defaults(run=_cmd_info)
+
+    expl = sub.add_parser("explain", help="show where a node of an optimized model came from")
+    expl.add_argument("model", help="a model written by `eqsat optimize`")
+    expl.add_argument("node", help="node name (or the name of a value it produces)")
+    expl.set_defaults(run=_cmd_explain)
 
     rules = sub.add_parser("rules", help="list the rewrite rules with family, soundness and doc")
     rules.add_argument("-v", "--verbose", action="store_true", help="also show each rule's origin")

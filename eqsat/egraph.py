@@ -47,6 +47,7 @@ class EClass:
     shape: tuple[int, ...] | None = None
     dtype: str | None = None
     constant: bool = False
+    rules: tuple[str, ...] = ()   # rules that added e-nodes to this class (provenance)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +146,7 @@ def decode(serialized_json: str, ref_ids: Iterable[int] = ()) -> EGraph:
     shape: dict[int, tuple[int, ...]] = {}
     dtype: dict[int, str] = {}
     refs: dict[int, int] = {}
+    rules: dict[int, set[str]] = {}
     out_nodes: list[ENode] = []
     for nid, n in nodes.items():
         op = n["op"]
@@ -155,6 +157,11 @@ def decode(serialized_json: str, ref_ids: Iterable[int] = ()) -> EGraph:
             prim = prim_by_class.get(n["eclass"])
             if child_class is not None and prim is not None:
                 (shape if op == "shape" else dtype)[child_class] = value(prim)  # type: ignore[assignment]
+            continue
+        if op == "rewritten":
+            child_class = class_index.get(nodes[n["children"][0]]["eclass"])
+            if child_class is not None:
+                rules.setdefault(child_class, set()).add(value(n["children"][1]))
             continue
         cname = n["eclass"]
         if cname not in class_index:
@@ -172,7 +179,8 @@ def decode(serialized_json: str, ref_ids: Iterable[int] = ()) -> EGraph:
                 attrs.append(value(prim_by_class.get(ch_class, ch)))
         out_nodes.append(ENode(len(out_nodes), op, cid, tuple(children), tuple(attrs)))
         members[cid].append(out_nodes[-1].id)
-    classes = tuple(EClass(cid, sorts[name], tuple(members[cid]), shape.get(cid), dtype.get(cid))
+    classes = tuple(EClass(cid, sorts[name], tuple(members[cid]), shape.get(cid), dtype.get(cid),
+                           rules=tuple(sorted(rules.get(cid, ()))))
                     for name, cid in class_index.items())
     wanted = set(ref_ids)
     kept_refs = {r: c for r, c in refs.items() if not wanted or r in wanted}

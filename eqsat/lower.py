@@ -24,6 +24,7 @@ from eqsat.errors import InternalError
 from eqsat.terms import OPS, OpSpec
 
 PROVENANCE_KEY = "eqsat.from"
+RULES_KEY = "eqsat.rules"
 _FLOAT_UPCAST = {np.dtype(np.float16): np.float32}
 
 
@@ -44,6 +45,7 @@ class _Lowerer:
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self.value_info: list[onnx.ValueInfoProto] = []
+        self._parents: dict[int, set[int]] | None = None
         self.names: dict[int, str] = {}                 # class -> emitted value name ("" = absent)
         self.used: set[str] = set()
         self.consts: dict[int, tuple[np.ndarray, str]] = {}  # class -> (value in compute precision, dtype)
@@ -71,11 +73,34 @@ class _Lowerer:
             name = self.ref_names.get(rid)
             if name and name not in self.used:
                 return self.fresh(name)
-        return self.fresh(f"eqsat_{cid}")
+        origins = self.origins(cid)
+        return self.fresh(f"{origins[0]}_eqsat" if origins else f"eqsat_{cid}")
 
-    def provenance(self, cid: int) -> str:
-        names = sorted({self.enc.producers[r] for r in self.class_refs.get(cid, ()) if r in self.enc.producers})
-        return ",".join(names)
+    def origins(self, cid: int) -> list[str]:
+        """Original nodes a class stands for; a class that rewrites created inherits from the rewritten
+        classes that use it."""
+        names = {self.enc.producers[r] for r in self.class_refs.get(cid, ()) if r in self.enc.producers}
+        if not names:
+            for parent in self.parents().get(cid, ()):
+                if self.g.eclass(parent).rules:
+                    names |= {self.enc.producers[r] for r in self.class_refs.get(parent, ()) if r in self.enc.producers}
+        return sorted(names)
+
+    def rules_of(self, cid: int) -> list[str]:
+        rules = set(self.g.eclass(cid).rules)
+        if not self.class_refs.get(cid):
+            for parent in self.parents().get(cid, ()):
+                rules |= set(self.g.eclass(parent).rules)
+        return sorted(rules)
+
+    def parents(self) -> dict[int, set[int]]:
+        if self._parents is None:
+            self._parents = {}
+            for n in self.g.nodes:
+                for c in n.children:
+                    if c != n.eclass:
+                        self._parents.setdefault(c, set()).add(n.eclass)
+        return self._parents
 
     # ---- traversal ----
     def order(self, roots: Sequence[int]) -> list[int]:
@@ -211,10 +236,10 @@ class _Lowerer:
             names.append(self.names[head])
 
     def _provenance(self, proto: onnx.NodeProto, cid: int) -> None:
-        origin = self.provenance(cid)
-        if origin:
-            entry = proto.metadata_props.add()
-            entry.key, entry.value = PROVENANCE_KEY, origin
+        for key, value in ((PROVENANCE_KEY, ",".join(self.origins(cid))), (RULES_KEY, ",".join(self.rules_of(cid)))):
+            if value:
+                entry = proto.metadata_props.add()
+                entry.key, entry.value = key, value
 
     # ---- constants ----
     def emit_constant(self, cid: int, node: ENode, name: str | None) -> None:

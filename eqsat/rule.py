@@ -21,6 +21,7 @@ RULESETS = ("analysis", "simplify", "explore")
 DEFAULT_SOUNDNESS = frozenset({"exact", "fp-reassoc"})
 
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_UNION_TARGET = re.compile(r"\(union (\w+) ")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +32,10 @@ class Egglog:
     actions: str
 
     def command(self, ruleset: str, name: str) -> str:
-        return f"(rule ({self.facts}) ({self.actions}) :ruleset {ruleset} :name \"{name}\")"
+        """The egglog rule; every class it unions into also records the rule (`rewritten`: provenance)."""
+        rule = rule_name_of(name)
+        provenance = "".join(f' (rewritten {var} "{rule}")' for var in dict.fromkeys(_UNION_TARGET.findall(self.actions)))
+        return f"(rule ({self.facts}) ({self.actions}{provenance}) :ruleset {ruleset} :name \"{name}\")"
 
 
 def op_pattern(op: str, *args: str) -> str:

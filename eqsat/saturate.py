@@ -20,7 +20,8 @@ from eqsat.rule import RULESETS, Rule, rule_name_of
 
 SCHEDULE = ("(saturate (run analysis))", "(run simplify)", "(saturate (run analysis))", "(run explore)")
 #: Tables that are not e-nodes of the program (handles, facts).
-NOT_ENODES = frozenset({"Ref", "shape", "dtype", "positive", "is-const", "inv-perm", "lossless-cast", "model-opset"})
+NOT_ENODES = frozenset({"Ref", "shape", "dtype", "positive", "is-const", "inv-perm", "lossless-cast", "model-opset",
+                        "rewritten"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -203,7 +203,8 @@ def declarations() -> str:
         lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
     lines += ["(function shape (T) IVec :no-merge)", "(function dtype (T) String :no-merge)",
               "(relation positive (T))", "(relation is-const (T))", "(function inv-perm (IVec) IVec :no-merge)",
-              "(relation lossless-cast (String String))", "(function model-opset () i64 :no-merge)"]
+              "(relation lossless-cast (String String))", "(function model-opset () i64 :no-merge)",
+              "(relation rewritten (T String))"]
     return "\n".join(lines)
 
 

@@ -107,3 +107,19 @@ def test_bundled_models_deterministic_and_idempotent(path, tmp_path) -> None:
     again = eqsat.optimize(tmp_path / "a.onnx", output=tmp_path / "c.onnx")
     assert again.report.nodes_after == first.report.nodes_after
     assert sorted(_ops(again.model)) == sorted(_ops(first.model))
+
+
+def test_provenance_metadata_and_explain(tmp_path, capsys) -> None:
+    from eqsat.cli import main
+
+    out = tmp_path / "out.onnx"
+    assert main(["optimize", str(BUNDLED_MODELS[0].parent / "nhwc_tfstyle_resnet_legacy.onnx"), "-o", str(out)]) == 0
+    proto = onnx.load(str(out))
+    meta = [{p.key: p.value for p in n.metadata_props} for n in proto.graph.node]
+    assert all("eqsat.from" in m for m in meta if m), "every annotated node names its origin"
+    sunk = next(n for n, m in zip(proto.graph.node, meta) if "transpose-sink-binary-const" in m.get("eqsat.rules", ""))
+    capsys.readouterr()
+    assert main(["explain", str(out), sunk.name]) == 0
+    text = capsys.readouterr().out
+    assert f"node     {sunk.name}: {sunk.op_type}" in text and "transpose-sink-binary-const:" in text
+    assert main(["explain", str(out), "no-such-node"]) == 2
