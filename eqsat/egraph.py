@@ -122,21 +122,29 @@ def decode(serialized_json: str, ref_ids: Iterable[int] = ()) -> EGraph:
         if nid.startswith("primitive-"):
             prim_by_class.setdefault(n["eclass"], nid)
 
+    values: dict[str, Attr] = {}
+
     def value(nid: str) -> Attr:
+        cached = values.get(nid)
+        if cached is not None:
+            return cached
         n = nodes[nid]
         op = n["op"]
         sort = sorts[n["eclass"]]
         if op in ("vec-of", "vec-empty") or sort == "IVec":
-            return tuple(value(c) for c in n["children"])
-        if sort == "i64":
-            return int(op)
-        if sort == "f64":
-            return float(op)
-        if sort == "String":
-            return json.loads(op)
-        if sort == "bool":
-            return op == "true"
-        return op
+            result: Attr = tuple(value(c) for c in n["children"])
+        elif sort == "i64":
+            result = int(op)
+        elif sort == "f64":
+            result = float(op)
+        elif sort == "String":
+            result = op[1:-1] if "\\" not in op else json.loads(op)
+        elif sort == "bool":
+            result = op == "true"
+        else:
+            result = op
+        values[nid] = result
+        return result
 
     class_index: dict[str, int] = {}
     for name, sort in sorts.items():
