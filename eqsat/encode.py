@@ -76,7 +76,7 @@ class _Encoder:
 
     # ---- leaves ----
     def constant_term(self, value: ir.Value, array: np.ndarray) -> str:
-        if array.size == 1 and array.dtype.kind in "biuf":
+        if array.size == 1 and array.dtype.kind in "biuf" and _exact_as_f64(array):
             return f"(Scalar {egg_float(float(array.reshape(-1)[0]))} {egg_str(value.dtype.name)} {egg_ints(array.shape)})"
         key = constant_key(array)
         self.enc.constants.setdefault(key, array)
@@ -190,6 +190,11 @@ class _Encoder:
         for k, out in enumerate(node.outputs):
             if out.name:
                 self.new_ref(out, f"(Out {term} {k})", name)
+
+
+def _exact_as_f64(array: np.ndarray) -> bool:
+    """Scalars carry their value as f64: integers beyond 2^53 stay `Const` to stay exact."""
+    return array.dtype.kind not in "iu" or abs(int(array.reshape(-1)[0])) <= 1 << 53
 
 
 def _normalize_axes(value: Any, rank: int | None) -> Any:

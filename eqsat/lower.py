@@ -306,7 +306,7 @@ def _evaluate(spec: OpSpec, args: list[np.ndarray | None], params: dict[str, Any
         shape = [d if d != 0 or params.get("allowzero") else args[0].shape[i] for i, d in enumerate(params["shape"])]
         return np.reshape(args[0], shape)
     if op == "Cast":
-        return args[0].astype(_np_dtype(params["to"])) if params["to"] in ("BOOL",) else args[0]
+        return args[0].astype(_np_dtype(params["to"]))  # explicit casts round (fp16 included)
     if op in _NUMPY_UNARY:
         return _NUMPY_UNARY[op](args[0])
     if op == "Div":

@@ -67,7 +67,7 @@ def _axis(name: str = "axis", default: Any = None, of: str = "input") -> Param:
 _UNARY = ["Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", "Reciprocal", "Floor",
           "Ceil", "Sign", "Softplus", "Softsign", "Identity", "Not", "Sin", "Cos", "Round", "IsNaN"]
 _BINARY = ["Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Equal", "Greater", "Less", "GreaterOrEqual",
-           "LessOrEqual", "And", "Or", "Xor", "Mod"]
+           "LessOrEqual", "And", "Or", "Xor", "Mod", "Max", "Min"]  # Max/Min: the two-input form only
 _REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare"]
 _REDUCE_AXES_INPUT_SINCE = {"ReduceSum": 13}  # the others moved axes to an input at opset 18
 _POOL_PARAMS = (Param("auto_pad", "str", "NOTSET"), Param("ceil_mode", "int", 0, since=10),
@@ -87,7 +87,7 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in [
     _op("Gelu", "X", Param("approximate", "str", "none", since=20)),
     _op("Clip", "X", Param("min", "float", -INF, input=1, since=11), Param("max", "float", INF, input=2, since=11)),
     _op("Cast", "X", Param("to", "dtype")),
-    _op("Dropout", "X"),
+    _op("Dropout", "X", Param("ratio", "float", 0.5, input=1, since=12)),
     _op("Softmax", "X", _axis(default=-1)),
     _op("LogSoftmax", "X", _axis(default=-1)),
     _op("Transpose", "X", Param("perm", "ints")),
@@ -99,6 +99,8 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in [
     _op("Pad", "X", Param("pads", "ints", input=1, since=11), Param("value", "float", 0.0, input=2, since=11),
         Param("mode", "str", "constant")),
     _op("Gather", "X I", _axis(default=0)),
+    _op("Slice", "X", Param("starts", "ints", input=1, since=10), Param("ends", "ints", input=2, since=10),
+        Param("axes", "ints", (), input=3, since=10), Param("steps", "ints", (), input=4, since=10)),
     *(_op(name, "X", Param("axes", "ints", (), input=1, since=_REDUCE_AXES_INPUT_SINCE.get(name, 18),
                            axes_of="input"), Param("keepdims", "int", 1)) for name in _REDUCE),
     _op("GlobalAveragePool"),

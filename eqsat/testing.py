@@ -63,7 +63,8 @@ __all__ = [
 #: (or with None type and shape): its type and shape are then inferred.
 ValueSpec = Union[str, tuple[str, Any, Union[Sequence[Union[int, str, None]], None]]]
 
-#: Only the named rules run, plus these families (facts that every rewrite relies on).
+#: Only the named rules run, plus the rules of these families and every rule in the `analysis` ruleset:
+#: facts (shapes, dtypes, constants, positivity) that rewrites rely on, never rewrites themselves.
 ALWAYS_ON_FAMILIES = ("analysis",)
 
 
@@ -153,19 +154,21 @@ def _rule_table() -> dict[str, Any]:
 
 
 def _disabled(rules: Iterable[str], without: Iterable[str] = ()) -> list[str]:
-    """Names to disable so that only `rules` and the always-on families run (minus `without`)."""
+    """Names to disable so that only `rules` and the fact rules run (minus `without`)."""
     table = _rule_table()
     wanted, removed = set(rules), set(without)
     unknown = (wanted | removed) - set(table)
     if unknown:
         raise KeyError(f"unknown rule(s): {', '.join(sorted(unknown))} (see `eqsat rules`)")
     return [name for name, r in table.items()
-            if name in removed or (name not in wanted and r.family not in ALWAYS_ON_FAMILIES)]
+            if name in removed or (name not in wanted and r.family not in ALWAYS_ON_FAMILIES
+                                   and r.ruleset != "analysis")]
 
 
 def saturate_with_rules(model: onnx.ModelProto | "ir.Model", rules: Sequence[str], *, allow: Sequence[str] = (),
                         without: Sequence[str] = (), limits: "Limits | None" = None) -> "Session":
-    """Saturate `model` with only the named rules (plus the analysis family, minus `without`)."""
+    """Saturate `model` with only the named rules (plus the fact rules: the analysis family and the
+    analysis ruleset), minus the rules named in `without`."""
     from eqsat.saturate import Limits
     from eqsat.session import saturate
 
@@ -176,8 +179,8 @@ def saturate_with_rules(model: onnx.ModelProto | "ir.Model", rules: Sequence[str
 def optimize_with_rules(model: onnx.ModelProto | "ir.Model", rules: Sequence[str], *, allow: Sequence[str] = (),
                         without: Sequence[str] = (), target: str = "cpu",
                         extractor: str = "ilp") -> tuple["Result", dict[str, int]]:
-    """Saturate with only the named rules (and the analysis family), extract for `target` without
-    verification; return the result and `rules_fired` (rule name -> matches)."""
+    """Saturate with only the named rules (and the fact rules, see `saturate_with_rules`), extract for
+    `target` without verification; return the result and `rules_fired` (rule name -> matches)."""
     session = saturate_with_rules(model, rules, allow=allow, without=without)
     result = session.extract(target, extractor=extractor, verify=False)
     return result, session.saturation.rules_fired
@@ -435,7 +438,7 @@ def assert_rule_sound(model: onnx.ModelProto | "ir.Model", rule: str, feeds: Map
     """`rule` fires on `model`, and the result computes what `model` computes.
 
     Only `rule`, the rules in `also` (e.g. transpose-merge to cancel what a sinking rule exposes) and the
-    analysis family run. Checked on `feeds` (default: seeded random inputs): every e-class of the
+    fact rules run. Checked on `feeds` (default: seeded random inputs): every e-class of the
     saturated e-graph (see `assert_egraph_sound`), then the extracted model (verification off, `target`)
     against `model`, output by output, within `tolerance` relative to the output's scale (default: the
     soundness tolerance of the least exact rule that fired). Returns the optimization result.
@@ -484,7 +487,7 @@ def assert_optimization_sound(model: onnx.ModelProto | "ir.Model", feeds: Mappin
 
 def assert_rule_does_not_fire(model: onnx.ModelProto | "ir.Model", rule: str, *, also: Sequence[str] = (),
                               allow: Sequence[str] = ()) -> None:
-    """Saturating `model` with `rule` (and `also`, and the analysis family) never matches `rule`."""
+    """Saturating `model` with `rule` (and `also`, and the fact rules) never matches `rule`."""
     proto = to_proto(model)
     if rule not in _rule_table():
         raise KeyError(f"unknown rule: {rule}")
@@ -1153,3 +1156,9 @@ def check_rules(examples: int = 100, rules: Sequence[str] | None = None, *, shri
             detail = "\n".join(str(r) for r in report if r)
             failures.append(f"{name}: {type(exc).__name__}: {exc}" + (f"\n{detail}" if detail else ""))
     return failures
+
+
+# The rule catalogue families' builders live in their own module (it builds on the helpers above).
+from eqsat.testing_catalogue import PROPERTIES as _CATALOGUE_PROPERTIES  # noqa: E402
+
+PROPERTIES.update(_CATALOGUE_PROPERTIES)

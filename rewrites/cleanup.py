@@ -1,15 +1,41 @@
-"""Cleanup rules: no-ops and idempotent chains removed.
+"""Cleanup rules: no-ops and idempotent chains removed, consecutive pads and reshapes merged.
 
     Relu(Relu(x)) -> Relu(x)
     x * 1 -> x, 1 * x -> x        when the scalar does not change the shape
     x + 0 -> x, 0 + x -> x        likewise
     Identity(x) -> x
     Dropout(x) -> x               (inference: no ratio or training_mode inputs)
+    Expand(x, shape) -> x         when the output shape is x's
+    Reshape(x, shape) -> x        likewise
+    Pad(x, 0...0) -> x            any mode
+    Slice(x, ...) -> x            when the output shape is x's and every step is positive (a reversal,
+                                  step -1, keeps the shape and is not a no-op)
+    Pad(Pad(x, p, v), q, v) -> Pad(x, p + q, v)     constant mode, same value, p and q non-negative
+    Reshape(Reshape(x, s), t) -> Reshape(x, t)      t without 0 entries (or allowzero): a 0 copies a dim
+                                                    of the inner Reshape's output, which x may not have
+
+Common sub-expressions need no rule: the e-graph hash-conses identical typed ops on the same inputs into
+one node; nondeterministic ops (RandomNormalLike, ...) are opaque nodes keyed by their position, never merged.
 """
 
 from __future__ import annotations
 
 from eqsat.rule import Rule, rw
+
+MAX_RANK = 6
+
+
+def _zeros_like(v: str) -> str:
+    return f'(unstable-vec-map (unstable-fn "*" 0) {v})'
+
+
+def _nonnegative(v: str) -> str:
+    """Guard: every entry of the vector `v` is >= 0 (max(0, p) = p)."""
+    return f'(= {v} (unstable-vec-map (unstable-fn "max" 0) {v}))'
+
+
+def _pad_sum(rank: int) -> str:
+    return "(vec-of " + " ".join(f"(+ (vec-get p {i}) (vec-get q {i}))" for i in range(2 * rank)) + ")"
 
 RULES = [
     Rule("relu-merge", "cleanup", "exact", "coreml:merge_consecutive_relus",
@@ -25,5 +51,27 @@ RULES = [
     Rule("identity-remove", "cleanup", "exact", "onnxoptimizer:eliminate_identity",
          "Identity(x) -> x", (rw("(Identity x)", "x"),), ruleset="simplify"),
     Rule("dropout-remove", "cleanup", "exact", "onnxoptimizer:eliminate_nop_dropout",
-         "Dropout(x) -> x in inference", (rw("(Dropout x)", "x"),), ruleset="simplify"),
+         "Dropout(x, ratio) -> x in inference (no training_mode input)", (rw("(Dropout x r)", "x"),), ruleset="simplify"),
+    Rule("expand-noop", "cleanup", "exact", "onnxoptimizer:eliminate_nop_expand",
+         "Expand(x, shape) -> x when the output shape is x's",
+         (rw("(Expand x s)", "x", "(= (shape __root) (shape x))"),), ruleset="simplify"),
+    Rule("reshape-noop", "cleanup", "exact", "onnxoptimizer:eliminate_nop_reshape",
+         "Reshape(x, shape) -> x when the output shape is x's",
+         (rw("(Reshape x s z)", "x", "(= (shape __root) (shape x))"),), ruleset="simplify"),
+    Rule("pad-noop", "cleanup", "exact", "onnxoptimizer:eliminate_nop_pad",
+         "Pad(x, pads all 0) -> x (any mode)",
+         (rw("(Pad x p v m)", "x", f"(= p {_zeros_like('p')})"),), ruleset="simplify"),
+    Rule("slice-noop", "cleanup", "exact", "onnxoptimizer:eliminate_nop_slice",
+         "Slice(x) -> x when the output shape is x's and every step is positive",
+         (rw("(Slice x st en ax sp)", "x", "(= (shape __root) (shape x))",
+             '(= sp (unstable-vec-map (unstable-fn "max" 1) sp))'),), ruleset="simplify"),
+    Rule("pad-merge", "cleanup", "exact", "onnxoptimizer:fuse_pad_into_pad; tvm:SimplifyExpr (pad)",
+         "Pad(Pad(x, p, v, constant), q, v, constant) -> Pad(x, p + q, v, constant) for non-negative p, q",
+         tuple(rw('(Pad (Pad x p v "constant") q v "constant")', f'(Pad x {_pad_sum(r)} v "constant")',
+                  f"(= (vec-length p) {2 * r})", f"(= (vec-length q) {2 * r})", _nonnegative("p"), _nonnegative("q"))
+               for r in range(1, MAX_RANK + 1)), ruleset="simplify"),
+    Rule("reshape-merge", "cleanup", "exact", "onnxoptimizer:fuse_consecutive_reshapes",
+         "Reshape(Reshape(x, s), t) -> Reshape(x, t) when t has no 0 entry (or allowzero = 1)",
+         (rw("(Reshape (Reshape x s z) t w)", "(Reshape x t w)", "(vec-not-contains t 0)"),
+          rw("(Reshape (Reshape x s z) t 1)", "(Reshape x t 1)")), ruleset="simplify"),
 ]

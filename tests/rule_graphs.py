@@ -1,0 +1,60 @@
+"""Small graphs for the rule tests (tests/test_rules_*.py): start graphs written out node by node."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+
+from eqsat.egraph import EGraph
+from eqsat.testing import ValueSpec, make_model, to_proto
+
+NCHW_TO_NHWC = (0, 2, 3, 1)
+NHWC_TO_NCHW = (0, 3, 1, 2)
+
+
+def node(op: str, inputs: Sequence[str], output: str, **attrs: Any) -> onnx.NodeProto:
+    return oh.make_node(op, list(inputs), [output], **attrs)
+
+
+def transpose(x: str, y: str, perm: Sequence[int]) -> onnx.NodeProto:
+    return oh.make_node("Transpose", [x], [y], perm=list(perm))
+
+
+def model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[ValueSpec], outputs: Sequence[ValueSpec] = ("y",),
+          initializers: Mapping[str, np.ndarray] | None = None, opset: int = 17) -> onnx.ModelProto:
+    """`make_model` with the output `y` (type and shape inferred) by default."""
+    return make_model(nodes, inputs, outputs, initializers, opset)
+
+
+def sandwich(middle: Sequence[onnx.NodeProto], shape: Sequence[int] = (1, 3, 4, 5), dtype: str = "FLOAT",
+             initializers: Mapping[str, np.ndarray] | None = None, perm: Sequence[int] = NCHW_TO_NHWC,
+             back: Sequence[int] = NHWC_TO_NCHW) -> onnx.ModelProto:
+    """x -> Transpose(perm) -> t -> middle (reads t, writes m) -> Transpose(back) -> y."""
+    nodes = [transpose("x", "t", perm), *middle, transpose("m", "y", back)]
+    return model(nodes, [("x", dtype, shape)], ["y"], initializers)
+
+
+def has_enode(egraph: EGraph, op: str, child_op: str) -> bool:
+    """Some `op` e-node has a child class holding a `child_op` e-node (an Input, a Transpose, ...)."""
+    for n in egraph.nodes:
+        if n.op == op and any(egraph.node(m).op == child_op for c in n.children for m in egraph.eclass(c).nodes):
+            return True
+    return False
+
+
+def attribute(m: Any, op: str, name: str) -> Any:
+    """The value of attribute `name` of the only `op` node of model `m`."""
+    proto = to_proto(m)
+    (found,) = [n for n in proto.graph.node if n.op_type == op]
+    (attr,) = [a for a in found.attribute if a.name == name]
+    return oh.get_attribute_value(attr)
+
+
+def property_settings() -> Any:
+    """Settings of every rule property test: 50 examples, no deadline (each one saturates and extracts)."""
+    from hypothesis import HealthCheck, settings
+
+    return settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])

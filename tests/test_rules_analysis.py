@@ -1,0 +1,147 @@
+"""Analysis rules (rewrites/analysis.py): the facts they derive for nodes that rewrites create let other
+rules fire; without them those rules stay silent. Every property run also checks each derived shape and
+dtype fact against the evaluated value of its class (eqsat.testing.assert_egraph_sound).
+
+Loaded nodes get their facts from ONNX shape inference, so each test is built so that the only match of
+the enabled rewrite is on a node created by another rewrite:
+- shape-unary:     Add(Relu(Transpose(x)), c): sinking Relu creates Relu(x), whose shape
+                   transpose-sink-binary-const needs.
+- shape-binary:    Add(Mul(Transpose(a), Transpose(b)), c): sinking Mul creates Mul(a, b), likewise.
+- shape-transpose: Add(Transpose(Transpose(x, q), p), c) without transpose-merge: the first sinking step
+                   creates Transpose(c, p^-1), a constant whose shape the second step needs.
+- constant-terms:  transpose-sink-binary-const needs is-const on its constant operand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from onnx import TensorProto
+
+from eqsat.testing import (PROPERTIES, RuleCase, assert_egraph_sound, assert_rule_sound, op_counts,
+                           optimize_with_rules, random_feeds, saturate_with_rules)
+from tests.rule_graphs import NCHW_TO_NHWC, NHWC_TO_NCHW, has_enode, model, node, property_settings, sandwich, transpose
+
+SINK_CONST = "transpose-sink-binary-const"
+CANCEL = ("transpose-merge", "transpose-identity")
+BIAS = {"c": np.array([0.5, -1.0, 2.0], np.float32)}  # per-channel, NHWC
+
+
+def _unary_then_const():
+    return sandwich([node("Relu", ["t"], "r"), node("Add", ["r", "c"], "m")], initializers=BIAS)
+
+
+def _binary_then_const():
+    return model([transpose("a", "ta", NCHW_TO_NHWC), transpose("b", "tb", NCHW_TO_NHWC), node("Mul", ["ta", "tb"], "p"),
+                  node("Add", ["p", "c"], "s"), transpose("s", "y", NHWC_TO_NCHW)],
+                 [("a", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 3, 4, 5))], initializers=BIAS)
+
+
+def _double_transpose_then_const():
+    return model([transpose("x", "t0", (0, 2, 1, 3)), transpose("t0", "t", (0, 3, 1, 2)), node("Add", ["t", "c"], "y")],
+                 [("x", "FLOAT", (1, 3, 4, 5))], initializers={"c": np.arange(60, dtype=np.float32).reshape(1, 5, 4, 3)})
+
+
+# ---- shape-unary ----
+
+def test_shape_unary_lets_a_sunk_unary_sink_further() -> None:
+    m = _unary_then_const()
+    rules = [SINK_CONST, "transpose-sink-unary", *CANCEL]
+    result, fired = optimize_with_rules(m, rules)
+    assert fired["shape-unary"] > 0 and fired[SINK_CONST] > 0
+    assert op_counts(result.model) == {"Relu": 1, "Add": 1}
+    assert_rule_sound(m, "shape-unary", also=rules)
+
+
+def test_without_shape_unary_the_sunk_unary_has_no_shape() -> None:
+    session = saturate_with_rules(_unary_then_const(), [SINK_CONST, "transpose-sink-unary", *CANCEL],
+                                  without=["shape-unary"])
+    assert "transpose-sink-unary" in session.saturation.rules_fired
+    assert SINK_CONST not in session.saturation.rules_fired
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_shape_unary_gives_sunk_cast_its_dtype_and_shape(enabled: bool) -> None:
+    """Sinking Cast(Transpose(x), DOUBLE) creates Cast(x, DOUBLE): dtype DOUBLE, x's shape."""
+    m = sandwich([node("Cast", ["t"], "m", to=TensorProto.DOUBLE)])
+    session = saturate_with_rules(m, ["transpose-sink-unary"], without=[] if enabled else ["shape-unary"])
+    g = session.egraph
+    (cast,) = [n for n in g.nodes if n.op == "Cast" and any(g.node(k).op == "Input" for k in g.eclass(n.children[0]).nodes)]
+    facts = (g.eclass(cast.eclass).dtype, g.eclass(cast.eclass).shape)
+    assert facts == (("DOUBLE", (1, 3, 4, 5)) if enabled else (None, None))
+
+
+@property_settings()
+@given(PROPERTIES["shape-unary"]())
+def test_shape_unary_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- shape-binary ----
+
+def test_shape_binary_lets_a_sunk_binary_sink_further() -> None:
+    m = _binary_then_const()
+    rules = [SINK_CONST, "transpose-sink-binary", *CANCEL]
+    result, fired = optimize_with_rules(m, rules)
+    assert fired["shape-binary"] > 0 and fired[SINK_CONST] > 0
+    assert op_counts(result.model) == {"Mul": 1, "Add": 1}
+    assert_rule_sound(m, "shape-binary", also=rules)
+
+
+def test_without_shape_binary_the_sunk_binary_has_no_shape() -> None:
+    session = saturate_with_rules(_binary_then_const(), [SINK_CONST, "transpose-sink-binary", *CANCEL],
+                                  without=["shape-binary"])
+    assert "transpose-sink-binary" in session.saturation.rules_fired
+    assert SINK_CONST not in session.saturation.rules_fired
+
+
+@property_settings()
+@given(PROPERTIES["shape-binary"]())
+def test_shape_binary_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- shape-transpose ----
+
+def test_shape_transpose_lets_a_transposed_constant_sink_again() -> None:
+    m = _double_transpose_then_const()
+    session = saturate_with_rules(m, [SINK_CONST])
+    assert session.saturation.rules_fired["shape-transpose"] > 0
+    assert has_enode(session.egraph, "Add", "Input")  # Add(x, Transpose(Transpose(c, p^-1), q^-1))
+    assert_egraph_sound(session, random_feeds(m))
+
+
+def test_without_shape_transpose_the_transposed_constant_has_no_shape() -> None:
+    session = saturate_with_rules(_double_transpose_then_const(), [SINK_CONST], without=["shape-transpose"])
+    assert SINK_CONST in session.saturation.rules_fired  # the first step needs no derived fact
+    assert not has_enode(session.egraph, "Add", "Input")
+
+
+@property_settings()
+@given(PROPERTIES["shape-transpose"]())
+def test_shape_transpose_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- constant-terms ----
+
+@pytest.mark.parametrize("const", [BIAS["c"], np.array(2.0, np.float32)])
+def test_constant_terms_lets_constants_sink(const: np.ndarray) -> None:
+    m = sandwich([node("Mul", ["t", "c"], "m")], initializers={"c": const})
+    result, fired = optimize_with_rules(m, [SINK_CONST, *CANCEL])
+    assert fired["constant-terms"] > 0 and fired[SINK_CONST] > 0
+    assert op_counts(result.model) == {"Mul": 1}
+    assert_rule_sound(m, "constant-terms", also=[SINK_CONST, *CANCEL])
+
+
+def test_without_constant_terms_nothing_is_known_constant() -> None:
+    session = saturate_with_rules(sandwich([node("Mul", ["t", "c"], "m")], initializers=BIAS), [SINK_CONST, *CANCEL],
+                                  without=["constant-terms"])
+    assert SINK_CONST not in session.saturation.rules_fired
+
+
+@property_settings()
+@given(PROPERTIES["constant-terms"]())
+def test_constant_terms_property(case: RuleCase) -> None:
+    case.check()

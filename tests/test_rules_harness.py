@@ -1,0 +1,143 @@
+"""The rule-testing helpers themselves (eqsat.testing): they catch what they claim to catch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+import rewrites.layout
+from eqsat import cli
+from eqsat.rule import Rule, rw
+from eqsat import testing
+from eqsat.testing import (assert_rule_does_not_fire, assert_rule_sound, check_rules, make_model, op_counts,
+                           optimize_with_rules, run)
+from tests.rule_graphs import model, node, transpose
+
+#: A deliberately unsound merge: composes the perms in the wrong order (q o p instead of p o q).
+BAD_MERGE = Rule("bad-merge", "layout", "exact", "test", "Transpose(Transpose(x, p), q) -> Transpose(x, q o p)",
+                 (rw("(Transpose (Transpose x p) q)", '(Transpose x (unstable-vec-map (unstable-fn "vec-get" q) p))'),),
+                 ruleset="simplify")
+
+
+@pytest.fixture
+def bad_merge(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rewrites.layout, "RULES", [*rewrites.layout.RULES, BAD_MERGE])
+
+
+def _two_transposes(shape=(2, 2, 2)):
+    return model([transpose("x", "t", (1, 0, 2)), transpose("t", "y", (0, 2, 1))], [("x", "FLOAT", shape)])
+
+
+def test_module_docstring_runs() -> None:
+    import doctest
+
+    failed, tried = doctest.testmod(testing, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert tried > 5 and failed == 0
+
+
+def test_make_model_infers_output_types() -> None:
+    m = make_model([node("Transpose", ["x"], "y", perm=[1, 0])], [("x", "INT64", (2, 3))], ["y"])
+    (out,) = m.graph.output
+    assert out.type.tensor_type.elem_type == 7 and [d.dim_value for d in out.type.tensor_type.shape.dim] == [3, 2]
+    (y,) = run(m, {"x": np.arange(6).reshape(2, 3)})
+    np.testing.assert_array_equal(y, np.arange(6).reshape(2, 3).T)
+
+
+def test_optimize_with_rules_runs_only_the_named_rules() -> None:
+    m = model([node("Relu", ["x"], "r"), node("Relu", ["r"], "i"), transpose("i", "t", (1, 0)),
+               transpose("t", "y", (1, 0))], [("x", "FLOAT", (2, 3))])
+    result, fired = optimize_with_rules(m, ["relu-merge"])
+    assert "relu-merge" in fired and "transpose-merge" not in fired
+    assert op_counts(result.model) == {"Relu": 1, "Transpose": 2}
+    with pytest.raises(KeyError, match="no-such-rule"):
+        optimize_with_rules(m, ["no-such-rule"])
+
+
+def test_unsound_rule_is_caught_in_the_egraph(bad_merge: None) -> None:
+    """On a cube the wrong perm keeps every shape fact consistent: only evaluation can tell."""
+    with pytest.raises(AssertionError, match=r"(?s)rule bad-merge: e-graph unsound.*max \|diff\|"):
+        assert_rule_sound(_two_transposes(), "bad-merge")
+
+
+def test_unsound_rule_is_caught_by_conflicting_facts(bad_merge: None) -> None:
+    with pytest.raises(AssertionError, match="rule bad-merge: egglog failed.*Illegal merge"):
+        assert_rule_sound(_two_transposes((2, 3, 4)), "bad-merge")
+
+
+def test_unsound_rule_is_caught_end_to_end(bad_merge: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(testing, "assert_egraph_sound", lambda *args, **kwargs: 0)
+    m = model([transpose("x", "t", (1, 0, 2)), transpose("t", "y", (0, 2, 1))], [("x", "FLOAT", (2, 2, 2))])
+    with pytest.raises(AssertionError, match="rule bad-merge: output 'y' of the optimized model differs"):
+        assert_rule_sound(m, "bad-merge")
+
+
+def test_ill_typed_rewrite_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = Rule("bad-transpose", "layout", "exact", "test", "Relu(x) -> Relu(Transpose(x, [0]))",
+               (rw("(Relu x)", "(Relu (Transpose x (vec-of 0)))"),), ruleset="simplify")
+    monkeypatch.setattr(rewrites.layout, "RULES", [*rewrites.layout.RULES, bad])
+    m = model([node("Relu", ["x"], "y")], [("x", "FLOAT", (2, 3))])
+    with pytest.raises(AssertionError, match=r"(?s)rule bad-transpose: e-graph unsound.*Transpose\(x, \(0,\)\): cannot be evaluated"):
+        assert_rule_sound(m, "bad-transpose")
+
+
+def test_rule_that_does_not_fire_fails_soundness_check() -> None:
+    with pytest.raises(AssertionError, match="rule relu-merge did not fire"):
+        assert_rule_sound(model([node("Relu", ["x"], "y")], [("x", "FLOAT", (2,))]), "relu-merge")
+
+
+def test_rule_that_fires_fails_negative_check() -> None:
+    m = model([node("Relu", ["x"], "r"), node("Relu", ["r"], "y")], [("x", "FLOAT", (2,))])
+    with pytest.raises(AssertionError, match="rule relu-merge fired"):
+        assert_rule_does_not_fire(m, "relu-merge")
+
+
+def test_tolerance_is_relative_to_output_scale() -> None:
+    ok, _ = testing._difference(np.array([1000.0], np.float32), np.array([1000.05], np.float32), None, "exact")
+    assert ok
+    ok, how = testing._difference(np.array([1.0], np.float32), np.array([1.01], np.float32), None, "exact")
+    assert not ok and "max |diff|" in how
+    ok, _ = testing._difference(np.array([1.0], np.float32), np.array([1.005], np.float32), None, "precision-changing")
+    assert ok
+    ok, _ = testing._difference(np.array([np.nan, 1.0]), np.array([1.0, 1.0]), None, "exact")
+    assert not ok
+
+
+@given(testing.shapes(2, 4, 3).flatmap(lambda s: testing.perms(len(s)).map(lambda p: (s, p))))
+def test_inverse_perm(shape_perm) -> None:
+    shape, perm = shape_perm
+    x = np.arange(int(np.prod(shape))).reshape(shape)
+    np.testing.assert_array_equal(np.transpose(np.transpose(x, perm), testing.inverse(perm)), x)
+
+
+@given(testing.shapes(0, 4, 3).flatmap(lambda s: testing.broadcastable_shapes(s).map(lambda b: (s, b))))
+def test_broadcastable_shapes_never_enlarge(shape_b) -> None:
+    shape, b = shape_b
+    assert np.broadcast_shapes(shape, b) == tuple(shape)
+
+
+@given(testing.float_arrays((3, 4)))
+def test_float_arrays_are_finite_and_moderate(a: np.ndarray) -> None:
+    assert a.dtype == np.float32 and np.all(np.isfinite(a)) and np.max(np.abs(a)) <= 8
+
+
+def test_check_rules_passes_on_sound_rules() -> None:
+    assert check_rules(3, ["relu-merge", "transpose-merge"]) == []
+
+
+def test_check_rules_reports_unsound_rule(bad_merge: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(testing.PROPERTIES, "bad-merge", lambda: testing.PROPERTIES["transpose-merge"]().map(
+        lambda case: testing.RuleCase("bad-merge", case.model, case.feeds)))
+    (failure,) = check_rules(20, ["bad-merge"], shrink=False)
+    assert failure.startswith("bad-merge: AssertionError")
+
+
+def test_check_rules_reports_rule_without_property(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(testing.PROPERTIES, "relu-merge")
+    assert check_rules(1, ["relu-merge"]) == ["relu-merge: no property in eqsat.testing.PROPERTIES"]
+
+
+def test_cli_check_rules(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check-rules", "--examples", "2", "--rule", "add-zero"]) == 0
+    assert "all sound" in capsys.readouterr().out
+    assert cli.main(["check-rules", "--rule", "no-such-rule"]) == 2

@@ -1,0 +1,247 @@
+"""Layout rules (rewrites/layout.py): each fires where it should, not where its guard fails, and is sound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
+                           optimize_with_rules)
+from tests.rule_graphs import (NCHW_TO_NHWC, NHWC_TO_NCHW, attribute, model, node, property_settings,
+                               sandwich, transpose)
+
+SANDWICH = ("transpose-merge", "transpose-identity")
+X4 = [("x", "FLOAT", (1, 3, 4, 5))]
+
+
+# ---- transpose-merge ----
+
+def test_transpose_merge_cancels_inverse_pair() -> None:
+    m = model([transpose("x", "t", NCHW_TO_NHWC), transpose("t", "r", NHWC_TO_NCHW), node("Relu", ["r"], "y")], X4)
+    result, fired = optimize_with_rules(m, ["transpose-merge", "transpose-identity"])
+    assert fired["transpose-merge"] > 0
+    assert op_counts(result.model) == {"Relu": 1}
+
+
+def test_transpose_merge_composes_perms() -> None:
+    m = model([transpose("x", "t", (1, 2, 0)), transpose("t", "y", (0, 2, 1))], [("x", "FLOAT", (2, 3, 4))])
+    result, fired = optimize_with_rules(m, ["transpose-merge"])
+    assert "transpose-merge" in fired
+    assert op_counts(result.model) == {"Transpose": 1}
+    assert attribute(result.model, "Transpose", "perm") == [1, 0, 2]  # p o q: p[q[i]]
+    assert_rule_sound(m, "transpose-merge")
+
+
+def test_transpose_merge_needs_adjacent_transposes() -> None:
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Softmax", ["t"], "s", axis=-1),
+               transpose("s", "y", NHWC_TO_NCHW)], X4)
+    assert_rule_does_not_fire(m, "transpose-merge")
+
+
+@property_settings()
+@given(PROPERTIES["transpose-merge"]())
+def test_transpose_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- transpose-identity ----
+
+def test_transpose_identity_removes_identity_perm() -> None:
+    m = model([transpose("x", "t", (0, 1, 2, 3)), node("Relu", ["t"], "y")], X4)
+    result, fired = optimize_with_rules(m, ["transpose-identity"])
+    assert "transpose-identity" in fired
+    assert op_counts(result.model) == {"Relu": 1}
+
+
+def test_transpose_identity_rank_6() -> None:
+    m = model([transpose("x", "t", range(6)), node("Neg", ["t"], "y")], [("x", "FLOAT", (1, 2, 1, 2, 1, 2))])
+    assert op_counts(assert_rule_sound(m, "transpose-identity").model) == {"Neg": 1}
+
+
+@pytest.mark.parametrize("perm", [(0, 2, 1, 3), (1, 0, 2, 3), (3, 2, 1, 0)])
+def test_transpose_identity_not_on_other_perms(perm: tuple[int, ...]) -> None:
+    m = model([transpose("x", "t", perm), node("Relu", ["t"], "y")], X4)
+    assert_rule_does_not_fire(m, "transpose-identity")
+
+
+@property_settings()
+@given(PROPERTIES["transpose-identity"]())
+def test_transpose_identity_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- transpose-sink-unary ----
+
+def test_transpose_sink_unary_relu_sandwich() -> None:
+    """Transpose(0,2,3,1) -> Relu -> Transpose(0,3,1,2) ends with 0 Transposes and 1 Relu."""
+    m = sandwich([node("Relu", ["t"], "m")])
+    result, fired = optimize_with_rules(m, ["transpose-sink-unary", *SANDWICH])
+    assert fired["transpose-sink-unary"] > 0
+    assert op_counts(result.model) == {"Relu": 1}
+
+
+@pytest.mark.parametrize("op,attrs,inits", [
+    ("Clip", {}, {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}),
+    ("LeakyRelu", {"alpha": 0.1}, {}),
+    ("Cast", {"to": 10}, {}),  # FLOAT16
+    ("HardSigmoid", {"alpha": 0.5, "beta": 0.1}, {}),
+    ("Sigmoid", {}, {}),
+])
+def test_transpose_sink_unary_ops(op: str, attrs: dict, inits: dict) -> None:
+    m = sandwich([node(op, ["t", *inits], "m", **attrs)], initializers=inits)
+    result = assert_rule_sound(m, "transpose-sink-unary", also=SANDWICH)
+    assert op_counts(result.model) == {op: 1}
+
+
+def test_transpose_sink_unary_chain_of_unaries() -> None:
+    m = sandwich([node("Relu", ["t"], "r"), node("Exp", ["r"], "e"), node("Neg", ["e"], "m")])
+    result = assert_rule_sound(m, "transpose-sink-unary", also=SANDWICH)
+    assert op_counts(result.model) == {"Relu": 1, "Exp": 1, "Neg": 1}
+
+
+def test_transpose_sink_unary_not_through_softmax() -> None:
+    """Softmax reads an axis: it is not layout-agnostic and must not be sunk."""
+    assert_rule_does_not_fire(sandwich([node("Softmax", ["t"], "m", axis=3)]), "transpose-sink-unary")
+
+
+def test_transpose_sink_unary_needs_a_transpose() -> None:
+    assert_rule_does_not_fire(model([node("Relu", ["x"], "r"), transpose("r", "y", NCHW_TO_NHWC)], X4),
+                              "transpose-sink-unary")
+
+
+@property_settings()
+@given(PROPERTIES["transpose-sink-unary"]())
+def test_transpose_sink_unary_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- transpose-sink-binary ----
+
+def _binary(op: str, perm_a=NCHW_TO_NHWC, perm_b=NCHW_TO_NHWC, b_shape=(1, 3, 4, 5)):
+    return model([transpose("a", "ta", perm_a), transpose("b", "tb", perm_b), node(op, ["ta", "tb"], "s"),
+                  transpose("s", "y", NHWC_TO_NCHW)],
+                 [("a", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", b_shape)])
+
+
+@pytest.mark.parametrize("op", ["Add", "Mul", "Sub", "Div"])
+def test_transpose_sink_binary_same_perm(op: str) -> None:
+    m = _binary(op)
+    result, fired = optimize_with_rules(m, ["transpose-sink-binary", *SANDWICH])
+    assert fired["transpose-sink-binary"] > 0
+    assert op_counts(result.model) == {op: 1}
+
+
+def test_transpose_sink_binary_broadcast_operand() -> None:
+    m = _binary("Add", b_shape=(1, 3, 1, 5))
+    assert op_counts(assert_rule_sound(m, "transpose-sink-binary", also=SANDWICH).model) == {"Add": 1}
+
+
+def test_transpose_sink_binary_not_when_perms_differ() -> None:
+    m = model([transpose("a", "ta", (0, 2, 3, 1)), transpose("b", "tb", (0, 3, 2, 1)), node("Add", ["ta", "tb"], "y")],
+              [("a", "FLOAT", (1, 3, 4, 4)), ("b", "FLOAT", (1, 3, 4, 4))])
+    assert_rule_does_not_fire(m, "transpose-sink-binary", also=SANDWICH)
+
+
+def test_transpose_sink_binary_not_with_untransposed_operand() -> None:
+    m = model([transpose("a", "ta", NCHW_TO_NHWC), node("Add", ["ta", "b"], "y")],
+              [("a", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 4, 5, 3))])
+    assert_rule_does_not_fire(m, "transpose-sink-binary")
+
+
+@property_settings()
+@given(PROPERTIES["transpose-sink-binary"]())
+def test_transpose_sink_binary_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- transpose-sink-binary-const ----
+
+def test_transpose_sink_binary_const_per_channel_scale() -> None:
+    """NHWC Mul by a per-channel constant (shape (3,), broadcast): the constant is transposed at
+    compile time and both transposes disappear."""
+    scale = np.array([1.0, 2.0, 3.0], np.float32)
+    m = sandwich([node("Mul", ["t", "scale"], "m")], initializers={"scale": scale})
+    result = assert_rule_sound(m, "transpose-sink-binary-const", also=SANDWICH)
+    assert op_counts(result.model) == {"Mul": 1}
+    (mul,) = [n for n in result.model.graph if n.op_type == "Mul"]
+    const = [v for v in mul.inputs if v.const_value is not None]
+    assert len(const) == 1 and const[0].shape.dims == (1, 3, 1, 1)
+
+
+def test_transpose_sink_binary_const_constant_first() -> None:
+    c = np.arange(60, dtype=np.float32).reshape(1, 4, 5, 3)
+    m = sandwich([node("Sub", ["c", "t"], "m")], initializers={"c": c})
+    result = assert_rule_sound(m, "transpose-sink-binary-const", also=SANDWICH)
+    assert op_counts(result.model) == {"Sub": 1}
+
+
+def test_transpose_sink_binary_const_scalar() -> None:
+    m = sandwich([node("Add", ["t", "k"], "m")], initializers={"k": np.array(0.5, np.float32)})
+    assert op_counts(assert_rule_sound(m, "transpose-sink-binary-const", also=SANDWICH).model) == {"Add": 1}
+
+
+def test_transpose_sink_binary_const_not_when_constant_enlarges_output() -> None:
+    """Transpose(x) is (1,4,1,3); the constant (1,4,5,3) broadcasts it to a bigger output."""
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "c"], "y")], [("x", "FLOAT", (1, 3, 4, 1))],
+              initializers={"c": np.ones((1, 4, 5, 3), np.float32)})
+    assert_rule_does_not_fire(m, "transpose-sink-binary-const", also=SANDWICH)
+
+
+def test_transpose_sink_binary_const_not_when_constant_rank_is_higher() -> None:
+    m = model([transpose("x", "t", (1, 0)), node("Mul", ["t", "c"], "y")], [("x", "FLOAT", (3, 4))],
+              initializers={"c": np.ones((2, 4, 3), np.float32)})
+    assert_rule_does_not_fire(m, "transpose-sink-binary-const", also=SANDWICH)
+
+
+def test_transpose_sink_binary_const_not_with_runtime_operand() -> None:
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "y")],
+              [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 4, 5, 3))])
+    assert_rule_does_not_fire(m, "transpose-sink-binary-const")
+
+
+@property_settings()
+@given(PROPERTIES["transpose-sink-binary-const"]())
+def test_transpose_sink_binary_const_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- transpose-sink-pad ----
+
+def test_transpose_sink_pad_remaps_pads() -> None:
+    """NHWC pads (H by 1/2, W by 3/4) become NCHW pads on axes 2 and 3."""
+    pads = np.array([0, 1, 3, 0, 0, 2, 4, 0], np.int64)
+    m = sandwich([node("Pad", ["t", "pads"], "m")], initializers={"pads": pads})
+    result, fired = optimize_with_rules(m, ["transpose-sink-pad", *SANDWICH])
+    assert fired["transpose-sink-pad"] > 0
+    assert op_counts(result.model) == {"Pad": 1}
+    proto = result.model
+    (pad,) = [n for n in proto.graph if n.op_type == "Pad"]
+    assert list(pad.inputs[1].const_value.numpy()) == [0, 0, 1, 3, 0, 0, 2, 4]
+    assert_rule_sound(m, "transpose-sink-pad", also=SANDWICH)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge"])
+def test_transpose_sink_pad_modes(mode: str) -> None:
+    pads = np.array([0, 1, 2, 0, 0, 2, 1, 0], np.int64)
+    m = sandwich([node("Pad", ["t", "pads"], "m", mode=mode)], initializers={"pads": pads})
+    assert op_counts(assert_rule_sound(m, "transpose-sink-pad", also=SANDWICH).model) == {"Pad": 1}
+
+
+def test_transpose_sink_pad_not_with_axes_input() -> None:
+    """Pad-18 with an `axes` input is not modelled (opaque): its pads must not be remapped as if full."""
+    inits = {"pads": np.array([1, 2, 1, 2], np.int64), "axes": np.array([1, 2], np.int64)}
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Pad", ["t", "pads", "", "axes"], "m"),
+               transpose("m", "y", NHWC_TO_NCHW)], X4, initializers=inits, opset=18)
+    assert_rule_does_not_fire(m, "transpose-sink-pad", also=SANDWICH)
+
+
+def test_transpose_sink_pad_needs_a_transpose() -> None:
+    m = model([node("Pad", ["x", "pads"], "y")], X4, initializers={"pads": np.ones(8, np.int64)})
+    assert_rule_does_not_fire(m, "transpose-sink-pad")
+
+
+@property_settings()
+@given(PROPERTIES["transpose-sink-pad"]())
+def test_transpose_sink_pad_property(case: RuleCase) -> None:
+    case.check()

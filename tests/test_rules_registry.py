@@ -1,0 +1,75 @@
+"""The rule registry (rewrites/registry.py): complete, well-formed, safe by default, and every rule tested."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import rewrites
+from eqsat.rule import DEFAULT_SOUNDNESS, SOUNDNESS
+from eqsat.testing import PROPERTIES
+from rewrites import registry
+
+TESTS = Path(__file__).parent
+KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+RULES = registry.all_rules()
+
+
+def _family_modules() -> list[str]:
+    names = [m.name for m in pkgutil.iter_modules(rewrites.__path__) if m.name not in ("registry", "__init__")]
+    return [n for n in names if hasattr(importlib.import_module(f"rewrites.{n}"), "RULES")]
+
+
+def test_every_module_with_rules_is_registered() -> None:
+    registered = {m.__name__ for m in registry.FAMILIES}
+    missing = [n for n in _family_modules() if f"rewrites.{n}" not in registered]
+    assert not missing, f"rewrites modules defining RULES but absent from registry.FAMILIES: {missing}"
+
+
+def test_registered_families_are_modules_of_rewrites() -> None:
+    assert len({m.__name__ for m in registry.FAMILIES}) == len(registry.FAMILIES)
+    assert all(m.__name__.startswith("rewrites.") for m in registry.FAMILIES)
+
+
+def test_rule_names_are_kebab_case_and_unique() -> None:
+    names = [r.name for r in RULES]
+    assert [n for n in names if not KEBAB.match(n)] == []
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
+def test_rule_record_is_complete(rule) -> None:
+    assert rule.soundness in SOUNDNESS
+    assert rule.origin.strip(), f"{rule.name}: empty origin"
+    assert rule.doc.strip() and "\n" not in rule.doc, f"{rule.name}: doc must be one non-empty line"
+    assert rule.egglog, f"{rule.name}: no egglog rewrite"
+    module = next(m for m in registry.FAMILIES if rule in m.RULES)
+    assert module.__name__ == f"rewrites.{rule.family}", f"{rule.name}: family {rule.family!r} but lives in {module.__name__}"
+
+
+def test_default_selection_is_not_precision_changing() -> None:
+    selected = registry.select()
+    assert selected and all(r.soundness in DEFAULT_SOUNDNESS for r in selected)
+    assert not [r.name for r in selected if r.soundness == "precision-changing"]
+    precision = {r.name for r in RULES if r.soundness == "precision-changing"}
+    assert precision <= {r.name for r in registry.select(allow=["precision-changing"])}
+
+
+def test_every_rule_is_named_in_a_rule_test_file() -> None:
+    """Adding a rule without tests fails here: each name must appear in some tests/test_rules_*.py."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(TESTS.glob("test_rules_*.py"))
+                     if p.name != Path(__file__).name)
+    untested = [r.name for r in RULES if f'"{r.name}"' not in text]
+    assert not untested, f"rules not named in any tests/test_rules_*.py: {untested}"
+
+
+def test_every_rule_has_a_property() -> None:
+    """`eqsat check-rules` and the property tests draw graphs from eqsat.testing.PROPERTIES."""
+    missing = sorted({r.name for r in RULES} - set(PROPERTIES))
+    assert not missing, f"rules without a property (graph builder) in eqsat.testing.PROPERTIES: {missing}"
+    stale = sorted(set(PROPERTIES) - {r.name for r in RULES})
+    assert not stale, f"eqsat.testing.PROPERTIES names rules that are not registered: {stale}"
