@@ -3,7 +3,10 @@
 Table of contents:
 - `optimize(model, target=...) -> Result`: the whole pipeline (eqsat.pipeline)
 - `load`, `save`: ONNX in and out (eqsat.io)
-- `verify`: differential check of two models (eqsat.verify)
+- `eqsat.session.saturate(model) -> Session`: saturate once, `session.extract(target=...)` many times
+- `eqsat.verify.verify(original, optimized)`: differential check of two models
+- `eqsat.display`: pictures and HTML tables for notebooks; `eqsat.testing`: helpers for rule authors
+(`eqsat.saturate` and `eqsat.verify` are the modules, not functions.)
 - errors: `EqsatError`, `BadInputError`, `VerificationError` (eqsat.errors)
 """
 
@@ -14,7 +17,7 @@ from eqsat.errors import BadInputError, EqsatError, InternalError, VerificationE
 __version__ = "0.1.0"
 
 __all__ = ["BadInputError", "EqsatError", "InternalError", "Result", "VerificationError", "__version__",
-           "load", "optimize", "save", "verify"]
+           "load", "optimize", "save"]
 
 
 def __getattr__(name: str):  # heavy modules (onnx, onnxruntime, egglog) load on first use only
@@ -26,8 +29,4 @@ def __getattr__(name: str):  # heavy modules (onnx, onnxruntime, egglog) load on
         from eqsat import io
 
         return getattr(io, name)
-    if name == "verify":
-        from eqsat.verify import verify
-
-        return verify
     raise AttributeError(f"module 'eqsat' has no attribute {name!r}")

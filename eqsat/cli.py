@@ -13,17 +13,30 @@ from eqsat.errors import BadInputError, EqsatError
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
+    from eqsat.display import Progress, add_breakdown
     from eqsat.pipeline import optimize
 
     try:
-        result = optimize(args.input, output=args.output, verify=args.verify, target=args.target,
-                          extractor=args.extractor, time_limit=args.time_limit, node_limit=args.node_limit,
-                          iter_limit=args.iter_limit, allow=args.allow, disable=args.disable, opset=args.opset)
+        with Progress(args.input, sys.stderr) as progress:  # draws only on a terminal, erased when done
+            result = optimize(args.input, output=args.output, verify=args.verify, target=args.target,
+                              extractor=args.extractor, time_limit=args.time_limit, node_limit=args.node_limit,
+                              iter_limit=args.iter_limit, allow=args.allow, disable=args.disable, opset=args.opset,
+                              progress=progress, bisect=args.bisect)
     except EqsatError as exc:
         report = getattr(exc, "report", None)
         if report is not None and args.report:
             print(report.to_text())
+        bisection = getattr(exc, "bisection", None)
+        if bisection is not None and args.report:
+            print(bisection.to_text())
+        if report is not None and args.report_json:  # a failed verification: what failed, and why
+            data = report.to_dict()
+            if bisection is not None:
+                data["bisection"] = bisection.to_dict()
+            _write_json(args.report_json, data)
         raise
+    if args.report or args.report_json:
+        add_breakdown(result)  # estimated cost before and after, per op
     if args.report:
         print(result.report.to_text())
     if args.report_json:
@@ -114,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--disable", action="append", default=[], metavar="RULE", help="disable a rule by name")
     opt.add_argument("--opset", type=int, metavar="N",
                      help="upgrade the model to opset N first, making newer fused ops available (e.g. 20 for Gelu)")
+    opt.add_argument("--bisect", action="store_true",
+                     help="if verification fails, find the rule responsible (re-saturates with fired rules disabled)")
     opt.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                      help="check the result numerically against the input (default: on)")
     opt.add_argument("--report", action="store_true", help="print a report of what was done")

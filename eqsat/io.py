@@ -108,8 +108,8 @@ def _check_structure(proto: onnx.ModelProto, label: str, base_dir: Path | None, 
     if base_dir is not None and _uses_external_data(proto.graph):
         try:
             onnx.external_data_helper.load_external_data_for_model(proto, str(base_dir))
-        except (OSError, ValueError) as exc:
-            raise BadInputError(label, f"external weights cannot be loaded: {exc}") from None
+        except (OSError, ValueError, onnx.checker.ValidationError) as exc:  # missing file, path outside the folder
+            raise BadInputError(label, f"external weights cannot be loaded: {first_line(exc)}") from None
     order = _topological_order(proto.graph, label)
     if order != sorted(order):
         if not owned:
@@ -120,7 +120,7 @@ def _check_structure(proto: onnx.ModelProto, label: str, base_dir: Path | None, 
     try:
         onnx.checker.check_model(proto, full_check=True)
     except CHECKER_ERRORS as exc:
-        raise _checker_failure(label, exc) from None
+        raise _checker_failure(label, exc, proto.graph) from None
     return proto
 
 
@@ -133,9 +133,16 @@ _INFERENCE_NODE = re.compile(r"\(op_type:(?P<op>[^,]*), node name: (?P<name>[^)]
 _ERROR_TAGS = re.compile(r"^(\[\w+\]\s*|Inference error\(s\):\s*)+")
 
 
-def _checker_failure(label: str, exc: Exception) -> BadInputError:
-    """The checker's complaint as one line that names the node where the message does."""
+def _checker_failure(label: str, exc: Exception, graph: onnx.GraphProto | None = None) -> BadInputError:
+    """The checker's complaint as one line that names the node where the message does (or the graph
+    input or output it is about, for a type without a shape)."""
     first = first_line(exc)
+    if graph is not None and "Field 'shape' of 'type' is required" in first:
+        for kind, values in (("input", graph.input), ("output", graph.output)):
+            for v in values:
+                if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape"):
+                    return BadInputError(label, f"fails the ONNX checker: graph {kind} {v.name!r} has no shape "
+                                                "(unknown rank); declare its dims (symbolic names are fine)")
     if found := _INFERENCE_NODE.search(first):
         problem, name, op = first[found.end():], found["name"], found["op"]
     else:

@@ -274,10 +274,22 @@ class _Lowerer:
             value = value.astype(_np_dtype(dtype))
         return _compute_precision(value), dtype
 
+    def live_initializers(self) -> list[onnx.TensorProto]:
+        """The initializers something reads: a constant class is emitted before the classes computed from
+        it, and only the folded result is read when a whole constant sub-term was evaluated here."""
+        from eqsat.io import _outer_values
+
+        used = set(self.outputs)
+        for n in self.nodes:
+            used.update(n.input)
+            if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute):
+                used |= _outer_values(n)  # subgraphs read outer values by name
+        return [t for t in self.initializers if t.name in used]
+
     def model(self) -> onnx.ModelProto:
         src = self.source
         graph = helper.make_graph(self.nodes, src.graph.name, list(src.graph.input), list(src.graph.output),
-                                  self.initializers, doc_string=src.graph.doc_string or None,
+                                  self.live_initializers(), doc_string=src.graph.doc_string or None,
                                   value_info=[v for v in self.value_info if v.name not in self.outputs])
         model = helper.make_model(graph, opset_imports=list(src.opset_import), ir_version=src.ir_version)
         for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):

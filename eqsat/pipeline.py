@@ -22,9 +22,21 @@ class Result:
     model: ir.Model
     report: Report
     extraction: Any = None  # extract.result.ExtractionResult
+    session: Any = dataclasses.field(default=None, repr=False)     # eqsat.session.Session it came from
+    cost_model: Any = dataclasses.field(default=None, repr=False)  # the cost model the extraction used
 
     def save(self, path: str | os.PathLike) -> None:
         io.save(self.model, path)
+
+    def _repr_html_(self) -> str:
+        from eqsat.display import result_html
+
+        return result_html(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython's text form: the report, not the model
+        from eqsat.display import result_text
+
+        p.text(result_text(self))
 
 
 @contextmanager
@@ -39,11 +51,17 @@ def timed(report: Report, name: str) -> Iterator[None]:
 def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "auto",
              cost: Callable | None = None, time_limit: float | None = None, node_limit: int | None = None,
              iter_limit: int | None = None, allow: Sequence[str] = (), disable: Sequence[str] = (),
-             opset: int | None = None, verify: bool = True, output: str | os.PathLike | None = None) -> Result:
+             opset: int | None = None, verify: bool = True, output: str | os.PathLike | None = None,
+             progress: Callable[[str], None] | None = None, extra_rules: Sequence[Any] = (),
+             bisect: bool = False) -> Result:
     """Optimize `model` (a path, ModelProto or ir.Model) for `target` and return the result.
 
     With `verify` (the default) both models run on seeded inputs and a difference beyond tolerance raises
     `VerificationError` before anything is written. With `output`, the result is saved atomically.
+    `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
+    The error names the first output that differs and the rules that fired; with `bisect`, it also names
+    the rule responsible (`eqsat.bisect.find_culprit`; the Bisection is its `bisection` attribute).
+    `extra_rules` (eqsat.rule.Rule records) run alongside the registered rules (experiments, tests).
     """
     from eqsat.saturate import Limits
     from eqsat.session import saturate
@@ -52,14 +70,50 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     limits = Limits(iterations=defaults.iterations if iter_limit is None else iter_limit,
                     nodes=defaults.nodes if node_limit is None else node_limit, seconds=time_limit)
     source = str(model) if isinstance(model, (str, os.PathLike)) else "<model>"
-    session = saturate(model, limits=limits, allow=allow, disable=disable, opset=opset, source=source)
-    result = session.extract(target, cost=cost, extractor=extractor, verify=verify)
+    rules = None
+    if extra_rules:
+        from rewrites.registry import select
+
+        rules = (*select(allow, disable), *extra_rules)
+    session = saturate(model, limits=limits, allow=allow, disable=disable, rules=rules, opset=opset,
+                       source=source, progress=progress)
+    options = dict(target=target, extractor=extractor, cost=cost, time_limit=time_limit, node_limit=node_limit,
+                   iter_limit=iter_limit, opset=opset, source=source,
+                   rules=rules if rules is not None else session.rules)
+    try:
+        result = session.extract(target, cost=cost, extractor=extractor, verify=verify, progress=progress)
+    except VerificationError as exc:  # the optimized model cannot run at all
+        raise _verification_failure(str(exc).removesuffix("; output not written"), session, None,
+                                    bisect, options, progress) from None
     report = result.report
     if verify and not report.verification.ok:
-        err = VerificationError(f"{source}: {report.verification.summary()}; output not written")
-        err.report = report  # type: ignore[attr-defined]
-        raise err
+        raise _verification_failure(f"{source}: {report.verification.summary()}", session, report, bisect,
+                                    options, progress)
     if output is not None:
+        if progress is not None:
+            progress("save")
         with timed(report, "save"):
             result.save(output)
     return result
+
+
+def _verification_failure(problem: str, session: Any, report: Report | None, bisect: bool,
+                          options: dict[str, Any], progress: Callable[[str], None] | None) -> VerificationError:
+    """The error for a failed verification: the problem, the rules that fired, and with `bisect` the rule
+    responsible (one line)."""
+    fired = ", ".join(session.saturation.rules_fired) or "none"
+    message = f"{problem}; rules fired: {fired}"
+    bisection = None
+    if bisect:
+        from eqsat.bisect import find_culprit
+
+        if progress is not None:
+            progress("bisect")
+        bisection = find_culprit(session.original, **options)
+        message += f"; {bisection.summary()}"
+    elif session.saturation.rules_fired:
+        message += "; rerun with --bisect to find the rule responsible"
+    err = VerificationError(f"{message}; output not written")
+    err.report = report  # type: ignore[attr-defined]
+    err.bisection = bisection  # type: ignore[attr-defined]
+    return err

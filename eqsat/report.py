@@ -20,6 +20,7 @@ class Report:
     extraction: Any = None      # extract.ExtractionSummary, when the engine ran
     verification: Any = None    # eqsat.verify.VerifyReport, when verification ran
     notes: list[str] = dataclasses.field(default_factory=list)
+    breakdown: Any = None       # eqsat.display.Breakdown (cost before/after per op), when asked for
 
     @property
     def nodes_before(self) -> int:
@@ -52,6 +53,8 @@ class Report:
             out["saturation"] = self.saturation.to_dict()
         if self.extraction is not None:
             out["extraction"] = self.extraction.to_dict()
+        if self.breakdown is not None:
+            out["breakdown"] = self.breakdown.to_dict()
         if self.verification is not None:
             v = self.verification
             out["verification"] = {"ok": v.ok, "runtime": v.runtime, "seed": v.seed,
@@ -59,17 +62,15 @@ class Report:
         return out
 
     def to_text(self) -> str:
-        before, after = self.watched(self.ops_before), self.watched(self.ops_after)
-        lines = [f"eqsat report for {self.source}",
-                 f"  nodes      {self.nodes_before} -> {self.nodes_after}"]
-        lines += [f"  {k:<10} {before[k]} -> {after[k]}" for k in before if before[k] or after[k]]
-        if self.saturation is not None:
-            lines += ["  " + line for line in self.saturation.to_text().splitlines()]
-        if self.extraction is not None:
-            lines += ["  " + line for line in self.extraction.to_text().splitlines()]
-        if self.verification is not None:
-            lines.append(f"  {self.verification.summary()}")
-        lines.append("  time       " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in self.phases.items())
-                     + f" (total {self.seconds * 1000:.0f} ms)")
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
+        """Tables: sizes and estimated cost before/after, run, rules fired, time per phase (eqsat.display)."""
+        from eqsat.display import report_text
+
+        return report_text(self)
+
+    def _repr_html_(self) -> str:
+        from eqsat.display import report_html
+
+        return report_html(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython's text form
+        p.text(self.to_text())

@@ -1,6 +1,6 @@
 """Saturate once, extract many times: the e-graph engine behind `eqsat.optimize` and notebooks.
 
-    s = eqsat.saturate("model.onnx")          # load, fold, encode, saturate, decode
+    s = saturate("model.onnx")                 # load, fold, encode, saturate, decode
     s.extract(target="npu")                    # re-extract in milliseconds: a new Result each time
     s.extract(cost=my_cost_fn, extractor="greedy-dag")
 """
@@ -48,9 +48,38 @@ class Session:
         classes = {r.soundness for r in self.rules if r.name in fired}
         return max(classes, key=SOUNDNESS.index, default="exact")
 
+    def input_extraction(self) -> "ExtractionResult":
+        """The input graph as an extraction: the encoding loaded alone (no rule run) and decoded, every
+        e-class its one original e-node. Cost it like any extraction to compare before and after."""
+        cached = self.__dict__.get("_input_extraction")
+        if cached is None:
+            from extract.result import ExtractionResult
+
+            backend = Backend()
+            backend.run(terms.declarations())
+            backend.load(terms.static_facts(self.encoding.perms, self.encoding.opset))
+            backend.load(self.encoding.actions)
+            graph = decode(backend.serialize())
+            roots = tuple(graph.refs[r] for r in self.encoding.outputs)
+            choice = {c.id: c.nodes[0] for c in graph.classes if c.nodes}
+            cached = ExtractionResult(graph.with_roots(roots), choice, roots, "input", 0.0)
+            self.__dict__["_input_extraction"] = cached
+        return cached
+
+    def _repr_html_(self) -> str:
+        from eqsat.display import session_html
+
+        return session_html(self)
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:  # IPython's text form: not the models  # noqa: ANN001
+        from eqsat.display import egraph_stats
+
+        p.text(f"Session({self.source!r})\n{self.saturation.to_text()}\n{egraph_stats(self.egraph).to_text()}")
+
     def extract(self, target: str = "cpu", *, cost: Callable | None = None, extractor: str = "auto",
-                verify: bool = False) -> "Result":
-        """Extract and lower the best graph for `target` (or for a custom `cost(egraph, node)`)."""
+                verify: bool = False, progress: Callable[[str], None] | None = None) -> "Result":
+        """Extract and lower the best graph for `target` (or for a custom `cost(egraph, node)`).
+        `progress` is called with each phase's name as it starts."""
         from eqsat.lower import lower
         from eqsat.pipeline import Result, timed
         from extract import extract as run_extractor
@@ -59,42 +88,51 @@ class Session:
         report = Report(self.source, io.proto_op_histogram(self.original))
         report.phases.update(self.phases)
         report.saturation = self.saturation
+        note = progress or (lambda phase: None)
+        note("extract")
         with timed(report, "extract"):
             cost_model = cost if cost is not None else roofline(load_target(target))
             result = run_extractor(self.egraph, self.roots, cost_model, extractor=extractor)
             result.check()
         report.extraction = result.summary(cost_model, target if cost is None else None)
+        note("lower")
         with timed(report, "lower"):
             model = lower(self.egraph, result.choice, self.encoding, self.normalized)
         report.ops_after = io.op_histogram(model)
         if verify:
             from eqsat.verify import verify as run_verify
 
+            note("verify")
             with timed(report, "verify"):
                 report.verification = run_verify(self.original, model, soundness=self.soundness, source=self.source)
-        return Result(model, report, result)
+        return Result(model, report, result, session=self, cost_model=cost_model)
 
 
 def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequence[str] = (),
              disable: Sequence[str] = (), rules: Sequence[Rule] | None = None, opset: int | None = None,
-             source: str | None = None) -> Session:
+             source: str | None = None, progress: Callable[[str], None] | None = None) -> Session:
     """Load, normalize, encode and saturate `model`; the returned Session extracts on demand.
 
     `rules` replaces the registered rules (for experiments); otherwise `allow`/`disable` select them.
     `opset` upgrades the model first (onnx.version_converter) so that newer fused ops become available.
+    `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
     """
     from rewrites.registry import select
 
     phases: dict[str, float] = {}
+    note = progress or (lambda phase: None)
+    note("load")
     label = source or (str(model) if isinstance(model, (str,)) or hasattr(model, "__fspath__") else "<model>")
     start = time.perf_counter()
     original, _ = io.load_proto(model, name=label)
     upgraded = io.upgrade_opset(original, opset, label) if opset is not None else original
     phases["load"] = time.perf_counter() - start
+    note("fold")
     start = time.perf_counter()
     work, normalized = io.normalize_proto(upgraded, label)
     phases["fold"] = time.perf_counter() - start
     rules = tuple(rules) if rules is not None else select(allow, disable)
+    note("encode")
     start = time.perf_counter()
     encoding = encode(work)
     backend = Backend()
@@ -103,9 +141,11 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     backend.load(encoding.actions)
     install_rules(backend, rules)  # after the data: loading with rules present is ~5x slower
     phases["encode"] = time.perf_counter() - start
+    note("saturate")
     start = time.perf_counter()
     report = run(backend, limits)
     phases["saturate"] = time.perf_counter() - start
+    note("decode")
     start = time.perf_counter()
     try:
         egraph = decode(backend.serialize())

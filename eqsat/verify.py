@@ -33,6 +33,7 @@ class OutputCheck:
     allowed: float
     ok: bool
     problem: str = ""
+    where: str = ""     # the element with the largest difference: "at [0, 2]: expected 1.5, got 1.7"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,8 +56,11 @@ class VerifyReport:
             return f"verified ({self.runtime}, seed {self.seed}): max |diff| {self.max_abs_diff:.3g}"
         bad = self.first_failure
         assert bad is not None
-        return (f"verification failed on output {bad.name!r}: {bad.problem or 'difference'} "
-                f"max |diff| {bad.max_abs_diff:.3g} > allowed {bad.allowed:.3g}")
+        failed = sum(not o.ok for o in self.outputs)
+        others = f" (and {failed - 1} more of {len(self.outputs)} outputs)" if failed > 1 else ""
+        return (f"verification failed on output {bad.name!r}{others}: {bad.problem or 'difference'} "
+                f"max |diff| {bad.max_abs_diff:.3g} > allowed {bad.allowed:.3g}"
+                + (f" {bad.where}" if bad.where else ""))
 
 
 def make_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
@@ -71,7 +75,7 @@ def make_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
         ttype = value.type.tensor_type
         dtype = onnx.helper.tensor_dtype_to_np_dtype(ttype.elem_type)
         shape = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else 1 for d in ttype.shape.dim]
-        feeds[value.name] = _random_tensor(value.name, shape, np.dtype(dtype), rng, graph)
+        feeds[value.name] = np.asarray(_random_tensor(value.name, shape, np.dtype(dtype), rng, graph))  # 0-d too
     return feeds
 
 
@@ -165,13 +169,26 @@ def compare(names: Sequence[str], expected: Sequence[np.ndarray], actual: Sequen
             allowed = tolerance_for(ref.dtype, soundness) * max(scale, 1e-3)
             ok = nan_ok and inf_ok and diff <= allowed
             problem = "" if nan_ok and inf_ok else "NaN/Inf positions differ;"
+            gap = np.zeros(r64.shape)
+            gap[finite] = np.abs(r64[finite] - g64[finite])
+            if not nan_ok or not inf_ok:  # point at the first element where NaN/Inf disagree
+                gap = (~np.isclose(r64, g64, equal_nan=True) & ~finite).astype(np.float64)
         else:
             diff = float(np.max(np.abs(ref.astype(np.int64) - got.astype(np.int64)), initial=0)) if ref.size else 0.0
             scale = float(np.max(np.abs(ref.astype(np.int64)), initial=0)) if ref.size else 0.0
             allowed = 1.0 if quantized and ref.dtype in (np.int8, np.uint8, np.int16, np.uint16) else 0.0
             ok, problem = diff <= allowed, ""
-        checks.append(OutputCheck(name, diff, scale, allowed, ok, problem))
+            gap = np.abs(ref.astype(np.int64) - got.astype(np.int64)) if ref.size else None
+        where = "" if ok or gap is None or not ref.size else _where(ref, got, gap)
+        checks.append(OutputCheck(name, diff, scale, allowed, ok, problem, where))
     return tuple(checks)
+
+
+def _where(ref: np.ndarray, got: np.ndarray, gap: np.ndarray) -> str:
+    """The element where `gap` is largest, with both values: `at [0, 2]: expected 1.5, got 1.7`."""
+    index = np.unravel_index(int(np.argmax(gap)), ref.shape)
+    show = (lambda v: f"{float(v):.6g}") if np.issubdtype(ref.dtype, np.floating) else (lambda v: str(v.item()))
+    return f"at {list(map(int, index))}: expected {show(ref[index])}, got {show(got[index])}"
 
 
 def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.ModelProto, *,

@@ -7,8 +7,10 @@ from typing import Iterable
 from eqsat.errors import BadInputError
 from eqsat.rule import DEFAULT_SOUNDNESS, Rule
 from rewrites import analysis, cast, cleanup, layout
+from rewrites import conv, linear, reduce
+from rewrites import activation, elementwise, normalization, quant
 
-FAMILIES = (analysis, layout, cast, cleanup)
+FAMILIES = (analysis, layout, cast, cleanup, conv, linear, reduce, normalization, activation, quant, elementwise)
 
 
 def all_rules() -> tuple[Rule, ...]:

@@ -133,3 +133,98 @@ def test_cast_fp16_roundtrip_only_float_via_half_to_float(d: str, t1: str, t2: s
 @given(PROPERTIES["cast-fp16-roundtrip"]())
 def test_cast_fp16_roundtrip_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- chains through float types: lossless or not (cast-chain-lossless) ----
+
+@pytest.mark.parametrize("d,t1,t2", [("INT8", "FLOAT16", "FLOAT"), ("UINT8", "FLOAT16", "DOUBLE"),
+                                     ("INT16", "FLOAT", "DOUBLE"), ("BOOL", "FLOAT16", "INT32")])
+def test_cast_chain_lossless_through_float(d: str, t1: str, t2: str) -> None:
+    """int8 -> fp16 -> fp32 fuses: every int8 value is exact in fp16."""
+    result = assert_rule_sound(_chain(d, t1, t2), "cast-chain-lossless")
+    assert op_counts(result.model) == {"Cast": 1}
+
+
+@pytest.mark.parametrize("d,t1,t2", [("FLOAT", "FLOAT16", "BOOL"), ("INT32", "FLOAT16", "FLOAT"),
+                                     ("INT16", "FLOAT16", "FLOAT")])
+def test_cast_chain_through_lossy_float_is_kept(d: str, t1: str, t2: str) -> None:
+    """fp32 -> fp16 -> bool differs from fp32 -> bool (fp16 rounds 1e-8 to 0: False instead of True);
+    int32/int16 -> fp16 rounds above 2048."""
+    for rule in ("cast-chain-lossless", "cast-int-truncate-chain"):
+        assert_rule_does_not_fire(_chain(d, t1, t2), rule)
+
+
+def test_fp16_to_bool_differs_from_fp32_to_bool() -> None:
+    x = {"x": np.array([[1e-8, 0.0, -3e-9], [1.0, 1e-30, 2.0]], np.float32)}
+    (via_half,) = run(_chain("FLOAT", "FLOAT16", "BOOL"), x)
+    (direct,) = run(_chain("FLOAT", "BOOL"), x)
+    assert not np.array_equal(via_half, direct)
+
+
+# ---- cast-int-truncate-chain ----
+
+@pytest.mark.parametrize("d,t1,t2", [("INT32", "UINT8", "INT8"), ("INT32", "INT16", "UINT8"),
+                                     ("INT16", "UINT32", "INT16"), ("UINT8", "INT64", "UINT16"),
+                                     ("BOOL", "INT32", "UINT8")])
+def test_cast_int_truncate_chain_fuses(d: str, t1: str, t2: str) -> None:
+    """int32 -> uint8 -> int8 keeps the low 8 bits either way: Cast(x, INT8)."""
+    m = _chain(d, t1, t2)
+    result = assert_rule_sound(m, "cast-int-truncate-chain", also=("cast-noop",))
+    assert op_counts(result.model).get("Cast", 0) <= 1
+    ints = {"x": np.array([[-129, 255, 256], [70000, -1, 127]]).astype(np.dtype(d.lower()) if d != "BOOL" else bool)}
+    np.testing.assert_array_equal(run(result.model, ints)[0], run(m, ints)[0])
+
+
+@pytest.mark.parametrize("d,t1,t2", [("INT32", "INT8", "INT16"),    # sign of bit 7 extended into 16 bits
+                                     ("INT32", "UINT8", "INT32"),    # wraps modulo 256
+                                     ("FLOAT", "INT32", "INT8"),     # float: out of int8 range is undefined
+                                     ("INT64", "INT32", "INT8")])    # x wider than 32 bits: not admitted
+def test_cast_int_truncate_chain_not_where_inexact(d: str, t1: str, t2: str) -> None:
+    assert_rule_does_not_fire(_chain(d, t1, t2), "cast-int-truncate-chain")
+
+
+def test_cast_int_truncate_chain_widening_would_differ() -> None:
+    """Why bits(t2) <= bits(t1): int32 -> int8 -> int16 sign-extends bit 7, int32 -> int16 keeps bits 8-15."""
+    x = {"x": np.array([[200, 300, -200]], np.int32)}
+    assert not np.array_equal(run(_chain("INT32", "INT8", "INT16", shape=(1, 3)), x)[0],
+                              run(_chain("INT32", "INT16", shape=(1, 3)), x)[0])
+
+
+@property_settings()
+@given(PROPERTIES["cast-int-truncate-chain"]())
+def test_cast_int_truncate_chain_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- cast-sink-reshape ----
+
+def _reshape_cast_chain(t0: str = "DOUBLE", t1: str = "FLOAT") -> onnx.ModelProto:
+    """x (FLOAT) -> Cast(t0) -> Reshape(-1) -> Cast(t1) -> y: the casts meet once the second one sinks."""
+    nodes = [node("Cast", ["x"], "c0", to=getattr(TensorProto, t0)), node("Reshape", ["c0", "shape"], "r"),
+             node("Cast", ["r"], "y", to=getattr(TensorProto, t1))]
+    return model(nodes, [("x", "FLOAT", (2, 3))], initializers={"shape": np.array([-1], np.int64)})
+
+
+def test_cast_sink_reshape_lets_a_lossless_round_trip_vanish() -> None:
+    m = _reshape_cast_chain()
+    result, fired = optimize_with_rules(m, ["cast-sink-reshape", "cast-chain-lossless", "cast-noop"])
+    assert fired["cast-sink-reshape"] > 0
+    assert op_counts(result.model) == {"Reshape": 1}
+    assert_rule_sound(m, "cast-sink-reshape", also=("cast-chain-lossless", "cast-noop"))
+
+
+def test_cast_sink_reshape_keeps_a_lossy_round_trip() -> None:
+    """fp32 -> fp16 -> Reshape -> fp32: the cast sinks, but the fp16 rounding stays (2 Casts)."""
+    result, fired = optimize_with_rules(_reshape_cast_chain("FLOAT16"), ["cast-sink-reshape", "cast-chain-lossless"])
+    assert fired["cast-sink-reshape"] > 0 and op_counts(result.model)["Cast"] == 2
+
+
+def test_cast_sink_reshape_needs_a_reshape() -> None:
+    m = model([node("Flatten", ["x"], "r"), node("Cast", ["r"], "y", to=TensorProto.DOUBLE)], [("x", "FLOAT", (2, 3))])
+    assert_rule_does_not_fire(m, "cast-sink-reshape")
+
+
+@property_settings()
+@given(PROPERTIES["cast-sink-reshape"]())
+def test_cast_sink_reshape_property(case: RuleCase) -> None:
+    case.check()

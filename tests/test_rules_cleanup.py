@@ -171,3 +171,160 @@ def test_dropout_remove_with_ratio_attribute() -> None:
 @given(PROPERTIES["dropout-remove"]())
 def test_dropout_remove_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- expand-noop, reshape-noop, pad-noop, slice-noop (the folder removes only the literal cases) ----
+
+def test_expand_noop_to_a_broadcastable_shape() -> None:
+    """Expand(x, (1, 4)) of a (2, 3, 4) x is x."""
+    m = model([node("Expand", ["x", "s"], "e"), node("Relu", ["e"], "y")], X, initializers={"s": np.array([1, 4])})
+    result = assert_rule_sound(m, "expand-noop")
+    assert op_counts(result.model) == {"Relu": 1}
+
+
+def test_expand_noop_not_when_it_broadcasts() -> None:
+    m = model([node("Expand", ["x", "s"], "y")], X, initializers={"s": np.array([3, 2, 3, 4])})
+    assert_rule_does_not_fire(m, "expand-noop")
+
+
+@property_settings()
+@given(PROPERTIES["expand-noop"]())
+def test_expand_noop_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_reshape_noop_with_minus_one_and_zero() -> None:
+    m = model([node("Reshape", ["x", "s"], "r"), node("Relu", ["r"], "y")], X, initializers={"s": np.array([0, -1, 4])})
+    result = assert_rule_sound(m, "reshape-noop")
+    assert op_counts(result.model) == {"Relu": 1}
+
+
+def test_reshape_noop_not_when_the_shape_changes() -> None:
+    m = model([node("Reshape", ["x", "s"], "r"), node("Relu", ["r"], "y")], X, initializers={"s": np.array([3, -1])})
+    assert_rule_does_not_fire(m, "reshape-noop")
+
+
+@property_settings()
+@given(PROPERTIES["reshape-noop"]())
+def test_reshape_noop_property(case: RuleCase) -> None:
+    case.check()
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad_noop_all_zero(mode: str) -> None:
+    m = model([node("Pad", ["x", "p"], "y", mode=mode)], X, initializers={"p": np.zeros(6, np.int64)})
+    result = assert_rule_sound(m, "pad-noop")
+    assert "Pad" not in op_counts(result.model)
+
+
+def test_pad_noop_not_when_a_pad_crops_and_grows() -> None:
+    """pads (+1, -1) keep the shape but shift the data: not a no-op."""
+    m = model([node("Pad", ["x", "p"], "y")], X, initializers={"p": np.array([0, 0, 1, 0, 0, -1])})
+    assert_rule_does_not_fire(m, "pad-noop")
+
+
+@property_settings()
+@given(PROPERTIES["pad-noop"]())
+def test_pad_noop_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_slice_noop_full_range() -> None:
+    inits = {"st": np.array([0, -100]), "en": np.array([2**62, 100]), "ax": np.array([0, -1])}
+    m = model([node("Slice", ["x", "st", "en", "ax"], "y")], X, initializers=inits)
+    result = assert_rule_sound(m, "slice-noop")
+    assert "Slice" not in op_counts(result.model)
+
+
+def test_slice_noop_not_for_a_reversal() -> None:
+    """Step -1 over the whole axis keeps the shape and reverses the data."""
+    inits = {"st": np.array([-1]), "en": np.array([-(2**62)]), "ax": np.array([2]), "sp": np.array([-1])}
+    m = model([node("Slice", ["x", "st", "en", "ax", "sp"], "y")], X, initializers=inits)
+    assert_rule_does_not_fire(m, "slice-noop")
+
+
+def test_slice_noop_not_for_a_real_slice() -> None:
+    m = model([node("Slice", ["x", "st", "en"], "y")], X, initializers={"st": np.array([1]), "en": np.array([2])})
+    assert_rule_does_not_fire(m, "slice-noop")
+
+
+@property_settings()
+@given(PROPERTIES["slice-noop"]())
+def test_slice_noop_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- pad-merge ----
+
+def _two_pads(p, q, mode1: str = "constant", mode2: str = "constant", v1: float = 0.0, v2: float = 0.0) -> object:
+    inits = {"p": np.array(p), "q": np.array(q), "v1": np.array(v1, np.float32), "v2": np.array(v2, np.float32)}
+    return model([node("Pad", ["x", "p", "v1"], "p1", mode=mode1), node("Pad", ["p1", "q", "v2"], "y", mode=mode2)],
+                 X, initializers=inits)
+
+
+def test_pad_merge_constant_pads() -> None:
+    m = _two_pads([0, 1, 0, 0, 2, 1], [1, 0, 0, 1, 0, 3], v1=1.5, v2=1.5)
+    result = assert_rule_sound(m, "pad-merge")
+    assert op_counts(result.model) == {"Pad": 1}
+
+
+@pytest.mark.parametrize("kw", [{"mode1": "reflect"}, {"mode2": "edge"}, {"v2": 1.0}])
+def test_pad_merge_not_for_reflect_edge_or_other_values(kw: dict) -> None:
+    assert_rule_does_not_fire(_two_pads([0, 1, 1, 0, 1, 1], [0, 1, 1, 0, 1, 1], **kw), "pad-merge")
+
+
+def test_pad_merge_not_with_negative_pads() -> None:
+    """A crop after a pad may remove padding and data in another order: left alone."""
+    assert_rule_does_not_fire(_two_pads([0, 2, 0, 0, 0, 0], [0, -1, 0, 0, 0, 0]), "pad-merge")
+
+
+@property_settings()
+@given(PROPERTIES["pad-merge"]())
+def test_pad_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- reshape-merge ----
+
+def test_reshape_merge_consecutive() -> None:
+    inits = {"s1": np.array([-1]), "s2": np.array([4, -1])}
+    m = model([node("Reshape", ["x", "s1"], "r"), node("Reshape", ["r", "s2"], "y")], X, initializers=inits)
+    result = assert_rule_sound(m, "reshape-merge")
+    assert op_counts(result.model) == {"Reshape": 1}
+
+
+def test_reshape_merge_not_when_the_outer_shape_copies_a_dim() -> None:
+    """A 0 copies a dim of the inner Reshape's output (here 24), which x (2, 3, 4) does not have."""
+    inits = {"s1": np.array([24, 1]), "s2": np.array([0, -1])}
+    m = model([node("Reshape", ["x", "s1"], "r"), node("Reshape", ["r", "s2"], "y")], X, initializers=inits)
+    assert_rule_does_not_fire(m, "reshape-merge")
+
+
+@property_settings()
+@given(PROPERTIES["reshape-merge"]())
+def test_reshape_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- common sub-expressions: hash-consing, no rule ----
+
+def test_identical_ops_merge_in_the_egraph() -> None:
+    """Two Relu(x) and two Mul(x, 2): one e-class each, one node each after extraction."""
+    nodes = [node("Relu", ["x"], "r1"), node("Relu", ["x"], "r2"), node("Mul", ["r1", "k"], "m1"),
+             node("Mul", ["r2", "k"], "m2"), node("Sub", ["m1", "m2"], "d"), node("Add", ["m1", "m2"], "y")]
+    m = model(nodes, X, ["y", "d"], initializers={"k": np.array(2.0, np.float32)})
+    session = saturate_with_rules(m, [])
+    refs = session.encoding.refs
+    classes = session.egraph.refs
+    assert classes[refs["r1"]] == classes[refs["r2"]] and classes[refs["m1"]] == classes[refs["m2"]]
+    assert op_counts(session.extract("cpu", verify=False).model) == {"Relu": 1, "Mul": 1, "Sub": 1, "Add": 1}
+
+
+def test_random_ops_are_never_merged() -> None:
+    """RandomNormalLike twice on the same input draws twice: both stay (opaque, keyed by position)."""
+    nodes = [node("RandomNormalLike", ["x"], "n1", seed=1.0), node("RandomNormalLike", ["x"], "n2", seed=1.0),
+             node("Add", ["n1", "n2"], "y")]
+    m = model(nodes, X)
+    session = saturate_with_rules(m, [])
+    assert session.egraph.refs[session.encoding.refs["n1"]] != session.egraph.refs[session.encoding.refs["n2"]]
+    assert op_counts(session.extract("cpu", verify=False).model)["RandomNormalLike"] == 2

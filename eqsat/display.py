@@ -1,0 +1,976 @@
+"""Pictures, tables and progress: how models, reports, sessions and e-graphs show themselves.
+
+Jupyter calls `_repr_html_` / `_repr_svg_`; `Report`, `Result` and `Session` delegate here, and the
+functions below return objects that display themselves (a `Picture` is SVG, a table is HTML):
+
+- `picture(model)`: one graph; `compare(result)` or `compare(before, after)`: the input and the output
+  side by side, output nodes that rules produced highlighted (a node is *changed* when its `eqsat.rules`
+  metadata is non-empty or it has no `eqsat.from` metadata at all), input nodes that were not carried over
+  unchanged shaded. SVG comes from graphviz's `dot` binary when it is on PATH (DOT text is written here,
+  no Python package needed); without it a picture degrades to a node listing (HTML and text).
+- `egraph_picture(session)`: a small e-graph, one cluster per e-class (for teaching-size graphs).
+- `breakdown(result)`: estimated cost per op type before and after under the result's cost model, and how
+  many output nodes each rule produced; `add_breakdown(result)` stores it in the report (CLI `--report`).
+- `egraph_stats(egraph)`: classes, e-nodes, e-nodes per op.
+- `report_text(report)` (what `Report.to_text` and `eqsat optimize --report` print), `report_html`,
+  `result_html`, `session_html`.
+- `Progress`: phase names with elapsed time on stderr for long CLI runs, silent unless it is a terminal.
+
+Nothing here imports onnx, onnxruntime or egglog at module level: the CLI imports this for `--report`.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import html
+import math
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Iterable, Mapping, Sequence, TextIO
+
+PROVENANCE_KEY = "eqsat.from"   # the keys eqsat.lower writes (kept in sync by tests/test_display.py)
+RULES_KEY = "eqsat.rules"
+#: E-nodes that never become ONNX nodes (leaves, lists, projections).
+PLUMBING_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
+#: Graphs above this many nodes (both sides of a comparison together) are listed, not drawn.
+MAX_DRAWN_NODES = 1500
+#: A Result's HTML embeds its before/after picture up to this many nodes (`compare(result)` draws more).
+MAX_EMBEDDED_NODES = 400
+#: Seconds `dot` may take before a picture falls back to the listing.
+DOT_TIMEOUT = 60.0
+
+_CHANGED_FILL, _CHANGED_LINE = "#c8ecc8", "#2e7d32"
+_DROPPED_FILL, _DROPPED_LINE = "#f6d6d6", "#b71c1c"
+_PLAIN_FILL, _PLAIN_LINE = "#f2f2f2", "#8a8a8a"
+_IO_FILL = "#dbe7f7"
+_TABLE = ('style="border-collapse:collapse;font-size:12px;margin:4px 12px 8px 0;'
+          'font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif"')
+_CELL = 'style="border:1px solid #ddd;padding:2px 6px;text-align:{}"'
+
+
+# ---------------------------------------------------------------------------------------------------
+# tables
+
+
+def text_table(header: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "  ") -> str:
+    """Aligned text columns: the first column left-aligned, numbers right-aligned."""
+    cells = [[str(h) for h in header]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    numeric = [i > 0 and all(_numeric(r[i]) for r in cells[1:]) for i in range(len(header))]
+    lines = []
+    for row in cells:
+        parts = [c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append((indent + "  ".join(parts)).rstrip())
+    return "\n".join(lines)
+
+
+def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, caption: str | None = None,
+               shaded: Iterable[int] = ()) -> str:
+    """An HTML table (cells escaped); rows whose index is in `shaded` get the "changed" background."""
+    rows = [["" if c is None else str(c) for c in row] for row in rows]
+    numeric = [i > 0 and bool(rows) and all(_numeric(r[i]) for r in rows) for i in range(len(header))]
+    marked = set(shaded)
+    out = [f"<table {_TABLE}>"]
+    if caption:
+        out.append(f'<caption style="text-align:left;font-weight:bold;padding:2px 0">{html.escape(caption)}</caption>')
+    if any(str(h) for h in header):
+        out.append("<tr>" + "".join(f"<th {_CELL.format('left')}>{html.escape(str(h))}</th>" for h in header) + "</tr>")
+    for k, row in enumerate(rows):
+        bg = f' bgcolor="{_CHANGED_FILL}"' if k in marked else ""
+        out.append(f"<tr{bg}>" + "".join(f"<td {_CELL.format('right' if numeric[i] else 'left')}>{html.escape(c)}</td>"
+                                        for i, c in enumerate(row)) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _numeric(text: str) -> bool:
+    t = text.strip().replace(",", "").replace("%", "").replace("+", "").replace("-", "")
+    t = t.split(" ")[0] if t else t
+    try:
+        float(t)
+        return True
+    except ValueError:
+        return text.strip() in ("", "-")
+
+
+def format_cost(value: float | None, unit: str = "s") -> str:
+    """A cost for people: seconds as us/ms/s, anything else with 4 significant digits."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if unit != "s":
+        return f"{value:.4g}"
+    if value == 0:
+        return "0"
+    if not math.isfinite(value):
+        return str(value)
+    if abs(value) < 1e-3:
+        return f"{value * 1e6:.1f} us"
+    if abs(value) < 1:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value:.3f} s"
+
+
+def _change(before: float | None, after: float | None) -> str:
+    if before is None or after is None or not before:
+        return ""
+    change = (after - before) / before * 100
+    return "0%" if abs(change) < 0.05 else f"{change:+.1f}%"
+
+
+# ---------------------------------------------------------------------------------------------------
+# models as plain records (ModelProto, onnx_ir Model, a path, or a Result)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Node:
+    index: int
+    op: str
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, Any]
+    meta: Mapping[str, str]
+
+    @property
+    def key(self) -> str:
+        """The node's name as eqsat's provenance records it."""
+        return self.name or f"{self.op}#{self.index}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Graph:
+    nodes: tuple[_Node, ...]
+    inputs: tuple[tuple[str, str], ...]     # (name, "FLOAT[1,3,224,224]")
+    outputs: tuple[tuple[str, str], ...]
+    initializers: frozenset[str]
+    shapes: Mapping[str, str]               # value name -> "1x64x56x56"
+
+
+def _graph(model: Any) -> _Graph:
+    if isinstance(model, _Graph):
+        return model
+    if hasattr(model, "report") and hasattr(model, "model"):  # a Result
+        model = model.model
+    if isinstance(model, (str, os.PathLike)):
+        import onnx
+
+        model = onnx.load(os.fspath(model), load_external_data=False)
+    if hasattr(model, "SerializeToString"):
+        return _graph_of_proto(model)
+    return _graph_of_ir(model)
+
+
+def _short_attr(op: str, attrs: Mapping[str, Any]) -> str:
+    """The one or two attributes worth showing in a node's box."""
+    if op == "Transpose" and "perm" in attrs:
+        return "perm " + ",".join(map(str, attrs["perm"]))
+    if op == "Cast" and "to" in attrs:
+        return f"to {_dtype_name(attrs['to'])}"
+    if op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool"):
+        parts = []
+        if attrs.get("kernel_shape"):
+            parts.append("x".join(map(str, attrs["kernel_shape"])))
+        if attrs.get("strides") and any(s != 1 for s in attrs["strides"]):
+            parts.append("/" + ",".join(map(str, attrs["strides"])))
+        if attrs.get("group", 1) not in (1, None):
+            parts.append(f"g{attrs['group']}")
+        return " ".join(parts)
+    if op in ("Softmax", "Concat", "Gather", "Split", "Flatten", "LayerNormalization") and "axis" in attrs:
+        return f"axis {attrs['axis']}"
+    return ""
+
+
+def _dtype_name(value: Any) -> str:
+    try:
+        import onnx
+
+        return onnx.TensorProto.DataType.Name(int(value))
+    except Exception:  # an ir.DataType or anything else: its own name
+        return getattr(value, "name", str(value))
+
+
+def _graph_of_proto(model: Any) -> _Graph:
+    import onnx
+    from onnx import helper
+
+    graph = model.graph
+    shapes: dict[str, str] = {}
+
+    def typed(v: Any) -> str:
+        t = v.type.tensor_type
+        dims = ["?" if not d.HasField("dim_value") else str(d.dim_value) for d in t.shape.dim]
+        if t.HasField("shape"):
+            shapes[v.name] = "x".join(dims) if dims else "scalar"
+        dtype = onnx.TensorProto.DataType.Name(t.elem_type) if t.elem_type else "?"
+        return f"{dtype}[{','.join(dims)}]" if t.HasField("shape") else dtype
+
+    inputs = tuple((v.name, typed(v)) for v in graph.input)
+    outputs = tuple((v.name, typed(v)) for v in graph.output)
+    for v in graph.value_info:
+        typed(v)
+    nodes = []
+    for i, n in enumerate(graph.node):
+        attrs = {}
+        for a in n.attribute:
+            if a.type in (onnx.AttributeProto.INT, onnx.AttributeProto.INTS, onnx.AttributeProto.FLOAT,
+                          onnx.AttributeProto.STRING):
+                attrs[a.name] = helper.get_attribute_value(a)
+        nodes.append(_Node(i, n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}", n.name,
+                           tuple(n.input), tuple(n.output), attrs, {p.key: p.value for p in n.metadata_props}))
+    return _Graph(tuple(nodes), inputs, outputs, frozenset(t.name for t in graph.initializer), shapes)
+
+
+def _graph_of_ir(model: Any) -> _Graph:
+    graph = model.graph
+    shapes: dict[str, str] = {}
+
+    def typed(v: Any) -> str:
+        dims = None
+        if v.shape is not None:
+            dims = [str(d) if isinstance(d, int) else "?" for d in v.shape]
+            shapes[v.name] = "x".join(dims) if dims else "scalar"
+        dtype = v.dtype.name if v.dtype is not None else "?"
+        return f"{dtype}[{','.join(dims)}]" if dims is not None else dtype
+
+    inputs = tuple((v.name, typed(v)) for v in graph.inputs)
+    outputs = tuple((v.name, typed(v)) for v in graph.outputs)
+    nodes = []
+    for i, n in enumerate(graph):
+        for v in n.outputs:
+            if v.shape is not None:
+                typed(v)
+        attrs = {}
+        for name, a in n.attributes.items():
+            value = getattr(a, "value", None)
+            if isinstance(value, (int, float, str)) or (isinstance(value, (list, tuple))
+                                                       and all(isinstance(x, (int, float)) for x in value)):
+                attrs[name] = value
+        op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
+        nodes.append(_Node(i, op, n.name or "", tuple(v.name if v is not None else "" for v in n.inputs),
+                           tuple(v.name for v in n.outputs), attrs, dict(n.metadata_props)))
+    return _Graph(tuple(nodes), inputs, outputs, frozenset(graph.initializers), shapes)
+
+
+def changed_nodes(model: Any) -> list[bool]:
+    """Per node of `model` (in graph order): did a rule produce it? True when its `eqsat.rules` metadata
+    is non-empty or it has no `eqsat.from` metadata (a node eqsat built that stands for no input node)."""
+    return [_changed(n) for n in _graph(model).nodes]
+
+
+def _changed(n: _Node) -> bool:
+    return bool(n.meta.get(RULES_KEY)) or not n.meta.get(PROVENANCE_KEY)
+
+
+def _kept(before: _Graph, after: _Graph) -> list[bool]:
+    """Per input node: is it in the output unchanged (named by the `eqsat.from` of an unchanged node)?"""
+    carried = {name for n in after.nodes if not _changed(n)
+               for name in n.meta.get(PROVENANCE_KEY, "").split(",") if name}
+    return [n.key in carried for n in before.nodes]
+
+
+# ---------------------------------------------------------------------------------------------------
+# DOT and SVG
+
+
+def _q(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _dot_body(g: _Graph, prefix: str, fills: Sequence[str | None], lines: list[str]) -> None:
+    """Nodes and edges of `g` (ids prefixed), graph inputs and outputs as ellipses; initializers omitted."""
+    producer: dict[str, str] = {}
+    for k, (name, typ) in enumerate(g.inputs):
+        if name in g.initializers:
+            continue
+        nid = f"{prefix}i{k}"
+        producer[name] = nid
+        lines.append(f'{nid} [shape=ellipse, fillcolor="{_IO_FILL}", label={_q(name + chr(10) + typ)}];')
+    for n in g.nodes:
+        nid = f"{prefix}n{n.index}"
+        for out in n.outputs:
+            if out:
+                producer[out] = nid
+        detail = _short_attr(n.op.split("::")[-1], n.attrs)
+        label = n.op + (f"\n{detail}" if detail else "")
+        tip = [n.name or "(unnamed)"] + [f"{k}: {v}" for k, v in n.meta.items()]
+        style = ""
+        fill = fills[n.index]
+        if fill == "changed":
+            style = f', fillcolor="{_CHANGED_FILL}", color="{_CHANGED_LINE}", penwidth=1.6'
+        elif fill == "dropped":
+            style = f', fillcolor="{_DROPPED_FILL}", color="{_DROPPED_LINE}", style="rounded,filled,dashed"'
+        lines.append(f"{nid} [label={_q(label)}, tooltip={_q(chr(10).join(tip))}{style}];")
+    for n in g.nodes:
+        for name in dict.fromkeys(i for i in n.inputs if i):
+            src = producer.get(name)
+            if src is not None:
+                shape = g.shapes.get(name)
+                lines.append(f"{src} -> {prefix}n{n.index}" + (f" [label={_q(shape)}];" if shape else ";"))
+    for k, (name, typ) in enumerate(g.outputs):
+        nid = f"{prefix}o{k}"
+        lines.append(f'{nid} [shape=ellipse, fillcolor="{_IO_FILL}", label={_q(name + chr(10) + typ)}];')
+        if name in producer:
+            lines.append(f"{producer[name]} -> {nid};")
+
+
+_DOT_HEADER = ['graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.2, ranksep=0.25];',
+               f'node [shape=box, style="rounded,filled", fillcolor="{_PLAIN_FILL}", color="{_PLAIN_LINE}", '
+               'fontname="Helvetica", fontsize=10, height=0.3, margin="0.08,0.03"];',
+               'edge [color="#777777", arrowsize=0.6, fontname="Helvetica", fontsize=8, fontcolor="#666666"];']
+
+
+def graph_dot(model: Any, *, highlight: bool = True, title: str | None = None) -> str:
+    """DOT text for `model`; with `highlight`, the nodes eqsat changed (see `changed_nodes`) are green."""
+    g = _graph(model)
+    marked = highlight and _has_provenance(g)
+    fills = ["changed" if marked and _changed(n) else None for n in g.nodes]
+    lines = ["digraph model {", *_DOT_HEADER]
+    if title:
+        lines.append(f'labelloc=t; label={_q(title)};')
+    _dot_body(g, "", fills, lines)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _has_provenance(g: _Graph) -> bool:
+    return any(PROVENANCE_KEY in n.meta or RULES_KEY in n.meta for n in g.nodes)
+
+
+def compare_dot(before: Any, after: Any) -> str:
+    """DOT text with the input (left) and the output (right) as two clusters."""
+    b, a = _graph(before), _graph(after)
+    kept = _kept(b, a)
+    lines = ["digraph compare {", *_DOT_HEADER, "newrank=true;"]
+    for prefix, g, fills, title in (
+            ("b_", b, [None if k else "dropped" for k in kept],
+             f"before: {len(b.nodes)} nodes ({kept.count(False)} not carried over unchanged, shaded red)"),
+            ("a_", a, ["changed" if _changed(n) else None for n in a.nodes],
+             f"after: {len(a.nodes)} nodes ({sum(map(_changed, a.nodes))} changed by rules, green)")):
+        lines.append(f"subgraph cluster_{prefix[0]} {{ label={_q(title)}; labeljust=l; color=\"#cccccc\"; "
+                     "style=rounded;")
+        _dot_body(g, prefix, fills, lines)
+        lines.append("}")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def dot_available() -> str | None:
+    """Path of graphviz's `dot` binary, or None."""
+    return shutil.which("dot")
+
+
+def render_svg(dot_text: str, timeout: float = DOT_TIMEOUT) -> tuple[str | None, str]:
+    """(SVG text, "") from `dot -Tsvg`, or (None, why not) when dot is missing or fails."""
+    dot = dot_available()
+    if dot is None:
+        return None, "graphviz's `dot` is not installed (apt-get install graphviz / brew install graphviz)"
+    try:
+        done = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"dot failed: {type(exc).__name__}: {exc}"
+    if done.returncode != 0 or "<svg" not in done.stdout:
+        return None, f"dot failed (exit {done.returncode}): {done.stderr.strip()[:200]}"
+    return done.stdout[done.stdout.index("<svg"):], ""
+
+
+class Picture:
+    """A graph picture: SVG when graphviz's `dot` is available, else an HTML (and text) node listing.
+
+    In Jupyter it shows itself; `.svg` is the SVG text (or None), `.dot` the DOT source, `.save(path)`
+    writes .svg, .dot or (anything else) the text listing."""
+
+    def __init__(self, dot: str, listing_html: str, listing_text: str, *, drawable: bool = True,
+                 note: str = "") -> None:
+        self.dot, self.listing_html, self.listing_text = dot, listing_html, listing_text
+        self.drawable, self.note = drawable, note
+        self._svg: tuple[str | None, str] | None = None
+
+    @property
+    def svg(self) -> str | None:
+        if self._svg is None:
+            self._svg = render_svg(self.dot) if self.drawable else (None, self.note)
+        return self._svg[0]
+
+    @property
+    def why_not_svg(self) -> str:
+        return "" if self.svg is not None else (self._svg[1] if self._svg else "")
+
+    def _repr_svg_(self) -> str | None:
+        return self.svg
+
+    def _repr_html_(self) -> str | None:
+        if self.svg is not None:
+            return None  # the SVG shows
+        return (f'<div style="color:#777;font-size:11px">no picture: {html.escape(self.why_not_svg)}</div>'
+                + self.listing_html)
+
+    def html(self) -> str:
+        """Inline HTML: the SVG when there is one, else the listing."""
+        return self.svg if self.svg is not None else self._repr_html_() or ""
+
+    def __repr__(self) -> str:
+        return self.listing_text
+
+    def save(self, path: str | os.PathLike) -> None:
+        path = os.fspath(path)
+        if path.endswith(".svg"):
+            if self.svg is None:
+                raise RuntimeError(f"no SVG: {self.why_not_svg}")
+            text = self.svg
+        elif path.endswith((".dot", ".gv")):
+            text = self.dot
+        else:
+            text = self.listing_text
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+
+def picture(model: Any, *, highlight: bool = True, title: str | None = None) -> Picture:
+    """A picture of `model` (a ModelProto, onnx_ir Model, path or Result); eqsat's changes in green."""
+    g = _graph(model)
+    too_big = len(g.nodes) > MAX_DRAWN_NODES
+    return Picture(graph_dot(g, highlight=highlight, title=title), _listing_html(g, title), _listing_text(g, title),
+                   drawable=not too_big, note=f"{len(g.nodes)} nodes > {MAX_DRAWN_NODES}: listed, not drawn")
+
+
+def compare(before: Any, after: Any = None) -> Picture:
+    """The input and the output side by side: `compare(result)` (the Result of `eqsat.optimize` or
+    `Session.extract`) or `compare(before_model, after_model)`."""
+    if after is None:
+        result = before
+        session = getattr(result, "session", None)
+        if session is None:
+            raise ValueError("compare(result) needs a Result from eqsat.optimize or Session.extract; "
+                             "or pass compare(before, after)")
+        before, after = session.original, result.model
+    b, a = _graph(before), _graph(after)
+    kept = _kept(b, a)
+    too_big = len(b.nodes) + len(a.nodes) > MAX_DRAWN_NODES
+    listing_html = ('<div style="display:flex;gap:16px;align-items:flex-start">'
+                    f'<div>{_listing_html(b, "before", [not k for k in kept], _DROPPED_FILL)}</div>'
+                    f'<div>{_listing_html(a, "after")}</div></div>')
+    listing_text = _listing_text(b, "before", [not k for k in kept], mark="-") + "\n\n" + _listing_text(a, "after")
+    return Picture(compare_dot(b, a), listing_html, listing_text, drawable=not too_big,
+                   note=f"{len(b.nodes) + len(a.nodes)} nodes > {MAX_DRAWN_NODES}: listed, not drawn")
+
+
+def _listing_rows(g: _Graph, marks: Sequence[bool]) -> list[list[str]]:
+    rows = []
+    for n, mark in zip(g.nodes, marks):
+        detail = _short_attr(n.op.split("::")[-1], n.attrs)
+        rules = n.meta.get(RULES_KEY, "").replace(",", ", ")
+        rows.append([str(n.index), n.op + (f" ({detail})" if detail else ""), n.name or "",
+                     ", ".join(i for i in n.inputs if i and i not in g.initializers), ", ".join(n.outputs), rules])
+    return rows
+
+
+def _listing_marks(g: _Graph, marks: Sequence[bool] | None) -> list[bool]:
+    if marks is not None:
+        return list(marks)
+    return [_changed(n) for n in g.nodes] if _has_provenance(g) else [False] * len(g.nodes)
+
+
+def _listing_html(g: _Graph, title: str | None, marks: Sequence[bool] | None = None,
+                  fill: str = _CHANGED_FILL) -> str:
+    marks = _listing_marks(g, marks)
+    caption = f"{title + ': ' if title else ''}{len(g.nodes)} nodes" + (f", {sum(marks)} shaded" if any(marks) else "")
+    table = html_table(["#", "op", "name", "inputs", "outputs", "rules"], _listing_rows(g, marks), caption=caption,
+                       shaded=[k for k, m in enumerate(marks) if m])
+    return table.replace(f'bgcolor="{_CHANGED_FILL}"', f'bgcolor="{fill}"')
+
+
+def _listing_text(g: _Graph, title: str | None, marks: Sequence[bool] | None = None, mark: str = "*") -> str:
+    marks = _listing_marks(g, marks)
+    head = f"{title + ': ' if title else ''}{len(g.nodes)} nodes" + (
+        f" ({sum(marks)} marked {mark})" if any(marks) else "")
+    ins = ", ".join(f"{n} {t}" for n, t in g.inputs if n not in g.initializers)
+    outs = ", ".join(f"{n} {t}" for n, t in g.outputs)
+    rows = [[mark if m else "", *r[:2], r[4], "<- " + r[3] if r[3] else "", r[5]]
+            for m, r in zip(marks, _listing_rows(g, marks))]
+    body = text_table(["", "#", "op", "outputs", "inputs", "rules"], rows)
+    return f"{head}\n  inputs:  {ins}\n  outputs: {outs}\n{body}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# e-graphs
+
+
+@dataclasses.dataclass(frozen=True)
+class EGraphStats:
+    """Size of a decoded e-graph: tensor classes, e-nodes, e-nodes and classes per op."""
+
+    eclasses: int                    # classes of every sort (T, TL, N)
+    tensor_classes: int              # sort T
+    enodes: int
+    constant_classes: int
+    merged_classes: int              # classes holding more than one e-node: where alternatives exist
+    largest_class: int
+    classes_with_shape: int
+    per_op: Mapping[str, int]        # op -> e-nodes, most first
+    classes_per_op: Mapping[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(self).items()}
+
+    def to_text(self) -> str:
+        head = (f"e-graph: {self.enodes} e-nodes in {self.eclasses} e-classes ({self.tensor_classes} tensor, "
+                f"{self.constant_classes} constant-only, {self.merged_classes} with alternatives, largest "
+                f"{self.largest_class} e-nodes; {self.classes_with_shape} with a static shape)")
+        rows = [[op, n, self.classes_per_op[op]] for op, n in self.per_op.items()]
+        return head + "\n" + text_table(["op", "e-nodes", "classes"], rows)
+
+    def _repr_html_(self) -> str:
+        return egraph_html(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.to_text())
+
+
+def egraph_stats(egraph: Any) -> EGraphStats:
+    """Statistics of an `eqsat.egraph.EGraph` (or a Session: its e-graph)."""
+    egraph = getattr(egraph, "egraph", egraph)
+    per_op = collections.Counter(n.op for n in egraph.nodes)
+    classes_per_op = collections.Counter(op for op, _ in {(n.op, n.eclass) for n in egraph.nodes})
+    sizes = [len(c.nodes) for c in egraph.classes]
+    return EGraphStats(
+        eclasses=len(egraph.classes), tensor_classes=sum(c.sort == "T" for c in egraph.classes),
+        enodes=len(egraph.nodes), constant_classes=sum(c.constant for c in egraph.classes),
+        merged_classes=sum(s > 1 for s in sizes), largest_class=max(sizes, default=0),
+        classes_with_shape=sum(c.shape is not None for c in egraph.classes),
+        per_op=dict(sorted(per_op.items(), key=lambda kv: (-kv[1], kv[0]))), classes_per_op=dict(classes_per_op))
+
+
+def egraph_html(stats: EGraphStats) -> str:
+    summary = html_table(["", "count"], [
+        ["e-classes", stats.eclasses], ["tensor e-classes", stats.tensor_classes], ["e-nodes", stats.enodes],
+        ["constant-only classes", stats.constant_classes], ["classes with alternatives", stats.merged_classes],
+        ["largest class (e-nodes)", stats.largest_class], ["classes with a static shape", stats.classes_with_shape]],
+        caption="e-graph")
+    ops = html_table(["op", "e-nodes", "classes"],
+                     [[op, n, stats.classes_per_op[op]] for op, n in stats.per_op.items()],
+                     caption="e-nodes per op")
+    return _flex(summary, ops)
+
+
+def _enode_label(node: Any) -> str:
+    if node.op == "Input":
+        return f"Input {node.attrs[0]}"
+    if node.op == "Scalar":
+        return f"{node.attrs[0]:g}"
+    if node.op == "Const":
+        return f"Const {str(node.attrs[0])[:6]}"
+    if node.op == "Opaque" and node.attrs:
+        return str(node.attrs[0]).split("::")[-1].split("#")[0]
+    attrs = [",".join(map(str, a)) if isinstance(a, tuple) else str(a) for a in node.attrs]
+    attrs = [a if len(a) <= 16 else a[:15] + "…" for a in attrs]
+    return node.op + (f"\n{' '.join(attrs)}" if attrs else "")
+
+
+def egraph_dot(egraph: Any, *, chosen: Mapping[int, int] | None = None) -> str:
+    """DOT text of an e-graph: one dashed cluster per e-class, an edge from each e-node to its child
+    classes; `chosen` (class -> node, e.g. `result.extraction.choice`) draws those e-nodes green."""
+    egraph = getattr(egraph, "egraph", egraph)
+    lines = ["digraph egraph {", *_DOT_HEADER, "compound=true;"]
+    for c in egraph.classes:
+        if not c.nodes:
+            continue
+        fact = ("x".join(map(str, c.shape)) if c.shape else "") + (f" {c.dtype}" if c.dtype else "")
+        rules = f"\nby {', '.join(c.rules)}" if c.rules else ""
+        lines.append(f"subgraph cluster_c{c.id} {{ label={_q(f'c{c.id} {fact}'.strip() + rules)}; "
+                     'style="dashed,rounded"; color="#999999"; fontsize=9;')
+        for nid in c.nodes:
+            node = egraph.nodes[nid]
+            style = (f', fillcolor="{_CHANGED_FILL}", color="{_CHANGED_LINE}"'
+                     if chosen is not None and chosen.get(c.id) == nid else "")
+            lines.append(f"e{nid} [label={_q(_enode_label(node))}{style}];")
+        lines.append("}")
+    for node in egraph.nodes:
+        for child in dict.fromkeys(node.children):
+            members = egraph.classes[child].nodes
+            if members:
+                lines.append(f"e{node.id} -> e{members[0]} [lhead=cluster_c{child}];")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def egraph_picture(session_or_egraph: Any, *, chosen: Any = None, max_nodes: int = 300) -> Picture:
+    """A picture of a small e-graph (a Session or an EGraph); `chosen` may be a Result or an extraction
+    (its chosen e-nodes are green). Above `max_nodes` e-nodes only the statistics are listed."""
+    egraph = getattr(session_or_egraph, "egraph", session_or_egraph)
+    choice = getattr(getattr(chosen, "extraction", chosen), "choice", chosen)
+    stats = egraph_stats(egraph)
+    drawable = len(egraph.nodes) <= max_nodes
+    return Picture(egraph_dot(egraph, chosen=choice) if drawable else "", egraph_html(stats), stats.to_text(),
+                   drawable=drawable, note=f"{len(egraph.nodes)} e-nodes > {max_nodes}: statistics only")
+
+
+# ---------------------------------------------------------------------------------------------------
+# cost breakdown
+
+
+@dataclasses.dataclass(frozen=True)
+class OpCost:
+    op: str
+    nodes_before: int
+    cost_before: float
+    nodes_after: int
+    cost_after: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Breakdown:
+    """What a result is made of: estimated cost per op type before and after (under the cost model that
+    chose it), and how many output nodes each rule produced.
+
+    `cost_before` is the DAG cost of the input graph as encoded (after constant folding; every e-class
+    restricted to its original e-node), costed by the same model as the output; None when the Result
+    carries no Session to rebuild it from."""
+
+    target: str | None                 # None for a custom cost function
+    unit: str                          # "s" for the roofline targets, "" for custom cost functions
+    cost_before: float | None
+    cost_after: float
+    ops: tuple[OpCost, ...]            # most expensive after first
+    rules_in_output: Mapping[str, int]  # rule -> output nodes whose eqsat.rules name it
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "unit": self.unit, "cost_before": self.cost_before,
+                "cost_after": self.cost_after, "ops": [dataclasses.asdict(o) for o in self.ops],
+                "rules_in_output": dict(self.rules_in_output), "notes": list(self.notes)}
+
+    def to_text(self) -> str:
+        rows = [[o.op, o.nodes_before, o.nodes_after, format_cost(o.cost_before, self.unit),
+                 format_cost(o.cost_after, self.unit), _change(o.cost_before, o.cost_after)] for o in self.ops]
+        rows.append(["total", sum(o.nodes_before for o in self.ops), sum(o.nodes_after for o in self.ops),
+                     format_cost(self.cost_before, self.unit), format_cost(self.cost_after, self.unit),
+                     _change(self.cost_before, self.cost_after)])
+        title = f"estimated cost per op ({self.target or 'custom cost'})"
+        return title + "\n" + text_table(["op", "nodes before", "after", "cost before", "after", "change"], rows)
+
+    def _repr_html_(self) -> str:
+        return breakdown_html(self)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.to_text())
+
+
+def _op_label(node: Any) -> str:
+    if node.op == "Opaque" and node.attrs:
+        domain, _, rest = str(node.attrs[0]).partition("::")
+        op = rest.split("#")[0]
+        return op if domain in ("", "ai.onnx") else f"{domain}::{op}"
+    return node.op
+
+
+def op_costs(extraction: Any, cost: Any) -> dict[str, tuple[int, float]]:
+    """op -> (e-nodes that become ONNX nodes, their summed cost) over an extraction's chosen e-nodes.
+    Leaves and constant-only classes (folded to initializers) are left out: they cost 0."""
+    egraph = extraction.egraph
+    out: dict[str, list] = {}
+    for node in extraction.chosen_nodes():
+        if node.op in PLUMBING_OPS or egraph.classes[node.eclass].constant:
+            continue
+        entry = out.setdefault(_op_label(node), [0, 0.0])
+        entry[0] += 1
+        entry[1] += float(cost(egraph, node))
+    return {op: (n, c) for op, (n, c) in out.items()}
+
+
+def rules_in_output(model: Any) -> dict[str, int]:
+    """rule -> how many nodes of `model` name it in their `eqsat.rules` metadata (most first)."""
+    counts = collections.Counter(r for n in _graph(model).nodes for r in n.meta.get(RULES_KEY, "").split(",") if r)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def breakdown(result: Any) -> Breakdown:
+    """The Breakdown of a Result (from `eqsat.optimize` or `Session.extract`)."""
+    from extract.cost import Roofline, load_target, roofline
+
+    cost = getattr(result, "cost_model", None)
+    summary = result.report.extraction
+    if cost is None:
+        if summary is None or summary.target is None:
+            raise ValueError("this Result carries no cost model to break its cost down with")
+        cost = roofline(load_target(summary.target))
+    target = cost.target.name if isinstance(cost, Roofline) else None
+    unit = "s" if isinstance(cost, Roofline) else ""
+    after = op_costs(result.extraction, cost)
+    cost_after = result.extraction.dag_cost(cost)
+    notes = []
+    session = getattr(result, "session", None)
+    before: dict[str, tuple[int, float]] = {}
+    cost_before = None
+    if session is not None:
+        original = session.input_extraction()
+        before = op_costs(original, cost)
+        cost_before = original.dag_cost(cost)
+        notes.append("cost before: the input after constant folding, every e-class its original e-node, "
+                     "costed by the same model")
+    else:
+        notes.append("cost before unknown: the Result carries no Session")
+    ops = [OpCost(op, before.get(op, (0, 0.0))[0], before.get(op, (0, 0.0))[1],
+                  after.get(op, (0, 0.0))[0], after.get(op, (0, 0.0))[1]) for op in set(before) | set(after)]
+    ops.sort(key=lambda o: (-o.cost_after, -o.cost_before, o.op))
+    return Breakdown(target, unit, cost_before, cost_after, tuple(ops), rules_in_output(result.model), tuple(notes))
+
+
+def add_breakdown(result: Any) -> Breakdown:
+    """Compute `breakdown(result)` once and keep it in `result.report.breakdown` (reports show it)."""
+    if getattr(result.report, "breakdown", None) is None:
+        result.report.breakdown = breakdown(result)
+    return result.report.breakdown
+
+
+def breakdown_html(b: Breakdown) -> str:
+    rows = [[o.op, o.nodes_before, o.nodes_after, format_cost(o.cost_before, b.unit), format_cost(o.cost_after, b.unit),
+             _change(o.cost_before, o.cost_after)] for o in b.ops]
+    rows.append(["total", sum(o.nodes_before for o in b.ops), sum(o.nodes_after for o in b.ops),
+                 format_cost(b.cost_before, b.unit), format_cost(b.cost_after, b.unit),
+                 _change(b.cost_before, b.cost_after)])
+    table = html_table(["op", "nodes before", "nodes after", "cost before", "cost after", "change"], rows,
+                       caption=f"estimated cost per op ({b.target or 'custom cost'})")
+    notes = "".join(f'<div style="color:#777;font-size:11px">{html.escape(n)}</div>' for n in b.notes)
+    return table + notes
+
+
+# ---------------------------------------------------------------------------------------------------
+# reports
+
+
+def _size_rows(report: Any) -> list[list[Any]]:
+    before, after = report.watched(report.ops_before), report.watched(report.ops_after)
+    rows: list[list[Any]] = [["nodes", report.nodes_before, report.nodes_after,
+                              _change(report.nodes_before, report.nodes_after)]]
+    rows += [[k, before[k], after[k], ""] for k in before if before[k] or after[k]]
+    sat = report.saturation
+    if sat is not None:
+        rows.append(["e-nodes", sat.enodes_loaded, sat.enodes, ""])
+    b = getattr(report, "breakdown", None)
+    if b is not None:
+        rows.append([f"est. cost ({b.target or 'custom'})", format_cost(b.cost_before, b.unit),
+                     format_cost(b.cost_after, b.unit), _change(b.cost_before, b.cost_after)])
+    elif report.extraction is not None:
+        rows.append([f"est. cost ({report.extraction.target or 'custom'})", "-",
+                     format_cost(report.extraction.dag_cost, "s" if report.extraction.target else ""), ""])
+    return rows
+
+
+def _rule_rows(report: Any) -> list[list[Any]]:
+    fired = report.saturation.rules_fired if report.saturation is not None else {}
+    b = getattr(report, "breakdown", None)
+    used = dict(b.rules_in_output) if b is not None else {}
+    names = sorted(set(fired) | set(used), key=lambda r: (-used.get(r, 0), -fired.get(r, 0), r))
+    return [[r, fired.get(r, 0), used.get(r, 0) if b is not None else "-"] for r in names]
+
+
+def _saturation_lines(sat: Any) -> list[str]:
+    lines = [f"saturation   {sat.stop_reason} after {sat.iterations} iterations in {sat.seconds * 1000:.0f} ms: "
+             f"{sat.enodes_loaded} -> {sat.enodes} e-nodes"
+             + (f", {sat.eclasses} e-classes" if sat.eclasses is not None else "")]
+    if sat.overshoot:
+        lines.append(f"             node limit {sat.limits.nodes} overshot by {sat.overshoot} "
+                     "(limits are checked between iterations)")
+    if not sat.deterministic:
+        lines.append("             stopped by the time limit: results may differ run to run")
+    if sat.error:
+        lines.append(f"             egglog failed: {sat.error}")
+    return lines
+
+
+def report_text(report: Any) -> str:
+    """The report as text tables: sizes and estimated cost before/after, saturation, extraction,
+    verification, rules (matches during saturation, nodes of the output they produced), time per phase."""
+    lines = [f"eqsat report for {report.source}", ""]
+    lines.append(text_table(["", "before", "after", "change"], _size_rows(report)))
+    lines.append("")
+    if report.saturation is not None:
+        lines += ["  " + line for line in _saturation_lines(report.saturation)]
+    if report.extraction is not None:
+        ext = report.extraction.to_text().splitlines()
+        lines += [f"  {'extraction':<12} {ext[0].removeprefix('extraction ')}"]
+        lines += [f"  {'':<12} {line.strip()}" for line in ext[1:]]
+    if report.verification is not None:
+        lines.append(f"  {'verification':<12} {report.verification.summary()}")
+    rules = _rule_rows(report)
+    if rules:
+        lines += ["", text_table(["rule", "matches", "in output"], rules)]
+    elif report.saturation is not None:
+        lines += ["", "  rules fired: none"]
+    b = getattr(report, "breakdown", None)
+    if b is not None and b.ops:
+        lines += ["", text_table(["op", "nodes before", "after", "cost before", "after", "change"],
+                                 [[o.op, o.nodes_before, o.nodes_after, format_cost(o.cost_before, b.unit),
+                                   format_cost(o.cost_after, b.unit), _change(o.cost_before, o.cost_after)]
+                                  for o in b.ops])]
+    phases = [[k, f"{v * 1000:.0f}"] for k, v in report.phases.items()] + [["total", f"{report.seconds * 1000:.0f}"]]
+    lines += ["", text_table(["phase", "ms"], phases)]
+    notes = list(report.notes) + (list(b.notes) if b is not None else [])
+    if notes:
+        lines.append("")
+        lines += [f"  note: {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def _flex(*parts: str) -> str:
+    return ('<div style="display:flex;flex-wrap:wrap;gap:4px 16px;align-items:flex-start">'
+            + "".join(f"<div>{p}</div>" for p in parts if p) + "</div>")
+
+
+def report_html(report: Any) -> str:
+    """The report as HTML tables (what `Report._repr_html_` shows)."""
+    head = f'<div style="font-weight:bold;margin:4px 0">eqsat report for {html.escape(str(report.source))}</div>'
+    sizes = html_table(["", "before", "after", "change"], _size_rows(report), caption="sizes")
+    facts = []
+    if report.saturation is not None:
+        facts += [["saturation", line.split("   ", 1)[-1].strip()] for line in _saturation_lines(report.saturation)]
+    if report.extraction is not None:
+        facts.append(["extraction", report.extraction.to_text().split("\n")[0].removeprefix("extraction ")])
+        facts += [["", n] for n in report.extraction.notes]
+    if report.verification is not None:
+        facts.append(["verification", report.verification.summary()])
+    facts += [["note", n] for n in report.notes]
+    run = html_table(["", ""], facts, caption="run") if facts else ""
+    rules = _rule_rows(report)
+    rule_table = html_table(["rule", "matches", "in output"], rules, caption="rules fired") if rules else ""
+    phases = html_table(["phase", "ms"], [[k, f"{v * 1000:.0f}"] for k, v in report.phases.items()]
+                        + [["total", f"{report.seconds * 1000:.0f}"]], caption="time per phase")
+    b = getattr(report, "breakdown", None)
+    costs = breakdown_html(b) if b is not None else ""
+    return head + _flex(sizes, run) + _flex(rule_table, costs, phases)
+
+
+def _try_breakdown(result: Any) -> None:
+    if getattr(result.report, "breakdown", None) is not None:
+        return
+    try:
+        add_breakdown(result)
+    except Exception as exc:  # a custom cost function that fails here should not hide the report
+        note = f"no cost breakdown: {type(exc).__name__}: {exc}"
+        if note not in result.report.notes:
+            result.report.notes.append(note)
+
+
+def result_text(result: Any) -> str:
+    """A Result as text: its report, with the cost breakdown."""
+    _try_breakdown(result)
+    return report_text(result.report)
+
+
+def result_html(result: Any, *, pictures: bool = True) -> str:
+    """A Result: its report with the cost breakdown, and (collapsed) the input and output pictures."""
+    _try_breakdown(result)
+    out = report_html(result.report)
+    session = getattr(result, "session", None)
+    if pictures and session is not None:
+        size = len(session.original.graph.node) + result.report.nodes_after
+        if size <= MAX_EMBEDDED_NODES:
+            pic = compare(result)
+            body = pic.svg if pic.svg is not None else pic._repr_html_()
+        else:
+            body = f"<div>{size} nodes: show them with <code>eqsat.display.compare(result)</code></div>"
+        out += f"<details><summary>before / after</summary>{body}</details>"
+    return out
+
+
+def session_html(session: Any) -> str:
+    """A Session: what was saturated, the e-graph's statistics and the rules that fired."""
+    head = (f'<div style="font-weight:bold;margin:4px 0">eqsat session for {html.escape(str(session.source))}</div>'
+            f'<div style="font-size:12px">{html.escape(" / ".join(_saturation_lines(session.saturation)))}; '
+            f"{len(session.rules)} rules installed; extract with <code>session.extract(target)</code> "
+            "or <code>session.extract(cost=fn)</code></div>")
+    fired = session.saturation.rules_fired
+    rules = html_table(["rule", "matches"], sorted(fired.items(), key=lambda kv: (-kv[1], kv[0])),
+                       caption="rules fired") if fired else ""
+    phases = html_table(["phase", "ms"], [[k, f"{v * 1000:.0f}"] for k, v in session.phases.items()],
+                        caption="time per phase")
+    return head + _flex(egraph_html(egraph_stats(session.egraph)), rules, phases)
+
+
+# ---------------------------------------------------------------------------------------------------
+# progress on a terminal
+
+
+class Progress:
+    """Phase names with elapsed time on one line of a terminal, redrawn while a phase runs:
+
+        eqsat: model.onnx  load 0.01 s > fold 0.21 s > encode 0.20 s > saturate 3.4 s ...   [3.9 s]
+
+    Call it with each phase's name as the phase starts (`optimize(..., progress=p)` does). Nothing is
+    written unless the stream is a terminal, and nothing before `delay` seconds, so short runs and
+    captured output (tests, pipes, CI logs) stay exactly as they were. The line is erased on exit.
+    """
+
+    def __init__(self, label: str = "", stream: TextIO | None = None, *, delay: float = 0.5,
+                 interval: float = 0.1) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.label, self.delay, self.interval = label, delay, interval
+        self.enabled = _is_terminal(self.stream)
+        self.phases: list[tuple[str, float]] = []  # (name, start)
+        self._start = time.perf_counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._drawn = 0
+
+    def __call__(self, phase: str) -> None:
+        with self._lock:
+            self.phases.append((phase, time.perf_counter()))
+
+    def line(self, now: float | None = None, width: int = 10_000) -> str:
+        """The status line, at most `width` characters: the oldest phases are dropped first."""
+        now = time.perf_counter() if now is None else now
+        parts = []
+        for k, (name, start) in enumerate(self.phases):
+            end = self.phases[k + 1][1] if k + 1 < len(self.phases) else now
+            parts.append(f"{name} {end - start:.2f} s" + (" ..." if k + 1 == len(self.phases) else ""))
+        head = f"eqsat: {os.path.basename(self.label)}  " if self.label else "eqsat: "
+        tail = f"   [{now - self._start:.1f} s]"
+        shown, dropped = list(parts), False
+        while len(shown) > 1 and len(head) + len(" > ".join(shown)) + len(tail) + 6 > width:
+            shown.pop(0)
+            dropped = True
+        text = head + ("... > " if dropped else "") + " > ".join(shown) + tail
+        return text if len(text) <= width else text[:max(0, width - 3)] + "..."
+
+    def _draw(self) -> None:
+        width = max(20, shutil.get_terminal_size((100, 20)).columns - 1)
+        with self._lock:
+            text = self.line(width=width)
+        self.stream.write("\r" + text.ljust(self._drawn))
+        self.stream.flush()
+        self._drawn = len(text)
+
+    def _run(self) -> None:
+        if self._stop.wait(self.delay):
+            return
+        while not self._stop.is_set():
+            self._draw()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "Progress":
+        self._start = time.perf_counter()
+        if self.enabled:
+            self._thread = threading.Thread(target=self._run, name="eqsat-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            if self._drawn:
+                self.stream.write("\r" + " " * self._drawn + "\r")
+                self.stream.flush()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty()) and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):  # closed or not a real file
+        return False

@@ -1,0 +1,151 @@
+"""Activation rules: exported activation formulas fused into ONNX activation ops (and Gelu decomposed again
+for targets without it), Clip and Relu chains merged.
+
+    Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)    -> Gelu(x)                 also (x * 0.5) * h, Mul(x, 1/sqrt 2)
+    Mul(Mul(x, 0.5), Add(Tanh(Mul(Add(x, Mul(Pow(x, 3), 0.044715)), sqrt(2/pi))), 1))
+                                                     -> Gelu(x, approximate=tanh)   also x * x * x for Pow(x, 3)
+    Gelu(x)                                          -> its primitives (FLOAT; the erf or the tanh form)
+    Max(x, Mul(x, a))                                -> LeakyRelu(x, a)         0 < a < 1
+    Add(Relu(x), Mul(Relu(Neg(x)), a))               -> PRelu(x, Neg(a))        a constant (Sub: PRelu(x, a))
+    PRelu(x, a)                                      -> LeakyRelu(x, a)         a a single-element constant
+    Clip(Clip(x, a, b), c, d)                        -> Clip(x, max(a, c), min(b, d))   when max(a, c) <= min(b, d)
+    Relu(Clip(x, a, b)), Clip(Relu(x), a, b)         -> Clip(x, max(a, 0), b)   when max(a, 0) <= b
+
+Gelu fusion needs opset 20 (`(model-opset)`) and is `fp-reassoc`: the constants are matched within 5e-4
+(constants written with 4-5 digits match; the result then moves by < 1e-4 relative), and the kernel
+evaluates the formula in its own order. Only FLOAT graphs are fused into Gelu: the kernel computes fp16
+in float32, dropping the decomposition's fp16 roundings (precision-changing; measured up to 1.3% of the
+output scale). Operand orders are matched as exporters write them (torch, tf2onnx); constants on the left
+of a Mul/Add are turned to the right by `const-operand-last` (conv family). LeakyRelu/PRelu rules are
+exact for FLOAT and FLOAT16 (LeakyRelu's alpha is a float32 attribute: exact for those dtypes, not for
+DOUBLE).
+"""
+
+from __future__ import annotations
+
+import math
+
+from eqsat.rule import Rule, fact, rw
+
+#: Gelu needs opset 20.
+OPSET_GELU = "(= o (model-opset)) (>= o 20)"
+#: dtypes the fused activation kernels run exactly or in higher precision.
+ACT_DTYPES = ("FLOAT", "FLOAT16")
+#: How far a matched constant may be from its exact value (an fp16 rounding of sqrt 2 is 1.5e-4 off).
+TOL = 5e-4
+SQRT2 = math.sqrt(2.0)
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+TANH_CUBIC = 0.044715
+
+
+def near(var: str, value: float, tol: float = TOL) -> str:
+    """Guard: the f64 `var` is within `tol` of `value`."""
+    return f"(< (abs (- {var} {value!r})) {tol!r})"
+
+
+def _gelu_forms(h: str) -> list[str]:
+    """The two association orders exporters write for x * 0.5 * h, each with x and h in either order."""
+    half = "(Scalar 0.5 dh sh)"
+    return [f"(Mul (Mul x {h}) {half})", f"(Mul (Mul {h} x) {half})",        # torch/BERT: (x * h) * 0.5
+            f"(Mul (Mul x {half}) {h})", f"(Mul {h} (Mul x {half}))"]        # GPT-2/TF: (x * 0.5) * h
+
+
+def _gelu_fuse() -> tuple:
+    rules = []
+    for scaled, guard in (("(Div x (Scalar k dk sk))", near("k", SQRT2)),
+                          ("(Mul x (Scalar k dk sk))", near("k", 1 / SQRT2))):
+        h = f"(Add (Erf {scaled}) (Scalar 1.0 d1 s1))"
+        for form in _gelu_forms(h):
+            rules.append(rw(form, '(Gelu x "none")', guard, "(= s (shape x)) (= (shape __root) s)",
+                            '(= (dtype x) "FLOAT")', OPSET_GELU))
+    return tuple(rules)
+
+
+def _gelu_tanh_fuse() -> tuple:
+    rules = []
+    for cube in ("(Pow x (Scalar 3.0 d3 s3))", "(Mul (Mul x x) x)"):
+        inner = f"(Mul (Add x (Mul {cube} (Scalar c1 dc1 sc1))) (Scalar c2 dc2 sc2))"
+        h = f"(Add (Tanh {inner}) (Scalar 1.0 d1 s1))"
+        for form in _gelu_forms(h):
+            rules.append(rw(form, '(Gelu x "tanh")', near("c1", TANH_CUBIC, 1e-4), near("c2", SQRT_2_OVER_PI),
+                            "(= s (shape x)) (= (shape __root) s)", '(= (dtype x) "FLOAT")', OPSET_GELU))
+    return tuple(rules)
+
+
+def _facts(*terms: str, shape: str = "s") -> str:
+    return " ".join(f'(set (shape {t}) {shape}) (set (dtype {t}) "FLOAT")' for t in terms)
+
+
+def _gelu_decompose() -> tuple:
+    """Gelu (FLOAT) -> (x * h) * 0.5 with h = 1 + erf(x / sqrt 2) or 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3));
+    rank-0 scalars, x^3 as x * x * x (targets without Pow)."""
+    def sc(value: float) -> str:
+        return f'(Scalar {value!r} "FLOAT" (vec-empty))'
+
+    def scalars(*values: float) -> str:
+        return " ".join(f'(set (shape {sc(v)}) (vec-empty)) (set (dtype {sc(v)}) "FLOAT")' for v in values)
+
+    erf = (f"(let u (Mul x {sc(1 / SQRT2)})) (let e (Erf u)) (let h (Add e {sc(1.0)})) (let xh (Mul x h)) "
+           f"{_facts('u', 'e', 'h', 'xh')} {scalars(0.5, 1.0, 1 / SQRT2)} (union __root (Mul xh {sc(0.5)}))")
+    tanh = (f"(let x2 (Mul x x)) (let x3 (Mul x2 x)) (let c (Mul x3 {sc(TANH_CUBIC)})) (let p (Add x c)) "
+            f"(let u (Mul p {sc(SQRT_2_OVER_PI)})) (let t (Tanh u)) (let h (Add t {sc(1.0)})) (let xh (Mul x h)) "
+            f"{_facts('x2', 'x3', 'c', 'p', 'u', 't', 'h', 'xh')} {scalars(0.5, 1.0, TANH_CUBIC, SQRT_2_OVER_PI)} "
+            f"(union __root (Mul xh {sc(0.5)}))")
+    guard = '(= s (shape x)) (= (dtype x) "FLOAT")'
+    return (fact(f'(= __root (Gelu x "none")) {guard}', erf), fact(f'(= __root (Gelu x "tanh")) {guard}', tanh))
+
+
+def _leaky_from_max() -> tuple:
+    rules = []
+    for scaled in ("(Mul x (Scalar a da sa))", "(Mul (Scalar a da sa) x)"):
+        for form in (f"(Max x {scaled})", f"(Max {scaled} x)"):
+            rules.append(rw(form, "(LeakyRelu x a)", "(> a 0.0) (< a 1.0) (= dt (dtype x))",
+                            '(!= dt "DOUBLE") (!= dt "BFLOAT16") (= (shape __root) (shape x))'))
+    return tuple(rules)
+
+
+def _prelu_from_relu() -> tuple:
+    """relu(x) - a * relu(-x) = PRelu(x, a) and relu(x) + a * relu(-x) = PRelu(x, -a) (the Keras/TF export);
+    exact: for x < 0 the original computes 0 - a * (-x) (or 0 + a * (-x)), the same magnitude as a * x."""
+    rules = []
+    neg = "(Relu (Neg x))"
+    for dtype in ACT_DTYPES:
+        guard = f'(is-const a) (= (dtype x) "{dtype}") (= (shape __root) (shape x))'
+        for scaled in (f"(Mul {neg} a)", f"(Mul a {neg})"):
+            rules.append(rw(f"(Sub (Relu x) {scaled})", "(PRelu x a)", guard))
+            for form in (f"(Add (Relu x) {scaled})", f"(Add {scaled} (Relu x))"):
+                rules.append(fact(f"(= __root {form}) {guard} (= sa (shape a))",
+                                  f'(set (shape (Neg a)) sa) (set (dtype (Neg a)) "{dtype}") '
+                                  "(union __root (PRelu x (Neg a)))"))
+    return tuple(rules)
+
+
+RULES = [
+    Rule("gelu-fuse", "activation", "fp-reassoc", "onnxruntime:GeluFusion",
+         "x * 0.5 * (1 + erf(x / sqrt 2)) -> Gelu(x) in the exporters' association orders (FLOAT, opset >= 20)",
+         _gelu_fuse()),
+    Rule("gelu-tanh-fuse", "activation", "fp-reassoc", "onnxruntime:FastGeluFusion",
+         "0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) -> Gelu(x, approximate=tanh) (FLOAT, opset >= 20)",
+         _gelu_tanh_fuse()),
+    Rule("gelu-decompose", "activation", "fp-reassoc", "onnx:Gelu function body",
+         "Gelu(x) -> x * (1 + erf(x / sqrt 2)) * 0.5 (tanh form for approximate=tanh), FLOAT, for targets without Gelu",
+         _gelu_decompose()),
+    Rule("leakyrelu-from-max", "activation", "exact", "tf2onnx:LeakyRelu (max(x, alpha * x))",
+         "Max(x, Mul(x, a)) -> LeakyRelu(x, a) when 0 < a < 1 (FLOAT/FLOAT16: alpha is exact as float32)",
+         _leaky_from_max()),
+    Rule("prelu-from-relu", "activation", "exact", "tf2onnx:PReLU (relu(x) - alpha * relu(-x))",
+         "Relu(x) - a * Relu(-x) -> PRelu(x, a); Relu(x) + a * Relu(-x) -> PRelu(x, -a) for a constant a",
+         _prelu_from_relu()),
+    Rule("prelu-to-leakyrelu", "activation", "exact", "coreml:prelu_to_lrelu",
+         "PRelu(x, a) -> LeakyRelu(x, a) when the slope a is a single-element constant (FLOAT/FLOAT16)",
+         tuple(rw("(PRelu x (Scalar a da sa))", "(LeakyRelu x a)", f'(= (dtype x) "{dt}")',
+                  "(= (shape __root) (shape x))") for dt in ACT_DTYPES)),
+    Rule("clip-merge", "activation", "exact",
+         "coreml:merge_consecutive_relus (clip); onnxoptimizer:fuse_consecutive_clips",
+         "Clip(Clip(x, a, b), c, d) -> Clip(x, max(a, c), min(b, d)) when max(a, c) <= min(b, d)",
+         (rw("(Clip (Clip x a b) c d)", "(Clip x (max a c) (min b d))", "(<= (max a c) (min b d))"),)),
+    Rule("relu-clip-merge", "activation", "exact", "coreml:merge_consecutive_relus (clip)",
+         "Relu(Clip(x, a, b)) and Clip(Relu(x), a, b) -> Clip(x, max(a, 0), b) when max(a, 0) <= b",
+         (rw("(Relu (Clip x a b))", "(Clip x (max a 0.0) b)", "(<= (max a 0.0) b)"),
+          rw("(Clip (Relu x) a b)", "(Clip x (max a 0.0) b)", "(<= (max a 0.0) b)"))),
+]

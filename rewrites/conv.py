@@ -1,0 +1,340 @@
+"""Conv rules: biases, scales and batch norms folded into convolution weights (TVM FoldScaleAxis, coremltools
+fuse_conv_bias/scale/batchnorm, onnxruntime ConvBNFusion/ConvAddFusion/ConvMulFusion), zero pads into conv pads.
+
+    Conv(x, W)                      -> Conv(x, W, zeros)                 (an explicit bias for the folds below,
+                                                                         when the output meets a constant or a BN)
+    Conv(x, W, B) + c               -> Conv(x, W, B + c)                 c per output channel or scalar
+    Conv(x, W, B) - c               -> Conv(x, W, B - c)
+    c - Conv(x, W, B)               -> Conv(x, -W, c - B)
+    Conv(x, W, B) * c               -> Conv(x, W * c, B * c)             c per output channel or scalar
+    Conv(x, W, B) / c               -> Conv(x, W / c, B / c)             c > 0
+    BatchNormalization(Conv(x, W, B)) -> Conv(x, W * f, (B - mean) * f + beta),  f = gamma / sqrt(var + eps)
+    BatchNormalization(x)           -> x * f + (beta - mean * f)         (inference, per channel)
+    x * s + t                       -> BatchNormalization(x, s, t, 0, 1, eps=0)   s, t per channel (float x)
+    Conv(x * s, W, B)               -> Conv(x, W * s over the input-channel axis, B)   (forward FoldScaleAxis)
+    Relu(x) * c                     -> Relu(x * c)                       c > 0 (backward; LeakyRelu likewise)
+    Conv(Relu(x * s))               -> Conv(Relu(x) * s)                 s > 0 (forward; LeakyRelu likewise)
+    (Conv(x, W, B) +/- y) * c       -> Conv(x, W, B) * c +/- y * c       (backward FoldScaleAxis through Add/Sub)
+    Conv(act(x * s + t))            -> Conv(act((x + t / s) * s))        s > 0, t a constant leaf, act Relu or
+                                                                         LeakyRelu (forward; without an activation
+                                                                         between, bn-compose already makes x * s + t
+                                                                         one op, and the tie made the ILP time out)
+    Conv(Pad(x, p, constant 0), W)  -> Conv(x, W, pads + p)              (never MaxPool: its padding is -inf)
+    c * x, c + x                    -> x * c, x + c                      c a constant leaf (one operand order for
+                                                                         the folds)
+
+Every fold holds for ConvTranspose too, with its channel mapping: its weights are [C_in, C_out/group, k...], so
+an output-channel scale runs along axis 1 within each group and an input-channel scale along axis 0 (a conv's
+weights are [C_out, C_in/group, k...]: output-channel scale along axis 0, input-channel scale along axis 1
+within each group). The pad merge is Conv only (ConvTranspose pads crop the output). A constant divided BY a
+conv is never folded (c / conv is not conv / c). Rules are rank-generic: a per-channel constant is one whose
+shape is the output's with every axis but 1 set to 1 (`ones` = shape mapped through min(1, d)). Constant
+arithmetic stays symbolic in the e-graph and is evaluated once at lowering.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from eqsat.rule import Rule, fact
+
+FAMILY = "conv"
+FLOATS = ("FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16")
+PAD_RANKS = (3, 4, 5)          # Conv1d, Conv2d, Conv3d (pads are laid out per rank)
+KINDS = ("Conv", "ConvTranspose")
+
+
+def ones(s: str) -> str:
+    """The all-ones vector of the rank of shape `s`."""
+    return f'(unstable-vec-map (unstable-fn "min" 1) {s})'
+
+
+def conv(kind: str, w: str = "w", b: str = "b", x: str = "x") -> str:
+    """A `kind` term with input `x`, weights `w`, bias `b`, and its other parameters as variables."""
+    if kind == "Conv":
+        return f"(Conv {x} {w} {b} ap dl g ks pd st)"
+    return f"(ConvTranspose {x} {w} {b} ap dl g ks op os pd st)"
+
+
+def per_channel(c: str, ref: str) -> str:
+    """Guards: `c` is a constant shaped like shape `ref` with every axis but 1 set to 1 (binds s_c)."""
+    s = f"s_{c}"
+    return (f"(is-const {c}) (= {s} (shape {c})) (> (vec-length {ref}) 1) (= (vec-length {s}) (vec-length {ref})) "
+            f"(= {s} (vec-set {ones(ref)} 1 (vec-get {s} 1)))")
+
+
+def flat(c: str) -> str:
+    return f"(Reshape {c} (vec-of -1) 0)"
+
+
+def weight_forms(axis: str, op: str, v: str, channels: str | None, full: str) -> list[tuple[str, str]]:
+    """Ways to scale weights `w` (shape bound to sw, rank >= 3) by the flat vector `v` with `op` (Mul/Div).
+
+    axis "0": along axis 0 (a conv's output channels, a conv transpose's input channels), any group.
+    axis "grouped": along axis 1 within each group (a conv's input channels, a conv transpose's output
+    channels): a plain broadcast along axis 1 when group == 1; for group > 1, either `v` has one element
+    (`channels` = 1: a scalar, any axis) or `full` elements, and the weights are viewed as [g, W0/g, W1, k...]
+    against v viewed as [g, 1, W1, 1...]. Returns (extra guards, weight expression) pairs, mutually exclusive.
+    """
+    axis0 = f"({op} w (Reshape {v} (vec-set {ones('sw')} 0 -1) 0))"  # actions: v is let-bound
+    if axis == "0":
+        return [("", axis0)]
+    axis1 = f"({op} w (Reshape {v} (vec-set {ones('sw')} 1 -1) 0))"
+    grouped = (f"(Reshape ({op} (Reshape w (vec-append (vec-of g -1) (vec-remove sw 0)) 0) "
+               f"(Reshape {v} (vec-append (vec-of g 1 -1) (vec-remove (vec-remove {ones('sw')} 0) 0)) 0)) sw 0)")
+    if channels is None:
+        return [("(= g 1)", axis1), ("(> g 1)", grouped)]
+    return [("(= g 1)", axis1), (f"(> g 1) (= {channels} 1)", axis0),
+            (f"(> g 1) (= {channels} {full}) (> {full} 1)", grouped)]
+
+
+OUT_AXIS = {"Conv": "0", "ConvTranspose": "grouped"}
+IN_AXIS = {"Conv": "grouped", "ConvTranspose": "0"}
+#: b is a present bias (a 1-D tensor with shape and dtype facts): binds sb, bdt. New biases (nb) and weights (nw)
+#: get both facts, so that folds chain.
+BIAS = "(= sb (shape b)) (= (vec-length sb) 1) (= bdt (dtype b))"
+WEIGHTS = "(is-const w) (= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w))"
+
+
+ZERO = "(Scalar 0.0 wdt (vec-of co))"
+
+
+#: Consumers of a conv output y that a fold rewrites: the zero bias is only built for these.
+FOLD_CONSUMERS = ("(Add y c)", "(Sub y c)", "(Sub c y)", "(Mul y c)", "(Div y c)")
+
+
+def _zero_bias() -> tuple:
+    consumers = [f"(= p {e}) (is-const c)" for e in FOLD_CONSUMERS]
+    consumers.append("(= p (BatchNormalization y gamma beta mean var eps mom))")
+    return tuple(
+        fact(f"(= y {conv(kind, b='(Absent)')}) {consumer} {WEIGHTS} (= sy (shape y)) (> (vec-length sy) 1) "
+             "(= co (vec-get sy 1))",
+             f"(let nb {ZERO}) (union y {conv(kind, b='nb')}) (set (shape nb) (vec-of co)) (set (dtype nb) wdt)")
+        for kind, consumer in itertools.product(KINDS, consumers))
+
+
+def _bias_fold() -> tuple:
+    """Conv + c, Conv - c into the bias; c - Conv as Conv(x, -W, c - B)."""
+    rules = []
+    for kind in KINDS:
+        base = f"(= cv {conv(kind)}) {BIAS} (= sy (shape y)) (= sy (shape cv)) {per_channel('c', 'sy')}"
+        for expr, bias in (("(Add cv c)", "(Add b vf)"), ("(Sub cv c)", "(Sub b vf)")):
+            rules.append(fact(f"(= y {expr}) {base}", f"(let vf {flat('c')}) (let nb {bias}) "
+                                                      f"(union y {conv(kind, 'w', 'nb')}) (set (shape nb) sb) "
+                                                      "(set (dtype nb) bdt)"))
+        rules.append(fact(f"(= y (Sub c cv)) {base} {WEIGHTS}",
+                          f"(let vf {flat('c')}) (let nb (Sub vf b)) (let nw (Neg w)) "
+                          f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nb) sb) (set (shape nw) sw) "
+                          "(set (dtype nb) bdt) (set (dtype nw) wdt)"))
+    return tuple(rules)
+
+
+def _output_scale(op: str, guard: str = "") -> tuple:
+    """Conv(x, W, B) op c -> Conv(x, W op c, B op c) for c per output channel (or scalar)."""
+    rules = []
+    for kind in KINDS:
+        base = (f"(= y ({op} cv c)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} (= sy (shape y)) (= sy (shape cv)) "
+                f"{per_channel('c', 'sy')} {guard}")
+        for extra, weight in weight_forms(OUT_AXIS[kind], op, "vf", "(vec-get s_c 1)", "(vec-get sy 1)"):
+            rules.append(fact(f"{base} {extra}",
+                              f"(let vf {flat('c')}) (let nw {weight}) (let nb ({op} b vf)) "
+                              f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
+                              "(set (dtype nw) wdt) (set (dtype nb) bdt)"))
+    return tuple(rules)
+
+
+F = "(Div gamma (Sqrt (Add var (Scalar eps dt (vec-of 1)))))"  # gamma / sqrt(var + eps), shape [C]
+#: constant statistics of one dtype (BatchNormalization-15 allows the scale and the statistics other dtypes
+#: than X: those mixed forms are left alone, as the folded arithmetic would mix dtypes).
+BN_PARAMS = ("(is-const gamma) (is-const beta) (is-const mean) (is-const var) (= dt (dtype var)) (= dt (dtype mean)) "
+             "(= dt (dtype gamma)) (= dt (dtype beta))")
+
+
+def _bn_fold() -> tuple:
+    """eps = 0 marks the batch norms bn-compose builds from x * s + t: on a conv output, that Mul and Add fold
+    already (conv-scale-fold, conv-bias-fold); folding the copy too would only add equivalent e-nodes."""
+    rules = []
+    for kind in KINDS:
+        base = (f"(= y (BatchNormalization cv gamma beta mean var eps mom)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} "
+                f"{BN_PARAMS} (= dt wdt) (= dt bdt) (!= eps 0.0)")
+        for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", None, ""):
+            rules.append(fact(f"{base} {extra}",
+                              f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mean) f) beta)) "
+                              f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
+                              "(set (dtype nw) wdt) (set (dtype nb) bdt)"))
+    return tuple(rules)
+
+
+def _bn_decompose() -> tuple:
+    """eps = 0 marks the batch norms bn-compose builds: decomposing them again would loop (new constants)."""
+    return (fact(f"(= y (BatchNormalization x gamma beta mean var eps mom)) {BN_PARAMS} (= dt (dtype x)) "
+                 "(= sx (shape x)) (> (vec-length sx) 1) (!= eps 0.0)",
+                 f"(let f {F}) (let view (vec-set {ones('sx')} 1 -1)) (let ch (vec-set {ones('sx')} 1 (vec-get sx 1))) "
+                 "(let sc (Reshape f view 0)) (let sh (Reshape (Sub beta (Mul mean f)) view 0)) (let xs (Mul x sc)) "
+                 "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)"),)
+
+
+def _bn_compose() -> tuple:
+    rules = []
+    for dt in FLOATS:
+        rules.append(fact(
+            f'(= y (Add m t)) (= m (Mul x s)) (= (dtype x) "{dt}") (= sx (shape x)) (= sx (shape y)) '
+            f"(= sx (shape m)) {per_channel('s', 'sx')} {per_channel('t', 'sx')} (= c (vec-get sx 1))",
+            f'(let one (Scalar 1.0 "{dt}" (vec-of c))) (let zero (Scalar 0.0 "{dt}" (vec-of c))) '
+            f"(let sc (Mul {flat('s')} one)) (let sh (Mul {flat('t')} one)) "
+            "(union y (BatchNormalization x sc sh zero one 0.0 0.9)) "
+            + " ".join(f'(set (shape {e}) (vec-of c)) (set (dtype {e}) "{dt}")' for e in ("sc", "sh", "zero", "one"))))
+    return tuple(rules)
+
+
+def _input_scale() -> tuple:
+    """Conv(x * s, W, B) -> Conv(x, W scaled along its input-channel axis, B)."""
+    rules = []
+    for kind in KINDS:
+        base = (f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) {WEIGHTS} (= sx (shape x)) (= sx (shape xs)) "
+                f"{per_channel('s', 'sx')}")
+        for extra, weight in weight_forms(IN_AXIS[kind], "Mul", "vf", "(vec-get s_s 1)", "(vec-get sx 1)"):
+            rules.append(fact(f"{base} {extra}", f"(let vf {flat('s')}) (let nw {weight}) "
+                                                 f"(union y {conv(kind, 'nw')}) (set (shape nw) sw) "
+                                                 "(set (dtype nw) wdt)"))
+    return tuple(rules)
+
+
+def _through_activation(act: str, params: str) -> tuple:
+    """act(Conv) * c -> act(Conv * c) (backward) and Conv(act(x * s)) -> Conv(act(x) * s) (forward), c, s > 0."""
+    rules = []
+    for kind in KINDS:
+        rules.append(fact(f"(= y (Mul a c)) (= a ({act} cv{params})) (= cv {conv(kind)}) (is-const c) (positive c) "
+                          "(= sy (shape y))",
+                          f"(union y ({act} (Mul cv c){params})) (set (shape (Mul cv c)) sy)"))
+        rules.append(fact(f"(= y {conv(kind, x='r')}) (= r ({act} xs{params})) (= xs (Mul x s)) (is-const s) "
+                          "(positive s) (= sr (shape r))",
+                          f"(union r (Mul ({act} x{params}) s)) (set (shape (Mul ({act} x{params}) s)) sr)"))
+    return tuple(rules)
+
+
+def _scale_through_add() -> tuple:
+    """(Conv +/- o) * c -> Conv * c +/- o * c (backward); x * s + t -> (x + t / s) * s (forward, s > 0)."""
+    rules = []
+    for kind, add, conv_first in itertools.product(KINDS, ("Add", "Sub"), (True, False)):
+        inner = f"({add} cv o)" if conv_first else f"({add} o cv)"
+        out = f"({add} (Mul cv c) (Mul o c))" if conv_first else f"({add} (Mul o c) (Mul cv c))"
+        rules.append(fact(f"(= y (Mul a c)) (= a {inner}) (= cv {conv(kind)}) (is-const w) (is-const c) "
+                          "(= sy (shape y)) (= sy (shape a)) (= sy (shape cv))",
+                          f"(union y {out}) (set (shape (Mul cv c)) sy)"))
+    hoisted = "(Mul (Add x (Div t s)) s)"
+    for kind, leaf, act in itertools.product(KINDS, ("(Const tk)", "(Scalar tv tdt tsh)"), ("Relu", "LeakyRelu")):
+        feeds = f"(= y {conv(kind, x='r')}) (= r ({act} m{' alpha' if act == 'LeakyRelu' else ''}))"
+        rules.append(fact(f"{feeds} (= m (Add xs t)) (= xs (Mul x s)) (= t {leaf}) (is-const s) (positive s) "
+                          "(= sx (shape x)) (= sx (shape m)) (= sx (shape xs))",
+                          f"(union m {hoisted}) (set (shape (Add x (Div t s))) sx)"))
+    return tuple(rules)
+
+
+def _pad_merge() -> tuple:
+    rules = []
+    for r in PAD_RANKS:
+        n = r - 2
+        zero = " ".join(f"(= (vec-get pp {i}) 0)" for i in (0, 1, r, r + 1))
+        nonneg = " ".join(f"(>= (vec-get pp {i}) 0)" for i in [*range(2, r), *range(r + 2, 2 * r)])
+        base = (f'(= y (Conv xp w b "NOTSET" dl g ks pc st)) (= xp (Pad x pp 0.0 "constant")) '
+                f"(= (vec-length pp) {2 * r}) {zero} {nonneg}")
+        spatial = [f"(vec-get pp {2 + i})" for i in range(n)] + [f"(vec-get pp {r + 2 + i})" for i in range(n)]
+        summed = [f"(+ (vec-get pc {i}) {p})" for i, p in enumerate(spatial)]
+        rules.append(fact(f"{base} (= pc (vec-empty))",
+                          f'(union y (Conv x w b "NOTSET" dl g ks (vec-of {" ".join(spatial)}) st))'))
+        rules.append(fact(f"{base} (= (vec-length pc) {2 * n})",
+                          f'(union y (Conv x w b "NOTSET" dl g ks (vec-of {" ".join(summed)}) st))'))
+    return tuple(rules)
+
+
+LEAVES = ("(Const k)", "(Scalar v d s)", "(Transpose (Const k) p)")
+
+
+def _const_last() -> tuple:
+    """Constant leaves (and layout's transposed leaves) only: constant arithmetic that rules build is written
+    constant-last already, and swapping every constant-constant product would double those terms."""
+    return tuple(fact(f"(= y ({op} c x)) (= c {leaf}) (= sy (shape y))",
+                      f"(union y ({op} x c)) (set (shape ({op} x c)) sy)")
+                 for op, leaf in itertools.product(("Add", "Mul"), LEAVES))
+
+
+def _broadcast_shape() -> tuple:
+    """shape(B(a, b)) = shape(a) when b is all ones of a's rank (and symmetrically)."""
+    rules = []
+    for op in ("Add", "Sub", "Mul", "Div"):
+        rules.append(fact(f"(= y ({op} a b)) (= sa (shape a)) (= (shape b) {ones('sa')})", "(set (shape y) sa)"))
+        rules.append(fact(f"(= y ({op} a b)) (= sb (shape b)) (= (shape a) {ones('sb')})", "(set (shape y) sb)"))
+    return tuple(rules)
+
+
+def _positive_facts() -> tuple:
+    return (
+        fact("(= y (Scalar v d s)) (> v 0.0)", "(positive y)"),
+        fact("(= y (Reshape c s z)) (positive c)", "(positive y)"),
+        fact("(= y (Transpose c p)) (positive c)", "(positive y)"),
+        fact("(= y (Sqrt c)) (positive c)", "(positive y)"),
+        fact("(= y (Reciprocal c)) (positive c)", "(positive y)"),
+        fact("(= y (Mul a b)) (positive a) (positive b)", "(positive y)"),
+        fact("(= y (Div a b)) (positive a) (positive b)", "(positive y)"),
+        fact("(= y (Add a b)) (positive a) (positive b)", "(positive y)"),
+    )
+
+
+RULES = [
+    Rule("conv-zero-bias", FAMILY, "exact", "onnxruntime:ConvAddFusion (bias creation)",
+         "Conv(x, W) -> Conv(x, W, zeros[C_out]) when its output meets a constant (+, -, *, /) or a "
+         "BatchNormalization, so that the folds see a bias (Conv and ConvTranspose)",
+         _zero_bias()),
+    Rule("conv-bias-fold", FAMILY, "fp-reassoc", "onnxruntime:ConvAddFusion; coreml:fuse_conv_bias",
+         "Conv(x, W, B) +/- c -> Conv(x, W, B +/- c) and c - Conv(x, W, B) -> Conv(x, -W, c - B) for c per output "
+         "channel or scalar (Conv and ConvTranspose)",
+         _bias_fold()),
+    Rule("conv-scale-fold", FAMILY, "fp-reassoc", "tvm:BackwardFoldScaleAxis; onnxruntime:ConvMulFusion; "
+         "coreml:fuse_conv_scale",
+         "Conv(x, W, B) * c -> Conv(x, W * c, B * c) for c per output channel or scalar (ConvTranspose: W axis 1 "
+         "per group)",
+         _output_scale("Mul")),
+    Rule("conv-div-fold", FAMILY, "fp-reassoc", "tvm:BackwardFoldScaleAxis; coreml:fuse_conv_scale",
+         "Conv(x, W, B) / c -> Conv(x, W / c, B / c) for a positive c per output channel or scalar (never c / Conv)",
+         _output_scale("Div", guard="(positive c)")),
+    Rule("conv-bn-fold", FAMILY, "fp-reassoc", "onnxruntime:ConvBNFusion; coreml:fuse_conv_batchnorm",
+         "BatchNormalization(Conv(x, W, B)) -> Conv(x, W * f, (B - mean) * f + beta), f = gamma / sqrt(var + eps) "
+         "(Conv and ConvTranspose, grouped included)",
+         _bn_fold()),
+    Rule("bn-decompose", FAMILY, "fp-reassoc", "tvm:SimplifyInference; glow:lowerBatchNormalizationNode",
+         "BatchNormalization(x) -> x * f + (beta - mean * f) with f = gamma / sqrt(var + eps) per channel",
+         _bn_decompose()),
+    Rule("bn-compose", FAMILY, "exact", "coreml:fuse_mul_add_to_batchnorm (inverse of tvm:SimplifyInference)",
+         "x * s + t -> BatchNormalization(x, s, t, mean 0, var 1, eps 0) for s, t per channel (axis 1) or scalar",
+         _bn_compose()),
+    Rule("conv-input-scale-fold", FAMILY, "fp-reassoc", "tvm:ForwardFoldScaleAxis",
+         "Conv(x * s, W, B) -> Conv(x, W * s along the input-channel axis, B) for s per input channel or scalar "
+         "(grouped and depthwise mapped per group; ConvTranspose: W axis 0)",
+         _input_scale()),
+    Rule("scale-through-relu", FAMILY, "exact", "tvm:FoldScaleAxis (relu)",
+         "Relu(Conv) * c -> Relu(Conv * c) and Conv(Relu(x * s)) -> Conv(Relu(x) * s) for positive constants c, s",
+         _through_activation("Relu", "")),
+    Rule("scale-through-leaky-relu", FAMILY, "fp-reassoc", "tvm:FoldScaleAxis (leaky_relu)",
+         "LeakyRelu(Conv) * c -> LeakyRelu(Conv * c) and Conv(LeakyRelu(x * s)) -> Conv(LeakyRelu(x) * s), c, s > 0",
+         _through_activation("LeakyRelu", " alpha")),
+    Rule("scale-through-add", FAMILY, "fp-reassoc", "tvm:FoldScaleAxis (add)",
+         "(Conv +/- y) * c -> Conv * c +/- y * c (backward); x * s + t -> (x + t / s) * s for a positive s and a "
+         "constant leaf t when it feeds a Conv through Relu/LeakyRelu (forward)",
+         _scale_through_add()),
+    Rule("conv-pad-merge", FAMILY, "exact", "onnxruntime:PadFusion; tvm:FoldExplicitPadding",
+         "Conv(Pad(x, p, constant 0), W, B, pads) -> Conv(x, W, B, pads + spatial p) when p is 0 on N and C and "
+         "non-negative (Conv only: not MaxPool, whose padding is -inf)",
+         _pad_merge()),
+    Rule("const-operand-last", FAMILY, "exact", "coreml:canonicalize (constant operand second)",
+         "c * x -> x * c and c + x -> x + c for a constant leaf c, or a transposed one (the folds match one "
+         "operand order)",
+         _const_last()),
+    Rule("scale-broadcast-shape", FAMILY, "exact", "eqsat:analysis",
+         "shape(B(a, b)) = shape(a) for Add/Sub/Mul/Div when b is all ones at a's rank (and symmetrically)",
+         _broadcast_shape(), ruleset="analysis"),
+    Rule("scale-positive-facts", FAMILY, "exact", "eqsat:analysis",
+         "positive(Scalar v) for v > 0; positive through Reshape/Transpose/Sqrt/Reciprocal and Mul/Div/Add of "
+         "positives",
+         _positive_facts(), ruleset="analysis"),
+]

@@ -1,0 +1,165 @@
+"""Normalization rules: the exporters' decompositions fused into LayerNormalization / InstanceNormalization,
+and the reverse decomposition, so that the extractor picks per target. (Mul + Add by per-channel constants
+<-> BatchNormalization lives in the conv family: bn-compose, bn-decompose.)
+
+    Div(Sub(x, m), Sqrt(Add(ReduceMean(Pow(Sub(x, m), 2), ax), eps)))  -> LayerNormalization(x, 1, -, axis=-1, eps)
+        where m = ReduceMean(x, ax, keepdims=1), ax = the last axis; also Mul(d, d) for Pow(d, 2),
+        Mul(d, Reciprocal(Sqrt(..))) for the Div; opset >= 17
+    Mul(LayerNormalization(x, 1, -), g)                -> LayerNormalization(x, g, -)       g constant (1, ..., 1, D)
+    Add(LayerNormalization(x, s, -), b)                -> LayerNormalization(x, s, b)       b constant (1, ..., 1, D)
+    LayerNormalization(x, s, b, last axis)
+                                         -> Add(Mul(Div(Sub(x, m), Sqrt(Add(ReduceMean(Mul(d, d)), eps))), s), b)
+    (the same moments over the spatial axes 2..r-1)   -> InstanceNormalization(x, 1, 0, eps)
+    Mul(InstanceNormalization(x, 1, 0), g)            -> InstanceNormalization(x, g, 0)    g constant (1, C, 1, ...)
+    Add(InstanceNormalization(x, s, 0), b)            -> InstanceNormalization(x, s, b)    b constant (1, C, 1, ...)
+
+Fused and decomposed forms stay together in the e-graph; the target's cost model chooses (a target
+without a LayerNormalization kernel keeps the primitives). All are `fp-reassoc`: the fused kernels compute
+the same formula in another order (onnxruntime's LayerNormalization computes the variance as
+E[x^2] - E[x]^2). Constant arithmetic (reshaped gammas) stays symbolic and is
+evaluated once at lowering.
+
+Guards: the reductions keep dims over exactly the normalized axes of the same `x`; the affine constants
+vary only along the normalized axes (LayerNormalization) or the channel axis (instance/batch norm), so
+the fused node cannot broadcast differently; LayerNormalization needs opset 17 (`(model-opset)`); only
+FLOAT graphs are fused: the kernels compute in float32, so fusing a FLOAT16 decomposition would drop its
+fp16 roundings (precision-changing), and a DOUBLE one would lose precision.
+"""
+
+from __future__ import annotations
+
+from eqsat.rule import Rule, fact
+
+#: LayerNormalization needs opset 17.
+OPSET_LN = "(= o (model-opset)) (>= o 17)"
+#: The fused kernels compute in float32 (stash_type=1): for FLOAT that is a reordering (fp-reassoc); for
+#: FLOAT16 it drops the decomposition's fp16 roundings (precision-changing: not fused); DOUBLE would lose
+#: precision.
+FUSED_DTYPES = '(= dt "FLOAT")'
+
+
+def ones_like(shape: str) -> str:
+    """A vector of ones as long as `shape` (min(1, d) = 1 for every static dim d >= 1): rank-generic guards
+    such as "c varies only along axis a" are `(= (shape c) (vec-set ones a n))`."""
+    return f'(unstable-vec-map (unstable-fn "min" 1) {shape})'
+
+
+def _both(op: str, a: str, b: str) -> list[str]:
+    """`(op a b)` and `(op b a)`: commutative operand orders as exported."""
+    return [f"({op} {a} {b})", f"({op} {b} {a})"]
+
+
+def _moments() -> list[str]:
+    """Patterns of (x - mean) / sqrt(var + eps) over the axes `ax`, bound to __root; d = Sub(x,
+    ReduceMean(x, ax, 1)) is bound separately. Variants: Pow(d, 2) or Mul(d, d); Div by the std or Mul by
+    its Reciprocal. The caller checks `ax` after binding what the check depends on: egglog 13.2 evaluates
+    primitives in query order and panics on an unbound argument."""
+    out = []
+    for square in ("(Pow d (Scalar 2.0 pd ps))", "(Mul d d)"):
+        std = f"(Sqrt (Add (ReduceMean {square} ax 1) (Scalar eps ed es)))"
+        for norm in (f"(Div d {std})", f"(Mul d (Reciprocal {std}))"):
+            out.append(f"(= d (Sub x (ReduceMean x ax 1))) (= __root {norm})")
+    return out
+
+
+def _ln_core() -> tuple:
+    return tuple(fact(
+        f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 1) (= ax (vec-of (- r 1))) (= (shape __root) s) "
+        f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
+        "(let nd (vec-of (vec-get s (- r 1)))) (let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
+        "(union __root (LayerNormalization x one (Absent) (- r 1) eps 1))") for pattern in _moments())
+
+
+def _ln_affine(op: str) -> tuple:
+    """Mul(LN(x, 1, -), c) -> LN(x, c', -) and Add(LN(x, s, -), c) -> LN(x, s, c'): c varies only along the
+    last (normalized) axis; c' is c reshaped to (D) (c itself for a rank-1 x: a reshape there would let the
+    decomposition and this rule build ever longer Reshape chains)."""
+    rules = []
+    ln = ("(LayerNormalization x (Scalar 1.0 dt sd) (Absent) a eps st)" if op == "Mul"
+          else "(LayerNormalization x sc (Absent) a eps st)")
+    bind = "" if op == "Mul" else "(= sd (shape sc)) "
+    for rank1 in (True, False):
+        cr = "c" if rank1 else "cr"
+        new = (f"(LayerNormalization x {cr} (Absent) a eps st)" if op == "Mul"
+               else f"(LayerNormalization x sc {cr} a eps st)")
+        reshape = "" if rank1 else "(let cr (Reshape c sd 0)) (set (shape cr) sd) (set (dtype cr) ct) "
+        for pattern in _both(op, ln, "c"):
+            rules.append(fact(
+                f"(= __root {pattern}) {bind}(is-const c) (= ct (dtype c)) (= sx (shape x)) (= r (vec-length sx)) "
+                f"{'(= r 1)' if rank1 else '(> r 1)'} (= a (- r 1)) (= (vec-length sd) 1) "
+                f"(= (shape c) (vec-set {ones_like('sx')} a (vec-get sd 0)))",
+                f"{reshape}(union __root {new})"))
+    return tuple(rules)
+
+
+def _ln_decompose() -> tuple:
+    """LayerNormalization over the last axis (FLOAT, stash_type 1) -> primitives; with and without B."""
+    body = ('(let sm (vec-set sx a 1)) '
+            '(let m (ReduceMean x (vec-of a) 1)) (set (shape m) sm) (set (dtype m) "FLOAT") '
+            '(let d (Sub x m)) (set (shape d) sx) (set (dtype d) "FLOAT") '
+            '(let d2 (Mul d d)) (set (shape d2) sx) (set (dtype d2) "FLOAT") '
+            '(let v (ReduceMean d2 (vec-of a) 1)) (set (shape v) sm) (set (dtype v) "FLOAT") '
+            '(let ep (Scalar eps "FLOAT" (vec-empty))) (set (shape ep) (vec-empty)) (set (dtype ep) "FLOAT") '
+            '(let ve (Add v ep)) (set (shape ve) sm) (set (dtype ve) "FLOAT") '
+            '(let q (Sqrt ve)) (set (shape q) sm) (set (dtype q) "FLOAT") '
+            '(let n (Div d q)) (set (shape n) sx) (set (dtype n) "FLOAT") '
+            '(let y (Mul n sc)) (set (shape y) sx) (set (dtype y) "FLOAT") ')
+    guard = ('(= sx (shape x)) (= r (vec-length sx)) (>= r 1) (= a (- r 1)) (= (dtype x) "FLOAT") '
+             '(= (shape sc) (vec-of (vec-get sx a)))')
+    return (fact(f"(= __root (LayerNormalization x sc b a eps 1)) {guard} (= (shape b) (shape sc))",
+                 f"{body}(union __root (Add y b))"),
+            fact(f"(= __root (LayerNormalization x sc (Absent) a eps 1)) {guard}", f"{body}(union __root y)"))
+
+
+def _in_core() -> tuple:
+    """Moments over the spatial axes 2..r-1 of an (N, C, ...) tensor -> InstanceNormalization(x, 1, 0, eps)
+    (axes are normalized: sorted and unique, so first 2, last r-1 and r-2 of them is exactly 2..r-1)."""
+    return tuple(fact(
+        f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 3) (= (vec-length ax) (- r 2)) (= (vec-get ax 0) 2) "
+        f"(= (vec-get ax (- r 3)) (- r 1)) (= (shape __root) s) (= dt (dtype x)) {FUSED_DTYPES} "
+        "(= o (model-opset)) (>= o 6)",
+        "(let cs (vec-of (vec-get s 1))) (let one (Scalar 1.0 dt cs)) (let zero (Scalar 0.0 dt cs)) "
+        "(set (shape one) cs) (set (dtype one) dt) (set (shape zero) cs) (set (dtype zero) dt) "
+        "(union __root (InstanceNormalization x one zero eps))") for pattern in _moments())
+
+
+def _in_affine(op: str) -> tuple:
+    """Mul(IN(x, 1, 0), c) -> IN(x, c', 0) and Add(IN(x, s, 0), c) -> IN(x, s, c'): per-channel constants."""
+    if op == "Mul":
+        inorm, new = ("(InstanceNormalization x (Scalar 1.0 dt cs) (Scalar 0.0 dt cs) eps)",
+                      "(InstanceNormalization x cr (Scalar 0.0 dt cs) eps)")
+    else:
+        inorm, new = ("(InstanceNormalization x sc (Scalar 0.0 dt cs) eps)", "(InstanceNormalization x sc cr eps)")
+    return tuple(fact(
+        f"(= __root {pattern}) (is-const c) (= sx (shape x)) (>= (vec-length sx) 3) (= (vec-length cs) 1) "
+        f"(= (shape c) (vec-set {ones_like('sx')} 1 (vec-get cs 0)))",
+        f"(let cr (Reshape c cs 0)) (set (shape cr) cs) (set (dtype cr) dt) (union __root {new})")
+        for pattern in _both(op, inorm, "c"))
+
+
+RULES = [
+    Rule("layernorm-fuse", "normalization", "fp-reassoc",
+         "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
+         "Div(Sub(x, mean), Sqrt(Add(ReduceMean(Pow(Sub(x, mean), 2)), eps))) -> LayerNormalization(x, 1, -, eps) "
+         "over the last axis, keepdims, opset >= 17",
+         _ln_core()),
+    Rule("layernorm-fuse-scale", "normalization", "fp-reassoc",
+         "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
+         "Mul(LayerNormalization(x, 1, -), g) -> LayerNormalization(x, g, -) for a constant g of shape (1, ..., 1, D)",
+         _ln_affine("Mul")),
+    Rule("layernorm-fuse-bias", "normalization", "fp-reassoc",
+         "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
+         "Add(LayerNormalization(x, s, -), b) -> LayerNormalization(x, s, b) for a constant b of shape (1, ..., 1, D)",
+         _ln_affine("Add")),
+    Rule("layernorm-decompose", "normalization", "fp-reassoc", "onnx:LayerNormalization function body",
+         "LayerNormalization(x, s, b) over the last axis (FLOAT) -> "
+         "Add(Mul(Div(Sub(x, mean), Sqrt(Add(var, eps))), s), b)",
+         _ln_decompose()),
+    Rule("instancenorm-fuse", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "Div(Sub(x, mean), Sqrt(Add(var, eps))) over the spatial axes 2..r-1 -> InstanceNormalization(x, 1, 0, eps)",
+         _in_core()),
+    Rule("instancenorm-fuse-affine", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "Mul(InstanceNormalization(x, 1, 0), g) -> InstanceNormalization(x, g, 0); "
+         "Add(InstanceNormalization(x, s, 0), b) -> InstanceNormalization(x, s, b) for per-channel constants",
+         _in_affine("Mul") + _in_affine("Add")),
+]

@@ -1,0 +1,88 @@
+"""Reduce rules: sums scaled by the element count as means, and spatial means as global average pools.
+
+    ReduceSum(x, axes) * v          -> ReduceMean(x, axes)       v * N within 1e-6 of 1, N = prod(shape(x)[axes])
+    ReduceSum(x, axes) / N          -> ReduceMean(x, axes)       N exactly the number of reduced elements
+    ReduceMean(x, [2..r-1], keepdims=1) -> GlobalAveragePool(x)  x of rank r >= 3
+    GlobalAveragePool(x)            -> ReduceMean(x, [2..r-1], keepdims=1)
+
+N is computed from shape facts, one rule per number of reduced axes (and, for an empty axes list, which
+reduces every axis, one per rank): egglog has no fold over vectors. The scalar is the f64 value of the
+constant (as stored in its dtype): 1/N stored as float32 is within 1e-6 of 1/N; a float16 1/N only matches
+when N is a power of two. Integer sums are left alone (a mean of integers truncates differently).
+Mean and global average pool exist in both forms so that the target's cost model picks one.
+"""
+
+from __future__ import annotations
+
+from eqsat.rule import Rule, fact
+
+FAMILY = "reduce"
+MAX_AXES = 4      # ReduceSum over 1..4 listed axes
+MAX_RANK = 5      # ReduceSum over all axes of a rank 1..5 tensor
+#: Sums and means of these dtypes are integer arithmetic (ReduceSum's integer types).
+NOT_FLOAT = '(!= dt "INT32") (!= dt "INT64") (!= dt "UINT32") (!= dt "UINT64")'
+
+
+def _count(n_axes: int | None, rank: int | None) -> tuple[str, str]:
+    """(guards, N): the number of elements reduced, for `n_axes` listed (sorted, non-negative) axes or, when
+    `n_axes` is None, for every axis of a rank-`rank` tensor."""
+    if n_axes is not None:
+        dims = [f"(vec-get sx (vec-get ax {j}))" for j in range(n_axes)]
+        guards = f"(= (vec-length ax) {n_axes}) (< (vec-get ax {n_axes - 1}) (vec-length sx))"
+    else:
+        dims = [f"(vec-get sx {j})" for j in range(rank)]
+        guards = f"(= ax (vec-empty)) (= (vec-length sx) {rank})"
+    n = dims[0]
+    for d in dims[1:]:
+        n = f"(* {n} {d})"
+    return guards, n
+
+
+def _cases() -> list[tuple[str, str]]:
+    return ([_count(k, None) for k in range(1, MAX_AXES + 1)]
+            + [_count(None, r) for r in range(1, MAX_RANK + 1)])
+
+
+_SUM = ("(= rs (ReduceSum x ax kd)) (= sx (shape x)) (= sy (shape y)) (= sy (shape rs)) "
+        f"{NOT_FLOAT}")
+
+
+def _sum_times_reciprocal() -> tuple:
+    return tuple(fact(f"(= y (Mul rs (Scalar v dt s))) {_SUM} {guards} "
+                      f"(< (abs (- (* v (to-f64 {n})) 1.0)) 0.000001)",
+                      "(union y (ReduceMean x ax kd))") for guards, n in _cases())
+
+
+def _sum_over_count() -> tuple:
+    return tuple(fact(f"(= y (Div rs (Scalar v dt s))) {_SUM} {guards} (= v (to-f64 {n}))",
+                      "(union y (ReduceMean x ax kd))") for guards, n in _cases())
+
+
+def _mean_to_pool() -> tuple:
+    return (fact("(= y (ReduceMean x ax 1)) (= sx (shape x)) (= r (vec-length sx)) (>= r 3) "
+                 "(= (vec-length ax) (- r 2)) "
+                 f"(= (vec-get ax 0) 2) (= (vec-get ax (- r 3)) (- r 1)) (= dt (dtype x)) {NOT_FLOAT}",
+                 "(union y (GlobalAveragePool x))"),)
+
+
+def _pool_to_mean() -> tuple:
+    return tuple(fact(f"(= y (GlobalAveragePool x)) (= sx (shape x)) (= (vec-length sx) {r})",
+                      f"(union y (ReduceMean x (vec-of {' '.join(str(a) for a in range(2, r))}) 1))")
+                 for r in (3, 4, 5))
+
+
+RULES = [
+    Rule("reducesum-mul-to-mean", FAMILY, "fp-reassoc", "coreml:fuse_reduce_mean; tvm:SimplifyExpr",
+         "ReduceSum(x, axes) * v -> ReduceMean(x, axes) when v * N is within 1e-6 of 1 (N reduced elements, float)",
+         _sum_times_reciprocal()),
+    Rule("reducesum-div-to-mean", FAMILY, "exact", "coreml:fuse_reduce_mean; tvm:SimplifyExpr",
+         "ReduceSum(x, axes) / N -> ReduceMean(x, axes) when N is exactly the number of reduced elements (float)",
+         _sum_over_count()),
+    Rule("reducemean-to-global-pool", FAMILY, "exact", "onnxruntime:ReduceMean->GlobalAveragePool; "
+         "coreml:reduce_mean -> global pool",
+         "ReduceMean(x, axes 2..r-1, keepdims=1) -> GlobalAveragePool(x) for x of rank r >= 3",
+         _mean_to_pool()),
+    Rule("global-pool-to-reducemean", FAMILY, "exact", "tvm:SimplifyExpr (global_avg_pool2d as mean)",
+         "GlobalAveragePool(x) -> ReduceMean(x, axes 2..r-1, keepdims=1) for x of rank 3 to 5",
+         _pool_to_mean()),
+]

@@ -1,0 +1,310 @@
+"""Activation rules (rewrites/activation.py): each fires where it should, not where its guard fails, and is
+sound; Gelu or its decomposition is picked per target."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
+                           optimize_with_rules, saturate_with_rules)
+from tests.rule_graphs import attribute, model, node, property_settings
+
+X = [("x", "FLOAT", (2, 3, 8))]
+SQRT2 = math.sqrt(2.0)
+
+
+def _gelu_erf(form: str = "bert", *, divisor: float | None = SQRT2, scale: float | None = None, dtype: str = "FLOAT",
+              opset: int = 20, half: float = 0.5) -> object:
+    """BERT: (x * (erf(x / sqrt2) + 1)) * 0.5; gpt: (x * 0.5) * (erf(..) + 1); `scale`: x * 0.7071 instead."""
+    np_dtype = np.float16 if dtype == "FLOAT16" else np.float32
+    inits = {"one": np.array(1.0, np_dtype), "half": np.array(half, np_dtype)}
+    if scale is not None:
+        inits["k"] = np.array(scale, np_dtype)
+        nodes = [node("Mul", ["x", "k"], "u")]
+    else:
+        inits["k"] = np.array(divisor, np_dtype)
+        nodes = [node("Div", ["x", "k"], "u")]
+    nodes += [node("Erf", ["u"], "e"), node("Add", ["e", "one"], "h")]
+    if form == "bert":
+        nodes += [node("Mul", ["x", "h"], "xh"), node("Mul", ["xh", "half"], "y")]
+    else:
+        nodes += [node("Mul", ["x", "half"], "xs"), node("Mul", ["xs", "h"], "y")]
+    return model(nodes, [("x", dtype, (2, 3, 8))], initializers=inits, opset=opset)
+
+
+def _gelu_tanh(*, cube: str = "pow", c1: float = 0.044715, opset: int = 20) -> object:
+    """GPT-2's NewGELU: (x * 0.5) * (1 + tanh(0.7978846 * (x + 0.044715 * x^3)))."""
+    inits = {"half": np.array(0.5, np.float32), "one": np.array(1.0, np.float32), "three": np.array(3.0, np.float32),
+             "c1": np.array(c1, np.float32), "c2": np.array(math.sqrt(2 / math.pi), np.float32)}
+    nodes = [node("Mul", ["x", "half"], "xs")]
+    if cube == "pow":
+        nodes.append(node("Pow", ["x", "three"], "cube"))
+    else:
+        nodes += [node("Mul", ["x", "x"], "x2"), node("Mul", ["x2", "x"], "cube")]
+    nodes += [node("Mul", ["cube", "c1"], "c"), node("Add", ["x", "c"], "p"), node("Mul", ["p", "c2"], "u"),
+              node("Tanh", ["u"], "t"), node("Add", ["t", "one"], "h"), node("Mul", ["xs", "h"], "y")]
+    return model(nodes, X, initializers=inits, opset=opset)
+
+
+# ---- gelu-fuse ----
+
+@pytest.mark.parametrize("form", ["bert", "gpt"])
+@pytest.mark.parametrize("variant", ["div", "mul"])
+def test_gelu_fuse_exported_forms(form: str, variant: str) -> None:
+    m = _gelu_erf(form, scale=1 / SQRT2 if variant == "mul" else None)
+    result = assert_rule_sound(m, "gelu-fuse")
+    assert op_counts(result.model) == {"Gelu": 1}
+    (gelu,) = result.model.graph  # approximate="none" is the default: no attribute
+    assert "approximate" not in gelu.attributes
+
+
+def test_gelu_fuse_accepts_a_rounded_constant() -> None:
+    """sqrt 2 written as 1.4142 (5 digits) still matches: the result moves by < 1e-4 relative."""
+    assert op_counts(assert_rule_sound(_gelu_erf(divisor=1.4142), "gelu-fuse").model) == {"Gelu": 1}
+
+
+def test_gelu_fuse_needs_opset_20() -> None:
+    assert_rule_does_not_fire(_gelu_erf(opset=17), "gelu-fuse")
+
+
+@pytest.mark.parametrize("kw", [{"divisor": 1.5}, {"divisor": 1.41}, {"half": 0.25}, {"scale": SQRT2}])
+def test_gelu_fuse_not_with_other_constants(kw: dict) -> None:
+    assert_rule_does_not_fire(_gelu_erf(**kw), "gelu-fuse")
+
+
+def test_gelu_fuse_not_on_float16() -> None:
+    """onnxruntime's Gelu computes fp16 in float32: fusing would drop the decomposition's fp16 roundings."""
+    assert_rule_does_not_fire(_gelu_erf(dtype="FLOAT16"), "gelu-fuse")
+
+
+def test_gelu_fuse_not_when_erf_reads_another_tensor() -> None:
+    m = _gelu_erf()
+    for n in m.graph.node:
+        if n.op_type == "Div":
+            n.input[0] = "z"
+    m.graph.node.insert(0, node("Relu", ["x"], "z"))
+    assert_rule_does_not_fire(m, "gelu-fuse")
+
+
+@property_settings()
+@given(PROPERTIES["gelu-fuse"]())
+def test_gelu_fuse_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- gelu-tanh-fuse ----
+
+@pytest.mark.parametrize("cube", ["pow", "mul"])
+def test_gelu_tanh_fuse_gpt2_pattern(cube: str) -> None:
+    result = assert_rule_sound(_gelu_tanh(cube=cube), "gelu-tanh-fuse")
+    assert op_counts(result.model) == {"Gelu": 1}
+    assert attribute(result.model, "Gelu", "approximate") == b"tanh"
+
+
+def test_gelu_tanh_fuse_needs_opset_20() -> None:
+    assert_rule_does_not_fire(_gelu_tanh(opset=17), "gelu-tanh-fuse")
+
+
+def test_gelu_tanh_fuse_not_with_another_cubic_coefficient() -> None:
+    assert_rule_does_not_fire(_gelu_tanh(c1=0.05), "gelu-tanh-fuse")
+
+
+@property_settings()
+@given(PROPERTIES["gelu-tanh-fuse"]())
+def test_gelu_tanh_fuse_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- gelu-decompose: the target decides ----
+
+def _gelu_node(approximate: str = "none", dtype: str = "FLOAT") -> object:
+    return model([node("Gelu", ["x"], "y", approximate=approximate)], [("x", dtype, (2, 3, 8))], opset=20)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_decompose_fires_and_cpu_keeps_gelu(approximate: str) -> None:
+    result = assert_rule_sound(_gelu_node(approximate), "gelu-decompose")
+    assert op_counts(result.model) == {"Gelu": 1}
+
+
+def test_gelu_decompose_not_on_float16() -> None:
+    assert_rule_does_not_fire(_gelu_node(dtype="FLOAT16"), "gelu-decompose")
+
+
+def test_gelu_tanh_decomposition_chosen_where_gelu_is_missing(tmp_path: Path) -> None:
+    """A target that runs float32 Mul/Add/Tanh but has no Gelu kernel gets the primitives (x^3 as x*x*x:
+    no Pow); the shipped npu has no float32 at all, so there every op falls back and Gelu stays."""
+    from extract.cost import load_target
+
+    text = (Path(load_target("npu").source).read_text().replace('name = "npu"', 'name = "npu-fp32"')
+            .replace("FLOAT16 = 2.0e12", "FLOAT16 = 2.0e12\nFLOAT = 1.0e12"))
+    target = tmp_path / "npu-fp32.toml"
+    target.write_text(text)
+    session = saturate_with_rules(_gelu_node("tanh"), ["gelu-decompose", "gelu-tanh-fuse"])
+    decomposed = op_counts(session.extract(str(target), verify=False).model)
+    assert "Gelu" not in decomposed and decomposed["Tanh"] == 1 and "Pow" not in decomposed
+    assert op_counts(session.extract("npu", verify=False).model) == {"Gelu": 1}
+    assert op_counts(session.extract("gpu", verify=False).model) == {"Gelu": 1}
+
+
+@property_settings()
+@given(PROPERTIES["gelu-decompose"]())
+def test_gelu_decompose_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- leakyrelu-from-max ----
+
+def _max_mul(alpha: float, dtype: str = "FLOAT", swap: bool = False) -> object:
+    np_dtype = {"FLOAT": np.float32, "FLOAT16": np.float16, "DOUBLE": np.float64, "INT32": np.int32}[dtype]
+    nodes = [node("Mul", ["a", "x"] if swap else ["x", "a"], "ax"), node("Max", ["ax", "x"] if swap else ["x", "ax"], "y")]
+    return model(nodes, [("x", dtype, (2, 3, 8))], initializers={"a": np.array(alpha, np_dtype)})
+
+
+@pytest.mark.parametrize("swap", [False, True])
+@pytest.mark.parametrize("dtype", ["FLOAT", "FLOAT16"])
+def test_leakyrelu_from_max(swap: bool, dtype: str) -> None:
+    result = assert_rule_sound(_max_mul(0.2, dtype, swap), "leakyrelu-from-max")
+    assert op_counts(result.model) == {"LeakyRelu": 1}
+    assert attribute(result.model, "LeakyRelu", "alpha") == pytest.approx(0.2, rel=1e-3)  # fp16's 0.2 is 0.19995
+
+
+@pytest.mark.parametrize("alpha", [1.5, -0.1, 1.0])
+def test_leakyrelu_from_max_not_outside_0_1(alpha: float) -> None:
+    """max(x, a x) is x for x >= 0 only when a <= 1, and a x for x < 0 only when a >= 0."""
+    assert_rule_does_not_fire(_max_mul(alpha), "leakyrelu-from-max")
+
+
+@pytest.mark.parametrize("dtype", ["INT32", "DOUBLE"])
+def test_leakyrelu_from_max_not_for_int_or_double(dtype: str) -> None:
+    """No integer LeakyRelu; a DOUBLE alpha is rounded to the float32 attribute."""
+    assert_rule_does_not_fire(_max_mul(0 if dtype == "INT32" else 0.1, dtype), "leakyrelu-from-max")
+
+
+@property_settings()
+@given(PROPERTIES["leakyrelu-from-max"]())
+def test_leakyrelu_from_max_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- prelu-from-relu ----
+
+def _relu_split(op: str = "Sub", slope=(0.25,), mul_first: bool = False) -> object:
+    nodes = [node("Relu", ["x"], "pos"), node("Neg", ["x"], "nx"), node("Relu", ["nx"], "neg"),
+             node("Mul", ["a", "neg"] if mul_first else ["neg", "a"], "an"), node(op, ["pos", "an"], "y")]
+    return model(nodes, X, initializers={"a": np.array(slope, np.float32)})
+
+
+@pytest.mark.parametrize("op", ["Sub", "Add"])
+def test_prelu_from_relu_sign(op: str) -> None:
+    """relu(x) - a relu(-x) has slope a; relu(x) + a relu(-x) has slope -a (checked numerically)."""
+    m = _relu_split(op, slope=np.linspace(0.1, 0.8, 8))
+    result = assert_rule_sound(m, "prelu-from-relu")
+    assert op_counts(result.model) == {"PRelu": 1}
+
+
+def test_prelu_from_relu_not_when_the_negative_part_reads_another_tensor() -> None:
+    m = _relu_split()
+    m.graph.node[1].input[0] = "z"
+    m.graph.node.insert(0, node("Abs", ["x"], "z"))
+    assert_rule_does_not_fire(m, "prelu-from-relu")
+
+
+def test_prelu_from_relu_not_for_a_runtime_slope() -> None:
+    nodes = [node("Relu", ["x"], "pos"), node("Neg", ["x"], "nx"), node("Relu", ["nx"], "neg"),
+             node("Mul", ["neg", "a"], "an"), node("Sub", ["pos", "an"], "y")]
+    assert_rule_does_not_fire(model(nodes, [*X, ("a", "FLOAT", (8,))]), "prelu-from-relu")
+
+
+@property_settings()
+@given(PROPERTIES["prelu-from-relu"]())
+def test_prelu_from_relu_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- prelu-to-leakyrelu ----
+
+@pytest.mark.parametrize("slope", [0.1, -0.5, 2.0])
+def test_prelu_to_leakyrelu_single_slope(slope: float) -> None:
+    m = model([node("PRelu", ["x", "a"], "y")], X, initializers={"a": np.array([slope], np.float32)})
+    result = assert_rule_sound(m, "prelu-to-leakyrelu")
+    assert op_counts(result.model) == {"LeakyRelu": 1}
+
+
+def test_prelu_to_leakyrelu_not_per_channel() -> None:
+    m = model([node("PRelu", ["x", "a"], "y")], X, initializers={"a": np.linspace(0, 1, 8, dtype=np.float32)})
+    assert_rule_does_not_fire(m, "prelu-to-leakyrelu")
+
+
+def test_prelu_to_leakyrelu_not_for_double() -> None:
+    m = model([node("PRelu", ["x", "a"], "y")], [("x", "DOUBLE", (2, 3))], initializers={"a": np.array([0.1])})
+    assert_rule_does_not_fire(m, "prelu-to-leakyrelu")
+
+
+@property_settings()
+@given(PROPERTIES["prelu-to-leakyrelu"]())
+def test_prelu_to_leakyrelu_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- clip-merge, relu-clip-merge ----
+
+def _clips(*bounds: tuple[float, float], relu: str = "") -> object:
+    nodes, prev, inits = [], "x", {}
+    if relu == "first":
+        nodes.append(node("Relu", [prev], "r"))
+        prev = "r"
+    for k, (lo, hi) in enumerate(bounds):
+        inits[f"lo{k}"], inits[f"hi{k}"] = np.array(lo, np.float32), np.array(hi, np.float32)
+        out = "y" if k == len(bounds) - 1 and relu != "last" else f"c{k}"
+        nodes.append(node("Clip", [prev, f"lo{k}", f"hi{k}"], out))
+        prev = out
+    if relu == "last":
+        nodes.append(node("Relu", [prev], "y"))
+    return model(nodes, X, initializers=inits)
+
+
+def test_clip_merge_relu6_chain() -> None:
+    result = assert_rule_sound(_clips((0, 6), (0, 6), (-1, 4)), "clip-merge")
+    assert op_counts(result.model) == {"Clip": 1}
+
+
+def test_clip_merge_intersects_bounds() -> None:
+    result, fired = optimize_with_rules(_clips((-3, 6), (0, 10)), ["clip-merge"])
+    assert fired["clip-merge"] > 0 and op_counts(result.model) == {"Clip": 1}
+    inits = {t.name: t for t in result.model.graph.initializers.values()}
+    lo, hi = [v.const_value.numpy().item() for k, v in sorted(inits.items())][:2]
+    assert sorted((lo, hi)) == [0.0, 6.0]
+
+
+def test_clip_merge_not_for_disjoint_intervals() -> None:
+    """Clip(Clip(x, 0, 1), 2, 3) is the constant 2: not a Clip with min 2 > max 1."""
+    assert_rule_does_not_fire(_clips((0, 1), (2, 3)), "clip-merge")
+
+
+@property_settings()
+@given(PROPERTIES["clip-merge"]())
+def test_clip_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+def test_relu_clip_merge(where: str) -> None:
+    result = assert_rule_sound(_clips((-2, 6), relu=where), "relu-clip-merge")
+    assert op_counts(result.model) == {"Clip": 1}
+
+
+def test_relu_clip_merge_not_below_zero() -> None:
+    """Relu(Clip(x, -5, -1)) is 0 everywhere: not Clip(x, 0, -1)."""
+    assert_rule_does_not_fire(_clips((-5, -1), relu="last"), "relu-clip-merge")
+
+
+@property_settings()
+@given(PROPERTIES["relu-clip-merge"]())
+def test_relu_clip_merge_property(case: RuleCase) -> None:
+    case.check()

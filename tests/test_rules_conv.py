@@ -1,0 +1,503 @@
+"""Conv rules (rewrites/conv.py): each fires where it should, not where its guard fails, and is sound.
+
+Known peer bugs covered here: grouped ConvTranspose channel mapping (weights [C_in, C_out/g, k...]), a
+constant divided BY a conv (never folded), and a zero Pad never merged into MaxPool (its padding is -inf)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from eqsat.session import Session
+from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
+                           optimize_with_rules, saturate_with_rules)
+from tests.rule_graphs import attribute, model, node, property_settings
+
+ZB = ("conv-zero-bias",)
+X = [("x", "FLOAT", (1, 4, 5, 5))]
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape: int, low: float = -1.0, high: float = 1.0, dtype=np.float32) -> np.ndarray:
+    return RNG.uniform(low, high, size=shape).astype(dtype)
+
+
+def conv_inits(co: int = 4, ci: int = 4, k: int = 3, group: int = 1, bias: bool = True, kind: str = "Conv",
+               dtype=np.float32) -> dict[str, np.ndarray]:
+    w_shape = (co, ci // group, k, k) if kind == "Conv" else (ci, co // group, k, k)
+    inits = {"w": rand(*w_shape, dtype=dtype)}
+    if bias:
+        inits["b"] = rand(co, dtype=dtype)
+    return inits
+
+
+def conv_node(inits: dict, x: str = "x", y: str = "conv", kind: str = "Conv", **attrs) -> object:
+    return node(kind, [x, "w", *(["b"] if "b" in inits else [])], y, pads=[1, 1, 1, 1], **attrs)
+
+
+def root_ops(session: Session) -> set[str]:
+    """Ops of the e-nodes in the class of the first output."""
+    egraph = session.egraph
+    return {egraph.node(n).op for n in egraph.eclass(session.roots[0]).nodes}
+
+
+def bn_inits(c: int = 4, prefix: str = "bn", dtype=np.float32) -> dict[str, np.ndarray]:
+    return {f"{prefix}_gamma": rand(c, low=0.5, high=2.0, dtype=dtype), f"{prefix}_beta": rand(c, dtype=dtype),
+            f"{prefix}_mean": rand(c, dtype=dtype), f"{prefix}_var": rand(c, low=0.5, high=2.0, dtype=dtype)}
+
+
+BN = ["bn_gamma", "bn_beta", "bn_mean", "bn_var"]
+
+
+# ---- conv-zero-bias ----
+
+def test_conv_zero_bias_lets_a_biasless_conv_take_an_add() -> None:
+    inits = {**conv_inits(bias=False), "c": rand(4, 1, 1)}
+    m = model([conv_node(inits), node("Add", ["conv", "c"], "y")], X, initializers=inits)
+    result = assert_rule_sound(m, "conv-zero-bias", also=("conv-bias-fold",))
+    assert op_counts(result.model) == {"Conv": 1}
+    (conv,) = [n for n in result.model.graph if n.op_type == "Conv"]
+    assert len(conv.inputs) == 3
+
+
+def test_conv_zero_bias_not_when_bias_present() -> None:
+    inits = {**conv_inits(bias=True), "c": rand(4, 1, 1)}
+    m = model([conv_node(inits), node("Add", ["conv", "c"], "y")], X, initializers=inits)
+    assert_rule_does_not_fire(m, "conv-zero-bias")
+
+
+def test_conv_zero_bias_not_without_a_fold_to_feed() -> None:
+    """Only convs whose output meets a constant or a BatchNormalization get the zero bias."""
+    inits = conv_inits(bias=False)
+    m = model([conv_node(inits), node("Relu", ["conv"], "r"), node("Add", ["r", "x"], "y")], X, initializers=inits)
+    assert_rule_does_not_fire(m, "conv-zero-bias")
+
+
+@property_settings()
+@given(PROPERTIES["conv-zero-bias"]())
+def test_conv_zero_bias_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- conv-bias-fold ----
+
+@pytest.mark.parametrize("op,order,c_shape", [("Add", "xc", (4, 1, 1)), ("Add", "cx", (1, 4, 1, 1)),
+                                              ("Sub", "xc", ()), ("Sub", "cx", (4, 1, 1)), ("Add", "xc", (1,))])
+def test_conv_bias_fold(op: str, order: str, c_shape: tuple) -> None:
+    inits = {**conv_inits(), "c": rand(*c_shape)}
+    m = model([conv_node(inits), node(op, ["conv", "c"] if order == "xc" else ["c", "conv"], "y")], X,
+              initializers=inits)
+    result = assert_rule_sound(m, "conv-bias-fold", also=("const-operand-last",))
+    assert op_counts(result.model) == {"Conv": 1}
+
+
+def test_conv_bias_fold_grouped_conv_transpose() -> None:
+    inits = {**conv_inits(co=6, ci=4, group=2, kind="ConvTranspose"), "c": rand(6, 1, 1)}
+    m = model([conv_node(inits, kind="ConvTranspose", group=2), node("Add", ["conv", "c"], "y")], X, initializers=inits)
+    assert op_counts(assert_rule_sound(m, "conv-bias-fold").model) == {"ConvTranspose": 1}
+
+
+def test_conv_bias_fold_not_for_spatially_varying_constant() -> None:
+    inits = {**conv_inits(), "c": rand(1, 4, 5, 5)}
+    m = model([conv_node(inits), node("Add", ["conv", "c"], "y")], X, initializers=inits)
+    assert_rule_does_not_fire(m, "conv-bias-fold", also=ZB)
+
+
+def test_conv_bias_fold_not_for_runtime_operand() -> None:
+    inits = conv_inits()
+    m = model([conv_node(inits), node("Add", ["conv", "t"], "y")], X + [("t", "FLOAT", (1, 4, 1, 1))],
+              initializers=inits)
+    assert_rule_does_not_fire(m, "conv-bias-fold", also=ZB)
+
+
+@property_settings()
+@given(PROPERTIES["conv-bias-fold"]())
+def test_conv_bias_fold_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- conv-scale-fold ----
+
+@pytest.mark.parametrize("c_shape", [(4, 1, 1), (1, 4, 1, 1), (), (1, 1, 1, 1)])
+def test_conv_scale_fold(c_shape: tuple) -> None:
+    inits = {**conv_inits(), "c": rand(*c_shape, low=-2, high=2)}
+    m = model([conv_node(inits), node("Mul", ["conv", "c"], "y")], X, initializers=inits)
+    result, fired = optimize_with_rules(m, ["conv-scale-fold"])
+    assert fired["conv-scale-fold"] > 0 and op_counts(result.model) == {"Conv": 1}
+    assert_rule_sound(m, "conv-scale-fold")
+
+
+@pytest.mark.parametrize("group,co", [(2, 6), (4, 4), (4, 8)])
+def test_conv_scale_fold_grouped_conv_transpose(group: int, co: int) -> None:
+    """Peer bug: ConvTranspose weights are [C_in, C_out/g, k...]: output channel o = grp * (C_out/g) + j
+    lives at W[grp-th block of inputs, j], not on axis 0 (nor plainly on axis 1 when g > 1)."""
+    inits = {**conv_inits(co=co, ci=4, group=group, kind="ConvTranspose"), "c": rand(co, 1, 1, low=0.5, high=3)}
+    m = model([conv_node(inits, kind="ConvTranspose", group=group), node("Mul", ["conv", "c"], "y")], X,
+              initializers=inits)
+    assert op_counts(assert_rule_sound(m, "conv-scale-fold").model) == {"ConvTranspose": 1}
+
+
+def test_conv_scale_fold_depthwise_conv_without_bias() -> None:
+    inits = {**conv_inits(co=8, ci=4, group=4, bias=False), "c": rand(8, 1, 1)}
+    m = model([conv_node(inits, group=4), node("Mul", ["c", "conv"], "y")], X, initializers=inits)
+    result = assert_rule_sound(m, "conv-scale-fold", also=ZB + ("const-operand-last",))
+    assert op_counts(result.model) == {"Conv": 1}
+
+
+def test_conv_scale_fold_never_const_divided_by_conv() -> None:
+    """Peer bug: c / Conv(x) is not Conv(x) / c: neither scale rule may fold it."""
+    inits = {**conv_inits(), "c": rand(4, 1, 1, low=0.5, high=2)}
+    m = model([conv_node(inits), node("Div", ["c", "conv"], "y")], X, initializers=inits)
+    for rule in ("conv-scale-fold", "conv-div-fold"):
+        assert_rule_does_not_fire(m, rule, also=ZB + ("const-operand-last",))
+
+
+def test_conv_scale_fold_not_for_spatially_varying_constant() -> None:
+    inits = {**conv_inits(), "c": rand(1, 1, 5, 5)}
+    m = model([conv_node(inits), node("Mul", ["conv", "c"], "y")], X, initializers=inits)
+    assert_rule_does_not_fire(m, "conv-scale-fold", also=ZB)
+
+
+@property_settings()
+@given(PROPERTIES["conv-scale-fold"]())
+def test_conv_scale_fold_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- conv-div-fold ----
+
+def test_conv_div_fold() -> None:
+    inits = {**conv_inits(), "c": rand(4, 1, 1, low=0.5, high=3)}
+    m = model([conv_node(inits), node("Div", ["conv", "c"], "y")], X, initializers=inits)
+    assert op_counts(assert_rule_sound(m, "conv-div-fold").model) == {"Conv": 1}
+
+
+def test_conv_div_fold_not_by_a_non_positive_constant() -> None:
+    c = rand(4, 1, 1, low=0.5, high=3)
+    c[1] = -c[1]
+    inits = {**conv_inits(), "c": c}
+    m = model([conv_node(inits), node("Div", ["conv", "c"], "y")], X, initializers=inits)
+    assert_rule_does_not_fire(m, "conv-div-fold")
+
+
+@property_settings()
+@given(PROPERTIES["conv-div-fold"]())
+def test_conv_div_fold_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- conv-bn-fold ----
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_bn_fold(bias: bool) -> None:
+    inits = {**conv_inits(bias=bias), **bn_inits()}
+    m = model([conv_node(inits), node("BatchNormalization", ["conv", *BN], "y")], X, initializers=inits)
+    result = assert_rule_sound(m, "conv-bn-fold", also=ZB)
+    assert op_counts(result.model) == {"Conv": 1}
+
+
+@pytest.mark.parametrize("group,co", [(1, 6), (2, 6), (4, 4)])
+def test_conv_bn_fold_conv_transpose(group: int, co: int) -> None:
+    inits = {**conv_inits(co=co, ci=4, group=group, bias=False, kind="ConvTranspose"), **bn_inits(co)}
+    m = model([conv_node(inits, kind="ConvTranspose", group=group), node("BatchNormalization", ["conv", *BN], "y")],
+              X, initializers=inits)
+    assert op_counts(assert_rule_sound(m, "conv-bn-fold", also=ZB).model) == {"ConvTranspose": 1}
+
+
+def test_conv_bn_fold_float16() -> None:
+    """fp16 weights: the folded constants are computed in float32 and rounded once."""
+    inits = {**conv_inits(bias=False, dtype=np.float16), **bn_inits(dtype=np.float16)}
+    m = model([conv_node(inits), node("BatchNormalization", ["conv", *BN], "y")], [("x", "FLOAT16", (1, 4, 5, 5))],
+              initializers=inits)
+    result = assert_rule_sound(m, "conv-bn-fold", also=ZB)
+    assert op_counts(result.model) == {"Conv": 1}
+    (conv,) = [n for n in result.model.graph if n.op_type == "Conv"]
+    assert conv.inputs[1].const_value.numpy().dtype == np.float16
+
+
+def test_conv_bn_fold_not_after_relu() -> None:
+    inits = {**conv_inits(), **bn_inits()}
+    m = model([conv_node(inits), node("Relu", ["conv"], "r"), node("BatchNormalization", ["r", *BN], "y")], X,
+              initializers=inits)
+    assert_rule_does_not_fire(m, "conv-bn-fold", also=ZB)
+
+
+def test_conv_bn_fold_not_with_runtime_statistics() -> None:
+    inits = {k: v for k, v in {**conv_inits(), **bn_inits()}.items() if k != "bn_mean"}
+    m = model([conv_node(inits), node("BatchNormalization", ["conv", *BN], "y")], X + [("bn_mean", "FLOAT", (4,))],
+              initializers=inits)
+    assert_rule_does_not_fire(m, "conv-bn-fold", also=ZB)
+
+
+@property_settings()
+@given(PROPERTIES["conv-bn-fold"]())
+def test_conv_bn_fold_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- bn-decompose / bn-compose ----
+
+def test_bn_decompose_standalone() -> None:
+    inits = bn_inits()
+    m = model([node("Relu", ["x"], "r"), node("BatchNormalization", ["r", *BN], "y")], X, initializers=inits)
+    assert_rule_sound(m, "bn-decompose")
+    assert "Add" in root_ops(saturate_with_rules(m, ["bn-decompose"]))
+
+
+def test_bn_decompose_not_with_runtime_scale() -> None:
+    inits = {k: v for k, v in bn_inits().items() if k != "bn_gamma"}
+    m = model([node("BatchNormalization", ["x", *BN], "y")], X + [("bn_gamma", "FLOAT", (4,))], initializers=inits)
+    assert_rule_does_not_fire(m, "bn-decompose")
+
+
+@property_settings()
+@given(PROPERTIES["bn-decompose"]())
+def test_bn_decompose_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_bn_compose_mul_add() -> None:
+    inits = {"s": rand(4, 1, 1), "t": rand(1, 4, 1, 1)}
+    m = model([node("Mul", ["x", "s"], "m"), node("Add", ["m", "t"], "y")], X, initializers=inits)
+    assert_rule_sound(m, "bn-compose")
+    assert "BatchNormalization" in root_ops(saturate_with_rules(m, ["bn-compose"]))
+
+
+def test_bn_compose_not_for_spatially_varying_shift() -> None:
+    inits = {"s": rand(4, 1, 1), "t": rand(4, 5, 5)}
+    m = model([node("Mul", ["x", "s"], "m"), node("Add", ["m", "t"], "y")], X, initializers=inits)
+    assert_rule_does_not_fire(m, "bn-compose")
+
+
+def test_bn_compose_not_for_integers() -> None:
+    inits = {"s": np.array([2, 3, 4, 5], np.int64).reshape(4, 1, 1), "t": np.ones((4, 1, 1), np.int64)}
+    m = model([node("Mul", ["x", "s"], "m"), node("Add", ["m", "t"], "y")], [("x", "INT64", (1, 4, 5, 5))],
+              initializers=inits)
+    assert_rule_does_not_fire(m, "bn-compose")
+
+
+@property_settings()
+@given(PROPERTIES["bn-compose"]())
+def test_bn_compose_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- conv-input-scale-fold ----
+
+@pytest.mark.parametrize("kind,group,ci,co", [("Conv", 1, 4, 6), ("Conv", 2, 4, 6), ("Conv", 4, 4, 8),
+                                              ("ConvTranspose", 1, 4, 6), ("ConvTranspose", 2, 4, 6)])
+def test_conv_input_scale_fold(kind: str, group: int, ci: int, co: int) -> None:
+    """Grouped and depthwise (channel multiplier 2) convs scale W per group; ConvTranspose along axis 0."""
+    inits = {**conv_inits(co=co, ci=ci, group=group, kind=kind), "s": rand(ci, 1, 1, low=-2, high=2)}
+    m = model([node("Mul", ["x", "s"], "xs"), conv_node(inits, x="xs", y="y", kind=kind, group=group)], X,
+              initializers=inits)
+    assert op_counts(assert_rule_sound(m, "conv-input-scale-fold").model) == {kind: 1}
+
+
+def test_conv_input_scale_fold_not_for_spatially_varying_scale() -> None:
+    inits = {**conv_inits(), "s": rand(1, 1, 5, 5)}
+    m = model([node("Mul", ["x", "s"], "xs"), conv_node(inits, x="xs", y="y")], X, initializers=inits)
+    assert_rule_does_not_fire(m, "conv-input-scale-fold")
+
+
+@property_settings()
+@given(PROPERTIES["conv-input-scale-fold"]())
+def test_conv_input_scale_fold_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- scale-through-relu / scale-through-leaky-relu ----
+
+@pytest.mark.parametrize("act,rule,attrs", [("Relu", "scale-through-relu", {}),
+                                            ("LeakyRelu", "scale-through-leaky-relu", {"alpha": 0.1})])
+def test_scale_through_activation_backward(act: str, rule: str, attrs: dict) -> None:
+    inits = {**conv_inits(), "c": rand(4, 1, 1, low=0.5, high=2)}
+    m = model([conv_node(inits), node(act, ["conv"], "a", **attrs), node("Mul", ["a", "c"], "y")], X,
+              initializers=inits)
+    result = assert_rule_sound(m, rule, also=("conv-scale-fold",))
+    assert op_counts(result.model) == {"Conv": 1, act: 1}
+
+
+@pytest.mark.parametrize("act,rule,attrs", [("Relu", "scale-through-relu", {}),
+                                            ("LeakyRelu", "scale-through-leaky-relu", {"alpha": 0.1})])
+def test_scale_through_activation_forward(act: str, rule: str, attrs: dict) -> None:
+    inits = {**conv_inits(), "s": rand(4, 1, 1, low=0.5, high=2)}
+    m = model([node("Mul", ["x", "s"], "xs"), node(act, ["xs"], "a", **attrs), conv_node(inits, x="a", y="y")], X,
+              initializers=inits)
+    result = assert_rule_sound(m, rule, also=("conv-input-scale-fold",))
+    assert op_counts(result.model) == {act: 1, "Conv": 1}
+
+
+@pytest.mark.parametrize("act,rule", [("Relu", "scale-through-relu"), ("LeakyRelu", "scale-through-leaky-relu")])
+def test_scale_through_activation_not_for_negative_scale(act: str, rule: str) -> None:
+    c = rand(4, 1, 1, low=0.5, high=2)
+    c[2] = -1.0
+    inits = {**conv_inits(), "c": c, "s": c.copy()}
+    m = model([conv_node(inits), node(act, ["conv"], "a"), node("Mul", ["a", "c"], "m"),
+               node("Mul", ["m", "s"], "ms"), node(act, ["ms"], "a2"), conv_node(inits, x="a2", y="y")], X,
+              initializers=inits)
+    assert_rule_does_not_fire(m, rule)
+
+
+@property_settings()
+@given(PROPERTIES["scale-through-relu"]())
+def test_scale_through_relu_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["scale-through-leaky-relu"]())
+def test_scale_through_leaky_relu_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- scale-through-add ----
+
+FOLDS = ZB + ("conv-scale-fold", "conv-bias-fold")
+
+
+def test_scale_through_add_backward_into_bias() -> None:
+    inits = {**conv_inits(bias=False), "t": rand(1, 4, 1, 1), "c": rand(4, 1, 1)}
+    m = model([conv_node(inits), node("Add", ["conv", "t"], "a"), node("Mul", ["a", "c"], "y")], X, initializers=inits)
+    assert op_counts(assert_rule_sound(m, "scale-through-add", also=FOLDS).model) == {"Conv": 1}
+
+
+def test_scale_through_add_forward_through_relu() -> None:
+    inits = {**conv_inits(), "s": rand(4, 1, 1, low=0.5, high=2), "t": rand(4, 1, 1)}
+    m = model([node("Mul", ["x", "s"], "xs"), node("Add", ["xs", "t"], "m"), node("Relu", ["m"], "r"),
+               conv_node(inits, x="r", y="y")], X, initializers=inits)
+    result = assert_rule_sound(m, "scale-through-add", also=("scale-through-relu", "conv-input-scale-fold"))
+    assert op_counts(result.model) == {"Add": 1, "Relu": 1, "Conv": 1}
+
+
+def test_scale_through_add_forward_needs_positive_scale_and_a_conv() -> None:
+    s = rand(4, 1, 1, low=0.5, high=2)
+    inits = {**conv_inits(), "s": -s, "p": s, "t": rand(4, 1, 1)}
+    negative = model([node("Mul", ["x", "s"], "xs"), node("Add", ["xs", "t"], "m"), conv_node(inits, x="m", y="y")],
+                     X, initializers=inits)
+    assert_rule_does_not_fire(negative, "scale-through-add")
+    no_conv = model([node("Mul", ["x", "p"], "xs"), node("Add", ["xs", "t"], "m"), node("Relu", ["m"], "y")], X,
+                    initializers=inits)
+    assert_rule_does_not_fire(no_conv, "scale-through-add")
+
+
+@property_settings()
+@given(PROPERTIES["scale-through-add"]())
+def test_scale_through_add_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- conv-pad-merge ----
+
+def test_conv_pad_merge_adds_spatial_pads() -> None:
+    inits = {**conv_inits(), "pads": np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)}
+    m = model([node("Pad", ["x", "pads"], "p"), conv_node(inits, x="p", y="y")], X, initializers=inits)
+    result = assert_rule_sound(m, "conv-pad-merge")
+    assert op_counts(result.model) == {"Conv": 1}
+    assert attribute(result.model, "Conv", "pads") == [2, 3, 3, 2]
+
+
+def test_conv_pad_merge_opset_10_attributes() -> None:
+    inits = conv_inits()
+    m = model([node("Pad", ["x"], "p", pads=[0, 0, 1, 1, 0, 0, 1, 1]), node("Conv", ["p", "w", "b"], "y")], X,
+              initializers=inits, opset=10)
+    result = assert_rule_sound(m, "conv-pad-merge")
+    assert op_counts(result.model) == {"Conv": 1}
+    assert attribute(result.model, "Conv", "pads") == [1, 1, 1, 1]
+
+
+def test_conv_pad_merge_never_into_max_pool() -> None:
+    """Peer bug: MaxPool pads with -inf, so a zero Pad before it must stay."""
+    m = model([node("Pad", ["x", "pads"], "p"), node("MaxPool", ["p"], "y", kernel_shape=[2, 2])], X,
+              initializers={"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)})
+    assert_rule_does_not_fire(m, "conv-pad-merge")
+    result, _ = optimize_with_rules(m, ["conv-pad-merge"])
+    assert op_counts(result.model) == {"Pad": 1, "MaxPool": 1}
+
+
+@pytest.mark.parametrize("pads,extra,attrs", [
+    ([0, 0, 1, 1, 0, 0, 1, 1], {"mode": "reflect"}, {}),
+    ([0, 1, 1, 1, 0, 0, 1, 1], {}, {}),                      # pads the channel axis
+    ([0, 0, -1, 0, 0, 0, 1, 1], {}, {}),                     # crops
+    ([0, 0, 1, 1, 0, 0, 1, 1], {}, {"auto_pad": "SAME_UPPER"}),
+    ([0, 0, 1, 1, 0, 0, 1, 1], {"value": 1.0}, {}),
+])
+def test_conv_pad_merge_not(pads: list, extra: dict, attrs: dict) -> None:
+    inits = {"w": rand(4, 4, 3, 3), "pads": np.array(pads, np.int64)}
+    inputs = ["x", "pads"]
+    if "value" in extra:
+        inits["v"] = np.array(extra.pop("value"), np.float32)
+        inputs.append("v")
+    m = model([node("Pad", inputs, "p", **extra), node("Conv", ["p", "w"], "y", **attrs)], X, initializers=inits)
+    assert_rule_does_not_fire(m, "conv-pad-merge")
+
+
+@property_settings()
+@given(PROPERTIES["conv-pad-merge"]())
+def test_conv_pad_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- const-operand-last ----
+
+def test_const_operand_last() -> None:
+    m = model([node("Mul", ["c", "x"], "y")], X, initializers={"c": rand(4, 1, 1)})
+    session = saturate_with_rules(m, ["const-operand-last"])
+    assert "const-operand-last" in session.saturation.rules_fired
+    assert_rule_sound(m, "const-operand-last")
+
+
+def test_const_operand_last_not_for_runtime_operands() -> None:
+    m = model([node("Mul", ["a", "x"], "y")], X + [("a", "FLOAT", (1, 4, 1, 1))])
+    assert_rule_does_not_fire(m, "const-operand-last")
+
+
+@property_settings()
+@given(PROPERTIES["const-operand-last"]())
+def test_const_operand_last_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- analysis: scale-broadcast-shape, scale-positive-facts ----
+
+def test_scale_broadcast_shape_lets_a_scaled_bias_fold() -> None:
+    """(Conv + t) * c, c a single element of full rank: t * c gets t's shape and folds into the bias."""
+    inits = {**conv_inits(), "t": rand(1, 4, 1, 1), "c": np.array(1.5, np.float32).reshape(1, 1, 1, 1)}
+    m = model([conv_node(inits), node("Add", ["conv", "t"], "a"), node("Mul", ["a", "c"], "y")], X, initializers=inits)
+    result = assert_rule_sound(m, "scale-broadcast-shape", also=("scale-through-add", *FOLDS))
+    assert op_counts(result.model) == {"Conv": 1}
+
+
+def test_scale_broadcast_shape_not_for_equal_shapes() -> None:
+    m = model([node("Add", ["x", "z"], "y")], X + [("z", "FLOAT", (1, 4, 5, 5))])
+    assert_rule_does_not_fire(m, "scale-broadcast-shape")
+
+
+@property_settings()
+@given(PROPERTIES["scale-broadcast-shape"]())
+def test_scale_broadcast_shape_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_scale_positive_facts_let_a_batchnorm_scale_pass_relu() -> None:
+    """BatchNormalization(Relu(Conv)): gamma / sqrt(var + eps) is positive (derived), so it moves into the conv."""
+    inits = {**conv_inits(), **bn_inits()}
+    m = model([conv_node(inits), node("Relu", ["conv"], "r"), node("BatchNormalization", ["r", *BN], "y")], X,
+              initializers=inits)
+    also = ("bn-decompose", "scale-through-relu", "conv-scale-fold")
+    result = assert_rule_sound(m, "scale-positive-facts", also=also)
+    _, fired = optimize_with_rules(m, ["scale-positive-facts", *also])
+    assert fired["scale-through-relu"] > 0
+    assert "BatchNormalization" not in op_counts(result.model)
+
+
+def test_scale_positive_facts_not_for_negative_constants() -> None:
+    m = model([node("Mul", ["x", "c"], "y")], X, initializers={"c": np.array(-2.0, np.float32)})
+    assert_rule_does_not_fire(m, "scale-positive-facts")
+
+
+@property_settings()
+@given(PROPERTIES["scale-positive-facts"]())
+def test_scale_positive_facts_property(case: RuleCase) -> None:
+    case.check()

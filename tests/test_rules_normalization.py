@@ -1,0 +1,292 @@
+"""Normalization rules (rewrites/normalization.py): each fires where it should, not where its guard fails,
+and is sound; the extractor picks LayerNormalization or its decomposition per target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+
+from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
+                           optimize_with_rules, saturate_with_rules)
+from extract.cost import load_target, roofline
+from tests.rule_graphs import model, node, property_settings
+
+LN_RULES = ["layernorm-fuse", "layernorm-fuse-scale", "layernorm-fuse-bias"]
+D = 8
+X3 = [("x", "FLOAT", (1, 4, D))]
+
+
+def _reduce_mean(x: str, y: str, axes: list[int], keepdims: int, opset: int):
+    if opset >= 18:  # axes are an input from opset 18 on
+        return node("ReduceMean", [x, "axes"], y, keepdims=keepdims)
+    return node("ReduceMean", [x], y, axes=axes, keepdims=keepdims)
+
+
+def _moments(axes: list[int], *, square: str = "pow", norm: str = "div", x: str = "x", mean_of: str = "x",
+             keepdims: int = 1, opset: int = 17) -> tuple[list, dict]:
+    """x -> (x - mean) / sqrt(var + eps) over `axes` as exporters write it (BERT/GPT-2: pow, div)."""
+    nodes = [_reduce_mean(mean_of, "mean", axes, keepdims, opset), node("Sub", [x, "mean"], "d")]
+    nodes.append(node("Pow", ["d", "two"], "sq") if square == "pow" else node("Mul", ["d", "d"], "sq"))
+    nodes += [_reduce_mean("sq", "var", axes, keepdims, opset), node("Add", ["var", "eps"], "ve"),
+              node("Sqrt", ["ve"], "std")]
+    if norm == "div":
+        nodes.append(node("Div", ["d", "std"], "n"))
+    else:
+        nodes += [node("Reciprocal", ["std"], "rstd"), node("Mul", ["d", "rstd"], "n")]
+    inits = {"two": np.array(2.0, np.float32), "eps": np.array(1e-12, np.float32)}
+    if opset >= 18:
+        inits["axes"] = np.array(axes, np.int64)
+    return nodes, inits
+
+
+def _layernorm_model(*, gamma=(D,), beta=(D,), opset: int = 17, dtype: str = "FLOAT", shape=(1, 4, D), axes=(-1,),
+                     **kw) -> object:
+    nodes, inits = _moments(list(axes), opset=opset, **kw)
+    out = "n"
+    rng = np.random.default_rng(0)
+    np_dtype = np.float16 if dtype == "FLOAT16" else np.float32
+    inits = {k: v.astype(np_dtype) if v.dtype == np.float32 else v for k, v in inits.items()}
+    if gamma is not None:
+        inits["gamma"] = rng.uniform(0.5, 1.5, gamma).astype(np_dtype)
+        nodes.append(node("Mul", [out, "gamma"], "scaled"))
+        out = "scaled"
+    if beta is not None:
+        inits["beta"] = rng.uniform(-1, 1, beta).astype(np_dtype)
+        nodes.append(node("Add", [out, "beta"], "y"))
+        out = "y"
+    return model(nodes, [("x", dtype, shape)], [out], inits, opset=opset)
+
+
+# ---- layernorm-fuse (+ scale, bias): the BERT/GPT-2 decomposition ----
+
+@pytest.mark.parametrize("square,norm", [("pow", "div"), ("mul", "div"), ("pow", "recip"), ("mul", "recip")])
+def test_layernorm_fuse_bert_pattern_becomes_one_node(square: str, norm: str) -> None:
+    m = _layernorm_model(square=square, norm=norm)
+    result, fired = optimize_with_rules(m, LN_RULES)
+    assert all(fired[r] > 0 for r in LN_RULES), fired
+    assert op_counts(result.model) == {"LayerNormalization": 1}
+    assert_rule_sound(m, "layernorm-fuse-bias", also=LN_RULES[:2])
+
+
+@pytest.mark.parametrize("opset", [17, 18, 20])
+def test_layernorm_fuse_without_affine(opset: int) -> None:
+    m = _layernorm_model(gamma=None, beta=None, opset=opset, axes=(2,))
+    result = assert_rule_sound(m, "layernorm-fuse")
+    assert op_counts(result.model) == {"LayerNormalization": 1}
+
+
+def test_layernorm_fuse_needs_opset_17() -> None:
+    assert_rule_does_not_fire(_layernorm_model(opset=14), "layernorm-fuse")
+
+
+def test_layernorm_fuse_not_over_another_axis() -> None:
+    """Moments over axis 1 of (1, 4, 8) are not a LayerNormalization over the last axis."""
+    assert_rule_does_not_fire(_layernorm_model(axes=(1,), gamma=None, beta=None), "layernorm-fuse")
+
+
+def test_layernorm_fuse_needs_the_same_x_in_mean_and_sub() -> None:
+    nodes, inits = _moments([-1], mean_of="z")
+    m = model([node("Relu", ["x"], "z"), *nodes], X3, ["n"], inits)
+    assert_rule_does_not_fire(m, "layernorm-fuse")
+
+
+def test_layernorm_fuse_not_without_keepdims() -> None:
+    """keepdims=0 broadcasts the mean along another axis: (1, 4) against (1, 4, 8) is not per row."""
+    nodes, inits = _moments([-1], keepdims=0)
+    m = model(nodes, [("x", "FLOAT", (4, 4, 4))], ["n"], inits)
+    assert_rule_does_not_fire(m, "layernorm-fuse")
+
+
+def test_layernorm_fuse_not_on_float16() -> None:
+    """The kernel computes in float32: fusing an fp16 decomposition would drop its fp16 roundings."""
+    assert_rule_does_not_fire(_layernorm_model(dtype="FLOAT16"), "layernorm-fuse")
+
+
+def test_layernorm_fuse_scale_not_for_a_per_row_gamma() -> None:
+    """A gamma of shape (1, 4, 1) scales rows, not the normalized axis: not a LayerNormalization scale."""
+    assert_rule_does_not_fire(_layernorm_model(gamma=(1, 4, 1), beta=None), "layernorm-fuse-scale",
+                              also=("layernorm-fuse",))
+
+
+def test_layernorm_fuse_scale_not_for_a_full_size_gamma() -> None:
+    """A gamma with one value per element (1, 4, 8) varies along the rows too."""
+    assert_rule_does_not_fire(_layernorm_model(gamma=(1, 4, D), beta=None), "layernorm-fuse-scale",
+                              also=("layernorm-fuse",))
+
+
+def test_layernorm_fuse_bias_not_for_a_runtime_bias() -> None:
+    nodes, inits = _moments([-1])
+    m = model([*nodes, node("Add", ["n", "b"], "y")], [*X3, ("b", "FLOAT", (D,))], ["y"], inits)
+    assert_rule_does_not_fire(m, "layernorm-fuse-bias", also=("layernorm-fuse",))
+
+
+@property_settings()
+@given(PROPERTIES["layernorm-fuse"]())
+def test_layernorm_fuse_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["layernorm-fuse-scale"]())
+def test_layernorm_fuse_scale_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["layernorm-fuse-bias"]())
+def test_layernorm_fuse_bias_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- layernorm-decompose: the target decides ----
+
+def _ln_node_model(bias: bool = True, dtype: str = "FLOAT", axis: int = -1) -> object:
+    rng = np.random.default_rng(1)
+    np_dtype = np.float16 if dtype == "FLOAT16" else np.float32
+    inits = {"g": rng.uniform(0.5, 1.5, D).astype(np_dtype)}
+    if bias:
+        inits["b"] = rng.uniform(-1, 1, D).astype(np_dtype)
+    if axis != -1:
+        inits["g"] = rng.uniform(0.5, 1.5, (4, D)).astype(np_dtype)
+        inits.pop("b", None)
+    inputs = ["x", "g", "b"] if bias and axis == -1 else ["x", "g"]
+    return model([node("LayerNormalization", inputs, "y", axis=axis, epsilon=1e-5)], [("x", dtype, (1, 4, D))],
+                 initializers=inits)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_layernorm_decompose_fires_and_cpu_keeps_the_fused_op(bias: bool) -> None:
+    m = _ln_node_model(bias)
+    result = assert_rule_sound(m, "layernorm-decompose")
+    assert op_counts(result.model) == {"LayerNormalization": 1}
+
+
+def test_layernorm_decompose_not_on_float16() -> None:
+    assert_rule_does_not_fire(_ln_node_model(dtype="FLOAT16"), "layernorm-decompose")
+
+
+def test_layernorm_decompose_only_over_the_last_axis() -> None:
+    assert_rule_does_not_fire(_ln_node_model(axis=1), "layernorm-decompose")
+
+
+def _with_primitive_fp32(tmp_path: Path) -> Path:
+    """The npu target with float32 compute and Sqrt: a target without LayerNormalization that can run
+    every primitive of the decomposition."""
+    text = (Path(load_target("npu").source).read_text()
+            .replace('"Abs", "Neg",', '"Abs", "Neg", "Sqrt", "Pow",')
+            .replace('name = "npu"', 'name = "npu-fp32"')
+            .replace("FLOAT16 = 2.0e12", "FLOAT16 = 2.0e12\nFLOAT = 1.0e12"))
+    path = tmp_path / "npu-fp32.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("target,expected", [("cpu", "fused"), ("gpu", "fused"), ("npu", "fused"),
+                                             ("npu-fp32", "decomposed")])
+def test_layernorm_extraction_per_target(tmp_path: Path, target: str, expected: str) -> None:
+    """cpu/gpu run LayerNormalization: fused. The shipped npu has no LayerNormalization kernel, but it
+    has no float32 arithmetic and no Sqrt either: every op of a FLOAT graph falls back to the host (200 us
+    each), so one fused fallback beats eight fallback primitives and the fused op stays. A target that
+    runs float32 primitives but lacks LayerNormalization gets the decomposition."""
+    m = _layernorm_model()
+    session = saturate_with_rules(m, [*LN_RULES, "layernorm-decompose"])
+    name = str(_with_primitive_fp32(tmp_path)) if target == "npu-fp32" else target
+    result = session.extract(name, verify=False)
+    ops = op_counts(result.model)
+    if expected == "fused":
+        assert ops == {"LayerNormalization": 1}
+    else:
+        assert "LayerNormalization" not in ops and ops["ReduceMean"] == 2 and ops["Sqrt"] == 1
+
+
+def test_layernorm_costs_on_npu_explain_the_choice() -> None:
+    """The measured costs behind test_layernorm_extraction_per_target: on the npu the fused node is one
+    host fallback, each primitive of a FLOAT decomposition another one."""
+    session = saturate_with_rules(_layernorm_model(), [*LN_RULES, "layernorm-decompose"])
+    cost, penalty = roofline("npu"), load_target("npu").unsupported_penalty
+    g = session.egraph
+    fused = [cost(g, n) for n in g.nodes if n.op == "LayerNormalization"]
+    primitives = [cost(g, n) for n in g.nodes if n.op in ("ReduceMean", "Sub", "Sqrt") and not g.eclass(n.eclass).constant]
+    assert fused and all(c >= penalty for c in fused + primitives)
+    assert min(fused) < 2 * penalty < sum(sorted(primitives)[:2])
+
+
+@property_settings()
+@given(PROPERTIES["layernorm-decompose"]())
+def test_layernorm_decompose_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- instancenorm-fuse (+ affine) ----
+
+def _instancenorm_model(axes=(2, 3), gamma=True, beta=True, shape=(1, 3, 4, 5)) -> object:
+    nodes, inits = _moments(list(axes))
+    rng = np.random.default_rng(2)
+    out = "n"
+    if gamma:
+        inits["gamma"] = rng.uniform(0.5, 1.5, (1, shape[1], 1, 1)).astype(np.float32)
+        nodes.append(node("Mul", ["gamma", out], "scaled"))
+        out = "scaled"
+    if beta:
+        inits["beta"] = rng.uniform(-1, 1, (1, shape[1], 1, 1)).astype(np.float32)
+        nodes.append(node("Add", [out, "beta"], "y"))
+        out = "y"
+    return model(nodes, [("x", "FLOAT", shape)], [out], inits, opset=13)
+
+
+def test_instancenorm_fuse_spatial_moments() -> None:
+    m = _instancenorm_model(gamma=False, beta=False)
+    result = assert_rule_sound(m, "instancenorm-fuse")
+    assert op_counts(result.model) == {"InstanceNormalization": 1}
+
+
+def test_instancenorm_fuse_affine_per_channel() -> None:
+    m = _instancenorm_model()
+    result, fired = optimize_with_rules(m, ["instancenorm-fuse", "instancenorm-fuse-affine"])
+    assert fired["instancenorm-fuse-affine"] > 0
+    assert op_counts(result.model) == {"InstanceNormalization": 1}
+    assert_rule_sound(m, "instancenorm-fuse-affine", also=("instancenorm-fuse",))
+
+
+def test_instancenorm_fuse_not_over_the_channel_axis() -> None:
+    assert_rule_does_not_fire(_instancenorm_model(axes=(1, 2, 3), gamma=False, beta=False), "instancenorm-fuse")
+
+
+def test_instancenorm_fuse_not_over_part_of_the_spatial_axes() -> None:
+    assert_rule_does_not_fire(_instancenorm_model(axes=(3,), gamma=False, beta=False), "instancenorm-fuse")
+
+
+def test_instancenorm_fuse_affine_not_for_a_spatial_gamma() -> None:
+    """A gamma of shape (1, 1, 4, 1) varies along a spatial axis: not an InstanceNormalization scale."""
+    nodes, inits = _moments([2, 3])
+    inits["g"] = np.linspace(0.5, 1.5, 4, dtype=np.float32).reshape(1, 1, 4, 1)
+    m = model([*nodes, node("Mul", ["n", "g"], "y")], [("x", "FLOAT", (1, 3, 4, 5))], ["y"], inits, opset=13)
+    assert_rule_does_not_fire(m, "instancenorm-fuse-affine", also=("instancenorm-fuse",))
+
+
+@property_settings()
+@given(PROPERTIES["instancenorm-fuse"]())
+def test_instancenorm_fuse_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["instancenorm-fuse-affine"]())
+def test_instancenorm_fuse_affine_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_layernorm_not_fused_in_bundled_fp16_bert() -> None:
+    """The bundled fp16-mixed BERT, upgraded to opset 17, keeps its LayerNorm decompositions: Casts sit
+    between the primitives and the arithmetic around them is fp16 (fusing would drop fp16 roundings)."""
+    from eqsat.session import saturate
+    from rewrites.registry import all_rules
+
+    path = Path(__file__).parent / "models" / "bert_l2_h128_fp16_mixed.onnx"
+    rules = [r for r in all_rules() if r.family == "analysis" or r.ruleset == "analysis" or r.name in LN_RULES]
+    session = saturate(path, rules=rules, opset=17)
+    assert session.saturation.error is None
+    assert "layernorm-fuse" not in session.saturation.rules_fired
