@@ -282,7 +282,8 @@ class Roofline:
         if fused is not None:
             mode, extra = fused  # extra: non-constant inputs other than the producer's output
             extra_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in extra)
-            return 0.0 if mode == "free" else max(flops / peak, extra_bytes / t.bandwidth)
+            # A fused epilogue is nearly free, not free: among equal graphs the one with fewer ops wins.
+            return FUSED_EPSILON if mode == "free" else max(flops / peak, extra_bytes / t.bandwidth, FUSED_EPSILON)
         seconds = max(flops / peak, (in_bytes + out_bytes) / t.bandwidth) + t.launch
         if op in LAYOUT_OPS and t.layout == "NHWC":
             act_bytes = out_bytes + (self._numel(f, ins[0]) * f.elt_bytes[ins[0]] if ins else 0.0)
@@ -405,6 +406,10 @@ def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
         for i, d in enumerate(s, start=rank - len(s)):
             out[i] = max(out[i], d) if d != 1 else out[i]
     return tuple(out)
+
+
+#: Seconds charged for an op fused into its producer (one instruction's worth: a tie-breaker).
+FUSED_EPSILON = 1e-9
 
 
 def _flops(g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
