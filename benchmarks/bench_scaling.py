@@ -20,7 +20,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000])
     parser.add_argument("--extractor", default="ilp")
     parser.add_argument("--verify", action="store_true")
+    parser.add_argument("--plot", default="scaling.png", help="where to save the time-per-phase plot ('' for none)")
     args = parser.parse_args()
+    rows: list[tuple[int, dict[str, float], int]] = []
     print(f"| ops in | ops out | Transpose in/out | e-nodes loaded/saturated | e-classes | stop | "
           + " | ".join(PHASES) + " | total s | peak RSS MB |")
     print("|" + "---|" * (len(PHASES) + 7))
@@ -36,6 +38,36 @@ def main() -> None:
         print(f"| {r.nodes_before} | {r.nodes_after} | {r.ops_before['Transpose']}/{r.ops_after['Transpose']} | "
               f"{sat.enodes_loaded}/{sat.enodes} | {sat.eclasses} | {sat.stop_reason} | {phases} | {total:.2f} | {rss:.0f} |",
               flush=True)
+        rows.append((r.nodes_before, dict(r.phases), sat.enodes))
+    if args.plot:
+        save_plot(rows, args.plot)
+        print(f"\nplot saved to {args.plot}")
+
+
+def save_plot(rows: list[tuple[int, dict[str, float], int]], path: str) -> None:
+    """Stacked seconds per phase against graph size, e-graph size on a second axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [str(n) for n, _, _ in rows]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    bottom = [0.0] * len(rows)
+    for phase in PHASES:
+        values = [phases.get(phase, 0.0) for _, phases, _ in rows]
+        if any(values):
+            ax.bar(sizes, values, bottom=bottom, label=phase)
+            bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xlabel("ops in the input graph")
+    ax.set_ylabel("seconds")
+    ax.legend(fontsize=8, loc="upper left")
+    twin = ax.twinx()
+    twin.plot(sizes, [e for _, _, e in rows], "k.-", label="e-nodes after saturation")
+    twin.set_ylabel("e-nodes")
+    ax.set_title("eqsat on synthetic graphs: time per phase")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,11 @@ fuse_conv_bias/scale/batchnorm, onnxruntime ConvBNFusion/ConvAddFusion/ConvMulFu
     Conv(x, W, B) / c               -> Conv(x, W / c, B / c)             c > 0
     BatchNormalization(Conv(x, W, B)) -> Conv(x, W * f, (B - mean) * f + beta),  f = gamma / sqrt(var + eps)
     BatchNormalization(x)           -> x * f + (beta - mean * f)         (inference, per channel)
-    x * s + t                       -> BatchNormalization(x, s, t, 0, 1, eps=0)   s, t per channel (float x)
+    x * s + t                       -> BatchNormalization(x, s, t, 0, 1, eps=0)   s, t per channel (float x;
+                                                                         eps = 0 marks these: they are neither
+                                                                         decomposed nor folded again, no loop)
     Conv(x * s, W, B)               -> Conv(x, W * s over the input-channel axis, B)   (forward FoldScaleAxis)
-    Relu(x) * c                     -> Relu(x * c)                       c > 0 (backward; LeakyRelu likewise)
+    Relu(Conv(x, W, B)) * c         -> Relu(Conv(x, W, B) * c)           c > 0 (backward; LeakyRelu likewise)
     Conv(Relu(x * s))               -> Conv(Relu(x) * s)                 s > 0 (forward; LeakyRelu likewise)
     (Conv(x, W, B) +/- y) * c       -> Conv(x, W, B) * c +/- y * c       (backward FoldScaleAxis through Add/Sub)
     Conv(act(x * s + t))            -> Conv(act((x + t / s) * s))        s > 0, t a constant leaf, act Relu or
@@ -29,7 +31,9 @@ weights are [C_out, C_in/group, k...]: output-channel scale along axis 0, input-
 within each group). The pad merge is Conv only (ConvTranspose pads crop the output). A constant divided BY a
 conv is never folded (c / conv is not conv / c). Rules are rank-generic: a per-channel constant is one whose
 shape is the output's with every axis but 1 set to 1 (`ones` = shape mapped through min(1, d)). Constant
-arithmetic stays symbolic in the e-graph and is evaluated once at lowering.
+arithmetic stays symbolic in the e-graph and is evaluated once at lowering. Facts for the nodes these rules
+create (analysis ruleset): shape(B(a, ones)) = shape(a); positive(Scalar v > 0), and positivity through
+Reshape, Transpose, Sqrt, Reciprocal and products, quotients and sums of positives.
 """
 
 from __future__ import annotations
