@@ -84,7 +84,7 @@ def check(path: Path, target: str = "cpu", allow: Sequence[str] = ()) -> Row:
 
 def table(rows: Sequence[Row]) -> str:
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
-    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r.cells()) + " |" for r in rows]
     return "\n".join(lines)
 
 

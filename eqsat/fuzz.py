@@ -5,11 +5,11 @@
     print(report.to_text())
 
 The property (`check_case`) is stronger than `eqsat optimize`'s verification: every e-node of the
-saturated e-graph is evaluated on the drawn inputs and must agree with its class (so an unsound rewrite
-is caught even when the extractor does not choose it); then each extractor's result is validated, costed
-(the exact ILP, when it proves optimality, is never worse than the others), lowered to a model that
-passes the full ONNX checker, and run against the original within the tolerance of the least exact rule
-that fired.
+saturated e-graph (up to EGRAPH_CHECK_MAX_ENODES e-nodes) is evaluated on the drawn inputs and must agree
+with its class (so an unsound rewrite is caught even when the extractor does not choose it); then each
+extractor's result is validated, costed (the exact ILP, when it proves optimality, is never worse than
+the others), lowered to a model that passes the full ONNX checker with no initializer left unread, and
+run against the original within the tolerance of the least exact rule that fired.
 
 Examples run in chunks, each a hypothesis run with its own seed (`seed`, `seed + 1`, ...): a failure is
 shrunk, printed with its seed and graph, saved, and the next chunk goes on, so one long run counts every

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import onnx
-import onnx_ir as ir
 
 from eqsat import io
 from eqsat.backend import Backend
@@ -22,6 +21,10 @@ from eqsat.report import Report
 from eqsat.rule import SOUNDNESS, Rule
 from eqsat.saturate import Limits, RunReport, install_rules, run
 from eqsat import terms
+
+if TYPE_CHECKING:  # heavy modules stay lazy at run time
+    from eqsat.pipeline import Result
+    from extract.result import ExtractionResult
 
 
 @dataclasses.dataclass

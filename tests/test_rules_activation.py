@@ -4,7 +4,6 @@ sound; Gelu or its decomposition is picked per target."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -136,19 +135,12 @@ def test_gelu_decompose_not_on_float16() -> None:
     assert_rule_does_not_fire(_gelu_node(dtype="FLOAT16"), "gelu-decompose")
 
 
-def test_gelu_tanh_decomposition_chosen_where_gelu_is_missing(tmp_path: Path) -> None:
-    """A target that runs float32 Mul/Add/Tanh but has no Gelu kernel gets the primitives (x^3 as x*x*x:
-    no Pow); the shipped npu has no float32 at all, so there every op falls back and Gelu stays."""
-    from extract.cost import load_target
-
-    text = (Path(load_target("npu").source).read_text().replace('name = "npu"', 'name = "npu-fp32"')
-            .replace("FLOAT16 = 2.0e12", "FLOAT16 = 2.0e12\nFLOAT = 1.0e12"))
-    target = tmp_path / "npu-fp32.toml"
-    target.write_text(text)
+def test_gelu_tanh_decomposition_chosen_where_gelu_is_missing() -> None:
+    """The npu has no Gelu kernel (a host fallback) but runs Mul/Add/Tanh on its vector unit (npu.toml:
+    fp32 compiled to fp16): there the same e-graph gives the primitives; gpu keeps the fused Gelu."""
     session = saturate_with_rules(_gelu_node("tanh"), ["gelu-decompose", "gelu-tanh-fuse"])
-    decomposed = op_counts(session.extract(str(target), verify=False).model)
-    assert "Gelu" not in decomposed and decomposed["Tanh"] == 1 and "Pow" not in decomposed
-    assert op_counts(session.extract("npu", verify=False).model) == {"Gelu": 1}
+    decomposed = op_counts(session.extract("npu", verify=False).model)
+    assert "Gelu" not in decomposed and decomposed["Tanh"] == 1
     assert op_counts(session.extract("gpu", verify=False).model) == {"Gelu": 1}
 
 

@@ -172,30 +172,14 @@ def test_layernorm_decompose_only_over_the_last_axis() -> None:
     assert_rule_does_not_fire(_ln_node_model(axis=1), "layernorm-decompose")
 
 
-def _with_primitive_fp32(tmp_path: Path) -> Path:
-    """The npu target with float32 compute and Sqrt: a target without LayerNormalization that can run
-    every primitive of the decomposition."""
-    text = (Path(load_target("npu").source).read_text()
-            .replace('"Abs", "Neg",', '"Abs", "Neg", "Sqrt", "Pow",')
-            .replace('name = "npu"', 'name = "npu-fp32"')
-            .replace("FLOAT16 = 2.0e12", "FLOAT16 = 2.0e12\nFLOAT = 1.0e12"))
-    path = tmp_path / "npu-fp32.toml"
-    path.write_text(text)
-    return path
-
-
-@pytest.mark.parametrize("target,expected", [("cpu", "fused"), ("gpu", "fused"), ("npu", "fused"),
-                                             ("npu-fp32", "decomposed")])
-def test_layernorm_extraction_per_target(tmp_path: Path, target: str, expected: str) -> None:
-    """cpu/gpu run LayerNormalization: fused. The shipped npu has no LayerNormalization kernel, but it
-    has no float32 arithmetic and no Sqrt either: every op of a FLOAT graph falls back to the host (200 us
-    each), so one fused fallback beats eight fallback primitives and the fused op stays. A target that
-    runs float32 primitives but lacks LayerNormalization gets the decomposition."""
+@pytest.mark.parametrize("target,expected", [("cpu", "fused"), ("gpu", "fused"), ("npu", "decomposed")])
+def test_layernorm_extraction_per_target(target: str, expected: str) -> None:
+    """cpu/gpu run LayerNormalization: fused. The npu has no LayerNormalization kernel (a host fallback,
+    200 us) but runs every primitive of the decomposition on its vector unit (npu.toml: fp32 compiled to
+    fp16), so there the same e-graph gives the decomposition."""
     m = _layernorm_model()
     session = saturate_with_rules(m, [*LN_RULES, "layernorm-decompose"])
-    name = str(_with_primitive_fp32(tmp_path)) if target == "npu-fp32" else target
-    result = session.extract(name, verify=False)
-    ops = op_counts(result.model)
+    ops = op_counts(session.extract(target, verify=False).model)
     if expected == "fused":
         assert ops == {"LayerNormalization": 1}
     else:
@@ -203,15 +187,15 @@ def test_layernorm_extraction_per_target(tmp_path: Path, target: str, expected: 
 
 
 def test_layernorm_costs_on_npu_explain_the_choice() -> None:
-    """The measured costs behind test_layernorm_extraction_per_target: on the npu the fused node is one
-    host fallback, each primitive of a FLOAT decomposition another one."""
+    """The costs behind test_layernorm_extraction_per_target: on the npu the fused node is a host
+    fallback, while each primitive of the decomposition runs on the NPU far below that penalty."""
     session = saturate_with_rules(_layernorm_model(), [*LN_RULES, "layernorm-decompose"])
     cost, penalty = roofline("npu"), load_target("npu").unsupported_penalty
     g = session.egraph
     fused = [cost(g, n) for n in g.nodes if n.op == "LayerNormalization"]
     primitives = [cost(g, n) for n in g.nodes if n.op in ("ReduceMean", "Sub", "Sqrt") and not g.eclass(n.eclass).constant]
-    assert fused and all(c >= penalty for c in fused + primitives)
-    assert min(fused) < 2 * penalty < sum(sorted(primitives)[:2])
+    assert fused and primitives and min(fused) >= penalty
+    assert sum(primitives) < penalty
 
 
 @property_settings()
