@@ -1,4 +1,4 @@
-"""The saturated e-graph, decoded once from egglog's serialized JSON into immutable typed tables.
+"""The saturated e-graph, decoded once from egglog's function tables into immutable typed tables.
 
 Every extractor, cost model and the lowering read this structure, never egglog itself, so that
 re-extraction under a new cost model costs milliseconds and needs no egglog state.
@@ -15,7 +15,6 @@ Handle nodes (`Ref`) and subsumed nodes are dropped; fact tables (`shape`, `dtyp
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any, Iterable, Mapping
 
 TERM_SORTS = ("T", "TL", "N")
@@ -112,86 +111,53 @@ class EGraph:
         return _mark_constants(graph)
 
 
-def decode(serialized_json: str, ref_ids: Iterable[int] = ()) -> EGraph:
-    """Decode egglog's `serialize(...).to_json()` output; `ref_ids` are the handles to resolve."""
-    raw = json.loads(serialized_json)
-    nodes: Mapping[str, Mapping[str, Any]] = raw["nodes"]
-    sorts = {name: meta["type"] for name, meta in raw["class_data"].items()}
-    prim_by_class: dict[str, str] = {}
-    for nid, n in nodes.items():
-        if nid.startswith("primitive-"):
-            prim_by_class.setdefault(n["eclass"], nid)
+def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = ()) -> EGraph:
+    """Decode egglog's function tables (`eqsat.backend.Backend.snapshot`); `ref_ids` are the handles to
+    keep (all when empty). Term constructors become e-nodes, `shape`/`dtype` class facts, `rewritten`
+    provenance; handle (`Ref`) rows become the handle map; other tables are analysis-only."""
+    class_index: dict[int, int] = {}
+    sorts: list[str] = []
 
-    values: dict[str, Attr] = {}
+    def cid(raw: int, sort: str) -> int:
+        found = class_index.get(raw)
+        if found is None:
+            found = class_index[raw] = len(sorts)
+            sorts.append(sort)
+        return found
 
-    def value(nid: str) -> Attr:
-        cached = values.get(nid)
-        if cached is not None:
-            return cached
-        n = nodes[nid]
-        op = n["op"]
-        sort = sorts[n["eclass"]]
-        if op in ("vec-of", "vec-empty") or sort == "IVec":
-            result: Attr = tuple(value(c) for c in n["children"])
-        elif sort == "i64":
-            result = int(op)
-        elif sort == "f64":
-            result = float(op)
-        elif sort == "String":
-            result = op[1:-1] if "\\" not in op else json.loads(op)
-        elif sort == "bool":
-            result = op == "true"
-        else:
-            result = op
-        values[nid] = result
-        return result
-
-    class_index: dict[str, int] = {}
-    for name, sort in sorts.items():
-        if sort in TERM_SORTS:
-            class_index[name] = len(class_index)
-    members: list[list[int]] = [[] for _ in class_index]
     shape: dict[int, tuple[int, ...]] = {}
     dtype: dict[int, str] = {}
     refs: dict[int, int] = {}
     rules: dict[int, set[str]] = {}
     out_nodes: list[ENode] = []
-    for nid, n in nodes.items():
-        op = n["op"]
-        if nid.startswith("primitive-") or n.get("subsumed"):
+    members: dict[int, list[int]] = {}
+    for name, table in tables.items():
+        if table.output_sort not in TERM_SORTS:
             continue
-        if op in ("shape", "dtype"):
-            child_class = class_index.get(nodes[n["children"][0]]["eclass"])
-            prim = prim_by_class.get(n["eclass"])
-            if child_class is not None and prim is not None:
-                (shape if op == "shape" else dtype)[child_class] = value(prim)  # type: ignore[assignment]
+        if name == "Ref":
+            for (rid,), out in table.rows:
+                refs[rid] = cid(out, table.output_sort)
             continue
-        if op == "rewritten":
-            child_class = class_index.get(nodes[n["children"][0]]["eclass"])
-            if child_class is not None:
-                rules.setdefault(child_class, set()).add(value(n["children"][1]))
-            continue
-        cname = n["eclass"]
-        if cname not in class_index:
-            continue  # other analysis tables (relations, helper functions)
-        cid = class_index[cname]
-        if op == "Ref":
-            refs[value(n["children"][0])] = cid
-            continue
-        children, attrs = [], []
-        for ch in n["children"]:
-            ch_class = nodes[ch]["eclass"]
-            if ch_class in class_index:
-                children.append(class_index[ch_class])
-            else:
-                attrs.append(value(prim_by_class.get(ch_class, ch)))
-        out_nodes.append(ENode(len(out_nodes), op, cid, tuple(children), tuple(attrs)))
-        members[cid].append(out_nodes[-1].id)
-    classes = tuple(EClass(cid, sorts[name], tuple(members[cid]), shape.get(cid), dtype.get(cid),
-                           rules=tuple(sorted(rules.get(cid, ()))))
-                    for name, cid in class_index.items())
+        term_args = [i for i, sort in enumerate(table.input_sorts) if sort in TERM_SORTS]
+        attr_args = [i for i, sort in enumerate(table.input_sorts) if sort not in TERM_SORTS]
+        for args, out in table.rows:
+            owner = cid(out, table.output_sort)
+            children = tuple(cid(args[i], table.input_sorts[i]) for i in term_args)
+            node = ENode(len(out_nodes), name, owner, children, tuple(args[i] for i in attr_args))
+            out_nodes.append(node)
+            members.setdefault(owner, []).append(node.id)
+    for name, facts in (("shape", shape), ("dtype", dtype)):
+        for (raw,), value in tables[name].rows if name in tables else ():
+            if raw in class_index:
+                facts[class_index[raw]] = value
+    for (raw, rule), _ in tables["rewritten"].rows if "rewritten" in tables else ():
+        if raw in class_index:
+            rules.setdefault(class_index[raw], set()).add(rule)
+    classes = tuple(EClass(c, sort, tuple(members.get(c, ())), shape.get(c), dtype.get(c),
+                           rules=tuple(sorted(rules.get(c, ()))))
+                    for c, sort in enumerate(sorts))
     wanted = set(ref_ids)
-    kept_refs = {r: c for r, c in refs.items() if not wanted or r in wanted}
+    kept_refs = {r: c for r, c in sorted(refs.items()) if not wanted or r in wanted}
     return _mark_constants(EGraph(tuple(out_nodes), classes, (), kept_refs))
 
 

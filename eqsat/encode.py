@@ -1,9 +1,11 @@
 """Graph -> egglog: every ONNX value becomes a handle `(Ref i)` unioned with its term, plus facts.
 
-The whole graph is turned into egglog actions (`(union (Ref 3) (Relu (Ref 2)))`, `(set (shape (Ref 3))
-(vec-of 1 16 8 8))`, ...) that `Backend.load` inserts in bulk: no Python term building, no recursion, so
-a 20k-node graph loads in seconds. Shapes and dtypes come from ONNX shape inference (run by
-`eqsat.io.normalize`); only values with fully static shapes get a shape fact.
+The whole graph becomes rows of primitive load tables (eqsat.bulk: `load-Relu 3 2` stands for
+`(union (Ref 3) (Relu (Ref 2)))`, `load-shape 3 v` for `(set (shape (Ref 3)) v)`) that
+`Backend.load_rows` inserts in bulk: no Python term building, no recursion, so a 20k-node graph loads in
+well under a second. Opaque nodes (tensor lists) and strings a table cannot carry go as egglog text.
+Shapes and dtypes come from ONNX shape inference (run by `eqsat.io.normalize`); only values with fully
+static shapes get a shape fact.
 
 Side tables keep what egglog does not need: constant tensors by content key, the original nodes behind
 opaque terms, and which original node produced each handle (provenance).
@@ -18,14 +20,15 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from eqsat.terms import BINARY, OPS, NONDETERMINISTIC, OpSpec, egg_float, egg_ints, egg_str, egg_value
+from eqsat.bulk import ABSENT, Rows
+from eqsat.terms import BINARY, OPS, NONDETERMINISTIC, OpSpec, egg_str, egg_value
 
 
 @dataclasses.dataclass
 class Encoding:
-    """The egglog actions of one graph and the side tables needed to lower a result back."""
+    """The load rows of one graph and the side tables needed to lower a result back."""
 
-    actions: list[str] = dataclasses.field(default_factory=list)
+    rows: Rows = dataclasses.field(default_factory=Rows)
     refs: dict[str, int] = dataclasses.field(default_factory=dict)              # value name -> handle
     constants: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # Const key -> tensor
     constant_names: dict[str, str] = dataclasses.field(default_factory=dict)    # Const key -> name
@@ -36,6 +39,7 @@ class Encoding:
     perms: set[tuple[int, ...]] = dataclasses.field(default_factory=set)
     typed: int = 0
     opaque: int = 0
+    handles: int = 0  # handles allocated: one per value, plus one per re-encoded broadcast constant
 
 
 def static_shape(value: ir.Value | None) -> tuple[int, ...] | None:
@@ -55,61 +59,85 @@ class _Encoder:
     def __init__(self, model: ir.Model) -> None:
         self.model = model
         self.enc = Encoding(opset=model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
+        self.rows = self.enc.rows
+        self.rows.text.append(f"(union (Ref {ABSENT}) (Absent))")
 
     # ---- handles and facts ----
-    def ref(self, value: ir.Value | None) -> str:
+    def ref(self, value: ir.Value | None) -> int:
         if value is None or not value.name:
-            return "(Absent)"
-        return f"(Ref {self.enc.refs[value.name]})"
+            return ABSENT
+        return self.enc.refs[value.name]
 
-    def new_ref(self, value: ir.Value, term: str, producer: str | None = None) -> None:
-        rid = len(self.enc.refs)
+    def handle(self) -> int:
+        self.enc.handles += 1
+        return self.enc.handles - 1
+
+    def facts(self, rid: int, shape: tuple[int, ...] | None, dtype: str | None, positive: bool = False) -> None:
+        if shape is not None:
+            self.rows.add("shape", rid, self.rows.vec(shape))
+        if dtype is not None:
+            self.rows.add("dtype", rid, dtype)
+        if positive:
+            self.rows.add("positive", rid)
+
+    def new_ref(self, value: ir.Value, producer: str | None = None) -> int:
+        rid = self.handle()
         self.enc.refs[value.name] = rid
-        self.enc.actions.append(f"(union (Ref {rid}) {term})")
         if producer is not None:
             self.enc.producers[rid] = producer
-        shape = static_shape(value)
-        if shape is not None:
-            self.enc.actions.append(f"(set (shape (Ref {rid})) {egg_ints(shape)})")
-        if value.dtype is not None:
-            self.enc.actions.append(f"(set (dtype (Ref {rid})) {egg_str(value.dtype.name)})")
+        self.facts(rid, static_shape(value), value.dtype.name if value.dtype is not None else None)
+        return rid
 
     # ---- leaves ----
-    def constant_term(self, value: ir.Value, array: np.ndarray) -> str:
+    def constant(self, rid: int, value: ir.Value, array: np.ndarray) -> None:
+        """`rid` defined as the constant `array` (a Scalar when it has one element exact in f64)."""
         if array.size == 1 and array.dtype.kind in "biuf" and _exact_as_f64(array):
-            return f"(Scalar {egg_float(float(array.reshape(-1)[0]))} {egg_str(value.dtype.name)} {egg_ints(array.shape)})"
-        key = constant_key(array)
-        self.enc.constants.setdefault(key, array)
-        self.enc.constant_names.setdefault(key, value.name)
-        return f"(Const {egg_str(key)})"
+            self.rows.add("Scalar", rid, float(array.reshape(-1)[0]), value.dtype.name, self.rows.vec(array.shape))
+        else:
+            key = constant_key(array)
+            self.enc.constants.setdefault(key, array)
+            self.enc.constant_names.setdefault(key, value.name)
+            self.rows.add("Const", rid, key)
 
     def encode_leaves(self) -> None:
         graph = self.model.graph
         for value in graph.inputs:
-            self.new_ref(value, f"(Input {egg_str(value.name)})")
+            rid = self.new_ref(value)
+            if not self.rows.add("Input", rid, value.name):
+                self.rows.text.append(f"(union (Ref {rid}) (Input {egg_str(value.name)}))")
         for name, value in graph.initializers.items():
             if name in self.enc.refs or value.const_value is None:
                 continue
             array = value.const_value.numpy()
-            self.new_ref(value, self.constant_term(value, array))
-            if array.dtype.kind in "iuf" and array.size and np.all(array > 0):
-                self.enc.actions.append(f"(positive (Ref {self.enc.refs[name]}))")
+            rid = self.new_ref(value)
+            self.constant(rid, value, array)
+            self.facts(rid, None, None, positive=_all_positive(array))
 
     # ---- nodes ----
     def encode_nodes(self) -> None:
         for index, node in enumerate(self.model.graph):
             spec = OPS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
-            term = self.typed_term(node, spec) if spec is not None else None
+            row = self.typed_row(node, spec) if spec is not None else None
             name = node.name or f"{node.op_type}#{index}"
-            if term is not None:
+            if row is not None:
                 self.enc.typed += 1
-                self.new_ref(node.outputs[0], term, name)
+                rid = self.new_ref(node.outputs[0], name)
+                if not self.rows.add(spec.name, rid, *row):  # a string parameter a table cannot carry
+                    self.rows.text.append(f"(union (Ref {rid}) {self.term_text(spec, row)})")
             else:
                 self.enc.opaque += 1
                 self.encode_opaque(node, index, name)
 
-    def typed_term(self, node: ir.Node, spec: OpSpec) -> str | None:
-        """The node as a typed term, or None when some detail is not modelled (it then goes opaque)."""
+    def term_text(self, spec: OpSpec, row: tuple[Any, ...]) -> str:
+        n = len(spec.inputs)
+        vectors = {i: v for v, i in self.rows.vectors.items()}
+        args = [f"(Ref {r})" for r in row[:n]]
+        args += [egg_value(p.kind, vectors[v] if p.kind == "ints" else v) for p, v in zip(spec.params, row[n:])]
+        return f"({spec.name} {' '.join(args)})"
+
+    def typed_row(self, node: ir.Node, spec: OpSpec) -> tuple[Any, ...] | None:
+        """The node's load row after its output handle (input handles, then parameters), or None when
+        some detail is not modelled (it then goes opaque)."""
         if node.op_type in NONDETERMINISTIC or len([o for o in node.outputs if o.name]) != 1 or not node.outputs[0].name:
             return None
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
@@ -126,12 +154,12 @@ class _Encoder:
             return None
         if spec.name == "Transpose":
             self.enc.perms.add(tuple(values[0]))
-        args = [self.ref(v) for v in tensor_inputs] + ["(Absent)"] * (len(spec.inputs) - len(tensor_inputs))
+        args = [self.ref(v) for v in tensor_inputs] + [ABSENT] * (len(spec.inputs) - len(tensor_inputs))
         if spec.name in BINARY:
-            args = [self.broadcast_constant(v, node.outputs[0]) or a for v, a in zip(node.inputs, args)]
-        args += [egg_value(p.kind, v) for p, v in zip(spec.params, values)]
-        return f"({spec.name} {' '.join(args)})"
-
+            args = [self.broadcast_constant(v, node.outputs[0], a) for v, a in zip(node.inputs, args)]
+        params = [self.rows.vec(v) if p.kind == "ints" else float(v) if p.kind == "float" else
+                  int(v) if p.kind == "int" else str(v) for p, v in zip(spec.params, values)]
+        return (*args, *params)
     def param_values(self, node: ir.Node, spec: OpSpec) -> list[Any] | None:
         in_rank = len(node.inputs[0].shape) if node.inputs and node.inputs[0] is not None and node.inputs[0].shape is not None else None
         out_rank = len(node.outputs[0].shape) if node.outputs[0].shape is not None else None
@@ -165,31 +193,35 @@ class _Encoder:
             values.append(value)
         return values
 
-    def broadcast_constant(self, value: ir.Value | None, out: ir.Value) -> str | None:
-        """A constant operand of lower rank, re-encoded at the output's rank (numpy broadcasting)."""
+    def broadcast_constant(self, value: ir.Value | None, out: ir.Value, rid: int) -> int:
+        """A constant operand of lower rank gets a handle of its own, re-encoded at the output's rank
+        (numpy broadcasting); any other operand keeps `rid`."""
         if value is None or value.const_value is None or out.shape is None:
-            return None
+            return rid
         array = value.const_value.numpy()
         if array.ndim >= len(out.shape):
-            return None
+            return rid
         array = array.reshape((1,) * (len(out.shape) - array.ndim) + array.shape)
-        term = self.constant_term(value, array)
-        if array.dtype.kind in "iuf" and array.size and np.all(array > 0):
-            self.enc.actions.append(f"(positive {term})")
-        self.enc.actions.append(f"(set (shape {term}) {egg_ints(array.shape)})")
-        self.enc.actions.append(f"(set (dtype {term}) {egg_str(value.dtype.name)})")
-        return term
+        handle = self.handle()
+        self.constant(handle, value, array)
+        self.facts(handle, array.shape, value.dtype.name, positive=_all_positive(array))
+        return handle
 
     def encode_opaque(self, node: ir.Node, index: int, name: str) -> None:
         key = f"{node.domain or 'ai.onnx'}::{node.op_type}#{index}"
         self.enc.opaque_nodes[key] = node
         inputs = "(TNil)"
         for value in reversed(list(node.inputs) + _captured_values(node, self.enc.refs)):
-            inputs = f"(TCons {self.ref(value)} {inputs})"
+            inputs = f"(TCons (Ref {self.ref(value)}) {inputs})"
         term = f"(Opaque {egg_str(key)} {inputs})"
         for k, out in enumerate(node.outputs):
             if out.name:
-                self.new_ref(out, f"(Out {term} {k})", name)
+                rid = self.new_ref(out, name)
+                self.rows.text.append(f"(union (Ref {rid}) (Out {term} {k}))")
+
+
+def _all_positive(array: np.ndarray) -> bool:
+    return bool(array.dtype.kind in "iuf" and array.size and np.all(array > 0))
 
 
 def _exact_as_f64(array: np.ndarray) -> bool:

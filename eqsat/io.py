@@ -236,14 +236,22 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
     """`normalize` for a validated proto: the IR to encode and its shape-annotated proto.
 
     Shape inference runs on protos (the IR pass round-trips the whole model through protobuf twice per
-    call: 20k nodes cost 3 s more), and only again when folding changed the graph.
+    call: 20k nodes cost 3 s more). It runs again after folding only where that can add facts: some
+    value still lacks a static shape (folding keeps every shape already inferred valid).
     """
     inferred = _infer_proto(proto)
     model = from_proto(inferred, label)
-    if _fold(model):
-        inferred = _infer_proto(to_proto(model))
-        model = from_proto(inferred, label)
-    return model, inferred
+    if not _fold(model):
+        return model, inferred
+    if _all_shapes_static(model.graph):
+        return model, to_proto(model)
+    inferred = _infer_proto(to_proto(model))
+    return from_proto(inferred, label), inferred
+
+
+def _all_shapes_static(graph: ir.Graph) -> bool:
+    return all(v.dtype is not None and v.shape is not None and v.shape.is_static()
+               for node in graph for v in node.outputs if v.name)
 
 
 def _fold(model: ir.Model) -> bool:

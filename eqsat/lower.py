@@ -386,7 +386,6 @@ def _evaluate_reference(spec: OpSpec, args: list[np.ndarray | None], params: dic
     return np.asarray(out)
 
 
-def lower(egraph: EGraph, choice: Mapping[int, int], enc: Encoding, source: onnx.ModelProto) -> ir.Model:
-    """The graph the choice describes, as an IR model shaped like `source` (the normalized input)."""
-    proto = _Lowerer(egraph, choice, enc, source).run()
-    return ir.serde.deserialize_model(proto)
+def lower(egraph: EGraph, choice: Mapping[int, int], enc: Encoding, source: onnx.ModelProto) -> onnx.ModelProto:
+    """The graph the choice describes, as a model shaped like `source` (the normalized input)."""
+    return _Lowerer(egraph, choice, enc, source).run()

@@ -61,8 +61,8 @@ class Session:
             backend = Backend()
             backend.run(terms.declarations())
             backend.load(terms.static_facts(self.encoding.perms, self.encoding.opset))
-            backend.load(self.encoding.actions)
-            graph = decode(backend.serialize())
+            backend.load_rows(self.encoding.rows)
+            graph = decode(backend.snapshot(), self.encoding.refs.values())
             roots = tuple(graph.refs[r] for r in self.encoding.outputs)
             choice = {c.id: c.nodes[0] for c in graph.classes if c.nodes}
             cached = ExtractionResult(graph.with_roots(roots), choice, roots, "input", 0.0)
@@ -101,7 +101,7 @@ class Session:
         note("lower")
         with timed(report, "lower"):
             model = lower(self.egraph, result.choice, self.encoding, self.normalized)
-        report.ops_after = io.op_histogram(model)
+        report.ops_after = io.proto_op_histogram(model)
         if verify:
             from eqsat.verify import verify as run_verify
 
@@ -141,7 +141,7 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     backend = Backend()
     backend.run(terms.declarations())
     backend.load(terms.static_facts(encoding.perms, encoding.opset))
-    backend.load(encoding.actions)
+    backend.load_rows(encoding.rows)
     install_rules(backend, rules)  # after the data: loading with rules present is ~5x slower
     phases["encode"] = time.perf_counter() - start
     note("saturate")
@@ -151,14 +151,14 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     note("decode")
     start = time.perf_counter()
     try:
-        egraph = decode(backend.serialize())
+        egraph = decode(backend.snapshot(), encoding.refs.values())
     except BaseException as exc:  # the e-graph is unusable after a panic: extract the input as it was
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         backend = Backend()
         backend.run(terms.declarations())
-        backend.load(encoding.actions)
-        egraph = decode(backend.serialize())
+        backend.load_rows(encoding.rows)
+        egraph = decode(backend.snapshot(), encoding.refs.values())
         report.error = f"{report.error or type(exc).__name__}; fell back to the input graph"
     report.eclasses = sum(1 for c in egraph.classes if c.sort == "T")
     phases["decode"] = time.perf_counter() - start

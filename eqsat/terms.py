@@ -207,6 +207,9 @@ def declarations() -> str:
               "(relation positive (T))", "(relation is-const (T))", "(function inv-perm (IVec) IVec :no-merge)",
               "(relation lossless-cast (String String))", "(function model-opset () i64 :no-merge)",
               "(relation rewritten (T String))"]
+    from eqsat.bulk import declarations as load_tables  # the bulk path's tables are built from OPS
+
+    lines.append(load_tables())
     return "\n".join(lines)
 
 

@@ -120,7 +120,7 @@ def test_compare_marks_what_changed(result: eqsat.Result) -> None:
     assert before.count("dashed") == 4 and after.count(display._CHANGED_FILL) == 1
     assert "4 nodes" in before and "1 nodes (1 changed by rules" in after
     with pytest.raises(ValueError):
-        display.compare(eqsat.Result(result.model, result.report))  # no session: say what to pass instead
+        display.compare(eqsat.Result(result.proto, result.report))  # no session: say what to pass instead
 
 
 def test_large_graphs_are_listed_not_drawn(result: eqsat.Result, fake_dot: Path, monkeypatch) -> None:

@@ -33,7 +33,7 @@ def test_pinned_version() -> None:
 
 
 def test_bulk_load_and_serialize_roundtrip() -> None:
-    graph = decode(_loaded().serialize())
+    graph = decode(_loaded().snapshot())
     assert set(graph.refs) == {0, 1, 2, 3}
     assert all(n.op != "Ref" for n in graph.nodes), "handle nodes must be dropped"
     x = graph.refs[0]
@@ -52,7 +52,7 @@ def test_rules_run_report_and_vec_map() -> None:
     report = run(backend)
     assert report.stop_reason == "saturated"
     assert report.rules_fired.get("t-merge", 0) >= 3
-    graph = decode(backend.serialize())
+    graph = decode(backend.snapshot())
     assert any(n.op == "Relu" and n.children == (graph.refs[0],) for n in graph.class_nodes(graph.refs[3]))
 
 
@@ -60,4 +60,37 @@ def test_conflicting_facts_raise_an_ordinary_error() -> None:
     backend = _loaded()
     with pytest.raises(EgglogError, match="merge"):
         backend.load(["(set (shape (Ref 0)) (vec-of 9))"])
-    assert decode(backend.serialize()).refs  # the e-graph stays usable
+    assert decode(backend.snapshot()).refs  # the e-graph stays usable
+
+
+def test_table_load_through_input_files() -> None:
+    """egglog's `input` reads the load tables (eqsat.bulk); strings a table cannot carry go as text."""
+    from eqsat.bulk import ABSENT, Rows
+
+    rows = Rows()
+    rows.text.append(f"(union (Ref {ABSENT}) (Absent))")
+    rows.add("Input", 0, "x")
+    assert not rows.add("Input", 1, " padded\tname"), "edge spaces and tabs cannot cross a tab-separated file"
+    rows.text.append('(union (Ref 1) (Input " padded\\tname"))')
+    rows.add("shape", 0, rows.vec((2, 3)))
+    rows.add("dtype", 0, "FLOAT")
+    rows.add("Clip", 2, 0, float("-inf"), 6.0)
+    rows.add("Gemm", 3, 0, 1, ABSENT, 0.5, 1.0, 0, 1)
+    rows.add("Transpose", 4, 0, rows.vec((1, 0)))
+    rows.add("Scalar", 5, 1e-45, "FLOAT", rows.vec(()))
+    backend = Backend()
+    backend.run(terms.declarations())
+    backend.load_rows(rows)
+    tables = backend.snapshot()
+    assert not any(t.rows for name, t in tables.items() if name.startswith("load-")), "load rows are deleted"
+    graph = decode(tables, range(6))
+    x, padded = graph.refs[0], graph.refs[1]
+    assert graph.eclass(x).shape == (2, 3) and graph.eclass(x).dtype == "FLOAT"
+    assert [n.attrs for n in graph.class_nodes(padded)] == [(" padded\tname",)]
+    (clip,) = graph.class_nodes(graph.refs[2])
+    assert clip.op == "Clip" and clip.children == (x,) and clip.attrs == (float("-inf"), 6.0)
+    (gemm,) = graph.class_nodes(graph.refs[3])
+    assert gemm.children[:2] == (x, padded) and [n.op for n in graph.class_nodes(gemm.children[2])] == ["Absent"]
+    assert gemm.attrs == (0.5, 1.0, 0, 1)
+    assert next(iter(graph.class_nodes(graph.refs[4]))).attrs == ((1, 0),)
+    assert next(iter(graph.class_nodes(graph.refs[5]))).attrs == (1e-45, "FLOAT", ())
