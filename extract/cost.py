@@ -17,14 +17,32 @@ per node id) to cost a whole e-graph at once; `node_costs()` below uses it when 
 - an op (or compute dtype) the target does not support costs `unsupported_penalty` plus its roofline
   time on the fallback (host) hardware;
 - fused patterns: a consumer whose input class holds the pattern's producer (directly or through other
-  fused consumers) costs nothing ("free") or only max(its compute time, the traffic of its other
-  non-constant inputs such as a residual) ("epilogue": no launch, no round trip of the producer's
-  output). This is a per-node approximation: it assumes the producer is the node chosen in that class
-  and that its output is not needed elsewhere;
+  fused consumers) runs with no launch and no round trip of the producer's output: it costs the reading
+  of its constant operands, e.g. a bias, plus FUSED_EPSILON ("free": a bias folded into the producer
+  beats the same bias applied by an epilogue), or max(its compute time, the traffic of its other inputs
+  such as a residual or a bias, FUSED_EPSILON) ("epilogue"). This is a per-node approximation: it assumes
+  the producer is the node chosen in that class and that its output is not needed elsewhere;
 - the compute dtype (which peak applies) is that of the first non-constant input (else the first input,
   else the output); ops with no FLOPs (data movement) run in any dtype;
 - layout: on a target preferring NHWC, layout-bound ONNX ops (NCHW by definition) pay
-  `layout_penalty` times their activation traffic (the conversion a runtime inserts).
+  `layout_penalty` times their activation traffic (the conversion a runtime inserts);
+- QDQ node units (`[qdq] ops`): an op of that list whose every non-constant tensor input is a
+  DequantizeLinear output, and whose output a QuantizeLinear reads, runs as one integer kernel (ONNX
+  Runtime's QLinear*/QGemm rewrite): it is costed on the quantized tensors (their bytes, the integer peak).
+  On such a target DQ and Q nodes cost FUSED_EPSILON and their consumer / producer accounts for them: a
+  unit absorbs them, any other op pays their roofline as kernels of its own (so DQ -> ReduceMean -> Q
+  costs three kernels where DQ -> GlobalAveragePool -> Q costs one). A DQ with no consumer (a graph
+  output) and a Q of a graph input pay for themselves. On a target without the list, Q and DQ are
+  kernels of their own and the op computes in float;
+- blocked layout (`[blocked_layout]`, ONNX Runtime's NCHWc on x86): classes produced by its producers (and
+  by its ops over blocked inputs) hold blocked activations; any other consumer pays a reorder to NCHW
+  (reading and writing its input once more);
+- relayout (`[relayout]`): an op of that list whose input rank is not among `ranks` (NPU pooling takes 4-D
+  images) pays a transpose of its input first (a launch, reading and writing it once more);
+- serial window (`[serial] ops`): kernels that give each output one thread looping over its window (GPU
+  pooling with a global window) cannot run faster than window x `step` (the work-span bound), so their time
+  is max(flops / peak, bytes / bandwidth, window x step) + launch.
+Ties between equal-cost nodes are broken by the extractors (lowest node id): deterministic.
 """
 
 from __future__ import annotations
@@ -110,7 +128,17 @@ class FusedPattern:
     producers: frozenset[str]
     consumers: frozenset[str]
     other_inputs: str = "constant"  # "constant": the consumer's other inputs must be constant; "any"
-    mode: str = "free"              # "free": costs nothing; "epilogue": compute time only
+    mode: str = "free"              # "free": reads its constants only; "epilogue": compute and traffic, no launch
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockedLayout:
+    """A blocked activation layout a CPU runtime keeps between its kernels (ONNX Runtime's NCHWc)."""
+
+    producers: frozenset[str]       # ops that produce blocked outputs from plain NCHW inputs
+    ops: frozenset[str]             # ops that consume (and produce) blocked activations
+    block: int = 1                  # channels per block: producers whose output channels are not a multiple stay NCHW
+    dtypes: frozenset[str] = frozenset({"FLOAT"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +158,12 @@ class Target:
     layout: str = "any"                    # "NCHW", "NHWC" or "any"
     layout_penalty: float = 0.0            # extra activation traffic of a non-preferred layout
     view_fraction: float = 0.05            # cost of a view op, as a fraction of `launch`
+    qdq_ops: frozenset[str] = frozenset()  # ops run as one integer kernel inside DQ -> op -> Q
+    blocked: BlockedLayout | None = None   # blocked activation layout (NCHWc) and the ops that keep it
+    serial_ops: frozenset[str] = frozenset()  # one thread per output looping over the window
+    serial_step: float = 0.0               # seconds per step of that loop
+    relayout_ops: frozenset[str] = frozenset()  # ops whose kernels take only inputs of `relayout_ranks`
+    relayout_ranks: frozenset[int] = frozenset()
     source: str = ""
 
     def peak_for(self, dtype: str) -> float | None:
@@ -172,9 +206,20 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
                                  str(f.get("other_inputs", "constant")), str(f.get("mode", "free")))
                     for f in data.get("fused", ())),
         layout=str(data.get("layout", "any")), layout_penalty=float(data.get("layout_penalty", 0.0)),
-        view_fraction=float(data.get("view_fraction", 0.05)), source=source)
+        view_fraction=float(data.get("view_fraction", 0.05)),
+        qdq_ops=frozenset(map(str, data.get("qdq", {}).get("ops", ()))),
+        blocked=_blocked_from_dict(data["blocked_layout"]) if "blocked_layout" in data else None,
+        serial_ops=frozenset(map(str, data.get("serial", {}).get("ops", ()))),
+        serial_step=float(data.get("serial", {}).get("step", 0.0)),
+        relayout_ops=frozenset(map(str, data.get("relayout", {}).get("ops", ()))),
+        relayout_ranks=frozenset(map(int, data.get("relayout", {}).get("ranks", ()))), source=source)
     _validate(target)
     return target
+
+
+def _blocked_from_dict(data: Mapping[str, Any]) -> BlockedLayout:
+    return BlockedLayout(frozenset(map(str, data["producers"])), frozenset(map(str, data["ops"])),
+                         int(data.get("block", 1)), frozenset(map(str, data.get("dtypes", ("FLOAT",)))))
 
 
 def _validate(t: Target) -> None:
@@ -186,6 +231,13 @@ def _validate(t: Target) -> None:
             raise ValueError(f"{key} must be a positive finite number, got {value}")
     if t.unsupported_penalty < 0 or t.layout_penalty < 0:
         raise ValueError("penalties must be >= 0")
+    if not (t.serial_step >= 0 and math.isfinite(t.serial_step)):
+        raise ValueError(f"serial.step must be a finite number >= 0, got {t.serial_step}")
+    if t.blocked is not None:
+        if t.blocked.block < 1:
+            raise ValueError(f"blocked_layout.block must be >= 1, got {t.blocked.block}")
+        if not t.blocked.producers <= t.blocked.ops:
+            raise ValueError("blocked_layout: every producer must also be listed in ops")
     if t.layout not in ("NCHW", "NHWC", "any"):
         raise ValueError(f"layout must be NCHW, NHWC or any, got {t.layout!r}")
     for f in t.fused:
@@ -227,6 +279,12 @@ class _GraphFacts:
     elt_bytes: list[float]      # bytes per element (dtype size, or the default's)
     dtype: list[str | None]
     fused: list[int]            # per class: bitmask of fused patterns whose producer output it can be
+    dq: list[int]               # per class: a DequantizeLinear node in it (node id), else -1
+    q: list[int]                # per class: a QuantizeLinear node reading it (node id), else -1
+    unit: list[bool]            # per node: a QDQ node unit of the target (see _qdq_facts)
+    dq_used: list[bool]         # per class: a DQ output with consumers (which absorb it or pay for it)
+    q_paid: list[bool]          # per class: its producer absorbs (unit) or pays for a Q reading it
+    blocked: list[bool]         # per class: holds an activation in the target's blocked layout
 
 
 class Roofline:
@@ -254,7 +312,8 @@ class Roofline:
         numel = _estimate_numel(egraph)
         dtype = [c.dtype for c in egraph.classes]
         elt = [float(DTYPE_BYTES.get(d or DEFAULT_DTYPE, 4)) for d in dtype]
-        facts = _GraphFacts(numel, elt, dtype, _fusable_classes(egraph, self.target.fused))
+        facts = _GraphFacts(numel, elt, dtype, _fusable_classes(egraph, self.target.fused),
+                            *_qdq_facts(egraph, self.target.qdq_ops), _blocked_classes(egraph, self.target.blocked))
         self._facts = (weakref.ref(egraph), facts)
         return facts
 
@@ -268,6 +327,39 @@ class Roofline:
             return self._opaque(g, f, n)
         ins = [c for c in n.children if g.classes[c].sort == "T" and not _absent(g, c)]
         out_numel = self._out_numel(g, f, n, ins)
+        # leaving the blocked layout: the runtime reorders each blocked input to NCHW (read + write)
+        reorder = 0.0
+        if t.blocked is not None and op not in t.blocked.ops:
+            reorder = sum(2 * self._numel(f, c) * f.elt_bytes[c] for c in ins if f.blocked[c]) / t.bandwidth
+        # a kernel that takes only some ranks (NPU pooling: 4-D images) gets its input transposed first
+        if op in t.relayout_ops and ins:
+            shape = g.classes[ins[0]].shape
+            if shape is not None and len(shape) not in t.relayout_ranks:
+                reorder += t.launch + 2 * self._numel(f, ins[0]) * f.elt_bytes[ins[0]] / t.bandwidth
+        if not t.qdq_ops:
+            return self._plain(g, f, n, ins, out_numel) + reorder
+        # QDQ node units: DQ and Q cost their consumer / producer, which absorbs them (an integer kernel)
+        # or pays for running them as kernels of their own (any other op)
+        if op == "DequantizeLinear" and f.dq_used[n.eclass]:
+            return FUSED_EPSILON
+        if op == "QuantizeLinear" and ins and f.q_paid[ins[0]]:
+            return FUSED_EPSILON
+        if f.unit[n.id] and t.supports(op):
+            unit = t.launch * t.view_fraction if op in VIEW_OPS else self._qdq_unit(g, f, n, ins, out_numel)
+            return unit + reorder
+        own = self._plain(g, f, n, ins, out_numel) + reorder
+        if op in ("DequantizeLinear", "QuantizeLinear"):
+            return own
+        paid = [f.dq[c] for c in ins if f.dq[c] >= 0] + ([f.q[n.eclass]] if f.q[n.eclass] >= 0 else [])
+        return own + sum(self._plain_node(g, f, g.nodes[m]) for m in paid)
+
+    def _plain_node(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+        ins = [c for c in n.children if g.classes[c].sort == "T" and not _absent(g, c)]
+        return self._plain(g, f, n, ins, self._out_numel(g, f, n, ins))
+
+    def _plain(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
+        """The roofline of one node: fused epilogues, unsupported ops, span and layout included."""
+        t, op = self.target, n.op
         if op in VIEW_OPS:
             return t.launch * t.view_fraction
         in_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in ins)
@@ -280,15 +372,44 @@ class Roofline:
                     + max(flops / t.fallback_peak, (in_bytes + out_bytes) / t.fallback_bandwidth))
         fused = self._fused(g, f, n)
         if fused is not None:
-            mode, extra = fused  # extra: non-constant inputs other than the producer's output
+            mode, extra, consts = fused  # inputs other than the producer's output: non-constant, constant
             extra_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in extra)
-            # A fused epilogue is nearly free, not free: among equal graphs the one with fewer ops wins.
-            return FUSED_EPSILON if mode == "free" else max(flops / peak, extra_bytes / t.bandwidth, FUSED_EPSILON)
-        seconds = max(flops / peak, (in_bytes + out_bytes) / t.bandwidth) + t.launch
+            const_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in consts)
+            # An epilogue still reads its constant operand (a bias vector, as the producer would with the
+            # bias folded in); it is nearly free, not free: among equal graphs the one with fewer ops wins.
+            if mode == "free":
+                return const_bytes / t.bandwidth + FUSED_EPSILON
+            return max(flops / peak, (extra_bytes + const_bytes) / t.bandwidth, FUSED_EPSILON)
+        seconds = max(flops / peak, (in_bytes + out_bytes) / t.bandwidth, self._span(f, n, ins, out_numel))
+        seconds += t.launch
         if op in LAYOUT_OPS and t.layout == "NHWC":
             act_bytes = out_bytes + (self._numel(f, ins[0]) * f.elt_bytes[ins[0]] if ins else 0.0)
             seconds += t.layout_penalty * act_bytes / t.bandwidth
         return seconds
+
+    def _span(self, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
+        """Work-span bound of a serial-window kernel: window elements (input / output) x step."""
+        t = self.target
+        if n.op not in t.serial_ops or not ins or out_numel <= 0:
+            return 0.0
+        return self._numel(f, ins[0]) / out_numel * t.serial_step
+
+    def _qdq_unit(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
+        """One integer kernel for DQ -> op -> Q: reads the quantized inputs, writes a quantized output."""
+        t = self.target
+        in_bytes, qtype = 0.0, None
+        for c in ins:
+            if f.dq[c] >= 0:
+                q = g.nodes[f.dq[c]].children[0]  # the quantized tensor behind the DequantizeLinear
+                in_bytes += self._numel(f, c) * f.elt_bytes[q]
+                qtype = qtype or f.dtype[q]
+            else:
+                in_bytes += self._numel(f, c) * f.elt_bytes[c]
+        qtype = qtype or "INT8"
+        out_bytes = out_numel * DTYPE_BYTES.get(qtype, 1)
+        flops = _flops(g, f, n, ins, out_numel)
+        peak = (t.peak_for(qtype) or t.peak_for(DEFAULT_DTYPE) or 1.0) if flops else 1.0
+        return max(flops / peak, (in_bytes + out_bytes) / t.bandwidth) + t.launch
 
     def _opaque(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
         t = self.target
@@ -323,12 +444,14 @@ class Roofline:
             return f.numel[n.eclass]
         return _node_numel(g, f.numel, n, ins)
 
-    def _fused(self, g: EGraph, f: _GraphFacts, n: ENode) -> tuple[str, list[int]] | None:
+    def _fused(self, g: EGraph, f: _GraphFacts, n: ENode) -> tuple[str, list[int], list[int]] | None:
         for i, pattern in enumerate(self.target.fused):
             k = _fused_input(g, f.fused, i, pattern, n)
             if k is not None:
-                ins = [c for c in n.children if g.classes[c].sort == "T"]
-                return pattern.mode, [c for j, c in enumerate(ins) if j != k and not g.classes[c].constant]
+                ins = [c for c in n.children if g.classes[c].sort == "T"]  # as _fused_input indexes them
+                others = [c for j, c in enumerate(ins) if j != k and not _absent(g, c)]
+                return (pattern.mode, [c for c in others if not g.classes[c].constant],
+                        [c for c in others if g.classes[c].constant])
         return None
 
 
@@ -463,6 +586,79 @@ def _fusable_classes(g: EGraph, patterns: tuple[FusedPattern, ...]) -> list[int]
                 mask[n.eclass] |= 1 << i
                 work.append((n.eclass, i))
     return mask
+
+
+def _parents(g: EGraph) -> dict[int, list[ENode]]:
+    parents: dict[int, list[ENode]] = {}
+    for n in g.nodes:
+        for c in set(n.children):
+            parents.setdefault(c, []).append(n)
+    return parents
+
+
+def _qdq_facts(g: EGraph, ops: frozenset[str]) -> tuple[list[int], list[int], list[bool], list[bool], list[bool]]:
+    """QDQ facts for a target running `ops` as integer kernels: per class the DequantizeLinear node it holds
+    and a QuantizeLinear node reading it (-1: none); per node whether it is a unit (an op of `ops` whose
+    every non-constant tensor input holds a DQ, at least one, and whose output a Q reads); per DQ class
+    whether it has consumers; per class whether a node in it (a unit, or an op that runs the Q as its own
+    kernel) accounts for its Q."""
+    dq = [-1] * len(g.classes)
+    q = [-1] * len(g.classes)
+    unit = [False] * len(g.nodes)
+    dq_used = [False] * len(g.classes)
+    q_paid = [False] * len(g.classes)
+    if not ops:
+        return dq, q, unit, dq_used, q_paid
+    for n in g.nodes:
+        if g.classes[n.eclass].constant or not n.children:
+            continue
+        if n.op == "DequantizeLinear" and dq[n.eclass] < 0:
+            dq[n.eclass] = n.id
+        elif n.op == "QuantizeLinear" and q[n.children[0]] < 0:
+            q[n.children[0]] = n.id
+    for n in g.nodes:
+        if g.classes[n.eclass].constant:
+            continue
+        if n.op in ops and q[n.eclass] >= 0:  # ONNX Runtime's selectors also want the Q of the output
+            live = [c for c in n.children if g.classes[c].sort == "T" and not g.classes[c].constant]
+            unit[n.id] = bool(live) and all(dq[c] >= 0 for c in live)
+        if n.op not in FREE_OPS and n.op not in ("Opaque", "DequantizeLinear", "QuantizeLinear"):
+            q_paid[n.eclass] = True
+        if n.op not in FREE_OPS and n.op not in ("DequantizeLinear", "QuantizeLinear"):
+            for c in n.children:
+                dq_used[c] = dq_used[c] or dq[c] >= 0
+    return dq, q, unit, dq_used, q_paid
+
+
+def _blocked_classes(g: EGraph, layout: BlockedLayout | None) -> list[bool]:
+    """Classes holding an activation in the blocked layout: the output of a producer (whose channel count
+    is a multiple of the block), or of a layout op whose every non-constant tensor input is blocked."""
+    blocked = [False] * len(g.classes)
+    if layout is None:
+        return blocked
+
+    def eligible(n: ENode) -> bool:
+        c = g.classes[n.eclass]
+        return not c.constant and (c.dtype or DEFAULT_DTYPE) in layout.dtypes
+
+    work: list[int] = []
+    for n in g.nodes:
+        shape = g.classes[n.eclass].shape
+        if (n.op in layout.producers and eligible(n) and not blocked[n.eclass]
+                and shape is not None and len(shape) >= 3 and shape[1] % layout.block == 0):
+            blocked[n.eclass] = True
+            work.append(n.eclass)
+    parents = _parents(g)
+    while work:
+        cid = work.pop()
+        for n in parents.get(cid, ()):
+            if blocked[n.eclass] or n.op not in layout.ops or not eligible(n):
+                continue
+            live = [c for c in n.children if g.classes[c].sort == "T" and not g.classes[c].constant]
+            if live and all(blocked[c] for c in live):
+                blocked[n.eclass] = True
+                work.append(n.eclass)
+    return blocked
 
 
 def _fused_input(g: EGraph, mask: list[int], i: int, p: FusedPattern, n: ENode) -> int | None:

@@ -1,0 +1,168 @@
+"""The hardware-specific terms of the roofline model (extract/cost.py, extract/targets/*.toml), each on a
+small hand-built e-graph: QDQ node units, the CPU's blocked (NCHWc) layout, the GPU's serial pooling window,
+the NPU's 4-D pooling kernels, and epilogues that read their constant operand."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from eqsat.egraph import EClass, EGraph, ENode
+from extract import extract, load_target, roofline
+from extract.cost import DTYPE_BYTES, FUSED_EPSILON, TargetError
+
+Spec = tuple[int, str, tuple[int, ...], tuple]  # (class, op, child classes, attrs)
+
+
+def egraph(nodes: list[Spec], classes: dict[int, tuple], roots: tuple[int, ...]) -> EGraph:
+    """classes: id -> (shape, dtype, constant)."""
+    enodes = tuple(ENode(i, op, c, kids, attrs) for i, (c, op, kids, attrs) in enumerate(nodes))
+    eclasses = tuple(EClass(c, "T", tuple(n.id for n in enodes if n.eclass == c), *classes[c])
+                     for c in range(len(classes)))
+    return EGraph(enodes, eclasses, roots)
+
+
+def node(g: EGraph, op: str) -> ENode:
+    return next(n for n in g.nodes if n.op == op)
+
+
+def head(x_dtype: str, x_shape: tuple[int, ...], quantized: bool) -> EGraph:
+    """x -> [DQ] -> {GlobalAveragePool | ReduceMean} -> [Q]: a CNN head with both alternatives."""
+    n, c, *_ = x_shape
+    pooled = (n, c) + (1,) * (len(x_shape) - 2)
+    axes = tuple(range(2, len(x_shape)))
+    if not quantized:
+        return egraph([(0, "Input", (), ("x",)), (1, "GlobalAveragePool", (0,), ()),
+                       (1, "ReduceMean", (0,), (axes, 1))],
+                      {0: (x_shape, x_dtype, False), 1: (pooled, x_dtype, False)}, (1,))
+    return egraph([(0, "Input", (), ("x",)), (1, "Const", (), ("scale",)), (2, "Const", (), ("zp",)),
+                   (3, "DequantizeLinear", (0, 1, 2), (1,)),
+                   (4, "GlobalAveragePool", (3,), ()), (4, "ReduceMean", (3,), (axes, 1)),
+                   (5, "QuantizeLinear", (4, 1, 2), (1,))],
+                  {0: (x_shape, x_dtype, False), 1: ((), "FLOAT", True), 2: ((), x_dtype, True),
+                   3: (x_shape, "FLOAT", False), 4: (pooled, "FLOAT", False), 5: (pooled, x_dtype, False)}, (5,))
+
+
+def test_qdq_unit_is_one_integer_kernel_where_the_runtime_fuses_it() -> None:
+    g = head("UINT8", (1, 64, 7, 7), quantized=True)
+    gap, mean, dq, q = (node(g, op) for op in ("GlobalAveragePool", "ReduceMean", "DequantizeLinear",
+                                               "QuantizeLinear"))
+    cpu_t = load_target("cpu")
+    cpu, gpu, npu = roofline("cpu"), roofline("gpu"), roofline("npu")
+    # cpu (ONNX Runtime CPU EP): DQ -> GlobalAveragePool -> Q is QLinearGlobalAveragePool: uint8 in, uint8 out
+    numel = 64 * 49
+    flops = numel  # one add per input element
+    assert cpu(g, gap) == pytest.approx(
+        max(flops / cpu_t.peak["UINT8"], (numel + 64) * DTYPE_BYTES["UINT8"] / cpu_t.bandwidth) + cpu_t.launch)
+    assert cpu(g, dq) == cpu(g, q) == FUSED_EPSILON  # absorbed by the integer kernel (or paid by ReduceMean)
+    # ReduceMean is in no QDQ rule: it runs in float and pays for the DQ and the Q as kernels of their own
+    assert cpu(g, mean) > cpu(g, gap) + 2 * cpu_t.launch
+    assert extract(g, None, "cpu", "ilp").choice[4] == gap.id
+    # gpu (CUDA EP: no QDQ fusion): Q and DQ are kernels; GlobalAveragePool pays its serial window
+    assert gpu(g, dq) > load_target("gpu").launch and gpu(g, q) > load_target("gpu").launch
+    assert gpu(g, gap) > gpu(g, mean)
+    assert extract(g, None, "gpu", "ilp").choice[4] == mean.id
+    # npu: both are int8 kernels (its [qdq] list holds both), and both read a 4-D map: a tie
+    assert npu(g, gap) == npu(g, mean) and npu(g, dq) == FUSED_EPSILON
+
+
+def test_qdq_unit_needs_a_quantized_output_and_dequantized_inputs() -> None:
+    g = head("UINT8", (1, 64, 7, 7), quantized=True)
+    # drop the Q: no unit (ONNX Runtime's selectors want the output Q), the DQ runs as its own kernel
+    no_q = egraph([(c, n.op, n.children, n.attrs) for n in g.nodes if n.op != "QuantizeLinear" for c in [n.eclass]],
+                  {c.id: (c.shape, c.dtype, c.constant) for c in g.classes if c.id != 5}, (4,))
+    cpu = roofline("cpu")
+    assert cpu(no_q, node(no_q, "GlobalAveragePool")) > cpu(g, node(g, "GlobalAveragePool"))
+    # a float input: no DQ anywhere, plain float costs
+    f = head("FLOAT", (1, 64, 7, 7), quantized=False)
+    assert cpu(f, node(f, "GlobalAveragePool")) > 0
+
+
+def test_blocked_layout_charges_the_reorder_to_the_consumer_that_leaves_it() -> None:
+    def conv_head(channels: int) -> EGraph:
+        return egraph([(0, "Input", (), ("x",)), (1, "Const", (), ("w",)), (2, "Absent", (), ()),
+                       (3, "Conv", (0, 1, 2), ()),
+                       (4, "GlobalAveragePool", (3,), ()), (4, "ReduceMean", (3,), ((2, 3), 1)),
+                       (5, "Flatten", (4,), (1,))],
+                      {0: ((1, 16, 7, 7), "FLOAT", False), 1: ((channels, 16, 3, 3), "FLOAT", True),
+                       2: (None, None, True), 3: ((1, channels, 7, 7), "FLOAT", False),
+                       4: ((1, channels, 1, 1), "FLOAT", False), 5: ((1, channels), "FLOAT", False)}, (5,))
+
+    cpu_t = load_target("cpu")
+    cpu = roofline("cpu")
+    g = conv_head(64)  # 64 channels: a multiple of the 16-channel block, so ONNX Runtime runs the conv in NCHWc
+    gap, mean, flat = node(g, "GlobalAveragePool"), node(g, "ReduceMean"), node(g, "Flatten")
+    reorder = 2 * 64 * 49 * 4 / cpu_t.bandwidth  # NCHWc -> NCHW of the conv output: read + write
+    assert cpu(g, mean) - cpu(g, gap) == pytest.approx(reorder)
+    assert cpu(g, flat) == pytest.approx(cpu_t.launch * cpu_t.view_fraction + 2 * 64 * 4 / cpu_t.bandwidth)
+    assert extract(g, None, "cpu", "ilp").choice[4] == gap.id
+    odd = conv_head(60)  # 60 channels: the conv stays NCHW, nothing to reorder: a tie
+    assert cpu(odd, node(odd, "GlobalAveragePool")) == cpu(odd, node(odd, "ReduceMean"))
+    gpu = roofline("gpu")  # no blocked layout on the gpu: its reason is the serial window
+    assert gpu(g, gap) > gpu(g, mean)
+
+
+def test_gpu_global_pool_is_bound_by_its_serial_window() -> None:
+    t = load_target("gpu")
+    g = head("FLOAT", (1, 64, 56, 56), quantized=False)
+    gap, mean = node(g, "GlobalAveragePool"), node(g, "ReduceMean")
+    window = 56 * 56
+    assert window * t.serial_step > 64 * window * 4 / t.bandwidth  # span-bound, not bandwidth-bound
+    layout = t.layout_penalty * (64 * window + 64) * 4 / t.bandwidth  # NCHW pooling on an NHWC target
+    assert roofline(t)(g, gap) == pytest.approx(window * t.serial_step + t.launch + layout)
+    assert roofline(t)(g, mean) == pytest.approx(max(64 * window / t.peak["FLOAT"], (64 * window + 64) * 4 / t.bandwidth)
+                                                 + t.launch)
+
+
+def test_npu_pools_four_dimensional_maps_only() -> None:
+    t = load_target("npu")
+    npu = roofline(t)
+    rank3 = egraph([(0, "Input", (), ("x",)), (1, "GlobalAveragePool", (0,), ()), (1, "ReduceMean", (0,), ((2,), 1))],
+                   {0: ((1, 32, 128), "FLOAT", False), 1: ((1, 32, 1), "FLOAT", False)}, (1,))
+    gap, mean = node(rank3, "GlobalAveragePool"), node(rank3, "ReduceMean")
+    transpose = t.launch + 2 * 32 * 128 * 4 / t.bandwidth
+    assert npu(rank3, gap) - npu(rank3, mean) == pytest.approx(transpose)
+    assert extract(rank3, None, "npu", "ilp").choice[1] == mean.id
+    rank4 = head("FLOAT", (1, 64, 7, 7), quantized=False)
+    assert npu(rank4, node(rank4, "GlobalAveragePool")) == npu(rank4, node(rank4, "ReduceMean"))
+    # cpu and gpu have no such restriction (the gpu's ReduceMean preference is its serial window)
+    assert roofline("cpu")(rank3, gap) == roofline("cpu")(rank3, mean)
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu", "npu"])
+def test_a_bias_folded_into_the_conv_beats_a_bias_epilogue(target: str) -> None:
+    # class 5 holds both Add(Conv(x, W), b) and Conv(x, W, b): an epilogue reads b as the conv would
+    g = egraph([(0, "Input", (), ("x",)), (1, "Const", (), ("w",)), (2, "Const", (), ("b",)), (3, "Absent", (), ()),
+                (4, "Conv", (0, 1, 3), ()), (5, "Add", (4, 2), ()), (5, "Conv", (0, 1, 2), ())],
+               {0: ((1, 16, 28, 28), "FLOAT", False), 1: ((16, 1, 3, 3), "FLOAT", True),
+                2: ((1, 16, 1, 1), "FLOAT", True), 3: (None, None, True), 4: ((1, 16, 28, 28), "FLOAT", False),
+                5: ((1, 16, 28, 28), "FLOAT", False)}, (5,))
+    model = roofline(target)
+    add = node(g, "Add")
+    assert model(g, add) >= 16 * 4 / load_target(target).bandwidth  # it reads the bias
+    result = extract(g, None, target, "ilp")
+    assert g.nodes[result.choice[5]].op == "Conv", target
+
+
+@pytest.mark.parametrize("extra, problem", [
+    ("[serial]\nops = ['GlobalAveragePool']\nstep = -1.0\n", "serial.step"),
+    ("[blocked_layout]\nproducers = ['Conv']\nops = ['Relu']\n", "every producer"),
+    ("[blocked_layout]\nproducers = ['Conv']\nops = ['Conv']\nblock = 0\n", "block"),
+])
+def test_malformed_hardware_sections_are_rejected(tmp_path: Path, extra: str, problem: str) -> None:
+    base = (Path(__file__).parents[1] / "extract" / "targets" / "gpu.toml").read_text()
+    base = base.split("\n[serial]")[0]  # the shipped section, replaced by the malformed one
+    path = tmp_path / "bad.toml"
+    path.write_text(base + "\n" + extra)
+    with pytest.raises(TargetError, match=problem):
+        load_target(str(path))
+
+
+def test_shipped_targets_document_their_hardware_sections() -> None:
+    cpu, gpu, npu = (load_target(t) for t in ("cpu", "gpu", "npu"))
+    assert "GlobalAveragePool" in cpu.qdq_ops and "ReduceMean" not in cpu.qdq_ops  # ONNX Runtime's QDQ rules
+    assert not gpu.qdq_ops and cpu.blocked is not None and cpu.blocked.block == 16
+    assert {"GlobalAveragePool", "ReduceMean"} <= npu.qdq_ops and npu.relayout_ranks == frozenset({4})
+    assert gpu.serial_step > 0 and math.isfinite(gpu.serial_step) and not cpu.serial_ops
