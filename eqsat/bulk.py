@@ -103,6 +103,16 @@ class Rows:
         self.tables.setdefault(f"load-{constructor}", []).append(columns)
         return True
 
+    def ops(self) -> list[tuple[str, int, tuple[int, ...]]]:
+        """The typed ops in the tables as (op, output handle, input handles)."""
+        found = []
+        for name, rows in self.tables.items():
+            spec = OPS.get(name.removeprefix("load-"))
+            if spec is not None:
+                n = len(spec.inputs)
+                found += [(spec.name, row[0], tuple(row[1:1 + n])) for row in rows]
+        return found
+
     def vector_actions(self) -> list[str]:
         return [f"(set (load-vec {i}) {egg_ints(v)})" for v, i in self.vectors.items()]
 

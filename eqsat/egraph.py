@@ -111,10 +111,15 @@ class EGraph:
         return _mark_constants(graph)
 
 
-def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = ()) -> EGraph:
+def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = (),
+           originals: Iterable[tuple[str, int, tuple[int, ...]]] = ()) -> EGraph:
     """Decode egglog's function tables (`eqsat.backend.Backend.snapshot`); `ref_ids` are the handles to
     keep (all when empty). Term constructors become e-nodes, `shape`/`dtype` class facts, `rewritten`
-    provenance; handle (`Ref`) rows become the handle map; other tables are analysis-only."""
+    provenance; handle (`Ref`) rows become the handle map; other tables are analysis-only.
+
+    `originals` are the input graph's ops as (op, output handle, input handles): their e-nodes get the
+    lowest ids, so that extractors, which break cost ties by node id, keep the input's op on a tie.
+    """
     class_index: dict[int, int] = {}
     sorts: list[str] = []
 
@@ -129,8 +134,7 @@ def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = ()) -> EGraph:
     dtype: dict[int, str] = {}
     refs: dict[int, int] = {}
     rules: dict[int, set[str]] = {}
-    out_nodes: list[ENode] = []
-    members: dict[int, list[int]] = {}
+    raw_nodes: list[tuple[str, int, tuple[int, ...], tuple[Attr, ...]]] = []
     for name, table in tables.items():
         if table.output_sort not in TERM_SORTS:
             continue
@@ -141,11 +145,17 @@ def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = ()) -> EGraph:
         term_args = [i for i, sort in enumerate(table.input_sorts) if sort in TERM_SORTS]
         attr_args = [i for i, sort in enumerate(table.input_sorts) if sort not in TERM_SORTS]
         for args, out in table.rows:
-            owner = cid(out, table.output_sort)
             children = tuple(cid(args[i], table.input_sorts[i]) for i in term_args)
-            node = ENode(len(out_nodes), name, owner, children, tuple(args[i] for i in attr_args))
-            out_nodes.append(node)
-            members.setdefault(owner, []).append(node.id)
+            raw_nodes.append((name, cid(out, table.output_sort), children, tuple(args[i] for i in attr_args)))
+    original = {(op, refs[out], tuple(refs[i] for i in ins)) for op, out, ins in originals
+                if out in refs and all(i in refs for i in ins)}
+    if original:
+        raw_nodes.sort(key=lambda n: n[:3] not in original)  # stable: otherwise egglog's order
+    out_nodes: list[ENode] = []
+    members: dict[int, list[int]] = {}
+    for op, owner, children, attrs in raw_nodes:
+        out_nodes.append(ENode(len(out_nodes), op, owner, children, attrs))
+        members.setdefault(owner, []).append(len(out_nodes) - 1)
     for name, facts in (("shape", shape), ("dtype", dtype)):
         for (raw,), value in tables[name].rows if name in tables else ():
             if raw in class_index:

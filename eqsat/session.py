@@ -151,7 +151,7 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     note("decode")
     start = time.perf_counter()
     try:
-        egraph = decode(backend.snapshot(), encoding.refs.values())
+        egraph = decode(backend.snapshot(), encoding.refs.values(), encoding.rows.ops())
     except BaseException as exc:  # the e-graph is unusable after a panic: extract the input as it was
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise

@@ -123,3 +123,16 @@ def test_provenance_metadata_and_explain(tmp_path, capsys) -> None:
     text = capsys.readouterr().out
     assert f"node     {sunk.name}: {sunk.op_type}" in text and "transpose-sink-binary-const:" in text
     assert main(["explain", str(out), "no-such-node"]) == 2
+
+
+@pytest.mark.parametrize("extractor", ["tree", "greedy-dag", "ilp"])
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "ReduceMean"])
+def test_cost_ties_keep_the_input_op(op: str, extractor: str) -> None:
+    """GlobalAveragePool and ReduceMean over H, W are one e-class; at equal cost the input's op stays."""
+    attrs = {"axes": [2, 3], "keepdims": 1} if op == "ReduceMean" else {}
+    model = build_model([oh.make_node(op, ["x"], ["y"], **attrs)], [("x", F, [1, 4, 3, 3])],
+                        [("y", F, [1, 4, 1, 1])], opset=17)
+    session = saturate(model)
+    assert session.saturation.rules_fired, "the other form must be in the e-graph for the tie to exist"
+    result = session.extract(cost=lambda graph, node: 1.0, extractor=extractor)
+    assert _ops(result.model) == [op]
