@@ -828,6 +828,111 @@ def _transpose_sink_pad() -> "SearchStrategy[RuleCase]":
     return build()
 
 
+def _axes_op(g: _Graph, op: str, x: str, y: str, axes: Sequence[int], opset: int, since: int, **attrs: Any) -> str:
+    """`op` with `axes` as an attribute before opset `since`, as an input from it on."""
+    if opset >= since:
+        g.inits[f"{y}_axes"] = np.array(list(axes), np.int64)
+        return g.node(op, [x, f"{y}_axes"], y, **attrs)
+    return g.node(op, [x], y, axes=list(axes), **attrs)
+
+
+_REDUCE_OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare")
+
+
+def _transpose_sink_reduce() -> "SearchStrategy[RuleCase]":
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        shape = draw(shapes(1, 5, 3))
+        rank = len(shape)
+        p = draw(perms(rank))
+        op = draw(st.sampled_from(_REDUCE_OPS))
+        kind = draw(st.sampled_from(("some", "some", "some", "all", "empty")))
+        if kind == "some" and rank > 1:
+            axes = sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=min(4, rank - 1))))
+        elif kind == "all" or rank == 1:
+            axes = list(range(rank))
+        else:
+            axes = []
+        if draw(st.booleans()):  # negative axes: normalized at load
+            axes = [a - rank if draw(st.booleans()) else a for a in axes]
+        keepdims = draw(st.sampled_from((0, 1)))
+        opset = draw(st.sampled_from((13, 18)))
+        g = _Graph()
+        low, high = (0.5, 1.5) if op == "ReduceProd" else (-4.0, 4.0)  # products stay in range
+        x = g.input("x", draw(float_arrays(shape, np.float32, low, high)))
+        g.nodes.append(_transpose_node(x, "t", p))
+        if axes:
+            r = _axes_op(g, op, "t", "r", axes, opset, 13 if op == "ReduceSum" else 18, keepdims=keepdims)
+        else:
+            r = g.node(op, ["t"], "r", keepdims=keepdims)
+        if keepdims and kind == "some" and draw(st.booleans()):  # the inverse transpose cancels
+            g.nodes.append(_transpose_node(r, "y", inverse(p)))
+            return g.case("transpose-sink-reduce", ["y"], also=_SANDWICH, opset=opset)
+        return g.case("transpose-sink-reduce", [r], also=_SANDWICH, opset=opset)
+
+    return build()
+
+
+def _transpose_to_reshape() -> "SearchStrategy[RuleCase]":
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        rank = draw(st.integers(2, 6))
+        shape = list(draw(shapes(rank, rank, 3)))
+        ones = draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=rank))
+        for i in ones:
+            shape[i] = 1
+        # a perm that moves no data: any order of the size-1 axes among the others, which keep their order
+        q = list(draw(perms(rank)))
+        big = [a for a in range(rank) if shape[a] != 1]
+        slots = [i for i, a in enumerate(q) if shape[a] != 1]
+        for i, a in zip(slots, big):
+            q[i] = a
+        if q == list(range(rank)):  # identity: swap two size-1 axes or a size-1 axis with its neighbour
+            one = sorted(ones)[0]
+            other = one + 1 if one + 1 < rank else one - 1
+            q[one], q[other] = q[other], q[one]
+        g = _Graph()
+        x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT64", "BOOL"))), tuple(shape))))
+        g.nodes.append(_transpose_node(x, "t", q))
+        if draw(st.booleans()):
+            return g.case("transpose-to-reshape", ["t"])
+        return g.case("transpose-to-reshape", [g.node("Not" if g.feeds[x].dtype == np.bool_ else "Abs", ["t"], "y")])
+
+    return build()
+
+
+def _squeeze_unsqueeze_cancel() -> "SearchStrategy[RuleCase]":
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        opset = draw(st.sampled_from((11, 13, 17)))
+        g = _Graph()
+        if draw(st.booleans()):  # Squeeze(Unsqueeze(x, a), a)
+            shape = draw(shapes(0, 4, 3))
+            out_rank = len(shape) + draw(st.integers(1, 2))
+            axes = sorted(draw(st.sets(st.integers(0, out_rank - 1), min_size=out_rank - len(shape),
+                                       max_size=out_rank - len(shape))))
+            x = g.input("x", draw(arrays("FLOAT", shape)))
+            u = _axes_op(g, "Unsqueeze", x, "u", [a - out_rank if draw(st.booleans()) else a for a in axes], opset, 13)
+            _axes_op(g, "Squeeze", u, "y", axes, opset, 13)
+        else:  # Unsqueeze(Squeeze(x, a), a): x has size-1 dims at a
+            shape = list(draw(shapes(1, 5, 3)))
+            axes = sorted(draw(st.sets(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape))))
+            for a in axes:
+                shape[a] = 1
+            x = g.input("x", draw(arrays("FLOAT", tuple(shape))))
+            sq = _axes_op(g, "Squeeze", x, "s", axes, opset, 13)
+            _axes_op(g, "Unsqueeze", sq, "y", axes, opset, 13)
+        return g.case("squeeze-unsqueeze-cancel", [g.node("Relu", ["y"], "out")], opset=opset)
+
+    return build()
+
+
 #: dtypes whose values tests can feed and read back through onnxruntime.
 _FEEDABLE = ("BOOL", "UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "INT64", "FLOAT16", "FLOAT", "DOUBLE")
 _CAST_OUT = (*_FEEDABLE, "UINT64")
@@ -1103,6 +1208,9 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "transpose-sink-binary": _transpose_sink_binary,
     "transpose-sink-binary-const": _transpose_sink_binary_const,
     "transpose-sink-pad": _transpose_sink_pad,
+    "transpose-sink-reduce": _transpose_sink_reduce,
+    "transpose-to-reshape": _transpose_to_reshape,
+    "squeeze-unsqueeze-cancel": _squeeze_unsqueeze_cancel,
     "cast-noop": _cast_noop,
     "cast-chain-lossless": _cast_chain_lossless,
     "cast-fp16-roundtrip": _cast_fp16_roundtrip,

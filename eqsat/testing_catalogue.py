@@ -343,12 +343,23 @@ def _dq_q_drop() -> Any:
     def build(draw: Callable) -> RuleCase:
         shape = draw(shapes(1, 4, 3))
         g = _Graph()
-        x = g.input("x", draw(float_arrays(shape, np.float32, -4, 4)))
-        # 100 steps over the largest |x|: no saturation (|q - z| <= 100), rounding error <= s / 2 = 0.5% of it
-        g.inits["s"] = np.array(max(float(np.max(np.abs(g.feeds[x]))), 1e-2) / 100.0, np.float32)
-        g.inits["z"] = draw(st.sampled_from((np.array(128, np.uint8), np.array(0, np.int8), np.array(3, np.int8))))
-        q = g.node("QuantizeLinear", [x, "s", "z"], "q")
-        g.node("DequantizeLinear", [q, "s", "z"], "y")
+        values = draw(float_arrays(shape, np.float32, -4, 4))
+        big = max(float(np.max(np.abs(values))), 1e-2)
+        flat = values.reshape(-1)  # both signs at the largest magnitude: the output's scale is >= 60 steps
+        flat[0] = big
+        flat[-1] = -big if flat.size > 1 else big
+        x = g.input("x", values)
+        # `big` is 60 to 400 steps: beyond ~127 steps Quantize saturates (the Clip must clamp alike); the
+        # rounding error <= s / 2 stays under 1% of the output's scale (>= 60 steps)
+        g.inits["s"] = np.array(big / draw(st.sampled_from((60.0, 100.0, 200.0, 400.0))), np.float32)
+        zp = draw(st.sampled_from((np.array(128, np.uint8), np.array(0, np.int8), np.array(3, np.int8),
+                                   np.array(-5, np.int8), np.array(0, np.uint8), None)))
+        params = ["s"]
+        if zp is not None:
+            g.inits["z"] = zp
+            params.append("z")
+        q = g.node("QuantizeLinear", [x, *params], "q")
+        g.node("DequantizeLinear", [q, *params], "y")
         return g.case("dq-q-drop", ["y"], allow=("precision-changing",))
 
     return build()
@@ -473,9 +484,14 @@ def _div_const_to_mul() -> Any:
         g = _Graph()
         x = g.input("x", draw(arrays(dtype, shape)))
         c_shape = draw(broadcastable_shapes(shape))
+        if dtype == "FLOAT16":  # float16 tensors may hold overflowing divisors: single elements only
+            c_shape = (1,) * len(c_shape)
         c = draw(float_arrays(c_shape, _np_dtype(dtype), 0.5, 4.0))
         if draw(st.booleans()):
             c = -c
+        if c.size > 1 and draw(st.integers(0, 3)) == 0:  # zeros: x / 0 = x * inf (NaN and inf alike)
+            c.reshape(-1)[0] = 0.0
+            g.feeds[x].reshape(-1)[0] = 0.0
         g.inits["c"] = c
         g.node("Div", [x, "c"], "y")
         return g.case("div-const-to-mul", ["y"])

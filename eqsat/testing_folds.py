@@ -528,13 +528,14 @@ def _global_pool(rule: str) -> Callable[[], Any]:
             g = _Graph()
             x = _input(draw, g, "x", shape, dtype)
             opset = draw(st.sampled_from((13, 17, 18)))
+            keepdims = draw(st.sampled_from((1, 1, 0)))  # 0: the pool flattened to (N, C)
             if rule == "global-pool-to-reducemean":
                 g.node("GlobalAveragePool", [x], "y")
             elif opset >= 18:
                 g.inits["axes"] = np.array(list(range(2, rank)), np.int64)
-                g.node("ReduceMean", [x, "axes"], "y", keepdims=1)
+                g.node("ReduceMean", [x, "axes"], "y", keepdims=keepdims)
             else:
-                g.node("ReduceMean", [x], "y", axes=list(range(2, rank)), keepdims=1)
+                g.node("ReduceMean", [x], "y", axes=list(range(2, rank)), keepdims=keepdims)
             return g.case(rule, ["y"], opset=opset)
 
         return build()

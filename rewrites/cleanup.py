@@ -20,9 +20,20 @@ one node; nondeterministic ops (RandomNormalLike, ...) are opaque nodes keyed by
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, rw
+from eqsat.rule import Egglog, Rule, fact, rw
 
 MAX_RANK = 6
+
+
+def rw_neutral(lhs: str, rhs: str, *guards: str) -> Egglog:
+    """lhs -> rhs for an op that is the identity on `rhs` (x * 1, x + 0, ...), and `lhs` is subsumed.
+
+    Once unioned, lhs is an e-node in its own operand's class (a self-loop: B(y, 1) in class(y)). A rule
+    that rewrites B(y, c) (transpose sinking, the conv folds) would match it again with every new member
+    of class(y) and never saturate (B(1, Transpose(x)) grew to 200k e-nodes). Subsumed, the neutral node
+    stays in the class but is matched by no rule and never extracted: nothing is lost, the class holds rhs.
+    """
+    return fact(f"(= __root {lhs}) {' '.join(guards)}".strip(), f"(union __root {rhs}) (subsume {lhs})")
 
 
 def _zeros_like(v: str) -> str:
@@ -42,28 +53,28 @@ RULES = [
          "Relu(Relu(x)) -> Relu(x)", (rw("(Relu (Relu x))", "(Relu x)"),), ruleset="simplify"),
     Rule("mul-one", "cleanup", "exact", "coreml:noop_elimination",
          "x * 1 -> x when the output shape is x's",
-         (rw("(Mul x (Scalar 1.0 dt s))", "x", "(= (shape __root) (shape x))"),
-          rw("(Mul (Scalar 1.0 dt s) x)", "x", "(= (shape __root) (shape x))")), ruleset="simplify"),
+         (rw_neutral("(Mul x (Scalar 1.0 dt s))", "x", "(= (shape __root) (shape x))"),
+          rw_neutral("(Mul (Scalar 1.0 dt s) x)", "x", "(= (shape __root) (shape x))")), ruleset="simplify"),
     Rule("add-zero", "cleanup", "exact", "coreml:noop_elimination",
          "x + 0 -> x when the output shape is x's",
-         (rw("(Add x (Scalar 0.0 dt s))", "x", "(= (shape __root) (shape x))"),
-          rw("(Add (Scalar 0.0 dt s) x)", "x", "(= (shape __root) (shape x))")), ruleset="simplify"),
+         (rw_neutral("(Add x (Scalar 0.0 dt s))", "x", "(= (shape __root) (shape x))"),
+          rw_neutral("(Add (Scalar 0.0 dt s) x)", "x", "(= (shape __root) (shape x))")), ruleset="simplify"),
     Rule("identity-remove", "cleanup", "exact", "onnxoptimizer:eliminate_identity",
-         "Identity(x) -> x", (rw("(Identity x)", "x"),), ruleset="simplify"),
+         "Identity(x) -> x", (rw_neutral("(Identity x)", "x"),), ruleset="simplify"),
     Rule("dropout-remove", "cleanup", "exact", "onnxoptimizer:eliminate_nop_dropout",
-         "Dropout(x, ratio) -> x in inference (no training_mode input)", (rw("(Dropout x r)", "x"),), ruleset="simplify"),
+         "Dropout(x, ratio) -> x in inference (no training_mode input)", (rw_neutral("(Dropout x r)", "x"),), ruleset="simplify"),
     Rule("expand-noop", "cleanup", "exact", "onnxoptimizer:eliminate_nop_expand",
          "Expand(x, shape) -> x when the output shape is x's",
-         (rw("(Expand x s)", "x", "(= (shape __root) (shape x))"),), ruleset="simplify"),
+         (rw_neutral("(Expand x s)", "x", "(= (shape __root) (shape x))"),), ruleset="simplify"),
     Rule("reshape-noop", "cleanup", "exact", "onnxoptimizer:eliminate_nop_reshape",
          "Reshape(x, shape) -> x when the output shape is x's",
-         (rw("(Reshape x s z)", "x", "(= (shape __root) (shape x))"),), ruleset="simplify"),
+         (rw_neutral("(Reshape x s z)", "x", "(= (shape __root) (shape x))"),), ruleset="simplify"),
     Rule("pad-noop", "cleanup", "exact", "onnxoptimizer:eliminate_nop_pad",
          "Pad(x, pads all 0) -> x (any mode)",
-         (rw("(Pad x p v m)", "x", f"(= p {_zeros_like('p')})"),), ruleset="simplify"),
+         (rw_neutral("(Pad x p v m)", "x", f"(= p {_zeros_like('p')})"),), ruleset="simplify"),
     Rule("slice-noop", "cleanup", "exact", "onnxoptimizer:eliminate_nop_slice",
          "Slice(x) -> x when the output shape is x's and every step is positive",
-         (rw("(Slice x st en ax sp)", "x", "(= (shape __root) (shape x))",
+         (rw_neutral("(Slice x st en ax sp)", "x", "(= (shape __root) (shape x))",
              '(= sp (unstable-vec-map (unstable-fn "max" 1) sp))'),), ruleset="simplify"),
     Rule("pad-merge", "cleanup", "exact", "onnxoptimizer:fuse_pad_into_pad; tvm:SimplifyExpr (pad)",
          "Pad(Pad(x, p, v, constant), q, v, constant) -> Pad(x, p + q, v, constant) for non-negative p, q",

@@ -6,9 +6,23 @@
     B(Transpose(a, p), Transpose(b, p)) -> Transpose(B(a, b), p)         B binary elementwise
     B(Transpose(a, p), c)             -> Transpose(B(a, Transpose(c, p^-1)), p)   c constant, same rank
     Pad(Transpose(x, p), pads)        -> Transpose(Pad(x, pads o p^-1), p)
+    R(Transpose(x, p), axes, 1)       -> Transpose(R(x, sorted p[axes], 1), p)          R a reduction
+    R(Transpose(x, p), axes, 0)       -> Transpose(R(x, sorted p[axes], 0), q)          q: p without the
+                                         positions in axes, renumbered 0..r-k-1 (a perm of the kept axes)
+    R(Transpose(x, p), all axes)      -> R(x, all axes)                                 (empty axes too)
+    Transpose(x, p)                   -> Reshape(x, shape(out))    p moves no data: the axes of size > 1
+                                                                   keep their order (needs x's shape)
+    Squeeze(Unsqueeze(x, a), a)       -> x,  Unsqueeze(Squeeze(x, a), a) -> x  (and any pair whose output
+                                                                   has x's shape)
 
 Sinking keeps both forms in the e-graph; transposes that meet cancel through the first two rules, and
 the extractor decides which layout to keep (coremltools reduce_transposes, Glow transpose sinking).
+
+Reductions: axes are normalized (non-negative, sorted) at load, so p[axes] is sorted again here, with a
+sorting network of min/max (egglog has no vector sort), for up to MAX_REDUCE_AXES axes. The kept-axes perm
+of keepdims = 0 is built per rank: q[j] = pr[j] - #{a in axes: p[a] < pr[j]} with pr = p with the positions
+in axes removed. The new reduction gets its shape (x's with the axes set to 1, or removed) and dtype facts.
+A reduction over other axes sums in another order: `fp-reassoc` (exact for Max/Min, which are included).
 """
 
 from __future__ import annotations
@@ -25,6 +39,80 @@ PARAM_UNARY = ("LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Clip", "Cast")
 
 def _identity(rank: int) -> str:
     return "(vec-of " + " ".join(map(str, range(rank))) + ")"
+
+
+#: Reductions whose axes may be remapped through a transpose (each reduces a set of axes, order-free).
+REDUCE_OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare")
+MAX_REDUCE_AXES = 4
+#: keepdims = 0 builds the kept-axes perm per rank, up to this rank.
+MAX_REDUCE_RANK = 5
+
+#: Optimal sorting networks (compare-exchange pairs) for 1..4 values.
+_NETWORKS = {1: [], 2: [(0, 1)], 3: [(0, 1), (0, 2), (1, 2)], 4: [(0, 1), (2, 3), (0, 2), (1, 3), (1, 2)]}
+
+
+def _sorted(values: list[str]) -> list[str]:
+    """Expressions of `values` in increasing order (a sorting network of min/max)."""
+    out = list(values)
+    for i, j in _NETWORKS[len(values)]:
+        out[i], out[j] = f"(min {out[i]} {out[j]})", f"(max {out[i]} {out[j]})"
+    return out
+
+
+def _less(a: str, b: str) -> str:
+    """1 when a < b, else 0 (i64 arithmetic)."""
+    return f"(min 1 (max 0 (- {b} {a})))"
+
+
+def _reduce_sink() -> tuple:
+    rules = []
+    for op in REDUCE_OPS:
+        for k in range(1, MAX_REDUCE_AXES + 1):
+            picked = [f"(vec-get p (vec-get ax {i}))" for i in range(k)]
+            ax2 = _sorted(picked)
+            in_range = " ".join(f"(>= (vec-get ax {i}) 0) (< (vec-get ax {i}) (vec-length p))" for i in range(k))
+            base = (f"(= __root ({op} t ax kd)) (= t (Transpose x p)) (= (vec-length ax) {k}) {in_range} "
+                    f"(< {k} (vec-length p)) (= sx (shape x)) (= (vec-length sx) (vec-length p)) (= dx (dtype x))")
+            new_ax = f"(vec-of {' '.join(ax2)})"
+            kept = "sx"
+            for a in ax2:
+                kept = f"(vec-set {kept} {a} 1)"
+            rules.append(fact(f"{base} (= kd 1)",
+                              f"(let ax2 {new_ax}) (let red ({op} x ax2 1)) (set (shape red) {kept}) "
+                              "(set (dtype red) dx) (union __root (Transpose red p))"))
+            removed = "sx"
+            pr = "p"
+            for i in reversed(range(k)):  # ax is sorted: remove from the last position
+                pr = f"(vec-remove {pr} (vec-get ax {i}))"
+            for i in reversed(range(k)):  # ax2 is sorted too
+                removed = f"(vec-remove {removed} (vec-get ax2 {i}))"
+            for r in range(k + 1, MAX_REDUCE_RANK + 1):
+                q = []
+                for j in range(r - k):
+                    v = f"(vec-get pr {j})"
+                    shift = _less("(vec-get ax2 0)", v)
+                    for i in range(1, k):
+                        shift = f"(+ {shift} {_less(f'(vec-get ax2 {i})', v)})"
+                    q.append(f"(- {v} {shift})")
+                rules.append(fact(f"{base} (= kd 0) (= (vec-length p) {r})",
+                                  f"(let ax2 {new_ax}) (let pr {pr}) (let red ({op} x ax2 0)) "
+                                  f"(set (shape red) {removed}) (set (dtype red) dx) "
+                                  f"(union __root (Transpose red (vec-of {' '.join(q)})))"))
+        # every axis reduced (listed, or the empty list with noop_with_empty_axes = 0): the layout is gone
+        rules.append(fact(f"(= __root ({op} (Transpose x p) ax kd)) (= (vec-length ax) (vec-length p))",
+                          f"(union __root ({op} x ax kd))"))
+        rules.append(fact(f"(= __root ({op} (Transpose x p) ax kd)) (= ax (vec-empty))",
+                          f"(union __root ({op} x ax kd))"))
+    return tuple(rules)
+
+
+def _moves_no_data(rank: int) -> str:
+    """Guards: for every pair of positions i < j whose dims are both != 1, p[i] < p[j] (s = shape(x))."""
+    def big(i: int) -> str:  # 0 when the dim p[i] of x is 1, else 1
+        d = f"(vec-get s (vec-get p {i}))"
+        return f"(min 1 (* (- {d} 1) (- {d} 1)))"
+    return " ".join(f"(>= (* (- (vec-get p {j}) (vec-get p {i})) (* {big(i)} {big(j)})) 0)"
+                    for i in range(rank) for j in range(i + 1, rank))
 
 
 def _pad_remap(rank: int) -> str:
@@ -64,6 +152,26 @@ RULES = [
                   f"(union y (Transpose ({op} (Transpose c ip) a) p)) (set (shape ({op} (Transpose c ip) a)) sa)")
              for op in sorted(BINARY)
          )),
+    Rule("transpose-sink-reduce", "layout", "fp-reassoc", "glow:SinkTranspose; coreml:reduce_transposes; "
+         "onnxruntime:TransposeOptimizer (reduce)",
+         "R(Transpose(x, p), axes, kd) -> Transpose(R(x, sorted p[axes], kd), p or, for kd = 0, p without the "
+         "reduced positions renumbered) for a reduction R; R(x, all axes) when every axis is reduced",
+         _reduce_sink()),
+    Rule("transpose-to-reshape", "layout", "exact", "onnxruntime:TransposeOptimizer (transpose as reshape); "
+         "coreml:transpose -> reshape",
+         "Transpose(x, p) -> Reshape(x, shape(out)) when p moves no data (the axes of size > 1 keep their order)",
+         tuple(rw("(Transpose x p)", "(Reshape x so 0)", f"(= (vec-length p) {r})", "(= s (shape x))",
+                  f"(= (vec-length s) {r})", _moves_no_data(r), "(= so (shape __root))", "(vec-not-contains so 0)")
+               for r in range(2, MAX_RANK + 1))),
+    Rule("squeeze-unsqueeze-cancel", "layout", "exact", "onnxoptimizer:eliminate_nop_squeeze_unsqueeze; "
+         "tvm:SimplifyExpr (squeeze/expand_dims)",
+         "Squeeze(Unsqueeze(x, a), a) -> x and Unsqueeze(Squeeze(x, a), a) -> x (a non-empty), or any such pair "
+         "whose output has x's shape",
+         (rw("(Squeeze (Unsqueeze x a) a)", "x"),
+          rw("(Unsqueeze (Squeeze x a) a)", "x", "(> (vec-length a) 0)"),
+          rw("(Squeeze (Unsqueeze x a) b)", "x", "(= (shape __root) (shape x))"),
+          rw("(Unsqueeze (Squeeze x b) a)", "x", "(= (shape __root) (shape x))")),
+         ruleset="simplify"),
     Rule("transpose-sink-pad", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes",
          "Pad(Transpose(x, p), pads) -> Transpose(Pad(x, pads permuted by p^-1), p)",
          tuple(rw("(Pad (Transpose x p) pads v mode)", f"(Transpose (Pad x {_pad_remap(r)} v mode) p)",

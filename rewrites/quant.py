@@ -2,7 +2,9 @@
 across layout ops (so that pairs meet), and the lossy Q -> DQ removal only on request.
 
     QuantizeLinear(DequantizeLinear(x, s, z, a), s, z, a)   -> x        x 8-bit, same scale, zero point and axis
-    DequantizeLinear(QuantizeLinear(x, s, z, a), s, z, a)   -> x        precision-changing: drops the quantization
+    DequantizeLinear(QuantizeLinear(x, s, z), s, z)         -> Clip(x, (qmin - z) * s, (qmax - z) * s)
+                                                               precision-changing: drops the rounding only;
+                                                               s, z per tensor, s > 0
     QuantizeLinear(x, s, 0 (UINT8), a)                       -> QuantizeLinear(x, s, -, a)
     DequantizeLinear(x, s, 0 (dtype of x), a)                -> DequantizeLinear(x, s, -, a)
     Transpose(DequantizeLinear(x, s, z), p)                  -> DequantizeLinear(Transpose(x, p), s, z)   s per tensor
@@ -15,8 +17,15 @@ integer n = x - z has |n| <= 255, so the two float32 roundings leave n(1 + e) wi
 far below 0.5: it rounds back to n, and the saturation is a no-op. The guards: x's dtype holds only
 values exact in INT16 (the 8-bit types), the scale is positive and float32 (a float16 scale, opset 19,
 overflows n * s above 256; a subnormal float32 scale, below 1.2e-38, would lose bits of n * s: no
-quantizer writes one), and the pair's output dtype is x's. Q -> DQ rounds to
-the quantization grid: removing it changes values (`precision-changing`, off by default). Moving a
+quantizer writes one), and the pair's output dtype is x's.
+
+What Q -> DQ computes: DQ(Q(x)) = (clamp(round(x / s) + z, qmin, qmax) - z) * s, i.e. x rounded to the grid
+and clamped to [(qmin - z) * s, (qmax - z) * s]. Removing the pair outright would drop the clamp too, which is
+arbitrarily wrong for x outside that range; `dq-q-drop` keeps it as a Clip, so the result differs from the
+original by the rounding alone, at most s / 2 per element (`precision-changing`, off by default). It needs a
+per-tensor scale and zero point (their values are the Clip's bounds) and an integer type with a known range
+(8-bit, 16-bit, 4-bit; not the float8 types, which saturate differently). NaN inputs are the one exception to
+the s / 2 bound: Q maps NaN to an integer, Clip keeps it NaN. Moving a
 per-tensor Q/DQ across Transpose/Reshape is exact (elementwise with one scale and zero point); per-axis
 scales would need their axis remapped and are left alone. Q/DQ never fold as constants (see
 `eqsat.egraph.NEVER_CONSTANT`): weight DQ nodes stay for the runtimes' QDQ fusions.
@@ -46,6 +55,26 @@ def _sink(layout: str, params: str) -> tuple:
     )
 
 
+#: Integer ranges of QuantizeLinear's output types (float8 types saturate to their own ranges: left alone).
+QUANT_RANGES = {"UINT8": (0, 255), "INT8": (-128, 127), "UINT16": (0, 65535), "INT16": (-32768, 32767),
+                "UINT4": (0, 15), "INT4": (-8, 7)}
+
+
+def _dq_q_drop() -> tuple:
+    """DQ(Q(x)) -> Clip(x, (qmin - z) * s, (qmax - z) * s): one rule per output type, zero point present or
+    absent (0). The bounds are computed in f64 from the stored scale and zero point; lowering rounds them once
+    to x's dtype (the original computes (qmax - z) * s in the scale's dtype: the same value up to that rounding)."""
+    rules = []
+    for qt, (lo, hi) in QUANT_RANGES.items():
+        for zp, zv in (("(Scalar zv zd zs)", "zv"), ("(Absent)", "0.0")):
+            q = f"(QuantizeLinear x {PER_TENSOR} {zp} a)"
+            clip = f"(Clip x (* (- {float(lo)} {zv}) sv) (* (- {float(hi)} {zv}) sv))"
+            rules.append(fact(f"(= __root (DequantizeLinear q {PER_TENSOR} {zp} a)) (= q {q}) (= (dtype q) \"{qt}\") "
+                              "(> sv 0.0) (= dx (dtype x)) (= (dtype __root) dx)",
+                              f"(union __root {clip})"))
+    return tuple(rules)
+
+
 RULES = [
     Rule("qdq-cancel", "quant", "exact", "onnxruntime:QDQ DoubleQDQPairsRemover; tflite:quantize-dequantize folding",
          "QuantizeLinear(DequantizeLinear(x, s, z, a), s, z, a) -> x for 8-bit x and a positive float32 scale s",
@@ -54,9 +83,9 @@ RULES = [
              "(= (dtype s) \"FLOAT\")"),),
          ruleset="simplify"),
     Rule("dq-q-drop", "quant", "precision-changing", "onnxruntime:QDQ removal (drops the quantization)",
-         "DequantizeLinear(QuantizeLinear(x, s, z, a), s, z, a) -> x (values change: rounded to the quantization grid)",
-         (rw("(DequantizeLinear (QuantizeLinear x s z a) s z a)", "x", "(= (dtype __root) (dtype x))"),),
-         ruleset="simplify"),
+         "DequantizeLinear(QuantizeLinear(x, s, z), s, z) -> Clip(x, (qmin - z) * s, (qmax - z) * s) for a per-tensor "
+         "s > 0 and z (values change by the rounding to the grid only: at most s / 2)",
+         _dq_q_drop(), ruleset="simplify"),
     Rule("qdq-zero-point-default", "quant", "exact", "onnx:QuantizeLinear/DequantizeLinear (zero point defaults to 0)",
          "QuantizeLinear(x, s, 0 of UINT8) -> QuantizeLinear(x, s); DequantizeLinear(x, s, 0 of x's dtype) -> "
          "DequantizeLinear(x, s)",

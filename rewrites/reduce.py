@@ -3,6 +3,7 @@
     ReduceSum(x, axes) * v          -> ReduceMean(x, axes)       v * N within 1e-6 of 1, N = prod(shape(x)[axes])
     ReduceSum(x, axes) / N          -> ReduceMean(x, axes)       N exactly the number of reduced elements
     ReduceMean(x, [2..r-1], keepdims=1) -> GlobalAveragePool(x)  x of rank r >= 3
+    ReduceMean(x, [2..r-1], keepdims=0) -> Flatten(GlobalAveragePool(x), 1)   x of rank 3 to 5
     GlobalAveragePool(x)            -> ReduceMean(x, [2..r-1], keepdims=1)
 
 N is computed from shape facts, one rule per number of reduced axes (and, for an empty axes list, which
@@ -59,10 +60,15 @@ def _sum_over_count() -> tuple:
 
 
 def _mean_to_pool() -> tuple:
-    return (fact("(= y (ReduceMean x ax 1)) (= sx (shape x)) (= r (vec-length sx)) (>= r 3) "
-                 "(= (vec-length ax) (- r 2)) "
-                 f"(= (vec-get ax 0) 2) (= (vec-get ax (- r 3)) (- r 1)) (= dt (dtype x)) {NOT_FLOAT}",
-                 "(union y (GlobalAveragePool x))"),)
+    """keepdims = 1: the pool itself; keepdims = 0 (Keras/TF exports: the NHWC mean over (1, 2) once its
+    transpose has sunk): Flatten(pool, 1), shape (N, C), the pool getting its (N, C, 1, ...) shape fact."""
+    spatial = "(= sx (shape x)) (= r (vec-length sx)) (>= r 3) (= (vec-length ax) (- r 2)) " \
+              f"(= (vec-get ax 0) 2) (= (vec-get ax (- r 3)) (- r 1)) (= dt (dtype x)) {NOT_FLOAT}"
+    flat = tuple(fact(f"(= y (ReduceMean x ax 0)) {spatial} (= r {r})",
+                      f"(let gap (GlobalAveragePool x)) (set (shape gap) (vec-of (vec-get sx 0) (vec-get sx 1) "
+                      f"{' '.join(['1'] * (r - 2))})) (set (dtype gap) dt) (union y (Flatten gap 1))")
+                 for r in (3, 4, 5))
+    return (fact(f"(= y (ReduceMean x ax 1)) {spatial}", "(union y (GlobalAveragePool x))"),) + flat
 
 
 def _pool_to_mean() -> tuple:
@@ -80,7 +86,8 @@ RULES = [
          _sum_over_count()),
     Rule("reducemean-to-global-pool", FAMILY, "exact", "onnxruntime:ReduceMean->GlobalAveragePool; "
          "coreml:reduce_mean -> global pool",
-         "ReduceMean(x, axes 2..r-1, keepdims=1) -> GlobalAveragePool(x) for x of rank r >= 3",
+         "ReduceMean(x, axes 2..r-1, keepdims=1) -> GlobalAveragePool(x) for x of rank r >= 3; keepdims=0 -> "
+         "Flatten(GlobalAveragePool(x), 1) (rank 3 to 5)",
          _mean_to_pool()),
     Rule("global-pool-to-reducemean", FAMILY, "exact", "tvm:SimplifyExpr (global_avg_pool2d as mean)",
          "GlobalAveragePool(x) -> ReduceMean(x, axes 2..r-1, keepdims=1) for x of rank 3 to 5",

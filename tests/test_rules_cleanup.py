@@ -115,6 +115,54 @@ def test_add_zero_property(case: RuleCase) -> None:
     case.check()
 
 
+# ---- termination: a removed neutral op is subsumed (it would be a self-loop for the sinking and folding rules) ----
+
+def _saturates(m) -> "object":
+    """All default rules, default limits: saturation must reach a fixed point (regression: the fuzzer's
+    B(1, Transpose(x)) grew to ~200k e-nodes, Conv * 1 and Conv / 1 never saturated)."""
+    from eqsat.session import saturate
+
+    report = saturate(m).saturation
+    assert report.stop_reason == "saturated", (report.stop_reason, report.iterations, report.enodes,
+                                               report.rules_fired)
+    assert report.enodes < 100, report.enodes
+    return report
+
+
+@pytest.mark.parametrize("op,value", [("Mul", 1.0), ("Add", 0.0), ("Sub", 0.0), ("Div", 1.0)])
+@pytest.mark.parametrize("const_first", [False, True])
+@pytest.mark.parametrize("shape", [(), (1, 1, 1, 1)])
+def test_neutral_op_after_transpose_saturates(op: str, value: float, const_first: bool, shape: tuple) -> None:
+    if const_first and op in ("Sub", "Div"):
+        pytest.skip("1 / x and 0 - x are not neutral")
+    inputs = ["k", "t"] if const_first else ["t", "k"]
+    m = model([node("Transpose", ["x"], "t", perm=[0, 2, 3, 1]), node(op, inputs, "y")], [("x", "FLOAT", (1, 3, 4, 5))],
+              initializers={"k": np.full(shape, value, np.float32)})
+    _saturates(m)
+    result = assert_rule_sound(m, {"Mul": "mul-one", "Add": "add-zero", "Sub": "sub-zero", "Div": "div-one"}[op],
+                               also=("transpose-sink-binary-const", "transpose-merge", "transpose-identity"))
+    assert op_counts(result.model) == {"Transpose": 1}
+
+
+@pytest.mark.parametrize("op,value", [("Mul", 1.0), ("Add", 0.0), ("Sub", 0.0), ("Div", 1.0)])
+@pytest.mark.parametrize("const_first", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_neutral_op_after_conv_saturates(op: str, value: float, const_first: bool, bias: bool) -> None:
+    if const_first and op in ("Sub", "Div"):
+        pytest.skip("1 / x and 0 - x are not neutral")
+    inits = {"w": np.random.RandomState(0).randn(4, 3, 3, 3).astype(np.float32), "k": np.full((1,), value, np.float32)}
+    if bias:
+        inits["b"] = np.arange(4, dtype=np.float32)
+    conv = node("Conv", ["x", "w", "b"] if bias else ["x", "w"], "c", pads=[1, 1, 1, 1])
+    m = model([conv, node(op, ["k", "c"] if const_first else ["c", "k"], "y")], [("x", "FLOAT", (1, 3, 8, 8))],
+              initializers=inits)
+    _saturates(m)
+    result = assert_rule_sound(m, {"Mul": "mul-one", "Add": "add-zero", "Sub": "sub-zero", "Div": "div-one"}[op],
+                               also=("conv-scale-fold", "conv-div-fold", "conv-bias-fold", "conv-zero-bias",
+                                     "const-operand-last"))
+    assert op_counts(result.model) == {"Conv": 1}
+
+
 # ---- identity-remove ----
 
 def test_identity_remove_on_output_alias() -> None:

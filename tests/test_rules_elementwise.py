@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 
 from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, saturate_with_rules)
+                           optimize_with_rules, run, saturate_with_rules)
 from tests.rule_graphs import model, node, property_settings
 
 X = [("x", "FLOAT", (2, 3, 4))]
@@ -35,6 +35,38 @@ def test_div_const_to_mul_folds_a_scalar_reciprocal() -> None:
     assert muls[0].eclass == next(n.eclass for n in g.nodes if n.op == "Div")
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero encountered:RuntimeWarning")
+def test_div_const_to_mul_with_zero_divisors_is_exact() -> None:
+    """x / 0 and x * (1 / 0) agree in IEEE arithmetic: +-inf with the same signs, NaN for 0 / 0 and NaN x
+    (signed zeros included), so a constant with zero elements needs no guard."""
+    c = np.array([0.0, -0.0, 2.0, -4.0], np.float32)
+    m = model([node("Div", ["x", "c"], "y")], [("x", "FLOAT", (3, 4))], initializers={"c": c})
+    x = {"x": np.array([[0, 0, 0, 0], [1, -1, 3, -3], [np.inf, -np.inf, np.nan, 1]], np.float32)}
+    assert_rule_sound(m, "div-const-to-mul", x)
+    session = saturate_with_rules(m, ["div-const-to-mul"])
+    as_mul = session.extract(cost=lambda graph, n: 10.0 if n.op == "Div" else 1.0).model  # the Mul form (a tie keeps the Div)
+    assert op_counts(as_mul) == {"Mul": 1}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(run(as_mul, x)[0], run(m, x)[0])
+
+
+@pytest.mark.parametrize("dtype,c", [
+    ("FLOAT16", np.array(1e-5, np.float16)),           # 1 / c = 1e5 > 65504: inf in float16
+    ("FLOAT16", np.array([1e-5, 1.0], np.float16)),    # a float16 tensor's elements are not visible to rules
+    ("FLOAT16", np.array([0.5, 2.0], np.float16)),
+    ("FLOAT", np.array(1e-40, np.float32)),            # subnormal: 1 / c = 1e40 overflows float32
+])
+def test_div_const_to_mul_not_when_the_reciprocal_may_overflow(dtype: str, c: np.ndarray) -> None:
+    """0 / c = 0 but 0 * (1 / c) = 0 * inf = NaN: the rewrite needs a finite reciprocal."""
+    m = model([node("Div", ["x", "c"], "y")], [("x", dtype, (2,))], initializers={"c": c})
+    assert_rule_does_not_fire(m, "div-const-to-mul")
+
+
+def test_div_const_to_mul_small_float16_scalar_within_range() -> None:
+    m = model([node("Div", ["x", "c"], "y")], [("x", "FLOAT16", (2, 3))], initializers={"c": np.array(2e-5, np.float16)})
+    assert_rule_sound(m, "div-const-to-mul", {"x": np.array([[0, 1e-3, -1e-3], [0.5, 1, -1]], np.float16)})
+
+
 def test_div_const_to_mul_not_for_integers() -> None:
     """Integer division truncates: 7 / 2 = 3, 7 * 0.5 is not even an integer op."""
     m = model([node("Div", ["x", "c"], "y")], [("x", "INT32", (2, 3))], initializers={"c": np.array(2, np.int32)})
@@ -45,6 +77,7 @@ def test_div_const_to_mul_not_for_a_runtime_divisor() -> None:
     assert_rule_does_not_fire(model([node("Div", ["x", "c"], "y")], [*X, ("c", "FLOAT", (4,))]), "div-const-to-mul")
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero encountered:RuntimeWarning")
 @property_settings()
 @given(PROPERTIES["div-const-to-mul"]())
 def test_div_const_to_mul_property(case: RuleCase) -> None:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 
 from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules)
+                           optimize_with_rules, saturate_with_rules)
 from tests.rule_graphs import (NCHW_TO_NHWC, NHWC_TO_NCHW, attribute, model, node, property_settings,
                                sandwich, transpose)
 
@@ -244,4 +244,162 @@ def test_transpose_sink_pad_needs_a_transpose() -> None:
 @property_settings()
 @given(PROPERTIES["transpose-sink-pad"]())
 def test_transpose_sink_pad_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- transpose-sink-reduce ----
+
+def test_transpose_sink_reduce_nhwc_mean_without_keepdims() -> None:
+    """The Keras/TF pattern: NCHW -> Transpose(0,2,3,1) -> ReduceMean(axes 1,2, keepdims 0): the mean moves
+    to the NCHW tensor over axes (2, 3) and no transpose is left (its kept-axes perm is the identity)."""
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("ReduceMean", ["t"], "y", axes=[1, 2], keepdims=0)], X4)
+    result, fired = optimize_with_rules(m, ["transpose-sink-reduce", *SANDWICH])
+    assert fired["transpose-sink-reduce"] > 0
+    assert op_counts(result.model) == {"ReduceMean": 1}
+    assert attribute(result.model, "ReduceMean", "axes") == [2, 3]
+    assert_rule_sound(m, "transpose-sink-reduce", also=SANDWICH)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceL2"])
+def test_transpose_sink_reduce_keepdims_sandwich(op: str) -> None:
+    """Transpose -> R(axes [3], keepdims 1) -> inverse Transpose: R over the channel axis 1, no transposes."""
+    axes = np.array([3], np.int64)
+    if op == "ReduceSum":
+        mid = node(op, ["t", "axes"], "m", keepdims=1)
+        m = sandwich([mid], initializers={"axes": axes})
+    else:
+        m = sandwich([node(op, ["t"], "m", axes=[3], keepdims=1)])
+    result = assert_rule_sound(m, "transpose-sink-reduce", also=SANDWICH)
+    assert op_counts(result.model) == {op: 1}
+
+
+def test_transpose_sink_reduce_keepdims_0_remaps_the_kept_axes() -> None:
+    """x (2,3,4,5) -> Transpose(2,0,3,1) (4,2,5,3) -> ReduceSum over axes (0, 2) keepdims 0 -> (2, 3):
+    the sum over x's axes (2, 3), and its (2, 3) output needs no transpose; over (1, 3) (axes 0 and 1 of
+    x) the kept axes (4, 5) come out in x's order too."""
+    for axes, expected_axes in (([0, 2], [2, 3]), ([1, 3], [0, 1])):
+        m = model([transpose("x", "t", (2, 0, 3, 1)), node("ReduceSum", ["t", "axes"], "y", keepdims=0)],
+                  [("x", "FLOAT", (2, 3, 4, 5))], initializers={"axes": np.array(axes, np.int64)})
+        result = assert_rule_sound(m, "transpose-sink-reduce", also=SANDWICH)
+        assert op_counts(result.model) == {"ReduceSum": 1}
+
+
+def test_transpose_sink_reduce_keeps_a_needed_transpose() -> None:
+    """Transpose(1,0,2) then a reduction over axis 2 without keepdims: the kept axes stay swapped."""
+    m = model([transpose("x", "t", (1, 0, 2)), node("ReduceMax", ["t"], "y", axes=[2], keepdims=0)],
+              [("x", "FLOAT", (2, 3, 4))])
+    result = assert_rule_sound(m, "transpose-sink-reduce", also=SANDWICH)
+    assert sorted(op_counts(result.model)) == ["ReduceMax", "Transpose"]
+
+
+@pytest.mark.parametrize("axes", [None, [0, 1, 2, 3]])
+def test_transpose_sink_reduce_over_every_axis(axes) -> None:
+    """Reducing every axis (listed, or the default empty list) makes the layout irrelevant."""
+    attrs = {} if axes is None else {"axes": axes}
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("ReduceMin", ["t"], "y", keepdims=1, **attrs)], X4)
+    result = assert_rule_sound(m, "transpose-sink-reduce", also=SANDWICH)
+    assert op_counts(result.model) == {"ReduceMin": 1}
+
+
+def test_transpose_sink_reduce_needs_a_transpose() -> None:
+    m = model([node("Relu", ["x"], "r"), node("ReduceMean", ["r"], "y", axes=[1, 2], keepdims=0)], X4)
+    assert_rule_does_not_fire(m, "transpose-sink-reduce")
+
+
+def test_transpose_sink_reduce_not_without_static_shapes() -> None:
+    """The listed-axes forms set the new reduction's shape fact from x's: a symbolic dim blocks them."""
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("ReduceMean", ["t"], "y", axes=[1, 2], keepdims=0)],
+              [("x", "FLOAT", ("N", 3, 4, 5))])
+    assert_rule_does_not_fire(m, "transpose-sink-reduce")
+
+
+def test_transpose_sink_reduce_not_for_argmax() -> None:
+    """ArgMax's output indexes an axis (not a reduction of a set of axes): it is opaque, never sunk."""
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("ArgMax", ["t"], "y", axis=3, keepdims=0)], X4,
+              outputs=[("y", "INT64", None)])
+    assert_rule_does_not_fire(m, "transpose-sink-reduce")
+
+
+@property_settings()
+@given(PROPERTIES["transpose-sink-reduce"]())
+def test_transpose_sink_reduce_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- transpose-to-reshape ----
+
+@pytest.mark.parametrize("shape,perm", [((2, 1, 3), (1, 0, 2)), ((1, 8, 1, 1), (0, 2, 3, 1)), ((4, 1), (1, 0))])
+def test_transpose_to_reshape_when_no_data_moves(shape: tuple, perm: tuple) -> None:
+    m = model([transpose("x", "t", perm), node("Relu", ["t"], "y")], [("x", "FLOAT", shape)])
+    session = saturate_with_rules(m, ["transpose-to-reshape"])
+    assert "transpose-to-reshape" in session.saturation.rules_fired
+    g = session.egraph
+    relu = next(n for n in g.nodes if n.op == "Relu")
+    assert {g.node(k).op for k in g.eclass(relu.children[0]).nodes} == {"Transpose", "Reshape"}
+    result = assert_rule_sound(m, "transpose-to-reshape")
+    assert op_counts(result.model) == {"Reshape": 1, "Relu": 1}  # a view: cheaper than moving data
+
+
+@pytest.mark.parametrize("shape,perm", [((2, 3), (1, 0)), ((2, 1, 3), (2, 1, 0)), ((1, 3, 2, 2), (0, 2, 3, 1))])
+def test_transpose_to_reshape_not_when_data_moves(shape: tuple, perm: tuple) -> None:
+    m = model([transpose("x", "t", perm), node("Relu", ["t"], "y")], [("x", "FLOAT", shape)])
+    assert_rule_does_not_fire(m, "transpose-to-reshape")
+
+
+def test_transpose_to_reshape_not_without_static_shapes() -> None:
+    m = model([transpose("x", "t", (1, 0, 2)), node("Relu", ["t"], "y")], [("x", "FLOAT", (2, 1, "N"))])
+    assert_rule_does_not_fire(m, "transpose-to-reshape")
+
+
+@property_settings()
+@given(PROPERTIES["transpose-to-reshape"]())
+def test_transpose_to_reshape_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- squeeze-unsqueeze-cancel ----
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_squeeze_unsqueeze_cancel_same_axes(opset: int) -> None:
+    if opset >= 13:
+        inits = {"a": np.array([0, 2], np.int64)}
+        nodes = [node("Unsqueeze", ["x", "a"], "u"), node("Squeeze", ["u", "a"], "s"), node("Relu", ["s"], "y")]
+    else:
+        inits = {}
+        nodes = [node("Unsqueeze", ["x"], "u", axes=[0, 2]), node("Squeeze", ["u"], "s", axes=[0, 2]),
+                 node("Relu", ["s"], "y")]
+    m = model(nodes, [("x", "FLOAT", (3, 4))], initializers=inits, opset=opset)
+    result, fired = optimize_with_rules(m, ["squeeze-unsqueeze-cancel"])
+    assert fired["squeeze-unsqueeze-cancel"] > 0
+    assert op_counts(result.model) == {"Relu": 1}
+    assert_rule_sound(m, "squeeze-unsqueeze-cancel")
+
+
+def test_unsqueeze_squeeze_cancel_same_axes_symbolic_shape() -> None:
+    """Same axes need no shape facts: Unsqueeze(Squeeze(x, [1]), [1]) is x for x (N, 1, 4)."""
+    m = model([node("Squeeze", ["x", "a"], "s"), node("Unsqueeze", ["s", "a"], "u"), node("Relu", ["u"], "y")],
+              [("x", "FLOAT", ("N", 1, 4))], initializers={"a": np.array([1], np.int64)})
+    result, fired = optimize_with_rules(m, ["squeeze-unsqueeze-cancel"])
+    assert fired["squeeze-unsqueeze-cancel"] > 0
+    assert op_counts(result.model) == {"Relu": 1}
+
+
+def test_squeeze_unsqueeze_cancel_other_axes_same_shape() -> None:
+    """Squeeze every size-1 axis (no axes), Unsqueeze at the same places: x's shape again."""
+    m = model([node("Squeeze", ["x"], "s"), node("Unsqueeze", ["s", "a"], "u"), node("Relu", ["u"], "y")],
+              [("x", "FLOAT", (1, 3, 1, 2))], initializers={"a": np.array([0, 2], np.int64)})
+    result = assert_rule_sound(m, "squeeze-unsqueeze-cancel")
+    assert op_counts(result.model) == {"Relu": 1}
+
+
+def test_squeeze_unsqueeze_cancel_not_when_the_shape_changes() -> None:
+    """x (2, 1, 3): Unsqueeze at 0 then Squeeze at 2 gives (1, 2, 3): a reshape, not x."""
+    m = model([node("Unsqueeze", ["x", "a"], "u"), node("Squeeze", ["u", "b"], "s"), node("Relu", ["s"], "y")],
+              [("x", "FLOAT", (2, 1, 3))], initializers={"a": np.array([0], np.int64), "b": np.array([2], np.int64)})
+    assert_rule_does_not_fire(m, "squeeze-unsqueeze-cancel")
+
+
+@property_settings()
+@given(PROPERTIES["squeeze-unsqueeze-cancel"]())
+def test_squeeze_unsqueeze_cancel_property(case: RuleCase) -> None:
     case.check()

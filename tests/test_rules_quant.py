@@ -97,7 +97,39 @@ def test_dq_q_drop_only_when_allowed() -> None:
     assert_rule_does_not_fire(m, "dq-q-drop")
     result, fired = optimize_with_rules(m, ["dq-q-drop"], allow=PRECISION)
     assert fired["dq-q-drop"] > 0 and _no_qdq(result.model)
+    assert op_counts(result.model) == {"Clip": 1}
     assert_rule_sound(m, "dq-q-drop", FEEDS, allow=PRECISION)
+
+
+@pytest.mark.parametrize("qtype,zp", [("UINT8", 128), ("INT8", -5), ("UINT8", None)])
+def test_dq_q_drop_keeps_the_clamp(qtype: str, zp) -> None:
+    """Inputs far outside the grid's range (the fuzzer's counterexample to dropping the pair outright):
+    Q saturates them, and the Clip that replaces the pair clamps them to the same values; what remains
+    is the rounding, at most s / 2 per element."""
+    s = np.array(0.02, np.float32)
+    inits = {"s": s}
+    inputs = ["x", "s"]
+    if zp is not None:
+        inits["z"] = np.array(zp, np.uint8 if qtype == "UINT8" else np.int8)
+        inputs.append("z")
+    m = model([node("QuantizeLinear", inputs, "q"), node("DequantizeLinear", ["q", *inputs[1:]], "y")],
+              [("x", "FLOAT", (4, 16))], initializers=inits)
+    x = {"x": np.linspace(-40, 40, 64, dtype=np.float32).reshape(4, 16)}
+    result, fired = optimize_with_rules(m, ["dq-q-drop"], allow=PRECISION)
+    assert fired["dq-q-drop"] > 0 and op_counts(result.model) == {"Clip": 1}
+    expected, actual = run(m, x)[0], run(result.model, x)[0]
+    assert np.max(np.abs(expected - actual)) <= float(s) / 2 * (1 + 1e-5)
+    lo, hi = float(expected.min()), float(expected.max())
+    assert np.max(actual) == pytest.approx(hi) and np.min(actual) == pytest.approx(lo)  # clamped like Q
+    assert_rule_sound(m, "dq-q-drop", x, allow=PRECISION)
+
+
+def test_dq_q_drop_not_per_axis() -> None:
+    """A per-channel scale has no single pair of Clip bounds: the pair is left alone."""
+    inits = {"s": np.array([0.02, 0.05], np.float32), "z": np.array([0, 3], np.int8)}
+    m = model([node("QuantizeLinear", ["x", "s", "z"], "q", axis=0),
+               node("DequantizeLinear", ["q", "s", "z"], "y", axis=0)], [("x", "FLOAT", (2, 8))], initializers=inits)
+    assert_rule_does_not_fire(m, "dq-q-drop", allow=PRECISION)
 
 
 def test_default_optimization_keeps_q_dq() -> None:

@@ -92,8 +92,16 @@ def test_reducemean_to_global_pool(opset: int) -> None:
     assert root_ops(m, "reducemean-to-global-pool") == {"ReduceMean", "GlobalAveragePool"}
 
 
-@pytest.mark.parametrize("axes,keepdims,shape", [([2, 3], 0, (2, 3, 4, 5)), ([1, 2], 1, (2, 3, 4, 5)),
-                                                 ([3], 1, (2, 3, 4, 5)), ([1], 1, (2, 3))])
+@pytest.mark.parametrize("shape", [(2, 3, 4), (2, 3, 4, 5), (1, 2, 3, 2, 2)])
+def test_reducemean_without_keepdims_to_flattened_global_pool(shape: tuple) -> None:
+    """keepdims = 0 (Keras/TF exports): Flatten(GlobalAveragePool(x), 1), shape (N, C)."""
+    m = model([node("ReduceMean", ["x"], "y", axes=list(range(2, len(shape))), keepdims=0)], [("x", "FLOAT", shape)])
+    assert_rule_sound(m, "reducemean-to-global-pool")
+    assert root_ops(m, "reducemean-to-global-pool") == {"ReduceMean", "Flatten"}
+
+
+@pytest.mark.parametrize("axes,keepdims,shape", [([2, 3, 4, 5], 0, (1, 2, 2, 2, 2, 2)), ([1, 2], 1, (2, 3, 4, 5)),
+                                                 ([1, 2], 0, (2, 3, 4, 5)), ([3], 1, (2, 3, 4, 5)), ([1], 1, (2, 3))])
 def test_reducemean_to_global_pool_not(axes: list, keepdims: int, shape: tuple) -> None:
     m = model([node("ReduceMean", ["x"], "y", axes=axes, keepdims=keepdims)], [("x", "FLOAT", shape)])
     assert_rule_does_not_fire(m, "reducemean-to-global-pool")
