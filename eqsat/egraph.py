@@ -19,10 +19,12 @@ from typing import Any, Iterable, Mapping
 
 TERM_SORTS = ("T", "TL", "N")
 #: Leaves whose value is known at compile time; a class holding one is constant-only.
-CONSTANT_LEAVES = frozenset({"Const", "Scalar", "Absent"})
+CONSTANT_LEAVES = frozenset({"Const", "Scalar", "Absent", "TNil"})
 #: Nodes that are never constant even with constant children: opaque computations, and the Q/DQ pairs
 #: that quantized formats keep on purpose (runtimes fuse them into integer kernels).
-NEVER_CONSTANT = frozenset({"Opaque", "Out", "Input", "QuantizeLinear", "DequantizeLinear"})
+NEVER_CONSTANT = frozenset({"Opaque", "Out", "Split", "Input", "QuantizeLinear", "DequantizeLinear"})
+#: Constructors that are rule plumbing only (unioned with an extractable form): not decoded.
+PLUMBING = frozenset({"TAppend"})
 #: Constant-only classes larger than this (elements) are computed at run time, never materialized.
 MAX_FOLDED_ELEMENTS = 1 << 20
 
@@ -141,6 +143,8 @@ def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = (),
         if name == "Ref":
             for (rid,), out in table.rows:
                 refs[rid] = cid(out, table.output_sort)
+            continue
+        if name in PLUMBING:
             continue
         term_args = [i for i, sort in enumerate(table.input_sorts) if sort in TERM_SORTS]
         attr_args = [i for i, sort in enumerate(table.input_sorts) if sort not in TERM_SORTS]

@@ -21,7 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from eqsat.bulk import ABSENT, Rows
-from eqsat.terms import BINARY, OPS, NONDETERMINISTIC, OpSpec, egg_str, egg_value
+from eqsat.terms import BINARY, LIST_OPS, OPS, NONDETERMINISTIC, OpSpec, egg_str, egg_value
 
 
 @dataclasses.dataclass
@@ -60,6 +60,7 @@ class _Encoder:
         self.model = model
         self.enc = Encoding(opset=model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
         self.rows = self.enc.rows
+        self.const_rank: dict[str, int] = {}
         self.rows.text.append(f"(union (Ref {ABSENT}) (Absent))")
 
     # ---- handles and facts ----
@@ -98,6 +99,7 @@ class _Encoder:
             self.enc.constants.setdefault(key, array)
             self.enc.constant_names.setdefault(key, value.name)
             self.rows.add("Const", rid, key)
+            self.rows.add("const-rank", rid, self.const_rank.setdefault(key, len(self.const_rank)))
 
     def encode_leaves(self) -> None:
         graph = self.model.graph
@@ -119,6 +121,9 @@ class _Encoder:
             spec = OPS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
             row = self.typed_row(node, spec) if spec is not None else None
             name = node.name or f"{node.op_type}#{index}"
+            if spec is None and node.domain in ("", "ai.onnx") and node.op_type in LIST_OPS and self.encode_list_op(node, name):
+                self.enc.typed += 1
+                continue
             if row is not None:
                 self.enc.typed += 1
                 rid = self.new_ref(node.outputs[0], name)
@@ -206,6 +211,77 @@ class _Encoder:
         self.constant(handle, value, array)
         self.facts(handle, array.shape, value.dtype.name, positive=_all_positive(array))
         return handle
+
+    def encode_list_op(self, node: ir.Node, name: str) -> bool:
+        """Concat as `(Concat list axis)`, Split as `(Split x axis sizes)` with `(Out n k)` per output;
+        False (the node goes opaque) when a detail is not static (rank, split sizes) or not modelled."""
+        if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+            return False
+        if node.op_type == "Concat":
+            out = node.outputs[0] if len(node.outputs) == 1 else None
+            if out is None or not out.name or not node.inputs or any(v is None or not v.name for v in node.inputs):
+                return False
+            if set(node.attributes) - {"axis"} or "axis" not in node.attributes:
+                return False
+            rank = len(out.shape) if out.shape is not None else None
+            axis = _normalize_axes(int(node.attributes["axis"].value), rank)
+            if axis is None or (rank is not None and not 0 <= axis < rank):
+                return False
+            items = "(TNil)"
+            for value in reversed(list(node.inputs)):
+                items = f"(TCons (Ref {self.ref(value)}) {items})"
+            rid = self.new_ref(out, name)
+            self.rows.text.append(f"(union (Ref {rid}) (Concat {items} {axis}))")
+            return True
+        sizes = self.split_sizes(node)
+        if sizes is None:
+            return False
+        axis, sizes = sizes
+        term = f"(Split (Ref {self.ref(node.inputs[0])}) {axis} {egg_value('ints', sizes)})"
+        for k, out in enumerate(node.outputs):
+            if out.name:
+                rid = self.new_ref(out, name)
+                self.rows.text.append(f"(union (Ref {rid}) (Out {term} {k}))")
+        return True
+
+    def split_sizes(self, node: ir.Node) -> tuple[int, tuple[int, ...]] | None:
+        """Split's axis (non-negative) and static sizes, from its `split` input (opset >= 13), its `split`
+        attribute (before), or an even split (num_outputs from opset 18, else the number of outputs)."""
+        x = node.inputs[0] if node.inputs else None
+        if x is None or not x.name or set(node.attributes) - {"axis", "split", "num_outputs"}:
+            return None
+        shape = static_shape(x)
+        rank = len(x.shape) if x.shape is not None else None
+        axis = _normalize_axes(int(node.attributes["axis"].value) if "axis" in node.attributes else 0, rank)
+        if axis is None or rank is None or not 0 <= axis < rank:
+            return None
+        n_out = len(node.outputs)
+        split: tuple[int, ...] | None = None
+        if self.enc.opset >= 13:
+            v = node.inputs[1] if len(node.inputs) > 1 else None
+            if v is not None and v.name:
+                if v.const_value is None:
+                    return None
+                split = tuple(int(s) for s in v.const_value.numpy().reshape(-1))
+        elif "split" in node.attributes:
+            split = tuple(int(s) for s in node.attributes["split"].value)
+        if split is None:
+            if shape is None:
+                return None
+            dim = shape[axis]
+            if "num_outputs" in node.attributes:
+                n = int(node.attributes["num_outputs"].value)
+                if n != n_out:
+                    return None
+                chunk = -(-dim // n)
+                split = tuple(max(0, min(chunk, dim - chunk * i)) for i in range(n))
+            else:
+                if dim % n_out:
+                    return None
+                split = (dim // n_out,) * n_out
+        if len(split) != n_out or any(s < 0 for s in split) or (shape is not None and sum(split) != shape[axis]):
+            return None
+        return axis, split
 
     def encode_opaque(self, node: ir.Node, index: int, name: str) -> None:
         key = f"{node.domain or 'ai.onnx'}::{node.op_type}#{index}"

@@ -47,6 +47,7 @@ class _Lowerer:
         self.value_info: list[onnx.ValueInfoProto] = []
         self._parents: dict[int, set[int]] | None = None
         self.names: dict[int, str] = {}                 # class -> emitted value name ("" = absent)
+        self.reserved: dict[int, str] = {}              # output class -> its graph output name
         self.used: set[str] = set()
         self.consts: dict[int, tuple[np.ndarray, str]] = {}  # class -> (value in compute precision, dtype)
         self.graph_inputs = {v.name for v in source.graph.input}
@@ -125,7 +126,7 @@ class _Lowerer:
         roots = [self.g.refs[r] for r in self.enc.outputs]
         out_names = [v.name for v in self.source.graph.output]
         self.used |= self.graph_inputs
-        reserved = {}
+        reserved = self.reserved
         for cid, name in zip(roots, out_names):  # outputs keep their names when a class can carry one
             if cid not in reserved and not self._is_input_class(cid) and not self.g.eclass(cid).constant:
                 reserved[cid] = name
@@ -158,11 +159,18 @@ class _Lowerer:
         if node.op == "Opaque":
             self.emit_opaque(cid, node)
             return
+        if node.op == "Split":
+            self.emit_split(cid, node)
+            return
         if node.op == "Out":
             (n_class,) = node.children
             self.names[cid] = self.names[n_class].split("|")[node.attrs[0]]
             return
         out = name or self.preferred_name(cid)
+        if node.op == "Concat":
+            self.names[cid] = out
+            self.emit_concat(cid, node, out)
+            return
         self.names[cid] = out
         self.emit_typed(cid, node, out)
 
@@ -187,6 +195,48 @@ class _Lowerer:
         eclass = self.g.eclass(cid)
         if eclass.dtype is not None and eclass.shape is not None:  # facts, checked by the full checker at save
             self.value_info.append(helper.make_tensor_value_info(out, int(ir.DataType[eclass.dtype]), eclass.shape))
+
+    def _typed_value_info(self, cid: int, out: str) -> None:
+        eclass = self.g.eclass(cid)
+        if eclass.dtype is not None and eclass.shape is not None:
+            self.value_info.append(helper.make_tensor_value_info(out, int(ir.DataType[eclass.dtype]), eclass.shape))
+
+    def emit_concat(self, cid: int, node: ENode, out: str) -> None:
+        proto = helper.make_node("Concat", self.flatten_list(node.children[0]), [out], name=out, axis=int(node.attrs[0]))
+        self._provenance(proto, cid)
+        self.nodes.append(proto)
+        self._typed_value_info(cid, out)
+
+    def emit_split(self, cid: int, node: ENode) -> None:
+        """One Split node; each output is named after the class of its chosen `(Out n k)` (a graph output
+        keeps its name), else fresh. Sizes go in the `split` input from opset 13, an attribute before."""
+        axis, sizes = int(node.attrs[0]), tuple(int(s) for s in node.attrs[1])
+        outs: list[str | None] = [None] * len(sizes)
+        out_classes: list[int | None] = [None] * len(sizes)
+        for parent in sorted(self.parents().get(cid, ())):
+            chosen = self.g.node(self.choice[parent]) if parent in self.choice else None
+            if chosen is not None and chosen.op == "Out" and chosen.children == (cid,) and 0 <= chosen.attrs[0] < len(sizes):
+                k = chosen.attrs[0]
+                if outs[k] is None:
+                    outs[k] = self.reserved.get(parent) or self.preferred_name(parent)
+                    out_classes[k] = parent
+        base = next((o for o in outs if o), None) or f"eqsat_{cid}"
+        names = [o or self.fresh(f"{base}_split{k}") for k, o in enumerate(outs)]
+        inputs = [self.names[node.children[0]]]
+        attrs: dict[str, Any] = {"axis": axis}
+        if self.opset >= 13:
+            split_name = self.fresh(f"{names[0]}_split")
+            self.initializers.append(numpy_helper.from_array(np.asarray(sizes, np.int64), split_name))
+            inputs.append(split_name)
+        else:
+            attrs["split"] = list(sizes)
+        proto = helper.make_node("Split", inputs, names, name=names[0], **attrs)
+        self._provenance(proto, out_classes[0] if out_classes[0] is not None else cid)
+        self.nodes.append(proto)
+        self.names[cid] = "|".join(names)
+        for k, oc in enumerate(out_classes):
+            if oc is not None:
+                self._typed_value_info(oc, names[k])
 
     def emit_opaque(self, cid: int, node: ENode) -> None:
         original = self.opaque_protos.get(node.attrs[0])
@@ -226,14 +276,17 @@ class _Lowerer:
         return names
 
     def flatten_list(self, list_class: int) -> list[str]:
-        names: list[str] = []
+        return [self.names[c] for c in self.list_classes(list_class)]
+
+    def list_classes(self, list_class: int) -> list[int]:
+        heads: list[int] = []
         cid = list_class
         while True:
             node = self.g.node(self.choice[cid])
             if node.op == "TNil":
-                return names
+                return heads
             head, cid = node.children
-            names.append(self.names[head])
+            heads.append(head)
 
     def _provenance(self, proto: onnx.NodeProto, cid: int) -> None:
         for key, value in ((PROVENANCE_KEY, ",".join(self.origins(cid))), (RULES_KEY, ",".join(self.rules_of(cid)))):
@@ -262,6 +315,10 @@ class _Lowerer:
         if node.op == "Scalar":
             value, dtype, shape = node.attrs
             return _compute_precision(np.full(shape, value, dtype=_np_dtype(dtype))), dtype
+        if node.op == "Concat":
+            items = self.list_classes(node.children[0])
+            dtype = self.g.eclass(cid).dtype or self.consts[items[0]][1]
+            return np.concatenate([self.consts[c][0] for c in items], axis=int(node.attrs[0])), dtype
         spec = OPS.get(node.op)
         if spec is None:
             raise LoweringError(f"cannot evaluate constant e-node {node.op}")

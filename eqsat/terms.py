@@ -140,7 +140,16 @@ SPECIAL: dict[str, tuple[tuple[str, ...], str]] = {
     "TCons": (("T", "TL"), "TL"),
     "Opaque": (("String", "TL"), "N"),
     "Out": (("N", "i64"), "T"),
+    # Typed tensor-list ops: Concat over a list (axis non-negative), Split into sizes along an axis
+    # (multi-output: its results are `(Out n k)`), and TAppend, the list append the tensor rules build
+    # (always unioned with its TCons form by `tensor-list-append`; never extracted).
+    "Concat": (("TL", "i64"), "T"),
+    "Split": (("T", "i64", "IVec"), "N"),
+    "TAppend": (("TL", "TL"), "TL"),
 }
+
+#: Typed ops that are not in OPS (their inputs are lists or their result is an N).
+LIST_OPS = frozenset({"Concat", "Split"})
 
 #: Dtype pairs (from, to) where every value of `from` is exactly representable in `to`.
 _EXACT_RANGES = {
@@ -199,14 +208,19 @@ def declarations() -> str:
     """The egglog program that declares sorts, constructors and fact tables."""
     lines = ["(sort IVec (Vec i64))", "(sort IFn (UnstableFn (i64) i64))", "(sort T)", "(sort TL)", "(sort N)"]
     for name, (args, sort) in SPECIAL.items():
-        if sort == "T" or name in ("TNil", "TCons", "Opaque", "Out"):
+        if sort == "T" or name in ("TNil", "TCons", "Opaque", "Out", "Split", "TAppend"):
             lines.append(f"(constructor {name} ({' '.join(args)}) {sort})")
     for spec in OPS.values():
         lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
     lines += ["(function shape (T) IVec :no-merge)", "(function dtype (T) String :no-merge)",
               "(relation positive (T))", "(relation is-const (T))", "(function inv-perm (IVec) IVec :no-merge)",
               "(relation lossless-cast (String String))", "(function model-opset () i64 :no-merge)",
-              "(relation rewritten (T String))"]
+              "(relation rewritten (T String))",
+              # Concat shapes: cdim(l, ax) = sum of shape(h)[ax] over the list, computed on demand
+              "(relation cdim-demand (TL i64))", "(function cdim (TL i64) i64 :no-merge)",
+              "(relation const-list (TL))",
+              # an order on constants (by content key, first seen first) for rules that pick sorted subsets
+              "(function const-rank (T) i64 :merge (min old new))"]
     from eqsat.bulk import declarations as load_tables  # the bulk path's tables are built from OPS
 
     lines.append(load_tables())

@@ -382,6 +382,11 @@ def assert_egraph_sound(session: "Session", feeds: Mapping[str, np.ndarray], *, 
         elif node.op == "Opaque":
             value = evaluator.opaque(node, args[0])
             value = _UNKNOWN if value is None else value
+        elif node.op == "Concat":
+            value = np.concatenate([np.asarray(a) for a in args[0]], axis=int(node.attrs[0]))
+        elif node.op == "Split":
+            axis, sizes = int(node.attrs[0]), [int(v) for v in node.attrs[1]]
+            value = tuple(np.split(np.asarray(args[0]), np.cumsum(sizes)[:-1].tolist(), axis=axis))
         elif node.op == "Out":
             outs, k = args[0], node.attrs[0]
             value = outs[k] if k < len(outs) and outs[k] is not None else _UNKNOWN
@@ -1860,3 +1865,8 @@ def onnx_graphs(max_nodes: int = 10, *, families: Sequence[str] = GRAPH_FAMILIES
 
 
 __all__ += ["GRAPH_FAMILIES", "GRAPH_MAX_ELEMENTS", "onnx_graphs"]
+
+# The tensor family's and the MatMul merges' builders (eqsat/testing_tensor.py).
+from eqsat.testing_tensor import PROPERTIES as _TENSOR_PROPERTIES  # noqa: E402
+
+PROPERTIES.update(_TENSOR_PROPERTIES)

@@ -13,7 +13,8 @@ per node id) to cost a whole e-graph at once; `node_costs()` below uses it when 
 - bytes = output bytes + bytes of every tensor input (weights included), from shapes and dtype sizes;
   an unknown shape is estimated from the children (broadcast for elementwise ops) or `DEFAULT_NUMEL`;
 - Input, Const, Scalar, Absent, TCons, TNil, Out and constant-only classes cost 0; Opaque costs launch +
-  its input bytes / bandwidth;
+  its input bytes / bandwidth; Concat (over a list) and Split (one N node whose outputs are `Out`s) move
+  data: launch + (bytes of every list item or the input + bytes out) / bandwidth;
 - an op (or compute dtype) the target does not support costs `unsupported_penalty` plus its roofline
   time on the fallback (host) hardware;
 - fused patterns: a consumer whose input class holds the pattern's producer (directly or through other
@@ -325,7 +326,7 @@ class Roofline:
         t = self.target
         if op == "Opaque":
             return self._opaque(g, f, n)
-        ins = [c for c in n.children if g.classes[c].sort == "T" and not _absent(g, c)]
+        ins = _tensor_inputs(g, n)
         out_numel = self._out_numel(g, f, n, ins)
         # leaving the blocked layout: the runtime reorders each blocked input to NCHW (read + write)
         reorder = 0.0
@@ -354,7 +355,7 @@ class Roofline:
         return own + sum(self._plain_node(g, f, g.nodes[m]) for m in paid)
 
     def _plain_node(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
-        ins = [c for c in n.children if g.classes[c].sort == "T" and not _absent(g, c)]
+        ins = _tensor_inputs(g, n)
         return self._plain(g, f, n, ins, self._out_numel(g, f, n, ins))
 
     def _plain(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
@@ -462,6 +463,13 @@ def roofline(target: Target | str) -> Roofline:
 
 # ---------------------------------------------------------------------------------------------------
 # helpers
+
+
+def _tensor_inputs(g: EGraph, n: ENode) -> list[int]:
+    """The tensor classes a node reads: its T children, and the items of its lists (Concat)."""
+    if any(g.classes[c].sort == "TL" for c in n.children):
+        return _list_items(g, n.children)
+    return [c for c in n.children if g.classes[c].sort == "T" and not _absent(g, c)]
 
 
 def _absent(g: EGraph, cid: int) -> bool:

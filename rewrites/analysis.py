@@ -3,6 +3,7 @@
     shape(U(x)) = shape(x), dtype(U(x)) = dtype(x)          U unary elementwise (Cast: dtype = to)
     shape(Transpose(x, p)) = shape(x) permuted by p
     shape(B(a, b)) = shape(a) when shape(a) = shape(b)       B binary elementwise
+    shape(Concat(l, ax)), shape(Out(Split(x, ax, sizes), k))       (Concat sums axis ax over its list)
     is-const(Const), is-const(Scalar); is-const(Transpose(c)), is-const(B(c, d)), ... for constant inputs
 """
 
@@ -37,13 +38,31 @@ RULES = [
                  for op in sorted(BINARY - _COMPARISONS - {"And", "Or", "Xor"}))
          + tuple(fact(f"(= y ({op} a b))", '(set (dtype y) "BOOL")') for op in sorted(_COMPARISONS)),
          ruleset="analysis"),
+    Rule("shape-concat-split", "analysis", "exact", "eqsat:analysis",
+         "shape(Concat(l, ax)) = shape(l[0]) with axis ax the sum over l; shape(Out(Split(x, ax, sz), k)) = "
+         "shape(x) with axis ax = sz[k]; dtypes kept",
+         (fact("(= y (Concat l ax))", "(cdim-demand l ax)"),
+          fact("(cdim-demand l ax) (= l (TCons h t))", "(cdim-demand t ax)"),
+          fact("(cdim-demand l ax) (= l (TNil))", "(set (cdim l ax) 0)"),
+          fact("(cdim-demand l ax) (= l (TCons h t)) (= s (shape h)) (>= ax 0) (< ax (vec-length s)) "
+               "(= d (cdim t ax))", "(set (cdim l ax) (+ d (vec-get s ax)))"),
+          fact("(= y (Concat l ax)) (= l (TCons h t)) (= s (shape h)) (>= ax 0) (< ax (vec-length s)) "
+               "(= d (cdim l ax))", "(set (shape y) (vec-set s ax d))"),
+          fact("(= y (Concat l ax)) (= l (TCons h t)) (= d (dtype h))", "(set (dtype y) d)"),
+          fact("(= o (Out n k)) (= n (Split x ax sz)) (= s (shape x)) (>= ax 0) (< ax (vec-length s)) (>= k 0) "
+               "(< k (vec-length sz))", "(set (shape o) (vec-set s ax (vec-get sz k)))"),
+          fact("(= o (Out n k)) (= n (Split x ax sz)) (= d (dtype x))", "(set (dtype o) d)")),
+         ruleset="analysis"),
     Rule("constant-terms", "analysis", "exact", "eqsat:analysis",
          "is-const(c) for constants and for Transpose/Reshape/Cast/elementwise ops over constants",
          (fact("(= y (Const k))", "(is-const y)"),
           fact("(= y (Scalar v d s))", "(is-const y)"),
           fact("(= y (Transpose c p)) (is-const c)", "(is-const y)"),
           fact("(= y (Reshape c s z)) (is-const c)", "(is-const y)"),
-          fact("(= y (Cast c t)) (is-const c)", "(is-const y)"))
+          fact("(= y (Cast c t)) (is-const c)", "(is-const y)"),
+          fact("(= l (TNil))", "(const-list l)"),
+          fact("(= l (TCons h t)) (is-const h) (const-list t)", "(const-list l)"),
+          fact("(= y (Concat l ax)) (const-list l)", "(is-const y)"))
          + tuple(fact(f"(= y ({op} c)) (is-const c)", "(is-const y)") for op in _CONST_FOLDABLE_UNARY)
          + tuple(fact(f"(= y ({op} c d)) (is-const c) (is-const d)", "(is-const y)") for op in sorted(BINARY)),
          ruleset="analysis"),

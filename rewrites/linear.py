@@ -16,7 +16,7 @@ the bias is added inside the product's accumulation, and the scale multiplies th
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, fact
+from eqsat.rule import Egglog, Rule, fact
 
 FAMILY = "linear"
 #: Gemm accepts MatMul's dtypes from opset 11; before, FLOAT is the common case we accept.
@@ -99,4 +99,54 @@ RULES = [
          "Gemm(A, B, C) * s -> Gemm(A, B * s, C * s) for constant B and s per output column or scalar "
          "(transB: per row of B)",
          _gemm_scale()),
+]
+
+
+# ---- multi-pattern merges (TENSAT): MatMuls sharing their input, with constant weights ----
+#: Most MatMuls merged into one (every sorted subset of 2..MAX_MERGE sharing an input gets one merged form).
+MAX_MERGE = 4
+
+
+def _tl(items: list[str]) -> str:
+    out = "(TNil)"
+    for item in reversed(items):
+        out = f"(TCons {item} {out})"
+    return out
+
+
+def _merge(n: int, bias: bool) -> "Egglog":
+    """n MatMuls (x, W_k) with constant 2-D W_k in const-rank order (each subset matched once), plus a
+    per-column constant bias b_k each when `bias`: one MatMul (and Add) over Concat(W_k) (and Concat(b_k)),
+    Split along the last axis; each original unioned with its projection."""
+    ks = range(n)
+    last = "(- (vec-length sy0) 1)"
+    q = " ".join(f"(= y{k} (MatMul x w{k})) (= w{k} (Const c{k})) (= r{k} (const-rank w{k})) (= sw{k} (shape w{k})) "
+                 f"(= (vec-length sw{k}) 2)" for k in ks)
+    q += " " + " ".join(f"(< r{k} r{k + 1})" for k in range(n - 1))
+    q += " (= sy0 (shape y0)) (>= (vec-length sy0) 1) (= dt (dtype y0))"
+    sizes = "(vec-of " + " ".join(f"(vec-get sw{k} 1)" for k in ks) + ")"
+    total = "(+ " * (n - 1) + "(vec-get sw0 1)" + "".join(f" (vec-get sw{k} 1))" for k in range(1, n))
+    acts = [f"(let wc (Concat {_tl([f'w{k}' for k in ks])} 1))", "(let mm (MatMul x wc))",
+            f"(set (shape mm) (vec-set sy0 {last} {total}))", "(set (dtype mm) dt)"]
+    top, outs = "mm", [f"y{k}" for k in ks]
+    if bias:
+        q += " " + " ".join(f"(= z{k} (Add y{k} b{k})) {per_column(f'b{k}', 'sy0')} "
+                            f"(= (vec-get s_b{k} {last}) (vec-get sw{k} 1))" for k in ks)
+        acts += [f"(let bc (Concat {_tl([f'b{k}' for k in ks])} {last}))", "(let ad (Add mm bc))",
+                 f"(set (shape ad) (vec-set sy0 {last} {total}))", "(set (dtype ad) dt)"]
+        top, outs = "ad", [f"z{k}" for k in ks]
+    acts.append(f"(let sp (Split {top} {last} {sizes}))")
+    acts += [f"(union {o} (Out sp {k}))" for k, o in enumerate(outs)]
+    return fact(q, " ".join(acts))
+
+
+RULES += [
+    Rule("matmul-merge", FAMILY, "fp-reassoc", "tensat:multi-pattern (matmul with shared input); tvm:CombineParallelDense",
+         "MatMul(x, W1), MatMul(x, W2), ... -> Out(Split(MatMul(x, Concat([W1, W2, ...], 1)), -1, [N1, N2, ...]), k) "
+         "for constant 2-D W_k (2 to 4 MatMuls)",
+         tuple(_merge(n, False) for n in range(2, MAX_MERGE + 1))),
+    Rule("matmul-bias-merge", FAMILY, "fp-reassoc", "tensat:multi-pattern; tvm:CombineParallelDense (with bias)",
+         "MatMul(x, W_k) + b_k, ... -> Out(Split(MatMul(x, Concat(W)) + Concat(b), -1, [N_k]), k) for constant "
+         "2-D W_k and per-column constant b_k (2 to 4 MatMuls)",
+         tuple(_merge(n, True) for n in range(2, MAX_MERGE + 1))),
 ]

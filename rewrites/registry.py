@@ -8,9 +8,9 @@ from eqsat.errors import BadInputError
 from eqsat.rule import DEFAULT_SOUNDNESS, Rule
 from rewrites import analysis, cast, cleanup, layout
 from rewrites import conv, linear, reduce
-from rewrites import activation, elementwise, normalization, quant
+from rewrites import activation, elementwise, normalization, quant, tensor
 
-FAMILIES = (analysis, layout, cast, cleanup, conv, linear, reduce, normalization, activation, quant, elementwise)
+FAMILIES = (analysis, layout, cast, cleanup, conv, linear, reduce, normalization, activation, quant, elementwise, tensor)
 
 
 def all_rules() -> tuple[Rule, ...]:
