@@ -18,7 +18,7 @@ PHASES = ("load", "fold", "encode", "saturate", "decode", "extract", "lower", "v
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000])
-    parser.add_argument("--extractor", default="ilp")
+    parser.add_argument("--extractor", default="auto", help="as `eqsat optimize --extractor` (default auto)")
     parser.add_argument("--verify", action="store_true")
     parser.add_argument("--plot", default="scaling.png", help="where to save the time-per-phase plot ('' for none)")
     args = parser.parse_args()

@@ -696,9 +696,13 @@ def _transpose_identity() -> "SearchStrategy[RuleCase]":
     @st.composite
     def build(draw: Callable) -> RuleCase:
         shape = draw(shapes(1, 6, 3))
+        perm: Sequence[int] = range(len(shape))
+        if draw(st.booleans()):  # a single-element tensor: any perm
+            shape = (1,) * len(shape)
+            perm = draw(perms(len(shape)))
         g = _Graph()
         x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT32", "BOOL"))), shape)))
-        g.nodes.append(_transpose_node(x, "t", range(len(shape))))
+        g.nodes.append(_transpose_node(x, "t", perm))
         if draw(st.booleans()):
             return g.case("transpose-identity", [g.node("Not" if g.feeds[x].dtype == np.bool_ else "Abs", ["t"], "y")])
         return g.case("transpose-identity", ["t"])
@@ -845,6 +849,8 @@ _REDUCE_OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"
 
 
 def _transpose_sink_reduce() -> "SearchStrategy[RuleCase]":
+    from rewrites.layout import MAX_REDUCE_AXES
+
     st = _st()
 
     @st.composite
@@ -855,7 +861,7 @@ def _transpose_sink_reduce() -> "SearchStrategy[RuleCase]":
         op = draw(st.sampled_from(_REDUCE_OPS))
         kind = draw(st.sampled_from(("some", "some", "some", "all", "empty")))
         if kind == "some" and rank > 1:
-            axes = sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=min(4, rank - 1))))
+            axes = sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=min(MAX_REDUCE_AXES, rank - 1))))
         elif kind == "all" or rank == 1:
             axes = list(range(rank))
         else:
@@ -887,9 +893,9 @@ def _transpose_to_reshape() -> "SearchStrategy[RuleCase]":
     def build(draw: Callable) -> RuleCase:
         rank = draw(st.integers(2, 6))
         shape = list(draw(shapes(rank, rank, 3)))
-        ones = draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=rank))
-        for i in ones:
-            shape[i] = 1
+        ones = draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=rank - 1))
+        for i in range(rank):  # some dim > 1: an all-ones tensor is transpose-identity's
+            shape[i] = 1 if i in ones else max(shape[i], 2)
         # a perm that moves no data: any order of the size-1 axes among the others, which keep their order
         q = list(draw(perms(rank)))
         big = [a for a in range(rank) if shape[a] != 1]

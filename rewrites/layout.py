@@ -43,7 +43,7 @@ def _identity(rank: int) -> str:
 
 #: Reductions whose axes may be remapped through a transpose (each reduces a set of axes, order-free).
 REDUCE_OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare")
-MAX_REDUCE_AXES = 4
+MAX_REDUCE_AXES = 2
 #: keepdims = 0 builds the kept-axes perm per rank, up to this rank.
 MAX_REDUCE_RANK = 5
 
@@ -106,6 +106,10 @@ def _reduce_sink() -> tuple:
     return tuple(rules)
 
 
+#: The all-ones vector as long as `s` (for dims >= 1: a single-element tensor's shape equals it).
+_ONES_LIKE_S = '(unstable-vec-map (unstable-fn "max" 1) (unstable-vec-map (unstable-fn "min" 1) s))'
+
+
 def _moves_no_data(rank: int) -> str:
     """Guards: for every pair of positions i < j whose dims are both != 1, p[i] < p[j] (s = shape(x))."""
     def big(i: int) -> str:  # 0 when the dim p[i] of x is 1, else 1
@@ -128,8 +132,9 @@ RULES = [
          (rw("(Transpose (Transpose x p) q)", f"(Transpose x {COMPOSE})", "(= (vec-length p) (vec-length q))"),),
          ruleset="simplify"),
     Rule("transpose-identity", "layout", "exact", "onnxoptimizer:eliminate_nop_transpose",
-         "Transpose(x, identity perm) -> x",
-         tuple(rw("(Transpose x p)", "x", f"(= p {_identity(r)})") for r in range(1, MAX_RANK + 1)),
+         "Transpose(x, p) -> x for the identity perm, or when every dim of x is 1",
+         tuple(rw("(Transpose x p)", "x", f"(= p {_identity(r)})") for r in range(1, MAX_RANK + 1))
+         + (rw("(Transpose x p)", "x", "(= s (shape x))", f"(= s {_ONES_LIKE_S})"),),
          ruleset="simplify"),
     Rule("transpose-sink-unary", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes",
          "U(Transpose(x, p)) -> Transpose(U(x), p) for unary elementwise U (Relu, Clip, Cast, Sigmoid, ...)",
@@ -161,7 +166,8 @@ RULES = [
          "coreml:transpose -> reshape",
          "Transpose(x, p) -> Reshape(x, shape(out)) when p moves no data (the axes of size > 1 keep their order)",
          tuple(rw("(Transpose x p)", "(Reshape x so 0)", f"(= (vec-length p) {r})", "(= s (shape x))",
-                  f"(= (vec-length s) {r})", _moves_no_data(r), "(= so (shape __root))", "(vec-not-contains so 0)")
+                  f"(= (vec-length s) {r})", f"(!= s {_ONES_LIKE_S})", _moves_no_data(r), "(= so (shape __root))",
+                  "(vec-not-contains so 0)")
                for r in range(2, MAX_RANK + 1))),
     Rule("squeeze-unsqueeze-cancel", "layout", "exact", "onnxoptimizer:eliminate_nop_squeeze_unsqueeze; "
          "tvm:SimplifyExpr (squeeze/expand_dims)",

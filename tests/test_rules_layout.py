@@ -59,6 +59,12 @@ def test_transpose_identity_rank_6() -> None:
     assert op_counts(assert_rule_sound(m, "transpose-identity").model) == {"Neg": 1}
 
 
+def test_transpose_identity_of_a_single_element_tensor() -> None:
+    """Every dim 1: any perm moves nothing and keeps the shape (the re-permuted broadcast scalars)."""
+    m = model([transpose("x", "t", (2, 0, 3, 1)), node("Neg", ["t"], "y")], [("x", "FLOAT", (1, 1, 1, 1))])
+    assert op_counts(assert_rule_sound(m, "transpose-identity").model) == {"Neg": 1}
+
+
 @pytest.mark.parametrize("perm", [(0, 2, 1, 3), (1, 0, 2, 3), (3, 2, 1, 0)])
 def test_transpose_identity_not_on_other_perms(perm: tuple[int, ...]) -> None:
     m = model([transpose("x", "t", perm), node("Relu", ["t"], "y")], X4)
