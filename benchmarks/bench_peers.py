@@ -64,11 +64,9 @@ def counts(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def _eqsat(path: Path, workdir: Path, target: str) -> onnx.ModelProto:
-    import onnx_ir as ir
-
     import eqsat
 
-    return ir.serde.serialize_model(eqsat.optimize(path, target=target, verify=False).model)
+    return eqsat.optimize(path, target=target, verify=False).proto
 
 
 def _ort_basic(path: Path, workdir: Path, target: str) -> onnx.ModelProto:

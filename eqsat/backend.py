@@ -116,8 +116,8 @@ class Backend:
         (out,) = self.run("(print-size)")
         return dict(out.sizes)
 
-    def snapshot(self, skip: Iterable[str] = ()) -> dict[str, "Table"]:
-        """Every function table except `skip`, rows as Python values: e-classes of eq-sorts as ints (the
+    def snapshot(self) -> dict[str, "Table"]:
+        """Every function table, rows as Python values: e-classes of eq-sorts as ints (the
         same int for the same class across tables), primitives and i64 vectors decoded.
 
         egglog's `freeze()` copies the rebuilt tables out in milliseconds; JSON serialization of the
@@ -146,17 +146,10 @@ class Backend:
         converters = {"i64": primitive(egraph.value_to_i64), "f64": primitive(egraph.value_to_f64),
                       "String": primitive(egraph.value_to_string), "bool": primitive(egraph.value_to_bool),
                       "IVec": primitive(vec), "Unit": lambda v: None}
-        skipped = set(skip)
         result: dict[str, Table] = {}
         for name, fn in egraph.freeze().functions.items():  # declaration order: deterministic
-            if name in skipped:
-                continue
             ins = [converters.get(sort, eclass) for sort in fn.input_sorts]
             out = converters.get(fn.output_sort, eclass)
-            if len(ins) == 1:
-                (first,) = ins
-                rows = [((first(row.inputs[0]),), out(row.output)) for row in fn.rows if not row.subsumed]
-            else:
-                rows = [(tuple(map(_call, ins, row.inputs)), out(row.output)) for row in fn.rows if not row.subsumed]
+            rows = [(tuple(map(_call, ins, row.inputs)), out(row.output)) for row in fn.rows if not row.subsumed]
             result[name] = Table(tuple(fn.input_sorts), fn.output_sort, rows)
         return result

@@ -15,6 +15,7 @@ Handle nodes (`Ref`) and subsumed nodes are dropped; fact tables (`shape`, `dtyp
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Iterable, Mapping
 
 TERM_SORTS = ("T", "TL", "N")
@@ -66,6 +67,15 @@ class EGraph:
 
     def class_nodes(self, cid: int) -> Iterable[ENode]:
         return (self.nodes[n] for n in self.classes[cid].nodes)
+
+    @functools.cached_property
+    def parents(self) -> Mapping[int, tuple[ENode, ...]]:
+        """Per class, the e-nodes that read it (each once), in node order; built on first use."""
+        found: dict[int, list[ENode]] = {}
+        for n in self.nodes:
+            for c in dict.fromkeys(n.children):
+                found.setdefault(c, []).append(n)
+        return {c: tuple(ns) for c, ns in found.items()}
 
     def class_of_ref(self, ref: int) -> int:
         return self.refs[ref]
@@ -187,17 +197,14 @@ def _foldable_size(eclass: EClass) -> bool:
 def _mark_constants(graph: EGraph) -> EGraph:
     """A class is constant-only if some node in it is a constant leaf or has only constant children."""
     const = [False] * len(graph.classes)
-    parents: dict[int, list[ENode]] = {}
     work: list[int] = []
     for n in graph.nodes:
-        for c in n.children:
-            parents.setdefault(c, []).append(n)
         if n.op in CONSTANT_LEAVES and not const[n.eclass]:
             const[n.eclass] = True
             work.append(n.eclass)
     while work:
         cid = work.pop()
-        for n in parents.get(cid, ()):
+        for n in graph.parents.get(cid, ()):
             if const[n.eclass] or n.op in NEVER_CONSTANT:
                 continue
             if n.children and all(const[c] for c in n.children) and _foldable_size(graph.classes[n.eclass]):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -69,6 +69,13 @@ class _Encoder:
             return ABSENT
         return self.enc.refs[value.name]
 
+    def tensor_list(self, values: Sequence[ir.Value | None]) -> str:
+        """`(TCons (Ref a) (TCons (Ref b) (TNil)))` for the values (absent ones as the Absent handle)."""
+        items = "(TNil)"
+        for value in reversed(values):
+            items = f"(TCons (Ref {self.ref(value)}) {items})"
+        return items
+
     def handle(self) -> int:
         self.enc.handles += 1
         return self.enc.handles - 1
@@ -119,30 +126,26 @@ class _Encoder:
     def encode_nodes(self) -> None:
         for index, node in enumerate(self.model.graph):
             spec = OPS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
-            row = self.typed_row(node, spec) if spec is not None else None
+            typed = self.typed_inputs_and_params(node, spec) if spec is not None else None
             name = node.name or f"{node.op_type}#{index}"
             if spec is None and node.domain in ("", "ai.onnx") and node.op_type in LIST_OPS and self.encode_list_op(node, name):
                 self.enc.typed += 1
                 continue
-            if row is not None:
+            if typed is not None:
                 self.enc.typed += 1
                 rid = self.new_ref(node.outputs[0], name)
-                if not self.rows.add(spec.name, rid, *row):  # a string parameter a table cannot carry
-                    self.rows.text.append(f"(union (Ref {rid}) {self.term_text(spec, row)})")
+                inputs, params = typed
+                columns = [self.rows.vec(v) if p.kind == "ints" else v for p, v in zip(spec.params, params)]
+                if not self.rows.add(spec.name, rid, *inputs, *columns):  # a string a table cannot carry
+                    args = [f"(Ref {r})" for r in inputs] + [egg_value(p.kind, v) for p, v in zip(spec.params, params)]
+                    self.rows.text.append(f"(union (Ref {rid}) ({spec.name} {' '.join(args)}))")
             else:
                 self.enc.opaque += 1
                 self.encode_opaque(node, index, name)
 
-    def term_text(self, spec: OpSpec, row: tuple[Any, ...]) -> str:
-        n = len(spec.inputs)
-        vectors = {i: v for v, i in self.rows.vectors.items()}
-        args = [f"(Ref {r})" for r in row[:n]]
-        args += [egg_value(p.kind, vectors[v] if p.kind == "ints" else v) for p, v in zip(spec.params, row[n:])]
-        return f"({spec.name} {' '.join(args)})"
-
-    def typed_row(self, node: ir.Node, spec: OpSpec) -> tuple[Any, ...] | None:
-        """The node's load row after its output handle (input handles, then parameters), or None when
-        some detail is not modelled (it then goes opaque)."""
+    def typed_inputs_and_params(self, node: ir.Node, spec: OpSpec) -> tuple[list[int], list[Any]] | None:
+        """The node's input handles and static parameter values (Python ints, floats, strings, int tuples),
+        or None when some detail is not modelled (it then goes opaque)."""
         if node.op_type in NONDETERMINISTIC or len([o for o in node.outputs if o.name]) != 1 or not node.outputs[0].name:
             return None
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
@@ -162,9 +165,10 @@ class _Encoder:
         args = [self.ref(v) for v in tensor_inputs] + [ABSENT] * (len(spec.inputs) - len(tensor_inputs))
         if spec.name in BINARY:
             args = [self.broadcast_constant(v, node.outputs[0], a) for v, a in zip(node.inputs, args)]
-        params = [self.rows.vec(v) if p.kind == "ints" else float(v) if p.kind == "float" else
+        params = [tuple(v) if p.kind == "ints" else float(v) if p.kind == "float" else
                   int(v) if p.kind == "int" else str(v) for p, v in zip(spec.params, values)]
-        return (*args, *params)
+        return args, params
+
     def param_values(self, node: ir.Node, spec: OpSpec) -> list[Any] | None:
         in_rank = len(node.inputs[0].shape) if node.inputs and node.inputs[0] is not None and node.inputs[0].shape is not None else None
         out_rank = len(node.outputs[0].shape) if node.outputs[0].shape is not None else None
@@ -227,11 +231,8 @@ class _Encoder:
             axis = _normalize_axes(int(node.attributes["axis"].value), rank)
             if axis is None or (rank is not None and not 0 <= axis < rank):
                 return False
-            items = "(TNil)"
-            for value in reversed(list(node.inputs)):
-                items = f"(TCons (Ref {self.ref(value)}) {items})"
             rid = self.new_ref(out, name)
-            self.rows.text.append(f"(union (Ref {rid}) (Concat {items} {axis}))")
+            self.rows.text.append(f"(union (Ref {rid}) (Concat {self.tensor_list(node.inputs)} {axis}))")
             return True
         sizes = self.split_sizes(node)
         if sizes is None:
@@ -286,10 +287,7 @@ class _Encoder:
     def encode_opaque(self, node: ir.Node, index: int, name: str) -> None:
         key = f"{node.domain or 'ai.onnx'}::{node.op_type}#{index}"
         self.enc.opaque_nodes[key] = node
-        inputs = "(TNil)"
-        for value in reversed(list(node.inputs) + _captured_values(node, self.enc.refs)):
-            inputs = f"(TCons (Ref {self.ref(value)}) {inputs})"
-        term = f"(Opaque {egg_str(key)} {inputs})"
+        term = f"(Opaque {egg_str(key)} {self.tensor_list([*node.inputs, *_captured_values(node, self.enc.refs)])})"
         for k, out in enumerate(node.outputs):
             if out.name:
                 rid = self.new_ref(out, name)

@@ -117,7 +117,7 @@ def check_case(case: Any, *, extractors: Sequence[str] = ("ilp", "greedy-dag", "
     or an ILP result costlier than another extractor's although proven optimal.
     """
     from eqsat.session import saturate
-    from eqsat.testing import assert_egraph_sound, run, to_proto
+    from eqsat.testing import assert_egraph_sound, run
     from eqsat.verify import compare
 
     proto = case.model
@@ -133,7 +133,7 @@ def check_case(case: Any, *, extractors: Sequence[str] = ("ilp", "greedy-dag", "
     costs: dict[str, tuple[float, tuple[str, ...]]] = {}
     for name in extractors:
         result = session.extract(target, extractor=name)  # the result validates itself (check())
-        optimized = to_proto(result.model)
+        optimized = result.proto  # what `save` writes
         try:
             onnx.checker.check_model(optimized, full_check=True)
         except Exception as exc:

@@ -95,12 +95,9 @@ class _Lowerer:
         return sorted(rules)
 
     def parents(self) -> dict[int, set[int]]:
+        """Per class, the classes of the e-nodes that read it (itself excluded)."""
         if self._parents is None:
-            self._parents = {}
-            for n in self.g.nodes:
-                for c in n.children:
-                    if c != n.eclass:
-                        self._parents.setdefault(c, set()).add(n.eclass)
+            self._parents = {c: {n.eclass for n in ns if n.eclass != c} for c, ns in self.g.parents.items()}
         return self._parents
 
     # ---- traversal ----
@@ -192,11 +189,10 @@ class _Lowerer:
         proto = helper.make_node(spec.name, _input_list(inputs), [out], name=out, **attrs)
         self._provenance(proto, cid)
         self.nodes.append(proto)
-        eclass = self.g.eclass(cid)
-        if eclass.dtype is not None and eclass.shape is not None:  # facts, checked by the full checker at save
-            self.value_info.append(helper.make_tensor_value_info(out, int(ir.DataType[eclass.dtype]), eclass.shape))
+        self._typed_value_info(cid, out)
 
     def _typed_value_info(self, cid: int, out: str) -> None:
+        """The class's shape and dtype facts on `out` (checked by the full checker at save)."""
         eclass = self.g.eclass(cid)
         if eclass.dtype is not None and eclass.shape is not None:
             self.value_info.append(helper.make_tensor_value_info(out, int(ir.DataType[eclass.dtype]), eclass.shape))

@@ -596,12 +596,9 @@ def _fusable_classes(g: EGraph, patterns: tuple[FusedPattern, ...]) -> list[int]
     return mask
 
 
-def _parents(g: EGraph) -> dict[int, list[ENode]]:
-    parents: dict[int, list[ENode]] = {}
-    for n in g.nodes:
-        for c in set(n.children):
-            parents.setdefault(c, []).append(n)
-    return parents
+def _live_inputs(g: EGraph, n: ENode) -> list[int]:
+    """The tensor children of `n` computed at run time (not constant-only)."""
+    return [c for c in n.children if g.classes[c].sort == "T" and not g.classes[c].constant]
 
 
 def _qdq_facts(g: EGraph, ops: frozenset[str]) -> tuple[list[int], list[int], list[bool], list[bool], list[bool]]:
@@ -628,7 +625,7 @@ def _qdq_facts(g: EGraph, ops: frozenset[str]) -> tuple[list[int], list[int], li
         if g.classes[n.eclass].constant:
             continue
         if n.op in ops and q[n.eclass] >= 0:  # ONNX Runtime's selectors also want the Q of the output
-            live = [c for c in n.children if g.classes[c].sort == "T" and not g.classes[c].constant]
+            live = _live_inputs(g, n)
             unit[n.id] = bool(live) and all(dq[c] >= 0 for c in live)
         if n.op not in FREE_OPS and n.op not in ("Opaque", "DequantizeLinear", "QuantizeLinear"):
             q_paid[n.eclass] = True
@@ -656,13 +653,12 @@ def _blocked_classes(g: EGraph, layout: BlockedLayout | None) -> list[bool]:
                 and shape is not None and len(shape) >= 3 and shape[1] % layout.block == 0):
             blocked[n.eclass] = True
             work.append(n.eclass)
-    parents = _parents(g)
     while work:
         cid = work.pop()
-        for n in parents.get(cid, ()):
+        for n in g.parents.get(cid, ()):
             if blocked[n.eclass] or n.op not in layout.ops or not eligible(n):
                 continue
-            live = [c for c in n.children if g.classes[c].sort == "T" and not g.classes[c].constant]
+            live = _live_inputs(g, n)
             if live and all(blocked[c] for c in live):
                 blocked[n.eclass] = True
                 work.append(n.eclass)

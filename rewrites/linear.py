@@ -17,6 +17,7 @@ the bias is added inside the product's accumulation, and the scale multiplies th
 from __future__ import annotations
 
 from eqsat.rule import Egglog, Rule, fact
+from rewrites.tensor import tlist
 
 FAMILY = "linear"
 #: Gemm accepts MatMul's dtypes from opset 11; before, FLOAT is the common case we accept.
@@ -107,13 +108,6 @@ RULES = [
 MAX_MERGE = 4
 
 
-def _tl(items: list[str]) -> str:
-    out = "(TNil)"
-    for item in reversed(items):
-        out = f"(TCons {item} {out})"
-    return out
-
-
 def _merge(n: int, bias: bool) -> "Egglog":
     """n MatMuls (x, W_k) with constant 2-D W_k in const-rank order (each subset matched once), plus a
     per-column constant bias b_k each when `bias`: one MatMul (and Add) over Concat(W_k) (and Concat(b_k)),
@@ -126,13 +120,13 @@ def _merge(n: int, bias: bool) -> "Egglog":
     q += " (= sy0 (shape y0)) (>= (vec-length sy0) 1) (= dt (dtype y0))"
     sizes = "(vec-of " + " ".join(f"(vec-get sw{k} 1)" for k in ks) + ")"
     total = "(+ " * (n - 1) + "(vec-get sw0 1)" + "".join(f" (vec-get sw{k} 1))" for k in range(1, n))
-    acts = [f"(let wc (Concat {_tl([f'w{k}' for k in ks])} 1))", "(let mm (MatMul x wc))",
+    acts = [f"(let wc (Concat {tlist([f'w{k}' for k in ks])} 1))", "(let mm (MatMul x wc))",
             f"(set (shape mm) (vec-set sy0 {last} {total}))", "(set (dtype mm) dt)"]
     top, outs = "mm", [f"y{k}" for k in ks]
     if bias:
         q += " " + " ".join(f"(= z{k} (Add y{k} b{k})) {per_column(f'b{k}', 'sy0')} "
                             f"(= (vec-get s_b{k} {last}) (vec-get sw{k} 1))" for k in ks)
-        acts += [f"(let bc (Concat {_tl([f'b{k}' for k in ks])} {last}))", "(let ad (Add mm bc))",
+        acts += [f"(let bc (Concat {tlist([f'b{k}' for k in ks])} {last}))", "(let ad (Add mm bc))",
                  f"(set (shape ad) (vec-set sy0 {last} {total}))", "(set (dtype ad) dt)"]
         top, outs = "ad", [f"z{k}" for k in ks]
     acts.append(f"(let sp (Split {top} {last} {sizes}))")
