@@ -20,7 +20,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         with Progress(args.input, sys.stderr) as progress:  # draws only on a terminal, erased when done
             result = optimize(args.input, output=args.output, verify=args.verify, target=args.target,
                               extractor=args.extractor, time_limit=args.time_limit, node_limit=args.node_limit,
-                              iter_limit=args.iter_limit, allow=args.allow, disable=args.disable, opset=args.opset,
+                              iter_limit=args.iter_limit, allow=args.allow, opset=args.opset,
+                              disable=[rule for arg in args.disable for rule in arg.split(",") if rule],
                               progress=progress, bisect=args.bisect)
     except EqsatError as exc:
         report = getattr(exc, "report", None)
@@ -124,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--iter-limit", type=_non_negative(int), metavar="N", help="saturation iteration limit")
     opt.add_argument("--allow", action="append", default=[], choices=("precision-changing",),
                      help="admit rules of this soundness class (off by default)")
-    opt.add_argument("--disable", action="append", default=[], metavar="RULE", help="disable a rule by name")
+    opt.add_argument("--disable", action="append", default=[], metavar="RULE[,RULE]",
+                     help="disable rules by name (repeatable, or comma-separated)")
     opt.add_argument("--opset", type=int, metavar="N",
                      help="upgrade the model to opset N first, making newer fused ops available (e.g. 20 for Gelu)")
     opt.add_argument("--bisect", action="store_true",

@@ -966,37 +966,29 @@ def _cast_values(draw: Callable, st: Any, d: str, t1: str, t2: str, shape: tuple
     return draw(arrays(d, shape, low, high))
 
 
-def _cast_chain_lossless() -> "SearchStrategy[RuleCase]":
-    st = _st()
+def _cast_pair(rule: str, also: str, back_to_source: bool) -> Callable[[], "SearchStrategy[RuleCase]"]:
+    """x (dtype d) -> Cast(t1) -> Cast(t2) with d -> t1 lossless; t2 = d when `back_to_source` (a no-op pair)."""
+    def strategy() -> "SearchStrategy[RuleCase]":
+        st = _st()
 
-    @st.composite
-    def build(draw: Callable) -> RuleCase:
-        d, t1 = draw(st.sampled_from(_lossless_pairs()))
-        t2 = draw(st.sampled_from([t for t in _CAST_OUT if t != t1]))
-        shape = draw(shapes(0, 3, 3))
-        g = _Graph()
-        x = g.input("x", _cast_values(draw, st, d, t1, t2, shape))
-        g.node("Cast", [x], "c1", to=_elem_type(t1))
-        g.node("Cast", ["c1"], "y", to=_elem_type(t2))
-        return g.case("cast-chain-lossless", ["y"], also=("cast-noop",))
+        @st.composite
+        def build(draw: Callable) -> RuleCase:
+            d, t1 = draw(st.sampled_from(_lossless_pairs()))
+            t2 = d if back_to_source else draw(st.sampled_from([t for t in _CAST_OUT if t != t1]))
+            shape = draw(shapes(0, 3, 3))
+            g = _Graph()
+            x = g.input("x", _cast_values(draw, st, d, t1, t2, shape))
+            g.node("Cast", [x], "c1", to=_elem_type(t1))
+            g.node("Cast", ["c1"], "y", to=_elem_type(t2))
+            return g.case(rule, ["y"], also=(also,))
 
-    return build()
+        return build()
+
+    return strategy
 
 
-def _cast_noop() -> "SearchStrategy[RuleCase]":
-    st = _st()
-
-    @st.composite
-    def build(draw: Callable) -> RuleCase:
-        d, t1 = draw(st.sampled_from(_lossless_pairs()))
-        shape = draw(shapes(0, 3, 3))
-        g = _Graph()
-        x = g.input("x", _cast_values(draw, st, d, t1, d, shape))
-        g.node("Cast", [x], "c1", to=_elem_type(t1))
-        g.node("Cast", ["c1"], "y", to=_elem_type(d))
-        return g.case("cast-noop", ["y"], also=("cast-chain-lossless",))
-
-    return build()
+_cast_chain_lossless = _cast_pair("cast-chain-lossless", "cast-noop", back_to_source=False)
+_cast_noop = _cast_pair("cast-noop", "cast-chain-lossless", back_to_source=True)
 
 
 def _cast_fp16_roundtrip() -> "SearchStrategy[RuleCase]":
@@ -1030,7 +1022,9 @@ def _relu_merge() -> "SearchStrategy[RuleCase]":
     return build()
 
 
-def _neutral_element(rule: str, op: str, value: float) -> Callable[[], "SearchStrategy[RuleCase]"]:
+def _neutral_element(rule: str, op: str, value: float, *,
+                     commutative: bool = True) -> Callable[[], "SearchStrategy[RuleCase]"]:
+    """x op k for k filled with the neutral `value` (on either side when `commutative`), -0.0 included."""
     def strategy() -> "SearchStrategy[RuleCase]":
         st = _st()
 
@@ -1045,7 +1039,7 @@ def _neutral_element(rule: str, op: str, value: float) -> Callable[[], "SearchSt
             k = draw(st.integers(0, len(shape)))
             neutral = -0.0 if value == 0.0 and dtype in ("FLOAT", "DOUBLE") and draw(st.booleans()) else value
             g.inits["k"] = np.full((1,) * k, neutral, _np_dtype(dtype))
-            g.node(op, ["k", x] if draw(st.booleans()) else [x, "k"], "y")
+            g.node(op, ["k", x] if commutative and draw(st.booleans()) else [x, "k"], "y")
             return g.case(rule, ["y"])
 
         return build()

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from eqsat.testing import (RuleCase, _elem_type, _Graph, _np_dtype, _st, arrays, broadcastable_shapes,
-                           float_arrays, perms, shapes)
+from eqsat.testing import (RuleCase, _elem_type, _Graph, _neutral_element, _np_dtype, _st, arrays,
+                           broadcastable_shapes, float_arrays, perms, shapes)
 
 SQRT2 = math.sqrt(2.0)
 OPSET_AXES_INPUT = 18  # ReduceMean takes its axes as an input from opset 18 on
@@ -472,6 +472,34 @@ def _cast_sink_reshape() -> Any:
     return build()
 
 
+def _cast_fp16_arith() -> Any:
+    """fp16 inputs widened to fp32, one op, rounded back to fp16 (a mixed-precision converter's island)."""
+    from rewrites.cast import NARROW_BINARY
+
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        op = draw(st.sampled_from(NARROW_BINARY + ("Sqrt", "Pow")))
+        a_shape = draw(shapes(0, 3, 4))
+        b_shape = draw(broadcastable_shapes(a_shape))
+        g = _Graph()
+        a = g.input("a", draw(arrays("FLOAT16", a_shape, -300.0, 300.0)))
+        a = g.node("Cast", [g.node("Abs", [a], "abs") if op == "Sqrt" else a], "a32", to=_elem_type("FLOAT"))
+        if op == "Sqrt":
+            z = g.node("Sqrt", [a], "z")
+        elif op == "Pow":
+            z = g.node("Pow", [a, _const(g, "two", 2.0, draw(st.sampled_from(("FLOAT", "FLOAT16"))))], "z")
+        else:
+            b = g.node("Cast", [g.input("b", draw(arrays("FLOAT16", b_shape, -300.0, 300.0)))], "b32",
+                       to=_elem_type("FLOAT"))
+            z = g.node(op, [a, b], "z")
+        g.node("Cast", [z], "y", to=_elem_type("FLOAT16"))
+        return g.case("cast-fp16-arith", ["y"])
+
+    return build()
+
+
 # ---- elementwise ----
 
 def _div_const_to_mul() -> Any:
@@ -497,25 +525,6 @@ def _div_const_to_mul() -> Any:
         return g.case("div-const-to-mul", ["y"])
 
     return build()
-
-
-def _identity_op(rule: str, op: str, value: float) -> Callable[[], Any]:
-    def strategy() -> Any:
-        st = _st()
-
-        @st.composite
-        def build(draw: Callable) -> RuleCase:
-            shape = draw(shapes(0, 4, 3))
-            dtype = draw(st.sampled_from(("FLOAT", "DOUBLE", "FLOAT16", "INT32", "INT64")))
-            g = _Graph()
-            x = g.input("x", draw(arrays(dtype, shape)))
-            g.inits["k"] = np.full((1,) * draw(st.integers(0, len(shape))), value, _np_dtype(dtype))
-            g.node(op, [x, "k"], "y")
-            return g.case(rule, ["y"])
-
-        return build()
-
-    return strategy
 
 
 def _neg_neg() -> Any:
@@ -676,9 +685,10 @@ PROPERTIES: dict[str, Callable[[], Any]] = {
     "qdq-sink-reshape": _qdq_sink("qdq-sink-reshape"),
     "cast-int-truncate-chain": _cast_int_truncate_chain,
     "cast-sink-reshape": _cast_sink_reshape,
+    "cast-fp16-arith": _cast_fp16_arith,
     "div-const-to-mul": _div_const_to_mul,
-    "sub-zero": _identity_op("sub-zero", "Sub", 0.0),
-    "div-one": _identity_op("div-one", "Div", 1.0),
+    "sub-zero": _neutral_element("sub-zero", "Sub", 0.0, commutative=False),
+    "div-one": _neutral_element("div-one", "Div", 1.0, commutative=False),
     "neg-neg": _neg_neg,
     "expand-noop": _expand_noop,
     "reshape-noop": _reshape_noop,

@@ -228,3 +228,63 @@ def test_cast_sink_reshape_needs_a_reshape() -> None:
 @given(PROPERTIES["cast-sink-reshape"]())
 def test_cast_sink_reshape_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- cast-fp16-arith ----
+
+def _island(op: str, dtype: str = "FLOAT16", exponent: float = 2.0) -> onnx.ModelProto:
+    """a, b (dtype) -> Cast(FLOAT) -> op -> Cast(FLOAT16): the fp32 island a mixed-precision converter leaves."""
+    nodes = [node("Cast", ["a"], "a32", to=TensorProto.FLOAT)]
+    inputs, inits = [("a", dtype, (2, 3))], {}
+    if op == "Sqrt":
+        nodes.append(node("Sqrt", ["a32"], "z"))
+    elif op == "Pow":
+        inits["e"] = np.array(exponent, np.float32)
+        nodes.append(node("Pow", ["a32", "e"], "z"))
+    else:
+        nodes += [node("Cast", ["b"], "b32", to=TensorProto.FLOAT), node(op, ["a32", "b32"], "z")]
+        inputs.append(("b", dtype, (2, 3)))
+    nodes.append(node("Cast", ["z"], "y", to=TensorProto.FLOAT16))
+    return model(nodes, inputs, initializers=inits)
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Sqrt", "Pow"])
+def test_cast_fp16_arith_computes_in_fp16(op: str) -> None:
+    m = _island(op)
+    result, fired = optimize_with_rules(m, ["cast-fp16-arith"])
+    assert fired["cast-fp16-arith"] > 0
+    assert op_counts(result.model) == {"Mul" if op == "Pow" else op: 1}
+    assert_rule_sound(m, "cast-fp16-arith")
+
+
+def test_cast_fp16_arith_is_bit_exact_on_every_fp16_square_root() -> None:
+    """All 63,488 finite fp16 values: Sqrt in fp16 equals Sqrt in fp32 rounded to fp16 (reference evaluator)."""
+    values = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    values = np.abs(values[np.isfinite(values)]).reshape(1, -1)
+    m = model([node("Cast", ["a"], "a32", to=TensorProto.FLOAT), node("Sqrt", ["a32"], "z"),
+               node("Cast", ["z"], "y", to=TensorProto.FLOAT16)], [("a", "FLOAT16", values.shape)])
+    result, _ = optimize_with_rules(m, ["cast-fp16-arith"])
+    assert op_counts(result.model) == {"Sqrt": 1}
+    before, after = run(m, {"a": values}), run(result.model, {"a": values})
+    assert np.array_equal(before[0].view(np.uint16), after[0].view(np.uint16))
+
+
+@pytest.mark.parametrize("model_", [_island("Add", "BFLOAT16"),   # bf16 subnormals are fp32's: no spare bits
+                                    _island("Mul", "FLOAT"),      # not a narrowing
+                                    _island("Pow", exponent=3.0),  # x^3 is not exact in fp32
+                                    _island("Max")],              # not in the list (exact, but not needed)
+                         ids=["bfloat16", "float", "pow3", "max"])
+def test_cast_fp16_arith_not_outside_its_guard(model_: onnx.ModelProto) -> None:
+    assert_rule_does_not_fire(model_, "cast-fp16-arith")
+
+
+def test_cast_fp16_arith_needs_both_operands_fp16() -> None:
+    m = model([node("Cast", ["a"], "a32", to=TensorProto.FLOAT), node("Add", ["a32", "b"], "z"),
+               node("Cast", ["z"], "y", to=TensorProto.FLOAT16)], [("a", "FLOAT16", (2, 3)), ("b", "FLOAT", (2, 3))])
+    assert_rule_does_not_fire(m, "cast-fp16-arith")
+
+
+@property_settings()
+@given(PROPERTIES["cast-fp16-arith"]())
+def test_cast_fp16_arith_property(case: RuleCase) -> None:
+    case.check()
