@@ -60,6 +60,8 @@ def tables() -> dict[str, Table]:
         _table("shape", ("i64", "i64"), " (= v1 (load-vec c1))", "(set (shape (Ref c0)) v1)"),
         _table("dtype", ("i64", "String"), "", "(set (dtype (Ref c0)) c1)"),
         _table("positive", ("i64",), "", "(positive (Ref c0))"),
+        _table("finite", ("i64",), "", "(finite (Ref c0))"),
+        _table("const-value", ("i64", "i64", "f64"), "", "(const-value (Ref c0) c1 c2)"),
         _table("const-rank", ("i64", "i64"), "", "(set (const-rank (Ref c0)) c1)"),
     ]
     for spec in OPS.values():

@@ -21,7 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from eqsat.bulk import ABSENT, Rows
-from eqsat.terms import BINARY, LIST_OPS, OPS, NONDETERMINISTIC, OpSpec, egg_str, egg_value
+from eqsat.terms import BINARY, LIST_OPS, OPS, NONDETERMINISTIC, SMALL_CONST, OpSpec, egg_str, egg_value
 
 
 @dataclasses.dataclass
@@ -107,6 +107,18 @@ class _Encoder:
             self.enc.constant_names.setdefault(key, value.name)
             self.rows.add("Const", rid, key)
             self.rows.add("const-rank", rid, self.const_rank.setdefault(key, len(self.const_rank)))
+            self.value_facts(rid, array)
+
+    def value_facts(self, rid: int, array: np.ndarray) -> None:
+        """`finite` for a constant without NaN or infinity; `const-value` rows for a small one whose values
+        are exact as f64."""
+        if array.dtype.kind not in "biuf" or (array.dtype.kind == "f" and not np.all(np.isfinite(array))):
+            return
+        self.rows.add("finite", rid)
+        flat = array.reshape(-1)
+        if flat.size <= SMALL_CONST and all(_exact_as_f64(flat[k:k + 1]) for k in range(flat.size)):
+            for k, v in enumerate(flat):
+                self.rows.add("const-value", rid, k, float(v))
 
     def encode_leaves(self) -> None:
         graph = self.model.graph

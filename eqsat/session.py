@@ -69,6 +69,23 @@ class Session:
             self.__dict__["_input_extraction"] = cached
         return cached
 
+    def _never_dearer_than_input(self, result: "ExtractionResult", cost: Callable) -> "ExtractionResult":
+        """`result`, unless the chosen graph costs more on its own than among its alternatives (a cost model's
+        per-class estimate, such as an epilogue fused with a producer its class holds but the choice does not
+        use) and more than the input: then the input graph, with a note saying why."""
+        result.check()
+        estimate, own = result.dag_cost(cost), result.standalone().dag_cost(cost)
+        if own <= estimate * (1 + 1e-9) + 1e-15:
+            return result
+        original = self.input_extraction()
+        before = original.dag_cost(cost)
+        if own <= before:
+            return result
+        why = (f"input kept: the {result.extractor} choice costs {own:.6g} as a graph of its own ({estimate:.6g} "
+               f"estimated among its alternatives), the input {before:.6g}")
+        return dataclasses.replace(original, extractor=result.extractor, seconds=result.seconds,
+                                   notes=result.notes + (why,))
+
     def _repr_html_(self) -> str:
         from eqsat.display import session_html
 
@@ -95,12 +112,12 @@ class Session:
         note("extract")
         with timed(report, "extract"):
             cost_model = cost if cost is not None else roofline(load_target(target))
-            result = run_extractor(self.egraph, self.roots, cost_model, extractor=extractor)
-            result.check()
+            result = self._never_dearer_than_input(run_extractor(self.egraph, self.roots, cost_model,
+                                                                 extractor=extractor), cost_model)
         report.extraction = result.summary(cost_model, target if cost is None else None)
         note("lower")
         with timed(report, "lower"):
-            model = lower(self.egraph, result.choice, self.encoding, self.normalized)
+            model = lower(result.egraph, result.choice, self.encoding, self.normalized)
         report.ops_after = io.proto_op_histogram(model)
         if verify:
             from eqsat.verify import verify as run_verify

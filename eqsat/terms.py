@@ -11,8 +11,9 @@ rules can test it), `(Absent)` (a missing optional input), `(Opaque "key" inputs
 `(Out n k)` projections, `TCons`/`TNil` lists, and the unextractable handle `(Ref i)`.
 
 Facts: `shape`, `dtype` (primitive-valued, no merge: a conflict is an unsound rule), `positive`
-(constants whose values are all > 0), `inv-perm` (inverse permutations), `lossless-cast` (dtype pairs
-whose conversion is exact for every value).
+(constants whose values are all > 0), `finite` (`Const` tensors with no NaN or infinity: every integer
+one), `const-value` (element k, flattened, of a `Const` of at most SMALL_CONST elements, as f64),
+`inv-perm` (inverse permutations), `lossless-cast` (dtype pairs whose conversion is exact for every value).
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in [
     _op("Pad", "X", Param("pads", "ints", input=1, since=11), Param("value", "float", 0.0, input=2, since=11),
         Param("mode", "str", "constant")),
     _op("Gather", "X I", _axis(default=0)),
+    _op("DepthToSpace", "X", Param("blocksize", "int"), Param("mode", "str", "DCR", since=11)),
+    _op("SpaceToDepth", "X", Param("blocksize", "int")),
+    _op("OneHot", "I D V", _axis(default=-1, of="output")),  # depth and values stay tensors (their dtypes)
     _op("Slice", "X", Param("starts", "ints", input=1, since=10), Param("ends", "ints", input=2, since=10),
         Param("axes", "ints", (), input=3, since=10), Param("steps", "ints", (), input=4, since=10)),
     *(_op(name, "X", Param("axes", "ints", (), input=1, since=_REDUCE_AXES_INPUT_SINCE.get(name, 18),
@@ -167,6 +171,9 @@ _EXACT_RANGES = {
 }
 LOSSLESS_CASTS: tuple[tuple[str, str], ...] = tuple((a, b) for a, bs in _EXACT_RANGES.items() for b in bs)
 
+#: `Const` tensors of at most this many elements get `const-value` facts (OneHot's [off, on] values).
+SMALL_CONST = 8
+
 MAX_PERM_RANK = 5  # inverse permutations are asserted for every perm up to this rank
 
 
@@ -213,7 +220,8 @@ def declarations() -> str:
     for spec in OPS.values():
         lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
     lines += ["(function shape (T) IVec :no-merge)", "(function dtype (T) String :no-merge)",
-              "(relation positive (T))", "(relation is-const (T))", "(function inv-perm (IVec) IVec :no-merge)",
+              "(relation positive (T))", "(relation is-const (T))", "(relation finite (T))",
+              "(relation const-value (T i64 f64))", "(function inv-perm (IVec) IVec :no-merge)",
               "(relation lossless-cast (String String))", "(function model-opset () i64 :no-merge)",
               "(relation rewritten (T String))",
               # Concat shapes: cdim(l, ax) = sum of shape(h)[ax] over the list, computed on demand

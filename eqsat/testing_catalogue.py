@@ -426,6 +426,119 @@ def _qdq_sink(rule: str) -> Callable[[], Any]:
     return strategy
 
 
+def _qdq_zero_point_shift() -> Any:
+    """A DQ-of-Q pair with uint8 zero point 128 (or its int8 twin with zero point 0, the DQ's maybe absent), the
+    Q sometimes also a graph output; or a uint8 constant under DQ with zero point 128."""
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        shape = draw(shapes(1, 4, 3))
+        g = _Graph()
+        g.inits["s"] = np.asarray(draw(st.sampled_from((0.01, 0.05, 0.2, 1.0))), np.float32)
+        zshape = (1,) * draw(st.integers(0, 1))
+        attrs = {"axis": 0} if draw(st.booleans()) else {}
+        kind = draw(st.sampled_from(("uint8", "int8", "weight")))
+        x = g.input("x", draw(float_arrays(shape, np.float32, -40, 40)))  # beyond the grid: both ends saturate
+        outs = ["y"]
+        if kind == "weight":
+            g.inits["w"] = draw(arrays("UINT8", shape, 0, 255))
+            g.inits["z"] = np.full(zshape, 128, np.uint8)
+            g.node("Add", [x, g.node("DequantizeLinear", ["w", "s", "z"], "dq", **attrs)], "y")
+        else:
+            qtype, zp = ("UINT8", 128) if kind == "uint8" else ("INT8", 0)
+            g.inits["z"] = np.full(zshape, zp, _np_dtype(qtype))
+            q = g.node("QuantizeLinear", [x, "s", "z"], "q", **attrs)
+            absent = kind == "int8" and draw(st.booleans())  # the DQ of an int8 pair may omit its zero point 0
+            g.node("DequantizeLinear", [q, "s"] if absent else [q, "s", "z"], "y", **attrs)
+            outs += ["q"] if draw(st.booleans()) else []
+        return g.case("qdq-zero-point-shift", outs, opset=draw(st.sampled_from((13, 17, 19))))
+
+    return build()
+
+
+def _int_range(qtype: str) -> tuple[int, int]:
+    info = np.iinfo(_np_dtype(qtype))
+    return int(info.min), int(info.max)
+
+
+def _rescale_params(draw: Callable, st: Any, exact: bool) -> tuple[str, float, float, str]:
+    """(type of the middle grid, s1, s2, its x type): s1 = k s2 exactly (`exact`) or a ratio s1 / s2 that is not
+    an integer, each a float32."""
+    mid = draw(st.sampled_from(("UINT8", "INT8", "UINT16", "INT16")))
+    wide = mid.endswith("16")
+    if exact:
+        if draw(st.booleans()):  # a short mantissa times any small integer: exact in float32
+            s2 = float(np.float32(draw(st.integers(1, 1023)) * 2.0 ** -draw(st.integers(8, 16))))
+            k = draw(st.integers(1, 200)) if wide else 1
+        else:  # a decimal scale times a power of two
+            s2 = float(np.float32(draw(st.sampled_from((0.01, 0.05, 0.003)))))
+            k = 2 ** draw(st.integers(0, 7)) if wide else 1
+        s1 = float(np.float32(k * s2))
+        assert s1 == k * s2 and math.fmod(s1, s2) == 0.0
+        return mid, s1, s2, draw(st.sampled_from(("UINT8", "INT8")))
+    s1 = float(np.float32(draw(st.sampled_from((0.01, 0.05, 0.003)))))
+    ratio = draw(st.floats(1.05, 8.0)) if wide else draw(st.floats(0.6, 0.95))
+    s2 = float(np.float32(s1 / ratio))
+    if math.fmod(s1, s2) == 0.0:  # the rounding made the ratio an integer after all
+        s2 = float(np.nextafter(np.float32(s2), np.float32(1.0)))
+    return mid, s1, s2, draw(st.sampled_from(("UINT8", "INT8")))
+
+
+def _rescale_merge(rule: str) -> Callable[[], Any]:
+    """x -> DQ(s1, z1) -> Q(s2, z2) -> DQ(s2, z2) with the middle never saturating, then (exact rule only) a
+    second requantize Q(s3, z3) (per tensor or per channel), or a float consumer. x covers its type's range."""
+    exact = rule == "rescale-merge"
+
+    def strategy() -> Any:
+        st = _st()
+
+        @st.composite
+        def build(draw: Callable) -> RuleCase:
+            shape = (2,) + draw(shapes(0, 3, 3))
+            mid, s1, s2, xtype = _rescale_params(draw, st, exact)
+            (lo1, hi1), (lo2, hi2) = (_int_range(t) for t in (xtype, mid))
+            z1 = draw(st.integers(lo1, hi1))
+            r = s1 / s2
+            z2_lo, z2_hi = math.ceil(lo2 - r * (lo1 - z1)), math.floor(hi2 - r * (hi1 - z1))
+            if z2_lo > z2_hi:  # this z1 leaves no room: centre x's range instead
+                z1 = (lo1 + hi1 + 1) // 2
+                z2_lo, z2_hi = math.ceil(lo2 - r * (lo1 - z1)), math.floor(hi2 - r * (hi1 - z1))
+            z2 = draw(st.integers(z2_lo, z2_hi))
+            g = _Graph()
+            values = draw(arrays(xtype, shape, lo1, hi1)).reshape(-1)
+            values[0], values[-1] = lo1, hi1  # both ends of x's range: where the middle would saturate
+            x = g.input("x", values.reshape(shape))
+            g.inits.update({"s1": np.array(s1, np.float32), "s2": np.array(s2, np.float32)})
+            absent1 = z1 == 0 and draw(st.booleans())
+            absent2 = z2 == 0 and mid == "UINT8" and draw(st.booleans())
+            if not absent1:
+                g.inits["z1"] = np.array(z1, _np_dtype(xtype))
+            if not absent2:
+                g.inits["z2"] = np.array(z2, _np_dtype(mid))
+            p1 = ["s1"] if absent1 else ["s1", "z1"]
+            p2 = ["s2"] if absent2 else ["s2", "z2"]
+            d1 = g.node("DequantizeLinear", [x, *p1], "d1")
+            d2 = g.node("DequantizeLinear", [g.node("QuantizeLinear", [d1, *p2], "q2"), *p2], "d2")
+            end = draw(st.sampled_from(("requantize", "float"))) if exact else "float"
+            if end == "requantize":
+                per_axis = draw(st.booleans())
+                channels = shape[1] if per_axis and len(shape) > 1 else None
+                s3 = np.asarray(draw(float_arrays(() if channels is None else (channels,), np.float32, 0.001, 0.5)), np.float32)
+                t3 = draw(st.sampled_from(("UINT8", "INT8")))
+                z3 = draw(st.integers(0, 10) if t3 == "UINT8" else st.integers(-5, 5))
+                g.inits.update({"s3": s3, "z3": np.full(s3.shape, z3, _np_dtype(t3))})
+                g.node("QuantizeLinear", [d2, "s3", "z3"], "y", **({"axis": 1} if channels else {}))
+            else:  # |x - z1| reaches half of x's range: the rounding (lossy rule) stays within 1% of the output
+                g.node(draw(st.sampled_from(("Abs", "Identity"))), [d2], "y")
+            opset = 21 if mid.endswith("16") else draw(st.sampled_from((13, 17, 21)))
+            return g.case(rule, ["y"], allow=() if exact else ("precision-changing",), opset=opset)
+
+        return build()
+
+    return strategy
+
+
 # ---- cast ----
 
 def _cast_int_truncate_chain() -> Any:
@@ -683,6 +796,9 @@ PROPERTIES: dict[str, Callable[[], Any]] = {
     "qdq-zero-point-default": _qdq_zero_point_default,
     "qdq-sink-transpose": _qdq_sink("qdq-sink-transpose"),
     "qdq-sink-reshape": _qdq_sink("qdq-sink-reshape"),
+    "qdq-zero-point-shift": _qdq_zero_point_shift,
+    "rescale-merge": _rescale_merge("rescale-merge"),
+    "rescale-merge-lossy": _rescale_merge("rescale-merge-lossy"),
     "cast-int-truncate-chain": _cast_int_truncate_chain,
     "cast-sink-reshape": _cast_sink_reshape,
     "cast-fp16-arith": _cast_fp16_arith,

@@ -12,6 +12,7 @@ order where the op commutes. Scales that must be positive are drawn in [0.25, 4]
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -423,6 +424,58 @@ def _analysis_fact(rule: str) -> Callable[[], Any]:
     return strategy
 
 
+def add_activation(draw: Callable, g: _Graph, act: str, x: str, y: str, dtype: str) -> str:
+    """y = act(x) with drawn parameters (Clip's bounds as constant inputs, opset 11 on)."""
+    st = _st()
+    if act == "Clip":
+        dt = _np_dtype(dtype)
+        g.inits.setdefault("clip_lo", np.asarray(draw(st.sampled_from((-0.5, 0.0))), dt))
+        g.inits.setdefault("clip_hi", np.asarray(draw(st.sampled_from((0.5, 6.0))), dt))
+        return g.node(act, [x, "clip_lo", "clip_hi"], y)
+    attrs = {"LeakyRelu": {"alpha": 0.1}, "HardSigmoid": {"alpha": 0.3, "beta": 0.4}}.get(act, {})
+    return g.node(act, [x], y, **attrs)
+
+
+#: Activations the merges' epilogue rules move before the Split (rewrites/conv.py, rewrites/linear.py).
+CONV_EPILOGUES = ("Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid")
+LINEAR_EPILOGUES = ("Relu", "Gelu", "Clip")
+
+
+def _conv_merge(rule: str = "conv-merge") -> Callable[[], Any]:
+    """2 or 3 group-1 convs over one input with the same geometry and their own output channels; each bias
+    present or absent (a mix goes through the zero bias), each followed by the same activation (always for
+    conv-merge-epilogue) or none."""
+    def strategy() -> Any:
+        st = _st()
+
+        @st.composite
+        def build(draw: Callable) -> RuleCase:
+            spec = draw_conv(draw, kind="Conv", group="one")
+            dt = _np_dtype(spec.dtype)
+            g = _Graph()
+            x = _input(draw, g, "x", spec.x_shape, spec.dtype)
+            acts = CONV_EPILOGUES if rule == "conv-merge-epilogue" else (None, None, "Relu", "LeakyRelu", "Sigmoid")
+            act = draw(st.sampled_from(acts))
+            outs = []
+            for k in range(draw(st.integers(2, 3))):
+                branch = dataclasses.replace(spec, co=draw(st.integers(1, 3)))
+                # constant weights of two elements at least (one element is a Scalar), distinct per conv
+                if math.prod(branch.w_shape) < 2:
+                    branch = dataclasses.replace(branch, co=2)
+                g.inits[f"c{k}_w"] = np.asarray(draw(float_arrays(branch.w_shape, dt, -1.0, 1.0)) + dt.type(k))
+                inputs = [x, f"c{k}_w"]
+                if draw(st.booleans()):
+                    g.inits[f"c{k}_b"] = np.asarray(draw(float_arrays((branch.co,), dt, -1.0, 1.0)))
+                    inputs.append(f"c{k}_b")
+                y = g.node("Conv", inputs, f"c{k}", **spec.attrs())
+                outs.append(add_activation(draw, g, act, y, f"a{k}", spec.dtype) if act else y)
+            return g.case(rule, outs, also=("conv-merge",) if rule != "conv-merge" else ())
+
+        return build()
+
+    return strategy
+
+
 # --------------------------------------------------------------------------------------------------
 # linear family
 
@@ -469,6 +522,95 @@ def _linear(rule: str) -> Callable[[], Any]:
                 g.inits["s"] = draw_constant(draw, shape, dtype)
                 g.node("Mul", ["s", "lin"] if draw(st.booleans()) else ["lin", "s"], "y")
             return g.case(rule, ["y"], also=also, opset=draw(st.sampled_from((13, 17))))
+
+        return build()
+
+    return strategy
+
+
+def _const_minus_linear() -> Any:
+    """c - MatMul(A, B) (constant B) or c - Gemm(A, B, [C], alpha, beta, transA, transB): alphas and betas of
+    both signs, so that a sign error in the rewrite changes the values."""
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        dtype = draw(st.sampled_from(("FLOAT", "FLOAT", "FLOAT16", "DOUBLE")))
+        low = 3 if dtype == "FLOAT16" else 1  # float16: outputs of several spread values (see draw_conv)
+        m, k, n = (draw(st.integers(low, low + 3)) for _ in range(3))
+        dt = _np_dtype(dtype)
+        g = _Graph()
+        if draw(st.booleans()):
+            a = _input(draw, g, "a", (m, k), dtype)
+            g.inits["b"] = np.asarray(draw(float_arrays((k, n), dt, -1.0, 1.0)))
+            g.node("MatMul", [a, "b"], "lin")
+        else:
+            trans_a, trans_b = draw(st.booleans()), draw(st.booleans())
+            a = _input(draw, g, "a", (k, m) if trans_a else (m, k), dtype)
+            b_shape = (n, k) if trans_b else (k, n)
+            if draw(st.booleans()):
+                g.inits["b"] = np.asarray(draw(float_arrays(b_shape, dt, -1.0, 1.0)))
+                b = "b"
+            else:  # c - Gemm needs no constant B
+                b = _input(draw, g, "b", b_shape, dtype)
+            inputs = [a, b]
+            if draw(st.booleans()):
+                g.inits["cc"] = draw_constant(draw, draw(st.sampled_from(((n,), (1, n), (m, n), (m, 1), ()))), dtype)
+                inputs.append("cc")
+            g.node("Gemm", inputs, "lin", alpha=draw(st.sampled_from((1.0, 0.5, -2.0))),
+                   beta=draw(st.sampled_from((1.0, 2.0, -0.5))), transA=int(trans_a), transB=int(trans_b))
+        g.inits["c"] = draw_constant(draw, draw(st.sampled_from(((n,), (1, n), (m, n), (m, 1), (), (1,)))), dtype)
+        g.node("Sub", ["c", "lin"], "y")
+        return g.case("const-minus-linear", ["y"], opset=draw(st.sampled_from((13, 17))))
+
+    return build()
+
+
+def _linear_merge(rule: str) -> Callable[[], Any]:
+    """2 or 3 Gemms over one A with the same alpha, beta, transA, transB, constant B of their own widths, and
+    biases all absent or all per column ([N_k]), each output through a Relu or not (gemm-merge); for
+    matmul-merge-epilogue, Gemms or MatMuls (with per-column biases or not) each followed by the same
+    activation (Gelu at opset 20)."""
+    def strategy() -> Any:
+        st = _st()
+
+        @st.composite
+        def build(draw: Callable) -> RuleCase:
+            dtype = draw(st.sampled_from(("FLOAT", "FLOAT", "FLOAT16", "DOUBLE")))
+            low = 3 if dtype == "FLOAT16" else 1  # float16: outputs of several spread values (see draw_conv)
+            m, k = draw(st.integers(low, low + 3)), draw(st.integers(low, low + 3))
+            dt = _np_dtype(dtype)
+            matmul = rule == "matmul-merge-epilogue" and draw(st.booleans())
+            trans_a = not matmul and draw(st.booleans())
+            trans_b = not matmul and draw(st.booleans())
+            bias = draw(st.booleans())
+            attrs = {"alpha": draw(st.sampled_from((1.0, 0.5, -2.0))), "beta": draw(st.sampled_from((1.0, 2.0))),
+                     "transA": int(trans_a), "transB": int(trans_b)}
+            act = draw(st.sampled_from(LINEAR_EPILOGUES)) if rule == "matmul-merge-epilogue" else None
+            g = _Graph()
+            a = _input(draw, g, "a", (k, m) if trans_a else (m, k), dtype)
+            outs = []
+            for i in range(draw(st.integers(2, 3))):
+                n = draw(st.integers(2, 4))  # B of 2 elements at least (one element is a Scalar, not a Const)
+                g.inits[f"b{i}"] = np.asarray(draw(float_arrays((n, k) if trans_b else (k, n), dt, -1.0, 1.0))
+                                              + dt.type(i))
+                if bias:
+                    g.inits[f"c{i}"] = np.asarray(draw(float_arrays((n,), dt, -1.0, 1.0)))
+                if matmul:
+                    y = g.node("MatMul", [a, f"b{i}"], f"y{i}")
+                    if bias:
+                        y = g.node("Add", [y, f"c{i}"], f"z{i}")
+                else:
+                    y = g.node("Gemm", [a, f"b{i}", *([f"c{i}"] if bias else [])], f"y{i}", **attrs)
+                if act:
+                    outs.append(add_activation(draw, g, act, y, f"o{i}", dtype))
+                else:
+                    outs.append(g.node("Relu", [y], f"o{i}") if draw(st.booleans()) else y)
+            also = ()
+            if rule == "matmul-merge-epilogue":
+                also = (("matmul-bias-merge" if bias else "matmul-merge") if matmul else "gemm-merge",)
+            opset = 20 if act == "Gelu" else draw(st.sampled_from((13, 17)))
+            return g.case(rule, outs, also=also, opset=opset)
 
         return build()
 
@@ -557,12 +699,17 @@ PROPERTIES: dict[str, Callable[[], Any]] = {
     "scale-through-add": _scale_through_add,
     "conv-pad-merge": _conv_pad_merge,
     "const-operand-last": _const_operand_last,
+    "conv-merge": _conv_merge(),
+    "conv-merge-epilogue": _conv_merge("conv-merge-epilogue"),
     "scale-broadcast-shape": _analysis_fact("scale-broadcast-shape"),
     "scale-positive-facts": _analysis_fact("scale-positive-facts"),
     "matmul-add-to-gemm": _linear("matmul-add-to-gemm"),
     "gemm-bias-fold": _linear("gemm-bias-fold"),
     "matmul-scale-fold": _linear("matmul-scale-fold"),
     "gemm-scale-fold": _linear("gemm-scale-fold"),
+    "const-minus-linear": _const_minus_linear,
+    "gemm-merge": _linear_merge("gemm-merge"),
+    "matmul-merge-epilogue": _linear_merge("matmul-merge-epilogue"),
     "reducesum-mul-to-mean": _reduce_sum("reducesum-mul-to-mean"),
     "reducesum-div-to-mean": _reduce_sum("reducesum-div-to-mean"),
     "reducemean-to-global-pool": _global_pool("reducemean-to-global-pool"),

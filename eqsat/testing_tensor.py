@@ -1,13 +1,15 @@
-"""Graph builders (hypothesis strategies) for the tensor family (Concat/Split) and the MatMul merges of the
-linear family. `eqsat.testing.PROPERTIES` includes these."""
+"""Graph builders (hypothesis strategies) for the tensor family (Concat/Split, transpose sinking through
+Split, pixel shuffles, stack + reshape, one-hot products) and the MatMul merges of the linear family.
+`eqsat.testing.PROPERTIES` includes these."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
 import numpy as np
+import onnx.helper as oh
 
-from eqsat.testing import RuleCase, _Graph, _st, float_arrays, perms, shapes
+from eqsat.testing import RuleCase, _Graph, _np_dtype, _st, arrays, float_arrays, perms, shapes
 
 
 def _parts(draw: Callable, st: Any, n: int, min_rank: int = 1) -> tuple[tuple[int, ...], int, list[tuple[int, ...]]]:
@@ -43,6 +45,15 @@ def _concat_merge(rule: str = "concat-merge") -> Callable[[], Any]:
     return strategy
 
 
+def _split(g: _Graph, x: str, outs: list[str], axis: int, sizes: list[int], opset: int) -> None:
+    """Split with static sizes: an input from opset 13, the `split` attribute before."""
+    if opset >= 13:
+        g.inits[f"{x}_sizes"] = np.array(sizes, np.int64)
+        g.nodes.append(oh.make_node("Split", [x, f"{x}_sizes"], outs, axis=axis))
+    else:
+        g.nodes.append(oh.make_node("Split", [x], outs, axis=axis, split=sizes))
+
+
 def _split_concat() -> Any:
     st = _st()
 
@@ -56,11 +67,7 @@ def _split_concat() -> Any:
         c = g.node("Concat", names, "c", axis=axis)
         sizes = [s[axis] for s in shps]
         outs = [f"y{k}" for k in range(n)]
-        if opset >= 13:
-            g.inits["sizes"] = np.array(sizes, np.int64)
-            g.nodes.append(__import__("onnx").helper.make_node("Split", [c, "sizes"], outs, axis=axis))
-        else:
-            g.nodes.append(__import__("onnx").helper.make_node("Split", [c], outs, axis=axis, split=sizes))
+        _split(g, c, outs, axis, sizes, opset)
         return g.case("split-concat", outs, opset=opset)
 
     return build()
@@ -129,12 +136,151 @@ def _matmul_merge(rule: str) -> Callable[[], Any]:
     return strategy
 
 
+def _transpose_sink_split() -> Any:
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        base = list(draw(shapes(2, 4, 3)))
+        p = draw(perms(len(base)).filter(lambda q: q != tuple(range(len(q)))))
+        axis = draw(st.integers(0, len(base) - 1))
+        base[p[axis]] = draw(st.integers(2, 5))
+        n = draw(st.integers(2, base[p[axis]]))
+        cuts = sorted(draw(st.lists(st.integers(1, base[p[axis]] - 1), min_size=n - 1, max_size=n - 1, unique=True)))
+        sizes = [b - a for a, b in zip([0, *cuts], [*cuts, base[p[axis]]])]
+        opset = draw(st.sampled_from((11, 13, 17)))
+        g = _Graph()
+        x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT64"))), tuple(base))))
+        t = g.node("Transpose", [x], "t", perm=list(p))
+        outs = [f"y{k}" for k in range(len(sizes))]
+        _split(g, t, outs, _onnx_axis(draw, st, axis, len(base)), sizes, opset)
+        return g.case("transpose-sink-split", outs, opset=opset)
+
+    return build()
+
+
+def _target(draw: Callable, st: Any, shape: tuple[int, ...], copy: bool = True) -> np.ndarray:
+    """A Reshape target for `shape`: as is, with one dim as -1, or (`copy`: the Reshape's input has the same
+    first dim) with the first as 0."""
+    target = list(shape)
+    kind = draw(st.sampled_from(("plain", "infer", "copy") if copy else ("plain", "infer")))
+    if kind == "infer":
+        target[draw(st.integers(0, len(shape) - 1))] = -1
+    elif kind == "copy":
+        target[0] = 0
+    return np.array(target, np.int64)
+
+
+def _shuffle(g: _Graph, draw: Callable, st: Any, x: str, mid: tuple[int, ...], perm: tuple[int, ...],
+             out: tuple[int, ...]) -> str:
+    """Reshape(x, mid) -> Transpose(perm) -> Reshape(out), the targets drawn by `_target`."""
+    g.inits["mid"], g.inits["out"] = _target(draw, st, mid), _target(draw, st, out)
+    r = g.node("Reshape", [x, "mid"], "r")
+    t = g.node("Transpose", [r], "t", perm=list(perm))
+    return g.node("Reshape", [t, "out"], "y")
+
+
+def _depth_to_space() -> Any:
+    from rewrites.tensor import D2S_DTYPES
+
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        mode = draw(st.sampled_from(("DCR", "CRD")))
+        opset = draw(st.sampled_from((9, 11, 13, 17) if mode == "DCR" else (11, 13, 17)))
+        dtype = draw(st.sampled_from([d for d, since in D2S_DTYPES if since <= opset]))
+        n, b, cb, h, w = (draw(st.integers(1, k)) for k in (2, 3, 3, 3, 3))
+        mid = (n, b, b, cb, h, w) if mode == "DCR" else (n, cb, b, b, h, w)
+        perm = (0, 3, 4, 1, 5, 2) if mode == "DCR" else (0, 1, 4, 2, 5, 3)
+        g = _Graph()
+        x = g.input("x", draw(arrays(dtype, (n, b * b * cb, h, w))))
+        _shuffle(g, draw, st, x, mid, perm, (n, cb, h * b, w * b))
+        return g.case("depth-to-space", ["y"], opset=opset)
+
+    return build()
+
+
+def _space_to_depth() -> Any:
+    from rewrites.tensor import S2D_DTYPES
+
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        opset = draw(st.sampled_from((9, 11, 13, 17)))
+        dtype = draw(st.sampled_from([d for d, _ in S2D_DTYPES]))
+        n, c, b, hb, wb = (draw(st.integers(1, k)) for k in (2, 3, 3, 2, 2))
+        g = _Graph()
+        x = g.input("x", draw(arrays(dtype, (n, c, hb * b, wb * b))))
+        _shuffle(g, draw, st, x, (n, c, hb, b, wb, b), (0, 3, 5, 1, 2, 4), (n, c * b * b, hb, wb))
+        return g.case("space-to-depth", ["y"], opset=opset)
+
+    return build()
+
+
+def _stack_reshape() -> Any:
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        n = draw(st.integers(2, 4))
+        base = draw(shapes(1, 3, 3))
+        axis = draw(st.integers(0, len(base) - 1))  # stacked at `axis`, merged with the axis after it
+        opset = draw(st.sampled_from((11, 13, 17)))
+        dtype = draw(st.sampled_from(("FLOAT", "INT32", "BOOL")))
+        g = _Graph()
+        ups = []
+        for k in range(n):
+            x = g.input(f"x{k}", draw(arrays(dtype, base)))
+            a = _onnx_axis(draw, st, axis, len(base) + 1)
+            if opset >= 13:
+                g.inits[f"a{k}"] = np.array([a], np.int64)
+                ups.append(g.node("Unsqueeze", [x, f"a{k}"], f"u{k}"))
+            else:
+                ups.append(g.node("Unsqueeze", [x], f"u{k}", axes=[a]))
+        c = g.node("Concat", ups, "c", axis=_onnx_axis(draw, st, axis, len(base) + 1))
+        g.inits["shape"] = _target(draw, st, base[:axis] + (n * base[axis],) + base[axis + 1:], copy=axis > 0)
+        g.node("Reshape", [c, "shape"], "y")
+        return g.case("stack-reshape-to-concat", ["y"], opset=opset)
+
+    return build()
+
+
+def _onehot_matmul() -> Any:
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        index = draw(st.sampled_from(("INT64", "INT32")))
+        values = draw(st.sampled_from(("FLOAT", "INT64") if index == "INT64" else ("FLOAT",)))  # ORT's OneHot kernels
+        lead = draw(shapes(1, 2, 3))  # OneHot's indices have rank >= 1
+        d, cols = draw(st.integers(1, 5)), draw(st.integers(2, 4))  # W [d, cols] has 2 elements or more: a Const
+        g = _Graph()
+        i = g.input("i", draw(arrays(index, lead, -2 * d - 1, 2 * d)))  # out of range [-d, d-1] too
+        depth = index if values == "INT64" else draw(st.sampled_from((index, "FLOAT")))
+        g.inits["depth"] = np.array(d if draw(st.booleans()) else [d], _np_dtype(depth))
+        g.inits["values"] = np.array([0, 1], _np_dtype(values))
+        g.inits["w"] = draw(arrays(values, (d, cols)))
+        axis = -1 if draw(st.booleans()) else len(lead)
+        g.node("OneHot", [i, "depth", "values"], "h", axis=axis)
+        g.node("MatMul", ["h", "w"], "y")
+        return g.case("onehot-matmul-to-gather", ["y"], opset=draw(st.sampled_from((12, 13, 17))))
+
+    return build()
+
+
 PROPERTIES: dict[str, Callable[[], Any]] = {
     "list-append": _concat_merge("list-append"),
     "concat-merge": _concat_merge(),
     "split-concat": _split_concat,
     "transpose-sink-concat": _transpose_sink_concat,
     "shape-concat-split": _shape_concat_split,
+    "transpose-sink-split": _transpose_sink_split,
+    "depth-to-space": _depth_to_space,
+    "space-to-depth": _space_to_depth,
+    "stack-reshape-to-concat": _stack_reshape,
+    "onehot-matmul-to-gather": _onehot_matmul,
     "matmul-merge": _matmul_merge("matmul-merge"),
     "matmul-bias-merge": _matmul_merge("matmul-bias-merge"),
 }

@@ -42,7 +42,13 @@ per node id) to cost a whole e-graph at once; `node_costs()` below uses it when 
   images) pays a transpose of its input first (a launch, reading and writing it once more);
 - serial window (`[serial] ops`): kernels that give each output one thread looping over its window (GPU
   pooling with a global window) cannot run faster than window x `step` (the work-span bound), so their time
-  is max(flops / peak, bytes / bandwidth, window x step) + launch.
+  is max(flops / peak, bytes / bandwidth, window x step) + launch;
+- quantized types (`[quant]`): a QuantizeLinear/DequantizeLinear whose quantized tensor (Q's output, DQ's
+  input) has a quantized type (QUANT_TYPES: 4-, 8- and 16-bit integers; int32 biases are not) outside
+  `types`, or a nonzero zero point when `symmetric`, is not taken natively: `other = "unsupported"` costs it as
+  an unsupported op (never absorbed by a QDQ unit), `other = "convert"` adds one conversion pass (a launch,
+  reading and writing the quantized tensor). Zero points are read from Scalar/Absent leaves; a zero point held
+  as a tensor (per channel) is taken as zero. Targets without the section take every type.
 Ties between equal-cost nodes are broken by the extractors (lowest node id): deterministic.
 """
 
@@ -107,7 +113,14 @@ REDUCE_FLOPS: Mapping[str, float] = {
 #: Ops that imply an NCHW memory layout in ONNX.
 LAYOUT_OPS = frozenset({"Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "AveragePool", "MaxPool",
                         "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization", "InstanceNormalization",
-                        "Resize", "DepthToSpace", "SpaceToDepth", "LpPool"})
+                        "Resize", "LpPool"})
+#: Ops that read only the elements they index (data input first): as many bytes as they write.
+INDEXED_READ_OPS = frozenset({"Gather", "GatherElements", "GatherND"})
+#: Types of quantized tensors that a target's `[quant]` preference speaks of (int32 bias DQ nodes excepted).
+QUANT_TYPES = frozenset({"UINT8", "INT8", "UINT16", "INT16", "UINT4", "INT4"})
+QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+#: What a Q/DQ outside a target's quantized types costs: as an unsupported op, or one conversion pass more.
+QUANT_OTHER = ("unsupported", "convert")
 #: Tensor-input index of the weight (conv) or right operand (matmul) of the contraction ops.
 CONV_WEIGHT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3, "ConvTranspose": 1}
 MATMUL_RHS = {"MatMul": 1, "MatMulInteger": 1, "QLinearMatMul": 3, "Gemm": 1, "FusedMatMul": 1}
@@ -165,6 +178,9 @@ class Target:
     serial_step: float = 0.0               # seconds per step of that loop
     relayout_ops: frozenset[str] = frozenset()  # ops whose kernels take only inputs of `relayout_ranks`
     relayout_ranks: frozenset[int] = frozenset()
+    quant_types: frozenset[str] | None = None  # quantized types taken natively by Q/DQ (None: every type)
+    quant_symmetric: bool = False          # ... with zero point 0 only
+    quant_other: str = "convert"           # cost of any other Q/DQ: "unsupported" or "convert" (see QUANT_OTHER)
     source: str = ""
 
     def peak_for(self, dtype: str) -> float | None:
@@ -213,7 +229,10 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
         serial_ops=frozenset(map(str, data.get("serial", {}).get("ops", ()))),
         serial_step=float(data.get("serial", {}).get("step", 0.0)),
         relayout_ops=frozenset(map(str, data.get("relayout", {}).get("ops", ()))),
-        relayout_ranks=frozenset(map(int, data.get("relayout", {}).get("ranks", ()))), source=source)
+        relayout_ranks=frozenset(map(int, data.get("relayout", {}).get("ranks", ()))),
+        quant_types=frozenset(map(str, data["quant"]["types"])) if "types" in data.get("quant", {}) else None,
+        quant_symmetric=bool(data.get("quant", {}).get("symmetric", False)),
+        quant_other=str(data.get("quant", {}).get("other", "convert")), source=source)
     _validate(target)
     return target
 
@@ -239,6 +258,10 @@ def _validate(t: Target) -> None:
             raise ValueError(f"blocked_layout.block must be >= 1, got {t.blocked.block}")
         if not t.blocked.producers <= t.blocked.ops:
             raise ValueError("blocked_layout: every producer must also be listed in ops")
+    if t.quant_other not in QUANT_OTHER:
+        raise ValueError(f"quant.other must be one of {', '.join(QUANT_OTHER)}, got {t.quant_other!r}")
+    if t.quant_types is not None and not t.quant_types <= QUANT_TYPES:
+        raise ValueError(f"quant.types must be among {sorted(QUANT_TYPES)}, got {sorted(t.quant_types - QUANT_TYPES)}")
     if t.layout not in ("NCHW", "NHWC", "any"):
         raise ValueError(f"layout must be NCHW, NHWC or any, got {t.layout!r}")
     for f in t.fused:
@@ -320,6 +343,30 @@ class Roofline:
 
     # ---- one node ----
     def _cost(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+        """The node's cost; a Q/DQ in a quantized form the target does not take pays for it (`[quant]`)."""
+        if n.op not in QDQ_OPS or g.classes[n.eclass].constant or not self._foreign_quant(g, f, n):
+            return self._node_cost(g, f, n)
+        t = self.target
+        ins = _tensor_inputs(g, n)
+        if t.quant_other == "unsupported":
+            return self._fallback(g, f, n, ins, self._out_numel(g, f, n, ins))
+        q = n.eclass if n.op == "QuantizeLinear" else n.children[0]
+        return self._node_cost(g, f, n) + t.launch + 2 * self._numel(f, q) * f.elt_bytes[q] / t.bandwidth
+
+    def _foreign_quant(self, g: EGraph, f: _GraphFacts, n: ENode) -> bool:
+        """A Q/DQ whose quantized tensor has a type outside `[quant] types`, or a nonzero zero point on a
+        `symmetric` target."""
+        t = self.target
+        if t.quant_types is None and not t.quant_symmetric:
+            return False
+        qtype = f.dtype[n.eclass] if n.op == "QuantizeLinear" else (f.dtype[n.children[0]] if n.children else None)
+        if qtype not in QUANT_TYPES:
+            return False
+        if t.quant_types is not None and qtype not in t.quant_types:
+            return True
+        return t.quant_symmetric and _zero_point(g, n) not in (None, 0.0)
+
+    def _node_cost(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
         op = n.op
         if op in FREE_OPS or g.classes[n.eclass].constant:
             return 0.0
@@ -363,14 +410,16 @@ class Roofline:
         t, op = self.target, n.op
         if op in VIEW_OPS:
             return t.launch * t.view_fraction
-        in_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in ins)
         out_bytes = out_numel * self._elt_bytes(f, n, ins)
+        if op in INDEXED_READ_OPS and ins:
+            in_bytes = out_bytes + sum(self._numel(f, c) * f.elt_bytes[c] for c in ins[1:])
+        else:
+            in_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in ins)
         flops = _flops(g, f, n, ins, out_numel)
         dtype = self._compute_dtype(g, f, n, ins)
         peak = t.peak_for(dtype) if flops else 1.0
         if not t.supports(op) or peak is None:
-            return (t.unsupported_penalty + t.launch
-                    + max(flops / t.fallback_peak, (in_bytes + out_bytes) / t.fallback_bandwidth))
+            return self._fallback(g, f, n, ins, out_numel)
         fused = self._fused(g, f, n)
         if fused is not None:
             mode, extra, consts = fused  # inputs other than the producer's output: non-constant, constant
@@ -387,6 +436,15 @@ class Roofline:
             act_bytes = out_bytes + (self._numel(f, ins[0]) * f.elt_bytes[ins[0]] if ins else 0.0)
             seconds += t.layout_penalty * act_bytes / t.bandwidth
         return seconds
+
+    def _fallback(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
+        """An op the target cannot run: the host round trip plus its roofline on the fallback hardware."""
+        t = self.target
+        in_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in ins)
+        out_bytes = out_numel * self._elt_bytes(f, n, ins)
+        flops = _flops(g, f, n, ins, out_numel)
+        return (t.unsupported_penalty + t.launch
+                + max(flops / t.fallback_peak, (in_bytes + out_bytes) / t.fallback_bandwidth))
 
     def _span(self, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
         """Work-span bound of a serial-window kernel: window elements (input / output) x step."""
@@ -470,6 +528,19 @@ def _tensor_inputs(g: EGraph, n: ENode) -> list[int]:
     if any(g.classes[c].sort == "TL" for c in n.children):
         return _list_items(g, n.children)
     return [c for c in n.children if g.classes[c].sort == "T" and not _absent(g, c)]
+
+
+def _zero_point(g: EGraph, n: ENode) -> float | None:
+    """The zero point of a Q/DQ node: 0 when absent, the value of a Scalar leaf, else None (a tensor)."""
+    if len(n.children) < 3:
+        return 0.0
+    for m in g.classes[n.children[2]].nodes:
+        leaf = g.nodes[m]
+        if leaf.op == "Absent":
+            return 0.0
+        if leaf.op == "Scalar":
+            return float(leaf.attrs[0])
+    return None
 
 
 def _absent(g: EGraph, cid: int) -> bool:

@@ -97,6 +97,21 @@ class ExtractionResult:
         """The chosen e-nodes of the reachable classes, children before parents."""
         return [self.egraph.nodes[self.choice[c]] for c in self.reachable()]
 
+    def standalone(self) -> "ExtractionResult":
+        """The chosen graph alone: an e-graph of the reachable classes, each holding only its chosen node.
+        A cost model's per-class facts (a fused producer somewhere in a class, say) then see no alternatives:
+        its cost is what the chosen graph costs as a graph of its own."""
+        order = self.reachable()
+        index = {c: k for k, c in enumerate(order)}
+        old = self.egraph
+        nodes = tuple(dataclasses.replace(old.nodes[self.choice[c]], id=k, eclass=k,
+                                          children=tuple(index[x] for x in old.nodes[self.choice[c]].children))
+                      for k, c in enumerate(order))
+        classes = tuple(dataclasses.replace(old.classes[c], id=k, nodes=(k,)) for k, c in enumerate(order))
+        roots = tuple(index[r] for r in self.roots)
+        return dataclasses.replace(self, egraph=EGraph(nodes, classes, roots), choice={k: k for k in range(len(order))},
+                                   roots=roots)
+
     # ---- costs (the same for every extractor) ----
     def dag_cost(self, cost: Costs) -> float:
         """Sum of the chosen node costs over the reachable classes, each class counted once."""

@@ -24,6 +24,10 @@ fuse_conv_bias/scale/batchnorm, onnxruntime ConvBNFusion/ConvAddFusion/ConvMulFu
     Conv(Pad(x, p, constant 0), W)  -> Conv(x, W, pads + p)              (never MaxPool: its padding is -inf)
     c * x, c + x                    -> x * c, x + c                      c a constant leaf (one operand order for
                                                                          the folds)
+    Conv(x, W1, B1), Conv(x, W2, B2), ... -> Out(Split(Conv(x, Concat([W1, W2, ...], 0), Concat([B1, B2, ...], 0)),
+                                         1, [C1, C2, ...]), k)          (multi-pattern, TENSAT: 2 to 4 convs over
+                                                                         one input, identical attributes, group 1)
+    act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k)   (conv-merge-epilogue)
 
 Every fold holds for ConvTranspose too, with its channel mapping: its weights are [C_in, C_out/group, k...], so
 an output-channel scale runs along axis 1 within each group and an input-channel scale along axis 0 (a conv's
@@ -34,13 +38,30 @@ shape is the output's with every axis but 1 set to 1 (`ones` = shape mapped thro
 arithmetic stays symbolic in the e-graph and is evaluated once at lowering. Facts for the nodes these rules
 create (analysis ruleset): shape(B(a, ones)) = shape(a); positive(Scalar v > 0), and positivity through
 Reshape, Transpose, Sqrt, Reciprocal and products, quotients and sums of positives.
+
+conv-merge is TENSAT's multi-pattern for convolutions (TVM CombineParallelConv2D): convs that read the same x with
+the same auto_pad, dilations, kernel_shape, pads and strides, group 1, constant weights of one dtype whose shapes
+differ only on axis 0 (C_out), become one conv over the weights concatenated on axis 0 (and the biases: all
+absent, or all constant, an absent one then being zeros), followed by a Split of its channels; each original
+conv is unioned with its projection. Convs are taken in const-rank order of their weights, so each subset is
+generated once. `fp-reassoc`, as matmul-merge: each output channel is the same sum in math, but a runtime may
+pick another algorithm (Winograd, im2col tiling, another GEMM blocking) for another channel count, which changes
+the summation order. Whether the merged form is chosen is the cost model's decision (one launch and one read of
+x against a Split that copies the outputs). conv-merge-epilogue moves an activation after the Split before it,
+so that the merged conv keeps it as an epilogue. Grouped convs are left out: concatenating their weights on
+axis 0 interleaves the groups wrongly (a merge would need a group-wise regrouping of weights and outputs).
+Known limit: the roofline model credits a fused epilogue to any consumer of a class that holds the producer, so
+when the branches end differently (a Relu here, a residual Add there) the epilogues left after the Split are
+costed as fused with the original convs their classes still hold (tests/test_rules_conv.py, the xfail test);
+exact costing needs the extractor to charge a fusion only when the producer is chosen.
 """
 
 from __future__ import annotations
 
 import itertools
 
-from eqsat.rule import Rule, fact
+from eqsat.rule import Egglog, Rule, fact, op_pattern
+from rewrites.tensor import tlist
 
 FAMILY = "conv"
 FLOATS = ("FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16")
@@ -285,6 +306,57 @@ def _positive_facts() -> tuple:
     )
 
 
+# ---- multi-pattern merge (TENSAT): convs sharing their input, with constant weights ----
+#: Most convs merged into one (every sorted subset of 2..MAX_MERGE convs sharing an input gets one merged form).
+MAX_MERGE = 4
+
+
+def _merge(n: int, bias: bool) -> "Egglog":
+    """n group-1 convs of x with identical attributes and constant weights w_k (const-rank order), biases all
+    absent or all constant: one conv over Concat(w_k, 0) (and Concat(b_k, 0)), Split along axis 1."""
+    ks = range(n)
+    b = [f"b{k}" if bias else "(Absent)" for k in ks]
+    q = " ".join(f"(= y{k} (Conv x w{k} {b[k]} ap dl 1 ks pd st)) (= w{k} (Const c{k})) (= r{k} (const-rank w{k})) "
+                 f"(= sw{k} (shape w{k})) (= dt (dtype w{k}))" for k in ks)
+    q += " (>= (vec-length sw0) 3) " + " ".join(f"(< r{k} r{k + 1})" for k in range(n - 1))
+    q += " " + " ".join(f"(= (vec-remove sw0 0) (vec-remove sw{k} 0))" for k in range(1, n))
+    if bias:
+        q += " " + " ".join(f"(is-const b{k}) (= (dtype b{k}) dt)" for k in ks)
+    q += " (= sy0 (shape y0)) (>= (vec-length sy0) 3)"
+    sizes = "(vec-of " + " ".join(f"(vec-get sw{k} 0)" for k in ks) + ")"
+    total = "(+ " * (n - 1) + "(vec-get sw0 0)" + "".join(f" (vec-get sw{k} 0))" for k in range(1, n))
+    acts = [f"(let wc (Concat {tlist([f'w{k}' for k in ks])} 0))"]
+    acts.append(f"(let bc (Concat {tlist(b)} 0))" if bias else "(let bc (Absent))")
+    acts += ["(let mc (Conv x wc bc ap dl 1 ks pd st))", f"(set (shape mc) (vec-set sy0 1 {total}))",
+             "(set (dtype mc) dt)", f"(let sp (Split mc 1 {sizes}))"]
+    acts += [f"(union y{k} (Out sp {k}))" for k in ks]
+    return fact(q, " ".join(acts))
+
+
+def _merge_zero_bias() -> "Egglog":
+    """A bias-less conv next to a mergeable conv with a constant bias gets an explicit zero bias (so that the
+    biased merge covers it)."""
+    return fact("(= y (Conv x w (Absent) ap dl 1 ks pd st)) (= w (Const c)) (= z (Conv x v b ap dl 1 ks pd st)) "
+                "(= v (Const cv)) (is-const b) (!= (const-rank w) (const-rank v)) (= sw (shape w)) (= sv (shape v)) "
+                "(>= (vec-length sw) 3) (= (vec-remove sw 0) (vec-remove sv 0)) (= dt (dtype w)) (= dt (dtype v))",
+                "(let co (vec-get sw 0)) (let nb (Scalar 0.0 dt (vec-of co))) "
+                "(union y (Conv x w nb ap dl 1 ks pd st)) (set (shape nb) (vec-of co)) (set (dtype nb) dt)")
+
+
+#: Activations a conv runs as its epilogue on some target (extract/targets/*.toml `fused`).
+EPILOGUES = ("Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid")
+
+
+def _merge_epilogue() -> tuple:
+    """act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k): the merged conv keeps
+    its activation as an epilogue (without this form, an activation after the Split is costed as fused with the
+    original conv its class still holds, though no runtime fuses it)."""
+    return tuple(fact(f"(= y {op_pattern(act, 'o')}) (= o (Out sp k)) (= sp (Split mc 1 sz)) "
+                      "(= mc (Conv x w b ap dl g ks pd st))",
+                      f"(union y (Out (Split {op_pattern(act, 'mc')} 1 sz) k))")
+                 for act in EPILOGUES)
+
+
 RULES = [
     Rule("conv-zero-bias", FAMILY, "exact", "onnxruntime:ConvAddFusion (bias creation)",
          "Conv(x, W) -> Conv(x, W, zeros[C_out]) when its output meets a constant (+, -, *, /) or a "
@@ -334,6 +406,15 @@ RULES = [
          "c * x -> x * c and c + x -> x + c for a constant leaf c, or a transposed one (the folds match one "
          "operand order)",
          _const_last()),
+    Rule("conv-merge", FAMILY, "fp-reassoc", "tensat:multi-pattern (conv with shared input); "
+         "tvm:CombineParallelConv2D",
+         "Conv(x, W1, B1), Conv(x, W2, B2), ... -> Out(Split(Conv(x, Concat(W, 0), Concat(B, 0)), 1, [C1, C2, ...]), "
+         "k) for 2 to 4 group-1 convs with identical attributes, constant weights and constant or absent biases",
+         tuple(_merge(n, bias) for bias in (False, True) for n in range(2, MAX_MERGE + 1)) + (_merge_zero_bias(),)),
+    Rule("conv-merge-epilogue", FAMILY, "exact", "tensat:multi-pattern; tvm:CombineParallelConv2D (activation)",
+         "act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k) for act Relu, LeakyRelu, "
+         "Clip, Sigmoid, Tanh or HardSigmoid: a merged conv keeps its activation as an epilogue",
+         _merge_epilogue()),
     Rule("scale-broadcast-shape", FAMILY, "exact", "eqsat:analysis",
          "shape(B(a, b)) = shape(a) for Add/Sub/Mul/Div when b is all ones at a's rank (and symmetrically)",
          _broadcast_shape(), ruleset="analysis"),

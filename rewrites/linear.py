@@ -5,23 +5,34 @@
     MatMul(A, B) - c                -> Gemm(A, B, c, beta=-1)
     Gemm(A, B, C, beta) + c         -> Gemm(A, B, C * beta + c, beta=1)  c constant not enlarging the output
     Gemm(A, B, C, beta) - c         -> Gemm(A, B, C * beta - c, beta=1)
+    c - MatMul(A, B)                -> Gemm(A, B, c, alpha=-1)           (same guards as MatMul + c)
+    c - Gemm(A, B, C, alpha, beta)  -> Gemm(A, B, c - C * beta, alpha=-alpha, beta=1)
     MatMul(A, B) * s                -> MatMul(A, B * s)                  B constant [K, N], s per column or scalar
     Gemm(A, B, C) * s               -> Gemm(A, B * s, C * s)             s per column (B^T: per row) or scalar
+    MatMul(x, W_k) (+ b_k), k = 1..n -> Out(Split(MatMul(x, Concat(W)) (+ Concat(b)), -1, [N_k]), k)   (TENSAT)
+    Gemm(A, B_k, C_k), k = 1..n     -> Out(Split(Gemm(A, Concat(B), Concat(C)), 1, [N_k]), k)   (TENSAT; same
+                                                                         alpha, beta, transA, transB)
+    act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k)  p a merged MatMul, Add or Gemm; act
+                                                                         Relu, Gelu or Clip (matmul-merge-epilogue)
 
-`c - MatMul(A, B)` and `c - Gemm(...)` are not folded (that is -(A B) + c: it would need alpha = -1). A per-column
-constant is one whose shape is the output's with every axis but the last set to 1. Gemm takes any dtype MatMul
-does from opset 11 on; below that (Gemm-9: floats only) the rules need a FLOAT output. All are `fp-reassoc`:
-the bias is added inside the product's accumulation, and the scale multiplies the weights before the sum.
+`c - MatMul(A, B)` is -(A B) + c: Gemm's alpha carries the sign (alpha = -1; a Gemm's alpha is negated and its
+C * beta moves into the new constant). A per-column constant is one whose shape is the output's with every axis
+but the last set to 1. MatMul becomes Gemm for float, float16 and double outputs only (integer Gemms are ONNX
+from opset 11 on, but ONNX Runtime has no kernel for them). All are `fp-reassoc`: the bias is added inside the
+product's accumulation, the scale multiplies the weights before the sum, and a merged product may be computed
+with another blocking (n = 2 to 4 products sharing their input, constant weights in const-rank order so each
+subset is generated once; the cost model decides whether one launch and one read of the input beat the Split).
 """
 
 from __future__ import annotations
 
-from eqsat.rule import Egglog, Rule, fact
+from eqsat.rule import Egglog, Rule, fact, op_pattern
 from rewrites.tensor import tlist
 
 FAMILY = "linear"
-#: Gemm accepts MatMul's dtypes from opset 11; before, FLOAT is the common case we accept.
-GEMM_OK = ('(= o (model-opset)) (>= o 11)', '(= (dtype y) "FLOAT")')
+#: Gemm's float dtypes (every opset): ONNX allows integer Gemms from opset 11 on, but ONNX Runtime has no integer
+#: (nor bfloat16) Gemm kernel, so a MatMul of those types stays a MatMul.
+GEMM_OK = tuple(f'(= (dtype y) "{d}")' for d in ("FLOAT", "FLOAT16", "DOUBLE"))
 
 
 def ones(s: str) -> str:
@@ -64,6 +75,19 @@ def _gemm_bias() -> tuple:
     return tuple(rules)
 
 
+def _const_minus() -> tuple:
+    """c - MatMul(A, B) and c - Gemm(A, B, C, alpha, beta): the product's sign goes into alpha."""
+    rules = [fact(f"(= y (Sub c mm)) {MATMUL_2D} {BIAS} {ok}", "(union y (Gemm a b c -1.0 1.0 0 0))") for ok in GEMM_OK]
+    base = f"(= y (Sub c gm)) {GEMM} {BIAS}"
+    neg = "(* -1.0 alpha)"
+    present = "(= scc (shape cc)) (<= (vec-length scc) 2)"
+    rules.append(fact(f"{base} (= gm (Gemm a b (Absent) alpha beta ta tb))", f"(union y (Gemm a b c {neg} 1.0 ta tb))"))
+    rules.append(fact(f"{base} {present} (= beta 1.0)", f"(union y (Gemm a b (Sub c cc) {neg} 1.0 ta tb))"))
+    rules.append(fact(f"{base} {present} (!= beta 1.0) (= dt (dtype c))",
+                      f"(union y (Gemm a b (Sub c (Mul cc (Scalar beta dt (vec-of 1)))) {neg} 1.0 ta tb))"))
+    return tuple(rules)
+
+
 def _matmul_scale() -> tuple:
     weight = "(Mul b (Reshape s (vec-of 1 -1) 0))"
     return (fact(f"(= y (Mul mm s)) (= mm (MatMul a b)) (is-const b) (= sb (shape b)) (= (vec-length sb) 2) "
@@ -91,8 +115,13 @@ RULES = [
          "broadcastable to [M, N]",
          _matmul_to_gemm()),
     Rule("gemm-bias-fold", FAMILY, "fp-reassoc", "onnxoptimizer:fuse_add_bias_into_conv (Gemm); tvm:FoldConstant",
-         "Gemm(A, B, C, beta) +/- c -> Gemm(A, B, C * beta +/- c, beta=1) for a constant c (never c - Gemm)",
+         "Gemm(A, B, C, beta) +/- c -> Gemm(A, B, C * beta +/- c, beta=1) for a constant c (c - Gemm: "
+         "const-minus-linear)",
          _gemm_bias()),
+    Rule("const-minus-linear", FAMILY, "fp-reassoc", "onnxoptimizer:fuse_matmul_add_bias_into_gemm (c - MatMul)",
+         "c - MatMul(A, B) -> Gemm(A, B, c, alpha=-1) and c - Gemm(A, B, C, alpha, beta) -> Gemm(A, B, c - C * beta, "
+         "alpha=-alpha, beta=1) for a constant c not enlarging the output (MatMul: 2-D A, constant B)",
+         _const_minus()),
     Rule("matmul-scale-fold", FAMILY, "fp-reassoc", "tvm:BackwardFoldScaleAxis (dense); coreml:fuse_matmul_weight_bias",
          "MatMul(A, B) * s -> MatMul(A, B * s) for constant 2-D B and s per output column or scalar",
          _matmul_scale()),
@@ -143,4 +172,51 @@ RULES += [
          "MatMul(x, W_k) + b_k, ... -> Out(Split(MatMul(x, Concat(W)) + Concat(b), -1, [N_k]), k) for constant "
          "2-D W_k and per-column constant b_k (2 to 4 MatMuls)",
          tuple(_merge(n, True) for n in range(2, MAX_MERGE + 1))),
+]
+
+
+def _gemm_merge(n: int, bias: bool) -> "Egglog":
+    """n Gemms (A, B_k, C_k) with the same alpha, beta, transA, transB, constant B_k in const-rank order, and C_k
+    all absent or all constant 1-D of N_k elements: one Gemm over Concat(B_k) (axis 1, or 0 for transB) and
+    Concat(C_k), Split along axis 1; each original unioned with its projection."""
+    ks = range(n)
+    c = [f"c{k}" if bias else "(Absent)" for k in ks]
+    q = " ".join(f"(= y{k} (Gemm a w{k} {c[k]} alpha beta ta tb)) (= w{k} (Const k{k})) "
+                 f"(= r{k} (const-rank w{k})) (= sy{k} (shape y{k})) (= (vec-length sy{k}) 2)" for k in ks)
+    q += " " + " ".join(f"(< r{k} r{k + 1})" for k in range(n - 1)) + " (>= tb 0) (<= tb 1) (= dt (dtype y0))"
+    if bias:
+        q += " " + " ".join(f"(is-const c{k}) (= sc{k} (shape c{k})) (= sc{k} (vec-of (vec-get sy{k} 1)))" for k in ks)
+    sizes = "(vec-of " + " ".join(f"(vec-get sy{k} 1)" for k in ks) + ")"
+    total = "(+ " * (n - 1) + "(vec-get sy0 1)" + "".join(f" (vec-get sy{k} 1))" for k in range(1, n))
+    acts = [f"(let wc (Concat {tlist([f'w{k}' for k in ks])} (- 1 tb)))",
+            f"(let cc (Concat {tlist(c)} 0))" if bias else "(let cc (Absent))",
+            "(let gm (Gemm a wc cc alpha beta ta tb))", f"(set (shape gm) (vec-of (vec-get sy0 0) {total}))",
+            "(set (dtype gm) dt)", f"(let sp (Split gm 1 {sizes}))"]
+    acts += [f"(union y{k} (Out sp {k}))" for k in ks]
+    return fact(q, " ".join(acts))
+
+
+#: Activations a MatMul or Gemm runs as its epilogue on some target (extract/targets/*.toml `fused`).
+EPILOGUES = ("Relu", "Gelu", "Clip")
+
+
+def _epilogue(producer: str) -> tuple:
+    """act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k) for a merged `producer` p: the merged
+    product keeps the activation as its epilogue (after the Split, the activation would be costed as fused with
+    the original product its class still holds, though no runtime fuses it)."""
+    return tuple(fact(f"(= y {op_pattern(act, 'o')}) (= o (Out sp k)) (= sp (Split p ax sz)) (= p {producer})",
+                      f"(union y (Out (Split {op_pattern(act, 'p')} ax sz) k))") for act in EPILOGUES)
+
+
+RULES += [
+    Rule("gemm-merge", FAMILY, "fp-reassoc", "tensat:multi-pattern (gemm with shared input); "
+         "tvm:CombineParallelDense",
+         "Gemm(A, B1, C1), Gemm(A, B2, C2), ... -> Out(Split(Gemm(A, Concat(B, 1 or 0 for transB), Concat(C)), 1, "
+         "[N1, N2, ...]), k) for equal alpha, beta, transA, transB, constant B_k and C_k all absent or all 1-D "
+         "(2 to 4 Gemms)",
+         tuple(_gemm_merge(n, bias) for bias in (False, True) for n in range(2, MAX_MERGE + 1))),
+    Rule("matmul-merge-epilogue", FAMILY, "exact", "tensat:multi-pattern; tvm:CombineParallelDense (activation)",
+         "act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k) for p a MatMul, Gemm or Add (a merged "
+         "product and its bias) and act Relu, Gelu or Clip: the merged product keeps its epilogue",
+         tuple(e for p in ("(MatMul u v)", "(Add u v)", "(Gemm u v w al be ta tb)") for e in _epilogue(p))),
 ]

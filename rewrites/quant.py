@@ -1,5 +1,5 @@
 """Quantization rules: Q/DQ pairs that cancel exactly, zero points canonicalized, per-tensor Q/DQ moved
-across layout ops (so that pairs meet), and the lossy Q -> DQ removal only on request.
+across layout ops (so that pairs meet), rescale chains merged, and the lossy rewrites only on request.
 
     QuantizeLinear(DequantizeLinear(x, s, z, a), s, z, a)   -> x        x 8-bit, same scale, zero point and axis
     DequantizeLinear(QuantizeLinear(x, s, z), s, z)         -> Clip(x, (qmin - z) * s, (qmax - z) * s)
@@ -11,6 +11,15 @@ across layout ops (so that pairs meet), and the lossy Q -> DQ removal only on re
     QuantizeLinear(Transpose(x, p), s, z)                    -> Transpose(QuantizeLinear(x, s, z), p)     s per tensor
     Reshape(DequantizeLinear(x, s, z), shape)                -> DequantizeLinear(Reshape(x, shape), s, z) s per tensor
     QuantizeLinear(Reshape(x, shape), s, z)                  -> Reshape(QuantizeLinear(x, s, z), shape)   s per tensor
+    DequantizeLinear(QuantizeLinear(x, s, 128 UINT8, a), s, 128 UINT8, a)
+                                                             <-> DequantizeLinear(QuantizeLinear(x, s, 0 INT8, a), s, 0 INT8, a)
+    DequantizeLinear(W, s, 128 UINT8, a)                     -> DequantizeLinear(Cast(Cast(W, INT32) - 128, INT8), s, 0 INT8, a)
+                                                                W a uint8 constant (folded when lowered)
+    DequantizeLinear(QuantizeLinear(DequantizeLinear(x, s1, z1), s2, z2), s2, z2) -> DequantizeLinear(x, s1, z1)
+                                                                s1 = k s2 (k a positive integer), the middle clamp never
+                                                                triggers; so a rescale chain Q3(DQ(Q2(DQ(x)))) is Q3(DQ(x))
+                                                                the same with s1 / s2 not an integer: precision-changing,
+                                                                off by default (the intermediate rounding, <= s2 / 2, dropped)
 
 Why Q(DQ(x)) is exact: DQ computes (x - z) * s, Q divides by s, rounds and adds z back. For 8-bit x the
 integer n = x - z has |n| <= 255, so the two float32 roundings leave n(1 + e) with |n e| < 255 * 2^-23,
@@ -29,6 +38,31 @@ the s / 2 bound: Q maps NaN to an integer, Clip keeps it NaN. Moving a
 per-tensor Q/DQ across Transpose/Reshape is exact (elementwise with one scale and zero point); per-axis
 scales would need their axis remapped and are left alone. Q/DQ never fold as constants (see
 `eqsat.egraph.NEVER_CONSTANT`): weight DQ nodes stay for the runtimes' QDQ fusions.
+
+Why the zero-point shift is exact: with r = round(x / s), Q to uint8 with zero point 128 stores
+clamp(r + 128, 0, 255) and Q to int8 with zero point 0 stores clamp(r, -128, 127): the same clamp of r to
+[-128, 127], offset by 128. DQ subtracts the zero point again, so both pairs give the same integer n times
+the same s: bit-identical, NaN and infinities included (ONNX Runtime and onnx.reference saturate them alike in
+both types). The rule matches the DQ-of-Q pair, never a lone Q or DQ (that would change the type a neighbour
+sees): a Q that something else also reads (a graph output, an opaque op) stays for that reader, and the DQ's
+class gains the int8 pair; every consumer of the DQ sees the same float values. The extractor picks a
+form per target (`[quant]` in extract/targets/*.toml: TensorRT takes int8 with zero point 0 only, TFLite-style
+NPUs prefer int8). The weight form subtracts 128 from a uint8 constant in int32 (values -128..127, exact in int8);
+lowering folds it into an int8 initializer.
+
+Why rescale-merge is exact: DQ(x, s1, z1) is n * s1 in float32, n = x - z1 (|n| <= 255 for 8-bit x). When
+s1 = k * s2 exactly for a positive integer k (tested in f64 on the stored float32 values: fmod(s1, s2) = 0,
+which is exact), the middle Q computes n * s1 / s2 = n * k with two float32 roundings, a relative error below
+2^-23: |n k| <= 65535 (the clamp guard below bounds it by the middle type's range), so the error is below
+0.01 and the rounding gives n * k back. The guard (xmin - z1) * k + z2 >= qmin2 and (xmax - z1) * k + z2 <=
+qmax2, over every value of x's type, makes the middle saturation a no-op. The middle DQ then computes
+(n k) * s2 in float32: the same real number as n * s1, so the same float32 value. s2 must be a normal float32
+(>= 2^-126: no bits of n * s2 lost) and s1 below 1e30 (n * s1 finite: an infinity would saturate the middle
+Q). Only the middle pair is removed, so the first DQ and the outer Q keep their own parameters (the outer
+scale may be per axis). Without an integer ratio the middle Q rounds to the s2 grid: dropping it changes
+each value by at most s2 / 2 (`rescale-merge-lossy`, precision-changing); the clamp guard stays, since a
+dropped saturation is not a bounded change. The same-scale requantize Q(DQ(x, s, z1), s, z2) is already one
+op (an integer shift by z2 - z1, clamped) and has no rule.
 """
 
 from __future__ import annotations
@@ -75,6 +109,77 @@ def _dq_q_drop() -> tuple:
     return tuple(rules)
 
 
+#: The zero points of the shift: (value, type) on the uint8 side and on the int8 side.
+SHIFTED = ((128.0, "UINT8"), (0.0, "INT8"))
+
+
+def _scalar_facts(var: str, value: str, qtype: str, shape: str) -> str:
+    """`(let var (Scalar value qtype shape))` with its shape and dtype facts."""
+    return f'(let {var} (Scalar {value} "{qtype}" {shape})) (set (shape {var}) {shape}) (set (dtype {var}) "{qtype}") '
+
+
+def _zero_point_shift() -> tuple:
+    """DQ(Q(x, s, z, a), s, z, a) for z = 128 uint8 gets the int8 pair with z = 0 (and back: the DQ of an int8
+    pair may have dropped its zero point); a uint8 constant under DQ with z = 128 gets its int8 twin; a new Q
+    gets its twin's shape."""
+    (hi, hi_t), (lo, lo_t) = SHIFTED
+    rules = []
+    for (zv, qt), (nv, nt) in (((hi, hi_t), (lo, lo_t)), ((lo, lo_t), (hi, hi_t))):
+        z = f'(Scalar {zv} "{qt}" zs)'
+        for dq_zp in (z, "(Absent)") if qt == lo_t else (z,):
+            rules.append(fact(f"(= __root (DequantizeLinear q s {dq_zp} a)) (= q (QuantizeLinear x s {z} a))",
+                              _scalar_facts("z2", str(nv), nt, "zs")
+                              + f'(let q2 (QuantizeLinear x s z2 a)) (set (dtype q2) "{nt}") '
+                              "(union __root (DequantizeLinear q2 s z2 a))"))
+        rules.append(fact(f'(= q2 (QuantizeLinear x s (Scalar {nv} "{nt}" zs) a)) '
+                          f'(= q (QuantizeLinear x s (Scalar {zv} "{qt}" zs) a)) (= sq (shape q))', "(set (shape q2) sq)"))
+    rules.append(fact(f'(= __root (DequantizeLinear w s (Scalar {hi} "{hi_t}" zs) a)) (is-const w) (= (dtype w) "{hi_t}") '
+                      "(= sw (shape w))",
+                      '(let w32 (Cast w "INT32")) (set (shape w32) sw) (set (dtype w32) "INT32") '
+                      + _scalar_facts("c", str(hi), "INT32", "(vec-empty)")
+                      + '(let d (Sub w32 c)) (set (shape d) sw) (set (dtype d) "INT32") '
+                      f'(let w8 (Cast d "{lo_t}")) (set (shape w8) sw) (set (dtype w8) "{lo_t}") '
+                      + _scalar_facts("z2", str(lo), lo_t, "zs")
+                      + "(union __root (DequantizeLinear w8 s z2 a))"))
+    return tuple(rules)
+
+
+#: Types of x (the first DQ's input) and of the intermediate grid that rescale-merge handles.
+RESCALE_IN = ("UINT8", "INT8")
+RESCALE_MID = ("UINT8", "INT8", "UINT16", "INT16")
+#: The smallest normal float32: products n * s with a scale at least this large keep all their bits.
+FLT_MIN_NORMAL = 1.1754943508222875e-38
+#: The largest first scale: n * s1 stays finite for every 8-bit n.
+MAX_SCALE = 1.0e30
+
+
+def _zero_points(qtype: str, name: str, absent: bool) -> list[tuple[str, str]]:
+    """(pattern, value) of a zero point of `qtype`: a Scalar, and `(Absent)` (0) when `absent`."""
+    forms = [(f'(Scalar {name}v "{qtype}" {name}s)', f"{name}v")]
+    return forms + [("(Absent)", "0.0")] if absent else forms
+
+
+def _rescale_merge(exact: bool) -> tuple:
+    """DQ(Q(DQ(x, s1, z1, a1), s2, z2, a2), s2, z2, a2) -> DQ(x, s1, z1, a1): per-tensor float32 scales, the
+    middle clamp a no-op for every value of x's type; s1 / s2 an integer (`exact`) or not. One rule per type
+    of x and of the middle grid, zero points present or absent (a Q without one writes uint8)."""
+    k = "(/ sv1 sv2)"
+    ratio = "(= (% sv1 sv2) 0.0)" if exact else "(!= (% sv1 sv2) 0.0)"
+    rules = []
+    for t1, t2 in ((a, b) for a in RESCALE_IN for b in RESCALE_MID):
+        (lo1, hi1), (lo2, hi2) = QUANT_RANGES[t1], QUANT_RANGES[t2]
+        for z1, v1 in _zero_points(t1, "z1", absent=True):
+            for z2, v2 in _zero_points(t2, "z2", absent=t2 == "UINT8"):
+                s1, s2 = '(Scalar sv1 "FLOAT" ss1)', '(Scalar sv2 "FLOAT" ss2)'
+                rules.append(rw(f"(DequantizeLinear m {s2} {z2} a2)", "d",
+                                f"(= m (QuantizeLinear d {s2} {z2} a2)) (= d (DequantizeLinear x {s1} {z1} a1))",
+                                f'(= (dtype x) "{t1}") (= (dtype m) "{t2}")',
+                                f"(> sv1 0.0) (< sv1 {MAX_SCALE}) (> sv2 {FLT_MIN_NORMAL}) {ratio}",
+                                f"(>= (+ (* (- {float(lo1)} {v1}) {k}) {v2}) {float(lo2)})",
+                                f"(<= (+ (* (- {float(hi1)} {v1}) {k}) {v2}) {float(hi2)})"))
+    return tuple(rules)
+
+
 RULES = [
     Rule("qdq-cancel", "quant", "exact", "onnxruntime:QDQ DoubleQDQPairsRemover; tflite:quantize-dequantize folding",
          "QuantizeLinear(DequantizeLinear(x, s, z, a), s, z, a) -> x for 8-bit x and a positive float32 scale s",
@@ -100,4 +205,17 @@ RULES = [
          "Reshape(DequantizeLinear(x, s, z), shape) -> DequantizeLinear(Reshape(x, shape), s, z) and "
          "QuantizeLinear(Reshape(y, shape), s, z) -> Reshape(QuantizeLinear(y, s, z), shape) for a per-tensor scale",
          _sink("Reshape", "shp az")),
+    Rule("qdq-zero-point-shift", "quant", "exact",
+         "onnxruntime:QDQS8ToU8Transformer (int8 Q/DQ pair -> uint8, zero point + 128), in both directions",
+         "DequantizeLinear(QuantizeLinear(x, s, 128 UINT8, a), s, 128 UINT8, a) <-> the same pair in INT8 with zero "
+         "point 0; DequantizeLinear(W, s, 128 UINT8) -> DequantizeLinear(W - 128 as INT8, s, 0 INT8) for a constant W",
+         _zero_point_shift()),
+    Rule("rescale-merge", "quant", "exact", "glow:OptimizeQuantization (merge rescale chains)",
+         "DequantizeLinear(QuantizeLinear(DequantizeLinear(x, s1, z1), s2, z2), s2, z2) -> DequantizeLinear(x, s1, z1) "
+         "for 8-bit x, per-tensor float32 scales with s1 = k s2 (k a positive integer) and no saturation in the middle",
+         _rescale_merge(exact=True), ruleset="simplify"),
+    Rule("rescale-merge-lossy", "quant", "precision-changing", "glow:OptimizeQuantization (merge rescale chains)",
+         "DequantizeLinear(QuantizeLinear(DequantizeLinear(x, s1, z1), s2, z2), s2, z2) -> DequantizeLinear(x, s1, z1) "
+         "when s1 / s2 is not an integer and the middle never saturates (drops the rounding to the s2 grid: <= s2 / 2)",
+         _rescale_merge(exact=False), ruleset="simplify"),
 ]

@@ -1,13 +1,37 @@
-"""Tensor rules: Concat and Split (typed list ops: `(Concat list axis)`, `(Out (Split x axis sizes) k)`).
+"""Tensor rules: Concat and Split (typed list ops: `(Concat list axis)`, `(Out (Split x axis sizes) k)`),
+pixel shuffles, stacks and one-hot products.
 
     TAppend(TNil, r) -> r,  TAppend(TCons(h, t), r) -> TCons(h, TAppend(t, r))      list append (analysis)
     Concat([.., Concat(inner, ax), ..], ax) -> Concat([.., inner.., ..], ax)         nested Concats flattened
     Out(Split(Concat(parts, ax), ax, sizes), k) -> parts[k]      sizes[k] = shape(parts[k])[ax] for every k
     Concat([Transpose(a_i, p)...], ax) -> Transpose(Concat([a_i...], p[ax]), p)      transpose sinking
+    Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)
+    Reshape(Transpose(Reshape(x, [N, b, b, C/b², H, W]), [0, 3, 4, 1, 5, 2]), [N, C/b², H b, W b])
+                                      -> DepthToSpace(x, b, DCR)
+    Reshape(Transpose(Reshape(x, [N, C/b², b, b, H, W]), [0, 1, 4, 2, 5, 3]), [N, C/b², H b, W b])
+                                      -> DepthToSpace(x, b, CRD)                     opset >= 11
+    Reshape(Transpose(Reshape(x, [N, C, H/b, b, W/b, b]), [0, 3, 5, 1, 2, 4]), [N, C b², H/b, W/b])
+                                      -> SpaceToDepth(x, b)
+    Reshape(Concat([Unsqueeze(x_i, [a])...], a), shape(x_0) with axis a times n) -> Concat([x_i...], a)
+    MatMul(OneHot(i, d, [0, 1], axis=-1), W) -> Where(Unsqueeze(Equal(Clip(i, -d, d-1), i), -1),
+                                                      Gather(W, Clip(i, -d, d-1), 0), 0)
+                                      W a finite constant [d, N], i INT32/INT64, opset >= 12
 
 Lists are matched element by element: the rules are generated for lists of up to MAX_LIST items. List
 classes keep list semantics (two list classes are only ever unioned when they are the same list: TAppend
 is the append function), so an Opaque node sharing a list with a Concat is never changed by these rules.
+
+Pixel shuffles are matched on shape facts (the Reshape targets may use -1 and 0): x is 4-D and the 6-D
+intermediate and the output have exactly the shapes above. They are emitted only for the dtypes ONNX
+Runtime's CPU kernels take (float, double, float16; uint8 and int8 from opset 11), so that the result runs.
+
+The one-hot product is exact: with W finite, row i of W times a one-hot row adds exact zeros; OneHot wraps
+indices in [-d, -1] as Gather does, and gives a zero row for any index outside [-d, d-1], where Gather
+would fail: the Clip keeps Gather in range and the Where restores the zero rows. Non-finite weights are
+excluded (0 * inf is NaN in the product: the finite fact comes from the loader).
+
+An interleave (Concat + Reshape + Transpose + Reshape, coremltools detect_concat_interleave) has no
+cheaper ONNX form than itself (ONNX has no interleaving Concat): it is not rewritten.
 """
 
 from __future__ import annotations
@@ -63,6 +87,83 @@ def _transpose_sink_concat() -> tuple:
     return tuple(rules)
 
 
+def _transpose_sink_split() -> tuple:
+    return (fact("(= o (Out sp k)) (= sp (Split t ax sz)) (= t (Transpose x p)) (>= ax 0) (< ax (vec-length p))",
+                 "(union o (Transpose (Out (Split x (vec-get p ax) sz) k) p))"),)
+
+
+#: dtypes ONNX Runtime's CPU DepthToSpace / SpaceToDepth kernels take, with the first opset that has them.
+D2S_DTYPES = (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 11), ("INT8", 11))
+S2D_DTYPES = (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 1), ("INT8", 1))
+
+#: Reshape -> Transpose -> Reshape over a 4-D x [n, c, h, w] (sr: the 6-D intermediate shape, sy: the output's).
+_SHUFFLE = ("(= y (Reshape t s2 z2)) (= t (Transpose r {perm})) (= r (Reshape x s1 z1)) (= sx (shape x)) "
+            "(= (vec-length sx) 4) (= n (vec-get sx 0)) (= c (vec-get sx 1)) (= h (vec-get sx 2)) "
+            "(= w (vec-get sx 3)) (= sr (shape r)) (= (vec-length sr) 6) (= sy (shape y)) (= dt (dtype x))")
+
+
+def _dtype_guards(dtypes: tuple[tuple[str, int], ...], min_opset: int = 1) -> list[str]:
+    """One guard per dtype: the dtype, and the opset its kernel (and the op's form) needs."""
+    guards = []
+    for dt, since in dtypes:
+        opset = max(since, min_opset)
+        guards.append(f'(= dt "{dt}")' + (f" (= o (model-opset)) (>= o {opset})" if opset > 1 else ""))
+    return guards
+
+
+def _depth_to_space() -> tuple:
+    modes = (("DCR", "(vec-of 0 3 4 1 5 2)", "(= b (vec-get sr 1)) (= cb (vec-get sr 3)) (= sr (vec-of n b b cb h w))",
+              1),
+             ("CRD", "(vec-of 0 1 4 2 5 3)", "(= b (vec-get sr 2)) (= cb (vec-get sr 1)) (= sr (vec-of n cb b b h w))",
+              11))  # mode, perm, the 6-D intermediate (binds b and cb = C / b²), first opset
+    rules = []
+    for mode, perm, mid, opset in modes:
+        query = (f"{_SHUFFLE.format(perm=perm)} {mid} (> b 0) (= c (* (* b b) cb)) "
+                 "(= sy (vec-of n cb (* h b) (* w b)))")
+        rules += [fact(f"{query} {guard}", f'(union y (DepthToSpace x b "{mode}"))')
+                  for guard in _dtype_guards(D2S_DTYPES, opset)]
+    return tuple(rules)
+
+
+def _space_to_depth() -> tuple:
+    query = (f"{_SHUFFLE.format(perm='(vec-of 0 3 5 1 2 4)')} (= b (vec-get sr 3)) (> b 0) (= hb (vec-get sr 2)) "
+             "(= wb (vec-get sr 4)) (= sr (vec-of n c hb b wb b)) (= h (* hb b)) (= w (* wb b)) "
+             "(= sy (vec-of n (* c (* b b)) hb wb))")
+    return tuple(fact(f"{query} {guard}", "(union y (SpaceToDepth x b))") for guard in _dtype_guards(S2D_DTYPES))
+
+
+def _stack_reshape() -> tuple:
+    rules = []
+    for n in range(2, MAX_LIST + 1):
+        items = [f"e{k}" for k in range(n)]
+        guards = " ".join(f"(= e{k} (Unsqueeze x{k} ua)) (= (shape x{k}) sx)" for k in range(n))
+        xs = tlist([f"x{k}" for k in range(n)])
+        rules.append(rw(f"(Reshape (Concat {tlist(items)} a) s z)", f"(Concat {xs} a)",
+                        f"(= ua (vec-of a)) {guards} (>= a 0) (< a (vec-length sx))",
+                        f"(= (shape __root) (vec-set sx a (* {n} (vec-get sx a))))"))
+    return tuple(rules)
+
+
+#: Gather's index dtypes (OneHot takes any numeric index, Gather only these).
+INDEX_DTYPES = ("INT64", "INT32")
+
+
+def _onehot_matmul() -> tuple:
+    rules = []
+    for it in INDEX_DTYPES:
+        query = ("(= y (MatMul oh wt)) (= oh (OneHot i dep v ax)) (= si (shape i)) (= ax (vec-length si)) "
+                 f'(= (dtype i) "{it}") (= dep (Scalar dv ddt dsh)) (finite wt) (= sw (shape wt)) '
+                 "(= (vec-length sw) 2) (> (vec-get sw 0) 0) (= dv (to-f64 (vec-get sw 0))) (= (shape v) (vec-of 2)) "
+                 "(const-value v 0 0.0) (const-value v 1 1.0) (= o (model-opset)) (>= o 12) (= sy (shape y)) "
+                 "(= dt (dtype wt))")
+        actions = ("(let c (Clip i (- 0.0 dv) (- dv 1.0))) (let m (Unsqueeze (Equal c i) (vec-of ax))) "
+                   "(let g (Gather wt c 0)) (let z (Scalar 0.0 dt (vec-empty))) "
+                   '(set (shape m) (vec-push si 1)) (set (dtype m) "BOOL") (set (shape g) sy) (set (dtype g) dt) '
+                   "(set (shape z) (vec-empty)) (set (dtype z) dt) (union y (Where m g z))")
+        rules.append(fact(query, actions))
+    return tuple(rules)
+
+
 RULES = [
     Rule("list-append", FAMILY, "exact", "eqsat:analysis",
          "TAppend(TNil, r) -> r and TAppend(TCons(h, t), r) -> TCons(h, TAppend(t, r)) (the list append other "
@@ -77,4 +178,23 @@ RULES = [
     Rule("transpose-sink-concat", FAMILY, "exact", "glow:sink-transpose (Concat); coremltools:reduce_transposes",
          "Concat([Transpose(a, p), Transpose(b, p), ...], ax) -> Transpose(Concat([a, b, ...], p[ax]), p)",
          _transpose_sink_concat()),
+    Rule("transpose-sink-split", FAMILY, "exact", "onnxruntime:TransposeOptimizer (Split); coreml:reduce_transposes",
+         "Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)",
+         _transpose_sink_split()),
+    Rule("depth-to-space", FAMILY, "exact", "openvino:DepthToSpaceFusion; pnnx:fuse_pixel_shuffle",
+         "Reshape(Transpose(Reshape(x, 6-D), DCR or CRD perm), 4-D) -> DepthToSpace(x, b, mode) for a 4-D x whose "
+         "shapes are exactly a pixel shuffle's (CRD: opset >= 11)",
+         _depth_to_space()),
+    Rule("space-to-depth", FAMILY, "exact", "onnxruntime:SpaceToDepthFusion (QNN EP node group)",
+         "Reshape(Transpose(Reshape(x, [N, C, H/b, b, W/b, b]), [0, 3, 5, 1, 2, 4]), [N, C b², H/b, W/b]) -> "
+         "SpaceToDepth(x, b) for a 4-D x",
+         _space_to_depth()),
+    Rule("stack-reshape-to-concat", FAMILY, "exact", "coreml:replace_stack_reshape",
+         "Reshape(Concat([Unsqueeze(x_i, [a])...], a)) -> Concat([x_i...], a) when the Reshape merges axis a with "
+         "the next one (n x_i of one shape, 2 to 8 of them)",
+         _stack_reshape()),
+    Rule("onehot-matmul-to-gather", FAMILY, "exact", "coreml:fuse_onehot_matmul_to_gather",
+         "MatMul(OneHot(i, d, [0, 1], -1), W) -> Where(i in [-d, d-1], Gather(W, Clip(i, -d, d-1)), 0) for a "
+         "finite constant W [d, N] and INT32/INT64 i (opset >= 12)",
+         _onehot_matmul()),
 ]

@@ -1,6 +1,6 @@
 """The hardware-specific terms of the roofline model (extract/cost.py, extract/targets/*.toml), each on a
 small hand-built e-graph: QDQ node units, the CPU's blocked (NCHWc) layout, the GPU's serial pooling window,
-the NPU's 4-D pooling kernels, and epilogues that read their constant operand."""
+the NPU's 4-D pooling kernels, epilogues that read their constant operand, and quantized-type preferences."""
 
 from __future__ import annotations
 
@@ -64,8 +64,11 @@ def test_qdq_unit_is_one_integer_kernel_where_the_runtime_fuses_it() -> None:
     assert gpu(g, dq) > load_target("gpu").launch and gpu(g, q) > load_target("gpu").launch
     assert gpu(g, gap) > gpu(g, mean)
     assert extract(g, None, "gpu", "ilp").choice[4] == mean.id
-    # npu: both are int8 kernels (its [qdq] list holds both), and both read a 4-D map: a tie
-    assert npu(g, gap) == npu(g, mean) and npu(g, dq) == FUSED_EPSILON
+    # npu: both are int8 kernels (its [qdq] list holds both), and both read a 4-D map: a tie; the DQ is
+    # absorbed, but its uint8 input costs one conversion to int8 (npu.toml [quant])
+    npu_t = load_target("npu")
+    assert npu(g, gap) == npu(g, mean)
+    assert npu(g, dq) == pytest.approx(FUSED_EPSILON + npu_t.launch + 2 * numel / npu_t.bandwidth)
 
 
 def test_qdq_unit_needs_a_quantized_output_and_dequantized_inputs() -> None:
@@ -166,3 +169,88 @@ def test_shipped_targets_document_their_hardware_sections() -> None:
     assert not gpu.qdq_ops and cpu.blocked is not None and cpu.blocked.block == 16
     assert {"GlobalAveragePool", "ReduceMean"} <= npu.qdq_ops and npu.relayout_ranks == frozenset({4})
     assert gpu.serial_step > 0 and math.isfinite(gpu.serial_step) and not cpu.serial_ops
+    assert cpu.quant_types is None and gpu.quant_types == npu.quant_types == frozenset({"INT8"})  # [quant]
+    assert gpu.quant_symmetric and gpu.quant_other == "unsupported" and npu.quant_other == "convert"
+
+
+def quantized_pair() -> EGraph:
+    """x -> Q -> DQ in two forms sharing the DQ's class: uint8 with zero point 128 and int8 with zero point 0."""
+    shape = (1, 64, 7, 7)
+    return egraph([(0, "Input", (), ("x",)), (1, "Scalar", (), (0.05, "FLOAT", ())),
+                   (2, "Scalar", (), (128.0, "UINT8", ())), (3, "Scalar", (), (0.0, "INT8", ())),
+                   (4, "QuantizeLinear", (0, 1, 2), (1,)), (5, "QuantizeLinear", (0, 1, 3), (1,)),
+                   (6, "DequantizeLinear", (4, 1, 2), (1,)), (6, "DequantizeLinear", (5, 1, 3), (1,))],
+                  {0: (shape, "FLOAT", False), 1: ((), "FLOAT", True), 2: ((), "UINT8", True), 3: ((), "INT8", True),
+                   4: (shape, "UINT8", False), 5: (shape, "INT8", False), 6: (shape, "FLOAT", False)}, (6,))
+
+
+def test_quantized_type_preference_per_target() -> None:
+    g = quantized_pair()
+    q_u8, q_i8, dq_u8, dq_i8 = (g.nodes[i] for i in (4, 5, 6, 7))
+    cpu, gpu, npu = roofline("cpu"), roofline("gpu"), roofline("npu")
+    # cpu (ONNX Runtime's CPU EP runs both): the same cost, and the tie keeps the first (the input's) form
+    assert cpu(g, q_u8) == cpu(g, q_i8) and cpu(g, dq_u8) == cpu(g, dq_i8)
+    assert extract(g, None, "cpu", "ilp").choice[6] == dq_u8.id
+    # gpu (TensorRT: symmetric int8 only): the uint8 pair is costed as two unsupported ops
+    t = load_target("gpu")
+    assert gpu(g, q_u8) - gpu(g, q_i8) > t.unsupported_penalty
+    assert gpu(g, dq_u8) - gpu(g, dq_i8) > t.unsupported_penalty
+    assert extract(g, None, "gpu", "ilp").choice[6] == dq_i8.id
+    # npu (int8 preferred): one conversion pass of the uint8 tensor per Q/DQ
+    t = load_target("npu")
+    convert = t.launch + 2 * 64 * 49 * DTYPE_BYTES["UINT8"] / t.bandwidth
+    assert npu(g, q_u8) - npu(g, q_i8) == pytest.approx(convert)
+    assert npu(g, dq_u8) - npu(g, dq_i8) == pytest.approx(convert)
+    assert extract(g, None, "npu", "ilp").choice[6] == dq_i8.id
+
+
+def test_symmetric_target_counts_nonzero_int8_zero_points_and_skips_int32_biases() -> None:
+    g = quantized_pair()
+    nodes = [(n.eclass, n.op, n.children, n.attrs) for n in g.nodes]
+    nodes[3] = (3, "Scalar", (), (5.0, "INT8", ()))  # int8 with zero point 5: not symmetric
+    classes = {c.id: (c.shape, c.dtype, c.constant) for c in g.classes}
+    asym = egraph(nodes, classes, (6,))
+    gpu, t = roofline("gpu"), load_target("gpu")
+    assert gpu(asym, asym.nodes[7]) > t.unsupported_penalty  # its DQ leaves the engine too
+    # an int32 bias under DQ (zero point 0 or absent) is outside the preference: no penalty
+    bias = egraph([(0, "Const", (), ("b",)), (1, "Scalar", (), (0.001, "FLOAT", ())), (2, "Absent", (), ()),
+                   (3, "DequantizeLinear", (0, 1, 2), (1,))],
+                  {0: ((64,), "INT32", True), 1: ((), "FLOAT", True), 2: (None, None, True),
+                   3: ((64,), "FLOAT", False)}, (3,))
+    assert gpu(bias, bias.nodes[3]) < t.unsupported_penalty
+
+
+@pytest.mark.parametrize("old, new, problem", [
+    ('other = "unsupported"', 'other = "host"', "quant.other"),
+    ('types = ["INT8"]', 'types = ["FLOAT"]', "quant.types"),
+])
+def test_malformed_quant_section_is_rejected(tmp_path: Path, old: str, new: str, problem: str) -> None:
+    text = (Path(__file__).parents[1] / "extract" / "targets" / "gpu.toml").read_text()
+    assert text.count(old) == 1
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace(old, new))
+    with pytest.raises(TargetError, match=problem):
+        load_target(str(path))
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu", "npu"])
+def test_gather_reads_the_rows_it_gathers_not_the_whole_table(target: str) -> None:
+    """An embedding lookup costs its indices and rows: the same for a 1k-row and a 100k-row table."""
+    def lookup(rows: int) -> float:
+        g = egraph([(0, "Const", (), ("table",)), (1, "Input", (), ("ids",)), (2, "Gather", (0, 1), (0,))],
+                   {0: ((rows, 64), "FLOAT", True), 1: ((8,), "INT64", False), 2: ((8, 64), "FLOAT", False)}, (2,))
+        return roofline(target)(g, node(g, "Gather"))
+
+    assert lookup(1_000) == lookup(100_000)
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu", "npu"])
+def test_pixel_shuffle_is_a_data_move_on_every_target(target: str) -> None:
+    """DepthToSpace moves what the pixel shuffle's 6-D Transpose moves (its Reshapes are views): no NCHW layout
+    penalty on the gpu's NHWC kernels."""
+    out = (1, 64, 128, 128)
+    g = egraph([(0, "Input", (), ("x",)), (1, "Transpose", (0,), ((0, 3, 4, 1, 5, 2),)), (2, "DepthToSpace", (0,), ())],
+               {0: ((1, 2, 2, 64, 64, 64), "FLOAT", False), 1: ((1, 64, 64, 2, 64, 2), "FLOAT", False),
+                2: (out, "FLOAT", False)}, (2,))
+    cost = roofline(target)
+    assert cost(g, node(g, "DepthToSpace")) == pytest.approx(cost(g, node(g, "Transpose")))

@@ -315,6 +315,18 @@ def test_costs_count_sharing_once_for_dag_and_per_use_for_tree() -> None:
     assert "DAG cost 3" in summary.to_text()
 
 
+def test_standalone_keeps_only_the_chosen_graph() -> None:
+    g = build([(0, "Input", []), (1, "Relu", [0]), (1, "Mul", [1, 0]), (2, "Add", [1, 0]), (3, "Neg", [0])], [2], 4)
+    r = ExtractionResult(g, {0: 0, 1: 1, 2: 3, 3: 4}, (2,), "manual", 0.0)  # class 3 is not reachable
+    alone = r.standalone()
+    alone.check()
+    assert [n.op for n in alone.egraph.nodes] == ["Input", "Relu", "Add"]
+    assert all(c.nodes == (c.id,) for c in alone.egraph.classes)
+    assert alone.egraph.nodes[alone.choice[alone.roots[0]]].children == (1, 0)
+    by_op = {"Input": 0.0, "Relu": 2.0, "Add": 1.0}
+    assert alone.dag_cost(lambda eg, n: by_op[n.op]) == r.dag_cost(lambda eg, n: by_op.get(n.op, 9.0)) == 3.0
+
+
 # ---------------------------------------------------------------------------------------------------
 # Cost models
 

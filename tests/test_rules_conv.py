@@ -6,6 +6,7 @@ constant divided BY a conv (never folded), and a zero Pad never merged into MaxP
 from __future__ import annotations
 
 import numpy as np
+import onnx.helper as oh
 import pytest
 from hypothesis import given
 
@@ -500,4 +501,172 @@ def test_scale_positive_facts_not_for_negative_constants() -> None:
 @property_settings()
 @given(PROPERTIES["scale-positive-facts"]())
 def test_scale_positive_facts_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- conv-merge (multi-pattern, TENSAT) ----
+
+def branches(outs: tuple = (64, 96, 16), bias: tuple | None = None, act: str | None = None, c: int = 192,
+             hw: int = 28, **attrs) -> object:
+    """Inception-like block: one 1x1 conv per entry of `outs` over the same x (bias per entry, default all),
+    each followed by `act` (or a graph output itself)."""
+    nodes, inits, ys = [], {}, []
+    for k, co in enumerate(outs):
+        inits[f"w{k}"] = rand(co, c, 1, 1)
+        inputs = ["x", f"w{k}"]
+        if bias is None or bias[k]:
+            inits[f"b{k}"] = rand(co)
+            inputs.append(f"b{k}")
+        nodes.append(node("Conv", inputs, f"c{k}", kernel_shape=[1, 1], **attrs))
+        if act:
+            nodes.append(node(act, [f"c{k}"], f"a{k}"))
+        ys.append(f"a{k}" if act else f"c{k}")
+    return model(nodes, [("x", "FLOAT", (1, c, hw, hw))], ys, initializers=inits)
+
+
+def graph_cost(m, target: str) -> float:
+    """`m` costed as a graph of its own by `target`'s model (fused epilogues only where `m` has them)."""
+    from extract.cost import roofline
+
+    return saturate_with_rules(m, []).input_extraction().dag_cost(roofline(target))
+
+
+def test_conv_merge_three_projections() -> None:
+    m = branches((4, 6, 2), c=8, hw=5)
+    session = saturate_with_rules(m, ["conv-merge"])
+    assert session.saturation.rules_fired["conv-merge"] == 4  # 3 pairs + 1 triple: each sorted subset once
+    result = session.extract("gpu", verify=True)
+    assert op_counts(result.model) == {"Conv": 1, "Split": 1}
+    (split,) = [n for n in result.model.graph if n.op_type == "Split"]
+    assert split.attributes["axis"].value == 1
+    assert_rule_sound(m, "conv-merge", target="gpu")
+
+
+@pytest.mark.parametrize("bias", [(False, False, False), (True, False, True)])
+def test_conv_merge_absent_biases(bias: tuple) -> None:
+    """All absent: the merged conv has none; a mix: the absent ones become zeros (conv-merge's zero bias)."""
+    m = branches((4, 6, 2), bias=bias, c=8, hw=5)
+    result = assert_rule_sound(m, "conv-merge", target="gpu")
+    assert op_counts(result.model) == {"Conv": 1, "Split": 1}
+    (conv,) = [n for n in result.model.graph if n.op_type == "Conv"]
+    assert len([i for i in conv.inputs if i is not None]) == (3 if any(bias) else 2)
+
+
+MERGE = ("conv-merge", "conv-merge-epilogue")
+
+
+def test_conv_merge_epilogue_keeps_the_activation_before_the_split() -> None:
+    """Relu(Out(Split(merged))) -> Out(Split(Relu(merged))): the Relu reads the conv, as runtimes fuse it."""
+    m = branches((4, 6, 2), act="Relu", c=8, hw=5)
+    result = assert_rule_sound(m, "conv-merge-epilogue", also=("conv-merge",), target="gpu")
+    assert op_counts(result.model) == {"Conv": 1, "Relu": 1, "Split": 1}
+    (relu,) = [n for n in result.model.graph if n.op_type == "Relu"]
+    assert relu.inputs[0].producer().op_type == "Conv"
+
+
+def test_conv_merge_epilogue_on_a_split_conv_of_the_model() -> None:
+    """A conv whose output the model itself splits, each part through the same Clip: one Clip before the Split."""
+    inits = {**conv_inits(co=6), "lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32),
+             "sizes": np.array([2, 4], np.int64)}
+    nodes = [conv_node(inits), oh.make_node("Split", ["conv", "sizes"], ["s0", "s1"], axis=1),
+             node("Clip", ["s0", "lo", "hi"], "y0"), node("Clip", ["s1", "lo", "hi"], "y1")]
+    m = model(nodes, X, ["y0", "y1"], initializers=inits)
+    result = assert_rule_sound(m, "conv-merge-epilogue")
+    assert op_counts(result.model) == {"Conv": 1, "Clip": 1, "Split": 1}
+
+
+@pytest.mark.parametrize("case", ["split-of-input", "not-an-epilogue"])
+def test_conv_merge_epilogue_not(case: str) -> None:
+    sizes = {"sizes": np.array([1, 3], np.int64)}
+    split = oh.make_node("Split", ["x" if case == "split-of-input" else "conv", "sizes"], ["s0", "s1"], axis=1)
+    act = "Relu" if case == "split-of-input" else "Exp"
+    inits = {**conv_inits(), **sizes} if case != "split-of-input" else sizes
+    nodes = ([] if case == "split-of-input" else [conv_node(inits)]) + [split, node(act, ["s0"], "y0"),
+                                                                        node(act, ["s1"], "y1")]
+    m = model(nodes, X, ["y0", "y1"], initializers=inits)
+    assert_rule_does_not_fire(m, "conv-merge-epilogue")
+
+
+@property_settings()
+@given(PROPERTIES["conv-merge-epilogue"]())
+def test_conv_merge_epilogue_property(case: RuleCase) -> None:
+    case.check()
+
+
+@pytest.mark.parametrize("hw,merged_on", [(28, {"gpu", "npu"}), (7, {"cpu", "gpu", "npu"})])
+def test_conv_merge_is_the_targets_choice(hw: int, merged_on: set) -> None:
+    """Three 1x1 convs (192 -> 64, 96, 16 channels) with Relus, as in GoogLeNet's inception 3a.
+
+    gpu: 8 us launches and NCHW convs paying half their activation traffic again: one conv reading x once beats
+    three, Split included (28 x 28: 19.8 us against 27.7). npu: memory-bound (12 GB/s): reading x once saves more
+    than the Split moves (201.5 us against 210.8). cpu at 28 x 28: the convs are compute-bound (the merged one
+    takes 55 us, the three 63 us), and the Split costs a launch, 1.1 MB moved and a reorder out of the blocked
+    NCHWc layout (25 us): the three convs stay; at 7 x 7 the launches dominate and the merge wins (10.6 us
+    against 12.5).
+    No target's result costs more than the input, costed as a graph of its own (fusions only where they are).
+    """
+    m = branches(act="Relu", hw=hw)
+    session = saturate_with_rules(m, MERGE)
+    for target in ("cpu", "gpu", "npu"):
+        result = session.extract(target, verify=True)
+        assert result.report.verification.ok
+        ops = op_counts(result.model)
+        assert ops == ({"Conv": 1, "Relu": 1, "Split": 1} if target in merged_on else {"Conv": 3, "Relu": 3}), target
+        assert graph_cost(result.model, target) <= graph_cost(m, target) * (1 + 1e-9), target
+
+
+def test_conv_merge_mixed_epilogues_never_leave_a_dearer_graph() -> None:
+    """The per-node cost model's limit: two branches end in Relu, the third in a residual Add (gpu fuses both
+    into a conv). The triple merge leaves Relu and Add after the Split, still costed as fused with the original
+    convs their classes hold: the gpu extractor picks it, though as a graph of its own it is dearer than the
+    input (40 us against 24 us). Session.extract costs the chosen graph alone and keeps the input then."""
+    nodes, inits = [], {}
+    for k, co in enumerate((64, 64, 192)):
+        inits[f"w{k}"], inits[f"b{k}"] = rand(co, 192, 1, 1), rand(co)
+        nodes.append(node("Conv", ["x", f"w{k}", f"b{k}"], f"c{k}", kernel_shape=[1, 1]))
+    nodes += [node("Relu", ["c0"], "y0"), node("Relu", ["c1"], "y1"), node("Add", ["c2", "r"], "y2")]
+    x = [("x", "FLOAT", (1, 192, 7, 7)), ("r", "FLOAT", (1, 192, 7, 7))]
+    m = model(nodes, x, ["y0", "y1", "y2"], initializers=inits)
+    result = saturate_with_rules(m, MERGE).extract("gpu", verify=True)
+    assert graph_cost(result.model, "gpu") <= graph_cost(m, "gpu") * (1 + 1e-9)
+    assert any(note.startswith("input kept") for note in result.report.extraction.notes)
+
+
+@pytest.mark.parametrize("case", ["strides", "pads", "dilations", "group", "runtime-weight", "kernel", "inputs",
+                                  "conv-transpose"])
+def test_conv_merge_not(case: str) -> None:
+    inits = {"w0": rand(4, 4, 3, 3), "w1": rand(6, 4, 3, 3)}
+    inputs = X
+    attrs = [{"pads": [1, 1, 1, 1]}, {"pads": [1, 1, 1, 1]}]
+    reads = ["x", "x"]
+    kind = "Conv"
+    if case == "strides":
+        attrs[1]["strides"] = [2, 2]
+    if case == "pads":
+        attrs[1]["pads"] = [0, 0, 0, 0]
+    if case == "dilations":
+        attrs[1]["dilations"] = [2, 2]
+    if case == "group":
+        inits = {"w0": rand(4, 2, 3, 3), "w1": rand(6, 2, 3, 3)}
+        attrs = [{**a, "group": 2} for a in attrs]
+    if case == "runtime-weight":
+        inits.pop("w1")
+        inputs = X + [("w1", "FLOAT", (6, 4, 3, 3))]
+    if case == "kernel":  # no kernel_shape attribute: the weights differ in their spatial dims
+        inits["w1"] = rand(6, 4, 1, 1)
+        attrs = [{}, {}]
+    if case == "inputs":
+        inputs = X + [("z", "FLOAT", (1, 4, 5, 5))]
+        reads = ["x", "z"]
+    if case == "conv-transpose":
+        kind = "ConvTranspose"
+        inits = {"w0": rand(4, 4, 3, 3), "w1": rand(4, 6, 3, 3)}
+    m = model([node(kind, [reads[k], f"w{k}"], f"c{k}", **attrs[k]) for k in range(2)], inputs, ["c0", "c1"],
+              initializers=inits)
+    assert_rule_does_not_fire(m, "conv-merge")
+
+
+@property_settings()
+@given(PROPERTIES["conv-merge"]())
+def test_conv_merge_property(case: RuleCase) -> None:
     case.check()

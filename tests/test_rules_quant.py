@@ -1,17 +1,19 @@
 """Quantization rules (rewrites/quant.py): each fires where it should, not where its guard fails, and is
-sound; the lossy Q -> DQ removal only with `allow=precision-changing`."""
+sound; the lossy rewrites (Q -> DQ removal, a rounding rescale merge) only with `allow=precision-changing`;
+each target extracts the quantized type it takes (extract/targets/*.toml [quant])."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from hypothesis import given
 
 import eqsat
 from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, run)
+                           optimize_with_rules, run, saturate_with_rules, to_proto)
 from tests.rule_graphs import model, node, property_settings
 
 PRECISION = ("precision-changing",)
@@ -145,7 +147,7 @@ def test_default_optimization_keeps_q_dq() -> None:
 def test_dq_q_drop_not_with_other_parameters() -> None:
     m = _q_dq()
     m.graph.node[1].input[1] = "s2"
-    m.graph.initializer.append(__import__("onnx").numpy_helper.from_array(np.array(0.1, np.float32), "s2"))
+    m.graph.initializer.append(onnx.numpy_helper.from_array(np.array(0.1, np.float32), "s2"))
     assert_rule_does_not_fire(m, "dq-q-drop", allow=PRECISION)
 
 
@@ -225,6 +227,213 @@ def test_qdq_sink_transpose_property(case: RuleCase) -> None:
 @given(PROPERTIES["qdq-sink-reshape"]())
 def test_qdq_sink_reshape_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- qdq-zero-point-shift ----
+
+def _pair(qtype: str = "UINT8", zp: int = 128, *, q_axis: int | None = None, dq_zp: int | None = None,
+          per_axis: bool = False) -> object:
+    """x -> Neg -> Q(s, zp) -> DQ -> Sigmoid -> y0 and DQ -> Tanh -> y1 (DQ nodes with equal inputs are one
+    term: consumers share it); `per_axis`: scale and zero point per channel (axis 1, 3 channels)."""
+    np_q = {"UINT8": np.uint8, "INT8": np.int8}[qtype]
+    shape = (3,) if per_axis else ()
+    inits = {"s": np.full(shape, S, np.float32), "z": np.full(shape, zp, np_q)}
+    dq_inputs = ["q", "s", "z"]
+    if dq_zp is not None:
+        inits["z_dq"] = np.full(shape, dq_zp, np_q)
+        dq_inputs = ["q", "s", "z_dq"]
+    axis = {"axis": 1} if per_axis else {}
+    q_attrs = {"axis": q_axis} if q_axis is not None else axis
+    nodes = [node("Neg", ["x"], "r"), node("QuantizeLinear", ["r", "s", "z"], "q", **q_attrs)]
+    nodes += [node("DequantizeLinear", dq_inputs, "dq", **axis), node("Sigmoid", ["dq"], "y0"), node("Tanh", ["dq"], "y1")]
+    return model(nodes, [("x", "FLOAT", (2, 3, 4))], ["y0", "y1"], initializers=inits)
+
+
+#: Inputs beyond the grid at both ends (+-6.4 for s = 0.05): both forms saturate alike.
+WIDE = {"x": np.linspace(-9, 9, 24, dtype=np.float32).reshape(2, 3, 4)}
+
+
+def _quantized_types(m) -> set[str]:
+    """Element types of the non-float initializers (zero points, quantized weights) of an extracted model."""
+    proto = to_proto(m)
+    return {onnx.TensorProto.DataType.Name(t.data_type) for t in proto.graph.initializer if t.data_type != onnx.TensorProto.FLOAT}
+
+
+@pytest.mark.parametrize("target,qtype", [("cpu", "UINT8"), ("gpu", "INT8"), ("npu", "INT8")])
+def test_qdq_zero_point_shift_target_picks_the_type(target: str, qtype: str) -> None:
+    """One e-graph holds both forms; gpu (TensorRT: symmetric int8 only) and npu (int8 preferred) pick int8 with
+    zero point 0, cpu (both native: a tie) keeps the input's uint8; all bit-identical to the original."""
+    m = _pair()
+    result, fired = optimize_with_rules(m, ["qdq-zero-point-shift"], target=target)
+    assert fired["qdq-zero-point-shift"] > 0
+    assert op_counts(result.model) == {"Neg": 1, "QuantizeLinear": 1, "DequantizeLinear": 1, "Sigmoid": 1, "Tanh": 1}
+    assert _quantized_types(result.model) == {qtype}  # the zero point shared by the Q and the DQ
+    for expected, actual in zip(run(m, WIDE), run(result.model, WIDE)):
+        np.testing.assert_array_equal(actual, expected)
+    assert_rule_sound(m, "qdq-zero-point-shift", WIDE, target=target)
+
+
+def test_qdq_zero_point_shift_back_from_int8() -> None:
+    """An int8 pair with zero point 0 (explicit on Q, absent on DQ) gets the uint8 form too; every target keeps
+    int8 (cpu: a tie; gpu: uint8 is not taken)."""
+    nodes = [node("QuantizeLinear", ["x", "s", "z"], "q"), node("DequantizeLinear", ["q", "s"], "y")]
+    m = model(nodes, [("x", "FLOAT", (2, 3, 4))], initializers={"s": S, "z": np.array(0, np.int8)})
+    session = saturate_with_rules(m, ["qdq-zero-point-shift"])
+    assert session.saturation.rules_fired["qdq-zero-point-shift"] > 0
+    assert {c.dtype for c in session.egraph.classes if any(session.egraph.node(n).op == "QuantizeLinear"
+                                                            for n in c.nodes)} == {"UINT8", "INT8"}
+    for target in ("cpu", "gpu"):
+        result = session.extract(target, verify=False)
+        assert _quantized_types(result.model) == {"INT8"}, target
+    assert_rule_sound(m, "qdq-zero-point-shift", WIDE)
+
+
+def test_qdq_zero_point_shift_weight_constant() -> None:
+    """DQ(W uint8, s, 128) under a Conv: the int8 twin W - 128 is folded into an int8 initializer on gpu."""
+    w = np.random.default_rng(0).integers(0, 256, (4, 3, 3, 3)).astype(np.uint8)
+    nodes = [node("DequantizeLinear", ["w", "s", "z"], "wf"), node("Conv", ["x", "wf"], "y")]
+    m = model(nodes, [("x", "FLOAT", (1, 3, 5, 5))], initializers={"w": w, "s": S, "z": np.array(128, np.uint8)})
+    x = {"x": np.linspace(-4, 4, 75, dtype=np.float32).reshape(1, 3, 5, 5)}
+    for target, qtype in (("cpu", "UINT8"), ("gpu", "INT8")):
+        result, fired = optimize_with_rules(m, ["qdq-zero-point-shift"], target=target)
+        assert fired["qdq-zero-point-shift"] > 0 and op_counts(result.model) == {"DequantizeLinear": 1, "Conv": 1}
+        assert _quantized_types(result.model) == {qtype}, target
+        np.testing.assert_array_equal(run(result.model, x)[0], run(m, x)[0])
+    assert_rule_sound(m, "qdq-zero-point-shift", x, target="gpu")
+
+
+@pytest.mark.parametrize("kw", [{"zp": 127}, {"qtype": "INT8", "zp": 1}, {"dq_zp": 127}, {"q_axis": 0},
+                                {"per_axis": True}], ids=["zp127", "int8-zp1", "dq-zp127", "axis", "per-axis"])
+def test_qdq_zero_point_shift_not_without_128_and_0_on_both_ends(kw: dict) -> None:
+    """Zero point 127 (or int8 1), different zero points on Q and DQ, a different axis, a per-axis zero point
+    (a tensor of 128s): left alone."""
+    assert_rule_does_not_fire(_pair(**kw), "qdq-zero-point-shift")
+
+
+def test_qdq_zero_point_shift_not_for_a_lone_q_or_an_activation_dq() -> None:
+    """A lone Q (its uint8 output is what the consumer reads) and the DQ of a uint8 graph input keep their type."""
+    lone_q = model([node("QuantizeLinear", ["x", "s", "z"], "y")], [("x", "FLOAT", (2, 8))],
+                   initializers={"s": S, "z": np.array(128, np.uint8)})
+    lone_dq = model([node("DequantizeLinear", ["x", "s", "z"], "y")], [("x", "UINT8", (2, 8))],
+                    initializers={"s": S, "z": np.array(128, np.uint8)})
+    for m in (lone_q, lone_dq):
+        assert_rule_does_not_fire(m, "qdq-zero-point-shift")
+
+
+@property_settings()
+@given(PROPERTIES["qdq-zero-point-shift"]())
+def test_qdq_zero_point_shift_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- rescale-merge, rescale-merge-lossy ----
+
+def _chain(s1: float, z1, s2: float, z2, *, xtype: str = "UINT8", s3=0.05, z3=np.int8(10), axis3: int | None = None,
+           mid_axes: tuple[int | None, int | None] = (None, None), end: str = "requantize") -> object:
+    """x -> DQ(s1, z1) -> Q(s2, z2) -> DQ(s2, z2) -> Q(s3, z3) -> y (end="requantize") or -> Identity -> y."""
+    inits = {"s1": np.asarray(s1, np.float32), "z1": np.asarray(z1), "s2": np.asarray(s2, np.float32),
+             "z2": np.asarray(z2), "s3": np.asarray(s3, np.float32), "z3": np.asarray(z3)}
+    qa, da = ({} if a is None else {"axis": a} for a in mid_axes)
+    nodes = [node("DequantizeLinear", ["x", "s1", "z1"], "d1"), node("QuantizeLinear", ["d1", "s2", "z2"], "q2", **qa),
+             node("DequantizeLinear", ["q2", "s2", "z2"], "d2", **da)]
+    if end == "requantize":
+        nodes.append(node("QuantizeLinear", ["d2", "s3", "z3"], "y", **({} if axis3 is None else {"axis": axis3})))
+    else:
+        nodes.append(node("Identity", ["d2"], "y"))
+        del inits["s3"], inits["z3"]
+    opset = 21 if np.asarray(z2).dtype.itemsize == 2 else 13
+    return model(nodes, [("x", xtype, (2, 128))], initializers=inits, opset=opset)
+
+
+#: Every uint8 / int8 value once.
+ALL_U8 = {"x": np.arange(256, dtype=np.uint8).reshape(2, 128)}
+ALL_I8 = {"x": np.arange(-128, 128, dtype=np.int8).reshape(2, 128)}
+K3 = float(np.float32(7 * 2.0 ** -10))  # 7/1024: 3 * K3 is exact in float32
+
+
+@pytest.mark.parametrize("s1,z1,s2,z2,feeds", [
+    (0.02, np.uint8(100), 0.01, np.int16(0), ALL_U8),           # k = 2 into int16, then back to int8
+    (3 * K3, np.uint8(128), K3, np.uint16(400), ALL_U8),         # k = 3 (exact: a short mantissa)
+    (0.05, np.uint8(128), 0.05, np.int8(0), ALL_U8),             # k = 1: uint8 zp 128 == int8 zp 0
+    (0.05, np.int8(-3), 0.05, np.uint8(125), ALL_I8),            # k = 1: an integer shift that never saturates
+    (0.08, np.int8(0), 0.01, np.int16(-7), ALL_I8),              # k = 8
+])
+def test_rescale_merge_two_requantizes_become_one(s1, z1, s2, z2, feeds) -> None:
+    m = _chain(s1, z1, s2, z2, xtype="UINT8" if feeds is ALL_U8 else "INT8")
+    result = assert_rule_sound(m, "rescale-merge", feeds)
+    assert op_counts(result.model) == {"DequantizeLinear": 1, "QuantizeLinear": 1}  # Q(DQ(x, s1, z1), s3, z3)
+    np.testing.assert_array_equal(run(result.model, feeds)[0], run(m, feeds)[0])  # bit-exact on every value
+
+
+def test_rescale_merge_keeps_a_per_channel_outer_requantize() -> None:
+    m = _chain(0.02, np.uint8(100), 0.01, np.int16(0), s3=np.linspace(0.01, 0.2, 2, dtype=np.float32),
+               z3=np.array([0, 3], np.int8), axis3=0)
+    result = assert_rule_sound(m, "rescale-merge", ALL_U8)
+    assert op_counts(result.model) == {"DequantizeLinear": 1, "QuantizeLinear": 1}
+
+
+@pytest.mark.parametrize("s1,z1,s2,z2", [
+    (0.03, np.uint8(128), 0.02, np.int16(0)),                                   # s1 / s2 = 1.5
+    (float(np.float32(0.003)), np.uint8(128), float(np.float32(0.001)), np.int16(0)),  # 2.9999999 in float32
+    (0.02, np.uint8(128), 0.01, np.int8(0)),     # k = 2 into int8: -256..254 saturates
+    (0.05, np.uint8(128), 0.05, np.int8(1)),     # 255 - 128 + 1 = 128 saturates
+    (0.05, np.uint8(127), 0.05, np.int8(0)),     # zero point 127 against 0: 255 - 127 = 128 saturates
+], ids=["ratio-1.5", "ratio-not-exact", "k2-int8", "zp-shift-1", "zp127"])
+def test_rescale_merge_not_when_the_middle_rounds_or_saturates(s1, z1, s2, z2) -> None:
+    assert_rule_does_not_fire(_chain(s1, z1, s2, z2), "rescale-merge")
+
+
+def test_rescale_merge_not_across_axes_or_per_axis_scales() -> None:
+    """The middle Q and DQ on different axes; a per-channel first scale: left alone."""
+    assert_rule_does_not_fire(_chain(0.02, np.uint8(100), 0.01, np.int16(0), mid_axes=(0, 1)), "rescale-merge")
+    per_axis = _chain(0.02, np.uint8(100), 0.01, np.int16(0))
+    per_axis.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(np.array([0.02, 0.04], np.float32), "s1"))
+    per_axis.graph.initializer[1].CopyFrom(onnx.numpy_helper.from_array(np.array([100, 100], np.uint8), "z1"))
+    per_axis.graph.node[0].attribute.append(onnx.helper.make_attribute("axis", 0))
+    for rule in ("rescale-merge", "rescale-merge-lossy"):
+        assert_rule_does_not_fire(per_axis, rule, allow=PRECISION)
+
+
+@property_settings()
+@given(PROPERTIES["rescale-merge"]())
+def test_rescale_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_rescale_merge_lossy_only_when_allowed_and_within_half_a_step() -> None:
+    """s1 / s2 = 1.5: the middle rounds to the s2 grid; dropping it changes values by at most s2 / 2."""
+    m = _chain(0.03, np.uint8(128), 0.02, np.int16(0), end="float")
+    assert_rule_does_not_fire(m, "rescale-merge-lossy")
+    assert_rule_does_not_fire(m, "rescale-merge", allow=PRECISION)
+    result, fired = optimize_with_rules(m, ["rescale-merge-lossy"], allow=PRECISION)
+    assert fired["rescale-merge-lossy"] > 0 and op_counts(result.model) == {"DequantizeLinear": 1}  # y = DQ(x)
+    expected, actual = run(m, ALL_U8)[0], run(result.model, ALL_U8)[0]
+    rounding = float(np.max(np.abs(expected))) * 2.0 ** -22  # the float32 products themselves
+    assert 0 < np.max(np.abs(expected - actual)) <= float(np.float32(0.02)) / 2 + rounding
+    assert_rule_sound(m, "rescale-merge-lossy", ALL_U8, allow=PRECISION)
+
+
+def test_rescale_merge_lossy_keeps_the_middle_clamp() -> None:
+    """A dropped saturation is not a bounded change: the lossy rule also needs the middle never to saturate."""
+    m = _chain(0.03, np.uint8(128), 0.02, np.int8(0), end="float")  # 127 * 1.5 = 190 > 127
+    assert_rule_does_not_fire(m, "rescale-merge-lossy", allow=PRECISION)
+
+
+@property_settings()
+@given(PROPERTIES["rescale-merge-lossy"]())
+def test_rescale_merge_lossy_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_bundled_qdq_resnet_has_no_zero_point_128() -> None:
+    """resnet18_w8_qdq quantizes activations to uint8 with calibrated zero points (0, 95..154, never 128) and
+    weights to int8 with zero point 0: the zero-point shift finds nothing to do, and no DQ -> Q chain exists."""
+    proto = onnx.load(Path(__file__).parent / "models" / "resnet18_w8_qdq.onnx")
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
+    zps = [inits[n.input[2]] for n in proto.graph.node if n.op_type == "QuantizeLinear" and len(n.input) > 2]
+    assert zps and all(z.dtype == np.uint8 and 128 not in z for z in zps)
+    session = saturate_with_rules(proto, ["qdq-zero-point-shift", "rescale-merge"])
+    assert not {"qdq-zero-point-shift", "rescale-merge"} & set(session.saturation.rules_fired)
 
 
 def test_bundled_qdq_resnet_still_verifies() -> None:

@@ -1,5 +1,6 @@
 """Tensor family (rewrites/tensor.py), typed Concat/Split (encode, shape facts, lowering) and the MatMul
-merges of the linear family: each rule fires where it should, not where its guard fails, and is sound."""
+merges of the linear family: each rule fires where it should, not where its guard fails, and is sound.
+The pixel shuffle, stack and one-hot rules have no instance in the bundled models: built graphs only."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 from hypothesis import given
 
 from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, saturate_with_rules)
-from tests.rule_graphs import model, node, property_settings, transpose
+                           optimize_with_rules, saturate_with_rules, to_proto)
+from tests.rule_graphs import attribute, model, node, property_settings, transpose
 
 RNG = np.random.default_rng(3)
 
@@ -184,10 +185,14 @@ def _qkv(bias: bool, n: int = 3, const: bool = True):
 @pytest.mark.parametrize("rule,bias", [("matmul-merge", False), ("matmul-bias-merge", True)])
 def test_matmul_merge_three_projections(rule: str, bias: bool) -> None:
     m = _qkv(bias)
-    session = saturate_with_rules(m, [rule])
+    session = saturate_with_rules(m, [rule, "matmul-merge-epilogue"])
     assert session.saturation.rules_fired[rule] == 4  # 3 pairs + 1 triple: each sorted subset once
     result = session.extract("gpu", verify=True)
     assert op_counts(result.model)["MatMul"] == 1 and op_counts(result.model)["Split"] == 1
+    assert op_counts(result.model)["Relu"] == 1  # the merged product's epilogue, before the Split
+    # without the epilogue rule the Relus stay after the Split: dearer than the input as a graph of its own
+    alone = saturate_with_rules(m, [rule]).extract("gpu")
+    assert op_counts(alone.model)["MatMul"] == 3 and "input kept" in alone.report.extraction.notes[-1]
     assert_rule_sound(m, rule)
 
 
@@ -215,4 +220,204 @@ def test_matmul_merge_property(rule: str, case: RuleCase) -> None:
 @property_settings()
 @given(PROPERTIES["matmul-bias-merge"]())
 def test_matmul_bias_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- transpose-sink-split ----
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_transpose_sink_split_cancels_with_transposes_after(opset: int) -> None:
+    inits = {"sizes": np.array([1, 3], np.int64)} if opset >= 13 else {}
+    m = model([transpose("x", "t", (0, 2, 1)), split("t", ["s0", "s1"], 1, [1, 3], opset),
+               transpose("s0", "y0", (0, 2, 1)), transpose("s1", "y1", (0, 2, 1))],
+              [("x", "FLOAT", (2, 3, 4))], ["y0", "y1"], initializers=inits, opset=opset)
+    result = assert_rule_sound(m, "transpose-sink-split", also=["transpose-merge", "transpose-identity"])
+    assert op_counts(result.model) == {"Split": 1}
+
+
+def test_transpose_sink_split_not_through_another_op() -> None:
+    m = model([transpose("x", "t", (1, 0)), node("Relu", ["t"], "r"), split("r", ["y0", "y1"], 0, [1, 2], 13)],
+              [("x", "FLOAT", (2, 3))], ["y0", "y1"], initializers={"sizes": np.array([1, 2], np.int64)}, opset=13)
+    assert_rule_does_not_fire(m, "transpose-sink-split")
+
+
+@property_settings()
+@given(PROPERTIES["transpose-sink-split"]())
+def test_transpose_sink_split_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- depth-to-space, space-to-depth ----
+
+DCR = (0, 3, 4, 1, 5, 2)
+CRD = (0, 1, 4, 2, 5, 3)
+
+
+def _reshape_transpose_reshape(x_shape, mid, perm, out, dtype: str = "FLOAT", opset: int = 17):
+    inits = {"mid": np.array(mid, np.int64), "out": np.array(out, np.int64)}
+    return model([node("Reshape", ["x", "mid"], "r"), transpose("r", "t", perm), node("Reshape", ["t", "out"], "y")],
+                 [("x", dtype, x_shape)], initializers=inits, opset=opset)
+
+
+def _pixel_shuffle(mode: str, b: int = 2, cb: int = 3, h: int = 2, w: int = 3, **kw):
+    mid = (2, b, b, cb, h, w) if mode == "DCR" else (2, cb, b, b, h, w)
+    return _reshape_transpose_reshape((2, b * b * cb, h, w), mid, DCR if mode == "DCR" else CRD,
+                                      (2, cb, h * b, w * b), **kw)
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space(mode: str) -> None:
+    result = assert_rule_sound(_pixel_shuffle(mode), "depth-to-space")
+    assert op_counts(result.model) == {"DepthToSpace": 1}
+    assert attribute(result.model, "DepthToSpace", "blocksize") == 2
+    modes = [a for n in to_proto(result.model).graph.node for a in n.attribute if a.name == "mode"]
+    assert [oh.get_attribute_value(a) for a in modes] == ([] if mode == "DCR" else [b"CRD"])  # DCR: the default
+
+
+def test_depth_to_space_with_inferred_reshape_targets() -> None:
+    m = _reshape_transpose_reshape((1, 8, 2, 2), (0, 2, 2, -1, 2, 2), DCR, (1, -1, 4, 4))
+    result = assert_rule_sound(m, "depth-to-space")
+    assert op_counts(result.model) == {"DepthToSpace": 1}
+
+
+def test_depth_to_space_dcr_before_opset_11() -> None:
+    result = assert_rule_sound(_pixel_shuffle("DCR", opset=9), "depth-to-space")
+    assert op_counts(result.model) == {"DepthToSpace": 1}
+
+
+@pytest.mark.parametrize("case", ["crd-opset-10", "wrong-perm", "wrong-target", "crd-shapes-dcr-perm", "int32"])
+def test_depth_to_space_not_when_guard_fails(case: str) -> None:
+    m = {"crd-opset-10": lambda: _pixel_shuffle("CRD", opset=10),
+         "wrong-perm": lambda: _reshape_transpose_reshape((2, 12, 2, 3), (2, 2, 2, 3, 2, 3), (0, 3, 4, 1, 2, 5),
+                                                          (2, 3, 4, 6)),
+         "wrong-target": lambda: _reshape_transpose_reshape((2, 12, 2, 3), (2, 2, 2, 3, 2, 3), DCR, (2, 3, 2, 12)),
+         "crd-shapes-dcr-perm": lambda: _reshape_transpose_reshape((2, 12, 2, 3), (2, 3, 2, 2, 2, 3), DCR,
+                                                                   (2, 3, 4, 6)),
+         "int32": lambda: _pixel_shuffle("DCR", dtype="INT32")}[case]()  # no ONNX Runtime kernel for int32
+    assert_rule_does_not_fire(m, "depth-to-space")
+
+
+@property_settings()
+@given(PROPERTIES["depth-to-space"]())
+def test_depth_to_space_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_space_to_depth() -> None:
+    m = _reshape_transpose_reshape((2, 3, 4, 6), (2, 3, 2, 2, 3, 2), (0, 3, 5, 1, 2, 4), (2, 12, 2, 3))
+    result = assert_rule_sound(m, "space-to-depth")
+    assert op_counts(result.model) == {"SpaceToDepth": 1}
+    assert attribute(result.model, "SpaceToDepth", "blocksize") == 2
+
+
+def test_space_to_depth_not_with_the_depth_to_space_perm() -> None:
+    m = _reshape_transpose_reshape((2, 3, 4, 6), (2, 3, 2, 2, 3, 2), DCR, (2, 12, 2, 3))
+    assert_rule_does_not_fire(m, "space-to-depth")
+    assert_rule_does_not_fire(m, "depth-to-space")
+
+
+def test_space_to_depth_then_depth_to_space_cancel() -> None:
+    s2d = [node("Reshape", ["x", "m1"], "r1"), transpose("r1", "t1", (0, 3, 5, 1, 2, 4)),
+           node("Reshape", ["t1", "o1"], "s")]
+    d2s = [node("Reshape", ["s", "m2"], "r2"), transpose("r2", "t2", DCR), node("Reshape", ["t2", "o2"], "y")]
+    inits = {"m1": np.array((1, 3, 2, 2, 2, 2), np.int64), "o1": np.array((1, 12, 2, 2), np.int64),
+             "m2": np.array((1, 2, 2, 3, 2, 2), np.int64), "o2": np.array((1, 3, 4, 4), np.int64)}
+    m = model(s2d + d2s, [("x", "FLOAT", (1, 3, 4, 4))], initializers=inits)
+    result = assert_rule_sound(m, "space-to-depth", also=["depth-to-space"])
+    assert op_counts(result.model) == {"SpaceToDepth": 1, "DepthToSpace": 1}
+
+
+@property_settings()
+@given(PROPERTIES["space-to-depth"]())
+def test_space_to_depth_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- stack-reshape-to-concat ----
+
+def _stack(axis: int, out: tuple[int, ...], opset: int = 17):
+    inits = {"s": np.array(out, np.int64)}
+    if opset >= 13:
+        inits["ax"] = np.array([axis], np.int64)
+        ups = [node("Unsqueeze", [x, "ax"], f"u{x}") for x in "abc"]
+    else:
+        ups = [node("Unsqueeze", [x], f"u{x}", axes=[axis]) for x in "abc"]
+    return model([*ups, node("Concat", ["ua", "ub", "uc"], "st", axis=axis), node("Reshape", ["st", "s"], "y")],
+                 [(x, "FLOAT", (2, 4, 5)) for x in "abc"], initializers=inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [11, 17])
+def test_stack_reshape_to_concat(opset: int) -> None:
+    result = assert_rule_sound(_stack(1, (2, 12, 5), opset), "stack-reshape-to-concat")
+    assert op_counts(result.model) == {"Concat": 1}
+    assert attribute(result.model, "Concat", "axis") == 1
+
+
+def test_stack_reshape_not_when_merging_with_the_previous_axis() -> None:
+    """Stacked at 1 and merged with axis 0: an interleave of the inputs' rows, not a Concat."""
+    m = _stack(1, (6, 4, 5))
+    assert_rule_does_not_fire(m, "stack-reshape-to-concat")
+    result, _ = optimize_with_rules(m, ["stack-reshape-to-concat"])
+    assert op_counts(result.model) == {"Unsqueeze": 3, "Concat": 1, "Reshape": 1}
+
+
+def test_stack_reshape_not_at_the_last_axis() -> None:
+    assert_rule_does_not_fire(_stack(3, (2, 4, 15)), "stack-reshape-to-concat")  # no next axis: an interleave
+
+
+@property_settings()
+@given(PROPERTIES["stack-reshape-to-concat"]())
+def test_stack_reshape_to_concat_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- onehot-matmul-to-gather ----
+
+def _onehot(d: int = 512, cols: int = 256, lead: tuple[int, ...] = (2, 64), values: tuple[float, float] = (0.0, 1.0),
+            w: np.ndarray | None = None, axis: int = -1, opset: int = 17, const_w: bool = True, index: str = "INT64"):
+    """i -> OneHot(depth d, values, axis) -> MatMul with W [d (axis -1) or lead[-1], cols], constant or an input."""
+    inits = {"depth": np.array(d, np.int64), "values": np.array(values, np.float32)}
+    inputs = [("i", index, lead)]
+    rows = d if axis == -1 else lead[-1]
+    if const_w:
+        inits["w"] = RNG.uniform(-1, 1, size=(rows, cols)).astype(np.float32) if w is None else w
+    else:
+        inputs.append(("w", "FLOAT", (rows, cols)))
+    return model([node("OneHot", ["i", "depth", "values"], "h", axis=axis), node("MatMul", ["h", "w"], "y")],
+                 inputs, initializers=inits, opset=opset)
+
+
+def test_onehot_matmul_to_gather() -> None:
+    m = _onehot()
+    i = RNG.integers(-512, 512, size=(2, 64)).astype(np.int64)
+    result = assert_rule_sound(m, "onehot-matmul-to-gather", {"i": i})
+    assert op_counts(result.model) == {"Clip": 1, "Equal": 1, "Unsqueeze": 1, "Gather": 1, "Where": 1}
+
+
+@pytest.mark.parametrize("index", ["INT64", "INT32"])
+def test_onehot_matmul_to_gather_out_of_range_rows_are_zero(index: str) -> None:
+    """OneHot gives a zero row for an index outside [-d, d-1] (and wraps the negative ones): so does the rewrite."""
+    m = _onehot(d=4, cols=3, lead=(9,), index=index)
+    i = np.array([0, 3, -1, -4, 4, -5, 100, -100, 2], dtype=np.int64 if index == "INT64" else np.int32)
+    session = saturate_with_rules(m, ["onehot-matmul-to-gather"])
+    assert session.saturation.rules_fired["onehot-matmul-to-gather"] == 1
+    assert_rule_sound(m, "onehot-matmul-to-gather", {"i": i})
+
+
+@pytest.mark.parametrize("case", ["values", "non-finite", "runtime-weights", "axis-0", "opset-11", "float-indices"])
+def test_onehot_matmul_not_when_guard_fails(case: str) -> None:
+    w = RNG.uniform(-1, 1, size=(4, 3)).astype(np.float32)
+    w[1, 2] = np.inf  # 0 * inf is NaN in every row of the product: not a row gather
+    m = {"values": lambda: _onehot(4, 3, (5,), values=(0.0, 2.0)),
+         "non-finite": lambda: _onehot(4, 3, (5,), w=w),
+         "runtime-weights": lambda: _onehot(4, 3, (5,), const_w=False),
+         "axis-0": lambda: _onehot(4, 3, (3,), axis=0),  # OneHot [4, 3]: W has 3 rows, not depth 4
+         "opset-11": lambda: _onehot(4, 3, (5,), opset=11),  # Clip on integers needs opset 12
+         "float-indices": lambda: _onehot(4, 3, (5,), index="FLOAT")}[case]()  # Gather takes int32/int64 only
+    assert_rule_does_not_fire(m, "onehot-matmul-to-gather")
+
+
+@property_settings()
+@given(PROPERTIES["onehot-matmul-to-gather"]())
+def test_onehot_matmul_to_gather_property(case: RuleCase) -> None:
     case.check()
