@@ -700,6 +700,7 @@ PROPERTIES: dict[str, Callable[[], Any]] = {
     "conv-pad-merge": _conv_pad_merge,
     "const-operand-last": _const_operand_last,
     "conv-merge": _conv_merge(),
+    "conv-merge-sites": _conv_merge("conv-merge-sites"),
     "conv-merge-epilogue": _conv_merge("conv-merge-epilogue"),
     "scale-broadcast-shape": _analysis_fact("scale-broadcast-shape"),
     "scale-positive-facts": _analysis_fact("scale-positive-facts"),

@@ -316,8 +316,8 @@ def _merge(n: int, bias: bool) -> "Egglog":
     absent or all constant: one conv over Concat(w_k, 0) (and Concat(b_k, 0)), Split along axis 1."""
     ks = range(n)
     b = [f"b{k}" if bias else "(Absent)" for k in ks]
-    q = " ".join(f"(= y{k} (Conv x w{k} {b[k]} ap dl 1 ks pd st)) (= w{k} (Const c{k})) (= r{k} (const-rank w{k})) "
-                 f"(= sw{k} (shape w{k})) (= dt (dtype w{k}))" for k in ks)
+    q = " ".join(f"(conv-site x ap dl ks pd st r{k} y{k} w{k} {b[k]}) (= sw{k} (shape w{k})) (= dt (dtype w{k}))"
+                 for k in ks)
     q += " (>= (vec-length sw0) 3) " + " ".join(f"(< r{k} r{k + 1})" for k in range(n - 1))
     q += " " + " ".join(f"(= (vec-remove sw0 0) (vec-remove sw{k} 0))" for k in range(1, n))
     if bias:
@@ -333,11 +333,19 @@ def _merge(n: int, bias: bool) -> "Egglog":
     return fact(q, " ".join(acts))
 
 
+def _merge_sites() -> "Egglog":
+    """conv-site(x, attributes, rank of w, y, w, b) for each group-1 conv with loaded constant weights: the merges
+    join this small relation (a class holds several Conv e-nodes once folds ran: joining them directly multiplies
+    them per merged conv)."""
+    return fact("(= y (Conv x w b ap dl 1 ks pd st)) (= w (Const c)) (= r (const-rank w))",
+                "(conv-site x ap dl ks pd st r y w b)")
+
+
 def _merge_zero_bias() -> "Egglog":
     """A bias-less conv next to a mergeable conv with a constant bias gets an explicit zero bias (so that the
     biased merge covers it)."""
-    return fact("(= y (Conv x w (Absent) ap dl 1 ks pd st)) (= w (Const c)) (= z (Conv x v b ap dl 1 ks pd st)) "
-                "(= v (Const cv)) (is-const b) (!= (const-rank w) (const-rank v)) (= sw (shape w)) (= sv (shape v)) "
+    return fact("(conv-site x ap dl ks pd st r y w ab) (= ab (Absent)) (conv-site x ap dl ks pd st rv z v b) "
+                "(is-const b) (!= r rv) (= sw (shape w)) (= sv (shape v)) "
                 "(>= (vec-length sw) 3) (= (vec-remove sw 0) (vec-remove sv 0)) (= dt (dtype w)) (= dt (dtype v))",
                 "(let co (vec-get sw 0)) (let nb (Scalar 0.0 dt (vec-of co))) "
                 "(union y (Conv x w nb ap dl 1 ks pd st)) (set (shape nb) (vec-of co)) (set (dtype nb) dt)")
@@ -358,6 +366,10 @@ def _merge_epilogue() -> tuple:
 
 
 RULES = [
+    Rule("conv-merge-sites", FAMILY, "exact", "eqsat:analysis",
+         "conv-site(x, attributes, rank of W, y, W, B) for each group-1 Conv with a loaded constant W (the relation "
+         "conv-merge joins)",
+         (_merge_sites(),), ruleset="analysis"),
     Rule("conv-zero-bias", FAMILY, "exact", "onnxruntime:ConvAddFusion (bias creation)",
          "Conv(x, W) -> Conv(x, W, zeros[C_out]) when its output meets a constant (+, -, *, /) or a "
          "BatchNormalization, so that the folds see a bias (Conv and ConvTranspose)",

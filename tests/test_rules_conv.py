@@ -534,6 +534,7 @@ def graph_cost(m, target: str) -> float:
 def test_conv_merge_three_projections() -> None:
     m = branches((4, 6, 2), c=8, hw=5)
     session = saturate_with_rules(m, ["conv-merge"])
+    assert session.saturation.rules_fired["conv-merge-sites"] == 3
     assert session.saturation.rules_fired["conv-merge"] == 4  # 3 pairs + 1 triple: each sorted subset once
     result = session.extract("gpu", verify=True)
     assert op_counts(result.model) == {"Conv": 1, "Split": 1}
@@ -669,4 +670,19 @@ def test_conv_merge_not(case: str) -> None:
 @property_settings()
 @given(PROPERTIES["conv-merge"]())
 def test_conv_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_conv_merge_sites_only_for_constant_group_one_weights() -> None:
+    """A runtime weight or a grouped conv is no merge site; the conv with a loaded constant weight is."""
+    inputs = X + [("w1", "FLOAT", (6, 4, 3, 3))]
+    m = model([node("Conv", ["x", "w0"], "y0", pads=[1, 1, 1, 1]), node("Conv", ["x", "w1"], "y1", pads=[1, 1, 1, 1]),
+               node("Conv", ["x", "w2"], "y2", pads=[1, 1, 1, 1], group=2)], inputs, ["y0", "y1", "y2"],
+              initializers={"w0": rand(4, 4, 3, 3), "w2": rand(4, 2, 3, 3)})
+    assert saturate_with_rules(m, []).saturation.rules_fired.get("conv-merge-sites") == 1
+
+
+@property_settings()
+@given(PROPERTIES["conv-merge-sites"]())
+def test_conv_merge_sites_property(case: RuleCase) -> None:
     case.check()
