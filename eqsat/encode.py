@@ -60,6 +60,7 @@ class _Encoder:
         self.model = model
         self.enc = Encoding(opset=model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
         self.rows = self.enc.rows
+        self.conv_readers: dict[int, int] = {}  # value handle -> Convs reading it as their input
         self.const_rank: dict[str, int] = {}
         self.rows.text.append(f"(union (Ref {ABSENT}) (Absent))")
 
@@ -147,6 +148,10 @@ class _Encoder:
                 self.enc.typed += 1
                 rid = self.new_ref(node.outputs[0], name)
                 inputs, params = typed
+                if spec.name == "Conv":
+                    self.conv_readers[inputs[0]] = self.conv_readers.get(inputs[0], 0) + 1
+                    if self.conv_readers[inputs[0]] == 2:  # a fan-out that conv-merge may join
+                        self.rows.add("conv-fanout", inputs[0])
                 columns = [self.rows.vec(v) if p.kind == "ints" else v for p, v in zip(spec.params, params)]
                 if not self.rows.add(spec.name, rid, *inputs, *columns):  # a string a table cannot carry
                     args = [f"(Ref {r})" for r in inputs] + [egg_value(p.kind, v) for p, v in zip(spec.params, params)]

@@ -13,6 +13,7 @@ rules can test it), `(Absent)` (a missing optional input), `(Opaque "key" inputs
 Facts: `shape`, `dtype` (primitive-valued, no merge: a conflict is an unsound rule), `positive`
 (constants whose values are all > 0), `finite` (`Const` tensors with no NaN or infinity: every integer
 one), `const-value` (element k, flattened, of a `Const` of at most SMALL_CONST elements, as f64),
+`conv-fanout` (values two or more input Convs read: where conv-merge may join),
 `inv-perm` (inverse permutations), `lossless-cast` (dtype pairs whose conversion is exact for every value).
 """
 
@@ -222,7 +223,8 @@ def declarations() -> str:
     lines += ["(function shape (T) IVec :no-merge)", "(function dtype (T) String :no-merge)",
               "(relation positive (T))", "(relation is-const (T))", "(relation finite (T))",
               "(relation const-value (T i64 f64))", "(function inv-perm (IVec) IVec :no-merge)",
-              "(relation lossless-cast (String String))", "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))", "(function model-opset () i64 :no-merge)",
+              "(relation lossless-cast (String String))", "(relation conv-fanout (T))",
+              "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))", "(function model-opset () i64 :no-merge)",
               "(relation rewritten (T String))",
               # Concat shapes: cdim(l, ax) = sum of shape(h)[ax] over the list, computed on demand
               "(relation cdim-demand (TL i64))", "(function cdim (TL i64) i64 :no-merge)",

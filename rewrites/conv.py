@@ -316,10 +316,10 @@ def _merge(n: int, bias: bool) -> "Egglog":
     absent or all constant: one conv over Concat(w_k, 0) (and Concat(b_k, 0)), Split along axis 1."""
     ks = range(n)
     b = [f"b{k}" if bias else "(Absent)" for k in ks]
-    q = " ".join(f"(conv-site x ap dl ks pd st r{k} y{k} w{k} {b[k]}) (= sw{k} (shape w{k})) (= dt (dtype w{k}))"
-                 for k in ks)
-    q += " (>= (vec-length sw0) 3) " + " ".join(f"(< r{k} r{k + 1})" for k in range(n - 1))
-    q += " " + " ".join(f"(= (vec-remove sw0 0) (vec-remove sw{k} 0))" for k in range(1, n))
+    q = " ".join(f"(conv-site x ap dl ks pd st r{k} y{k} w{k} {b[k]})" for k in ks)
+    q += " " + " ".join(f"(< r{k} r{k + 1})" for k in range(n - 1))
+    q += " " + " ".join(f"(= sw{k} (shape w{k}))" for k in ks) + " (>= (vec-length sw0) 3) (= dt (dtype w0))"
+    q += " " + " ".join(f"(= dt (dtype w{k})) (= (vec-remove sw0 0) (vec-remove sw{k} 0))" for k in range(1, n))
     if bias:
         q += " " + " ".join(f"(is-const b{k}) (= (dtype b{k}) dt)" for k in ks)
     q += " (= sy0 (shape y0)) (>= (vec-length sy0) 3)"
@@ -334,10 +334,11 @@ def _merge(n: int, bias: bool) -> "Egglog":
 
 
 def _merge_sites() -> "Egglog":
-    """conv-site(x, attributes, rank of w, y, w, b) for each group-1 conv with loaded constant weights: the merges
+    """conv-site(x, attributes, rank of w, y, w, b) for each group-1 conv with loaded constant weights whose x
+    several convs of the input graph read (`conv-fanout`, from the loader): the merges
     join this small relation (a class holds several Conv e-nodes once folds ran: joining them directly multiplies
     them per merged conv)."""
-    return fact("(= y (Conv x w b ap dl 1 ks pd st)) (= w (Const c)) (= r (const-rank w))",
+    return fact("(conv-fanout x) (= y (Conv x w b ap dl 1 ks pd st)) (= w (Const c)) (= r (const-rank w))",
                 "(conv-site x ap dl ks pd st r y w b)")
 
 
@@ -367,8 +368,8 @@ def _merge_epilogue() -> tuple:
 
 RULES = [
     Rule("conv-merge-sites", FAMILY, "exact", "eqsat:analysis",
-         "conv-site(x, attributes, rank of W, y, W, B) for each group-1 Conv with a loaded constant W (the relation "
-         "conv-merge joins)",
+         "conv-site(x, attributes, rank of W, y, W, B) for each group-1 Conv with a loaded constant W whose input x "
+         "several input Convs read (the relation conv-merge joins)",
          (_merge_sites(),), ruleset="analysis"),
     Rule("conv-zero-bias", FAMILY, "exact", "onnxruntime:ConvAddFusion (bias creation)",
          "Conv(x, W) -> Conv(x, W, zeros[C_out]) when its output meets a constant (+, -, *, /) or a "
