@@ -480,16 +480,22 @@ def _conv_merge(rule: str = "conv-merge") -> Callable[[], Any]:
 # linear family
 
 
+def _linear_dtype_and_dims(draw: Callable, count: int) -> tuple[str, Any, tuple[int, ...]]:
+    """A float dtype (FLOAT twice as likely), its numpy type and `count` dims of a product; float16 draws
+    larger dims, so that outputs hold several spread values (see draw_conv)."""
+    st = _st()
+    dtype = draw(st.sampled_from(("FLOAT", "FLOAT", "FLOAT16", "DOUBLE")))
+    low = 3 if dtype == "FLOAT16" else 1
+    return dtype, _np_dtype(dtype), tuple(draw(st.integers(low, low + 3)) for _ in range(count))
+
+
 def _linear(rule: str) -> Callable[[], Any]:
     def strategy() -> Any:
         st = _st()
 
         @st.composite
         def build(draw: Callable) -> RuleCase:
-            dtype = draw(st.sampled_from(("FLOAT", "FLOAT", "FLOAT16", "DOUBLE")))
-            low = 3 if dtype == "FLOAT16" else 1  # float16: outputs of several spread values (see draw_conv)
-            m, k, n = (draw(st.integers(low, low + 3)) for _ in range(3))
-            dt = _np_dtype(dtype)
+            dtype, dt, (m, k, n) = _linear_dtype_and_dims(draw, 3)
             g = _Graph()
             also: tuple[str, ...] = CONST_LAST
             if rule == "matmul-scale-fold":
@@ -535,10 +541,7 @@ def _const_minus_linear() -> Any:
 
     @st.composite
     def build(draw: Callable) -> RuleCase:
-        dtype = draw(st.sampled_from(("FLOAT", "FLOAT", "FLOAT16", "DOUBLE")))
-        low = 3 if dtype == "FLOAT16" else 1  # float16: outputs of several spread values (see draw_conv)
-        m, k, n = (draw(st.integers(low, low + 3)) for _ in range(3))
-        dt = _np_dtype(dtype)
+        dtype, dt, (m, k, n) = _linear_dtype_and_dims(draw, 3)
         g = _Graph()
         if draw(st.booleans()):
             a = _input(draw, g, "a", (m, k), dtype)
@@ -576,10 +579,7 @@ def _linear_merge(rule: str) -> Callable[[], Any]:
 
         @st.composite
         def build(draw: Callable) -> RuleCase:
-            dtype = draw(st.sampled_from(("FLOAT", "FLOAT", "FLOAT16", "DOUBLE")))
-            low = 3 if dtype == "FLOAT16" else 1  # float16: outputs of several spread values (see draw_conv)
-            m, k = draw(st.integers(low, low + 3)), draw(st.integers(low, low + 3))
-            dt = _np_dtype(dtype)
+            dtype, dt, (m, k) = _linear_dtype_and_dims(draw, 2)
             matmul = rule == "matmul-merge-epilogue" and draw(st.booleans())
             trans_a = not matmul and draw(st.booleans())
             trans_b = not matmul and draw(st.booleans())

@@ -106,7 +106,7 @@ def refine(problem: Problem, choice: Mapping[int, int], passes: int = 3,
     counts; the cascade is walked at most `walk_limit` steps, which only underestimates the gain). A new
     node's children must come earlier in a topological order of the DAG, so it stays acyclic. Returns
     (choice, DAG cost), never worse than the input."""
-    cost, children = problem.cost_list, problem.node_children
+    cost = problem.cost_list
     current = dict(choice)
     order = reachable_order(problem, current)
     if order is None:
