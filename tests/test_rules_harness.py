@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 
 import rewrites.layout
+import rewrites.normalization
 from eqsat import cli
 from eqsat.rule import Rule, rw
 from eqsat import testing
@@ -141,3 +142,48 @@ def test_cli_check_rules(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check-rules", "--examples", "2", "--rule", "add-zero"]) == 0
     assert "all sound" in capsys.readouterr().out
     assert cli.main(["check-rules", "--rule", "no-such-rule"]) == 2
+
+
+def _layernorm_of(x: np.ndarray, expand_to: tuple[int, ...]) -> tuple:
+    """Expand(x) -> LayerNormalization over the last axis (gamma of 1s, no beta): fuzz seed 30037's graph."""
+    m = model([node("Expand", ["x", "to"], "e"), node("LayerNormalization", ["e", "g"], "y", axis=-1, epsilon=1e-5)],
+              [("x", "FLOAT", x.shape)], initializers={"to": np.array(expand_to, np.int64),
+                                                       "g": np.ones(expand_to[-1], np.float32)})
+    return m, {"x": x}
+
+
+def test_layernorm_of_constant_rows_is_within_its_forward_error_bound() -> None:
+    """Fuzz seed 30037: rows made constant by Expand have variance 0, so the decomposition's x - mean (an
+    ulp of x) is amplified by 1 / sqrt(eps) and differs from onnxruntime's kernel by 7.5e-5 on a class
+    whose value is 0. Both are correct to within LayerNorm's forward error bound, which the check allows."""
+    x = np.array([0.094573, 3.6037095, -2.846723, 3.5891955], np.float32).reshape(2, 2, 1)
+    m, feeds = _layernorm_of(x, (2, 2, 3))
+    assert_rule_sound(m, "layernorm-decompose", feeds)
+
+
+def test_normalization_error_bound_is_tight_on_rows_that_vary() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    x[0] = 2.5  # a constant row
+    m, _ = _layernorm_of(x, x.shape)
+    graph = testing.saturate_with_rules(m, []).egraph
+    (ln,) = [n for n in graph.nodes if n.op == "LayerNormalization"]
+    bound = testing._normalization_error_bound(graph, ln.eclass, {ln.children[0]: x, ln.children[1]: np.ones(16, np.float32)})
+    assert bound.shape == (4, 16)
+    assert np.all(bound[1:] < 1e-5)                       # about 2 (n + 2) u max|x| / std
+    assert np.all(bound[0] > 1e-4)                        # 2 (n + 2) u 2.5 / sqrt(1e-5)
+
+
+BAD_LN_EPS = Rule("bad-ln-eps", "normalization", "fp-reassoc", "test", "LayerNorm with its epsilon times 1000",
+                  (rw("(LayerNormalization x s b a eps st)", "(LayerNormalization x s b a (* eps 1000.0) st)"),),
+                  ruleset="simplify")
+
+
+def test_wrong_layernorm_rewrite_is_caught_despite_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound only widens what ill-conditioned rows may differ by: a wrong epsilon on rows of variance
+    0.01 still fails."""
+    monkeypatch.setattr(rewrites.normalization, "RULES", [*rewrites.normalization.RULES, BAD_LN_EPS])
+    x = (0.1 * np.random.default_rng(1).standard_normal((3, 8))).astype(np.float32)
+    m, feeds = _layernorm_of(x, x.shape)
+    with pytest.raises(AssertionError, match="forward error bound: False"):
+        assert_rule_sound(m, "bad-ln-eps", feeds)
