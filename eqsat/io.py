@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import heapq
+import math
 import os
 import re
 import secrets
@@ -34,6 +35,8 @@ ModelSource = Union[str, os.PathLike, onnx.ModelProto, ir.Model]
 FOLD_OUTPUT_LIMIT = 1 << 20
 #: Largest constant input (in elements) that folding will read.
 FOLD_INPUT_LIMIT = 1 << 20
+#: Largest ConstantOfShape (in elements) folded: onnxscript keeps them all (a compact form of a big fill).
+FOLD_FILL_LIMIT = 1 << 10
 
 
 def load(source: ModelSource, *, name: str | None = None) -> ir.Model:
@@ -262,11 +265,23 @@ def _fold(model: ir.Model) -> bool:
     # Per-node shape inference inside the folder only pays off where shapes are computed at run time
     # (Shape/Size chains); elsewhere it costs 6x the fold itself (20k nodes: 1.3 s against 0.2 s).
     reads_shapes = any(n.op_type in ("Shape", "Size") for n in model.graph)
-    folded = fold_constants(model, onnx_shape_inference=reads_shapes,
+    folded = fold_constants(model, onnx_shape_inference=reads_shapes, should_fold=_fold_small_fill,
                             input_size_limit=FOLD_INPUT_LIMIT, output_size_limit=FOLD_OUTPUT_LIMIT)
     lifted = passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
     removed = passes.RemoveUnusedNodesPass()(model)
     return bool(folded.modified or lifted.modified or removed.modified)
+
+
+def _fold_small_fill(node: ir.Node) -> bool | None:
+    """True for a ConstantOfShape of a constant shape with at most FOLD_FILL_LIMIT elements (ViT's
+    class-token Expand computes its shape through one); None leaves every other node to the folder's rules."""
+    if node.op_type != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or not node.inputs:
+        return None
+    shape = node.inputs[0].const_value if node.inputs[0] is not None else None
+    if shape is None:
+        return None
+    dims = [int(d) for d in shape.numpy().reshape(-1)]
+    return True if all(d >= 0 for d in dims) and math.prod(dims) <= FOLD_FILL_LIMIT else None
 
 
 def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto:

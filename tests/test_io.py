@@ -98,10 +98,14 @@ BIG_ROWS = io.FOLD_OUTPUT_LIMIT // 1024 + 1  # rows of 1024 elements: just above
 @pytest.mark.parametrize(("producer", "rows", "folded"), [
     ("Expand", 4, True),
     ("Expand", BIG_ROWS, False),
+    ("ConstantOfShape", 1, True),
+    ("ConstantOfShape", 4, False),
     ("ConstantOfShape", BIG_ROWS, False),
-], ids=["expand-small-folds", "expand-over-cap-stays", "constant-of-shape-over-cap-stays"])
+], ids=["expand-small-folds", "expand-over-cap-stays", "constant-of-shape-small-folds",
+        "constant-of-shape-over-fill-cap-stays", "constant-of-shape-over-cap-stays"])
 def test_folding_respects_size_cap(make_model, producer: str, rows: int, folded: bool) -> None:
-    """A constant bigger than FOLD_OUTPUT_LIMIT elements stays a computation instead of an initializer."""
+    """A constant bigger than FOLD_OUTPUT_LIMIT elements stays a computation instead of an initializer; a
+    ConstantOfShape (a compact fill) folds up to FOLD_FILL_LIMIT elements only."""
     if producer == "Expand":
         node = oh.make_node("Expand", ["one", "shape"], ["filled"])
     else:
