@@ -21,7 +21,7 @@ from onnx import helper, numpy_helper
 from eqsat.egraph import EGraph, ENode
 from eqsat.encode import Encoding
 from eqsat.errors import InternalError
-from eqsat.terms import OPS, OpSpec
+from eqsat.terms import BINARY, OPS, OpSpec
 
 PROVENANCE_KEY = "eqsat.from"
 RULES_KEY = "eqsat.rules"
@@ -55,6 +55,7 @@ class _Lowerer:
         self.opaque_protos = {f"{n.domain or 'ai.onnx'}::{n.op_type}#{i}": n for i, n in enumerate(source.graph.node)}
         self.ref_names = {rid: name for name, rid in enc.refs.items()}
         self.class_refs: dict[int, list[int]] = {}
+        self.unbroadcast: set[int] = set()            # constant classes written without leading 1-dims
         for rid, cid in egraph.refs.items():
             self.class_refs.setdefault(cid, []).append(rid)
         for refs in self.class_refs.values():
@@ -128,13 +129,35 @@ class _Lowerer:
             if cid not in reserved and not self._is_input_class(cid) and not self.g.eclass(cid).constant:
                 reserved[cid] = name
                 self.used.add(name)
-        for cid in self.order(roots):
+        order = self.order(roots)
+        self.unbroadcast = self._unbroadcast_constants(order, roots)
+        for cid in order:
             self.emit(cid, reserved.get(cid))
         for cid, name in zip(roots, out_names):
             if self.names[cid] != name:
                 self.nodes.append(helper.make_node("Identity", [self.names[cid]], [name], name=f"{name}_identity"))
                 self.used.add(name)
         return self.model()
+
+    def _unbroadcast_constants(self, order: Sequence[int], roots: Sequence[int]) -> set[int]:
+        """Constant classes whose every reader is a broadcasting op with another operand of the output's
+        rank: they are written without their leading 1-dims (the encoder raised them to the output's rank,
+        numpy style; exporters write a bias as (N,), and onnxruntime's fusions, e.g. MatMul + bias into Gemm
+        and Gelu, only match that form)."""
+        ok: dict[int, bool] = {}
+        for cid in roots:
+            ok[cid] = False
+        for cid in order:
+            node = self.g.node(self.choice[cid])
+            out_shape = self.g.eclass(cid).shape
+            for child in set(node.children):
+                if not self.g.eclass(child).constant:
+                    continue
+                others = [self.g.eclass(c).shape for c in node.children if c != child]
+                fits = (node.op in _BROADCASTING and not self.g.eclass(cid).constant and out_shape is not None
+                        and any(s is not None and len(s) >= len(out_shape) for s in others))
+                ok[child] = ok.get(child, True) and fits
+        return {cid for cid, fits in ok.items() if fits}
 
     def _is_input_class(self, cid: int) -> bool:
         return self.g.node(self.choice[cid]).op == "Input"
@@ -300,8 +323,11 @@ class _Lowerer:
             out = self.fresh(base) if base else None
         out = out or self.preferred_name(cid)
         self.names[cid] = out
-        final = value.astype(_np_dtype(dtype)) if dtype is not None else value
-        self.initializers.append(numpy_helper.from_array(np.asarray(final), out))
+        final = np.asarray(value.astype(_np_dtype(dtype)) if dtype is not None else value)
+        if cid in self.unbroadcast:
+            lead = next((k for k, d in enumerate(final.shape) if d != 1), final.ndim)
+            final = final.reshape(final.shape[lead:])
+        self.initializers.append(numpy_helper.from_array(final, out))
 
     def evaluate(self, cid: int, node: ENode) -> tuple[np.ndarray, str]:
         if node.op == "Const":
@@ -350,6 +376,10 @@ class _Lowerer:
         model.metadata_props.extend(src.metadata_props)
         model.functions.extend(src.functions)
         return model
+
+
+#: Ops whose inputs broadcast numpy style (PRelu's slope one way): leading 1-dims of an operand are free.
+_BROADCASTING = BINARY | {"Where"}
 
 
 def _compute_precision(array: np.ndarray) -> np.ndarray:

@@ -136,3 +136,31 @@ def test_cost_ties_keep_the_input_op(op: str, extractor: str) -> None:
     assert session.saturation.rules_fired, "the other form must be in the e-graph for the tie to exist"
     result = session.extract(cost=lambda graph, node: 1.0, extractor=extractor)
     assert _ops(result.model) == [op]
+
+
+def _initializer_shapes(result) -> dict[str, tuple[int, ...]]:
+    return {t.name: tuple(t.dims) for t in io.to_proto(result.model).graph.initializer}
+
+
+def test_broadcast_constants_are_written_at_their_own_rank() -> None:
+    """The encoder raises a bias to the output's rank; the output writes it back as (N,), the form
+    onnxruntime's MatMul + bias and Gelu fusions match (a (1, 1, N) bias cost ViT 4% under ORT_ENABLE_ALL)."""
+    nodes = [oh.make_node("MatMul", ["x", "w"], ["m"]), oh.make_node("Add", ["m", "b"], ["y"])]
+    model = build_model(nodes, [("x", F, [1, 5, 4])], [("y", F, [1, 5, 3])],
+                        {"w": np.ones((4, 3), np.float32), "b": np.arange(3, dtype=np.float32)})
+    result = eqsat.optimize(model)
+    assert result.report.verification.ok
+    assert _initializer_shapes(result)["b"] == (3,)
+
+
+def test_constants_keep_the_rank_their_readers_need() -> None:
+    """Leading 1-dims stay where they set the output's rank (no other operand has it) or where a reader
+    does not broadcast (Concat)."""
+    nodes = [oh.make_node("Add", ["x", "c"], ["y"]),
+             oh.make_node("Concat", ["x3", "d"], ["z"], axis=2)]
+    model = build_model(nodes, [("x", F, [4]), ("x3", F, [1, 2, 4])], [("y", F, [1, 1, 4]), ("z", F, [1, 2, 8])],
+                        {"c": np.ones((1, 1, 4), np.float32), "d": np.ones((1, 2, 4), np.float32)})
+    result = eqsat.optimize(model)
+    assert result.report.verification.ok
+    shapes = _initializer_shapes(result)
+    assert shapes["c"] == (1, 1, 4) and shapes["d"] == (1, 2, 4)
