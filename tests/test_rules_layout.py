@@ -165,14 +165,15 @@ def test_transpose_sink_binary_property(case: RuleCase) -> None:
 
 def test_transpose_sink_binary_const_per_channel_scale() -> None:
     """NHWC Mul by a per-channel constant (shape (3,), broadcast): the constant is transposed at
-    compile time and both transposes disappear."""
+    compile time and both transposes disappear (written as (3, 1, 1): leading 1-dims are dropped where the
+    other operand sets the rank)."""
     scale = np.array([1.0, 2.0, 3.0], np.float32)
     m = sandwich([node("Mul", ["t", "scale"], "m")], initializers={"scale": scale})
     result = assert_rule_sound(m, "transpose-sink-binary-const", also=SANDWICH)
     assert op_counts(result.model) == {"Mul": 1}
     (mul,) = [n for n in result.model.graph if n.op_type == "Mul"]
     const = [v for v in mul.inputs if v.const_value is not None]
-    assert len(const) == 1 and const[0].shape.dims == (1, 3, 1, 1)
+    assert len(const) == 1 and const[0].shape.dims == (3, 1, 1)
 
 
 def test_transpose_sink_binary_const_constant_first() -> None:
