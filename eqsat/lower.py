@@ -56,6 +56,9 @@ class _Lowerer:
         self.ref_names = {rid: name for name, rid in enc.refs.items()}
         self.class_refs: dict[int, list[int]] = {}
         self.unbroadcast: set[int] = set()            # constant classes written without leading 1-dims
+        self.absorbed: dict[int, set[str]] = {}       # written class -> original nodes it absorbed
+        self.earlier = {n.name: set(p.value.split(",")) for n in source.graph.node for p in n.metadata_props
+                        if p.key == PROVENANCE_KEY and p.value}  # history an earlier eqsat run recorded
         for rid, cid in egraph.refs.items():
             self.class_refs.setdefault(cid, []).append(rid)
         for refs in self.class_refs.values():
@@ -87,6 +90,41 @@ class _Lowerer:
                 if self.g.eclass(parent).rules:
                     names |= {self.enc.producers[r] for r in self.class_refs.get(parent, ()) if r in self.enc.producers}
         return sorted(names)
+
+    def history(self, cid: int) -> list[str]:
+        """The original node names a written node stands for: its class's own origins, the nodes it
+        absorbed (`_absorbed_nodes`), each expanded through the history an earlier eqsat run recorded."""
+        names: set[str] = set()
+        for name in {*self.origins(cid), *self.absorbed.get(cid, ())}:
+            names |= self.earlier.get(name, {name})
+        return sorted(names)
+
+    def _absorbed_nodes(self, order: Sequence[int]) -> dict[int, set[str]]:
+        """Per class written as a node, the original nodes whose values the output no longer computes,
+        attributed to the first written classes downstream of them in the original graph (a Conv and a
+        BatchNormalization folded into the class of the Relu they fed; a cancelled Transpose pair)."""
+        written = {cid for cid in order if not self.g.eclass(cid).constant
+                   and self.g.node(self.choice[cid]).op not in ("Input", "Absent", "TNil", "TCons")}
+        class_of = {name: self.g.refs.get(rid) for name, rid in self.enc.refs.items()}
+        consumers: dict[str, list[onnx.NodeProto]] = {}
+        for n in self.source.graph.node:
+            for value in set(n.input):
+                consumers.setdefault(value, []).append(n)
+        targets: dict[int, set[int]] = {}
+        absorbed: dict[int, set[str]] = {}
+        nodes = list(self.source.graph.node)
+        index = {id(n): k for k, n in enumerate(nodes)}
+        for i in reversed(range(len(nodes))):  # the source is topologically sorted: consumers come first
+            own = {class_of.get(o) for o in nodes[i].output} & written
+            if own:
+                targets[i] = own  # type: ignore[assignment]
+                continue
+            targets[i] = set().union(*(targets.get(index[id(c)], set()) for o in nodes[i].output
+                                       for c in consumers.get(o, ())))
+            for cid in targets[i]:
+                if nodes[i].name:
+                    absorbed.setdefault(cid, set()).add(nodes[i].name)
+        return absorbed
 
     def rules_of(self, cid: int) -> list[str]:
         rules = set(self.g.eclass(cid).rules)
@@ -131,6 +169,7 @@ class _Lowerer:
                 self.used.add(name)
         order = self.order(roots)
         self.unbroadcast = self._unbroadcast_constants(order, roots)
+        self.absorbed = self._absorbed_nodes(order)
         for cid in order:
             self.emit(cid, reserved.get(cid))
         for cid, name in zip(roots, out_names):
@@ -308,7 +347,7 @@ class _Lowerer:
             heads.append(head)
 
     def _provenance(self, proto: onnx.NodeProto, cid: int) -> None:
-        for key, value in ((PROVENANCE_KEY, ",".join(self.origins(cid))), (RULES_KEY, ",".join(self.rules_of(cid)))):
+        for key, value in ((PROVENANCE_KEY, ",".join(self.history(cid))), (RULES_KEY, ",".join(self.rules_of(cid)))):
             if value:
                 entry = proto.metadata_props.add()
                 entry.key, entry.value = key, value

@@ -117,6 +117,14 @@ def test_provenance_metadata_and_explain(tmp_path, capsys) -> None:
     proto = onnx.load(str(out))
     meta = [{p.key: p.value for p in n.metadata_props} for n in proto.graph.node]
     assert all("eqsat.from" in m for m in meta if m), "every annotated node names its origin"
+    _, normalized = io.normalize_proto(onnx.load(str(BUNDLED_MODELS[0].parent / "nhwc_tfstyle_resnet_legacy.onnx")), "m")
+    recorded = {name for m in meta for name in m.get("eqsat.from", "").split(",") if name}
+    assert {n.name for n in normalized.graph.node} <= recorded, "every original node (after load-time folding) " \
+        "is in some output node's history: folded Convs, BatchNorms and cancelled Transposes included"
+    again = tmp_path / "again.onnx"
+    assert main(["optimize", str(out), "-o", str(again)]) == 0
+    history = lambda m: [{p.key: p.value for p in n.metadata_props}.get("eqsat.from") for n in m.graph.node]
+    assert history(onnx.load(str(again))) == history(proto), "a second pass keeps the first pass's history"
     sunk = next(n for n, m in zip(proto.graph.node, meta) if "transpose-sink-binary-const" in m.get("eqsat.rules", ""))
     capsys.readouterr()
     assert main(["explain", str(out), sunk.name]) == 0
