@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Callable, Sequence
 
@@ -16,6 +17,9 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     from eqsat.display import Progress, add_breakdown
     from eqsat.pipeline import optimize
 
+    if args.report_json and args.report_json != "-":
+        _check_writable(args.report_json)
+    human = sys.stderr if args.report_json == "-" else sys.stdout  # stdout carries only the JSON then
     try:
         with Progress(args.input, sys.stderr) as progress:  # draws only on a terminal, erased when done
             result = optimize(args.input, output=args.output, verify=args.verify, target=args.target,
@@ -26,10 +30,10 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     except EqsatError as exc:
         report = getattr(exc, "report", None)
         if report is not None and args.report:
-            print(report.to_text())
+            print(report.to_text(), file=human)
         bisection = getattr(exc, "bisection", None)
         if bisection is not None and args.report:
-            print(bisection.to_text())
+            print(bisection.to_text(), file=human)
         if report is not None and args.report_json:  # a failed verification: what failed, and why
             data = report.to_dict()
             if bisection is not None:
@@ -39,13 +43,20 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     if args.report or args.report_json:
         add_breakdown(result)  # estimated cost before and after, per op
     if args.report:
-        print(result.report.to_text())
+        print(result.report.to_text(), file=human)
     if args.report_json:
         _write_json(args.report_json, result.report.to_dict())
     if not args.report:
         r = result.report
-        print(f"{args.output}: {r.nodes_before} -> {r.nodes_after} nodes in {r.seconds:.2f} s")
+        print(f"{args.output}: {r.nodes_before} -> {r.nodes_after} nodes in {r.seconds:.2f} s", file=human)
     return 0
+
+
+def _check_writable(path: str) -> None:
+    """Fail before optimizing when the report cannot be written (never after the model was saved)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise BadInputError(path, "cannot write the JSON report there (no such writable folder, or it is a folder)")
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -53,8 +64,11 @@ def _write_json(path: str, data: dict) -> None:
     if path == "-":
         print(text)
         return
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    except OSError as exc:
+        raise BadInputError(path, f"cannot write the JSON report: {exc.strerror}") from None
 
 
 def _cmd_info(args: argparse.Namespace) -> int:

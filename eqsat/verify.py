@@ -131,6 +131,7 @@ def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.n
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
+    ort.set_default_logger_severity(3)  # warnings of model loading go to the default logger, not the session's
     try:
         sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         return sess.run(None, feeds), "onnxruntime"

@@ -259,3 +259,22 @@ def test_tables() -> None:
     assert "&lt;x&gt;" in page and "c&amp;d" in page and "bgcolor" in page
     assert display.format_cost(3.2e-5) == "32.0 us" and display.format_cost(0.0123) == "12.30 ms"
     assert display.format_cost(2.0, "") == "2" and display.format_cost(None) == "-"
+
+
+def test_cli_report_json_on_stdout_is_pure_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With --report-json -, stdout carries the JSON only; the summary line goes to stderr."""
+    out = tmp_path / "o.onnx"
+    assert main(["optimize", str(MODELS_DIR / "nhwc_tfstyle_resnet_legacy.onnx"), "-o", str(out),
+                 "--report-json", "-"]) == 0
+    stdout, stderr = capsys.readouterr()
+    assert json.loads(stdout)["saturation"]["rules_fired"]["transpose-merge"] > 0
+    assert "nodes in" in stderr
+
+
+def test_cli_unwritable_report_path_fails_before_writing_the_model(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o.onnx"
+    code = main(["optimize", str(MODELS_DIR / "nhwc_tfstyle_resnet_legacy.onnx"), "-o", str(out),
+                 "--report-json", str(tmp_path / "no-such-folder" / "r.json")])
+    assert code == 2 and not out.exists()
+    assert "cannot write the JSON report" in capsys.readouterr().err
