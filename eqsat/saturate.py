@@ -2,7 +2,9 @@
 
 One iteration is `analysis` to saturation, one pass of `simplify`, `analysis` again, one pass of
 `explore`. egglog 13.2 has no node or time limit of its own, so limits are checked between iterations:
-a limit can be overshot by at most one iteration, and the report says by how much. Hitting a limit is
+a limit can be overshot by at most one iteration, and the report says by how much. The time limit also
+looks ahead: an iteration is not started when the last one, grown by the last growth ratio, would end
+past the limit (iterations of an exploding rule set grow geometrically). Hitting a limit is
 never an error: the e-graph is kept as it is and the best graph found so far is extracted from it.
 If egglog itself fails (an unsound rule makes facts conflict, a panic), the report names the failure and
 the caller falls back to the last state it can extract from.
@@ -56,13 +58,19 @@ class RunReport:
         return max(0, self.enodes - self.limits.nodes) if self.stop_reason == "node-limit" else 0
 
     @property
+    def time_overshoot(self) -> float:
+        """Seconds past the time limit (an egglog iteration cannot be interrupted), else 0."""
+        return max(0.0, self.seconds - self.limits.seconds) if self.limits.seconds is not None else 0.0
+
+    @property
     def rules_fired(self) -> dict[str, int]:
         return {k: v for k, v in sorted(self.matches_per_rule.items()) if v}
 
     def to_dict(self) -> dict[str, Any]:
         return {"stop_reason": self.stop_reason, "iterations": self.iterations, "enodes": self.enodes,
                 "enodes_loaded": self.enodes_loaded, "eclasses": self.eclasses, "seconds": round(self.seconds, 6),
-                "overshoot": self.overshoot, "deterministic": self.deterministic, "error": self.error,
+                "overshoot": self.overshoot, "time_overshoot": round(self.time_overshoot, 6),
+                "deterministic": self.deterministic, "error": self.error,
                 "rules_fired": self.rules_fired,
                 "limits": dataclasses.asdict(self.limits)}
 
@@ -72,6 +80,9 @@ class RunReport:
                  + (f", {self.eclasses} e-classes" if self.eclasses is not None else "")]
         if self.overshoot:
             lines.append(f"node limit {self.limits.nodes} overshot by {self.overshoot} (limits are checked between iterations)")
+        if self.time_overshoot:
+            lines.append(f"time limit {self.limits.seconds:g} s overshot by {self.time_overshoot:.2f} s "
+                         "(an egglog iteration cannot be interrupted)")
         if self.error:
             lines.append(f"egglog failed: {self.error}")
         fired = self.rules_fired
@@ -88,12 +99,22 @@ def install_rules(backend: Backend, rules: Sequence[Rule]) -> None:
     backend.run_many(cmd for rule in rules for cmd in rule.commands())
 
 
+def next_iteration(durations: Sequence[float]) -> float:
+    """Estimated seconds of the next iteration: the last one times its growth over the one before."""
+    if not durations:
+        return 0.0
+    if len(durations) == 1:
+        return durations[-1]
+    return durations[-1] * max(1.0, durations[-1] / max(durations[-2], 1e-6))
+
+
 def run(backend: Backend, limits: Limits = Limits()) -> RunReport:
     """Run the schedule until saturation or a limit; never raises for a limit or an egglog failure."""
     start = time.perf_counter()
     matches: collections.Counter[str] = collections.Counter()
     loaded = enodes = count_enodes(backend)
     iterations, stop, error = 0, "saturated", None
+    durations: list[float] = []
     while True:
         if iterations >= limits.iterations:
             stop = "iteration-limit"
@@ -101,9 +122,10 @@ def run(backend: Backend, limits: Limits = Limits()) -> RunReport:
         if enodes > limits.nodes:
             stop = "node-limit"
             break
-        if limits.seconds is not None and time.perf_counter() - start > limits.seconds:
+        if limits.seconds is not None and time.perf_counter() - start + next_iteration(durations) > limits.seconds:
             stop = "time-limit"
             break
+        began = time.perf_counter()
         updated = False
         for ruleset_step in SCHEDULE:
             try:
@@ -117,6 +139,7 @@ def run(backend: Backend, limits: Limits = Limits()) -> RunReport:
             for name, count in report.num_matches_per_rule.items():
                 matches[rule_name_of(name)] += count
         iterations += 1
+        durations.append(time.perf_counter() - began)
         if error is not None:
             stop = "error"
             break
