@@ -57,11 +57,13 @@ def test_matmul_add_to_gemm_constant_first() -> None:
     assert op_counts(fewest_ops(m, ["matmul-add-to-gemm", *CL])) == {"Gemm": 1}
 
 
-@pytest.mark.parametrize("case", ["3d", "runtime-b", "const-minus", "enlarging", "int32"])
-def test_matmul_add_to_gemm_not(case: str) -> None:
+def _linear_operands(case: str) -> tuple[dict[str, np.ndarray], list]:
+    """Initializers and inputs of a - (3, 4) @ b (4, 5) with a constant c (5,) - or the named variant
+    that must keep a MatMul and its c apart: int32 (valid ONNX from opset 11, but ONNX Runtime has no
+    integer Gemm kernel), 3d, runtime-b, runtime-c, enlarging (a c that broadcasts the product up)."""
     inits = {"b": rand(4, 5), "c": rand(5)}
     inputs = A
-    if case == "int32":  # valid ONNX from opset 11, but ONNX Runtime has no integer Gemm kernel
+    if case == "int32":
         inits = {"b": np.arange(20, dtype=np.int32).reshape(4, 5), "c": np.arange(5, dtype=np.int32)}
         inputs = [("a", "INT32", (3, 4))]
     if case == "3d":
@@ -69,8 +71,17 @@ def test_matmul_add_to_gemm_not(case: str) -> None:
     if case == "runtime-b":
         inits.pop("b")
         inputs = A + [("b", "FLOAT", (4, 5))]
+    if case == "runtime-c":
+        inits.pop("c")
+        inputs = A + [("c", "FLOAT", (5,))]
     if case == "enlarging":
         inits["c"] = rand(2, 3, 5)
+    return inits, inputs
+
+
+@pytest.mark.parametrize("case", ["3d", "runtime-b", "const-minus", "enlarging", "int32"])
+def test_matmul_add_to_gemm_not(case: str) -> None:
+    inits, inputs = _linear_operands(case)
     add = node("Sub", ["c", "mm"], "y") if case == "const-minus" else node("Add", ["mm", "c"], "y")
     m = model([node("MatMul", ["a", "b"], "mm"), add], inputs, initializers=inits)
     assert_rule_does_not_fire(m, "matmul-add-to-gemm", also=CL)
@@ -206,26 +217,12 @@ def test_const_minus_gemm_negates_alpha(with_c: bool, alpha: float, beta: float)
 @pytest.mark.parametrize("case", ["not-linear", "3d", "runtime-b", "enlarging", "runtime-c", "linear-minus-c",
                                   "int32"])
 def test_const_minus_linear_not(case: str) -> None:
-    inits = {"b": rand(4, 5), "c": rand(5)}
-    inputs = A
-    if case == "int32":
-        inits = {"b": np.arange(20, dtype=np.int32).reshape(4, 5), "c": np.arange(5, dtype=np.int32)}
-        inputs = [("a", "INT32", (3, 4))]
+    inits, inputs = _linear_operands(case)
     first = node("MatMul", ["a", "b"], "lin")
     sub = node("Sub", ["c", "lin"], "y")
     if case == "not-linear":
         first = node("Relu", ["a"], "lin")
         inits = {"c": rand(4)}
-    if case == "3d":
-        inputs = [("a", "FLOAT", (2, 3, 4))]
-    if case == "runtime-b":
-        inits.pop("b")
-        inputs = A + [("b", "FLOAT", (4, 5))]
-    if case == "enlarging":
-        inits["c"] = rand(2, 3, 5)
-    if case == "runtime-c":
-        inits.pop("c")
-        inputs = A + [("c", "FLOAT", (5,))]
     if case == "linear-minus-c":  # MatMul - c is matmul-add-to-gemm's (beta = -1), not this rule's
         sub = node("Sub", ["lin", "c"], "y")
     m = model([first, sub], inputs, initializers=inits)
