@@ -106,21 +106,19 @@ class _Lowerer:
         written = {cid for cid in order if not self.g.eclass(cid).constant
                    and self.g.node(self.choice[cid]).op not in ("Input", "Absent", "TNil", "TCons")}
         class_of = {name: self.g.refs.get(rid) for name, rid in self.enc.refs.items()}
-        consumers: dict[str, list[onnx.NodeProto]] = {}
-        for n in self.source.graph.node:
+        nodes = list(self.source.graph.node)
+        consumers: dict[str, list[int]] = {}
+        for k, n in enumerate(nodes):
             for value in set(n.input):
-                consumers.setdefault(value, []).append(n)
+                consumers.setdefault(value, []).append(k)
         targets: dict[int, set[int]] = {}
         absorbed: dict[int, set[str]] = {}
-        nodes = list(self.source.graph.node)
-        index = {id(n): k for k, n in enumerate(nodes)}
         for i in reversed(range(len(nodes))):  # the source is topologically sorted: consumers come first
-            own = {class_of.get(o) for o in nodes[i].output} & written
-            if own:
-                targets[i] = own  # type: ignore[assignment]
+            targets[i] = {c for o in nodes[i].output if (c := class_of.get(o)) in written}
+            if targets[i]:
                 continue
-            targets[i] = set().union(*(targets.get(index[id(c)], set()) for o in nodes[i].output
-                                       for c in consumers.get(o, ())))
+            targets[i] = set().union(*(targets.get(k, set())
+                                       for o in nodes[i].output for k in consumers.get(o, ())))
             for cid in targets[i]:
                 if nodes[i].name:
                     absorbed.setdefault(cid, set()).add(nodes[i].name)
