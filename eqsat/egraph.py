@@ -6,7 +6,7 @@ re-extraction under a new cost model costs milliseconds and needs no egglog stat
 - `ENode`: one e-node: `op` (constructor name, e.g. "Conv"), its class, child classes (term arguments,
   in order) and `attrs` (primitive arguments, in order: ints, floats, strings, tuples of ints).
 - `EClass`: one e-class: its sort ("T" tensors, "TL" tensor lists, "N" multi-output nodes), its e-nodes,
-  and the facts known for it (static shape, dtype, constant-only).
+  and the facts known for it (shape with symbolic dims, dtype, constant-only).
 - `EGraph`: the tables, the root classes (graph outputs, in order) and the handle map (value id -> class).
 
 Handle nodes (`Ref`) and subsumed nodes are dropped; fact tables (`shape`, `dtype`) become class facts.
@@ -17,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 from typing import Any, Iterable, Mapping
+
+from eqsat.symbols import SYMBOL_SIZE
 
 TERM_SORTS = ("T", "TL", "N")
 #: Leaves whose value is known at compile time; a class holding one is constant-only.
@@ -46,10 +48,18 @@ class EClass:
     id: int
     sort: str
     nodes: tuple[int, ...]
-    shape: tuple[int, ...] | None = None
+    shape: tuple[int, ...] | None = None   # sizes >= 0, symbols < 0 (eqsat.symbols)
     dtype: str | None = None
     constant: bool = False
     rules: tuple[str, ...] = ()   # rules that added e-nodes to this class (provenance)
+    sizes: tuple[int, ...] | None = None   # the shape with each symbol at the size the cost model assumes
+
+
+def priced(shape: tuple[int, ...] | None, symbol_sizes: Mapping[int, int] = {}) -> tuple[int, ...] | None:
+    """`shape` with every symbol replaced by its representative size."""
+    if shape is None:
+        return None
+    return tuple(d if d >= 0 else symbol_sizes.get(d, SYMBOL_SIZE) for d in shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,20 +127,23 @@ class EGraph:
         for name, cid in class_ids.items():
             meta = data["class_data"][name]
             shape = meta.get("shape")
-            classes.append(EClass(cid, meta.get("type", "T"), tuple(members[cid]),
-                                  tuple(shape) if shape is not None else None, meta.get("dtype")))
+            shape = tuple(shape) if shape is not None else None
+            classes.append(EClass(cid, meta.get("type", "T"), tuple(members[cid]), shape, meta.get("dtype"),
+                                  sizes=priced(shape)))
         graph = cls(tuple(nodes), tuple(classes), tuple(class_ids[r] for r in data.get("root_eclasses", [])))
         return _mark_constants(graph)
 
 
 def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = (),
-           originals: Iterable[tuple[str, int, tuple[int, ...]]] = ()) -> EGraph:
+           originals: Iterable[tuple[str, int, tuple[int, ...]]] = (),
+           symbol_sizes: Mapping[int, int] = {}) -> EGraph:
     """Decode egglog's function tables (`eqsat.backend.Backend.snapshot`); `ref_ids` are the handles to
     keep (all when empty). Term constructors become e-nodes, `shape`/`dtype` class facts, `rewritten`
     provenance; handle (`Ref`) rows become the handle map; other tables are analysis-only.
 
     `originals` are the input graph's ops as (op, output handle, input handles): their e-nodes get the
     lowest ids, so that extractors, which break cost ties by node id, keep the input's op on a tie.
+    `symbol_sizes` price the shape facts' symbols (`EClass.sizes`).
     """
     class_index: dict[int, int] = {}
     sorts: list[str] = []
@@ -178,7 +191,7 @@ def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = (),
         if raw in class_index:
             rules.setdefault(class_index[raw], set()).add(rule)
     classes = tuple(EClass(c, sort, tuple(members.get(c, ())), shape.get(c), dtype.get(c),
-                           rules=tuple(sorted(rules.get(c, ()))))
+                           rules=tuple(sorted(rules.get(c, ()))), sizes=priced(shape.get(c), symbol_sizes))
                     for c, sort in enumerate(sorts))
     wanted = set(ref_ids)
     kept_refs = {r: c for r, c in sorted(refs.items()) if not wanted or r in wanted}
@@ -188,6 +201,8 @@ def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = (),
 def _foldable_size(eclass: EClass) -> bool:
     if eclass.shape is None:
         return True
+    if any(d < 0 for d in eclass.shape):  # a symbolic size is known at run time only
+        return False
     size = 1
     for d in eclass.shape:
         size *= d

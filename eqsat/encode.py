@@ -4,8 +4,8 @@ The whole graph becomes rows of primitive load tables (eqsat.bulk: `load-Relu 3 
 `(union (Ref 3) (Relu (Ref 2)))`, `load-shape 3 v` for `(set (shape (Ref 3)) v)`) that
 `Backend.load_rows` inserts in bulk: no Python term building, no recursion, so a 20k-node graph loads in
 well under a second. Opaque nodes (tensor lists) and strings a table cannot carry go as egglog text.
-Shapes and dtypes come from ONNX shape inference (run by `eqsat.io.normalize`); only values with fully
-static shapes get a shape fact.
+Shapes and dtypes come from ONNX shape inference (run by `eqsat.io.normalize`); every value of known rank
+gets a shape fact, its unknown dims as symbols (negative ids, eqsat.symbols).
 
 Side tables keep what egglog does not need: constant tensors by content key, the original nodes behind
 opaque terms, and which original node produced each handle (provenance).
@@ -21,6 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from eqsat.bulk import ABSENT, Rows
+from eqsat.symbols import SymbolTable, symbolic_shapes
 from eqsat.terms import BINARY, LIST_OPS, OPS, NONDETERMINISTIC, SMALL_CONST, OpSpec, egg_str, egg_value
 
 
@@ -40,13 +41,7 @@ class Encoding:
     typed: int = 0
     opaque: int = 0
     handles: int = 0  # handles allocated: one per value, plus one per re-encoded broadcast constant
-
-
-def static_shape(value: ir.Value | None) -> tuple[int, ...] | None:
-    if value is None or value.shape is None:
-        return None
-    dims = tuple(value.shape)
-    return dims if all(isinstance(d, int) and d >= 0 for d in dims) else None
+    symbols: SymbolTable = dataclasses.field(default_factory=SymbolTable)  # the symbols in shape facts
 
 
 def constant_key(array: np.ndarray) -> str:
@@ -60,6 +55,8 @@ class _Encoder:
         self.model = model
         self.enc = Encoding(opset=model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
         self.rows = self.enc.rows
+        facts = symbolic_shapes(model.graph)
+        self.shapes, self.enc.symbols = facts.shapes, facts.table
         self.conv_readers: dict[int, int] = {}  # value handle -> Convs reading it as their input
         self.const_rank: dict[str, int] = {}
         self.rows.text.append(f"(union (Ref {ABSENT}) (Absent))")
@@ -94,7 +91,7 @@ class _Encoder:
         self.enc.refs[value.name] = rid
         if producer is not None:
             self.enc.producers[rid] = producer
-        self.facts(rid, static_shape(value), value.dtype.name if value.dtype is not None else None)
+        self.facts(rid, self.shapes.get(value.name), value.dtype.name if value.dtype is not None else None)
         return rid
 
     # ---- leaves ----
@@ -142,6 +139,9 @@ class _Encoder:
             typed = self.typed_inputs_and_params(node, spec) if spec is not None else None
             name = node.name or f"{node.op_type}#{index}"
             if spec is None and node.domain in ("", "ai.onnx") and node.op_type in LIST_OPS and self.encode_list_op(node, name):
+                self.enc.typed += 1
+                continue
+            if typed is None and spec is not None and spec.name == "Reshape" and self.encode_dynamic_reshape(node, name):
                 self.enc.typed += 1
                 continue
             if typed is not None:
@@ -233,6 +233,18 @@ class _Encoder:
         self.facts(handle, array.shape, value.dtype.name, positive=_all_positive(array))
         return handle
 
+    def encode_dynamic_reshape(self, node: ir.Node, name: str) -> bool:
+        """A Reshape whose target is computed at run time as `(ReshapeDyn x target allowzero)`; False (opaque)
+        for any other detail not modelled."""
+        if len(node.inputs) != 2 or any(v is None or not v.name for v in node.inputs) or len(node.outputs) != 1 \
+                or set(node.attributes) - {"allowzero"} or not node.outputs[0].name:
+            return False
+        allowzero = int(node.attributes["allowzero"].value) if "allowzero" in node.attributes else 0
+        rid = self.new_ref(node.outputs[0], name)
+        x, target = (self.ref(v) for v in node.inputs)
+        self.rows.text.append(f"(union (Ref {rid}) (ReshapeDyn (Ref {x}) (Ref {target}) {allowzero}))")
+        return True
+
     def encode_list_op(self, node: ir.Node, name: str) -> bool:
         """Concat as `(Concat list axis)`, Split as `(Split x axis sizes)` with `(Out n k)` per output;
         False (the node goes opaque) when a detail is not static (rank, split sizes) or not modelled."""
@@ -268,8 +280,8 @@ class _Encoder:
         x = node.inputs[0] if node.inputs else None
         if x is None or not x.name or set(node.attributes) - {"axis", "split", "num_outputs"}:
             return None
-        shape = static_shape(x)
-        rank = len(x.shape) if x.shape is not None else None
+        shape = self.shapes.get(x.name)
+        rank = len(shape) if shape is not None else None
         axis = _normalize_axes(int(node.attributes["axis"].value) if "axis" in node.attributes else 0, rank)
         if axis is None or rank is None or not 0 <= axis < rank:
             return None
@@ -287,6 +299,8 @@ class _Encoder:
             if shape is None:
                 return None
             dim = shape[axis]
+            if dim < 0:  # a symbol: the sizes are not static
+                return None
             if "num_outputs" in node.attributes:
                 n = int(node.attributes["num_outputs"].value)
                 if n != n_out:
@@ -297,7 +311,7 @@ class _Encoder:
                 if dim % n_out:
                     return None
                 split = (dim // n_out,) * n_out
-        if len(split) != n_out or any(s < 0 for s in split) or (shape is not None and sum(split) != shape[axis]):
+        if len(split) != n_out or any(s < 0 for s in split) or (shape is not None and shape[axis] >= 0 and sum(split) != shape[axis]):
             return None
         return axis, split
 

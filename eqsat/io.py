@@ -242,14 +242,49 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
     call: 20k nodes cost 3 s more). It runs again after folding only where that can add facts: some
     value still lacks a static shape (folding keeps every shape already inferred valid).
     """
-    inferred = _infer_proto(proto)
+    from eqsat.shape_chains import make_targets_static
+    from eqsat.zero_states import drop_zero_states
+
+    inferred = _infer_proto(_without_negative_dims(proto))
     model = from_proto(inferred, label)
-    if not _fold(model):
+    folded = _fold(model)
+    if make_targets_static(model) | drop_zero_states(model.graph):  # both: each frees nodes for the folder
+        folded = _fold(model) or True
+    if not folded:
         return model, inferred
     if _all_shapes_static(model.graph):
         return model, to_proto(model)
     inferred = _infer_proto(to_proto(model))
     return from_proto(inferred, label), inferred
+
+
+def _without_negative_dims(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with every negative dim_value (paddle2onnx's way to write a dynamic dim) made an unknown dim,
+    in a copy when there is one: shape inference and folding would take -1 for a size (Shape -> [-1, ...])."""
+    def declared(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+        return [*graph.input, *graph.output, *graph.value_info]
+
+    def negative(graph: onnx.GraphProto) -> list[onnx.TensorShapeProto.Dimension]:
+        return [d for v in declared(graph) if v.type.HasField("tensor_type")
+                for d in v.type.tensor_type.shape.dim if d.HasField("dim_value") and d.dim_value < 0]
+
+    if not any(negative(g) for g in _all_graphs([proto.graph])):
+        return proto
+    proto = _copy(proto)
+    for graph in _all_graphs([proto.graph]):
+        for dim in negative(graph):
+            dim.Clear()
+    return proto
+
+
+def _all_graphs(roots: list[onnx.GraphProto]) -> list[onnx.GraphProto]:
+    """The graphs and, at any depth, the subgraphs of their nodes (iteratively)."""
+    found, stack = [], list(roots)
+    while stack:
+        graph = stack.pop()
+        found.append(graph)
+        stack += [g for n in graph.node for g in _subgraphs(n)]
+    return found
 
 
 def _all_shapes_static(graph: ir.Graph) -> bool:

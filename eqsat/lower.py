@@ -82,14 +82,17 @@ class _Lowerer:
         return self.fresh(f"{origins[0]}_eqsat" if origins else f"eqsat_{cid}")
 
     def origins(self, cid: int) -> list[str]:
-        """Original nodes a class stands for; a class that rewrites created inherits from the rewritten
-        classes that use it."""
-        names = {self.enc.producers[r] for r in self.class_refs.get(cid, ()) if r in self.enc.producers}
-        if not names:
-            for parent in self.parents().get(cid, ()):
-                if self.g.eclass(parent).rules:
-                    names |= {self.enc.producers[r] for r in self.class_refs.get(parent, ()) if r in self.enc.producers}
-        return sorted(names)
+        """Original nodes a class stands for; a class that rewrites created inherits from the nearest classes
+        that use it and stand for original nodes (breadth first over readers, iteratively)."""
+        frontier, seen = [cid], {cid}
+        while frontier:
+            names = {self.enc.producers[r] for c in frontier for r in self.class_refs.get(c, ())
+                     if r in self.enc.producers}
+            if names:
+                return sorted(names)
+            frontier = [p for c in frontier for p in sorted(self.parents().get(c, ())) if p not in seen]
+            seen.update(frontier)
+        return []
 
     def history(self, cid: int) -> list[str]:
         """The original node names a written node stands for: its class's own origins, the nodes it
@@ -172,7 +175,9 @@ class _Lowerer:
             self.emit(cid, reserved.get(cid))
         for cid, name in zip(roots, out_names):
             if self.names[cid] != name:
-                self.nodes.append(helper.make_node("Identity", [self.names[cid]], [name], name=f"{name}_identity"))
+                alias = helper.make_node("Identity", [self.names[cid]], [name], name=f"{name}_identity")
+                self._provenance(alias, cid)
+                self.nodes.append(alias)
                 self.used.add(name)
         return self.model()
 
@@ -224,6 +229,10 @@ class _Lowerer:
             self.names[cid] = self.names[n_class].split("|")[node.attrs[0]]
             return
         out = name or self.preferred_name(cid)
+        if node.op == "ReshapeDyn":
+            self.names[cid] = out
+            self.emit_dynamic_reshape(cid, node, out)
+            return
         if node.op == "Concat":
             self.names[cid] = out
             self.emit_concat(cid, node, out)
@@ -255,7 +264,15 @@ class _Lowerer:
         """The class's shape and dtype facts on `out` (checked by the full checker at save)."""
         eclass = self.g.eclass(cid)
         if eclass.dtype is not None and eclass.shape is not None:
-            self.value_info.append(helper.make_tensor_value_info(out, int(ir.DataType[eclass.dtype]), eclass.shape))
+            dims = [d if d >= 0 else self.enc.symbols.declared_name(d) for d in eclass.shape]
+            self.value_info.append(helper.make_tensor_value_info(out, int(ir.DataType[eclass.dtype]), dims))
+
+    def emit_dynamic_reshape(self, cid: int, node: ENode, out: str) -> None:
+        allowzero = {"allowzero": 1} if int(node.attrs[0]) and self.opset >= 14 else {}
+        proto = helper.make_node("Reshape", [self.names[c] for c in node.children], [out], name=out, **allowzero)
+        self._provenance(proto, cid)
+        self.nodes.append(proto)
+        self._typed_value_info(cid, out)
 
     def emit_concat(self, cid: int, node: ENode, out: str) -> None:
         proto = helper.make_node("Concat", self.flatten_list(node.children[0]), [out], name=out, axis=int(node.attrs[0]))
@@ -299,13 +316,17 @@ class _Lowerer:
         if original is None:
             raise LoweringError(f"opaque node {node.attrs[0]} has no original")
         proto = copy.deepcopy(original)
+        del proto.metadata_props[:]
+        self._provenance(proto, cid, also={original.name} if original.name else set())
         inputs = self.flatten_list(node.children[0])
         n_direct = len(proto.input)
         for i in range(n_direct):
             proto.input[i] = inputs[i]
         for captured, (value_name) in zip(self._captured_names(original, n_direct, inputs), inputs[n_direct:]):
             if captured != value_name:  # subgraphs read outer values by name: alias them back
-                self.nodes.append(helper.make_node("Identity", [value_name], [captured]))
+                alias = helper.make_node("Identity", [value_name], [captured])
+                alias.metadata_props.extend(proto.metadata_props)
+                self.nodes.append(alias)
                 self.used.add(captured)
         for out in proto.output:
             if out:
@@ -344,8 +365,14 @@ class _Lowerer:
             head, cid = node.children
             heads.append(head)
 
-    def _provenance(self, proto: onnx.NodeProto, cid: int) -> None:
-        for key, value in ((PROVENANCE_KEY, ",".join(self.history(cid))), (RULES_KEY, ",".join(self.rules_of(cid)))):
+    def _provenance(self, proto: onnx.NodeProto, cid: int, also: set[str] = frozenset()) -> None:
+        """The node's metadata: the original nodes it stands for (its class's history, the classes of its
+        projections for a multi-output node, and `also`) and the rules behind it."""
+        names = set(self.history(cid)) | {e for name in also for e in self.earlier.get(name, {name})}
+        for out in self.parents().get(cid, ()):  # an opaque node's outputs are the (Out n k) classes reading it
+            if out in self.choice and self.g.node(self.choice[out]).op == "Out":
+                names |= set(self.history(out))
+        for key, value in ((PROVENANCE_KEY, ",".join(sorted(names))), (RULES_KEY, ",".join(self.rules_of(cid)))):
             if value:
                 entry = proto.metadata_props.add()
                 entry.key, entry.value = key, value

@@ -46,6 +46,17 @@ def op_pattern(op: str, *args: str) -> str:
     return f"({' '.join([op, *args, *params])})"
 
 
+def ones(shape: str) -> str:
+    """The all-ones vector as long as `shape` (every dim, symbols included, mapped to 1): broadcast guards
+    such as "c varies only along axis a" read `(= (shape c) (vec-set (ones s) a n))`."""
+    return f'(unstable-vec-map (unstable-fn "max" 1) (unstable-vec-map (unstable-fn "min" 1) {shape}))'
+
+
+def static_dims(shape: str, *axes: str) -> str:
+    """Guards: the dims of `shape` at `axes` are sizes, not symbols (a rule that computes with them)."""
+    return " ".join(f"(>= (vec-get {shape} {a}) 0)" for a in axes)
+
+
 def rw(lhs: str, rhs: str, *guards: str) -> Egglog:
     """lhs -> rhs when every guard holds: the matched class is unioned with rhs."""
     return Egglog(f"(= __root {lhs}) {' '.join(guards)}".strip(), f"(union __root {rhs})")

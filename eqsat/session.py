@@ -62,7 +62,8 @@ class Session:
             backend.run(terms.declarations())
             backend.load(terms.static_facts(self.encoding.perms, self.encoding.opset))
             backend.load_rows(self.encoding.rows)
-            graph = decode(backend.snapshot(), self.encoding.refs.values())
+            graph = decode(backend.snapshot(), self.encoding.refs.values(),
+                           symbol_sizes=self.encoding.symbols.sizes())
             roots = tuple(graph.refs[r] for r in self.encoding.outputs)
             choice = {c.id: c.nodes[0] for c in graph.classes if c.nodes}
             cached = ExtractionResult(graph.with_roots(roots), choice, roots, "input", 0.0)
@@ -168,14 +169,14 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     note("decode")
     start = time.perf_counter()
     try:
-        egraph = decode(backend.snapshot(), encoding.refs.values(), encoding.rows.ops())
+        egraph = decode(backend.snapshot(), encoding.refs.values(), encoding.rows.ops(), encoding.symbols.sizes())
     except BaseException as exc:  # the e-graph is unusable after a panic: extract the input as it was
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         backend = Backend()
         backend.run(terms.declarations())
         backend.load_rows(encoding.rows)
-        egraph = decode(backend.snapshot(), encoding.refs.values())
+        egraph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
         report.error = f"{report.error or type(exc).__name__}; fell back to the input graph"
     report.eclasses = sum(1 for c in egraph.classes if c.sort == "T")
     phases["decode"] = time.perf_counter() - start

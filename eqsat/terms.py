@@ -8,7 +8,8 @@ Everything else becomes an `Opaque` node that no rule rewrites and lowering rest
 Leaves and helpers: `(Input "name")`, `(Const "key")` (an initializer, keyed by content hash so equal
 constants are one term), `(Scalar value "DTYPE" shape)` (single-element constants, value as f64 so
 rules can test it), `(Absent)` (a missing optional input), `(Opaque "key" inputs)` of sort `N` with
-`(Out n k)` projections, `TCons`/`TNil` lists, and the unextractable handle `(Ref i)`.
+`(Out n k)` projections, `TCons`/`TNil` lists, `(ReshapeDyn x target allowzero)` (a Reshape whose target is
+computed at run time), and the unextractable handle `(Ref i)`.
 
 Facts: `shape`, `dtype` (primitive-valued, no merge: a conflict is an unsound rule), `positive`
 (constants whose values are all > 0), `finite` (`Const` tensors with no NaN or infinity: every integer
@@ -67,7 +68,7 @@ def _axis(name: str = "axis", default: Any = None, of: str = "input") -> Param:
 
 
 _UNARY = ["Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", "Reciprocal", "Floor",
-          "Ceil", "Sign", "Softplus", "Softsign", "Identity", "Not", "Sin", "Cos", "Round", "IsNaN"]
+          "Ceil", "Sign", "Softplus", "Softsign", "Identity", "Not", "Sin", "Cos", "Round", "IsNaN", "HardSwish"]
 _BINARY = ["Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Equal", "Greater", "Less", "GreaterOrEqual",
            "LessOrEqual", "And", "Or", "Xor", "Mod", "Max", "Min"]  # Max/Min: the two-input form only
 _REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare"]
@@ -150,6 +151,8 @@ SPECIAL: dict[str, tuple[tuple[str, ...], str]] = {
     # (always unioned with its TCons form by `tensor-list-append`; never extracted).
     "Concat": (("TL", "i64"), "T"),
     "Split": (("T", "i64", "IVec"), "N"),
+    # Reshape to a target computed at run time (its tensor input): rules read the shape facts, not the target
+    "ReshapeDyn": (("T", "T", "i64"), "T"),
     "TAppend": (("TL", "TL"), "TL"),
 }
 

@@ -210,6 +210,28 @@ def _leakyrelu_from_max() -> Any:
     return build()
 
 
+def _hardswish_fuse() -> Any:
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        g = _Graph()
+        x = g.input("x", draw(float_arrays(draw(shapes(1, 3, 4)), np.float32, -6, 6)))
+        shifted = g.node("Add", [x, _const(g, "three", 3.0, "FLOAT")], "s")
+        h = g.node("Clip", [shifted, _const(g, "lo", 0.0, "FLOAT"), _const(g, "hi", 6.0, "FLOAT")], "h")
+        by_six = draw(st.booleans())
+        scale = _const(g, "k", 6.0 if by_six else 1 / 6, "FLOAT")
+        if draw(st.booleans()):  # (x * h) / 6
+            xh = g.node("Mul", [x, h] if draw(st.booleans()) else [h, x], "xh")
+            g.node("Div" if by_six else "Mul", [xh, scale], "y")
+        else:                    # x * (h / 6)
+            hs = g.node("Div" if by_six else "Mul", [h, scale], "hs")
+            g.node("Mul", [x, hs] if draw(st.booleans()) else [hs, x], "y")
+        return g.case("hardswish-fuse", ["y"], opset=draw(st.sampled_from((11, 14, 17))))
+
+    return build()
+
+
 def _prelu_from_relu() -> Any:
     st = _st()
 
@@ -786,6 +808,7 @@ PROPERTIES: dict[str, Callable[[], Any]] = {
     "gelu-fuse": _gelu("gelu-fuse"),
     "gelu-tanh-fuse": _gelu("gelu-tanh-fuse"),
     "gelu-decompose": _gelu_decompose,
+    "hardswish-fuse": _hardswish_fuse,
     "leakyrelu-from-max": _leakyrelu_from_max,
     "prelu-from-relu": _prelu_from_relu,
     "prelu-to-leakyrelu": _prelu_to_leakyrelu,

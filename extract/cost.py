@@ -87,7 +87,7 @@ DEFAULT_KERNEL = 144.0
 #: Nodes that run nothing.
 FREE_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
 #: Ops that move no data (a new view of the same buffer).
-VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+VIEW_OPS = frozenset({"Reshape", "ReshapeDyn", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 #: Ops that only move or convert data: bytes, no FLOPs. Transpose is one: it is never free.
 MOVE_OPS = frozenset({"Transpose", "Pad", "Concat", "Cast", "CastLike", "Slice", "Gather", "GatherElements",
                       "GatherND", "Split", "Expand", "Tile", "Resize", "DepthToSpace", "SpaceToDepth",
@@ -381,7 +381,7 @@ class Roofline:
             reorder = sum(2 * self._numel(f, c) * f.elt_bytes[c] for c in ins if f.blocked[c]) / t.bandwidth
         # a kernel that takes only some ranks (NPU pooling: 4-D images) gets its input transposed first
         if op in t.relayout_ops and ins:
-            shape = g.classes[ins[0]].shape
+            shape = g.classes[ins[0]].sizes
             if shape is not None and len(shape) not in t.relayout_ranks:
                 reorder += t.launch + 2 * self._numel(f, ins[0]) * f.elt_bytes[ins[0]] / t.bandwidth
         if not t.qdq_ops:
@@ -499,7 +499,7 @@ class Roofline:
 
     @staticmethod
     def _out_numel(g: EGraph, f: _GraphFacts, n: ENode, ins: list[int]) -> float:
-        if g.classes[n.eclass].shape is not None:
+        if g.classes[n.eclass].sizes is not None:
             return f.numel[n.eclass]
         return _node_numel(g, f.numel, n, ins)
 
@@ -568,7 +568,7 @@ def _list_items(g: EGraph, classes: Iterable[int]) -> list[int]:
 def _node_numel(g: EGraph, numel: list[float], n: ENode, ins: list[int]) -> float:
     """Estimated output elements of `n` from its inputs: broadcast for elementwise ops, else the largest."""
     if n.op in ELEMENTWISE_FLOPS:
-        shapes = [g.classes[c].shape for c in ins]
+        shapes = [g.classes[c].sizes for c in ins]
         if shapes and all(s is not None for s in shapes):
             return float(math.prod(_broadcast(shapes)))  # type: ignore[arg-type]
     return max((numel[c] for c in ins), default=float(DEFAULT_NUMEL))
@@ -577,7 +577,7 @@ def _node_numel(g: EGraph, numel: list[float], n: ENode, ins: list[int]) -> floa
 def _estimate_numel(g: EGraph) -> list[float]:
     """Elements per class: from the shape fact, else from the first node whose inputs are all known or
     estimated (Kahn order over the e-graph, no recursion), else `DEFAULT_NUMEL`."""
-    numel = [float(math.prod(c.shape)) if c.shape is not None else -1.0 for c in g.classes]
+    numel = [float(math.prod(c.sizes)) if c.sizes is not None else -1.0 for c in g.classes]
     parents: dict[int, list[int]] = {}
     pending = [0] * len(g.nodes)
     work: list[int] = []
@@ -619,15 +619,15 @@ def _flops(g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float
     if op in CONV_WEIGHT:
         tensors = [c for c in n.children if g.classes[c].sort == "T"]
         k = CONV_WEIGHT[op]
-        w = g.classes[tensors[k]].shape if k < len(tensors) else None
+        w = g.classes[tensors[k]].sizes if k < len(tensors) else None
         per_out = float(math.prod(w[1:])) if w else DEFAULT_KERNEL
         if op == "ConvTranspose" and w and ins:
             return 2.0 * f.numel[ins[0]] * float(math.prod(w[1:]))
         return 2.0 * out_numel * per_out
     if op in MATMUL_RHS:
         tensors = [c for c in n.children if g.classes[c].sort == "T"]
-        a = g.classes[tensors[0]].shape if tensors else None
-        out = g.classes[n.eclass].shape
+        a = g.classes[tensors[0]].sizes if tensors else None
+        out = g.classes[n.eclass].sizes
         if op == "Gemm" and a and out and len(a) == 2:
             k = float(math.prod(a)) / max(out[0], 1)
         else:
@@ -719,7 +719,7 @@ def _blocked_classes(g: EGraph, layout: BlockedLayout | None) -> list[bool]:
 
     work: list[int] = []
     for n in g.nodes:
-        shape = g.classes[n.eclass].shape
+        shape = g.classes[n.eclass].sizes
         if (n.op in layout.producers and eligible(n) and not blocked[n.eclass]
                 and shape is not None and len(shape) >= 3 and shape[1] % layout.block == 0):
             blocked[n.eclass] = True

@@ -5,6 +5,9 @@ for targets without it), Clip and Relu chains merged.
     Mul(Mul(x, 0.5), Add(Tanh(Mul(Add(x, Mul(Pow(x, 3), 0.044715)), sqrt(2/pi))), 1))
                                                      -> Gelu(x, approximate=tanh)   also x * x * x for Pow(x, 3)
     Gelu(x)                                          -> its primitives (FLOAT; the erf or the tanh form)
+    Mul(Mul(x, Clip(Add(x, 3), 0, 6)), 1/6)          -> Mul(x, HardSigmoid(x, 1/6, 0.5)), HardSwish(x) (opset >= 14)
+                                                        also Div(., 6), Mul(x, Div(Clip(...), 6)), operands swapped
+    Mul(x, HardSigmoid(x, 1/6, 0.5))                 -> HardSwish(x)            opset >= 14
     Max(x, Mul(x, a))                                -> LeakyRelu(x, a)         0 < a < 1
     Add(Relu(x), Mul(Relu(Neg(x)), a))               -> PRelu(x, Neg(a))        a constant (Sub: PRelu(x, a))
     PRelu(x, a)                                      -> LeakyRelu(x, a)         a a single-element constant
@@ -27,8 +30,9 @@ import math
 
 from eqsat.rule import Rule, fact, rw
 
-#: Gelu needs opset 20.
+#: Gelu needs opset 20, HardSwish 14.
 OPSET_GELU = "(= o (model-opset)) (>= o 20)"
+OPSET_HARDSWISH = "(= o (model-opset)) (>= o 14)"
 #: dtypes the fused activation kernels run exactly or in higher precision.
 ACT_DTYPES = ("FLOAT", "FLOAT16")
 #: How far a matched constant may be from its exact value (an fp16 rounding of sqrt 2 is 1.5e-4 off).
@@ -95,6 +99,30 @@ def _gelu_decompose() -> tuple:
     return (fact(f'(= __root (Gelu x "none")) {guard}', erf), fact(f'(= __root (Gelu x "tanh")) {guard}', tanh))
 
 
+def _hardswish_forms() -> list[tuple[str, str]]:
+    """(form, guard) pairs for x * relu6(x + 3) / 6 as exporters write it (paddle, torch, tf)."""
+    h = "(Clip (Add x (Scalar three d3 s3)) 0.0 6.0)"
+    sixth, six = "(Scalar k dk sk)", "(Scalar k dk sk)"
+    forms = []
+    for xh in (f"(Mul x {h})", f"(Mul {h} x)"):
+        forms += [(f"(Mul {xh} {sixth})", near("k", 1 / 6, 1e-6)), (f"(Div {xh} {six})", "(= k 6.0)")]
+    for scaled, guard in ((f"(Div {h} {six})", "(= k 6.0)"), (f"(Mul {h} {sixth})", near("k", 1 / 6, 1e-6))):
+        forms += [(f"(Mul x {scaled})", guard), (f"(Mul {scaled} x)", guard)]
+    return forms
+
+
+def _hardswish_fuse() -> tuple:
+    rules = []
+    guard = '(= three 3.0) (= (dtype x) "FLOAT") (= s (shape x)) (= (shape __root) s)'
+    for form, scale in _hardswish_forms():
+        rules.append(fact(f"(= __root {form}) {guard} {scale}",
+                          f"(let hs (HardSigmoid x {1 / 6!r} 0.5)) {_facts('hs')} (union __root (Mul x hs))"))
+    for form in ("(Mul x (HardSigmoid x a b))", "(Mul (HardSigmoid x a b) x)"):
+        rules.append(rw(form, "(HardSwish x)", near("a", 1 / 6, 1e-6), "(= b 0.5)", '(= (dtype x) "FLOAT")',
+                        "(= (shape __root) (shape x))", OPSET_HARDSWISH))
+    return tuple(rules)
+
+
 def _leaky_from_max() -> tuple:
     rules = []
     for scaled in ("(Mul x (Scalar a da sa))", "(Mul (Scalar a da sa) x)"):
@@ -130,6 +158,10 @@ RULES = [
     Rule("gelu-decompose", "activation", "fp-reassoc", "onnx:Gelu function body",
          "Gelu(x) -> x * (1 + erf(x / sqrt 2)) * 0.5 (tanh form for approximate=tanh), FLOAT, for targets without Gelu",
          _gelu_decompose()),
+    Rule("hardswish-fuse", "activation", "fp-reassoc", "onnxruntime:HardSwish fusion; coreml:fuse_hard_swish",
+         "x * Clip(x + 3, 0, 6) / 6 -> x * HardSigmoid(x, 1/6, 0.5), and x * HardSigmoid(x, 1/6, 0.5) -> "
+         "HardSwish(x) at opset >= 14 (FLOAT)",
+         _hardswish_fuse()),
     Rule("leakyrelu-from-max", "activation", "exact", "tf2onnx:LeakyRelu (max(x, alpha * x))",
          "Max(x, Mul(x, a)) -> LeakyRelu(x, a) when 0 < a < 1 (FLOAT/FLOAT16: alpha is exact as float32)",
          _leaky_from_max()),

@@ -3,7 +3,8 @@
     shape(U(x)) = shape(x), dtype(U(x)) = dtype(x)          U unary elementwise (Cast: dtype = to)
     shape(Transpose(x, p)) = shape(x) permuted by p
     shape(B(a, b)) = shape(a) when shape(a) = shape(b)       B binary elementwise
-    shape(Concat(l, ax)), shape(Out(Split(x, ax, sizes), k))       (Concat sums axis ax over its list)
+    shape(Concat(l, ax)), shape(Out(Split(x, ax, sizes), k))       (Concat sums axis ax over its list,
+                                                                    when no dim there is a symbol)
     is-const(Const), is-const(Scalar); is-const(Transpose(c)), is-const(B(c, d)), ... for constant inputs
 """
 
@@ -45,7 +46,7 @@ RULES = [
           fact("(cdim-demand l ax) (= l (TCons h t))", "(cdim-demand t ax)"),
           fact("(cdim-demand l ax) (= l (TNil))", "(set (cdim l ax) 0)"),
           fact("(cdim-demand l ax) (= l (TCons h t)) (= s (shape h)) (>= ax 0) (< ax (vec-length s)) "
-               "(= d (cdim t ax))", "(set (cdim l ax) (+ d (vec-get s ax)))"),
+               "(>= (vec-get s ax) 0) (= d (cdim t ax))", "(set (cdim l ax) (+ d (vec-get s ax)))"),
           fact("(= y (Concat l ax)) (= l (TCons h t)) (= s (shape h)) (>= ax 0) (< ax (vec-length s)) "
                "(= d (cdim l ax))", "(set (shape y) (vec-set s ax d))"),
           fact("(= y (Concat l ax)) (= l (TCons h t)) (= d (dtype h))", "(set (dtype y) d)"),

@@ -60,18 +60,13 @@ from __future__ import annotations
 
 import itertools
 
-from eqsat.rule import Egglog, Rule, fact, op_pattern
+from eqsat.rule import Egglog, Rule, fact, ones, op_pattern
 from rewrites.tensor import tlist
 
 FAMILY = "conv"
 FLOATS = ("FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16")
 PAD_RANKS = (3, 4, 5)          # Conv1d, Conv2d, Conv3d (pads are laid out per rank)
 KINDS = ("Conv", "ConvTranspose")
-
-
-def ones(s: str) -> str:
-    """The all-ones vector of the rank of shape `s`."""
-    return f'(unstable-vec-map (unstable-fn "min" 1) {s})'
 
 
 def conv(kind: str, w: str = "w", b: str = "b", x: str = "x") -> str:
@@ -133,7 +128,7 @@ def _zero_bias() -> tuple:
     consumers.append("(= p (BatchNormalization y gamma beta mean var eps mom))")
     return tuple(
         fact(f"(= y {conv(kind, b='(Absent)')}) {consumer} {WEIGHTS} (= sy (shape y)) (> (vec-length sy) 1) "
-             "(= co (vec-get sy 1))",
+             "(= co (vec-get sy 1)) (>= co 0)",
              f"(let nb {ZERO}) (union y {conv(kind, b='nb')}) (set (shape nb) (vec-of co)) (set (dtype nb) wdt)")
         for kind, consumer in itertools.product(KINDS, consumers))
 
@@ -193,7 +188,7 @@ def _bn_fold() -> tuple:
 def _bn_decompose() -> tuple:
     """eps = 0 marks the batch norms bn-compose builds: decomposing them again would loop (new constants)."""
     return (fact(f"(= y (BatchNormalization x gamma beta mean var eps mom)) {BN_PARAMS} (= dt (dtype x)) "
-                 "(= sx (shape x)) (> (vec-length sx) 1) (!= eps 0.0)",
+                 "(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) (!= eps 0.0)",
                  f"(let f {F}) (let view (vec-set {ones('sx')} 1 -1)) (let ch (vec-set {ones('sx')} 1 (vec-get sx 1))) "
                  "(let sc (Reshape f view 0)) (let sh (Reshape (Sub beta (Mul mean f)) view 0)) (let xs (Mul x sc)) "
                  "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)"),)
@@ -204,7 +199,7 @@ def _bn_compose() -> tuple:
     for dt in FLOATS:
         rules.append(fact(
             f'(= y (Add m t)) (= m (Mul x s)) (= (dtype x) "{dt}") (= sx (shape x)) (= sx (shape y)) '
-            f"(= sx (shape m)) {per_channel('s', 'sx')} {per_channel('t', 'sx')} (= c (vec-get sx 1))",
+            f"(= sx (shape m)) {per_channel('s', 'sx')} {per_channel('t', 'sx')} (= c (vec-get sx 1)) (>= c 0)",
             f'(let one (Scalar 1.0 "{dt}" (vec-of c))) (let zero (Scalar 0.0 "{dt}" (vec-of c))) '
             f"(let sc (Mul {flat('s')} one)) (let sh (Mul {flat('t')} one)) "
             "(union y (BatchNormalization x sc sh zero one 0.0 0.9)) "

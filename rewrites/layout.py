@@ -11,7 +11,11 @@
                                          positions in axes, renumbered 0..r-k-1 (a perm of the kept axes)
     R(Transpose(x, p), all axes)      -> R(x, all axes)                                 (empty axes too)
     Transpose(x, p)                   -> Reshape(x, shape(out))    p moves no data: the axes of size > 1
-                                                                   keep their order (needs x's shape)
+                                                                   keep their order (a symbol counts as
+                                                                   > 1; at most one symbol, written -1)
+    Reshape(Transpose(Reshape(x, [a b, ...]), p), [a, b, ...]) -> Transpose(x, [0, 1, 1 + p[1:]])   p[0] = 0:
+                                         the Reshapes only merge and split x's leading two axes (static
+                                         or run-time targets: matched on shape facts)
     Squeeze(Unsqueeze(x, a), a)       -> x,  Unsqueeze(Squeeze(x, a), a) -> x  (and any pair whose output
                                                                    has x's shape)
 
@@ -27,7 +31,9 @@ A reduction over other axes sums in another order: `fp-reassoc` (exact for Max/M
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, fact, op_pattern, rw
+import itertools
+
+from eqsat.rule import Rule, fact, ones, op_pattern, rw
 from eqsat.terms import BINARY, UNARY
 
 COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i]]
@@ -106,10 +112,6 @@ def _reduce_sink() -> tuple:
     return tuple(rules)
 
 
-#: The all-ones vector as long as `s` (for dims >= 1: a single-element tensor's shape equals it).
-_ONES_LIKE_S = '(unstable-vec-map (unstable-fn "max" 1) (unstable-vec-map (unstable-fn "min" 1) s))'
-
-
 def _moves_no_data(rank: int) -> str:
     """Guards: for every pair of positions i < j whose dims are both != 1, p[i] < p[j] (s = shape(x))."""
     def big(i: int) -> str:  # 0 when the dim p[i] of x is 1, else 1
@@ -117,6 +119,39 @@ def _moves_no_data(rank: int) -> str:
         return f"(min 1 (* (- {d} 1) (- {d} 1)))"
     return " ".join(f"(>= (* (- (vec-get p {j}) (vec-get p {i})) (* {big(i)} {big(j)})) 0)"
                     for i in range(rank) for j in range(i + 1, rank))
+
+
+def _reshape_targets(rank: int) -> list[tuple[str, str]]:
+    """Reshape targets for an output shape `so` of `rank` and their guards: `so` itself when every dim is a
+    size; `so` with its one symbol as -1 (Reshape infers it) when exactly one dim is a symbol."""
+    def sizes(skip: int | None = None) -> str:
+        return " ".join(f"(>= (vec-get so {i}) 0)" for i in range(rank) if i != skip)
+
+    return [("so", sizes())] + [(f"(vec-set so {j} -1)", f"(< (vec-get so {j}) 0) {sizes(j)}") for j in range(rank)]
+
+
+#: A Reshape with a static target, or with one computed at run time: the rules read shape facts only.
+_RESHAPES = ("(Reshape {x} s{k} z{k})", "(ReshapeDyn {x} t{k} z{k})")
+
+
+def _reshape_transpose_reshape() -> tuple:
+    """Reshape(Transpose(Reshape(x, [a b, c...]), p), [a, b, ...]) -> Transpose(x, [0, 1, 1 + p[1:]]) for p[0] = 0:
+    the first Reshape merges x's leading two axes (its other dims are x's), the Transpose keeps the merged axis in
+    front, and the last Reshape splits it back into x's two axes (its other dims are the Transpose's)."""
+    rules = []
+    for rank in range(3, MAX_RANK + 1):
+        tail = range(1, rank - 1)
+        kept = " ".join(f"(= (vec-get sr {i}) (vec-get sx {i + 1}))" for i in tail)
+        moved = " ".join(f"(= (vec-get sy {j + 1}) (vec-get sr (vec-get p {j})))" for j in tail)
+        perm = "(vec-of 0 1 " + " ".join(f"(+ 1 (vec-get p {j}))" for j in tail) + ")"
+        for inner, outer in itertools.product(_RESHAPES, _RESHAPES):
+            rules.append(fact(
+                f"(= y {outer.format(x='tp', k=2)}) (= tp (Transpose r p)) (= r {inner.format(x='x', k=1)}) "
+                f"(= sx (shape x)) (= sr (shape r)) (= sy (shape y)) (= (vec-length sx) {rank}) "
+                f"(= (vec-length sr) {rank - 1}) (= (vec-length sy) {rank}) (= (vec-length p) {rank - 1}) "
+                f"(= (vec-get p 0) 0) {kept} (= (vec-get sy 0) (vec-get sx 0)) (= (vec-get sy 1) (vec-get sx 1)) {moved}",
+                f"(union y (Transpose x {perm}))"))
+    return tuple(rules)
 
 
 def _pad_remap(rank: int) -> str:
@@ -134,7 +169,7 @@ RULES = [
     Rule("transpose-identity", "layout", "exact", "onnxoptimizer:eliminate_nop_transpose",
          "Transpose(x, p) -> x for the identity perm, or when every dim of x is 1",
          tuple(rw("(Transpose x p)", "x", f"(= p {_identity(r)})") for r in range(1, MAX_RANK + 1))
-         + (rw("(Transpose x p)", "x", "(= s (shape x))", f"(= s {_ONES_LIKE_S})"),),
+         + (rw("(Transpose x p)", "x", "(= s (shape x))", f"(= s {ones('s')})"),),
          ruleset="simplify"),
     Rule("transpose-sink-unary", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes",
          "U(Transpose(x, p)) -> Transpose(U(x), p) for unary elementwise U (Relu, Clip, Cast, Sigmoid, ...)",
@@ -165,10 +200,15 @@ RULES = [
     Rule("transpose-to-reshape", "layout", "exact", "onnxruntime:TransposeOptimizer (transpose as reshape); "
          "coreml:transpose -> reshape",
          "Transpose(x, p) -> Reshape(x, shape(out)) when p moves no data (the axes of size > 1 keep their order)",
-         tuple(rw("(Transpose x p)", "(Reshape x so 0)", f"(= (vec-length p) {r})", "(= s (shape x))",
-                  f"(= (vec-length s) {r})", f"(!= s {_ONES_LIKE_S})", _moves_no_data(r), "(= so (shape __root))",
-                  "(vec-not-contains so 0)")
-               for r in range(2, MAX_RANK + 1))),
+         tuple(rw("(Transpose x p)", f"(Reshape x {target} 0)", f"(= (vec-length p) {r})", "(= s (shape x))",
+                  f"(= (vec-length s) {r})", f"(!= s {ones('s')})", _moves_no_data(r), "(= so (shape __root))",
+                  "(vec-not-contains so 0)", guard)
+               for r in range(2, MAX_RANK + 1) for target, guard in _reshape_targets(r))),
+    Rule("reshape-transpose-reshape", "layout", "exact", "onnxruntime:ReshapeFusion (attention transposes); "
+         "coreml:reduce_transposes",
+         "Reshape(Transpose(Reshape(x, [a*b, c, ...]), p), [a, b, ...]) -> Transpose(x, [0, 1, 1 + p[1:]]) when "
+         "p[0] = 0 and the reshapes only merge and split x's leading two axes (targets static or run-time)",
+         _reshape_transpose_reshape()),
     Rule("squeeze-unsqueeze-cancel", "layout", "exact", "onnxoptimizer:eliminate_nop_squeeze_unsqueeze; "
          "tvm:SimplifyExpr (squeeze/expand_dims)",
          "Squeeze(Unsqueeze(x, a), a) -> x and Unsqueeze(Squeeze(x, a), a) -> x (a non-empty), or any such pair "

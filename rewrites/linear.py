@@ -26,17 +26,13 @@ subset is generated once; the cost model decides whether one launch and one read
 
 from __future__ import annotations
 
-from eqsat.rule import Egglog, Rule, fact, op_pattern
+from eqsat.rule import Egglog, Rule, fact, ones, op_pattern
 from rewrites.tensor import tlist
 
 FAMILY = "linear"
 #: Gemm's float dtypes (every opset): ONNX allows integer Gemms from opset 11 on, but ONNX Runtime has no integer
 #: (nor bfloat16) Gemm kernel, so a MatMul of those types stays a MatMul.
 GEMM_OK = tuple(f'(= (dtype y) "{d}")' for d in ("FLOAT", "FLOAT16", "DOUBLE"))
-
-
-def ones(s: str) -> str:
-    return f'(unstable-vec-map (unstable-fn "min" 1) {s})'
 
 
 def per_column(c: str, ref: str) -> str:
@@ -182,7 +178,8 @@ def _gemm_merge(n: int, bias: bool) -> "Egglog":
     ks = range(n)
     c = [f"c{k}" if bias else "(Absent)" for k in ks]
     q = " ".join(f"(= y{k} (Gemm a w{k} {c[k]} alpha beta ta tb)) (= w{k} (Const k{k})) "
-                 f"(= r{k} (const-rank w{k})) (= sy{k} (shape y{k})) (= (vec-length sy{k}) 2)" for k in ks)
+                 f"(= r{k} (const-rank w{k})) (= sy{k} (shape y{k})) (= (vec-length sy{k}) 2) "
+                 f"(>= (vec-get sy{k} 1) 0)" for k in ks)
     q += " " + " ".join(f"(< r{k} r{k + 1})" for k in range(n - 1)) + " (>= tb 0) (<= tb 1) (= dt (dtype y0))"
     if bias:
         q += " " + " ".join(f"(is-const c{k}) (= sc{k} (shape c{k})) (= sc{k} (vec-of (vec-get sy{k} 1)))" for k in ks)

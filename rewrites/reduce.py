@@ -33,6 +33,7 @@ def _count(n_axes: int | None, rank: int | None) -> tuple[str, str]:
     else:
         dims = [f"(vec-get sx {j})" for j in range(rank)]
         guards = f"(= ax (vec-empty)) (= (vec-length sx) {rank})"
+    guards += " " + " ".join(f"(>= {d} 0)" for d in dims)  # N is a product of sizes, never of symbols
     n = dims[0]
     for d in dims[1:]:
         n = f"(* {n} {d})"

@@ -118,7 +118,7 @@ def _depth_to_space() -> tuple:
               11))  # mode, perm, the 6-D intermediate (binds b and cb = C / b²), first opset
     rules = []
     for mode, perm, mid, opset in modes:
-        query = (f"{_SHUFFLE.format(perm=perm)} {mid} (> b 0) (= c (* (* b b) cb)) "
+        query = (f"{_SHUFFLE.format(perm=perm)} {mid} (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) (= c (* (* b b) cb)) "
                  "(= sy (vec-of n cb (* h b) (* w b)))")
         rules += [fact(f"{query} {guard}", f'(union y (DepthToSpace x b "{mode}"))')
                   for guard in _dtype_guards(D2S_DTYPES, opset)]
@@ -126,8 +126,8 @@ def _depth_to_space() -> tuple:
 
 
 def _space_to_depth() -> tuple:
-    query = (f"{_SHUFFLE.format(perm='(vec-of 0 3 5 1 2 4)')} (= b (vec-get sr 3)) (> b 0) (= hb (vec-get sr 2)) "
-             "(= wb (vec-get sr 4)) (= sr (vec-of n c hb b wb b)) (= h (* hb b)) (= w (* wb b)) "
+    query = (f"{_SHUFFLE.format(perm='(vec-of 0 3 5 1 2 4)')} (= b (vec-get sr 3)) (> b 0) (>= c 0) (>= h 0) (>= w 0) (= hb (vec-get sr 2)) "
+             "(= wb (vec-get sr 4)) (>= hb 0) (>= wb 0) (= sr (vec-of n c hb b wb b)) (= h (* hb b)) (= w (* wb b)) "
              "(= sy (vec-of n (* c (* b b)) hb wb))")
     return tuple(fact(f"{query} {guard}", "(union y (SpaceToDepth x b))") for guard in _dtype_guards(S2D_DTYPES))
 
@@ -140,7 +140,7 @@ def _stack_reshape() -> tuple:
         xs = tlist([f"x{k}" for k in range(n)])
         rules.append(rw(f"(Reshape (Concat {tlist(items)} a) s z)", f"(Concat {xs} a)",
                         f"(= ua (vec-of a)) {guards} (>= a 0) (< a (vec-length sx))",
-                        f"(= (shape __root) (vec-set sx a (* {n} (vec-get sx a))))"))
+                        f"(>= (vec-get sx a) 0) (= (shape __root) (vec-set sx a (* {n} (vec-get sx a))))"))
     return tuple(rules)
 
 

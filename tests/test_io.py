@@ -36,6 +36,29 @@ def test_output_passes_full_check(round_trip) -> None:
     onnx.checker.check_model(round_trip[1], full_check=True)
 
 
+def test_every_output_node_names_its_origin(round_trip) -> None:
+    """Provenance on every node: rewritten, kept, opaque, and the Identity that keeps an output's name."""
+    from eqsat.lower import PROVENANCE_KEY
+
+    unnamed = [n.name for n in round_trip[1].graph.node
+               if not any(p.key == PROVENANCE_KEY and p.value for p in n.metadata_props)]
+    assert not unnamed
+
+
+def test_opaque_nodes_and_output_aliases_name_their_origin() -> None:
+    from eqsat.lower import PROVENANCE_KEY
+
+    m = oh.make_model(oh.make_graph(
+        [oh.make_node("Shape", ["x"], ["s"], name="shape"), oh.make_node("Identity", ["x"], ["y"], name="alias"),
+         oh.make_node("Relu", ["x"], ["r"], name="relu"), oh.make_node("Relu", ["r"], ["z"], name="relu2")], "g",
+        [oh.make_tensor_value_info("x", F32, ["n", 3])],
+        [oh.make_tensor_value_info("s", TensorProto.INT64, [2]), oh.make_tensor_value_info("y", F32, ["n", 3]),
+         oh.make_tensor_value_info("z", F32, ["n", 3])]), opset_imports=[oh.make_opsetid("", 17)], ir_version=10)
+    out = eqsat.optimize(m).proto
+    origin = {n.output[0]: {p.key: p.value for p in n.metadata_props}.get(PROVENANCE_KEY) for n in out.graph.node}
+    assert origin == {"s": "shape", "y": "alias", "z": "relu,relu2"}
+
+
 def test_graph_inputs_and_outputs_kept(round_trip) -> None:
     before, after, _ = round_trip
     assert _signature(after.graph.input) == _signature(before.graph.input)

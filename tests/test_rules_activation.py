@@ -150,6 +150,41 @@ def test_gelu_decompose_property(case: RuleCase) -> None:
     case.check()
 
 
+# ---- hardswish-fuse ----
+
+def _hard_swish(six: float = 6.0, shift: float = 3.0, upper: float = 6.0, opset: int = 11,
+                dims: tuple = (2, 3, 8)) -> object:
+    """x * Clip(x + shift, 0, upper) / six, as paddle2onnx writes MobileNetV3's hard-swish."""
+    nodes = [node("Add", ["x", "three"], "s"), node("Clip", ["s", "lo", "hi"], "h"), node("Mul", ["x", "h"], "xh"),
+             node("Div", ["xh", "six"], "y")]
+    inits = {"three": np.array(shift, np.float32), "lo": np.array(0.0, np.float32),
+             "hi": np.array(upper, np.float32), "six": np.array(six, np.float32)}
+    return model(nodes, [("x", "FLOAT", dims)], initializers=inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset,ops", [(11, {"Mul": 1, "HardSigmoid": 1}), (14, {"HardSwish": 1})])
+def test_hardswish_fuse(opset: int, ops: dict) -> None:
+    """Before opset 14 the form is x * HardSigmoid(x, 1/6, 0.5); from 14 on, one HardSwish."""
+    result = assert_rule_sound(_hard_swish(opset=opset), "hardswish-fuse", also=["div-const-to-mul"])
+    assert op_counts(result.model) == ops
+
+
+def test_hardswish_fuse_under_symbolic_dims() -> None:
+    result = assert_rule_sound(_hard_swish(dims=("N", 16, "H", "W")), "hardswish-fuse", also=["div-const-to-mul"])
+    assert op_counts(result.model) == {"Mul": 1, "HardSigmoid": 1}
+
+
+@pytest.mark.parametrize("six,shift,upper", [(5.0, 3.0, 6.0), (6.0, 2.0, 6.0), (6.0, 3.0, 5.0)])
+def test_hardswish_fuse_not_for_other_constants(six: float, shift: float, upper: float) -> None:
+    assert_rule_does_not_fire(_hard_swish(six, shift, upper), "hardswish-fuse", also=["div-const-to-mul"])
+
+
+@property_settings()
+@given(PROPERTIES["hardswish-fuse"]())
+def test_hardswish_fuse_property(case: RuleCase) -> None:
+    case.check()
+
+
 # ---- leakyrelu-from-max ----
 
 def _max_mul(alpha: float, dtype: str = "FLOAT", swap: bool = False) -> object:

@@ -1,0 +1,93 @@
+"""Shape computations under symbolic dims: Reshape and Expand targets computed at run time made static.
+
+Exporters compute reshape targets from the input's own shape (`Shape -> Gather -> Unsqueeze -> Concat ->
+Reshape` around attention heads and flattening). With a dynamic batch or sequence dim the folder cannot
+evaluate them, and the Reshape stays opaque to every rule. Here each target is evaluated symbolically,
+element by element, over the shape facts of eqsat.symbols (a size, or a symbol), and written back as a
+constant when ONNX can say it statically:
+
+    Reshape(x, target): a size stays; a symbol equal to x's dim at the same index becomes 0 (copy; only
+                        when no size in the target is 0, and allowzero is then set to 0); one remaining
+                        symbol becomes -1 (inferred: the target's product is x's element count)
+    Expand(x, target):  a size stays; a symbol equal to x's dim at the aligned index becomes 1 (keep)
+
+The targets are evaluated by eqsat.symbols (`ShapeFacts.values`); a target it cannot evaluate stays as it is.
+The chain itself becomes dead and is removed by the caller.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from eqsat.symbols import symbolic_shapes
+
+Item = int | str  # an integer, or a symbol by name
+
+
+def make_targets_static(model: ir.Model) -> bool:
+    """Rewrite the run-time targets of Reshape and Expand nodes as constants where possible; True if any."""
+    graph = model.graph
+    facts = symbolic_shapes(graph)
+    changed = False
+    for node in graph:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Reshape", "Expand") \
+                or len(node.inputs) != 2 or node.inputs[1] is None or node.inputs[1].const_value is not None:
+            continue
+        x, target_value = node.inputs
+        target = facts.values.get(target_value.name)
+        dims = facts.shapes.get(x.name) if x is not None else None
+        if target is None or dims is None:
+            continue
+        x_items = facts.named(dims)
+        static = _reshape_target(target, x_items) if node.op_type == "Reshape" else _expand_target(target, x_items)
+        if static is None:
+            continue
+        if node.op_type == "Reshape" and "allowzero" in node.attributes:
+            node.attributes["allowzero"] = ir.AttrInt64("allowzero", 0)  # the target has no literal 0
+        const = ir.Value(name=f"{target_value.name}_static",
+                         const_value=ir.tensor(np.asarray(static, dtype=np.int64)))
+        graph.initializers.add(const)
+        node.replace_input_with(1, const)
+        changed = True
+    return changed
+
+
+def _reshape_target(target: Sequence[Item], x_items: Sequence[Item]) -> list[int] | None:
+    """`target` with symbols as 0 (copy x's dim) or one -1, or None when that cannot say it. A target without
+    literal 0s means the same under allowzero 0 and 1, and a copied dim is the symbol's size even when it
+    is 0 at run time: the rewritten node has allowzero 0."""
+    if all(isinstance(t, int) for t in target) or any(t == 0 for t in target):
+        return None  # nothing symbolic to say, or a literal 0 (it already means "copy": mixing would misread)
+    out: list[int] = []
+    inferred = False
+    for k, t in enumerate(target):
+        if isinstance(t, int):
+            if t < -1:
+                return None
+            inferred = inferred or t == -1
+            out.append(t)
+        elif k < len(x_items) and x_items[k] == t:
+            out.append(0)
+        elif not inferred:
+            inferred = True
+            out.append(-1)
+        else:
+            return None
+    return out
+
+
+def _expand_target(target: Sequence[Item], x_items: Sequence[Item]) -> list[int] | None:
+    """`target` with symbols equal to x's aligned dim as 1 (broadcast keeps x's dim), or None."""
+    offset = len(target) - len(x_items)
+    out: list[int] = []
+    for k, t in enumerate(target):
+        if isinstance(t, int):
+            out.append(t)
+        elif 0 <= k - offset < len(x_items) and x_items[k - offset] == t:
+            out.append(1)
+        else:
+            return None
+    return out

@@ -1,0 +1,342 @@
+"""Symbolic dims: every value of known rank gets a shape fact, its unknown dims as symbols.
+
+A shape fact is a vector of i64: a dim >= 0 is a size, a dim < 0 is a *symbol*, an unknown size. Equal
+symbols are equal sizes; different symbols may or may not be. Symbols come from
+
+- the model's dim_params (the same name is the same size everywhere, as ONNX declares it);
+- recovery where ONNX shape inference leaves a dim unnamed, or names it differently, although it is
+  provably equal to an input's dim
+  (elementwise and normalization ops copy their input's dims, broadcasting keeps the one non-1 symbol,
+  Transpose permutes, MatMul/Gemm keep rows and columns, Conv/pooling keep the batch dim and derive each
+  spatial dim from the input's by a name that encodes the formula, so equal inputs give equal symbols);
+- a fresh symbol for any other unknown dim (a dim_value < 0, as paddle2onnx writes them, included).
+
+Rules read symbols as opaque: they may copy, permute and compare them, never compute with them (a rule
+that needs a size guards that the dim is >= 0). The cost model prices a symbol at a representative size
+(`representative_size`); lowering writes declared dim_params back and leaves other symbols unnamed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import onnx_ir as ir
+
+Dim = int | str | None  # a size, a symbol's name, or unknown
+
+#: Ops whose output 0 has exactly the shape of input 0.
+SAME_SHAPE = frozenset({
+    "Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", "Reciprocal", "Floor", "Ceil",
+    "Sign", "Softplus", "Softsign", "Identity", "Not", "Sin", "Cos", "Round", "IsNaN", "IsInf", "LeakyRelu",
+    "Elu", "Selu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "Clip", "Cast", "CastLike", "Dropout",
+    "Softmax", "LogSoftmax", "Hardmax", "BatchNormalization", "InstanceNormalization", "LayerNormalization",
+    "LpNormalization", "LRN", "MeanVarianceNormalization", "QuantizeLinear", "DequantizeLinear", "CumSum",
+    "ThresholdedRelu", "Shrink", "Celu", "Tan", "Atan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh",
+    "Atanh", "BitwiseNot", "DynamicQuantizeLinear",
+})
+#: Ops whose output broadcasts all inputs (numpy rules).
+BROADCASTING = frozenset({
+    "Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual",
+    "And", "Or", "Xor", "Mod", "Max", "Min", "Sum", "Mean", "Where", "BitShift", "BitwiseAnd", "BitwiseOr",
+    "BitwiseXor",
+})
+#: Windowed ops: output (N, C_out, spatial...) from input (N, C, spatial...).
+WINDOWED = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool", "ConvInteger", "QLinearConv"})
+
+#: dim_params that name a batch dim besides those containing "batch" (priced at 1).
+_BATCH_NAMES = frozenset({"n", "b", "bs", "N", "B"})
+#: Size a symbol is priced at by the cost model unless it looks like a batch dim.
+SYMBOL_SIZE = 64
+
+
+@dataclasses.dataclass
+class SymbolTable:
+    """Symbol names and their negative ids (`-1` the first); `declared` names came from the model."""
+
+    ids: dict[str, int] = dataclasses.field(default_factory=dict)
+    declared: set[str] = dataclasses.field(default_factory=set)
+    fresh_count: int = 0
+
+    def id(self, name: str) -> int:
+        return self.ids.setdefault(name, -1 - len(self.ids))
+
+    def fresh(self, hint: str) -> str:
+        """A name no other dim has (an unknown dim nothing is known to equal)."""
+        self.fresh_count += 1
+        return f"?{self.fresh_count}:{hint}"
+
+    @property
+    def names(self) -> dict[int, str]:
+        return {i: n for n, i in self.ids.items()}
+
+    def declared_name(self, symbol: int) -> str | None:
+        """The dim_param to write for `symbol`, or None (a recovered or fresh symbol stays unnamed)."""
+        name = self.names.get(symbol)
+        return name if name in self.declared else None
+
+    def sizes(self) -> dict[int, int]:
+        """The size each symbol is priced at."""
+        return {i: representative_size(n) for n, i in self.ids.items()}
+
+
+def representative_size(name: str) -> int:
+    """What the cost model assumes for a symbol: 1 for batch-like names, else SYMBOL_SIZE."""
+    return 1 if name in _BATCH_NAMES or "batch" in name.lower() else SYMBOL_SIZE
+
+
+def declared_dims(shape: ir.Shape | None) -> tuple[Dim, ...] | None:
+    """A declared shape as sizes, dim_params and None (unknown: unnamed, or a negative dim_value)."""
+    if shape is None:
+        return None
+    dims: list[Dim] = []
+    for d in shape:
+        if isinstance(d, int):
+            dims.append(d if d >= 0 else None)
+        else:
+            dims.append(d.value if d.value else None)
+    return tuple(dims)
+
+
+class _Recovery:
+    """Names every unknown dim of a graph, walking its nodes in order (no recursion).
+
+    Where an op's output dim provably equals an input's (`hints`) and both are known under different names,
+    the two are unified (union-find, a size winning over a symbol), so that the loaded facts agree with what
+    the shape rules derive for the same values (a conflict there would be an illegal merge).
+    """
+
+    def __init__(self, table: SymbolTable) -> None:
+        self.table = table
+        self.dims: dict[str, tuple[Dim, ...]] = {}
+        self.values: dict[str, tuple[Dim, ...]] = {}  # integer tensors (rank <= 1) that compute shapes
+        self.equal: dict[str, Dim] = {}  # symbol -> a dim it equals (union-find parent)
+
+    def find(self, d: Dim) -> Dim:
+        while isinstance(d, str) and d in self.equal:
+            d = self.equal[d]
+        return d
+
+    def unify(self, a: Dim, b: Dim) -> None:
+        a, b = self.find(a), self.find(b)
+        if a is None or b is None or a == b:
+            return
+        if isinstance(a, str) and (not isinstance(b, str) or b in self.table.declared or a not in self.table.declared):
+            self.equal[a] = b  # a size, or a declared name, represents the class
+        elif isinstance(b, str):
+            self.equal[b] = a
+
+    def named(self, value: ir.Value, hints: Sequence[Dim] = ()) -> None:
+        """Record `value`'s dims: declared ones kept (and unified with `hints`, same position), unknown ones
+        from `hints` or fresh."""
+        dims = declared_dims(value.shape)
+        if dims is None or not value.name:
+            return
+        out: list[Dim] = []
+        for axis, d in enumerate(dims):
+            if isinstance(d, str):
+                self.table.declared.add(d)
+            hint = hints[axis] if axis < len(hints) and len(hints) == len(dims) else None
+            if d is None:
+                d = hint if hint is not None else self.table.fresh(f"{value.name}[{axis}]")
+            else:
+                self.unify(d, hint)
+            out.append(d)
+        self.dims[value.name] = tuple(out)
+
+    def resolved(self, table: dict[str, tuple[Dim, ...]]) -> dict[str, tuple[Dim, ...]]:
+        return {name: tuple(self.find(d) for d in dims) for name, dims in table.items()}
+
+    def of(self, value: ir.Value | None) -> tuple[Dim, ...] | None:
+        dims = self.dims.get(value.name) if value is not None and value.name else None
+        return None if dims is None else tuple(self.find(d) for d in dims)
+
+    def value(self, value: ir.Value | None) -> tuple[Dim, ...] | None:
+        """The elements of an integer tensor of rank <= 1: a constant, or a shape computation evaluated."""
+        if value is None or not value.name:
+            return None
+        if value.const_value is not None:
+            array = value.const_value.numpy()
+            small = array.dtype.kind in "iu" and array.ndim <= 1 and array.size <= MAX_SHAPE_VALUE
+            return tuple(int(v) for v in array.reshape(-1)) if small else None
+        items = self.values.get(value.name)
+        return None if items is None else tuple(self.find(d) for d in items)
+
+    def node(self, node: ir.Node) -> None:
+        if node.domain in ("", "ai.onnx") and len(node.outputs) == 1 and node.outputs[0].name:
+            items = self.evaluate(node)
+            if items is not None:
+                self.values[node.outputs[0].name] = items
+        hints = self.hints(node)
+        for k, out in enumerate(node.outputs):
+            self.named(out, hints if k == 0 else ())
+
+    def evaluate(self, node: ir.Node) -> tuple[Dim, ...] | None:
+        """A shape computation's output elements (sizes and symbols), or None when it is not one: Shape,
+        Gather along axis 0 with constant indices, Concat, Slice along axis 0 with step 1, Cast to an integer
+        type, Identity, Squeeze/Unsqueeze of one element, and Add/Sub/Mul/Div of sizes."""
+        op, ins = node.op_type, node.inputs
+        first = self.value(ins[0]) if ins else None
+        if op == "Shape":
+            dims = self.of(ins[0]) if ins else None
+            if dims is None or any(d is None for d in dims):
+                return None
+            start, end = _int(node, "start"), node.attributes.get("end")
+            return dims[start:int(end.value) if end is not None else len(dims)]
+        if op == "Identity" or (op == "Cast" and _int(node, "to") in _INT_TYPES):
+            return first
+        if op in ("Squeeze", "Unsqueeze"):
+            return first if first is not None and len(first) == 1 else None
+        if op == "Gather" and _int(node, "axis") == 0 and first is not None and len(ins) > 1:
+            index = self.value(ins[1])
+            n = len(first)
+            if index is None or not all(isinstance(i, int) and -n <= i < n for i in index):
+                return None
+            return tuple(first[i] for i in index)  # type: ignore[index]
+        if op == "Concat" and _int(node, "axis") in (0, -1):
+            parts = [self.value(v) for v in ins]
+            return None if any(p is None for p in parts) else tuple(d for p in parts for d in p)  # type: ignore[union-attr]
+        if op == "Slice" and first is not None:
+            starts, ends, axes, steps = (self.value(ins[k]) if k < len(ins) else None for k in (1, 2, 3, 4))
+            plain = (starts is not None and ends is not None and len(starts) == len(ends) == 1
+                     and axes in (None, (0,), (-1,)) and steps in (None, (1,)))
+            return first[slice(starts[0], ends[0])] if plain else None  # type: ignore[index,misc]
+        if op in _ARITHMETIC and first is not None and len(ins) == 2:
+            other = self.value(ins[1])
+            if other is None or len(other) != len(first) or not all(isinstance(d, int) for d in first + other):
+                return None
+            if op == "Div" and 0 in other:
+                return None
+            return tuple(_ARITHMETIC[op](a, b) for a, b in zip(first, other))  # type: ignore[arg-type]
+        return None
+
+    def hints(self, node: ir.Node) -> tuple[Dim, ...]:
+        """What output 0's dims are known to equal, position by position (None: nothing known)."""
+        ins = [self.of(v) for v in node.inputs]
+        out = node.outputs[0] if node.outputs else None
+        rank = len(out.shape) if out is not None and out.shape is not None else None
+        if rank is None or node.domain not in ("", "ai.onnx") or not ins:
+            return ()
+        op = node.op_type
+        x = ins[0]
+        if op in SAME_SHAPE and x is not None and len(x) == rank:
+            return x
+        if op in BROADCASTING:
+            return _broadcast([s for s in ins if s is not None], rank) if all(s is not None for s in ins) else ()
+        if op == "Transpose" and x is not None and len(x) == rank:
+            perm = _ints(node, "perm") or list(reversed(range(rank)))
+            return tuple(x[p] for p in perm) if sorted(perm) == list(range(rank)) else ()
+        if op in ("MatMul", "MatMulInteger", "QLinearMatMul") and len(ins) >= 2:
+            return _matmul(ins[0], ins[3] if op == "QLinearMatMul" and len(ins) > 3 else ins[1], rank)
+        if op == "Gemm" and len(ins) >= 2 and rank == 2 and ins[0] is not None and ins[1] is not None:
+            a, b = ins[0], ins[1]
+            return (a[1] if _int(node, "transA") else a[0], b[0] if _int(node, "transB") else b[1])
+        if op in WINDOWED and x is not None and len(x) == rank:
+            return (x[0], None, *self.windowed(node, x))
+        if op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool") and x is not None and len(x) == rank:
+            return (x[0], x[1])
+        target = self.value(node.inputs[1]) if len(node.inputs) > 1 else None
+        if op == "Reshape" and target is not None and len(target) == rank:
+            return _reshaped(x, target, copy_zeros=not _int(node, "allowzero"))
+        if op == "Expand" and target is not None and x is not None and len(target) == rank:
+            return _broadcast([x, target], rank)
+        if op == "ConstantOfShape":
+            shape = self.value(node.inputs[0])
+            return shape if shape is not None and len(shape) == rank else ()
+        return ()
+
+    def windowed(self, node: ir.Node, x: tuple[Dim, ...]) -> list[Dim]:
+        """Spatial output dims as names that encode the window formula over the input's dims."""
+        spatial = len(x) - 2
+        kernel = _ints(node, "kernel_shape")
+        if kernel is None or len(kernel) != spatial:
+            return [None] * spatial
+        strides = _ints(node, "strides") or [1] * spatial
+        dilations = _ints(node, "dilations") or [1] * spatial
+        pads = _ints(node, "pads") or [0] * (2 * spatial)
+        auto_pad = node.attributes.get("auto_pad")
+        mode = auto_pad.value if auto_pad is not None else "NOTSET"
+        ceil = _int(node, "ceil_mode")
+        return [None if x[2 + i] is None else
+                f"{node.op_type}({x[2 + i]};k{kernel[i]} s{strides[i]} d{dilations[i]} "
+                f"p{pads[i]},{pads[i + spatial]} {mode} c{ceil})" for i in range(spatial)]
+
+
+#: Integer arithmetic a shape computation may do on sizes.
+_ARITHMETIC = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+               "Div": lambda a, b: a // b}
+#: Integer dtypes (ONNX codes) a Cast inside a shape computation may go to.
+_INT_TYPES = frozenset({ir.DataType.INT64.value, ir.DataType.INT32.value})
+#: Largest constant read as a shape computation's operand.
+MAX_SHAPE_VALUE = 16
+
+
+def _broadcast(shapes: Sequence[tuple[Dim, ...]], rank: int) -> tuple[Dim, ...]:
+    """Per output axis: the one dim other than 1 that every operand agrees on, else None."""
+    out: list[Dim] = []
+    for axis in range(rank):
+        seen = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
+        seen.discard(1)
+        out.append(seen.pop() if len(seen) == 1 and None not in seen else None)
+    return tuple(out)
+
+
+def _reshaped(x: tuple[Dim, ...] | None, target: tuple[Dim, ...], copy_zeros: bool) -> tuple[Dim, ...]:
+    """A Reshape's output dims from its target: a 0 copies x's dim (unless allowzero), -1 is unknown here."""
+    out: list[Dim] = []
+    for k, t in enumerate(target):
+        if t == 0 and copy_zeros:
+            out.append(x[k] if x is not None and k < len(x) else None)
+        else:
+            out.append(None if isinstance(t, int) and t < 0 else t)
+    return tuple(out)
+
+
+def _matmul(a: tuple[Dim, ...] | None, b: tuple[Dim, ...] | None, rank: int) -> tuple[Dim, ...]:
+    if a is None or b is None or len(a) < 2 or len(b) < 2:
+        return ()
+    batch = _broadcast([a[:-2], b[:-2]], rank - 2) if rank > 2 else ()
+    return (*batch, a[-2], b[-1])
+
+
+def _ints(node: ir.Node, name: str) -> list[int] | None:
+    attr = node.attributes.get(name)
+    return [int(v) for v in attr.value] if attr is not None else None
+
+
+def _int(node: ir.Node, name: str) -> int:
+    attr = node.attributes.get(name)
+    return int(attr.value) if attr is not None else 0
+
+
+@dataclasses.dataclass
+class ShapeFacts:
+    """A graph's shape facts: per value of known rank its shape, per shape computation (an integer tensor of
+    rank <= 1 computed from shapes) its elements; sizes >= 0, symbols < 0, named by `table`."""
+
+    shapes: dict[str, tuple[int, ...]]
+    values: dict[str, tuple[int | str, ...]]  # elements: integers (-1 included), or symbols by name
+    table: SymbolTable
+
+    def named(self, dims: Sequence[int]) -> tuple[int | str, ...]:
+        """A shape fact with its symbols by name, comparable with the elements of `values`."""
+        names = self.table.names
+        return tuple(d if d >= 0 else names[d] for d in dims)
+
+
+def symbolic_shapes(graph: ir.Graph, table: SymbolTable | None = None) -> ShapeFacts:
+    """Every value of known rank in `graph` (inputs, initializers, node outputs) as a shape fact, and the
+    shape computations evaluated, walking the graph once in order."""
+    table = table if table is not None else SymbolTable()
+    recovery = _Recovery(table)
+    for value in graph.inputs:
+        recovery.named(value)
+    for value in graph.initializers.values():
+        recovery.named(value)
+    for node in graph:
+        recovery.node(node)
+
+    known = {name: dims for name, dims in recovery.resolved(recovery.dims).items() if None not in dims}
+    shapes = {name: tuple(d if isinstance(d, int) else table.id(d) for d in dims) for name, dims in known.items()}
+    values = {name: items for name, items in recovery.resolved(recovery.values).items() if None not in items}
+    return ShapeFacts(shapes, values, table)  # type: ignore[arg-type]

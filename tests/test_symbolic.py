@@ -1,0 +1,181 @@
+"""Symbolic dims: shape facts for values with dynamic dims, the loader's run-time shape chains made static,
+zero recurrent states dropped, and dynamic dims kept in the output."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+
+import eqsat
+from eqsat import io
+from eqsat.symbols import symbolic_shapes
+from eqsat.testing import op_counts, run
+from tests.rule_graphs import model, node
+
+RNG = np.random.default_rng(0)
+
+
+def _facts(m: onnx.ModelProto) -> tuple[dict[str, tuple[int, ...]], dict[int, str]]:
+    work, _ = io.normalize_proto(m)
+    facts = symbolic_shapes(work.graph)
+    return facts.shapes, facts.table.names
+
+
+def _same_outputs(a: onnx.ModelProto, b: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
+    for x, y in zip(run(a, feeds), run(b, feeds)):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5)
+
+
+def _dims(value: onnx.ValueInfoProto) -> list[int | str | None]:
+    return [d.dim_param or (d.dim_value if d.HasField("dim_value") else None) for d in value.type.tensor_type.shape.dim]
+
+
+# ---- shape facts ----
+
+def test_dim_params_are_shared_symbols() -> None:
+    m = model([node("Relu", ["x"], "r"), node("Add", ["r", "z"], "y")],
+              [("x", "FLOAT", ("batch", 4)), ("z", "FLOAT", ("batch", 4))])
+    shapes, names = _facts(m)
+    assert shapes["x"] == shapes["z"] == shapes["r"] == shapes["y"]
+    assert shapes["x"][1] == 4 and names[shapes["x"][0]] == "batch"
+
+
+def test_unnamed_dims_are_fresh_symbols_recovered_through_ops() -> None:
+    """An unnamed dim is its own symbol; Relu, BatchNormalization and the conv's batch dim keep it."""
+    w = RNG.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    bn = [np.ones(2, np.float32), np.zeros(2, np.float32), np.zeros(2, np.float32), np.ones(2, np.float32)]
+    m = model([node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
+               node("BatchNormalization", ["c", "s", "b", "mu", "var"], "n"), node("Relu", ["n"], "y")],
+              [("x", "FLOAT", (None, 3, None, None))], initializers=dict(w=w, s=bn[0], b=bn[1], mu=bn[2], var=bn[3]))
+    shapes, _ = _facts(m)
+    assert shapes["x"][0] == shapes["c"][0] < 0
+    assert shapes["c"] == shapes["n"] == shapes["y"] and shapes["c"][1] == 2
+    assert len({shapes["x"][0], shapes["x"][2], shapes["x"][3]}) == 3  # three different unknowns
+
+
+def test_negative_dim_value_is_an_unknown_dim_not_a_size() -> None:
+    """paddle2onnx writes dynamic dims as -1: Shape of such a value must not fold to a constant holding -1."""
+    m = model([node("Shape", ["x"], "s"), node("Reshape", ["x", "s"], "y")], [("x", "FLOAT", (-1, 3))])
+    out = eqsat.optimize(m).proto
+    feeds = {"x": RNG.standard_normal((5, 3)).astype(np.float32)}
+    _same_outputs(m, out, feeds)
+    for init in out.graph.initializer:
+        assert -1 not in onnx.numpy_helper.to_array(init).reshape(-1).tolist()
+
+
+# ---- run-time shape computations ----
+
+def _heads_reshape(batch: str | None = "batch", seq: str | None = "seq") -> onnx.ModelProto:
+    """x [batch, seq, 8] -> Reshape(x, Concat(Shape(x)[0], Shape(x)[1], 2, 4)) -> Transpose: attention heads."""
+    nodes = [node("Shape", ["x"], "s"),
+             node("Gather", ["s", "i0"], "b", axis=0), node("Gather", ["s", "i1"], "n", axis=0),
+             node("Unsqueeze", ["b", "ax"], "bu"), node("Unsqueeze", ["n", "ax"], "nu"),
+             node("Concat", ["bu", "nu", "heads"], "target", axis=0),
+             node("Reshape", ["x", "target"], "r"), node("Transpose", ["r"], "y", perm=[0, 2, 1, 3])]
+    inits = dict(i0=np.array(0, np.int64), i1=np.array(1, np.int64), ax=np.array([0], np.int64),
+                 heads=np.array([2, 4], np.int64))
+    return model(nodes, [("x", "FLOAT", (batch, seq, 8))], initializers=inits)
+
+
+def test_shape_chain_becomes_a_static_reshape() -> None:
+    m = _heads_reshape()
+    out = eqsat.optimize(m).proto
+    assert op_counts(out) == {"Reshape": 1, "Transpose": 1}
+    (target,) = [onnx.numpy_helper.to_array(i) for i in out.graph.initializer]
+    assert target.tolist() == [0, 0, 2, 4]
+    for shape in ((1, 5, 8), (3, 2, 8)):
+        _same_outputs(m, out, {"x": RNG.standard_normal(shape).astype(np.float32)})
+
+
+def test_shape_chain_with_one_unmatched_symbol_uses_minus_one() -> None:
+    """The target's first entry is the batch, the second a product the chain computes from another input:
+    only one symbol is left, so it is written -1."""
+    nodes = [node("Shape", ["z"], "s"), node("Gather", ["s", "i0"], "n", axis=0),
+             node("Unsqueeze", ["n", "ax"], "nu"), node("Concat", ["nu", "tail"], "target", axis=0),
+             node("Reshape", ["x", "target"], "y")]
+    inits = dict(i0=np.array(0, np.int64), ax=np.array([0], np.int64), tail=np.array([8], np.int64))
+    m = model(nodes, [("x", "FLOAT", ("a", 8)), ("z", "FLOAT", ("b", 2))], initializers=inits)
+    out = eqsat.optimize(m, verify=False).proto
+    (target,) = [onnx.numpy_helper.to_array(i) for i in out.graph.initializer]
+    assert target.tolist() == [-1, 8]
+    feeds = {"x": RNG.standard_normal((3, 8)).astype(np.float32), "z": RNG.standard_normal((3, 2)).astype(np.float32)}
+    _same_outputs(m, out, feeds)
+
+
+def test_shape_chain_with_two_unknown_symbols_is_kept() -> None:
+    """Two entries that are neither x's dims nor the only unknown: no static target says it."""
+    nodes = [node("Shape", ["z"], "s"), node("Concat", ["s", "tail"], "target", axis=0),
+             node("Reshape", ["x", "target"], "y")]
+    m = model(nodes, [("x", "FLOAT", ("a", 8)), ("z", "FLOAT", ("b", "c"))],
+              initializers=dict(tail=np.array([8], np.int64)))
+    out = eqsat.optimize(m, verify=False).proto
+    assert op_counts(out)["Shape"] == 1
+
+
+def test_expand_target_from_the_input_shape_becomes_static() -> None:
+    nodes = [node("Shape", ["x"], "s"), node("Gather", ["s", "i0"], "b", axis=0), node("Unsqueeze", ["b", "ax"], "bu"),
+             node("Concat", ["bu", "tail"], "target", axis=0), node("Expand", ["x", "target"], "y")]
+    inits = dict(i0=np.array(0, np.int64), ax=np.array([0], np.int64), tail=np.array([4], np.int64))
+    m = model(nodes, [("x", "FLOAT", ("batch", 1))], initializers=inits)
+    out = eqsat.optimize(m).proto
+    assert op_counts(out) == {"Expand": 1}
+    _same_outputs(m, out, {"x": RNG.standard_normal((3, 1)).astype(np.float32)})
+
+
+# ---- zero recurrent states ----
+
+def _gru(fill: float) -> onnx.ModelProto:
+    hidden = 4
+    nodes = [node("Shape", ["x"], "s"), node("Gather", ["s", "i1"], "b", axis=0), node("Unsqueeze", ["b", "ax"], "bu"),
+             node("Concat", ["one", "bu", "h"], "hs", axis=0),
+             oh.make_node("ConstantOfShape", ["hs"], ["h0"], value=onnx.numpy_helper.from_array(np.array([fill], np.float32))),
+             oh.make_node("GRU", ["x", "W", "R", "B", "", "h0"], ["y"], hidden_size=hidden)]
+    inits = dict(i1=np.array(1, np.int64), ax=np.array([0], np.int64), one=np.array([1], np.int64),
+                 h=np.array([hidden], np.int64), W=RNG.standard_normal((1, 3 * hidden, 3)).astype(np.float32),
+                 R=RNG.standard_normal((1, 3 * hidden, hidden)).astype(np.float32),
+                 B=RNG.standard_normal((1, 6 * hidden)).astype(np.float32))
+    return model(nodes, [("x", "FLOAT", ("seq", "batch", 3))], initializers=inits)
+
+
+def test_zero_initial_state_is_dropped() -> None:
+    m = _gru(0.0)
+    out = eqsat.optimize(m).proto
+    assert op_counts(out) == {"GRU": 1}
+    _same_outputs(m, out, {"x": RNG.standard_normal((5, 2, 3)).astype(np.float32)})
+
+
+def test_nonzero_initial_state_is_kept() -> None:
+    out = eqsat.optimize(_gru(0.5)).proto
+    assert op_counts(out)["ConstantOfShape"] == 1
+
+
+# ---- dynamic dims survive ----
+
+def test_dynamic_dims_survive_and_rules_fire_under_them() -> None:
+    """Conv + BatchNormalization over [N, 3, H, W]: the fold needs only the channel dim; the output keeps N, H, W."""
+    w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    stats = dict(s=RNG.uniform(0.5, 2, 4).astype(np.float32), b=RNG.standard_normal(4).astype(np.float32),
+                 mu=RNG.standard_normal(4).astype(np.float32), var=RNG.uniform(0.5, 2, 4).astype(np.float32))
+    m = model([node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
+               node("BatchNormalization", ["c", "s", "b", "mu", "var"], "y")],
+              [("x", "FLOAT", ("N", 3, "H", "W"))], outputs=[("y", "FLOAT", ("N", 4, "H", "W"))],
+              initializers=dict(w=w, **stats))
+    out = eqsat.optimize(m).proto
+    assert op_counts(out) == {"Conv": 1}
+    assert _dims(out.graph.input[0]) == ["N", 3, "H", "W"]
+    assert _dims(out.graph.output[0]) == ["N", 4, "H", "W"]
+    for shape in ((1, 3, 5, 7), (2, 3, 8, 4)):
+        _same_outputs(m, out, {"x": RNG.standard_normal(shape).astype(np.float32)})
+
+
+@pytest.mark.parametrize("shape", [("N", 4), ("N", None)])
+def test_reduce_mean_needs_the_reduced_axis_static(shape) -> None:
+    """ReduceSum * 1/4 over a static axis becomes ReduceMean under a symbolic batch; over a symbolic axis
+    it must not, whatever size that axis has at run time."""
+    m = model([node("ReduceSum", ["x", "axes"], "r", keepdims=0), node("Mul", ["r", "q"], "y")],
+              [("x", "FLOAT", shape)], initializers=dict(axes=np.array([1], np.int64), q=np.array(0.25, np.float32)))
+    out = eqsat.optimize(m, verify=False).proto
+    assert ("ReduceMean" in op_counts(out)) == (shape[1] == 4)
+    _same_outputs(m, out, {"x": RNG.standard_normal((2, 4)).astype(np.float32)})
