@@ -19,6 +19,8 @@ that needs a size guards that the dim is >= 0). The cost model prices a symbol a
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from typing import Sequence
 
 import onnx_ir as ir
@@ -81,8 +83,16 @@ class SymbolTable:
 
 
 def representative_size(name: str) -> int:
-    """What the cost model assumes for a symbol: 1 for batch-like names, else SYMBOL_SIZE."""
+    """What the cost model assumes for a symbol: 1 for batch-like names, else SYMBOL_SIZE; a product
+    symbol ("3*batch*seq") the product of its factors'."""
+    size, factors = _factors([name])
+    if len(factors) > 1 or size != 1:
+        return size * math.prod(representative_size(f) for f in factors)
     return 1 if name in _BATCH_NAMES or "batch" in name.lower() else SYMBOL_SIZE
+
+
+#: The names ONNX shape inference gives dims it cannot name ("unk__3"): unknown, not declared.
+_INFERRED_NAME = re.compile(r"unk__\d+")
 
 
 def declared_dims(shape: ir.Shape | None) -> tuple[Dim, ...] | None:
@@ -94,7 +104,7 @@ def declared_dims(shape: ir.Shape | None) -> tuple[Dim, ...] | None:
         if isinstance(d, int):
             dims.append(d if d >= 0 else None)
         else:
-            dims.append(d.value if d.value else None)
+            dims.append(d.value if d.value and not _INFERRED_NAME.fullmatch(d.value) else None)
     return tuple(dims)
 
 
@@ -121,10 +131,15 @@ class _Recovery:
         a, b = self.find(a), self.find(b)
         if a is None or b is None or a == b:
             return
-        if isinstance(a, str) and (not isinstance(b, str) or b in self.table.declared or a not in self.table.declared):
-            self.equal[a] = b  # a size, or a declared name, represents the class
-        elif isinstance(b, str):
-            self.equal[b] = a
+        if self.rank(a) < self.rank(b):
+            a, b = b, a
+        if isinstance(b, str):
+            self.equal[b] = a  # a size, else a declared name, else a product of known factors represents
+
+    def rank(self, d: Dim) -> int:
+        if isinstance(d, int):
+            return 3
+        return 2 if d in self.table.declared else 1 if PRODUCT in str(d) else 0
 
     def named(self, value: ir.Value, hints: Sequence[Dim] = ()) -> None:
         """Record `value`'s dims: declared ones kept (and unified with `hints`, same position), unknown ones
@@ -282,14 +297,60 @@ def _broadcast(shapes: Sequence[tuple[Dim, ...]], rank: int) -> tuple[Dim, ...]:
 
 
 def _reshaped(x: tuple[Dim, ...] | None, target: tuple[Dim, ...], copy_zeros: bool) -> tuple[Dim, ...]:
-    """A Reshape's output dims from its target: a 0 copies x's dim (unless allowzero), -1 is unknown here."""
+    """A Reshape's output dims from its target: a 0 copies x's dim (unless allowzero), a -1 is what x's
+    element count leaves (`_inferred`)."""
     out: list[Dim] = []
     for k, t in enumerate(target):
         if t == 0 and copy_zeros:
             out.append(x[k] if x is not None and k < len(x) else None)
         else:
-            out.append(None if isinstance(t, int) and t < 0 else t)
-    return tuple(out)
+            out.append(t)
+    if out.count(-1) == 1 and x is not None:
+        out[out.index(-1)] = _inferred(x, [d for d in out if d != -1])
+    return tuple(None if isinstance(d, int) and d < 0 else d for d in out)
+
+
+def _inferred(x: tuple[Dim, ...], others: list[Dim]) -> Dim:
+    """The dim d with prod(x) = d * prod(others), when the symbols say it: others' factors are among x's and
+    the sizes divide. A product of several factors is a symbol of its own, named by its factors
+    (`_product`), so that merging two axes and splitting them again gives back the same dims."""
+    if None in x or None in others or 0 in x or 0 in others:
+        return None
+    x_size, x_factors = _factors(x)
+    size, factors = _factors(others)
+    for f in factors:
+        if f not in x_factors:
+            return None
+        x_factors.remove(f)
+    return _product(x_size // size, x_factors) if x_size % size == 0 else None
+
+
+#: Joins the factors of a product symbol ("3*batch"); dim_params rarely hold it, and a declared one that
+#: does is merely never split.
+PRODUCT = "*"
+
+
+def _factors(dims: Sequence[Dim]) -> tuple[int, list[str]]:
+    """The product of `dims` as a size and the symbols it multiplies (product symbols split up)."""
+    size, factors = 1, []
+    for d in dims:
+        if isinstance(d, int):
+            size *= d
+        else:
+            parts = str(d).split(PRODUCT)
+            if len(parts) > 1 and parts[0].isdigit():
+                size *= int(parts[0])
+                parts = parts[1:]
+            factors += parts
+    return size, factors
+
+
+def _product(size: int, factors: list[str]) -> Dim:
+    if not factors:
+        return size
+    if size == 1 and len(factors) == 1:
+        return factors[0]
+    return PRODUCT.join(([str(size)] if size != 1 else []) + sorted(factors))
 
 
 def _matmul(a: tuple[Dim, ...] | None, b: tuple[Dim, ...] | None, rank: int) -> tuple[Dim, ...]:

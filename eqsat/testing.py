@@ -1026,6 +1026,28 @@ def _transpose_to_reshape() -> "SearchStrategy[RuleCase]":
     return build()
 
 
+def _reshape_transpose_reshape() -> "SearchStrategy[RuleCase]":
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        """x -> Reshape [x0*x1, x2...] -> Transpose keeping axis 0 (moving others) -> Reshape [x0, x1, ...]."""
+        shape = draw(shapes(4, 5, 3, min_dim=2))
+        tail = draw(perms(len(shape) - 2).filter(lambda q: list(q) != sorted(q)))
+        p = (0, *(1 + q for q in tail))
+        merged = (shape[0] * shape[1], *shape[2:])
+        split = (shape[0], shape[1], *(merged[k] for k in p[1:]))
+        g = _Graph()
+        x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT64"))), shape)))
+        g.inits["m"] = np.array(merged, np.int64)
+        g.inits["s"] = np.array(split, np.int64)
+        g.nodes += [oh.make_node("Reshape", [x, "m"], ["r"]), _transpose_node("r", "t", p),
+                    oh.make_node("Reshape", ["t", "s"], ["y"])]
+        return g.case("reshape-transpose-reshape", ["y"])
+
+    return build()
+
+
 def _squeeze_unsqueeze_cancel() -> "SearchStrategy[RuleCase]":
     st = _st()
 
@@ -1325,6 +1347,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "transpose-sink-pad": _transpose_sink_pad,
     "transpose-sink-reduce": _transpose_sink_reduce,
     "transpose-to-reshape": _transpose_to_reshape,
+    "reshape-transpose-reshape": _reshape_transpose_reshape,
     "squeeze-unsqueeze-cancel": _squeeze_unsqueeze_cancel,
     "cast-noop": _cast_noop,
     "cast-chain-lossless": _cast_chain_lossless,

@@ -313,11 +313,12 @@ def test_transpose_sink_reduce_needs_a_transpose() -> None:
     assert_rule_does_not_fire(m, "transpose-sink-reduce")
 
 
-def test_transpose_sink_reduce_not_without_static_shapes() -> None:
-    """The listed-axes forms set the new reduction's shape fact from x's: a symbolic dim blocks them."""
+def test_transpose_sink_reduce_with_symbolic_dims() -> None:
+    """The listed-axes forms copy x's dims into the new reduction's shape fact: symbols copy like sizes."""
     m = model([transpose("x", "t", NCHW_TO_NHWC), node("ReduceMean", ["t"], "y", axes=[1, 2], keepdims=0)],
-              [("x", "FLOAT", ("N", 3, 4, 5))])
-    assert_rule_does_not_fire(m, "transpose-sink-reduce")
+              [("x", "FLOAT", ("N", 3, "H", "W"))])
+    result = assert_rule_sound(m, "transpose-sink-reduce")
+    assert op_counts(result.model).get("Transpose", 0) <= 1
 
 
 def test_transpose_sink_reduce_not_for_argmax() -> None:
@@ -353,8 +354,16 @@ def test_transpose_to_reshape_not_when_data_moves(shape: tuple, perm: tuple) -> 
     assert_rule_does_not_fire(m, "transpose-to-reshape")
 
 
-def test_transpose_to_reshape_not_without_static_shapes() -> None:
+def test_transpose_to_reshape_with_one_symbolic_dim() -> None:
+    """One symbolic dim becomes the target's -1."""
     m = model([transpose("x", "t", (1, 0, 2)), node("Relu", ["t"], "y")], [("x", "FLOAT", (2, 1, "N"))])
+    result = assert_rule_sound(m, "transpose-to-reshape")
+    assert op_counts(result.model) == {"Reshape": 1, "Relu": 1}
+
+
+def test_transpose_to_reshape_not_with_two_symbolic_dims() -> None:
+    """Two symbols cannot both be -1, and neither sits at its own index (Reshape's 0): the rule declines."""
+    m = model([transpose("x", "t", (1, 0, 2)), node("Relu", ["t"], "y")], [("x", "FLOAT", ("N", 1, "M"))])
     assert_rule_does_not_fire(m, "transpose-to-reshape")
 
 
@@ -409,4 +418,45 @@ def test_squeeze_unsqueeze_cancel_not_when_the_shape_changes() -> None:
 @property_settings()
 @given(PROPERTIES["squeeze-unsqueeze-cancel"]())
 def test_squeeze_unsqueeze_cancel_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- reshape-transpose-reshape ----
+
+def _merge_transpose_split(x_shape: tuple, perm: tuple, split: tuple | None = None) -> "onnx.ModelProto":
+    """Reshape x to [x0*x1, x2...], Transpose by `perm`, Reshape to `split` (default: x0, x1, then the
+    transposed trailing dims); a symbolic x0 is the targets' -1."""
+    rank = len(x_shape)
+    static = all(isinstance(d, int) for d in x_shape)
+    merged = [x_shape[0] * x_shape[1] if static else -1, *x_shape[2:]]
+    moved = [x_shape[1:][p] if p else None for p in perm]
+    target = split or (x_shape[0] if static else -1, x_shape[1], *moved[1:])
+    inits = {"m": np.array(merged, np.int64), "s": np.array(target, np.int64)}
+    return model([node("Reshape", ["x", "m"], "r"), transpose("r", "t", perm), node("Reshape", ["t", "s"], "y")],
+                 [("x", "FLOAT", x_shape)], initializers=inits, outputs=[("y", "FLOAT", None)])
+
+
+@pytest.mark.parametrize("x_shape, perm", [((2, 3, 4, 5), (0, 2, 1)), ((1, 4, 2, 3, 5), (0, 3, 1, 2)),
+                                           (("B", 3, 4, 5), (0, 2, 1))])
+def test_reshape_transpose_reshape_becomes_one_transpose(x_shape: tuple, perm: tuple) -> None:
+    m = _merge_transpose_split(x_shape, perm)
+    result = assert_rule_sound(m, "reshape-transpose-reshape")
+    assert op_counts(result.model) == {"Transpose": 1}
+    assert attribute(result.model, "Transpose", "perm") == [0, 1, *(1 + p for p in perm[1:])]
+
+
+def test_reshape_transpose_reshape_not_when_split_differs() -> None:
+    """The last Reshape splits the merged axis the other way round (x1, x0): not x's leading axes."""
+    m = _merge_transpose_split((2, 3, 4, 5), (0, 2, 1), split=(3, 2, 5, 4))
+    assert_rule_does_not_fire(m, "reshape-transpose-reshape")
+
+
+def test_reshape_transpose_reshape_not_when_merged_axis_moves() -> None:
+    m = _merge_transpose_split((2, 3, 4, 5), (1, 0, 2), split=(4, 2, 3, 5))
+    assert_rule_does_not_fire(m, "reshape-transpose-reshape")
+
+
+@property_settings()
+@given(PROPERTIES["reshape-transpose-reshape"]())
+def test_reshape_transpose_reshape_property(case: RuleCase) -> None:
     case.check()

@@ -79,6 +79,17 @@ def _heads_reshape(batch: str | None = "batch", seq: str | None = "seq") -> onnx
     return model(nodes, [("x", "FLOAT", (batch, seq, 8))], initializers=inits)
 
 
+def test_reshape_minus_one_is_the_symbol_left_over() -> None:
+    """Reshape([B, 3, 4] -> [-1, 12]): the -1 is B (x's one symbol; the sizes' products agree); with a
+    second symbol in x it stays unknown."""
+    shapes, names = _facts(model([node("Reshape", ["x", "t"], "y")], [("x", "FLOAT", ("B", 3, 4))],
+                                 initializers=dict(t=np.array([-1, 12], np.int64))))
+    assert shapes["y"] == (shapes["x"][0], 12) and names[shapes["y"][0]] == "B"
+    shapes, _ = _facts(model([node("Reshape", ["x", "t"], "y")], [("x", "FLOAT", ("B", "S", 4))],
+                             initializers=dict(t=np.array([-1, 4], np.int64))))
+    assert shapes["y"][0] not in (shapes["x"][0], shapes["x"][1])
+
+
 def test_shape_chain_becomes_a_static_reshape() -> None:
     m = _heads_reshape()
     out = eqsat.optimize(m).proto
@@ -96,11 +107,12 @@ def test_shape_chain_with_one_unmatched_symbol_uses_minus_one() -> None:
              node("Unsqueeze", ["n", "ax"], "nu"), node("Concat", ["nu", "tail"], "target", axis=0),
              node("Reshape", ["x", "target"], "y")]
     inits = dict(i0=np.array(0, np.int64), ax=np.array([0], np.int64), tail=np.array([8], np.int64))
-    m = model(nodes, [("x", "FLOAT", ("a", 8)), ("z", "FLOAT", ("b", 2))], initializers=inits)
+    m = model(nodes, [("x", "FLOAT", ("a", 4, 2)), ("z", "FLOAT", ("b", 2))], initializers=inits)
     out = eqsat.optimize(m, verify=False).proto
     (target,) = [onnx.numpy_helper.to_array(i) for i in out.graph.initializer]
     assert target.tolist() == [-1, 8]
-    feeds = {"x": RNG.standard_normal((3, 8)).astype(np.float32), "z": RNG.standard_normal((3, 2)).astype(np.float32)}
+    feeds = {"x": RNG.standard_normal((3, 4, 2)).astype(np.float32),
+             "z": RNG.standard_normal((3, 2)).astype(np.float32)}
     _same_outputs(m, out, feeds)
 
 
