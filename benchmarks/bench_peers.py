@@ -1,23 +1,28 @@
 """eqsat next to its peers: graph quality and speed on a folder of models, as one markdown table.
 
     python -m benchmarks.bench_peers [FOLDER] [--runs 50] [--repeat 3] [--tools eqsat,ort-basic,...]
+                                     [--save /tmp/peers]
 
-FOLDER defaults to ../shared/models beside the repository. Per model and tool (the input itself, eqsat,
-onnxruntime's basic level, and onnxoptimizer and onnxsim when they are importable: they are not
-dependencies of eqsat; `pip install onnxoptimizer onnxsim` to include them):
+FOLDER defaults to ../shared/models beside the repository (its real/ subfolder holds real models). Per
+model and tool (the input itself, eqsat, onnxruntime's basic level, and onnxoptimizer, onnxscript's
+optimizer, onnxsim and onnxslim when they are importable: they are not dependencies of eqsat;
+`pip install onnxoptimizer onnxscript onnxsim onnxslim` to include them):
 
-- nodes / Transpose / Cast / Q+DQ / BatchNormalization in the top-level graph;
+- nodes / Transpose / Cast / Q+DQ / BatchNormalization, counted by `counts` for every tool alike:
+  Constant nodes are not counted, the bodies of If/Loop/Scan are (recursively);
 - optimize time: file in, optimized model in memory (best of --repeat runs, after a warm-up run of every
-  tool so that lazy imports are not counted; eqsat without verification; ORT basic is the session
-  creation that writes the optimized model, `SessionOptions.optimized_model_filepath` at
-  ORT_ENABLE_BASIC: standard ONNX ops only);
+  tool so that lazy imports are not counted; eqsat with its default options, verification included; ORT
+  basic is the session creation that writes the optimized model, `SessionOptions.optimized_model_filepath`
+  at ORT_ENABLE_BASIC: standard ONNX ops only);
 - latency under onnxruntime, 1 thread, graph optimizations disabled (DIS) and all enabled (ALL): the
   median of --runs runs after 5 warm-up runs; the runs are interleaved (each round runs every variant of
   the model once), so that load from other processes slows all variants alike;
 - diff: the largest output difference from the input model on the same seeded inputs (eqsat.verify's
-  inputs), relative to each output's largest magnitude.
+  inputs, or the feeds FOLDER/INPUTS.json describes), relative to each output's largest magnitude.
 
-A tool that fails on a model gets a row saying so; the others go on.
+A tool that fails on a model gets a row saying "failed" (eqsat: "refused (exit N)") and a footnote with
+the first line of its message; the others go on. --save DIR writes every tool's output as
+DIR/<model>.<tool>.onnx for inspection.
 """
 
 from __future__ import annotations
@@ -26,18 +31,19 @@ import argparse
 import collections
 import contextlib
 import dataclasses
+import json
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import onnx
 
 DEFAULT_FOLDER = Path(__file__).resolve().parents[1].parent / "shared" / "models"
-TOOLS = ("eqsat", "ort-basic", "onnxoptimizer", "onnxsim")
+TOOLS = ("eqsat", "ort-basic", "onnxoptimizer", "onnxscript", "onnxsim", "onnxslim")
 WARMUP_RUNS = 5
 
 
@@ -54,19 +60,41 @@ class Measure:
     error: str = ""
 
 
+def all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of `graph` and, recursively, of the subgraphs its nodes hold (If/Loop/Scan bodies)."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else attr.graphs:
+                yield from all_nodes(sub)
+
+
+def op_types(model: onnx.ModelProto) -> collections.Counter[str]:
+    """Op types of all nodes, subgraphs included, Constant nodes left out: the one counting convention."""
+    return collections.Counter(n.op_type for n in all_nodes(model.graph) if n.op_type != "Constant")
+
+
 def counts(model: onnx.ModelProto) -> dict[str, int]:
-    ops = collections.Counter(n.op_type for n in model.graph.node)
-    return {"nodes": len(model.graph.node), "Transpose": ops["Transpose"], "Cast": ops["Cast"],
+    ops = op_types(model)
+    return {"nodes": sum(ops.values()), "Transpose": ops["Transpose"], "Cast": ops["Cast"],
             "QDQ": ops["QuantizeLinear"] + ops["DequantizeLinear"], "BN": ops["BatchNormalization"]}
 
 
 # ---- the tools: path -> optimized ModelProto ----
 
 
+class Refused(Exception):
+    """eqsat declined a model: the exit code its CLI would return, and the first line of its message."""
+
+
 def _eqsat(path: Path, workdir: Path, target: str) -> onnx.ModelProto:
     import eqsat
+    from eqsat.errors import EqsatError, first_line
 
-    return eqsat.optimize(path, target=target, verify=False).proto
+    try:
+        return eqsat.optimize(path, target=target).proto
+    except EqsatError as exc:
+        raise Refused(f"refused (exit {exc.exit_code})", first_line(exc)) from exc
 
 
 def _ort_basic(path: Path, workdir: Path, target: str) -> onnx.ModelProto:
@@ -95,10 +123,24 @@ def _onnxsim(path: Path, workdir: Path, target: str) -> onnx.ModelProto:
     return model
 
 
+def _onnxscript(path: Path, workdir: Path, target: str) -> onnx.ModelProto:
+    import onnxscript.optimizer
+
+    return onnxscript.optimizer.optimize(onnx.load(str(path)))
+
+
+def _onnxslim(path: Path, workdir: Path, target: str) -> onnx.ModelProto:
+    import onnxslim
+
+    return onnxslim.slim(onnx.load(str(path)))
+
+
 RUNNERS: dict[str, Callable[[Path, Path, str], onnx.ModelProto]] = {
-    "eqsat": _eqsat, "ort-basic": _ort_basic, "onnxoptimizer": _onnxoptimizer, "onnxsim": _onnxsim}
+    "eqsat": _eqsat, "ort-basic": _ort_basic, "onnxoptimizer": _onnxoptimizer, "onnxscript": _onnxscript,
+    "onnxsim": _onnxsim, "onnxslim": _onnxslim}
 #: The module each tool needs (tools whose module is missing are left out, with a note).
-MODULES = {"eqsat": "eqsat", "ort-basic": "onnxruntime", "onnxoptimizer": "onnxoptimizer", "onnxsim": "onnxsim"}
+MODULES = {"eqsat": "eqsat", "ort-basic": "onnxruntime", "onnxoptimizer": "onnxoptimizer",
+           "onnxscript": "onnxscript", "onnxsim": "onnxsim", "onnxslim": "onnxslim"}
 
 
 def available(tools: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -116,6 +158,39 @@ def available(tools: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 # ---- running the models ----
+
+
+def feeds_from_spec(spec: dict[str, list], seed: int = 0) -> dict[str, np.ndarray]:
+    """Feeds as INPUTS.json describes them: name -> [shape, dtype, rule], rule one of normal | zeros | true |
+    ints:LO:HI (uniform in [LO, HI)) | fill:V; drawn in the spec's order from one seeded generator."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, (shape, dtype, rule) in spec.items():
+        kind, _, arg = rule.partition(":")
+        if kind == "normal":
+            value = rng.standard_normal(shape)
+        elif kind == "zeros":
+            value = np.zeros(shape)
+        elif kind == "true":
+            value = np.ones(shape, bool)
+        elif kind == "ints":
+            low, high = map(int, arg.split(":"))
+            value = rng.integers(low, high, shape)
+        elif kind == "fill":
+            value = np.full(shape, float(arg))
+        else:
+            raise ValueError(f"{name}: unknown input rule {rule!r}")
+        feeds[name] = np.asarray(value).astype(dtype)
+    return feeds
+
+
+def feeds_for(path: Path, model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The feeds INPUTS.json beside the model gives for it, else eqsat.verify's seeded inputs."""
+    from eqsat.verify import make_inputs
+
+    inputs = path.parent / "INPUTS.json"
+    spec = json.loads(inputs.read_text()).get(path.name) if inputs.exists() else None
+    return feeds_from_spec(spec) if spec else make_inputs(model, 0)
 
 
 def _session(model: onnx.ModelProto, level: str):
@@ -175,16 +250,16 @@ def difference(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> 
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:120] if text else ''}"
+    if isinstance(exc, Refused):
+        return ": ".join(exc.args)
+    text = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"failed: {type(exc).__name__}: {text[0][:160] if text else ''}"
 
 
 def bench_model(path: Path, tools: Sequence[str], workdir: Path, *, runs: int, repeat: int,
-                target: str) -> list[Measure]:
-    from eqsat.verify import make_inputs
-
+                target: str, save: Path | None = None) -> list[Measure]:
     original = onnx.load(str(path))
-    feeds = make_inputs(original, 0)
+    feeds = feeds_for(path, original)
     rows = [Measure("input", counts(original))]
     models = {"input": original}
     for tool in tools:
@@ -198,6 +273,8 @@ def bench_model(path: Path, tools: Sequence[str], workdir: Path, *, runs: int, r
                 best = min(best, time.perf_counter() - start)
             row.optimize_s, row.counts = best, counts(model)
             models[tool] = model
+            if save is not None:
+                onnx.save(model, str(save / f"{path.stem}.{tool}.onnx"))
         except Exception as exc:  # a refused model or a peer's failure: a finding for the table
             row.error = _first_line(exc)
     timed: dict[tuple[str, str], Timed] = {}
@@ -228,6 +305,8 @@ def _cell(value: float | None, fmt: str) -> str:
 
 
 def render(results: dict[str, list[Measure]]) -> str:
+    """The table, then one footnote per failure: "failed [n]" or "refused (exit N) [n]" in the table."""
+    footnotes: list[str] = []
     header = ["model", "tool", "nodes / T / Cast / QDQ / BN", "optimize ms", "DIS ms", "ALL ms", "diff"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for model, rows in results.items():
@@ -245,9 +324,11 @@ def render(results: dict[str, list[Measure]]) -> str:
                      _cell(None if r.optimize_s is None else r.optimize_s * 1000, ".0f"),
                      _cell(r.dis_ms, ".2f"), all_ms, _cell(r.diff, ".1e")]
             if r.error:
-                cells[3:] = [f"error: {r.error}", "", "", ""]
+                footnotes.append(f"[{len(footnotes) + 1}] {model}, {r.tool}: {r.error}")
+                cells[2 if c is None else 3:] = [f"{r.error.split(':')[0]} [{len(footnotes)}]", "-", "-", "-", "-"]
+                del cells[len(header):]
             lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(lines + [""] + footnotes if footnotes else lines)
 
 
 def summary(results: dict[str, list[Measure]]) -> str:
@@ -282,6 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="optimize runs per model and tool; the best counts")
     parser.add_argument("--tools", default=",".join(TOOLS), help=f"comma-separated, from {', '.join(TOOLS)}")
     parser.add_argument("--target", default="cpu", help="eqsat's target")
+    parser.add_argument("--save", type=Path, help="folder to write every tool's output to (<model>.<tool>.onnx)")
     args = parser.parse_args(argv)
     models = sorted(args.folder.glob("*.onnx"))
     if not models:
@@ -294,6 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tools, notes = available(args.tools.split(","))
     for note in notes:
         print(note, file=sys.stderr)
+    if args.save is not None:
+        args.save.mkdir(parents=True, exist_ok=True)
     results: dict[str, list[Measure]] = {}
     with tempfile.TemporaryDirectory(prefix="eqsat-peers-") as tmp:
         for tool in tools:  # warm-up: lazy imports and first-call caches are not optimize time
@@ -301,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 RUNNERS[tool](models[0], Path(tmp), args.target)
         for path in models:
             results[path.stem] = bench_model(path, tools, Path(tmp), runs=args.runs, repeat=args.repeat,
-                                             target=args.target)
+                                             target=args.target, save=args.save)
             print(f"benchmarked {path.name}", file=sys.stderr)
     print(render(results))
     print()
