@@ -182,9 +182,27 @@ class _Recovery:
             items = self.evaluate(node)
             if items is not None:
                 self.values[node.outputs[0].name] = items
+        if node.op_type == "Split" and node.domain in ("", "ai.onnx"):
+            for out, hints in zip(node.outputs, self.split(node)):
+                self.named(out, hints)
+            return
         hints = self.hints(node)
         for k, out in enumerate(node.outputs):
             self.named(out, hints if k == 0 else ())
+
+    def split(self, node: ir.Node) -> list[tuple[Dim, ...]]:
+        """Each Split output's dims: x's, the split axis excepted (its size when the sizes are constant)."""
+        x = self.of(node.inputs[0]) if node.inputs else None
+        if x is None:
+            return []
+        axis = _int(node, "axis") % len(x) if x else 0
+        sizes = self.value(node.inputs[1]) if len(node.inputs) > 1 else None
+        sizes = sizes if sizes is not None else _ints(node, "split")
+        outs = []
+        for k in range(len(node.outputs)):
+            size = sizes[k] if sizes is not None and k < len(sizes) else None
+            outs.append(tuple(size if a == axis else d for a, d in enumerate(x)))
+        return outs
 
     def evaluate(self, node: ir.Node) -> tuple[Dim, ...] | None:
         """A shape computation's output elements (sizes and symbols), or None when it is not one: Shape,
@@ -255,10 +273,52 @@ class _Recovery:
             return _reshaped(x, target, copy_zeros=not _int(node, "allowzero"))
         if op == "Expand" and target is not None and x is not None and len(target) == rank:
             return _broadcast([x, target], rank)
+        if op == "Concat":
+            return self.concat(node, ins, rank)
+        if op == "Slice" and x is not None and len(x) == rank and len(node.inputs) >= 3:
+            return self.sliced(node, x)
         if op == "ConstantOfShape":
             shape = self.value(node.inputs[0])
             return shape if shape is not None and len(shape) == rank else ()
         return ()
+
+    def concat(self, node: ir.Node, ins: list[tuple[Dim, ...] | None], rank: int) -> tuple[Dim, ...]:
+        """A Concat's dims: the inputs agree off the axis (ONNX requires it: their dims are unified), the
+        axis is the sum of sizes (unknown when one is a symbol)."""
+        if any(s is None or len(s) != rank for s in ins) or rank == 0:
+            return ()
+        axis = _int(node, "axis") % rank
+        out: list[Dim] = []
+        for a in range(rank):
+            dims = [s[a] for s in ins]  # type: ignore[index]
+            if a == axis:
+                out.append(sum(dims) if all(isinstance(d, int) for d in dims) else None)  # type: ignore[arg-type]
+                continue
+            for d in dims[1:]:
+                self.unify(dims[0], d)
+            out.append(self.find(dims[0]))
+        return tuple(out)
+
+    def sliced(self, node: ir.Node, x: tuple[Dim, ...]) -> tuple[Dim, ...]:
+        """A Slice's output dims: an axis it does not slice, or slices whole (start 0 or below -dim, end past
+        any dim, step 1), keeps x's dim; a static axis gets its length; the rest are unknown."""
+        starts, ends, axes, steps = (self.value(node.inputs[k]) if k < len(node.inputs) else None
+                                     for k in (1, 2, 3, 4))
+        if starts is None or ends is None or len(starts) != len(ends):
+            return ()
+        axes = axes if axes is not None else tuple(range(len(starts)))
+        steps = steps if steps is not None else (1,) * len(starts)
+        if len(axes) != len(starts) or len(steps) != len(starts) or not all(isinstance(a, int) for a in axes):
+            return ()
+        out = list(x)
+        for start, end, axis, step in zip(starts, ends, axes, steps):
+            if not isinstance(start, int) or not isinstance(end, int) or not -len(x) <= axis < len(x):  # type: ignore[operator]
+                return ()
+            dim = x[axis]  # type: ignore[index]
+            whole = step == 1 and (start == 0 or start <= -_HUGE) and end >= _HUGE
+            static = isinstance(dim, int) and isinstance(step, int) and step != 0
+            out[axis] = dim if whole else len(range(dim)[start:end:step]) if static else None  # type: ignore[arg-type]
+        return tuple(out)
 
     def windowed(self, node: ir.Node, x: tuple[Dim, ...]) -> list[Dim]:
         """Spatial output dims as names that encode the window formula over the input's dims."""
@@ -282,6 +342,8 @@ _ARITHMETIC = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lamb
                "Div": lambda a, b: a // b}
 #: Integer dtypes (ONNX codes) a Cast inside a shape computation may go to.
 _INT_TYPES = frozenset({ir.DataType.INT64.value, ir.DataType.INT32.value})
+#: A Slice bound at least this large is past the end of any dim (exporters write INT64_MAX or INT32_MAX).
+_HUGE = 2**31 - 1
 #: Largest constant read as a shape computation's operand.
 MAX_SHAPE_VALUE = 16
 

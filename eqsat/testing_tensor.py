@@ -270,6 +270,36 @@ def _onehot_matmul() -> Any:
     return build()
 
 
+def _gather_before_elementwise(rule: str) -> Callable[[], Any]:
+    return lambda: _dequantized_gather(rule, cast_only=rule == "gather-before-cast")
+
+
+def _dequantized_gather(rule: str, cast_only: bool) -> Any:
+    st = _st()
+
+    @st.composite
+    def build(draw: Callable) -> RuleCase:
+        """A run-time table cast and gathered along any axis, or (not `cast_only`) dequantized (Cast, then
+        Sub of a zero point and/or Mul by a scale, each a scalar or per row) and gathered along axis 0."""
+        table = draw(shapes(1, 3, 4, min_dim=1))
+        lead = draw(shapes(0 if cast_only else 1, 2, 3))  # a rank-0 index under a scalar aligned to the table's
+        g = _Graph()                                         # rank would lower the rank: the rule declines
+        w = g.input("w", draw(arrays(draw(st.sampled_from(("INT8", "UINT8", "INT32"))), table)))
+        axis = draw(st.integers(0, len(table) - 1)) if cast_only else 0
+        i = g.input("i", draw(arrays("INT64", lead, -table[axis], table[axis] - 1)))
+        y = g.node("Cast", [w], "f", to=oh.np_dtype_to_tensor_dtype(np.dtype(np.float32)))
+        ops = [] if cast_only else draw(st.lists(st.sampled_from(("Sub", "Mul", "Add", "Div")), min_size=1, max_size=2))
+        for k, op in enumerate(ops):
+            per_row = (table[0],) + (1,) * (len(table) - 1)
+            c_shape = per_row if draw(st.booleans()) else ()
+            g.inits[f"c{k}"] = draw(float_arrays(c_shape, low=0.5, high=2.0))
+            y = g.node(op, [y, f"c{k}"], f"{op}{k}")
+        g.node("Gather", [y, i], "y", axis=axis)
+        return g.case(rule, ["y"], also=() if cast_only else ("gather-before-cast",))
+
+    return build()
+
+
 PROPERTIES: dict[str, Callable[[], Any]] = {
     "list-append": _concat_merge("list-append"),
     "concat-merge": _concat_merge(),
@@ -281,6 +311,8 @@ PROPERTIES: dict[str, Callable[[], Any]] = {
     "space-to-depth": _space_to_depth,
     "stack-reshape-to-concat": _stack_reshape,
     "onehot-matmul-to-gather": _onehot_matmul,
+    "gather-before-cast": _gather_before_elementwise("gather-before-cast"),
+    "gather-before-elementwise": _gather_before_elementwise("gather-before-elementwise"),
     "matmul-merge": _matmul_merge("matmul-merge"),
     "matmul-bias-merge": _matmul_merge("matmul-bias-merge"),
 }

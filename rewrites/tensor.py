@@ -36,7 +36,7 @@ cheaper ONNX form than itself (ONNX has no interleaving Concat): it is not rewri
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, fact, rw
+from eqsat.rule import Rule, fact, ones, rw
 
 FAMILY = "tensor"
 #: Longest Concat input list the generated patterns match.
@@ -164,6 +164,32 @@ def _onehot_matmul() -> tuple:
     return tuple(rules)
 
 
+#: Elementwise ops a Gather moves in front of when their other operand is a scalar or varies along the
+#: gathered axis only (a dequantization: Cast, then Sub of a zero point, Mul by a per-row scale).
+_GATHERED_BINARY = ("Add", "Sub", "Mul", "Div")
+
+
+def _gather_before_elementwise() -> tuple:
+    """Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c') with c' = c for a single-element c of rank at most the output's, and Gather(c, i, 0) for a c of a's rank
+    that varies only along axis 0."""
+    rules = []
+    for op in _GATHERED_BINARY:
+        rules.append(fact(f"(= y (Gather u i 0)) (= u ({op} a c)) (= c (Scalar v dt sc)) (= sy (shape y)) "
+                          "(<= (vec-length sc) (vec-length sy)) (= d (dtype a))",
+                          f"(let g (Gather a i 0)) (set (shape g) sy) (set (dtype g) d) (union y ({op} g c))"))
+        for rank in range(1, 5):
+            pushes = "si"
+            for _ in range(rank - 1):
+                pushes = f"(vec-push {pushes} 1)"
+            rules.append(fact(
+                f"(= y (Gather u i 0)) (= u ({op} a c)) (= sa (shape a)) (= (vec-length sa) {rank}) "
+                f"(= (shape c) (vec-set {ones('sa')} 0 (vec-get sa 0))) (= si (shape i)) (= sy (shape y)) "
+                "(= d (dtype a)) (= dc (dtype c))",
+                f"(let g (Gather a i 0)) (let gc (Gather c i 0)) (set (shape g) sy) (set (dtype g) d) "
+                f"(set (shape gc) {pushes}) (set (dtype gc) dc) (union y ({op} g gc))"))
+    return tuple(rules)
+
+
 RULES = [
     Rule("list-append", FAMILY, "exact", "eqsat:analysis",
          "TAppend(TNil, r) -> r and TAppend(TCons(h, t), r) -> TCons(h, TAppend(t, r)) (the list append other "
@@ -197,4 +223,13 @@ RULES = [
          "MatMul(OneHot(i, d, [0, 1], -1), W) -> Where(i in [-d, d-1], Gather(W, Clip(i, -d, d-1)), 0) for a "
          "finite constant W [d, N] and INT32/INT64 i (opset >= 12)",
          _onehot_matmul()),
+    Rule("gather-before-cast", FAMILY, "exact", "tvm:SimplifyExpr (take of cast); embedding dequantization",
+         "Gather(Cast(w, t), i, ax) -> Cast(Gather(w, i, ax), t): cast the gathered rows, not the table",
+         (fact("(= y (Gather u i ax)) (= u (Cast w t)) (= sy (shape y)) (= dw (dtype w))",
+               "(let g (Gather w i ax)) (set (shape g) sy) (set (dtype g) dw) (union y (Cast g t))"),)),
+    Rule("gather-before-elementwise", FAMILY, "exact", "tvm:SimplifyExpr (take of elementwise); embedding "
+         "dequantization",
+         "Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c or Gather(c, i, 0)) for B in Add/Sub/Mul/Div and a "
+         "single-element c or one varying along axis 0 only: dequantize the gathered rows, not the table",
+         _gather_before_elementwise()),
 ]

@@ -96,10 +96,18 @@ def test_neutral_element_not_on_non_constant_tensor(rule: str, op: str, value: f
 
 
 @pytest.mark.parametrize("rule,op,value", NEUTRAL)
-def test_neutral_element_not_without_static_shapes(rule: str, op: str, value: float) -> None:
-    """A symbolic dim gives no shape fact, so the shape guard cannot hold (rules do not guess)."""
+def test_neutral_element_with_symbolic_dims(rule: str, op: str, value: float) -> None:
+    """x's symbolic dim is the output's: the shape guard holds without knowing its size."""
     m = model([node(op, ["x", "k"], "y")], [("x", "FLOAT", ("N", 3))], ["y"],
               initializers={"k": np.array(value, np.float32)})
+    assert op not in op_counts(assert_rule_sound(m, rule).model)
+
+
+@pytest.mark.parametrize("rule,op,value", NEUTRAL)
+def test_neutral_element_not_when_a_symbolic_output_grows(rule: str, op: str, value: float) -> None:
+    """x (N, 1) with a (1, 3) constant: the output is (N, 3), not x's shape (the guard compares symbols)."""
+    m = model([node(op, ["x", "k"], "y")], [("x", "FLOAT", ("N", 1))], ["y"],
+              initializers={"k": np.full((1, 3), value, np.float32)})
     assert_rule_does_not_fire(m, rule)
 
 
@@ -282,6 +290,19 @@ def test_slice_noop_full_range() -> None:
     m = model([node("Slice", ["x", "st", "en", "ax"], "y")], X, initializers=inits)
     result = assert_rule_sound(m, "slice-noop")
     assert "Slice" not in op_counts(result.model)
+
+
+def test_slice_noop_full_range_over_symbolic_dims() -> None:
+    """start 0 and an end past any dim keep a symbolic dim: the shape guard holds."""
+    inits = {"st": np.array([0, 0]), "en": np.array([2**63 - 1, 2**31 - 1]), "ax": np.array([0, 2])}
+    m = model([node("Slice", ["x", "st", "en", "ax"], "y")], [("x", "FLOAT", ("N", 3, "T"))], initializers=inits)
+    assert "Slice" not in op_counts(assert_rule_sound(m, "slice-noop").model)
+
+
+def test_slice_noop_not_for_a_partial_slice_of_a_symbolic_dim() -> None:
+    inits = {"st": np.array([0]), "en": np.array([4]), "ax": np.array([2])}
+    m = model([node("Slice", ["x", "st", "en", "ax"], "y")], [("x", "FLOAT", ("N", 3, "T"))], initializers=inits)
+    assert_rule_does_not_fire(m, "slice-noop")
 
 
 def test_slice_noop_not_for_a_reversal() -> None:

@@ -421,3 +421,61 @@ def test_onehot_matmul_not_when_guard_fails(case: str) -> None:
 @given(PROPERTIES["onehot-matmul-to-gather"]())
 def test_onehot_matmul_to_gather_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- gather-before-elementwise ----
+
+TABLE_ROWS = 4096  # a table large enough that dequantizing all of it costs more than the extra Gather
+
+
+def _embedding(scale_shape: tuple, axis: int = 0, zero_point: bool = False) -> object:
+    """A run-time int8 table [TABLE_ROWS, 64] dequantized (Cast, optional Sub of a zero point, Mul) and gathered."""
+    inits = {"s": RNG.uniform(0.5, 2, size=scale_shape).astype(np.float32), "zp": np.array(3.0, np.float32)}
+    nodes = [node("Cast", ["w"], "f", to=1)]
+    if zero_point:
+        nodes.append(node("Sub", ["f", "zp"], "f0"))
+    nodes += [node("Mul", ["f0" if zero_point else "f", "s"], "d"), node("Gather", ["d", "i"], "y", axis=axis)]
+    return model(nodes, [("w", "INT8", (TABLE_ROWS, 64)), ("i", "INT64", ("B", 3))], initializers=inits)
+
+
+@pytest.mark.parametrize("scale_shape, zero_point", [((TABLE_ROWS, 1), False), ((), False), ((TABLE_ROWS, 1), True)])
+def test_gather_before_elementwise_dequantizes_only_the_gathered_rows(scale_shape: tuple, zero_point: bool) -> None:
+    m = _embedding(scale_shape, zero_point=zero_point)
+    feeds = {"w": RNG.integers(-128, 128, size=(TABLE_ROWS, 64)).astype(np.int8),
+             "i": np.array([[0, TABLE_ROWS - 1, -1], [2, 2, -TABLE_ROWS]])}
+    result = assert_rule_sound(m, "gather-before-elementwise", feeds, also=["gather-before-cast"])
+    (first,) = [n for n in result.model.graph if n.op_type == "Cast"]
+    assert first.inputs[0].producer() is not None and first.inputs[0].producer().op_type == "Gather"
+
+
+@pytest.mark.parametrize("case", ["per-column-scale", "gather-axis-1"])
+def test_gather_before_elementwise_not_when_the_scale_does_not_follow_the_rows(case: str) -> None:
+    """A scale along the other axis, or a Gather along axis 1 of a per-row scale: the Mul stays in front."""
+    m = _embedding((1, 64)) if case == "per-column-scale" else _embedding((TABLE_ROWS, 1), axis=1)
+    assert_rule_does_not_fire(m, "gather-before-elementwise")
+
+
+def test_gather_before_cast_along_any_axis() -> None:
+    m = model([node("Cast", ["w"], "f", to=1), node("Gather", ["f", "i"], "y", axis=1)],
+              [("w", "INT8", (100, 40)), ("i", "INT64", (3,))])
+    feeds = {"w": RNG.integers(-128, 128, size=(100, 40)).astype(np.int8), "i": np.array([0, 39, -40])}
+    result = assert_rule_sound(m, "gather-before-cast", feeds)
+    assert [n.op_type for n in result.model.graph] == ["Gather", "Cast"]
+
+
+def test_gather_before_cast_not_through_other_ops() -> None:
+    m = model([node("Cast", ["w"], "f", to=1), node("Relu", ["f"], "r"), node("Gather", ["r", "i"], "y")],
+              [("w", "INT8", (100, 40)), ("i", "INT64", (3,))])
+    assert_rule_does_not_fire(m, "gather-before-cast")
+
+
+@property_settings()
+@given(PROPERTIES["gather-before-cast"]())
+def test_gather_before_cast_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["gather-before-elementwise"]())
+def test_gather_before_elementwise_property(case: RuleCase) -> None:
+    case.check()
