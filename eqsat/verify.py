@@ -1,8 +1,7 @@
 """Differential verification: run the input and the optimized model on the same seeded inputs.
 
-Inputs respect their meaning: float inputs are standard normal; integer inputs named *mask* are ones,
-*token_type* zeros, *position* an arange; other integer inputs are ids below the smallest table they
-index (found by following the input to the Gather that consumes it), or below 100.
+Inputs respect their meaning and the model's dynamic dims (eqsat.verify_inputs): the original is tried
+on a few size assignments, smallest first, until it runs; the user may give sizes or arrays instead.
 
 Tolerances (relative to each output's largest magnitude): float32 1e-4 for exact rules and 1e-3 for
 fp-reassoc rules, float16/bfloat16 1e-2; integer outputs of quantized models within one quantization
@@ -12,17 +11,19 @@ step; other integer and bool outputs must match exactly.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
 from eqsat.errors import BadInputError, VerificationError, first_line
+from eqsat.verify_inputs import Shape, candidate_shapes, check_given, make_inputs, shapes_text
+
+__all__ = ["CannotRun", "OutputCheck", "VerifyReport", "compare", "make_inputs", "run", "verify"]
 
 SOUNDNESS_TOLERANCE = {"exact": 1e-4, "fp-reassoc": 1e-3, "precision-changing": 1e-2}
 LOW_PRECISION_TOLERANCE = 1e-2
-SHAPE_PRESERVING = {"Reshape", "Cast", "Unsqueeze", "Squeeze", "Flatten", "Identity"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,7 @@ class VerifyReport:
     runtime: str
     seed: int
     outputs: tuple[OutputCheck, ...]
+    input_shapes: dict[str, Shape] = dataclasses.field(default_factory=dict)  # what both models ran on
 
     @property
     def first_failure(self) -> OutputCheck | None:
@@ -53,7 +55,8 @@ class VerifyReport:
 
     def summary(self) -> str:
         if self.ok:
-            return f"verified ({self.runtime}, seed {self.seed}): max |diff| {self.max_abs_diff:.3g}"
+            on = f", inputs {shapes_text(self.input_shapes)}" if self.input_shapes else ""
+            return f"verified ({self.runtime}, seed {self.seed}{on}): max |diff| {self.max_abs_diff:.3g}"
         bad = self.first_failure
         assert bad is not None
         failed = sum(not o.ok for o in self.outputs)
@@ -61,61 +64,6 @@ class VerifyReport:
         return (f"verification failed on output {bad.name!r}{others}: {bad.problem or 'difference'} "
                 f"max |diff| {bad.max_abs_diff:.3g} > allowed {bad.allowed:.3g}"
                 + (f" {bad.where}" if bad.where else ""))
-
-
-def make_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random inputs for every graph input that is not an initializer."""
-    rng = np.random.default_rng(seed)
-    graph = model.graph
-    initializers = {t.name for t in graph.initializer}
-    feeds: dict[str, np.ndarray] = {}
-    for value in graph.input:
-        if value.name in initializers:
-            continue
-        ttype = value.type.tensor_type
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(ttype.elem_type)
-        shape = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else 1 for d in ttype.shape.dim]
-        feeds[value.name] = np.asarray(_random_tensor(value.name, shape, np.dtype(dtype), rng, graph))  # 0-d too
-    return feeds
-
-
-def _random_tensor(name: str, shape: list[int], dtype: np.dtype, rng: np.random.Generator,
-                   graph: onnx.GraphProto) -> np.ndarray:
-    lname = name.lower()
-    if dtype == np.bool_:
-        return rng.random(shape) < 0.5
-    if np.issubdtype(dtype, np.integer):
-        if "mask" in lname:
-            return np.ones(shape, dtype)
-        if "token_type" in lname or "segment" in lname:
-            return np.zeros(shape, dtype)
-        if "position" in lname and shape:
-            return np.broadcast_to(np.arange(shape[-1], dtype=dtype), shape).copy()
-        high = _index_bound(name, graph) or 100
-        return rng.integers(0, high, size=shape).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
-
-
-def _index_bound(name: str, graph: onnx.GraphProto) -> int | None:
-    """Smallest first-axis size of the tables this input indexes (through shape-preserving ops)."""
-    sizes = {t.name: list(t.dims) for t in graph.initializer}
-    frontier, seen, bounds = [name], {name}, []
-    while frontier:
-        value = frontier.pop()
-        for node in graph.node:
-            if value not in node.input:
-                continue
-            if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == value:
-                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-                dims = sizes.get(node.input[0])
-                if dims and -len(dims) <= axis < len(dims):
-                    bounds.append(dims[axis])
-            elif node.op_type in SHAPE_PRESERVING:
-                for out in node.output:
-                    if out not in seen:
-                        seen.add(out)
-                        frontier.append(out)
-    return min(bounds) if bounds else None
 
 
 class CannotRun(Exception):
@@ -193,20 +141,21 @@ def _where(ref: np.ndarray, got: np.ndarray, gap: np.ndarray) -> str:
 
 
 def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.ModelProto, *,
-           soundness: str = "exact", seed: int = 0, source: str = "<model>") -> VerifyReport:
+           soundness: str = "exact", seed: int = 0, source: str = "<model>",
+           input_shapes: Mapping[str, Sequence[int]] | None = None,
+           inputs: Mapping[str, np.ndarray] | None = None) -> VerifyReport:
     """Compare both models' outputs on seeded inputs with the tolerance of `soundness`.
 
-    An original that no runtime can run is bad input (`BadInputError` naming `source`); an optimized
-    model that cannot run while the original can fails verification (`VerificationError`).
+    `inputs` (arrays by input name) are used as given; `input_shapes` size the other inputs; dynamic dims
+    left open are sized as `eqsat.verify_inputs.candidate_shapes` suggests, trying the next candidate while
+    the original cannot run. An original that runs on no candidate is bad input (`BadInputError` naming
+    `source`); an optimized model that cannot run while the original can fails verification
+    (`VerificationError`).
     """
     orig = original if isinstance(original, onnx.ModelProto) else ir.serde.serialize_model(original)
     opt = optimized if isinstance(optimized, onnx.ModelProto) else ir.serde.serialize_model(optimized)
-    feeds = make_inputs(orig, seed)
-    try:
-        expected, runtime = run(orig, feeds)
-    except CannotRun as exc:
-        raise BadInputError(source, f"cannot be verified, no runtime runs it ({exc}); "
-                                    "rerun with --no-verify") from None
+    shapes, arrays = check_given(orig, input_shapes or {}, inputs or {}, source)
+    expected, runtime, feeds = run_original(orig, seed, source, shapes, arrays)
     try:
         actual, runtime2 = run(opt, feeds)
     except CannotRun as exc:
@@ -215,4 +164,24 @@ def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.Mode
     names = [o.name for o in orig.graph.output]
     checks = compare(names, expected, actual, soundness, quantized)
     used = runtime if runtime == runtime2 else f"{runtime}/{runtime2}"
-    return VerifyReport(all(c.ok for c in checks), used, seed, checks)
+    return VerifyReport(all(c.ok for c in checks), used, seed, checks,
+                        {name: tuple(a.shape) for name, a in feeds.items()})
+
+
+def run_original(model: onnx.ModelProto, seed: int, source: str, shapes: Mapping[str, Shape],
+                 arrays: Mapping[str, np.ndarray]) -> tuple[list[np.ndarray], str, dict[str, np.ndarray]]:
+    """The outputs, runtime and feeds of the first candidate input shapes `model` runs on; a one-line
+    `BadInputError` naming the sizes tried when it runs on none."""
+    tried: list[str] = []
+    for candidate in candidate_shapes(model, shapes, arrays):
+        feeds = make_inputs(model, seed, candidate, arrays)
+        try:
+            return (*run(model, feeds), feeds)
+        except CannotRun as exc:
+            tried.append(shapes_text(candidate))
+            problem = str(exc)
+    if len(tried) == 1:
+        raise BadInputError(source, f"cannot be verified, no runtime runs it ({problem}); rerun with --no-verify")
+    raise BadInputError(source, f"cannot be verified: no runtime runs it on any input sizes tried "
+                                f"({'; '.join(tried)}; last error: {problem}); give sizes with --input-shape "
+                                "NAME:D0,D1,... or arrays with --inputs FILE.npz, or rerun with --no-verify")
