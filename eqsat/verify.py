@@ -72,25 +72,43 @@ class CannotRun(Exception):
 
 def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], str]:
     """Outputs of `model` on `feeds`: onnxruntime (no graph optimizations), else onnx.reference."""
+    outputs, runtime, _ = run_first(model, [feeds])
+    return outputs, runtime
+
+
+def run_first(model: onnx.ModelProto, candidates: Sequence[dict[str, np.ndarray]]
+              ) -> tuple[list[np.ndarray], str, dict[str, np.ndarray]]:
+    """Outputs, runtime and feeds of the first of `candidates` that onnxruntime (no graph optimizations)
+    runs `model` on, else the first that onnx.reference runs it on (slow but complete: for ops onnxruntime
+    lacks); `CannotRun` with the last complaint of each when neither runs it on any."""
     import onnxruntime as ort
+    from onnx.reference import ReferenceEvaluator
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4  # a refused size is an exception here, not a log line on the user's terminal
     ort.set_default_logger_severity(3)  # warnings of model loading go to the default logger, not the session's
     try:
         sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        return sess.run(None, feeds), "onnxruntime"
-    except Exception as ort_exc:  # an op onnxruntime lacks: the reference evaluator is slow but complete
-        from onnx.reference import ReferenceEvaluator
-
-        try:
-            outs = ReferenceEvaluator(model).run(None, feeds)
-        except Exception as ref_exc:
-            raise CannotRun(f"onnxruntime: {first_line(ort_exc)}; onnx.reference: {first_line(ref_exc)}") from None
-        return [np.asarray(o) for o in outs], "onnx.reference"
+        for feeds in candidates:
+            try:
+                return sess.run(None, feeds), "onnxruntime", feeds
+            except Exception as exc:  # this size is refused: try the next
+                ort_problem = first_line(exc)
+    except Exception as exc:  # an op onnxruntime lacks
+        ort_problem = first_line(exc)
+    try:
+        evaluator = ReferenceEvaluator(model)
+        for feeds in candidates:
+            try:
+                return [np.asarray(o) for o in evaluator.run(None, feeds)], "onnx.reference", feeds
+            except Exception as exc:
+                ref_problem = first_line(exc)
+    except Exception as exc:
+        ref_problem = first_line(exc)
+    raise CannotRun(f"onnxruntime: {ort_problem}; onnx.reference: {ref_problem}")
 
 
 def tolerance_for(dtype: np.dtype, soundness: str = "exact") -> float:
@@ -172,16 +190,13 @@ def run_original(model: onnx.ModelProto, seed: int, source: str, shapes: Mapping
                  arrays: Mapping[str, np.ndarray]) -> tuple[list[np.ndarray], str, dict[str, np.ndarray]]:
     """The outputs, runtime and feeds of the first candidate input shapes `model` runs on; a one-line
     `BadInputError` naming the sizes tried when it runs on none."""
-    tried: list[str] = []
-    for candidate in candidate_shapes(model, shapes, arrays):
-        feeds = make_inputs(model, seed, candidate, arrays)
-        try:
-            return (*run(model, feeds), feeds)
-        except CannotRun as exc:
-            tried.append(shapes_text(candidate))
-            problem = str(exc)
-    if len(tried) == 1:
-        raise BadInputError(source, f"cannot be verified, no runtime runs it ({problem}); rerun with --no-verify")
-    raise BadInputError(source, f"cannot be verified: no runtime runs it on any input sizes tried "
-                                f"({'; '.join(tried)}; last error: {problem}); give sizes with --input-shape "
-                                "NAME:D0,D1,... or arrays with --inputs FILE.npz, or rerun with --no-verify")
+    candidates = list(candidate_shapes(model, shapes, arrays))
+    try:
+        return run_first(model, [make_inputs(model, seed, c, arrays) for c in candidates])
+    except CannotRun as exc:
+        if len(candidates) == 1:
+            raise BadInputError(source, f"cannot be verified, no runtime runs it ({exc}); rerun with --no-verify") from None
+        tried = "; ".join(shapes_text(c) for c in candidates)
+        raise BadInputError(source, f"cannot be verified: no runtime runs it on any input sizes tried ({tried}; "
+                                    f"last errors: {exc}); give sizes with --input-shape NAME:D0,D1,... or arrays "
+                                    "with --inputs FILE.npz, or rerun with --no-verify") from None

@@ -33,6 +33,7 @@ SEQUENCE_NAMES = {"t", "l", "s", "seq", "n_ctx", "ctx"}
 SEQUENCE_WORDS = re.compile(r"seq|len|time|step|token|word|frame|sample|char|ctx")
 SAMPLE_RATE_NAMES = {"sr", "sample_rate", "sampling_rate", "samplerate"}
 SAMPLE_RATE = 16000
+DTYPE_FAMILY = {"f": "float", "i": "int", "u": "int", "b": "bool"}  # an array is cast within its family
 SHAPE_PRESERVING = {"Reshape", "Cast", "Unsqueeze", "Squeeze", "Flatten", "Identity"}
 
 
@@ -63,7 +64,8 @@ def _static(dim: onnx.TensorShapeProto.Dimension) -> int | None:
 def check_given(model: onnx.ModelProto, shapes: Shapes, arrays: Mapping[str, np.ndarray],
                 source: str) -> tuple[dict[str, Shape], dict[str, np.ndarray]]:
     """The user's verification shapes and arrays, checked against the model's inputs (name, rank, stated
-    dims, dtype kind) and arrays cast to the input's dtype; a `BadInputError` names what does not fit."""
+    dims, dtype family: float, int or bool), arrays cast to the input's dtype; a `BadInputError` names
+    what does not fit."""
     by_name = {v.name: v for v in graph_inputs(model)}
     known = ", ".join(by_name) or "none"
     checked_shapes: dict[str, Shape] = {}
@@ -98,7 +100,7 @@ def _cast(array: np.ndarray, value: onnx.ValueInfoProto, source: str) -> np.ndar
     want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
     if array.dtype == want:
         return array
-    if not np.can_cast(array.dtype, want, casting="same_kind"):
+    if DTYPE_FAMILY.get(array.dtype.kind, array.dtype.kind) != DTYPE_FAMILY.get(want.kind, want.kind):
         raise BadInputError(source, f"--inputs: input {value.name!r} is {want}, the array is {array.dtype}")
     return array.astype(want)
 
