@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import onnx
 
 from eqsat.errors import BadInputError
-from eqsat.verify_inputs import check_shape, graph_inputs
+from eqsat.verify_inputs import check_shape, dim_name, graph_inputs
 
 
 def fix_input_shapes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]],
@@ -28,7 +28,7 @@ def fix_input_shapes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]
             raise BadInputError(source, f"--fix-input-shape: the model has no input named {name!r} (its inputs: {known})")
         check_shape(by_name[name], shape, "--fix-input-shape", source)
         for dim, size in zip(by_name[name].type.tensor_type.shape.dim, shape):
-            if dim.dim_param and bound.setdefault(dim.dim_param, size) != size:
+            if dim_name(dim) and bound.setdefault(dim.dim_param, size) != size:
                 raise BadInputError(source, f"--fix-input-shape: dim {dim.dim_param!r} is given sizes "
                                             f"{bound[dim.dim_param]} and {size}")
     fixed = onnx.ModelProto()
@@ -39,6 +39,6 @@ def fix_input_shapes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]
             dim.dim_value = size  # clears dim_param (one of)
     for value in (*graph.input, *graph.output, *graph.value_info):
         for dim in value.type.tensor_type.shape.dim:
-            if dim.dim_param in bound:
+            if dim_name(dim) in bound:
                 dim.dim_value = bound[dim.dim_param]
     return fixed

@@ -57,6 +57,12 @@ def _dims(value: onnx.ValueInfoProto) -> list[onnx.TensorShapeProto.Dimension]:
     return list(value.type.tensor_type.shape.dim)
 
 
+def dim_name(dim: onnx.TensorShapeProto.Dimension) -> str:
+    """The dim_param of a dynamic dim, "" when it has none or one that names nothing ("?", as paddle2onnx
+    writes for every unknown dim)."""
+    return dim.dim_param if any(c.isalnum() for c in dim.dim_param) else ""
+
+
 def _static(dim: onnx.TensorShapeProto.Dimension) -> int | None:
     return dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
 
@@ -129,8 +135,8 @@ def candidate_shapes(model: onnx.ModelProto, shapes: Mapping[str, Shape] = {},
     """Input shapes to try the model on, smallest first: at most `ATTEMPTS`, each different."""
     inputs = graph_inputs(model)
     given = {**shapes, **{k: tuple(a.shape) for k, a in arrays.items()}}
-    bound = {d.dim_param: size for v in inputs if v.name in given
-             for d, size in zip(_dims(v), given[v.name]) if d.dim_param}
+    bound = {dim_name(d): size for v in inputs if v.name in given
+             for d, size in zip(_dims(v), given[v.name]) if dim_name(d)}
     seen: list[dict[str, Shape]] = []
     for attempt in range(ATTEMPTS):
         candidate = {}
@@ -140,9 +146,9 @@ def candidate_shapes(model: onnx.ModelProto, shapes: Mapping[str, Shape] = {},
                 continue
             dims, sizes = _dims(v), []
             for axis, d in enumerate(dims):
-                ladder = LADDERS[dim_kind(d.dim_param, axis, len(dims))]
+                ladder = LADDERS[dim_kind(dim_name(d), axis, len(dims))]
                 size = _static(d)
-                sizes.append(size if size is not None else bound.get(d.dim_param, ladder[min(attempt, len(ladder) - 1)]))
+                sizes.append(size if size is not None else bound.get(dim_name(d), ladder[min(attempt, len(ladder) - 1)]))
             candidate[v.name] = tuple(sizes)
         if candidate not in seen:
             seen.append(candidate)

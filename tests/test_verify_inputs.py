@@ -230,6 +230,15 @@ def test_cli_fix_input_shape_rejects_unknown_inputs_and_ranks(tmp_path: Path, ca
     assert not out.exists()
 
 
+def test_question_mark_dims_are_unnamed() -> None:
+    """paddle2onnx writes "?" for every unknown dim: not one name shared by height and width."""
+    m = model([node("Relu", ["x"], "y")], [("x", F32, [-1, 3, "?", "?"])], [("y", F32, [-1, 3, "?", "?"])])
+    assert [d.dim_value for d in fix_input_shapes(m, {"x": (1, 3, 48, 192)}).graph.input[0].type.tensor_type.shape.dim] \
+        == [1, 3, 48, 192]
+    assert verify(m, m, input_shapes={"x": (1, 3, 48, 192)}).ok
+    assert make_inputs(m)["x"].shape == (1, 3, 16, 16)
+
+
 def test_fix_input_shape_rejects_two_sizes_for_one_dim_param() -> None:
     m = model([node("Add", ["a", "b"], "y")], [("a", F32, ["N", 4]), ("b", F32, ["N", 4])])
     with pytest.raises(BadInputError, match="dim 'N' is given sizes 2 and 3"):
