@@ -27,9 +27,9 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                               extractor=args.extractor, time_limit=args.time_limit, node_limit=args.node_limit,
                               iter_limit=args.iter_limit, allow=args.allow, opset=args.opset,
                               disable=[rule for arg in args.disable for rule in arg.split(",") if rule],
-                              progress=progress, bisect=args.bisect, input_shapes=_shapes(args.input_shape),
+                              progress=progress, bisect=args.bisect, input_shapes=_shapes("--input-shape", args.input_shape),
                               inputs=load_npz(args.inputs) if args.inputs else None,
-                              fix_input_shapes=_shapes(args.fix_input_shape))
+                              fix_input_shapes=_shapes("--fix-input-shape", args.fix_input_shape))
     except EqsatError as exc:
         report = getattr(exc, "report", None)
         if report is not None and args.report:
@@ -55,13 +55,13 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shapes(pairs: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, ...]]:
-    """NAME:D0,D1 flags as a dict; an input named twice is an error."""
+def _shapes(flag: str, pairs: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, ...]]:
+    """NAME:D0,D1 flags as a dict; an input given two shapes is an error."""
     shapes: dict[str, tuple[int, ...]] = {}
     for name, dims in pairs:
         if shapes.setdefault(name, dims) != dims:
-            raise BadInputError(name, f"two different shapes given: {','.join(map(str, shapes[name]))} and "
-                                      f"{','.join(map(str, dims))}")
+            raise BadInputError(flag, f"input {name!r} is given two shapes: {','.join(map(str, shapes[name]))} "
+                                      f"and {','.join(map(str, dims))}")
     return shapes
 
 

@@ -54,8 +54,9 @@ class VerifyReport:
         return max((o.max_abs_diff for o in self.outputs), default=0.0)
 
     def summary(self) -> str:
+        """One line: verified or not, on which inputs, the largest difference (where it failed)."""
+        on = f", inputs {shapes_text(self.input_shapes)}" if self.input_shapes else ""
         if self.ok:
-            on = f", inputs {shapes_text(self.input_shapes)}" if self.input_shapes else ""
             return f"verified ({self.runtime}, seed {self.seed}{on}): max |diff| {self.max_abs_diff:.3g}"
         bad = self.first_failure
         assert bad is not None
@@ -63,7 +64,7 @@ class VerifyReport:
         others = f" (and {failed - 1} more of {len(self.outputs)} outputs)" if failed > 1 else ""
         return (f"verification failed on output {bad.name!r}{others}: {bad.problem or 'difference'} "
                 f"max |diff| {bad.max_abs_diff:.3g} > allowed {bad.allowed:.3g}"
-                + (f" {bad.where}" if bad.where else ""))
+                + (f" on {on[2:]}" if on else "") + (f" {bad.where}" if bad.where else ""))
 
 
 class CannotRun(Exception):

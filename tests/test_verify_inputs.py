@@ -72,6 +72,13 @@ def test_ladder_climbs_until_onnxruntime_runs_the_original() -> None:
     assert report.ok and report.input_shapes == {"x": (1, 64)}
 
 
+def test_a_failure_names_the_inputs_it_ran_on() -> None:
+    negated = model([node("Neg", ["x"], "y")], [("x", F32, ["batch", "T"])])
+    relu = model([node("Relu", ["x"], "y")], [("x", F32, ["batch", "T"])])
+    summary = verify(relu, negated).summary()
+    assert summary.startswith("verification failed on output 'y'") and " on inputs x:1x16 at [" in summary
+
+
 def test_a_size_the_original_refuses_is_bad_input() -> None:
     with pytest.raises(BadInputError, match=r"^in\.onnx: cannot be verified, no runtime runs it .*--no-verify"):
         verify(rows_of(16), rows_of(16), source="in.onnx", input_shapes={"x": (1, 1)})
@@ -151,6 +158,8 @@ def test_cli_input_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "cannot be verified" in one_line_error(capsys)
     assert main(["optimize", str(path), "-o", str(out), "--input-shape", "y:1,8"]) == 2
     assert "no input named 'y'" in one_line_error(capsys)
+    assert main(["optimize", str(path), "-o", str(out), "--input-shape", "x:1,40", "--input-shape", "x:1,60"]) == 2
+    assert "--input-shape: input 'x' is given two shapes: 1,40 and 1,60" in one_line_error(capsys)
     with pytest.raises(SystemExit) as bad_syntax:
         main(["optimize", str(path), "-o", str(out), "--input-shape", "x=1,40"])
     assert bad_syntax.value.code == 2
