@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from eqsat import io
 from eqsat.errors import BadInputError, EqsatError
@@ -102,9 +102,12 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
                  iter_limit: int | None = None, allow: Sequence[str] = (), disable: Sequence[str] = (),
                  extra_rules: Sequence[Rule] = (), rules: Sequence[Rule] | None = None, opset: int | None = None,
                  source: str | None = None, max_culprits: int = 4,
+                 input_shapes: Mapping[str, Sequence[int]] | None = None, inputs: Mapping[str, Any] | None = None,
+                 fix_input_shapes: Mapping[str, Sequence[int]] | None = None,
                  progress: Callable[[str], None] | None = None) -> Bisection:
     """Optimize `model` as `eqsat.optimize` would (same options); if verification fails, find the rule(s)
     whose disabling makes it pass. `rules` replaces the registered rules; `extra_rules` adds to them.
+    Every probe verifies on the same inputs (`inputs`, `input_shapes`, as in `eqsat.optimize`).
     `progress` is called with a line per probe. Raises `BadInputError` for input that cannot be used
     (unreadable, or the original cannot run)."""
     from eqsat.saturate import Limits
@@ -115,6 +118,10 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
                     nodes=defaults.nodes if node_limit is None else node_limit, seconds=time_limit)
     label = source or (str(model) if isinstance(model, str) or hasattr(model, "__fspath__") else "<model>")
     proto, label = io.load_proto(model, name=label)  # read and check once; every probe starts from it
+    if fix_input_shapes:
+        from eqsat.fix_shapes import fix_input_shapes as fix
+
+        proto = fix(proto, fix_input_shapes, label)
     pool = tuple(rules) if rules is not None else (*select(allow, disable), *extra_rules)
     order = {r.name: k for k, r in enumerate(schedule_order(pool))}
     say = progress or (lambda line: None)
@@ -132,7 +139,8 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
                            source=label)
         fired = tuple(sorted(session.saturation.rules_fired, key=lambda n: order.get(n, len(order))))
         try:
-            result = session.extract(target, cost=cost, extractor=extractor, verify=True)
+            result = session.extract(target, cost=cost, extractor=extractor, verify=True,
+                                     input_shapes=input_shapes, inputs=inputs)
             ok, detail = result.report.verification.ok, result.report.verification.summary()
         except BadInputError:
             raise

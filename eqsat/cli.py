@@ -16,6 +16,7 @@ from eqsat.errors import BadInputError, EqsatError
 def _cmd_optimize(args: argparse.Namespace) -> int:
     from eqsat.display import Progress, add_breakdown
     from eqsat.pipeline import optimize
+    from eqsat.verify_inputs import load_npz
 
     if args.report_json and args.report_json != "-":
         _check_writable(args.report_json)
@@ -26,7 +27,9 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                               extractor=args.extractor, time_limit=args.time_limit, node_limit=args.node_limit,
                               iter_limit=args.iter_limit, allow=args.allow, opset=args.opset,
                               disable=[rule for arg in args.disable for rule in arg.split(",") if rule],
-                              progress=progress, bisect=args.bisect)
+                              progress=progress, bisect=args.bisect, input_shapes=_shapes("--input-shape", args.input_shape),
+                              inputs=load_npz(args.inputs) if args.inputs else None,
+                              fix_input_shapes=_shapes("--fix-input-shape", args.fix_input_shape))
     except EqsatError as exc:
         report = getattr(exc, "report", None)
         if report is not None and args.report:
@@ -50,6 +53,28 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         r = result.report
         print(f"{args.output}: {r.nodes_before} -> {r.nodes_after} nodes in {r.seconds:.2f} s", file=human)
     return 0
+
+
+def _shapes(flag: str, pairs: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str, tuple[int, ...]]:
+    """NAME:D0,D1 flags as a dict; an input given two shapes is an error."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, dims in pairs:
+        if shapes.setdefault(name, dims) != dims:
+            raise BadInputError(flag, f"input {name!r} is given two shapes: {','.join(map(str, shapes[name]))} "
+                                      f"and {','.join(map(str, dims))}")
+    return shapes
+
+
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """`NAME:D0,D1,...` (`NAME:` for a scalar) as (name, dims)."""
+    name, colon, dims = text.rpartition(":")
+    try:
+        sizes = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+    except ValueError:
+        sizes = (-1,)
+    if not colon or not name or any(d < 1 for d in sizes):
+        raise argparse.ArgumentTypeError(f"expected NAME:D0,D1,... with positive sizes, got {text!r}")
+    return name, sizes
 
 
 def _check_writable(path: str) -> None:
@@ -147,6 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="if verification fails, find the rule responsible (re-saturates with fired rules disabled)")
     opt.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                      help="check the result numerically against the input (default: on)")
+    opt.add_argument("--input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",
+                     help="verify with this shape for input NAME (repeatable; default: sized from its dim names)")
+    opt.add_argument("--inputs", metavar="FILE.npz",
+                     help="verify on these arrays (keys: input names; inputs left out are drawn as usual)")
+    opt.add_argument("--fix-input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",
+                     help="make input NAME static with these dims before optimizing (repeatable), so shape "
+                          "computations fold")
     opt.add_argument("--report", action="store_true", help="print a report of what was done")
     opt.add_argument("--report-json", metavar="FILE", help="write the report as JSON ('-' for stdout)")
     opt.set_defaults(run=_cmd_optimize)

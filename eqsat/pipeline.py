@@ -7,7 +7,7 @@ import functools
 import os
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import onnx
 import onnx_ir as ir
@@ -63,11 +63,16 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
              iter_limit: int | None = None, allow: Sequence[str] = (), disable: Sequence[str] = (),
              opset: int | None = None, verify: bool = True, output: str | os.PathLike | None = None,
              progress: Callable[[str], None] | None = None, extra_rules: Sequence[Any] = (),
-             bisect: bool = False) -> Result:
+             bisect: bool = False, input_shapes: Mapping[str, Sequence[int]] | None = None,
+             inputs: Mapping[str, Any] | None = None,
+             fix_input_shapes: Mapping[str, Sequence[int]] | None = None) -> Result:
     """Optimize `model` (a path, ModelProto or ir.Model) for `target` and return the result.
 
     With `verify` (the default) both models run on seeded inputs and a difference beyond tolerance raises
-    `VerificationError` before anything is written. With `output`, the result is saved atomically.
+    `VerificationError` before anything is written: `inputs` (numpy arrays by input name) are fed as they
+    are, `input_shapes` (dims by input name) size the inputs drawn for the others, and dynamic dims left
+    open are sized from their names (eqsat.verify_inputs). `fix_input_shapes` (dims by input name) makes
+    those inputs static in the model itself before folding. With `output`, the result is saved atomically.
     `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
     The error names the first output that differs and the rules that fired; with `bisect`, it also names
     the rule responsible (`eqsat.bisect.find_culprit`; the Bisection is its `bisection` attribute).
@@ -86,12 +91,13 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
 
         rules = (*select(allow, disable), *extra_rules)
     session = saturate(model, limits=limits, allow=allow, disable=disable, rules=rules, opset=opset,
-                       source=source, progress=progress)
+                       source=source, fix_input_shapes=fix_input_shapes, progress=progress)
     options = dict(target=target, extractor=extractor, cost=cost, time_limit=time_limit, node_limit=node_limit,
                    iter_limit=iter_limit, opset=opset, source=source,
-                   rules=rules if rules is not None else session.rules)
+                   rules=rules if rules is not None else session.rules, input_shapes=input_shapes, inputs=inputs)
     try:
-        result = session.extract(target, cost=cost, extractor=extractor, verify=verify, progress=progress)
+        result = session.extract(target, cost=cost, extractor=extractor, verify=verify, input_shapes=input_shapes,
+                                 inputs=inputs, progress=progress)
     except VerificationError as exc:  # the optimized model cannot run at all
         raise _verification_failure(str(exc).removesuffix("; output not written"), session, None,
                                     bisect, options, progress) from None

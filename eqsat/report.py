@@ -58,6 +58,7 @@ class Report:
         if self.verification is not None:
             v = self.verification
             out["verification"] = {"ok": v.ok, "runtime": v.runtime, "seed": v.seed,
+                                   "input_shapes": {k: list(s) for k, s in v.input_shapes.items()},
                                    "outputs": [dataclasses.asdict(o) for o in v.outputs]}
         return out
 

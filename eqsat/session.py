@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import onnx
 
@@ -23,6 +23,8 @@ from eqsat.saturate import Limits, RunReport, install_rules, run
 from eqsat import terms
 
 if TYPE_CHECKING:  # heavy modules stay lazy at run time
+    import numpy as np
+
     from eqsat.pipeline import Result
     from extract.result import ExtractionResult
 
@@ -98,9 +100,12 @@ class Session:
         p.text(f"Session({self.source!r})\n{self.saturation.to_text()}\n{egraph_stats(self.egraph).to_text()}")
 
     def extract(self, target: str = "cpu", *, cost: Callable | None = None, extractor: str = "auto",
-                verify: bool = False, progress: Callable[[str], None] | None = None) -> "Result":
+                verify: bool = False, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                inputs: Mapping[str, "np.ndarray"] | None = None,
+                progress: Callable[[str], None] | None = None) -> "Result":
         """Extract and lower the best graph for `target` (or for a custom `cost(egraph, node)`).
-        `progress` is called with each phase's name as it starts."""
+        With `verify`, check it against the original on `inputs` (arrays by name) and inputs drawn with
+        `input_shapes` (eqsat.verify.verify). `progress` is called with each phase's name as it starts."""
         from eqsat.lower import lower
         from eqsat.pipeline import Result, timed
         from extract import extract as run_extractor
@@ -125,17 +130,20 @@ class Session:
 
             note("verify")
             with timed(report, "verify"):
-                report.verification = run_verify(self.original, model, soundness=self.soundness, source=self.source)
+                report.verification = run_verify(self.original, model, soundness=self.soundness, source=self.source,
+                                                 input_shapes=input_shapes, inputs=inputs)
         return Result(model, report, result, session=self, cost_model=cost_model)
 
 
 def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequence[str] = (),
              disable: Sequence[str] = (), rules: Sequence[Rule] | None = None, opset: int | None = None,
-             source: str | None = None, progress: Callable[[str], None] | None = None) -> Session:
+             source: str | None = None, fix_input_shapes: Mapping[str, Sequence[int]] | None = None,
+             progress: Callable[[str], None] | None = None) -> Session:
     """Load, normalize, encode and saturate `model`; the returned Session extracts on demand.
 
     `rules` replaces the registered rules (for experiments); otherwise `allow`/`disable` select them.
     `opset` upgrades the model first (onnx.version_converter) so that newer fused ops become available.
+    `fix_input_shapes` makes those inputs' dims static first (eqsat.fix_shapes): the Session's original.
     `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
     """
     from rewrites.registry import select
@@ -146,6 +154,10 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     label = source or (str(model) if isinstance(model, (str,)) or hasattr(model, "__fspath__") else "<model>")
     start = time.perf_counter()
     original, _ = io.load_proto(model, name=label)
+    if fix_input_shapes:
+        from eqsat.fix_shapes import fix_input_shapes as fix
+
+        original = fix(original, fix_input_shapes, label)
     upgraded = io.upgrade_opset(original, opset, label) if opset is not None else original
     phases["load"] = time.perf_counter() - start
     note("fold")

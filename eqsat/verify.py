@@ -1,8 +1,7 @@
 """Differential verification: run the input and the optimized model on the same seeded inputs.
 
-Inputs respect their meaning: float inputs are standard normal; integer inputs named *mask* are ones,
-*token_type* zeros, *position* an arange; other integer inputs are ids below the smallest table they
-index (found by following the input to the Gather that consumes it), or below 100.
+Inputs respect their meaning and the model's dynamic dims (eqsat.verify_inputs): the original is tried
+on a few size assignments, smallest first, until it runs; the user may give sizes or arrays instead.
 
 Tolerances (relative to each output's largest magnitude): float32 1e-4 for exact rules and 1e-3 for
 fp-reassoc rules, float16/bfloat16 1e-2; integer outputs of quantized models within one quantization
@@ -12,17 +11,19 @@ step; other integer and bool outputs must match exactly.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
 from eqsat.errors import BadInputError, VerificationError, first_line
+from eqsat.verify_inputs import Shape, candidate_shapes, check_given, make_inputs, shapes_text
+
+__all__ = ["CannotRun", "OutputCheck", "VerifyReport", "compare", "make_inputs", "run", "verify"]
 
 SOUNDNESS_TOLERANCE = {"exact": 1e-4, "fp-reassoc": 1e-3, "precision-changing": 1e-2}
 LOW_PRECISION_TOLERANCE = 1e-2
-SHAPE_PRESERVING = {"Reshape", "Cast", "Unsqueeze", "Squeeze", "Flatten", "Identity"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,7 @@ class VerifyReport:
     runtime: str
     seed: int
     outputs: tuple[OutputCheck, ...]
+    input_shapes: dict[str, Shape] = dataclasses.field(default_factory=dict)  # what both models ran on
 
     @property
     def first_failure(self) -> OutputCheck | None:
@@ -52,70 +54,17 @@ class VerifyReport:
         return max((o.max_abs_diff for o in self.outputs), default=0.0)
 
     def summary(self) -> str:
+        """One line: verified or not, on which inputs, the largest difference (where it failed)."""
+        on = f", inputs {shapes_text(self.input_shapes)}" if self.input_shapes else ""
         if self.ok:
-            return f"verified ({self.runtime}, seed {self.seed}): max |diff| {self.max_abs_diff:.3g}"
+            return f"verified ({self.runtime}, seed {self.seed}{on}): max |diff| {self.max_abs_diff:.3g}"
         bad = self.first_failure
         assert bad is not None
         failed = sum(not o.ok for o in self.outputs)
         others = f" (and {failed - 1} more of {len(self.outputs)} outputs)" if failed > 1 else ""
         return (f"verification failed on output {bad.name!r}{others}: {bad.problem or 'difference'} "
                 f"max |diff| {bad.max_abs_diff:.3g} > allowed {bad.allowed:.3g}"
-                + (f" {bad.where}" if bad.where else ""))
-
-
-def make_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random inputs for every graph input that is not an initializer."""
-    rng = np.random.default_rng(seed)
-    graph = model.graph
-    initializers = {t.name for t in graph.initializer}
-    feeds: dict[str, np.ndarray] = {}
-    for value in graph.input:
-        if value.name in initializers:
-            continue
-        ttype = value.type.tensor_type
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(ttype.elem_type)
-        shape = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else 1 for d in ttype.shape.dim]
-        feeds[value.name] = np.asarray(_random_tensor(value.name, shape, np.dtype(dtype), rng, graph))  # 0-d too
-    return feeds
-
-
-def _random_tensor(name: str, shape: list[int], dtype: np.dtype, rng: np.random.Generator,
-                   graph: onnx.GraphProto) -> np.ndarray:
-    lname = name.lower()
-    if dtype == np.bool_:
-        return rng.random(shape) < 0.5
-    if np.issubdtype(dtype, np.integer):
-        if "mask" in lname:
-            return np.ones(shape, dtype)
-        if "token_type" in lname or "segment" in lname:
-            return np.zeros(shape, dtype)
-        if "position" in lname and shape:
-            return np.broadcast_to(np.arange(shape[-1], dtype=dtype), shape).copy()
-        high = _index_bound(name, graph) or 100
-        return rng.integers(0, high, size=shape).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
-
-
-def _index_bound(name: str, graph: onnx.GraphProto) -> int | None:
-    """Smallest first-axis size of the tables this input indexes (through shape-preserving ops)."""
-    sizes = {t.name: list(t.dims) for t in graph.initializer}
-    frontier, seen, bounds = [name], {name}, []
-    while frontier:
-        value = frontier.pop()
-        for node in graph.node:
-            if value not in node.input:
-                continue
-            if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == value:
-                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-                dims = sizes.get(node.input[0])
-                if dims and -len(dims) <= axis < len(dims):
-                    bounds.append(dims[axis])
-            elif node.op_type in SHAPE_PRESERVING:
-                for out in node.output:
-                    if out not in seen:
-                        seen.add(out)
-                        frontier.append(out)
-    return min(bounds) if bounds else None
+                + (f" on {on[2:]}" if on else "") + (f" {bad.where}" if bad.where else ""))
 
 
 class CannotRun(Exception):
@@ -124,25 +73,43 @@ class CannotRun(Exception):
 
 def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], str]:
     """Outputs of `model` on `feeds`: onnxruntime (no graph optimizations), else onnx.reference."""
+    outputs, runtime, _ = run_first(model, [feeds])
+    return outputs, runtime
+
+
+def run_first(model: onnx.ModelProto, candidates: Sequence[dict[str, np.ndarray]]
+              ) -> tuple[list[np.ndarray], str, dict[str, np.ndarray]]:
+    """Outputs, runtime and feeds of the first of `candidates` that onnxruntime (no graph optimizations)
+    runs `model` on, else the first that onnx.reference runs it on (slow but complete: for ops onnxruntime
+    lacks); `CannotRun` with the last complaint of each when neither runs it on any."""
     import onnxruntime as ort
+    from onnx.reference import ReferenceEvaluator
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4  # a refused size is an exception here, not a log line on the user's terminal
     ort.set_default_logger_severity(3)  # warnings of model loading go to the default logger, not the session's
     try:
         sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        return sess.run(None, feeds), "onnxruntime"
-    except Exception as ort_exc:  # an op onnxruntime lacks: the reference evaluator is slow but complete
-        from onnx.reference import ReferenceEvaluator
-
-        try:
-            outs = ReferenceEvaluator(model).run(None, feeds)
-        except Exception as ref_exc:
-            raise CannotRun(f"onnxruntime: {first_line(ort_exc)}; onnx.reference: {first_line(ref_exc)}") from None
-        return [np.asarray(o) for o in outs], "onnx.reference"
+        for feeds in candidates:
+            try:
+                return sess.run(None, feeds), "onnxruntime", feeds
+            except Exception as exc:  # this size is refused: try the next
+                ort_problem = first_line(exc)
+    except Exception as exc:  # an op onnxruntime lacks
+        ort_problem = first_line(exc)
+    try:
+        evaluator = ReferenceEvaluator(model)
+        for feeds in candidates:
+            try:
+                return [np.asarray(o) for o in evaluator.run(None, feeds)], "onnx.reference", feeds
+            except Exception as exc:
+                ref_problem = first_line(exc)
+    except Exception as exc:
+        ref_problem = first_line(exc)
+    raise CannotRun(f"onnxruntime: {ort_problem}; onnx.reference: {ref_problem}")
 
 
 def tolerance_for(dtype: np.dtype, soundness: str = "exact") -> float:
@@ -193,20 +160,21 @@ def _where(ref: np.ndarray, got: np.ndarray, gap: np.ndarray) -> str:
 
 
 def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.ModelProto, *,
-           soundness: str = "exact", seed: int = 0, source: str = "<model>") -> VerifyReport:
+           soundness: str = "exact", seed: int = 0, source: str = "<model>",
+           input_shapes: Mapping[str, Sequence[int]] | None = None,
+           inputs: Mapping[str, np.ndarray] | None = None) -> VerifyReport:
     """Compare both models' outputs on seeded inputs with the tolerance of `soundness`.
 
-    An original that no runtime can run is bad input (`BadInputError` naming `source`); an optimized
-    model that cannot run while the original can fails verification (`VerificationError`).
+    `inputs` (arrays by input name) are used as given; `input_shapes` size the other inputs; dynamic dims
+    left open are sized as `eqsat.verify_inputs.candidate_shapes` suggests, trying the next candidate while
+    the original cannot run. An original that runs on no candidate is bad input (`BadInputError` naming
+    `source`); an optimized model that cannot run while the original can fails verification
+    (`VerificationError`).
     """
     orig = original if isinstance(original, onnx.ModelProto) else ir.serde.serialize_model(original)
     opt = optimized if isinstance(optimized, onnx.ModelProto) else ir.serde.serialize_model(optimized)
-    feeds = make_inputs(orig, seed)
-    try:
-        expected, runtime = run(orig, feeds)
-    except CannotRun as exc:
-        raise BadInputError(source, f"cannot be verified, no runtime runs it ({exc}); "
-                                    "rerun with --no-verify") from None
+    shapes, arrays = check_given(orig, input_shapes or {}, inputs or {}, source)
+    expected, runtime, feeds = run_original(orig, seed, source, shapes, arrays)
     try:
         actual, runtime2 = run(opt, feeds)
     except CannotRun as exc:
@@ -215,4 +183,21 @@ def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.Mode
     names = [o.name for o in orig.graph.output]
     checks = compare(names, expected, actual, soundness, quantized)
     used = runtime if runtime == runtime2 else f"{runtime}/{runtime2}"
-    return VerifyReport(all(c.ok for c in checks), used, seed, checks)
+    return VerifyReport(all(c.ok for c in checks), used, seed, checks,
+                        {name: tuple(a.shape) for name, a in feeds.items()})
+
+
+def run_original(model: onnx.ModelProto, seed: int, source: str, shapes: Mapping[str, Shape],
+                 arrays: Mapping[str, np.ndarray]) -> tuple[list[np.ndarray], str, dict[str, np.ndarray]]:
+    """The outputs, runtime and feeds of the first candidate input shapes `model` runs on; a one-line
+    `BadInputError` naming the sizes tried when it runs on none."""
+    candidates = list(candidate_shapes(model, shapes, arrays))
+    try:
+        return run_first(model, [make_inputs(model, seed, c, arrays) for c in candidates])
+    except CannotRun as exc:
+        if len(candidates) == 1:
+            raise BadInputError(source, f"cannot be verified, no runtime runs it ({exc}); rerun with --no-verify") from None
+        tried = "; ".join(shapes_text(c) for c in candidates)
+        raise BadInputError(source, f"cannot be verified: no runtime runs it on any input sizes tried ({tried}; "
+                                    f"last errors: {exc}); give sizes with --input-shape NAME:D0,D1,... or arrays "
+                                    "with --inputs FILE.npz, or rerun with --no-verify") from None
