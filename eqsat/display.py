@@ -780,6 +780,8 @@ def _saturation_lines(sat: Any) -> list[str]:
         lines.append("             stopped by the time limit: results may differ run to run")
     if sat.error:
         lines.append(f"             egglog failed: {sat.error}")
+    if sat.note:
+        lines.append(f"             note: {sat.note}")
     return lines
 
 

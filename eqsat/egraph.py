@@ -54,6 +54,10 @@ class EClass:
     rules: tuple[str, ...] = ()   # rules that added e-nodes to this class (provenance)
     sizes: tuple[int, ...] | None = None   # the shape with each symbol at the size the cost model assumes
 
+    def __post_init__(self) -> None:
+        if self.sizes is None and self.shape is not None:  # no symbol sizes given: the default price
+            object.__setattr__(self, "sizes", priced(self.shape))
+
 
 def priced(shape: tuple[int, ...] | None, symbol_sizes: Mapping[int, int] = {}) -> tuple[int, ...] | None:
     """`shape` with every symbol replaced by its representative size."""

@@ -51,12 +51,14 @@ def constant_key(array: np.ndarray) -> str:
 
 
 class _Encoder:
-    def __init__(self, model: ir.Model) -> None:
+    def __init__(self, model: ir.Model, symbolic: bool = True) -> None:
         self.model = model
         self.enc = Encoding(opset=model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
         self.rows = self.enc.rows
         facts = symbolic_shapes(model.graph)
         self.shapes, self.enc.symbols = facts.shapes, facts.table
+        if not symbolic:
+            self.shapes = {name: shape for name, shape in facts.shapes.items() if all(d >= 0 for d in shape)}
         self.conv_readers: dict[int, int] = {}  # value handle -> Convs reading it as their input
         self.const_rank: dict[str, int] = {}
         self.rows.text.append(f"(union (Ref {ABSENT}) (Absent))")
@@ -368,9 +370,10 @@ def _captured_values(node: ir.Node, refs: dict[str, int]) -> list[ir.Value]:
     return [captured[k] for k in sorted(captured)]
 
 
-def encode(model: ir.Model) -> Encoding:
-    """Actions and side tables for `model` (normalized: shapes inferred, constants folded and lifted)."""
-    encoder = _Encoder(model)
+def encode(model: ir.Model, symbolic: bool = True) -> Encoding:
+    """Actions and side tables for `model` (normalized: shapes inferred, constants folded and lifted).
+    Without `symbolic`, only fully static shapes become shape facts (the fallback when symbols conflict)."""
+    encoder = _Encoder(model, symbolic)
     encoder.encode_leaves()
     encoder.encode_nodes()
     enc = encoder.enc

@@ -48,6 +48,7 @@ class RunReport:
     eclasses: int | None = None            # filled in when the e-graph is decoded
     limits: Limits = dataclasses.field(default_factory=Limits)
     error: str | None = None
+    note: str = ""                         # how the run was obtained, when not plainly (a fallback)
 
     @property
     def deterministic(self) -> bool:
@@ -70,7 +71,7 @@ class RunReport:
         return {"stop_reason": self.stop_reason, "iterations": self.iterations, "enodes": self.enodes,
                 "enodes_loaded": self.enodes_loaded, "eclasses": self.eclasses, "seconds": round(self.seconds, 6),
                 "overshoot": self.overshoot, "time_overshoot": round(self.time_overshoot, 6),
-                "deterministic": self.deterministic, "error": self.error,
+                "deterministic": self.deterministic, "error": self.error, "note": self.note,
                 "rules_fired": self.rules_fired,
                 "limits": dataclasses.asdict(self.limits)}
 

@@ -23,6 +23,7 @@ from eqsat.saturate import Limits, RunReport, install_rules, run
 from eqsat import terms
 
 if TYPE_CHECKING:  # heavy modules stay lazy at run time
+    import onnx_ir as ir
     import numpy as np
 
     from eqsat.pipeline import Result
@@ -135,6 +136,21 @@ class Session:
         return Result(model, report, result, session=self, cost_model=cost_model)
 
 
+#: egglog's complaint when two shape facts meet in one e-class.
+_SYMBOL_CONFLICT = "Illegal merge attempted for function shape"
+
+
+def _load(work: "ir.Model", rules: Sequence[Rule], symbolic: bool = True) -> tuple[Encoding, Backend]:
+    """`work` encoded and loaded into a fresh backend with `rules` installed."""
+    encoding = encode(work, symbolic)
+    backend = Backend()
+    backend.run(terms.declarations())
+    backend.load(terms.static_facts(encoding.perms, encoding.opset))
+    backend.load_rows(encoding.rows)
+    install_rules(backend, rules)  # after the data: loading with rules present is ~5x slower
+    return encoding, backend
+
+
 def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequence[str] = (),
              disable: Sequence[str] = (), rules: Sequence[Rule] | None = None, opset: int | None = None,
              source: str | None = None, fix_input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -167,16 +183,25 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     rules = tuple(rules) if rules is not None else select(allow, disable)
     note("encode")
     start = time.perf_counter()
-    encoding = encode(work)
-    backend = Backend()
-    backend.run(terms.declarations())
-    backend.load(terms.static_facts(encoding.perms, encoding.opset))
-    backend.load_rows(encoding.rows)
-    install_rules(backend, rules)  # after the data: loading with rules present is ~5x slower
+    try:
+        encoding, backend = _load(work, rules)
+        conflict = None
+    except Exception as exc:  # egglog's EggSmolError: a conflict among the loaded facts themselves
+        if _SYMBOL_CONFLICT not in str(exc):
+            raise
+        encoding, backend, conflict = *_load(work, rules, symbolic=False), "loading"
     phases["encode"] = time.perf_counter() - start
     note("saturate")
     start = time.perf_counter()
     report = run(backend, limits)
+    if conflict is None and report.error is not None and _SYMBOL_CONFLICT in report.error:
+        encoding, backend = _load(work, rules, symbolic=False)
+        report, conflict = run(backend, limits), "saturation"
+    if conflict is not None:
+        # Two names of one size met in a class (dims the symbol recovery could not prove equal): the run
+        # is on static shape facts only, as sound as before symbols, and the report says so.
+        report = dataclasses.replace(report, note=f"symbolic shape facts conflicted during {conflict}; "
+                                                  "saturated with static shape facts only")
     phases["saturate"] = time.perf_counter() - start
     note("decode")
     start = time.perf_counter()

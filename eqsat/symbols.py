@@ -121,6 +121,8 @@ class _Recovery:
         self.dims: dict[str, tuple[Dim, ...]] = {}
         self.values: dict[str, tuple[Dim, ...]] = {}  # integer tensors (rank <= 1) that compute shapes
         self.equal: dict[str, Dim] = {}  # symbol -> a dim it equals (union-find parent)
+        self.seen: dict[tuple, ir.Node] = {}  # structural key -> the first node computing it
+        self.same: dict[str, str] = {}  # value name -> the name of an earlier value computed the same way
 
     def find(self, d: Dim) -> Dim:
         while isinstance(d, str) and d in self.equal:
@@ -178,6 +180,39 @@ class _Recovery:
         return None if items is None else tuple(self.find(d) for d in items)
 
     def node(self, node: ir.Node) -> None:
+        self.record(node)
+        twin = self.twin(node)
+        if twin is not None:  # the e-graph hash-conses the two nodes into one: their outputs share dims
+            for a, b in zip(twin.outputs, node.outputs):
+                if a.name and b.name and a.name in self.dims and b.name in self.dims \
+                        and len(self.dims[a.name]) == len(self.dims[b.name]):
+                    for x, y in zip(self.dims[a.name], self.dims[b.name]):
+                        self.unify(x, y)
+
+    def twin(self, node: ir.Node) -> ir.Node | None:
+        """An earlier node with the same op, attributes and inputs (None if none, or if it has subgraphs)."""
+        if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
+            return None
+        key = (node.domain, node.op_type, tuple(sorted((k, str(a.value)) for k, a in node.attributes.items())),
+               tuple(self.key(v) for v in node.inputs))
+        twin = self.seen.setdefault(key, node)
+        if twin is node:
+            return None
+        for a, b in zip(twin.outputs, node.outputs):
+            if a.name and b.name:
+                self.same[b.name] = self.same.get(a.name, a.name)
+        return twin
+
+    def key(self, value: ir.Value | None) -> object:
+        """What identifies a value to the e-graph: a small constant by its content, else its (first) name."""
+        if value is None:
+            return None
+        if value.const_value is not None and value.const_value.size <= MAX_SHAPE_VALUE:
+            array = value.const_value.numpy()
+            return (array.dtype.str, array.shape, array.tobytes())
+        return self.same.get(value.name, value.name)
+
+    def record(self, node: ir.Node) -> None:
         if node.domain in ("", "ai.onnx") and len(node.outputs) == 1 and node.outputs[0].name:
             items = self.evaluate(node)
             if items is not None:
@@ -275,6 +310,9 @@ class _Recovery:
             return _broadcast([x, target], rank)
         if op == "Concat":
             return self.concat(node, ins, rank)
+        if op in ("Unsqueeze", "Squeeze") and x is not None:
+            axes = self.value(node.inputs[1]) if len(node.inputs) > 1 else _ints(node, "axes")
+            return _unsqueezed(x, axes, rank) if op == "Unsqueeze" else _squeezed(x, axes, rank)
         if op == "Slice" and x is not None and len(x) == rank and len(node.inputs) >= 3:
             return self.sliced(node, x)
         if op == "ConstantOfShape":
@@ -413,6 +451,27 @@ def _product(size: int, factors: list[str]) -> Dim:
     if size == 1 and len(factors) == 1:
         return factors[0]
     return PRODUCT.join(([str(size)] if size != 1 else []) + sorted(factors))
+
+
+def _unsqueezed(x: tuple[Dim, ...], axes: Sequence[Dim] | None, rank: int) -> tuple[Dim, ...]:
+    """x's dims with 1 at `axes` (of the output's rank)."""
+    if axes is None or not all(isinstance(a, int) and -rank <= a < rank for a in axes) or len(x) + len(axes) != rank:
+        return ()
+    ones = {a % rank for a in axes}  # type: ignore[operator]
+    rest = iter(x)
+    return tuple(1 if a in ones else next(rest) for a in range(rank))
+
+
+def _squeezed(x: tuple[Dim, ...], axes: Sequence[Dim] | None, rank: int) -> tuple[Dim, ...]:
+    """x's dims without `axes` (without its 1s when there are none and no dim is unknown)."""
+    if axes is None or not axes:
+        kept = tuple(d for d in x if d != 1)
+        return kept if all(isinstance(d, int) for d in x) and len(kept) == rank else ()
+    if not all(isinstance(a, int) and -len(x) <= a < len(x) for a in axes):
+        return ()
+    gone = {a % len(x) for a in axes}  # type: ignore[operator]
+    kept = tuple(d for a, d in enumerate(x) if a not in gone)
+    return kept if len(kept) == rank else ()
 
 
 def _matmul(a: tuple[Dim, ...] | None, b: tuple[Dim, ...] | None, rank: int) -> tuple[Dim, ...]:
