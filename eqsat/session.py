@@ -25,6 +25,7 @@ from eqsat import terms
 if TYPE_CHECKING:  # heavy modules stay lazy at run time
     from eqsat.pipeline import Result
     from extract.result import ExtractionResult
+    from eqsat.subgraphs import Body
 
 
 @dataclasses.dataclass
@@ -39,6 +40,7 @@ class Session:
     saturation: RunReport
     rules: tuple[Rule, ...]
     phases: dict[str, float]
+    bodies: tuple["Body", ...] = ()    # If/Loop/Scan bodies, each with its own Session (eqsat.subgraphs)
 
     @property
     def roots(self) -> tuple[int, ...]:
@@ -119,6 +121,13 @@ class Session:
         note("lower")
         with timed(report, "lower"):
             model = lower(result.egraph, result.choice, self.encoding, self.normalized)
+        if self.bodies:
+            from eqsat.subgraphs import put_back
+
+            note("extract bodies")
+            with timed(report, "extract bodies"):
+                report.subgraphs = put_back(model, self.bodies, lambda child: child.extract(
+                    target, cost=cost, extractor=extractor).proto)
         report.ops_after = io.proto_op_histogram(model)
         if verify:
             from eqsat.verify import verify as run_verify
@@ -131,12 +140,13 @@ class Session:
 
 def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequence[str] = (),
              disable: Sequence[str] = (), rules: Sequence[Rule] | None = None, opset: int | None = None,
-             source: str | None = None, progress: Callable[[str], None] | None = None) -> Session:
+             source: str | None = None, progress: Callable[[str], None] | None = None, depth: int = 0) -> Session:
     """Load, normalize, encode and saturate `model`; the returned Session extracts on demand.
 
     `rules` replaces the registered rules (for experiments); otherwise `allow`/`disable` select them.
     `opset` upgrades the model first (onnx.version_converter) so that newer fused ops become available.
     `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
+    If/Loop/Scan bodies get Sessions of their own (eqsat.subgraphs; `depth` is the nesting level of `model`).
     """
     from rewrites.registry import select
 
@@ -153,6 +163,15 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     work, normalized = io.normalize_proto(upgraded, label)
     phases["fold"] = time.perf_counter() - start
     rules = tuple(rules) if rules is not None else select(allow, disable)
+    bodies: tuple[Body, ...] = ()
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+           for n in normalized.graph.node for a in n.attribute):
+        from eqsat.subgraphs import saturate_bodies
+
+        note("saturate bodies")
+        start = time.perf_counter()
+        bodies = saturate_bodies(normalized, depth, limits=limits, rules=rules)
+        phases["saturate bodies"] = time.perf_counter() - start
     note("encode")
     start = time.perf_counter()
     encoding = encode(work)
@@ -180,4 +199,4 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
         report.error = f"{report.error or type(exc).__name__}; fell back to the input graph"
     report.eclasses = sum(1 for c in egraph.classes if c.sort == "T")
     phases["decode"] = time.perf_counter() - start
-    return Session(label, original, normalized, encoding, egraph, report, rules, phases)
+    return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies)
