@@ -140,13 +140,16 @@ class Session:
 
 def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequence[str] = (),
              disable: Sequence[str] = (), rules: Sequence[Rule] | None = None, opset: int | None = None,
-             source: str | None = None, progress: Callable[[str], None] | None = None, depth: int = 0) -> Session:
+             source: str | None = None, progress: Callable[[str], None] | None = None, depth: int = 0,
+             backend: Backend | None = None) -> Session:
     """Load, normalize, encode and saturate `model`; the returned Session extracts on demand.
 
     `rules` replaces the registered rules (for experiments); otherwise `allow`/`disable` select them.
     `opset` upgrades the model first (onnx.version_converter) so that newer fused ops become available.
     `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
     If/Loop/Scan bodies get Sessions of their own (eqsat.subgraphs; `depth` is the nesting level of `model`).
+    `backend`, with the term declarations and `rules` installed, is used between push and pop (bodies share
+    one: installing the rules costs ~1 s, loading a small body after them milliseconds).
     """
     from rewrites.registry import select
 
@@ -166,20 +169,38 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     bodies: tuple[Body, ...] = ()
     if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
            for n in normalized.graph.node for a in n.attribute):
-        from eqsat.subgraphs import saturate_bodies
+        from eqsat.subgraphs import prepared_backend, saturate_bodies
 
         note("saturate bodies")
         start = time.perf_counter()
-        bodies = saturate_bodies(normalized, depth, limits=limits, rules=rules)
+        if backend is None:  # the model and its bodies share one: the rules are installed once
+            backend = prepared_backend(rules)
+        bodies = saturate_bodies(normalized, depth, limits=limits, rules=rules, backend=backend)
         phases["saturate bodies"] = time.perf_counter() - start
     note("encode")
     start = time.perf_counter()
     encoding = encode(work)
-    backend = Backend()
-    backend.run(terms.declarations())
+    shared = backend is not None
+    if backend is not None:
+        backend.push()
+    else:
+        backend = Backend()
+        backend.run(terms.declarations())
+    try:
+        egraph, report = _run(backend, encoding, rules, limits, phases, start, shared, note)
+    finally:
+        if shared:
+            backend.pop()
+    return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies)
+
+
+def _run(backend: Backend, encoding: Encoding, rules: tuple[Rule, ...], limits: Limits, phases: dict[str, float],
+         start: float, shared: bool, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
+    """Load `encoding` into `backend` (declarations there; rules too when `shared`), saturate, decode."""
     backend.load(terms.static_facts(encoding.perms, encoding.opset))
     backend.load_rows(encoding.rows)
-    install_rules(backend, rules)  # after the data: loading with rules present is ~5x slower
+    if not shared:
+        install_rules(backend, rules)  # after the data: loading with rules present is ~5x slower
     phases["encode"] = time.perf_counter() - start
     note("saturate")
     start = time.perf_counter()
@@ -199,4 +220,5 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
         report.error = f"{report.error or type(exc).__name__}; fell back to the input graph"
     report.eclasses = sum(1 for c in egraph.classes if c.sort == "T")
     phases["decode"] = time.perf_counter() - start
-    return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies)
+    return egraph, report
+

@@ -114,6 +114,7 @@ def saturate_bodies(model: onnx.ModelProto, depth: int, **options: Any) -> tuple
     from eqsat.session import saturate
 
     bodies: list[Body] = []
+    backend = options.pop("backend", None)
     for node in model.graph.node:
         if not any(True for _ in subgraphs(node)) or not node.output:
             continue
@@ -121,15 +122,33 @@ def saturate_bodies(model: onnx.ModelProto, depth: int, **options: Any) -> tuple
         for attr, k, graph in subgraphs(node):
             body = Body((node.output[0], attr, k), node.name or node.output[0], outer)
             bodies.append(body)
+            if count_nodes(graph) <= 1:  # nothing to gain (a lone Identity, Squeeze, ...): not worth a session
+                continue
             if depth >= MAX_DEPTH:
                 body.problem = f"nested deeper than {MAX_DEPTH}"
                 continue
             try:
+                if backend is None or backend.broken:
+                    backend = prepared_backend(options["rules"])
                 child = standalone(model, graph, outer)
-                body.session = saturate(child, source=f"{body.node}.{attr}", depth=depth + 1, **options)
+                body.session = saturate(child, source=f"{body.node}.{attr}", depth=depth + 1, backend=backend,
+                                        **options)
             except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
                 body.problem = f"{body.node}.{attr}: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
     return tuple(bodies)
+
+
+def prepared_backend(rules: Sequence[Any]) -> Any:
+    """A Backend with the term declarations and `rules` installed: every body is loaded into it between a
+    push and a pop, so the rules are installed once per model (~1 s), not once per body."""
+    from eqsat import terms
+    from eqsat.backend import Backend
+    from eqsat.saturate import install_rules
+
+    backend = Backend()
+    backend.run(terms.declarations())
+    install_rules(backend, rules)
+    return backend
 
 
 def standalone(model: onnx.ModelProto, body: onnx.GraphProto, outer: Sequence[str]) -> onnx.ModelProto:
