@@ -224,7 +224,31 @@ def put_back(model: onnx.ModelProto, bodies: Sequence[Body], extract: Callable[[
             _name_origins(graph, node.name or node.output[0])
             stats.nodes_before += before
             stats.nodes_after += count_nodes(graph)
+    if stats.optimized:
+        _drop_dead(model.graph)
     return stats
+
+
+def _drop_dead(graph: onnx.GraphProto) -> None:
+    """Remove the top-level nodes and initializers nothing reads any more: what only the original bodies
+    read (BatchNormalization parameters folded into a body's weights, aliases of captured values)."""
+    from eqsat.io import _outer_values
+
+    needed = {o.name for o in graph.output}
+    keep = []
+    for node in reversed(graph.node):  # nodes are in topological order: readers come after
+        if any(o in needed for o in node.output):
+            keep.append(node)
+            needed.update(i for i in node.input if i)
+            if any(True for _ in subgraphs(node)):
+                needed |= _outer_values(node)
+    if len(keep) < len(graph.node):
+        del graph.node[:]
+        graph.node.extend(reversed(keep))
+    live = [t for t in graph.initializer if t.name in needed]
+    if len(live) < len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(live)
 
 
 def _optimized(model: onnx.ModelProto, graph: onnx.GraphProto, body: Body,

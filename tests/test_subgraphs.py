@@ -86,6 +86,7 @@ def test_conv_batchnorm_in_a_body_with_outer_weights_is_folded() -> None:
               [("x", "FLOAT", shape), ("c", "BOOL", [])], [("y", "FLOAT", [1, 3, 4, 4])], inits)
     out = eqsat.optimize(m).proto
     assert "BatchNormalization" not in _ops(out.graph)
+    assert sorted(t.name for t in out.graph.initializer) == ["w"]  # the folded parameters live in the body
     for c in (True, False):
         feeds = {"x": rng.standard_normal(shape).astype(np.float32), "c": np.array(c)}
         np.testing.assert_allclose(_run(out, feeds)[0], _run(m, feeds)[0], rtol=1e-4, atol=1e-5)
