@@ -834,6 +834,8 @@ def report_html(report: Any) -> str:
     if report.extraction is not None:
         facts.append(["extraction", report.extraction.to_text().split("\n")[0].removeprefix("extraction ")])
         facts += [["", n] for n in report.extraction.notes]
+    if getattr(report, "subgraphs", None) is not None:
+        facts.append(["subgraphs", report.subgraphs.summary()])
     if report.verification is not None:
         facts.append(["verification", report.verification.summary()])
     facts += [["note", n] for n in report.notes]

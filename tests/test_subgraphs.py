@@ -176,3 +176,22 @@ def test_every_body_node_names_its_origin() -> None:
     then = next(a.g for a in the_if.attribute if a.name == "then_branch")
     origins = {p.value for n in then.node for p in n.metadata_props if p.key == PROVENANCE_KEY}
     assert any("a_t" in o or "Relu" in o or o for o in origins)
+
+
+def test_scan_body_is_optimized_and_verified() -> None:
+    body = oh.make_graph(
+        [node("Mul", ["e", "one"], "m"), transpose("m", "t1", (1, 0)), transpose("t1", "t2", (1, 0)),
+         node("Add", ["s_in", "t2"], "s_out"), node("Identity", ["s_out"], "scan_out")],
+        "sbody", [oh.make_tensor_value_info("s_in", F32, [3, 4]), oh.make_tensor_value_info("e", F32, [3, 4])],
+        [oh.make_tensor_value_info("s_out", F32, [3, 4]), oh.make_tensor_value_info("scan_out", F32, [3, 4])])
+    m = model([oh.make_node("Scan", ["init", "x"], ["final", "cum"], name="the_scan", body=body, num_scan_inputs=1)],
+              [("x", "FLOAT", SHAPE)], [("final", "FLOAT", [3, 4]), ("cum", "FLOAT", SHAPE)],
+              {"init": np.zeros((3, 4), np.float32), "one": np.ones((), np.float32)})
+    result = eqsat.optimize(m)
+    assert result.report.verification.ok
+    assert _ops(result.proto.graph) == ["Add", "Identity", "Scan"]
+    assert result.report.to_dict()["subgraphs"]["optimized"] == 1
+    feeds = {"x": _x()}
+    for got, want in zip(_run(result.proto, feeds), _run(m, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert not _unnamed(result.proto)
