@@ -40,7 +40,6 @@ class Body:
 
     key: tuple[str, str, int]           # (node's first output, attribute name, index among GRAPHS)
     node: str                           # node name (reports)
-    outer: tuple[str, ...]              # outer-scope names it reads: the standalone model's extra inputs
     session: "Session | None" = None
     problem: str | None = None          # why it is kept as it was
 
@@ -110,7 +109,6 @@ def _value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
 def saturate_bodies(model: onnx.ModelProto, depth: int, **options: Any) -> tuple[Body, ...]:
     """A Body (with its saturated child Session, or the reason it has none) for each body of each node of
     `model`'s top-level graph. `options` are `eqsat.session.saturate`'s (limits, rules, ...)."""
-    from eqsat.io import _outer_values
     from eqsat.session import saturate
 
     bodies: list[Body] = []
@@ -118,9 +116,8 @@ def saturate_bodies(model: onnx.ModelProto, depth: int, **options: Any) -> tuple
     for node in model.graph.node:
         if not any(True for _ in subgraphs(node)) or not node.output:
             continue
-        outer = tuple(sorted(_outer_values(node)))
         for attr, k, graph in subgraphs(node):
-            body = Body((node.output[0], attr, k), node.name or node.output[0], outer)
+            body = Body((node.output[0], attr, k), node.name or node.output[0])
             bodies.append(body)
             if count_nodes(graph) <= 1:  # nothing to gain (a lone Identity, Squeeze, ...): not worth a session
                 continue
@@ -130,11 +127,11 @@ def saturate_bodies(model: onnx.ModelProto, depth: int, **options: Any) -> tuple
             try:
                 if backend is None or backend.broken:
                     backend = prepared_backend(options["rules"])
-                child = standalone(model, graph, outer)
+                child = standalone(model, graph)
                 body.session = saturate(child, source=f"{body.node}.{attr}", depth=depth + 1, backend=backend,
                                         **options)
             except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
-                body.problem = f"{body.node}.{attr}: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+                body.problem = _problem(f"{body.node}.{attr}", exc)
     return tuple(bodies)
 
 
@@ -151,7 +148,13 @@ def prepared_backend(rules: Sequence[Any]) -> Any:
     return backend
 
 
-def standalone(model: onnx.ModelProto, body: onnx.GraphProto, outer: Sequence[str]) -> onnx.ModelProto:
+def _problem(where: str, exc: Exception) -> str:
+    """One line: which body, and the first line of what went wrong (errors of eqsat name the body already)."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text if text.startswith(where) else f"{where}: {type(exc).__name__}: {text}"
+
+
+def standalone(model: onnx.ModelProto, body: onnx.GraphProto) -> onnx.ModelProto:
     """`body` as a model of its own: its inputs, then the outer values it reads (outer initializers as
     initializers), its outputs; opsets, IR version and functions of `model`. Raises ValueError when a name
     or type it needs is missing."""
@@ -160,7 +163,7 @@ def standalone(model: onnx.ModelProto, body: onnx.GraphProto, outer: Sequence[st
     reads = _outer_values(helper.make_node("If", [], [], then_branch=body))  # at any depth
     local = {v.name for v in body.input}
     outputs = [o.name for o in body.output]
-    if len(set(outputs)) != len(outputs) or any(o in local or o in outer or o not in _defined(body) for o in outputs):
+    if len(set(outputs)) != len(outputs) or any(o in local or o in reads or o not in _defined(body) for o in outputs):
         raise ValueError("a body output is one of its inputs or an outer value")
     initializers = {t.name: t for t in model.graph.initializer}
     types = _value_types(model.graph)
@@ -213,7 +216,7 @@ def put_back(model: onnx.ModelProto, bodies: Sequence[Body], extract: Callable[[
                     if count_nodes(new) > before:
                         new, problem = None, f"{body.node}.{attr_name}: optimized body has more nodes"
                 except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
-                    new, problem = None, f"{body.node}.{attr_name}: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+                    new, problem = None, _problem(f"{body.node}.{attr_name}", exc)
             if new is not None:
                 graph.CopyFrom(new)
                 stats.optimized += 1

@@ -79,9 +79,10 @@ def test_conv_batchnorm_in_a_body_with_outer_weights_is_folded() -> None:
              "s": rng.uniform(0.5, 2, 3).astype(np.float32), "b": rng.standard_normal(3).astype(np.float32),
              "mu": rng.standard_normal(3).astype(np.float32), "var": rng.uniform(0.5, 2, 3).astype(np.float32)}
     shape = [1, 2, 4, 4]
-    then = oh.make_graph([node("Conv", ["x", "w"], "cv"), node("BatchNormalization", ["cv", "s", "b", "mu", "var"], "bn")],
-                         "then", [], [oh.make_tensor_value_info("bn", F32, [1, 3, 4, 4])])
-    other = oh.make_graph([node("Conv", ["x", "w"], "cv2")], "else", [], [oh.make_tensor_value_info("cv2", F32, [1, 3, 4, 4])])
+    conv_bn = [node("Conv", ["x", "w"], "cv"), node("BatchNormalization", ["cv", "s", "b", "mu", "var"], "bn")]
+    then = oh.make_graph(conv_bn, "then", [], [oh.make_tensor_value_info("bn", F32, [1, 3, 4, 4])])
+    other = oh.make_graph([node("Conv", ["x", "w"], "cv2")], "else", [],
+                          [oh.make_tensor_value_info("cv2", F32, [1, 3, 4, 4])])
     m = model([oh.make_node("If", ["c"], ["y"], name="the_if", then_branch=then, else_branch=other)],
               [("x", "FLOAT", shape), ("c", "BOOL", [])], [("y", "FLOAT", [1, 3, 4, 4])], inits)
     out = eqsat.optimize(m).proto
