@@ -12,7 +12,9 @@ way, one level down (at most MAX_DEPTH levels). Putting back keeps the body's in
 outer names it reads; names the child created that clash with any name elsewhere in the model are renamed;
 initializers equal to the outer ones they were copied from are dropped again (read from the outer scope).
 A body whose child fails (any error), or whose optimized graph has more nodes, stays as it was: never a
-crash, never a dropped node. The whole model is verified afterwards by the normal path.
+crash, never a dropped node. The whole model is verified afterwards by the normal path. Each child runs
+under the model's limits (a time limit applies per body). All children and the model share one prepared
+backend (`prepared_backend`): the rules are installed once, each graph is loaded between a push and a pop.
 
 An If whose condition folds to a constant is replaced by its taken branch by the folder (onnxscript's If
 rule, in eqsat.io.normalize_proto); inlined nodes are named `<If name>_<node name>`, so their provenance
