@@ -196,3 +196,20 @@ def test_scan_body_is_optimized_and_verified() -> None:
     for got, want in zip(_run(result.proto, feeds), _run(m, feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-6)
     assert not _unnamed(result.proto)
+
+
+def test_an_outer_initializer_read_unchanged_stays_outside() -> None:
+    """The else branch reads the outer initializer `k` unchanged: it stays an outer initializer, not copied
+    into the body; the then branch is an Identity of `x` (kept)."""
+    then = _branch("then", [node("Identity", ["x"], "a_out")], "a_out")
+    other = _branch("else", [*_double_transpose("b", "x")[:2], node("Add", ["b_t2", "k"], "b_out"),
+                             node("Relu", ["b_out"], "b_r")], "b_r")
+    m = model([oh.make_node("If", ["c"], ["y"], name="the_if", then_branch=then, else_branch=other)],
+              [("x", "FLOAT", SHAPE), ("c", "BOOL", [])], [("y", "FLOAT", SHAPE)],
+              {"k": np.arange(4, dtype=np.float32)})
+    out = eqsat.optimize(m).proto
+    assert _ops(out.graph) == ["Add", "Identity", "If", "Relu"]
+    assert [t.name for t in out.graph.initializer] == ["k"]
+    assert all(not a.g.initializer for a in out.graph.node[0].attribute)
+    _agree_on_both_branches(m, out)
+    onnx.checker.check_model(out, full_check=True)
