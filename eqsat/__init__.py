@@ -4,6 +4,7 @@ Table of contents:
 - `optimize(model, target=...) -> Result`: the whole pipeline (eqsat.pipeline)
 - `load`, `save`: ONNX in and out (eqsat.io)
 - `eqsat.session.saturate(model) -> Session`: saturate once, `session.extract(target=...)` many times
+- If/Loop/Scan bodies: optimized as graphs of their own, inside the same session (eqsat.subgraphs)
 - `eqsat.verify.verify(original, optimized)`: differential check of two models, on inputs sized for
   dynamic dims by `eqsat.verify_inputs`; `eqsat.fix_shapes`: make chosen input dims static
 - `eqsat.display`: pictures and HTML tables for notebooks; `eqsat.testing`: helpers for rule authors

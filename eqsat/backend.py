@@ -50,6 +50,7 @@ class Backend:
         self._egraph = bindings.EGraph()
         self._loads = 0
         self._load_tables: set[str] = set()
+        self.broken = False
 
     def run(self, program: str) -> list[Any]:
         """Parse and run egglog commands; returns the bindings' outputs."""
@@ -64,6 +65,20 @@ class Backend:
                 batch.clear()
         if batch:
             self.run("\n".join(batch))
+
+    def push(self) -> None:
+        """Save the e-graph (egglog `push`): `pop` brings it back, with the tables `load_rows` declared."""
+        self.run("(push)")
+        self._saved = [*getattr(self, "_saved", []), set(self._load_tables)]
+
+    def pop(self) -> None:
+        """Back to the last `push`; a backend whose pop fails (after an egglog panic) is marked `broken`."""
+        try:
+            self.run("(pop)")
+        except BaseException:
+            self.broken = True
+            raise
+        self._load_tables = self._saved.pop()
 
     def load(self, actions: list[str]) -> None:
         """Insert many actions fast: small rules in throwaway rulesets, each run once."""

@@ -797,6 +797,8 @@ def report_text(report: Any) -> str:
         ext = report.extraction.to_text().splitlines()
         lines += [f"  {'extraction':<12} {ext[0].removeprefix('extraction ')}"]
         lines += [f"  {'':<12} {line.strip()}" for line in ext[1:]]
+    if getattr(report, "subgraphs", None) is not None:
+        lines.append(f"  {'subgraphs':<12} {report.subgraphs.summary()} (node counts include bodies)")
     if report.verification is not None:
         lines.append(f"  {'verification':<12} {report.verification.summary()}")
     rules = _rule_rows(report)
@@ -834,6 +836,8 @@ def report_html(report: Any) -> str:
     if report.extraction is not None:
         facts.append(["extraction", report.extraction.to_text().split("\n")[0].removeprefix("extraction ")])
         facts += [["", n] for n in report.extraction.notes]
+    if getattr(report, "subgraphs", None) is not None:
+        facts.append(["subgraphs", report.subgraphs.summary()])
     if report.verification is not None:
         facts.append(["verification", report.verification.summary()])
     facts += [["note", n] for n in report.notes]

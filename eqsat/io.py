@@ -376,10 +376,11 @@ def _op_key(domain: str, op_type: str) -> str:
 
 
 def proto_op_histogram(model: onnx.ModelProto) -> collections.Counter[str]:
-    """`op_histogram` of a proto, without building the IR."""
-    return collections.Counter(_op_key(n.domain, n.op_type) for n in model.graph.node)
+    """`op_histogram` of a proto, without building the IR, counting the nodes of If/Loop/Scan bodies too."""
+    return collections.Counter(_op_key(n.domain, n.op_type) for g in _all_graphs([model.graph]) for n in g.node)
 
 
 def op_histogram(model: ir.Model) -> collections.Counter[str]:
-    """Op types of the top-level graph (custom domains shown as domain::Op)."""
-    return collections.Counter(_op_key(n.domain, n.op_type) for n in model.graph)
+    """Op types of the graph and its If/Loop/Scan bodies (custom domains shown as domain::Op)."""
+    return collections.Counter(_op_key(n.domain, n.op_type) for g in [model.graph, *model.graph.subgraphs()]
+                               for n in g)

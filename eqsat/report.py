@@ -21,6 +21,7 @@ class Report:
     verification: Any = None    # eqsat.verify.VerifyReport, when verification ran
     notes: list[str] = dataclasses.field(default_factory=list)
     breakdown: Any = None       # eqsat.display.Breakdown (cost before/after per op), when asked for
+    subgraphs: Any = None       # eqsat.subgraphs.BodyStats, when the model has If/Loop/Scan bodies
 
     @property
     def nodes_before(self) -> int:
@@ -53,6 +54,8 @@ class Report:
             out["saturation"] = self.saturation.to_dict()
         if self.extraction is not None:
             out["extraction"] = self.extraction.to_dict()
+        if self.subgraphs is not None:
+            out["subgraphs"] = self.subgraphs.to_dict()
         if self.breakdown is not None:
             out["breakdown"] = self.breakdown.to_dict()
         if self.verification is not None:

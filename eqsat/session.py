@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # heavy modules stay lazy at run time
 
     from eqsat.pipeline import Result
     from extract.result import ExtractionResult
+    from eqsat.subgraphs import Body
 
 
 @dataclasses.dataclass
@@ -42,6 +43,7 @@ class Session:
     saturation: RunReport
     rules: tuple[Rule, ...]
     phases: dict[str, float]
+    bodies: tuple["Body", ...] = ()    # If/Loop/Scan bodies, each with its own Session (eqsat.subgraphs)
 
     @property
     def roots(self) -> tuple[int, ...]:
@@ -125,6 +127,13 @@ class Session:
         note("lower")
         with timed(report, "lower"):
             model = lower(result.egraph, result.choice, self.encoding, self.normalized)
+        if self.bodies:
+            from eqsat.subgraphs import put_back
+
+            note("extract bodies")
+            with timed(report, "extract bodies"):
+                report.subgraphs = put_back(model, self.bodies, lambda child: child.extract(
+                    target, cost=cost, extractor=extractor).proto)
         report.ops_after = io.proto_op_histogram(model)
         if verify:
             from eqsat.verify import verify as run_verify
@@ -140,27 +149,20 @@ class Session:
 _SYMBOL_CONFLICT = "Illegal merge attempted for function shape"
 
 
-def _load(work: "ir.Model", rules: Sequence[Rule], symbolic: bool = True) -> tuple[Encoding, Backend]:
-    """`work` encoded and loaded into a fresh backend with `rules` installed."""
-    encoding = encode(work, symbolic)
-    backend = Backend()
-    backend.run(terms.declarations())
-    backend.load(terms.static_facts(encoding.perms, encoding.opset))
-    backend.load_rows(encoding.rows)
-    install_rules(backend, rules)  # after the data: loading with rules present is ~5x slower
-    return encoding, backend
-
-
 def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequence[str] = (),
              disable: Sequence[str] = (), rules: Sequence[Rule] | None = None, opset: int | None = None,
              source: str | None = None, fix_input_shapes: Mapping[str, Sequence[int]] | None = None,
-             progress: Callable[[str], None] | None = None) -> Session:
+             progress: Callable[[str], None] | None = None, depth: int = 0,
+             backend: Backend | None = None) -> Session:
     """Load, normalize, encode and saturate `model`; the returned Session extracts on demand.
 
     `rules` replaces the registered rules (for experiments); otherwise `allow`/`disable` select them.
     `opset` upgrades the model first (onnx.version_converter) so that newer fused ops become available.
     `fix_input_shapes` makes those inputs' dims static first (eqsat.fix_shapes): the Session's original.
     `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
+    If/Loop/Scan bodies get Sessions of their own (eqsat.subgraphs; `depth` is the nesting level of `model`).
+    `backend`, with the term declarations and `rules` installed, is used between push and pop (bodies share
+    one: installing the rules costs ~1 s, loading a small body after them milliseconds).
     """
     from rewrites.registry import select
 
@@ -181,27 +183,72 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     work, normalized = io.normalize_proto(upgraded, label)
     phases["fold"] = time.perf_counter() - start
     rules = tuple(rules) if rules is not None else select(allow, disable)
+    bodies: tuple[Body, ...] = ()
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+           for n in normalized.graph.node for a in n.attribute):
+        from eqsat.subgraphs import prepared_backend, saturate_bodies
+
+        note("saturate bodies")
+        start = time.perf_counter()
+        if backend is None:  # the model and its bodies share one: the rules are installed once
+            backend = prepared_backend(rules)
+        bodies = saturate_bodies(normalized, depth, limits=limits, rules=rules, backend=backend)
+        phases["saturate bodies"] = time.perf_counter() - start
     note("encode")
     start = time.perf_counter()
+    egraph, encoding, report = _saturate(backend, work, rules, limits, phases, start, note)
+    return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies)
+
+
+def _saturate(backend: Backend | None, work: "ir.Model", rules: tuple[Rule, ...], limits: Limits,
+              phases: dict[str, float], start: float,
+              note: Callable[[str], None]) -> tuple[EGraph, Encoding, RunReport]:
+    """Encode `work` with symbolic shape facts and saturate it; if two of them meet in one e-class (dims the
+    symbol recovery could not prove equal: egglog's illegal merge, at loading or during the run), again on
+    static shape facts only, in a fresh backend: as sound as before symbols, and the report says so."""
+    encoding = encode(work)
     try:
-        encoding, backend = _load(work, rules)
-        conflict = None
-    except Exception as exc:  # egglog's EggSmolError: a conflict among the loaded facts themselves
+        egraph, report = _in_backend(backend, encoding, rules, limits, phases, start, note)
+        if report.error is None or _SYMBOL_CONFLICT not in report.error:
+            return egraph, encoding, report
+        where = "saturation"
+    except Exception as exc:  # egglog's EggSmolError while loading the facts
         if _SYMBOL_CONFLICT not in str(exc):
             raise
-        encoding, backend, conflict = *_load(work, rules, symbolic=False), "loading"
+        where = "loading"
+    encoding = encode(work, symbolic=False)
+    egraph, report = _in_backend(None, encoding, rules, limits, phases, start, note)
+    report.note = f"symbolic shape facts conflicted during {where}; saturated with static shape facts only"
+    return egraph, encoding, report
+
+
+def _in_backend(backend: Backend | None, encoding: Encoding, rules: tuple[Rule, ...], limits: Limits,
+                phases: dict[str, float], start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
+    """`_run` in `backend` between push and pop (its rules installed), or in a fresh backend."""
+    shared = backend is not None
+    if backend is not None:
+        backend.push()
+    else:
+        backend = Backend()
+        backend.run(terms.declarations())
+    try:
+        return _run(backend, encoding, rules, limits, phases, start, shared, note)
+    finally:
+        if shared:
+            backend.pop()
+
+
+def _run(backend: Backend, encoding: Encoding, rules: tuple[Rule, ...], limits: Limits, phases: dict[str, float],
+         start: float, shared: bool, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
+    """Load `encoding` into `backend` (declarations there; rules too when `shared`), saturate, decode."""
+    backend.load(terms.static_facts(encoding.perms, encoding.opset))
+    backend.load_rows(encoding.rows)
+    if not shared:
+        install_rules(backend, rules)  # after the data: loading with rules present is ~5x slower
     phases["encode"] = time.perf_counter() - start
     note("saturate")
     start = time.perf_counter()
     report = run(backend, limits)
-    if conflict is None and report.error is not None and _SYMBOL_CONFLICT in report.error:
-        encoding, backend = _load(work, rules, symbolic=False)
-        report, conflict = run(backend, limits), "saturation"
-    if conflict is not None:
-        # Two names of one size met in a class (dims the symbol recovery could not prove equal): the run
-        # is on static shape facts only, as sound as before symbols, and the report says so.
-        report = dataclasses.replace(report, note=f"symbolic shape facts conflicted during {conflict}; "
-                                                  "saturated with static shape facts only")
     phases["saturate"] = time.perf_counter() - start
     note("decode")
     start = time.perf_counter()
@@ -217,4 +264,5 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
         report.error = f"{report.error or type(exc).__name__}; fell back to the input graph"
     report.eclasses = sum(1 for c in egraph.classes if c.sort == "T")
     phases["decode"] = time.perf_counter() - start
-    return Session(label, original, normalized, encoding, egraph, report, rules, phases)
+    return egraph, report
+

@@ -40,7 +40,9 @@ def test_every_output_node_names_its_origin(round_trip) -> None:
     """Provenance on every node: rewritten, kept, opaque, and the Identity that keeps an output's name."""
     from eqsat.lower import PROVENANCE_KEY
 
-    unnamed = [n.name for n in round_trip[1].graph.node
+    from eqsat.subgraphs import all_graphs
+
+    unnamed = [n.name for g in all_graphs(round_trip[1].graph) for n in g.node  # bodies too
                if not any(p.key == PROVENANCE_KEY and p.value for p in n.metadata_props)]
     assert not unnamed
 

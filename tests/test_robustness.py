@@ -2,7 +2,8 @@
 failed verification names the rules, the first differing output, and (with --bisect) the rule responsible.
 
 Valid models (VALID): exit 0, the output is written, passes the full checker, keeps the graph's inputs and
-outputs, keeps subgraph and custom-domain nodes intact (attributes byte for byte), and is verified by
+outputs, keeps custom-domain nodes intact (attributes byte for byte) and subgraph nodes' attributes and body
+interfaces (bodies themselves are optimized: eqsat/subgraphs.py), and is verified by
 onnxruntime where it can run the model. Invalid models (INVALID): exit 2, one `eqsat: error: FILE: ...`
 line naming the node where there is one, no traceback, no output file.
 """
@@ -331,8 +332,15 @@ def _save(model: onnx.ModelProto, path: Path, external: bool = False) -> Path:
     return path
 
 
-def _attributes(node: onnx.NodeProto) -> list[bytes]:
-    return [a.SerializeToString(deterministic=True) for a in node.attribute]
+def _attributes(node: onnx.NodeProto) -> list[object]:
+    """Attributes byte for byte; of a body, its interface (inputs and outputs, names and types) and op types."""
+    def form(a: onnx.AttributeProto) -> object:
+        if a.type == onnx.AttributeProto.GRAPH:
+            return (a.name, [v.SerializeToString(deterministic=True) for v in [*a.g.input, *a.g.output]],
+                    sorted(n.op_type for n in a.g.node))
+        return a.SerializeToString(deterministic=True)
+
+    return [form(a) for a in node.attribute]
 
 
 @pytest.mark.parametrize("case", VALID)
