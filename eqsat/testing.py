@@ -1416,10 +1416,10 @@ PROPERTIES.update(_FOLD_PROPERTIES)
 
 
 def _drawing_symbolic(builder: Callable[[], "SearchStrategy[RuleCase]"]) -> Callable[[], "SearchStrategy[RuleCase]"]:
-    """`builder`'s cases, one in four also checked with symbolic dims (`RuleCase.symbolic`)."""
+    """`builder`'s cases, one in six also checked with symbolic dims (`RuleCase.symbolic`)."""
     def strategy() -> "SearchStrategy[RuleCase]":
         st = _st()
-        return st.tuples(builder(), st.integers(0, 3)).map(
+        return st.tuples(builder(), st.integers(0, 5)).map(
             lambda drawn: dataclasses.replace(drawn[0], symbolic=drawn[1] == 0))
 
     return strategy
