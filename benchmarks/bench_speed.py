@@ -1,0 +1,107 @@
+"""eqsat's speed next to onnxsim's CLI and onnxruntime's basic level, interleaved in one run.
+
+    python -m benchmarks.bench_speed [FOLDER ...] [--repeat N]
+
+Per model (FOLDERs default to ../shared/models and ../shared/models/real): the wall time of
+`eqsat optimize M -o OUT` and of `onnxsim M OUT` (fresh interpreters, both checking their output as they
+do by default; the median of N runs, the two tools alternating so that machine noise hits both), their
+ratio, onnxruntime's basic level (in process: a session that writes its optimized model), and eqsat's time
+per phase in process (warm: a second `eqsat.optimize(M, verify=False)` in the same interpreter).
+The last rows give the median and worst ratio and the median warm time: the figures issue "Speed" asks for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+import eqsat
+from eqsat.errors import EqsatError, first_line
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+
+
+def _command(tool: str, model: Path, out: Path) -> list[str]:
+    if tool == "eqsat":
+        script = Path(sys.executable).with_name("eqsat")
+        return [str(script) if script.exists() else sys.executable, *([] if script.exists() else ["-m", "eqsat"]),
+                "optimize", str(model), "-o", str(out)]
+    return [shutil.which("onnxsim") or "onnxsim", str(model), str(out)]
+
+
+def _wall(command: list[str]) -> float:
+    """Seconds the command takes; NaN when it fails."""
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True)
+    return time.perf_counter() - start if done.returncode == 0 else float("nan")
+
+
+def _ort_basic(model: Path, out: Path) -> float:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    opts.optimized_model_filepath = str(out)
+    opts.log_severity_level = 3
+    start = time.perf_counter()
+    ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+    return time.perf_counter() - start
+
+
+def _warm_phases(model: Path) -> tuple[float, dict[str, float]]:
+    """A second in-process `optimize` without verification: total seconds and seconds per phase."""
+    eqsat.optimize(model, verify=False)
+    start = time.perf_counter()
+    report = eqsat.optimize(model, verify=False).report
+    return time.perf_counter() - start, dict(report.phases)
+
+
+def bench(models: Sequence[Path], repeat: int) -> str:
+    rows = ["| model | eqsat CLI s | onnxsim CLI s | ratio | ort-basic s | eqsat warm s | phases (warm, ms) |",
+            "|---|---|---|---|---|---|---|"]
+    ratios, warms = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in models:
+            times: dict[str, list[float]] = {"eqsat": [], "onnxsim": []}
+            for _ in range(repeat):
+                for tool in times:  # interleaved: eqsat, onnxsim, eqsat, onnxsim, ...
+                    times[tool].append(_wall(_command(tool, model, Path(tmp) / f"{tool}.onnx")))
+            ours, theirs = (statistics.median(times[t]) for t in ("eqsat", "onnxsim"))
+            ratio = ours / theirs
+            if ratio == ratio:  # not NaN: both ran
+                ratios.append(ratio)
+            try:
+                warm, phases = _warm_phases(model)
+                warms.append(warm)
+                shown = " ".join(f"{k} {v * 1000:.0f}" for k, v in phases.items())
+            except EqsatError as exc:
+                warm, shown = float("nan"), f"refused: {first_line(exc)[:60]}"
+            basic = _ort_basic(model, Path(tmp) / "ort.onnx")
+            rows.append(f"| {model.stem} | {ours:.2f} | {theirs:.2f} | {ratio:.2f} | {basic:.3f} | {warm:.3f} | "
+                        f"{shown} |")
+            print(f"benchmarked {model.name}", file=sys.stderr)
+    if ratios and warms:
+        rows.append(f"| **median** | | | {statistics.median(ratios):.2f} | | {statistics.median(warms):.3f} | |")
+        rows.append(f"| **worst** | | | {max(ratios):.2f} | | {max(warms):.3f} | |")
+    return "\n".join(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="*", type=Path, default=[SHARED, SHARED / "real"])
+    parser.add_argument("--repeat", type=int, default=3, help="CLI runs per model and tool (median)")
+    args = parser.parse_args(argv)
+    models = [m for folder in args.folders for m in sorted(folder.glob("*.onnx"))]
+    print(bench(models, args.repeat))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
