@@ -14,9 +14,18 @@ Table of contents:
 
 from __future__ import annotations
 
+from pathlib import Path as _Path
+
 from eqsat.errors import BadInputError, EqsatError, InternalError, VerificationError
 
 __version__ = "0.1.0"
+
+# In a source checkout the folders rewrites/ and extract/ sit beside eqsat/ (pyproject.toml's package-dir
+# installs them as eqsat/rewrites and eqsat/extract); this lets eqsat.rewrites and eqsat.extract resolve
+# there too. An installed eqsat has them inside and no pyproject.toml beside it, so this does nothing.
+_CHECKOUT = _Path(__file__).resolve().parent.parent
+if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "rewrites" / "__init__.py").is_file():
+    __path__.append(str(_CHECKOUT))
 
 __all__ = ["BadInputError", "EqsatError", "InternalError", "Result", "VerificationError", "__version__",
            "load", "optimize", "save"]

@@ -111,7 +111,7 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
     `progress` is called with a line per probe. Raises `BadInputError` for input that cannot be used
     (unreadable, or the original cannot run)."""
     from eqsat.saturate import Limits
-    from rewrites.registry import select
+    from eqsat.rewrites.registry import select
 
     defaults = Limits()
     limits = Limits(iterations=defaults.iterations if iter_limit is None else iter_limit,

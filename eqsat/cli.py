@@ -111,7 +111,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
-    from rewrites.registry import all_rules
+    from eqsat.rewrites.registry import all_rules
 
     rules = all_rules()
     width = max(len(r.name) for r in rules)
@@ -123,7 +123,7 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 
 
 def _cmd_targets(args: argparse.Namespace) -> int:
-    from extract.cost import load_target, targets
+    from eqsat.extract.cost import load_target, targets
 
     for name in targets():
         print(f"{name:<8} {load_target(name).description}")
@@ -132,7 +132,7 @@ def _cmd_targets(args: argparse.Namespace) -> int:
 
 def _cmd_check_rules(args: argparse.Namespace) -> int:
     from eqsat.testing import check_rules
-    from rewrites.registry import all_rules
+    from eqsat.rewrites.registry import all_rules
 
     names = args.rule or None
     unknown = sorted(set(args.rule) - {r.name for r in all_rules()})

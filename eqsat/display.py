@@ -690,7 +690,7 @@ def rules_in_output(model: Any) -> dict[str, int]:
 
 def breakdown(result: Any) -> Breakdown:
     """The Breakdown of a Result (from `eqsat.optimize` or `Session.extract`)."""
-    from extract.cost import Roofline, load_target, roofline
+    from eqsat.extract.cost import Roofline, load_target, roofline
 
     cost = getattr(result, "cost_model", None)
     summary = result.report.extraction

@@ -27,7 +27,7 @@ class Result:
 
     proto: onnx.ModelProto
     report: Report
-    extraction: Any = None  # extract.result.ExtractionResult
+    extraction: Any = None  # eqsat.extract.result.ExtractionResult
     session: Any = dataclasses.field(default=None, repr=False)     # eqsat.session.Session it came from
     cost_model: Any = dataclasses.field(default=None, repr=False)  # the cost model the extraction used
 
@@ -87,7 +87,7 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     source = str(model) if isinstance(model, (str, os.PathLike)) else "<model>"
     rules = None
     if extra_rules:
-        from rewrites.registry import select
+        from eqsat.rewrites.registry import select
 
         rules = (*select(allow, disable), *extra_rules)
     session = saturate(model, limits=limits, allow=allow, disable=disable, rules=rules, opset=opset,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # heavy modules stay lazy at run time
     import numpy as np
 
     from eqsat.pipeline import Result
-    from extract.result import ExtractionResult
+    from eqsat.extract.result import ExtractionResult
     from eqsat.subgraphs import Body
 
 
@@ -61,7 +61,7 @@ class Session:
         e-class its one original e-node. Cost it like any extraction to compare before and after."""
         cached = self.__dict__.get("_input_extraction")
         if cached is None:
-            from extract.result import ExtractionResult
+            from eqsat.extract.result import ExtractionResult
 
             backend = Backend()
             backend.run(terms.declarations())
@@ -111,8 +111,8 @@ class Session:
         `input_shapes` (eqsat.verify.verify). `progress` is called with each phase's name as it starts."""
         from eqsat.lower import lower
         from eqsat.pipeline import Result, timed
-        from extract import extract as run_extractor
-        from extract.cost import load_target, roofline
+        from eqsat.extract import extract as run_extractor
+        from eqsat.extract.cost import load_target, roofline
 
         report = Report(self.source, io.proto_op_histogram(self.original))
         report.phases.update(self.phases)
@@ -164,7 +164,7 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     `backend`, with the term declarations and `rules` installed, is used between push and pop (bodies share
     one: installing the rules costs ~1 s, loading a small body after them milliseconds).
     """
-    from rewrites.registry import select
+    from eqsat.rewrites.registry import select
 
     phases: dict[str, float] = {}
     note = progress or (lambda phase: None)

@@ -148,7 +148,7 @@ def random_feeds(model: onnx.ModelProto | "ir.Model", seed: int = 0) -> dict[str
 
 
 def _rule_table() -> dict[str, Any]:
-    from rewrites.registry import all_rules
+    from eqsat.rewrites.registry import all_rules
 
     return {r.name: r for r in all_rules()}
 
@@ -959,7 +959,7 @@ _REDUCE_OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"
 
 
 def _transpose_sink_reduce() -> "SearchStrategy[RuleCase]":
-    from rewrites.layout import MAX_REDUCE_AXES
+    from eqsat.rewrites.layout import MAX_REDUCE_AXES
 
     st = _st()
 

@@ -564,7 +564,7 @@ def _rescale_merge(rule: str) -> Callable[[], Any]:
 # ---- cast ----
 
 def _cast_int_truncate_chain() -> Any:
-    from rewrites.cast import TRUNCATING_PAIRS
+    from eqsat.rewrites.cast import TRUNCATING_PAIRS
 
     st = _st()
 
@@ -609,7 +609,7 @@ def _cast_sink_reshape() -> Any:
 
 def _cast_fp16_arith() -> Any:
     """fp16 inputs widened to fp32, one op, rounded back to fp16 (a mixed-precision converter's island)."""
-    from rewrites.cast import NARROW_BINARY
+    from eqsat.rewrites.cast import NARROW_BINARY
 
     st = _st()
 

@@ -181,7 +181,7 @@ def _shuffle(g: _Graph, draw: Callable, st: Any, x: str, mid: tuple[int, ...], p
 
 
 def _depth_to_space() -> Any:
-    from rewrites.tensor import D2S_DTYPES
+    from eqsat.rewrites.tensor import D2S_DTYPES
 
     st = _st()
 
@@ -202,7 +202,7 @@ def _depth_to_space() -> Any:
 
 
 def _space_to_depth() -> Any:
-    from rewrites.tensor import S2D_DTYPES
+    from eqsat.rewrites.tensor import S2D_DTYPES
 
     st = _st()
 

@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence
 
 from eqsat.egraph import EGraph
 from eqsat.errors import BadInputError
-from extract.cost import CostModel, Roofline, Target, TargetError, load_target, roofline, targets
-from extract.result import ExtractionError, ExtractionResult, ExtractionSummary
+from eqsat.extract.cost import CostModel, Roofline, Target, TargetError, load_target, roofline, targets
+from eqsat.extract.result import ExtractionError, ExtractionResult, ExtractionSummary
 
 __all__ = ["EXTRACTORS", "CostModel", "ExtractionError", "ExtractionResult", "ExtractionSummary",
            "ExtractorInfo", "Roofline", "Target", "TargetError", "extract", "load_target", "roofline",
@@ -38,11 +38,11 @@ class ExtractorInfo:
 
 
 EXTRACTORS: Mapping[str, ExtractorInfo] = {info.name: info for info in (
-    ExtractorInfo("tree", "extract.tree", "tree cost",
+    ExtractorInfo("tree", "eqsat.extract.tree", "tree cost",
                   "bottom-up least tree cost (Knuth/Dijkstra); over-counts shared sub-terms"),
-    ExtractorInfo("greedy-dag", "extract.greedy_dag", "none",
+    ExtractorInfo("greedy-dag", "eqsat.extract.greedy_dag", "none",
                   "union-cost greedy + refinement; DAG cost never above tree's"),
-    ExtractorInfo("ilp", "extract.ilp", "DAG cost (exact with cycle cuts; within an acyclic pre-filter "
+    ExtractorInfo("ilp", "eqsat.extract.ilp", "DAG cost (exact with cycle cuts; within an acyclic pre-filter "
                   "if they do not converge, as notes say)",
                   "0-1 program with HiGHS, lazy cycle cuts, time limit (default 10 s)"),
 )}

@@ -28,10 +28,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from eqsat.egraph import EGraph
-from extract import tree
-from extract.cost import CostModel
-from extract.problem import Problem, reachable_order
-from extract.result import ExtractionResult
+from eqsat.extract import tree
+from eqsat.extract.cost import CostModel
+from eqsat.extract.problem import Problem, reachable_order
+from eqsat.extract.result import ExtractionResult
 
 NAME = "greedy-dag"
 _BIT_LOOP_MAX = 24  # below this many new bits, sum them one by one; above, unpack with numpy

@@ -37,10 +37,10 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from eqsat.egraph import EGraph
-from extract import greedy_dag, tree
-from extract.cost import CostModel
-from extract.problem import Problem, reachable_order
-from extract.result import ExtractionResult
+from eqsat.extract import greedy_dag, tree
+from eqsat.extract.cost import CostModel
+from eqsat.extract.problem import Problem, reachable_order
+from eqsat.extract.result import ExtractionResult
 
 NAME = "ilp"
 DEFAULT_TIME_LIMIT = 10.0

@@ -15,8 +15,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from eqsat.egraph import EGraph
-from extract.cost import CostModel, node_costs
-from extract.result import ExtractionError, ExtractionResult
+from eqsat.extract.cost import CostModel, node_costs
+from eqsat.extract.result import ExtractionError, ExtractionResult
 
 
 @dataclasses.dataclass

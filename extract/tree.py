@@ -17,9 +17,9 @@ import time
 from typing import Sequence
 
 from eqsat.egraph import EGraph
-from extract.cost import CostModel
-from extract.problem import Problem
-from extract.result import ExtractionResult
+from eqsat.extract.cost import CostModel
+from eqsat.extract.problem import Problem
+from eqsat.extract.result import ExtractionResult
 
 NAME = "tree"
 

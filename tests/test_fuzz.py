@@ -62,8 +62,8 @@ NEG_DROP = Rule("neg-drop", "test", "exact", "test", "Neg(x) -> x (deliberately 
 
 @pytest.fixture
 def unsound_rule_registered(monkeypatch: pytest.MonkeyPatch) -> Rule:
-    """`neg-drop` registered like any rule (`rewrites.registry.all_rules`)."""
-    from rewrites import registry
+    """`neg-drop` registered like any rule (`eqsat.rewrites.registry.all_rules`)."""
+    from eqsat.rewrites import registry
 
     registered = registry.all_rules
     monkeypatch.setattr(registry, "all_rules", lambda: (*registered(), NEG_DROP))

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-import rewrites.layout
-import rewrites.normalization
+import eqsat.rewrites.layout
+import eqsat.rewrites.normalization
 from eqsat import cli
 from eqsat.rule import Rule, rw
 from eqsat import testing
@@ -23,7 +23,7 @@ BAD_MERGE = Rule("bad-merge", "layout", "exact", "test", "Transpose(Transpose(x,
 
 @pytest.fixture
 def bad_merge(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rewrites.layout, "RULES", [*rewrites.layout.RULES, BAD_MERGE])
+    monkeypatch.setattr(eqsat.rewrites.layout, "RULES", [*eqsat.rewrites.layout.RULES, BAD_MERGE])
 
 
 def _two_transposes(shape=(2, 2, 2)):
@@ -76,7 +76,7 @@ def test_unsound_rule_is_caught_end_to_end(bad_merge: None, monkeypatch: pytest.
 def test_ill_typed_rewrite_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = Rule("bad-transpose", "layout", "exact", "test", "Relu(x) -> Relu(Transpose(x, [0]))",
                (rw("(Relu x)", "(Relu (Transpose x (vec-of 0)))"),), ruleset="simplify")
-    monkeypatch.setattr(rewrites.layout, "RULES", [*rewrites.layout.RULES, bad])
+    monkeypatch.setattr(eqsat.rewrites.layout, "RULES", [*eqsat.rewrites.layout.RULES, bad])
     m = model([node("Relu", ["x"], "y")], [("x", "FLOAT", (2, 3))])
     with pytest.raises(AssertionError, match=r"(?s)rule bad-transpose: e-graph unsound.*Transpose\(x, \(0,\)\): cannot be evaluated"):
         assert_rule_sound(m, "bad-transpose")
@@ -182,7 +182,7 @@ BAD_LN_EPS = Rule("bad-ln-eps", "normalization", "fp-reassoc", "test", "LayerNor
 def test_wrong_layernorm_rewrite_is_caught_despite_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """The bound only widens what ill-conditioned rows may differ by: a wrong epsilon on rows of variance
     0.01 still fails."""
-    monkeypatch.setattr(rewrites.normalization, "RULES", [*rewrites.normalization.RULES, BAD_LN_EPS])
+    monkeypatch.setattr(eqsat.rewrites.normalization, "RULES", [*eqsat.rewrites.normalization.RULES, BAD_LN_EPS])
     x = (0.1 * np.random.default_rng(1).standard_normal((3, 8))).astype(np.float32)
     m, feeds = _layernorm_of(x, x.shape)
     with pytest.raises(AssertionError, match="forward error bound: False"):

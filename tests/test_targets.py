@@ -27,7 +27,7 @@ import pytest
 
 from eqsat import io
 from eqsat.session import Session, saturate
-from extract.cost import FUSED_EPSILON, load_target, roofline
+from eqsat.extract.cost import FUSED_EPSILON, load_target, roofline
 from tests.conftest import MODELS_DIR
 
 TARGETS = ("cpu", "gpu", "npu")
