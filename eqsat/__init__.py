@@ -1,7 +1,7 @@
 """eqsat: an equality-saturation optimizer for ONNX graphs, built on egglog.
 
 Table of contents:
-- `optimize(model, target=...) -> Result`: the whole pipeline (eqsat.pipeline)
+- `optimize(model, target=...) -> Result`: the whole pipeline (eqsat.pipeline; Result in eqsat.result)
 - `load`, `save`: ONNX in and out (eqsat.io)
 - `eqsat.session.saturate(model) -> Session`: saturate once, `session.extract(target=...)` many times
 - If/Loop/Scan bodies: optimized as graphs of their own, inside the same session (eqsat.subgraphs)
@@ -32,10 +32,14 @@ __all__ = ["BadInputError", "EqsatError", "InternalError", "Result", "Verificati
 
 
 def __getattr__(name: str):  # heavy modules (onnx, onnxruntime, egglog) load on first use only
-    if name in ("optimize", "Result"):
-        from eqsat import pipeline
+    if name == "optimize":
+        from eqsat.pipeline import optimize
 
-        return getattr(pipeline, name)
+        return optimize
+    if name == "Result":
+        from eqsat.result import Result
+
+        return Result
     if name in ("load", "save"):
         from eqsat import io
 

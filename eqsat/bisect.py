@@ -113,9 +113,7 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
     from eqsat.saturate import Limits
     from eqsat.rewrites.registry import select
 
-    defaults = Limits()
-    limits = Limits(iterations=defaults.iterations if iter_limit is None else iter_limit,
-                    nodes=defaults.nodes if node_limit is None else node_limit, seconds=time_limit)
+    limits = Limits.from_options(iter_limit=iter_limit, node_limit=node_limit, time_limit=time_limit)
     label = source or (str(model) if isinstance(model, str) or hasattr(model, "__fspath__") else "<model>")
     proto, label = io.load_proto(model, name=label)  # read and check once; every probe starts from it
     if fix_input_shapes:

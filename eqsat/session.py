@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # heavy modules stay lazy at run time
     import onnx_ir as ir
     import numpy as np
 
-    from eqsat.pipeline import Result
+    from eqsat.result import Result
     from eqsat.extract.result import ExtractionResult
     from eqsat.subgraphs import Body
 
@@ -64,7 +64,7 @@ class Session:
             from eqsat.extract.result import ExtractionResult
 
             backend = Backend()
-            backend.run(terms.declarations())
+            backend.declare()
             backend.load(terms.static_facts(self.encoding.perms, self.encoding.opset))
             backend.load_rows(self.encoding.rows)
             graph = decode(backend.snapshot(), self.encoding.refs.values(),
@@ -110,7 +110,7 @@ class Session:
         With `verify`, check it against the original on `inputs` (arrays by name) and inputs drawn with
         `input_shapes` (eqsat.verify.verify). `progress` is called with each phase's name as it starts."""
         from eqsat.lower import lower
-        from eqsat.pipeline import Result, timed
+        from eqsat.result import Result, timed
         from eqsat.extract import extract as run_extractor
         from eqsat.extract.cost import load_target, roofline
 
@@ -192,7 +192,7 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
         start = time.perf_counter()
         if backend is None:  # the model and its bodies share one: the rules are installed once
             backend = prepared_backend(rules)
-        bodies = saturate_bodies(normalized, depth, limits=limits, rules=rules, backend=backend)
+        bodies = saturate_bodies(normalized, depth, saturate, limits=limits, rules=rules, backend=backend)
         phases["saturate bodies"] = time.perf_counter() - start
     note("encode")
     start = time.perf_counter()
@@ -230,7 +230,7 @@ def _in_backend(backend: Backend | None, encoding: Encoding, rules: tuple[Rule, 
         backend.push()
     else:
         backend = Backend()
-        backend.run(terms.declarations())
+        backend.declare()
     try:
         return _run(backend, encoding, rules, limits, phases, start, shared, note)
     finally:
@@ -258,7 +258,7 @@ def _run(backend: Backend, encoding: Encoding, rules: tuple[Rule, ...], limits: 
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         backend = Backend()
-        backend.run(terms.declarations())
+        backend.declare()
         backend.load_rows(encoding.rows)
         egraph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
         report.error = f"{report.error or type(exc).__name__}; fell back to the input graph"

@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # heavy imports only where they are used
     from hypothesis.strategies import SearchStrategy
 
     from eqsat.egraph import EGraph, ENode
-    from eqsat.pipeline import Result
+    from eqsat.result import Result
     from eqsat.saturate import Limits
     from eqsat.session import Session
 

@@ -40,7 +40,7 @@ def session(name: str, opset: int | None = None) -> Session:
 
 
 @functools.lru_cache(maxsize=None)
-def extracted(name: str, opset: int | None, target: str):  # noqa: ANN201 (eqsat.pipeline.Result)
+def extracted(name: str, opset: int | None, target: str):  # noqa: ANN201 (eqsat.result.Result)
     result = session(name, opset).extract(target, verify=True)
     assert result.report.verification.ok, (name, target, result.report.verification)
     return result
