@@ -104,15 +104,10 @@ def test_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-#: Until the harness is split (eqsat/testing becomes a package): the one cycle left, and its bottom imports.
-_HARNESS = ["eqsat.testing", "eqsat.testing_catalogue", "eqsat.testing_folds", "eqsat.testing_tensor"]
-
-
 def test_no_import_cycles():
     modules = _modules()
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
-    cycles = [c for c in _cycles(graph) if c != _HARNESS]
-    assert not cycles, f"import cycles among the project's modules: {cycles}"
+    assert not _cycles(graph), f"import cycles among the project's modules: {_cycles(graph)}"
 
 
 def test_imports_are_at_the_top():
@@ -124,7 +119,7 @@ def test_imports_are_at_the_top():
         for stmt in tree.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 defined = True
-            elif defined and isinstance(stmt, (ast.Import, ast.ImportFrom)) and name != "eqsat.testing":
+            elif defined and isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 late.append(f"{name}:{stmt.lineno}")
     assert not late, f"module-level imports below a definition: {late}"
 

@@ -17,7 +17,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from eqsat.testing import RuleCase, _Graph, _np_dtype, _st, float_arrays
+from eqsat.testing.cases import RuleCase, _Graph
+from eqsat.testing.models import _np_dtype
+from eqsat.testing.strategies import _st, float_arrays
+
 
 #: Rules that fold a bias-less conv: they need the explicit zero bias.
 ZERO_BIAS = ("conv-zero-bias",)

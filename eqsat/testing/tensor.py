@@ -9,7 +9,9 @@ from typing import Any, Callable
 import numpy as np
 import onnx.helper as oh
 
-from eqsat.testing import RuleCase, _Graph, _np_dtype, _st, arrays, float_arrays, perms, shapes
+from eqsat.testing.cases import RuleCase, _Graph
+from eqsat.testing.models import _np_dtype
+from eqsat.testing.strategies import _st, arrays, float_arrays, perms, shapes
 
 
 def _parts(draw: Callable, st: Any, n: int, min_rank: int = 1) -> tuple[tuple[int, ...], int, list[tuple[int, ...]]]:

@@ -16,8 +16,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from eqsat.testing import (RuleCase, _elem_type, _Graph, _neutral_element, _np_dtype, _st, arrays,
-                           broadcastable_shapes, float_arrays, perms, shapes)
+from eqsat.testing.cases import RuleCase, _Graph
+from eqsat.testing.models import _elem_type, _np_dtype
+from eqsat.testing.properties import _neutral_element
+from eqsat.testing.strategies import _st, arrays, broadcastable_shapes, float_arrays, perms, shapes
+
 
 SQRT2 = math.sqrt(2.0)
 OPSET_AXES_INPUT = 18  # ReduceMean takes its axes as an input from opset 18 on
