@@ -134,3 +134,17 @@ def test_one_installed_namespace():
     packages = {name for name, path in _modules().items() if path.name == "__init__.py"}
     assert packages == listed, f"package folders not installed: {packages - listed}; listed, absent: {listed - packages}"
     assert "targets/*.toml" in config["package-data"]["eqsat.extract"]
+
+
+def test_every_family_has_its_properties_and_tests():
+    """Adding a rule: rewrites/<family>.py, rewrites/properties/<family>.py, tests/test_rules_<family>.py."""
+    from eqsat.rewrites import properties
+    from eqsat.rewrites.registry import all_rules
+
+    rules = all_rules()
+    modules = {module.__name__.rsplit(".", 1)[1]: module for module in properties.FAMILIES}
+    assert set(modules) == {r.family for r in rules}
+    for family, module in modules.items():
+        drawn = {*module.PROPERTIES, *getattr(module, "STATIC_PROPERTIES", {})}
+        assert drawn == {r.name for r in rules if r.family == family}, family
+        assert (ROOT / "tests" / f"test_rules_{family}.py").is_file(), family

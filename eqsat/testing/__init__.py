@@ -30,14 +30,14 @@ tests/test_rules_*.py and `eqsat check-rules` (`check_rules`). A rule without a 
 
 The package, one job a module: `models` (build, run, count, feed), `runs` (saturate or optimize with chosen
 rules), `soundness` (the e-node evaluator and the assert_* checks), `strategies` (shapes, perms, arrays),
-`cases` (RuleCase and the drawn-graph builder), `check` (PROPERTIES assembled, check_rules),
+`cases` (RuleCase, DrawnGraph, the `rule_case` decorator), `draw` (drawing helpers several families
+share), `check` (PROPERTIES gathered from rewrites/properties/, check_rules),
 `random_graphs` (random_graphs, onnx_graphs). This module re-exports the public names.
 """
 
 from __future__ import annotations
 
 from eqsat.testing.cases import RuleCase
-from eqsat.testing.check import PROPERTIES, check_rules
 from eqsat.testing.models import ValueSpec, dtype_name, make_model, op_counts, random_feeds, run, to_proto
 from eqsat.testing.random_graphs import GRAPH_FAMILIES, GRAPH_MAX_ELEMENTS, GraphCase, onnx_graphs, random_graphs
 from eqsat.testing.runs import ALWAYS_ON_FAMILIES, optimize_with_rules, saturate_with_rules
@@ -52,3 +52,11 @@ __all__ = [
     "op_counts", "optimize_with_rules", "perms", "random_feeds", "random_graphs", "run", "saturate_with_rules",
     "shapes", "symbolized", "to_proto",
 ]
+
+
+def __getattr__(name: str):  # PROPERTIES gathers rewrites/properties/, whose modules import this package's parts
+    if name in ("PROPERTIES", "check_rules"):
+        from eqsat.testing import check
+
+        return getattr(check, name)
+    raise AttributeError(f"module 'eqsat.testing' has no attribute {name!r}")

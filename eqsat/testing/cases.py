@@ -1,10 +1,12 @@
-"""What a property draws: a `RuleCase` (a graph where a rule must fire, its feeds, how to check it), and
-`_Graph`, which accumulates a drawn graph's nodes, inputs, initializers and feeds."""
+"""What a property draws: a `RuleCase` (a graph where a rule must fire, its feeds, how to check it),
+`DrawnGraph`, which accumulates a drawn graph's nodes, inputs, initializers and feeds, and `rule_case`, which
+makes a property from a function that draws one case."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+import functools
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 import onnx
@@ -12,8 +14,10 @@ import onnx.helper as oh
 
 from eqsat.testing.models import ValueSpec, make_model
 from eqsat.testing.soundness import _graph_text, assert_rule_sound, symbolized
+from eqsat.testing.strategies import hypothesis_strategies
 
 if TYPE_CHECKING:  # heavy imports only where they are used
+    from hypothesis.strategies import SearchStrategy
     from eqsat.result import Result
 
 
@@ -49,7 +53,7 @@ class RuleCase:
 
 
 @dataclasses.dataclass
-class _Graph:
+class DrawnGraph:
     """Accumulates nodes, inputs, initializers and feeds for a drawn case."""
 
     nodes: list[onnx.NodeProto] = dataclasses.field(default_factory=list)
@@ -70,3 +74,21 @@ class _Graph:
              opset: int = 17) -> RuleCase:
         model = make_model(self.nodes, self.inputs, list(outputs), self.inits, opset)
         return RuleCase(rule, model, self.feeds, tuple(also), tuple(allow))
+
+
+Drawn = TypeVar("Drawn")
+
+
+def rule_case(build: Callable[..., Drawn]) -> Callable[..., "SearchStrategy[Drawn]"]:
+    """A property from `build(draw, st, *args)`, which draws one case with hypothesis's `draw` and its
+    strategies module `st` (imported on first use): `build(*args)` is then the strategy of such cases.
+
+        @rule_case
+        def relu_merge(draw, st) -> RuleCase: ...     # PROPERTIES["relu-merge"] = relu_merge
+    """
+    @functools.wraps(build)
+    def strategy(*args: Any, **kwargs: Any) -> "SearchStrategy[Drawn]":
+        st = hypothesis_strategies()
+        return st.composite(lambda draw: build(draw, st, *args, **kwargs))()
+
+    return strategy

@@ -7,10 +7,10 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable, Sequence
 
 
-from eqsat.testing import catalogue, folds, properties, tensor
+from eqsat.rewrites.properties import FAMILIES
 from eqsat.testing.cases import RuleCase
 from eqsat.testing.runs import _rule_table
-from eqsat.testing.strategies import _st
+from eqsat.testing.strategies import hypothesis_strategies
 
 if TYPE_CHECKING:  # heavy imports only where they are used
     from hypothesis.strategies import SearchStrategy
@@ -19,19 +19,20 @@ if TYPE_CHECKING:  # heavy imports only where they are used
 def _drawing_symbolic(builder: Callable[[], "SearchStrategy[RuleCase]"]) -> Callable[[], "SearchStrategy[RuleCase]"]:
     """`builder`'s cases, one in four also checked with symbolic dims (`RuleCase.symbolic`)."""
     def strategy() -> "SearchStrategy[RuleCase]":
-        st = _st()
+        st = hypothesis_strategies()
         return st.tuples(builder(), st.integers(0, 3)).map(
             lambda drawn: dataclasses.replace(drawn[0], symbolic=drawn[1] == 0))
 
     return strategy
 
 
-#: rule name -> strategy of graphs where the rule fires (one per registered rule). One case in four of the
-#: layout, cast, cleanup, analysis, catalogue and fold families is also checked with symbolic dims.
-PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
-    name: _drawing_symbolic(builder)
-    for name, builder in {**properties.PROPERTIES, **catalogue.PROPERTIES, **folds.PROPERTIES}.items()}
-PROPERTIES.update(tensor.PROPERTIES)
+#: rule name -> strategy of graphs where the rule fires (one per registered rule), from each family's
+#: rewrites/properties/<family>.py: its PROPERTIES (one case in four also checked with symbolic dims) and
+#: STATIC_PROPERTIES (static shapes only).
+PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {}
+for _family in FAMILIES:
+    PROPERTIES.update({name: _drawing_symbolic(builder) for name, builder in _family.PROPERTIES.items()})
+    PROPERTIES.update(getattr(_family, "STATIC_PROPERTIES", {}))
 
 
 def check_rules(examples: int = 100, rules: Sequence[str] | None = None, *, shrink: bool = True,

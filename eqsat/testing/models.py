@@ -35,12 +35,12 @@ def dtype_name(dtype: Any) -> str:
     return onnx.TensorProto.DataType.Name(oh.np_dtype_to_tensor_dtype(np.dtype(dtype)))
 
 
-def _elem_type(dtype: Any) -> int:
+def onnx_elem_type(dtype: Any) -> int:
     return int(getattr(onnx.TensorProto, dtype_name(dtype)))
 
 
-def _np_dtype(dtype: Any) -> np.dtype:
-    return np.dtype(oh.tensor_dtype_to_np_dtype(_elem_type(dtype)))
+def numpy_dtype(dtype: Any) -> np.dtype:
+    return np.dtype(oh.tensor_dtype_to_np_dtype(onnx_elem_type(dtype)))
 
 
 def make_model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[ValueSpec], outputs: Sequence[ValueSpec],
@@ -54,7 +54,7 @@ def make_model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[ValueSpec], out
         if isinstance(spec, str) or spec[1] is None:
             return oh.make_value_info(spec if isinstance(spec, str) else spec[0], onnx.TypeProto())
         name, dtype, shape = spec
-        return oh.make_tensor_value_info(name, _elem_type(dtype), None if shape is None else list(shape))
+        return oh.make_tensor_value_info(name, onnx_elem_type(dtype), None if shape is None else list(shape))
 
     graph = oh.make_graph(list(nodes), "test", [info(v) for v in inputs], [info(v) for v in outputs],
                           initializer=[onh.from_array(np.asarray(a), name) for name, a in (initializers or {}).items()])

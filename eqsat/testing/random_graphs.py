@@ -10,11 +10,11 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 
-from eqsat.testing.cases import RuleCase, _Graph
-from eqsat.testing.models import _elem_type, make_model
-from eqsat.testing.properties import _COMPARE, _binary_const, _draw_unary, _transpose_node
+from eqsat.testing.cases import DrawnGraph, RuleCase
+from eqsat.testing.draw import COMPARE_OPS, binary_const, draw_unary, transpose_node
+from eqsat.testing.models import make_model, onnx_elem_type
 from eqsat.testing.soundness import _graph_text, assert_optimization_sound
-from eqsat.testing.strategies import _st, broadcastable_shapes, float_arrays, inverse, perms, shapes
+from eqsat.testing.strategies import broadcastable_shapes, float_arrays, hypothesis_strategies, inverse, perms, shapes
 
 if TYPE_CHECKING:  # heavy imports only where they are used
     from hypothesis.strategies import SearchStrategy
@@ -42,12 +42,12 @@ def random_graphs(max_steps: int = 8, allow: Sequence[str] = ()) -> "SearchStrat
     """Small float graphs mixing the ops the rules know (transposes and their inverses, unary and binary
     elementwise ops, constants incl. neutral ones, pads, cast round trips, Identity, Relu chains), with
     shared values and one or two outputs: rule interactions show up here."""
-    st = _st()
+    st = hypothesis_strategies()
 
     @st.composite
     def build(draw: Callable) -> GraphCase:
         shape = draw(shapes(2, 4, 3))
-        g = _Graph()
+        g = DrawnGraph()
         values: list[tuple[str, tuple[int, ...], tuple[int, ...] | None]] = []  # (name, shape, perm that made it)
         for name in ("a", "b")[: draw(st.integers(1, 2))]:
             values.append((g.input(name, draw(float_arrays(shape))), tuple(shape), None))
@@ -58,11 +58,11 @@ def random_graphs(max_steps: int = 8, allow: Sequence[str] = ()) -> "SearchStrat
                                          "cast", "identity", "relu2")))
             if kind == "transpose":
                 perm = inverse(made_by) if made_by is not None and draw(st.booleans()) else draw(perms(rank))
-                g.nodes.append(_transpose_node(x, out, perm))
+                g.nodes.append(transpose_node(x, out, perm))
                 values.append((out, tuple(x_shape[i] for i in perm), tuple(perm)))
                 continue
             if kind == "unary":
-                _draw_unary(draw, g, x, out, st)
+                draw_unary(draw, g, x, out, st)
                 if g.nodes[-1].op_type in ("Cast", "IsNaN"):
                     g.nodes[-1] = oh.make_node("Relu", [x], [out])
             elif kind == "binary":
@@ -70,8 +70,8 @@ def random_graphs(max_steps: int = 8, allow: Sequence[str] = ()) -> "SearchStrat
                 y = draw(st.sampled_from(same))[0]
                 g.node(draw(st.sampled_from(("Add", "Sub", "Mul", "Max", "Min"))), [x, y], out)
             elif kind == "const":
-                _binary_const(draw, st, g, x, x_shape, out)
-                if g.nodes[-1].op_type in _COMPARE:
+                binary_const(draw, st, g, x, x_shape, out)
+                if g.nodes[-1].op_type in COMPARE_OPS:
                     g.nodes[-1] = oh.make_node("Add", list(g.nodes[-1].input), [out])
             elif kind == "neutral":
                 op, value = draw(st.sampled_from((("Mul", 1.0), ("Add", 0.0))))
@@ -84,7 +84,7 @@ def random_graphs(max_steps: int = 8, allow: Sequence[str] = ()) -> "SearchStrat
                 values.append((out, tuple(d + int(pads[i] + pads[i + rank]) for i, d in enumerate(x_shape)), None))
                 continue
             elif kind == "cast":
-                g.node("Cast", [x], f"{out}_c", to=_elem_type(draw(st.sampled_from(("DOUBLE", "FLOAT16")))))
+                g.node("Cast", [x], f"{out}_c", to=onnx_elem_type(draw(st.sampled_from(("DOUBLE", "FLOAT16")))))
                 g.node("Cast", [f"{out}_c"], out, to=onnx.TensorProto.FLOAT)
             elif kind == "identity":
                 g.node("Identity", [x], out)
@@ -142,7 +142,7 @@ class _GraphFuzzer:
         self.draw, self.st, self.opset = draw, st, opset
         self.lossy = lossy  # precision-changing rules admitted: no Q -> DQ of computed values then
         self.families = tuple(families)
-        self.g = _Graph()
+        self.g = DrawnGraph()
         self.pool: list[_FuzzValue] = []
         self.rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
         self.k = 0
@@ -325,7 +325,7 @@ class _GraphFuzzer:
     def _cast(self, x: _FuzzValue) -> _FuzzValue | None:
         options = ["DOUBLE", "FLOAT16"] + (["INT32", "INT64", "BOOL"] if x.exact else [])
         via = self.pick(options)
-        mid = self.node("Cast", [x.name], to=_elem_type(via))
+        mid = self.node("Cast", [x.name], to=onnx_elem_type(via))
         if via == "DOUBLE" and self.chance(0.3):  # a step in double precision
             mid = self.node("Relu" if self.chance() else "Neg", [mid])
         out = self.node("Cast", [mid], to=onnx.TensorProto.FLOAT)
@@ -634,7 +634,7 @@ def onnx_graphs(max_nodes: int = 10, *, families: Sequence[str] = GRAPH_FAMILIES
         def test_sound(case):
             case.check()       # assert_optimization_sound(case.model, case.feeds, allow=case.allow)
     """
-    st = _st()
+    st = hypothesis_strategies()
     unknown = set(families) - set(GRAPH_FAMILIES)
     if unknown or not families:
         raise ValueError(f"unknown graph families {sorted(unknown)}; choose from {GRAPH_FAMILIES}")

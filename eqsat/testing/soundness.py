@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 
-from eqsat.testing.models import _np_dtype, dtype_name, random_feeds, run, to_proto
+from eqsat.testing.models import numpy_dtype, dtype_name, random_feeds, run, to_proto
 from eqsat.testing.runs import _rule_table, saturate_with_rules
 
 if TYPE_CHECKING:  # heavy imports only where they are used
@@ -135,7 +135,7 @@ class _Evaluator:
         if node.op == "Const":
             return np.asarray(self.session.encoding.constants[node.attrs[0]])
         value, dtype, shape = node.attrs
-        return np.full(tuple(shape), value, dtype=_np_dtype(dtype))
+        return np.full(tuple(shape), value, dtype=numpy_dtype(dtype))
 
     def typed(self, node: "ENode", args: Sequence[np.ndarray | None]) -> np.ndarray:
         from eqsat.lower import onnx_parts

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from eqsat.testing.models import _np_dtype
+from eqsat.testing.models import numpy_dtype
 
 if TYPE_CHECKING:  # heavy imports only where they are used
     from hypothesis.strategies import SearchStrategy
@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # heavy imports only where they are used
 # hypothesis strategies
 
 
-def _st() -> Any:
+def hypothesis_strategies() -> Any:
     try:
         from hypothesis import strategies
     except ImportError as exc:  # pragma: no cover - hypothesis is a test dependency
@@ -26,13 +26,13 @@ def _st() -> Any:
 
 def shapes(min_rank: int = 1, max_rank: int = 4, max_dim: int = 3, min_dim: int = 1) -> "SearchStrategy[tuple[int, ...]]":
     """Static shapes with rank in [min_rank, max_rank] and every dim in [min_dim, max_dim]."""
-    st = _st()
+    st = hypothesis_strategies()
     return st.lists(st.integers(min_dim, max_dim), min_size=min_rank, max_size=max_rank).map(tuple)
 
 
 def perms(rank: int) -> "SearchStrategy[tuple[int, ...]]":
     """Permutations of range(rank)."""
-    return _st().permutations(list(range(rank))).map(tuple)
+    return hypothesis_strategies().permutations(list(range(rank))).map(tuple)
 
 
 def inverse(perm: Sequence[int]) -> tuple[int, ...]:
@@ -46,7 +46,7 @@ def inverse(perm: Sequence[int]) -> tuple[int, ...]:
 def broadcastable_shapes(shape: Sequence[int], *, same_rank: bool = False) -> "SearchStrategy[tuple[int, ...]]":
     """Shapes that broadcast to `shape` without enlarging it: a suffix of it (the full rank when
     `same_rank`), with any dims replaced by 1."""
-    st = _st()
+    st = hypothesis_strategies()
     rank = len(shape)
 
     @st.composite
@@ -59,7 +59,7 @@ def broadcastable_shapes(shape: Sequence[int], *, same_rank: bool = False) -> "S
     return draw_shape()
 
 
-def _range_of(dtype: np.dtype, low: float, high: float) -> tuple[float, float]:
+def value_range(dtype: np.dtype, low: float, high: float) -> tuple[float, float]:
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return max(low, info.min), min(high, info.max)
@@ -74,8 +74,8 @@ def arrays(dtype: Any, shape: Sequence[int], low: float = -8.0, high: float = 8.
     bugs need; shrinking acts on the seed), with a few exact 0, 1 and -1 mixed in; `integers` makes
     float values integral (comparisons then see equal elements).
     """
-    st = _st()
-    np_dtype = _np_dtype(dtype)
+    st = hypothesis_strategies()
+    np_dtype = numpy_dtype(dtype)
 
     def build(args: tuple[int, int]) -> np.ndarray:
         seed, special = args
@@ -83,7 +83,7 @@ def arrays(dtype: Any, shape: Sequence[int], low: float = -8.0, high: float = 8.
         size = int(np.prod(shape, dtype=np.int64))
         if np_dtype == np.bool_:
             return (rng.random(size) < 0.5).reshape(shape)
-        lo, hi = _range_of(np_dtype, low, high)
+        lo, hi = value_range(np_dtype, low, high)
         if np_dtype.kind in "iu" or integers:
             data = rng.integers(int(np.ceil(lo)), int(np.floor(hi)) + 1, size=size).astype(np.float64)
         else:
