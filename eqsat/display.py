@@ -33,10 +33,9 @@ import threading
 import time
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
-PROVENANCE_KEY = "eqsat.from"   # the keys eqsat.lower writes (kept in sync by tests/test_display.py)
-RULES_KEY = "eqsat.rules"
-#: E-nodes that never become ONNX nodes (leaves, lists, projections).
-PLUMBING_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
+from eqsat.extract.cost import FREE_OPS as PLUMBING_OPS  # e-nodes that never become ONNX nodes (free in costs)
+from eqsat.lower import PROVENANCE_KEY, RULES_KEY  # the node metadata lowering writes
+
 #: Graphs above this many nodes (both sides of a comparison together) are listed, not drawn.
 MAX_DRAWN_NODES = 1500
 #: A Result's HTML embeds its before/after picture up to this many nodes (`compare(result)` draws more).

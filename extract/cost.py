@@ -84,7 +84,7 @@ DEFAULT_NUMEL = 1024
 
 #: Multiply-accumulates per conv output assumed when the weight shape is unknown (3x3 over 16 channels).
 DEFAULT_KERNEL = 144.0
-#: Nodes that run nothing.
+#: Nodes that run nothing: leaves, lists, projections (never ONNX nodes; eqsat.display's PLUMBING_OPS).
 FREE_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
 #: Ops that move no data (a new view of the same buffer).
 VIEW_OPS = frozenset({"Reshape", "ReshapeDyn", "Squeeze", "Unsqueeze", "Flatten", "Identity"})

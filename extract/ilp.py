@@ -29,7 +29,6 @@ Whenever optimality is not proven, `notes` give the returned cost, a lower bound
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 import time
 from typing import Iterable, Sequence
@@ -39,7 +38,7 @@ import numpy as np
 from eqsat.egraph import EGraph
 from eqsat.extract import greedy_dag, tree
 from eqsat.extract.cost import CostModel
-from eqsat.extract.problem import Problem, reachable_order
+from eqsat.extract.problem import Problem, bottom_up, reachable_order
 from eqsat.extract.result import ExtractionResult
 
 NAME = "ilp"
@@ -334,23 +333,13 @@ def _heights(problem: Problem, model: _Model, anchor: dict[int, int]) -> list[fl
         for i in xs:
             owner[i] = j
     done = [h[j] < math.inf for j in range(len(model.classes))]
-    heap = [(0.0, i) for i, kids in enumerate(model.node_kids) if not kids and not done[owner[i]]]
-    ready = [j for j in range(len(model.classes)) if done[j]]
-    heapq.heapify(heap)
-    while heap or ready:
-        if ready:
-            j = ready.pop()
-        else:
-            value, i = heapq.heappop(heap)
-            j = owner[i]
-            if done[j]:
-                continue
-            done[j] = True
-            h[j] = value
-        for p in parents[j]:
-            pending[p] -= 1
-            if pending[p] == 0 and not done[owner[p]]:
-                heapq.heappush(heap, (1 + max(h[d] for d in model.node_kids[p]), p))
+
+    def finalize(j: int, i: int, value: float) -> None:
+        h[j] = value
+
+    bottom_up(((0.0, i) for i, kids in enumerate(model.node_kids) if not kids and not done[owner[i]]), owner, parents,
+              pending, done, lambda p: 1 + max(h[d] for d in model.node_kids[p]), finalize,
+              ready=[j for j in range(len(model.classes)) if done[j]])
     return h
 
 

@@ -8,9 +8,10 @@ an acyclic term). Class and node ids are indices into `EGraph.classes` / `EGraph
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 import time
-from typing import Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -72,6 +73,34 @@ class Problem:
             return None
         return ExtractionError(f"extraction: root class {missing[0]} has no acyclic term of finite cost "
                                f"({len(missing)} such root(s))")
+
+
+def bottom_up(leaves: Iterable[tuple[float, int]], node_class: Sequence[int], parents: Sequence[Iterable[int]],
+              pending: list[int], done: list[bool], value: Callable[[int], float],
+              finalize: Callable[[int, int, float], None], ready: Iterable[int] = ()) -> None:
+    """Knuth's generalization of Dijkstra, the loop the extractors share: candidate nodes in a heap by
+    value, starting from `leaves` ((value, node) pairs); the first candidate popped for a class finalizes
+    it (`finalize(class, node, value)`, `done[class]` set); a parent node whose `pending` count of
+    unfinalized child classes drops to 0 becomes a candidate at `value(parent)`. `ready` classes are
+    already final (done) and only release their parents. `parents[class]` lists each parent node once
+    per child class counted in `pending`."""
+    heap = list(leaves)
+    heapq.heapify(heap)
+    ready = list(ready)
+    while heap or ready:
+        if ready:
+            c = ready.pop()
+        else:
+            v, n = heapq.heappop(heap)
+            c = node_class[n]
+            if done[c]:
+                continue
+            done[c] = True
+            finalize(c, n, v)
+        for p in parents[c]:
+            pending[p] -= 1
+            if pending[p] == 0 and not done[node_class[p]]:
+                heapq.heappush(heap, (value(p), p))
 
 
 def restrict(problem: Problem, choice: Mapping[int, int]) -> dict[int, int]:
