@@ -679,3 +679,5 @@ def onnx_graphs(max_nodes: int = 10, *, families: Sequence[str] = GRAPH_FAMILIES
         except Exception as exc:  # pragma: no cover - a bug of this strategy, not of eqsat
             raise AssertionError(f"onnx_graphs drew an invalid model ({exc}):\n{_graph_text(model)}") from exc
         return GraphCase(model, fz.g.feeds, tuple(allow))
+
+    return build()
