@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import onnx
 import onnx.helper as oh
+import pytest
 
 from eqsat.egraph import EGraph
 from eqsat.testing import ValueSpec, make_model, to_proto
@@ -54,7 +55,9 @@ def attribute(m: Any, op: str, name: str) -> Any:
 
 
 def property_settings() -> Any:
-    """Settings of every rule property test: 50 examples, no deadline (each one saturates and extracts)."""
+    """Settings of every rule property test: 50 examples, no deadline (each one saturates and extracts);
+    marked slow (5-15 s each: `python -m pytest -m "not slow"` leaves them out)."""
     from hypothesis import HealthCheck, settings
 
-    return settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    chosen = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    return lambda test: pytest.mark.slow(chosen(test))

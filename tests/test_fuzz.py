@@ -17,6 +17,8 @@ from eqsat.fuzz import check_case, fuzz
 from eqsat.rule import Rule, rw
 from eqsat.testing import GRAPH_FAMILIES, GraphCase, onnx_graphs, run
 
+pytestmark = pytest.mark.slow  # python -m pytest -m "not slow" leaves these out (README)
+
 
 def _settings(examples: int):
     return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
