@@ -77,6 +77,8 @@ _POOL_PARAMS = (Param("auto_pad", "str", "NOTSET"), Param("ceil_mode", "int", 0,
                 Param("dilations", "ints", (), since=10), Param("kernel_shape", "ints"),
                 Param("pads", "ints", ()), Param("strides", "ints", ()))
 
+#: Constructors that never become ONNX nodes (leaves, lists, projections): free in every cost model.
+PLUMBING_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
 UNARY = frozenset(_UNARY)
 BINARY = frozenset(_BINARY)
 
