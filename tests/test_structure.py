@@ -148,3 +148,9 @@ def test_every_family_has_its_properties_and_tests():
         drawn = {*module.PROPERTIES, *getattr(module, "STATIC_PROPERTIES", {})}
         assert drawn == {r.name for r in rules if r.family == family}, family
         assert (ROOT / "tests" / f"test_rules_{family}.py").is_file(), family
+
+
+def test_no_module_over_800_lines():
+    """One job a module: a module past 800 lines is doing several."""
+    long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > 800}
+    assert not long, f"modules over 800 lines: {long}"
