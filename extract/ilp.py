@@ -38,7 +38,7 @@ import numpy as np
 from eqsat.egraph import EGraph
 from eqsat.extract import greedy_dag, tree
 from eqsat.extract.cost import CostModel
-from eqsat.extract.problem import Problem, bottom_up, reachable_order
+from eqsat.extract.problem import Problem, bottom_up, reachable_order, strongly_connected
 from eqsat.extract.result import ExtractionResult
 
 NAME = "ilp"
@@ -247,48 +247,10 @@ def _decode(model: _Model, problem: Problem, x: np.ndarray) -> dict[int, int]:
 
 def _cycles(model: _Model, problem: Problem, choice: dict[int, int]) -> list[list[int]]:
     """Strongly connected components (as model classes, size >= 2) of the chosen graph reachable from the
-    roots; iterative Tarjan."""
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    on_stack: set[int] = set()
-    stack: list[int] = []
-    comps: list[list[int]] = []
+    roots."""
     kids = problem.node_children
-    for root in problem.roots:
-        if root in index or root not in choice:
-            continue
-        work = [(root, iter(kids[choice[root]]))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            v, it = work[-1]
-            for w in it:
-                if w not in choice:
-                    continue
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(kids[choice[w]])))
-                    break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    u = work[-1][0]
-                    low[u] = min(low[u], low[v])
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on_stack.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    if len(comp) > 1:
-                        comps.append(comp)
+    comps = strongly_connected((r for r in problem.roots if r in choice),
+                               lambda c: (w for w in kids[choice[c]] if w in choice))
     return [[model.class_index[c] for c in comp] for comp in comps]
 
 

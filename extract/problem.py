@@ -11,7 +11,7 @@ import dataclasses
 import heapq
 import math
 import time
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -101,6 +101,54 @@ def bottom_up(leaves: Iterable[tuple[float, int]], node_class: Sequence[int], pa
             pending[p] -= 1
             if pending[p] == 0 and not done[node_class[p]]:
                 heapq.heappush(heap, (value(p), p))
+
+
+Vertex = TypeVar("Vertex", bound=Hashable)
+
+
+def strongly_connected(roots: Iterable[Vertex], successors: Callable[[Vertex], Iterable[Vertex]]) -> list[list[Vertex]]:
+    """Strongly connected components with two or more members among the vertices reachable from `roots`,
+    in completion order (iterative Tarjan: real graphs are deep). ilp cuts the cycles of a chosen graph with
+    it; tests/test_structure.py finds import cycles with it."""
+    index: dict[Vertex, int] = {}
+    low: dict[Vertex, int] = {}
+    on_stack: set[Vertex] = set()
+    stack: list[Vertex] = []
+    comps: list[list[Vertex]] = []
+    for root in roots:
+        if root in index:
+            continue
+        work = [(root, iter(successors(root)))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(successors(w))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    u = work[-1][0]
+                    low[u] = min(low[u], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        comps.append(comp)
+    return comps
 
 
 def restrict(problem: Problem, choice: Mapping[int, int]) -> dict[int, int]:

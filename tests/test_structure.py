@@ -10,6 +10,8 @@ import ast
 import tomllib
 from pathlib import Path
 
+from eqsat.extract.problem import strongly_connected
+
 ROOT = Path(__file__).resolve().parent.parent
 #: Where each installed package's top folder is in the repository (pyproject.toml's package-dir).
 PACKAGE_DIRS = {"eqsat": ROOT / "eqsat", "eqsat.rewrites": ROOT / "rewrites", "eqsat.extract": ROOT / "extract"}
@@ -58,45 +60,8 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan's algorithm, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return found
+    """Import cycles: strongly connected components of two or more modules."""
+    return sorted(sorted(c) for c in strongly_connected(sorted(graph), lambda m: sorted(graph[m])))
 
 
 def test_cycle_finder_finds_a_cycle():
