@@ -20,7 +20,7 @@ import time
 from typing import Sequence
 
 from eqsat.egraph import EClass, EGraph, ENode
-from extract import EXTRACTORS, extract, roofline
+from eqsat.extract import EXTRACTORS, extract, roofline
 
 NCHW = (1, 16, 32, 32)
 NHWC = (1, 32, 32, 16)

@@ -52,6 +52,13 @@ class Backend:
         self._load_tables: set[str] = set()
         self.broken = False
 
+    def declare(self) -> None:
+        """Declare eqsat's sorts, constructors and analyses (eqsat.terms) and the bulk path's load tables
+        (eqsat.bulk, built from the same ops): run once on a fresh e-graph, before anything is loaded."""
+        from eqsat import bulk, terms
+
+        self.run(f"{terms.declarations()}\n{bulk.declarations()}")
+
     def run(self, program: str) -> list[Any]:
         """Parse and run egglog commands; returns the bindings' outputs."""
         return self._egraph.run_program(*self._egraph.parse_program(program))
@@ -88,7 +95,7 @@ class Backend:
     def load_rows(self, rows: "Rows") -> None:
         """Insert an encoded graph: vectors by text, each table by egglog's `input` from a tab-separated
         file, then one generated rule per table builds the terms (eqsat.bulk); the rows are deleted after.
-        Needs `eqsat.terms.declarations()` run first."""
+        Needs `declare()` run first."""
         from eqsat.bulk import tables, tsv
         from eqsat.terms import egg_str
 

@@ -111,11 +111,9 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
     `progress` is called with a line per probe. Raises `BadInputError` for input that cannot be used
     (unreadable, or the original cannot run)."""
     from eqsat.saturate import Limits
-    from rewrites.registry import select
+    from eqsat.rewrites.registry import select
 
-    defaults = Limits()
-    limits = Limits(iterations=defaults.iterations if iter_limit is None else iter_limit,
-                    nodes=defaults.nodes if node_limit is None else node_limit, seconds=time_limit)
+    limits = Limits.from_options(iter_limit=iter_limit, node_limit=node_limit, time_limit=time_limit)
     label = source or (str(model) if isinstance(model, str) or hasattr(model, "__fspath__") else "<model>")
     proto, label = io.load_proto(model, name=label)  # read and check once; every probe starts from it
     if fix_input_shapes:

@@ -81,7 +81,7 @@ def tables() -> dict[str, Table]:
 
 
 def declarations() -> str:
-    """The load tables and the vector table, for `eqsat.terms.declarations`."""
+    """The load tables and the vector table (declared beside eqsat.terms.declarations by Backend.declare)."""
     lines = ["(function load-vec (i64) IVec :no-merge)", "(ruleset load-rows)", "(ruleset load-clear)",
              "(rule ((= v (load-vec i))) ((delete (load-vec i))) :ruleset load-clear)"]
     lines += [f"(relation {t.name} ({' '.join(t.columns)}))" for t in tables().values()]

@@ -111,7 +111,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
-    from rewrites.registry import all_rules
+    from eqsat.rewrites.registry import all_rules
 
     rules = all_rules()
     width = max(len(r.name) for r in rules)
@@ -123,7 +123,7 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 
 
 def _cmd_targets(args: argparse.Namespace) -> int:
-    from extract.cost import load_target, targets
+    from eqsat.extract.cost import load_target, targets
 
     for name in targets():
         print(f"{name:<8} {load_target(name).description}")
@@ -132,7 +132,7 @@ def _cmd_targets(args: argparse.Namespace) -> int:
 
 def _cmd_check_rules(args: argparse.Namespace) -> int:
     from eqsat.testing import check_rules
-    from rewrites.registry import all_rules
+    from eqsat.rewrites.registry import all_rules
 
     names = args.rule or None
     unknown = sorted(set(args.rule) - {r.name for r in all_rules()})
@@ -148,6 +148,8 @@ def _cmd_check_rules(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from eqsat.extract import EXTRACTORS  # the registry alone: cost models and extractors load on use
+
     parser = argparse.ArgumentParser(prog="eqsat", description="Equality-saturation optimizer for ONNX graphs.")
     parser.add_argument("--version", action="version", version=f"eqsat {eqsat.__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
@@ -157,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("input", help="input .onnx file")
     opt.add_argument("-o", "--output", required=True, help="output .onnx file (written only if verified)")
     opt.add_argument("--target", default="cpu", help="hardware target the cost model describes (see `eqsat targets`)")
-    opt.add_argument("--extractor", default="auto", choices=("auto", "ilp", "greedy-dag", "tree"),
+    opt.add_argument("--extractor", default="auto", choices=("auto", *EXTRACTORS),
                      help="extraction algorithm (default: auto = exact ILP, greedy-dag above 30k e-nodes)")
     opt.add_argument("--time-limit", type=_non_negative(float), metavar="S", help="saturation wall-clock limit (seconds)")
     opt.add_argument("--node-limit", type=_non_negative(int), metavar="N", help="e-node limit (checked between iterations)")

@@ -14,7 +14,8 @@ functions below return objects that display themselves (a `Picture` is SVG, a ta
 - `egraph_stats(egraph)`: classes, e-nodes, e-nodes per op.
 - `report_text(report)` (what `Report.to_text` and `eqsat optimize --report` print), `report_html`,
   `result_html`, `session_html`.
-- `Progress`: phase names with elapsed time on stderr for long CLI runs, silent unless it is a terminal.
+- `Progress` (eqsat.progress): phase names with elapsed time on stderr for long CLI runs, silent unless
+  it is a terminal. Tables are built by eqsat.tables, models read as records by eqsat.model_view.
 
 Nothing here imports onnx, onnxruntime or egglog at module level: the CLI imports this for `--report`.
 """
@@ -24,19 +25,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 import html
-import math
 import os
 import shutil
 import subprocess
-import sys
-import threading
-import time
-from typing import Any, Iterable, Mapping, Sequence, TextIO
+from typing import Any, Mapping, Sequence
 
-PROVENANCE_KEY = "eqsat.from"   # the keys eqsat.lower writes (kept in sync by tests/test_display.py)
-RULES_KEY = "eqsat.rules"
-#: E-nodes that never become ONNX nodes (leaves, lists, projections).
-PLUMBING_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
+from eqsat.metadata import PROVENANCE_KEY, RULES_KEY  # the node metadata lowering writes
+from eqsat.model_view import ModelGraph, changed_nodes, is_changed, kept_nodes, model_graph, short_attr  # noqa: F401
+from eqsat.progress import Progress  # noqa: F401 (changed_nodes, Progress: part of this module's API)
+from eqsat.tables import CHANGED_FILL, format_cost, html_table, percent_change, text_table
+from eqsat.terms import PLUMBING_OPS
+
 #: Graphs above this many nodes (both sides of a comparison together) are listed, not drawn.
 MAX_DRAWN_NODES = 1500
 #: A Result's HTML embeds its before/after picture up to this many nodes (`compare(result)` draws more).
@@ -44,233 +43,12 @@ MAX_EMBEDDED_NODES = 400
 #: Seconds `dot` may take before a picture falls back to the listing.
 DOT_TIMEOUT = 60.0
 
-_CHANGED_FILL, _CHANGED_LINE = "#c8ecc8", "#2e7d32"
+_CHANGED_FILL, _CHANGED_LINE = CHANGED_FILL, "#2e7d32"
 _DROPPED_FILL, _DROPPED_LINE = "#f6d6d6", "#b71c1c"
 _PLAIN_FILL, _PLAIN_LINE = "#f2f2f2", "#8a8a8a"
 _IO_FILL = "#dbe7f7"
-_TABLE = ('style="border-collapse:collapse;font-size:12px;margin:4px 12px 8px 0;'
-          'font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif"')
-_CELL = 'style="border:1px solid #ddd;padding:2px 6px;text-align:{}"'
 
 
-# ---------------------------------------------------------------------------------------------------
-# tables
-
-
-def text_table(header: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "  ") -> str:
-    """Aligned text columns: the first column left-aligned, numbers right-aligned."""
-    cells = [[str(h) for h in header]] + [["" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    numeric = [i > 0 and all(_numeric(r[i]) for r in cells[1:]) for i in range(len(header))]
-    lines = []
-    for row in cells:
-        parts = [c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
-        lines.append((indent + "  ".join(parts)).rstrip())
-    return "\n".join(lines)
-
-
-def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, caption: str | None = None,
-               shaded: Iterable[int] = ()) -> str:
-    """An HTML table (cells escaped); rows whose index is in `shaded` get the "changed" background."""
-    rows = [["" if c is None else str(c) for c in row] for row in rows]
-    numeric = [i > 0 and bool(rows) and all(_numeric(r[i]) for r in rows) for i in range(len(header))]
-    marked = set(shaded)
-    out = [f"<table {_TABLE}>"]
-    if caption:
-        out.append(f'<caption style="text-align:left;font-weight:bold;padding:2px 0">{html.escape(caption)}</caption>')
-    if any(str(h) for h in header):
-        out.append("<tr>" + "".join(f"<th {_CELL.format('left')}>{html.escape(str(h))}</th>" for h in header) + "</tr>")
-    for k, row in enumerate(rows):
-        bg = f' bgcolor="{_CHANGED_FILL}"' if k in marked else ""
-        out.append(f"<tr{bg}>" + "".join(f"<td {_CELL.format('right' if numeric[i] else 'left')}>{html.escape(c)}</td>"
-                                        for i, c in enumerate(row)) + "</tr>")
-    out.append("</table>")
-    return "".join(out)
-
-
-def _numeric(text: str) -> bool:
-    t = text.strip().replace(",", "").replace("%", "").replace("+", "").replace("-", "")
-    t = t.split(" ")[0] if t else t
-    try:
-        float(t)
-        return True
-    except ValueError:
-        return text.strip() in ("", "-")
-
-
-def format_cost(value: float | None, unit: str = "s") -> str:
-    """A cost for people: seconds as us/ms/s, anything else with 4 significant digits."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if unit != "s":
-        return f"{value:.4g}"
-    if value == 0:
-        return "0"
-    if not math.isfinite(value):
-        return str(value)
-    if abs(value) < 1e-3:
-        return f"{value * 1e6:.1f} us"
-    if abs(value) < 1:
-        return f"{value * 1e3:.2f} ms"
-    return f"{value:.3f} s"
-
-
-def _change(before: float | None, after: float | None) -> str:
-    if before is None or after is None or not before:
-        return ""
-    change = (after - before) / before * 100
-    return "0%" if abs(change) < 0.05 else f"{change:+.1f}%"
-
-
-# ---------------------------------------------------------------------------------------------------
-# models as plain records (ModelProto, onnx_ir Model, a path, or a Result)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Node:
-    index: int
-    op: str
-    name: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    attrs: Mapping[str, Any]
-    meta: Mapping[str, str]
-
-    @property
-    def key(self) -> str:
-        """The node's name as eqsat's provenance records it."""
-        return self.name or f"{self.op}#{self.index}"
-
-
-@dataclasses.dataclass(frozen=True)
-class _Graph:
-    nodes: tuple[_Node, ...]
-    inputs: tuple[tuple[str, str], ...]     # (name, "FLOAT[1,3,224,224]")
-    outputs: tuple[tuple[str, str], ...]
-    initializers: frozenset[str]
-    shapes: Mapping[str, str]               # value name -> "1x64x56x56"
-
-
-def _graph(model: Any) -> _Graph:
-    if isinstance(model, _Graph):
-        return model
-    if hasattr(model, "report") and hasattr(model, "model"):  # a Result
-        model = model.model
-    if isinstance(model, (str, os.PathLike)):
-        import onnx
-
-        model = onnx.load(os.fspath(model), load_external_data=False)
-    if hasattr(model, "SerializeToString"):
-        return _graph_of_proto(model)
-    return _graph_of_ir(model)
-
-
-def _short_attr(op: str, attrs: Mapping[str, Any]) -> str:
-    """The one or two attributes worth showing in a node's box."""
-    if op == "Transpose" and "perm" in attrs:
-        return "perm " + ",".join(map(str, attrs["perm"]))
-    if op == "Cast" and "to" in attrs:
-        return f"to {_dtype_name(attrs['to'])}"
-    if op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool"):
-        parts = []
-        if attrs.get("kernel_shape"):
-            parts.append("x".join(map(str, attrs["kernel_shape"])))
-        if attrs.get("strides") and any(s != 1 for s in attrs["strides"]):
-            parts.append("/" + ",".join(map(str, attrs["strides"])))
-        if attrs.get("group", 1) not in (1, None):
-            parts.append(f"g{attrs['group']}")
-        return " ".join(parts)
-    if op in ("Softmax", "Concat", "Gather", "Split", "Flatten", "LayerNormalization") and "axis" in attrs:
-        return f"axis {attrs['axis']}"
-    return ""
-
-
-def _dtype_name(value: Any) -> str:
-    try:
-        import onnx
-
-        return onnx.TensorProto.DataType.Name(int(value))
-    except Exception:  # an ir.DataType or anything else: its own name
-        return getattr(value, "name", str(value))
-
-
-def _graph_of_proto(model: Any) -> _Graph:
-    import onnx
-    from onnx import helper
-
-    graph = model.graph
-    shapes: dict[str, str] = {}
-
-    def typed(v: Any) -> str:
-        t = v.type.tensor_type
-        dims = ["?" if not d.HasField("dim_value") else str(d.dim_value) for d in t.shape.dim]
-        if t.HasField("shape"):
-            shapes[v.name] = "x".join(dims) if dims else "scalar"
-        dtype = onnx.TensorProto.DataType.Name(t.elem_type) if t.elem_type else "?"
-        return f"{dtype}[{','.join(dims)}]" if t.HasField("shape") else dtype
-
-    inputs = tuple((v.name, typed(v)) for v in graph.input)
-    outputs = tuple((v.name, typed(v)) for v in graph.output)
-    for v in graph.value_info:
-        typed(v)
-    nodes = []
-    for i, n in enumerate(graph.node):
-        attrs = {}
-        for a in n.attribute:
-            if a.type in (onnx.AttributeProto.INT, onnx.AttributeProto.INTS, onnx.AttributeProto.FLOAT,
-                          onnx.AttributeProto.STRING):
-                attrs[a.name] = helper.get_attribute_value(a)
-        nodes.append(_Node(i, n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}", n.name,
-                           tuple(n.input), tuple(n.output), attrs, {p.key: p.value for p in n.metadata_props}))
-    return _Graph(tuple(nodes), inputs, outputs, frozenset(t.name for t in graph.initializer), shapes)
-
-
-def _graph_of_ir(model: Any) -> _Graph:
-    graph = model.graph
-    shapes: dict[str, str] = {}
-
-    def typed(v: Any) -> str:
-        dims = None
-        if v.shape is not None:
-            dims = [str(d) if isinstance(d, int) else "?" for d in v.shape]
-            shapes[v.name] = "x".join(dims) if dims else "scalar"
-        dtype = v.dtype.name if v.dtype is not None else "?"
-        return f"{dtype}[{','.join(dims)}]" if dims is not None else dtype
-
-    inputs = tuple((v.name, typed(v)) for v in graph.inputs)
-    outputs = tuple((v.name, typed(v)) for v in graph.outputs)
-    nodes = []
-    for i, n in enumerate(graph):
-        for v in n.outputs:
-            if v.shape is not None:
-                typed(v)
-        attrs = {}
-        for name, a in n.attributes.items():
-            value = getattr(a, "value", None)
-            if isinstance(value, (int, float, str)) or (isinstance(value, (list, tuple))
-                                                       and all(isinstance(x, (int, float)) for x in value)):
-                attrs[name] = value
-        op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
-        nodes.append(_Node(i, op, n.name or "", tuple(v.name if v is not None else "" for v in n.inputs),
-                           tuple(v.name for v in n.outputs), attrs, dict(n.metadata_props)))
-    return _Graph(tuple(nodes), inputs, outputs, frozenset(graph.initializers), shapes)
-
-
-def changed_nodes(model: Any) -> list[bool]:
-    """Per node of `model` (in graph order): did a rule produce it? True when its `eqsat.rules` metadata
-    is non-empty or it has no `eqsat.from` metadata (a node eqsat built that stands for no input node)."""
-    return [_changed(n) for n in _graph(model).nodes]
-
-
-def _changed(n: _Node) -> bool:
-    return bool(n.meta.get(RULES_KEY)) or not n.meta.get(PROVENANCE_KEY)
-
-
-def _kept(before: _Graph, after: _Graph) -> list[bool]:
-    """Per input node: is it in the output unchanged (named by the `eqsat.from` of an unchanged node)?"""
-    carried = {name for n in after.nodes if not _changed(n)
-               for name in n.meta.get(PROVENANCE_KEY, "").split(",") if name}
-    return [n.key in carried for n in before.nodes]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -281,7 +59,7 @@ def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _dot_body(g: _Graph, prefix: str, fills: Sequence[str | None], lines: list[str]) -> None:
+def _dot_body(g: ModelGraph, prefix: str, fills: Sequence[str | None], lines: list[str]) -> None:
     """Nodes and edges of `g` (ids prefixed), graph inputs and outputs as ellipses; initializers omitted."""
     producer: dict[str, str] = {}
     for k, (name, typ) in enumerate(g.inputs):
@@ -295,7 +73,7 @@ def _dot_body(g: _Graph, prefix: str, fills: Sequence[str | None], lines: list[s
         for out in n.outputs:
             if out:
                 producer[out] = nid
-        detail = _short_attr(n.op.split("::")[-1], n.attrs)
+        detail = short_attr(n.op.split("::")[-1], n.attrs)
         label = n.op + (f"\n{detail}" if detail else "")
         tip = [n.name or "(unnamed)"] + [f"{k}: {v}" for k, v in n.meta.items()]
         style = ""
@@ -326,9 +104,9 @@ _DOT_HEADER = ['graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.
 
 def graph_dot(model: Any, *, highlight: bool = True, title: str | None = None) -> str:
     """DOT text for `model`; with `highlight`, the nodes eqsat changed (see `changed_nodes`) are green."""
-    g = _graph(model)
+    g = model_graph(model)
     marked = highlight and _has_provenance(g)
-    fills = ["changed" if marked and _changed(n) else None for n in g.nodes]
+    fills = ["changed" if marked and is_changed(n) else None for n in g.nodes]
     lines = ["digraph model {", *_DOT_HEADER]
     if title:
         lines.append(f'labelloc=t; label={_q(title)};')
@@ -337,20 +115,20 @@ def graph_dot(model: Any, *, highlight: bool = True, title: str | None = None) -
     return "\n".join(lines)
 
 
-def _has_provenance(g: _Graph) -> bool:
+def _has_provenance(g: ModelGraph) -> bool:
     return any(PROVENANCE_KEY in n.meta or RULES_KEY in n.meta for n in g.nodes)
 
 
 def compare_dot(before: Any, after: Any) -> str:
     """DOT text with the input (left) and the output (right) as two clusters."""
-    b, a = _graph(before), _graph(after)
-    kept = _kept(b, a)
+    b, a = model_graph(before), model_graph(after)
+    kept = kept_nodes(b, a)
     lines = ["digraph compare {", *_DOT_HEADER, "newrank=true;"]
     for prefix, g, fills, title in (
             ("b_", b, [None if k else "dropped" for k in kept],
              f"before: {len(b.nodes)} nodes ({kept.count(False)} not carried over unchanged, shaded red)"),
-            ("a_", a, ["changed" if _changed(n) else None for n in a.nodes],
-             f"after: {len(a.nodes)} nodes ({sum(map(_changed, a.nodes))} changed by rules, green)")):
+            ("a_", a, ["changed" if is_changed(n) else None for n in a.nodes],
+             f"after: {len(a.nodes)} nodes ({sum(map(is_changed, a.nodes))} changed by rules, green)")):
         lines.append(f"subgraph cluster_{prefix[0]} {{ label={_q(title)}; labeljust=l; color=\"#cccccc\"; "
                      "style=rounded;")
         _dot_body(g, prefix, fills, lines)
@@ -432,7 +210,7 @@ class Picture:
 
 def picture(model: Any, *, highlight: bool = True, title: str | None = None) -> Picture:
     """A picture of `model` (a ModelProto, onnx_ir Model, path or Result); eqsat's changes in green."""
-    g = _graph(model)
+    g = model_graph(model)
     too_big = len(g.nodes) > MAX_DRAWN_NODES
     return Picture(graph_dot(g, highlight=highlight, title=title), _listing_html(g, title), _listing_text(g, title),
                    drawable=not too_big, note=f"{len(g.nodes)} nodes > {MAX_DRAWN_NODES}: listed, not drawn")
@@ -448,8 +226,8 @@ def compare(before: Any, after: Any = None) -> Picture:
             raise ValueError("compare(result) needs a Result from eqsat.optimize or Session.extract; "
                              "or pass compare(before, after)")
         before, after = session.original, result.model
-    b, a = _graph(before), _graph(after)
-    kept = _kept(b, a)
+    b, a = model_graph(before), model_graph(after)
+    kept = kept_nodes(b, a)
     too_big = len(b.nodes) + len(a.nodes) > MAX_DRAWN_NODES
     listing_html = ('<div style="display:flex;gap:16px;align-items:flex-start">'
                     f'<div>{_listing_html(b, "before", [not k for k in kept], _DROPPED_FILL)}</div>'
@@ -459,23 +237,23 @@ def compare(before: Any, after: Any = None) -> Picture:
                    note=f"{len(b.nodes) + len(a.nodes)} nodes > {MAX_DRAWN_NODES}: listed, not drawn")
 
 
-def _listing_rows(g: _Graph, marks: Sequence[bool]) -> list[list[str]]:
+def _listing_rows(g: ModelGraph, marks: Sequence[bool]) -> list[list[str]]:
     rows = []
     for n, mark in zip(g.nodes, marks):
-        detail = _short_attr(n.op.split("::")[-1], n.attrs)
+        detail = short_attr(n.op.split("::")[-1], n.attrs)
         rules = n.meta.get(RULES_KEY, "").replace(",", ", ")
         rows.append([str(n.index), n.op + (f" ({detail})" if detail else ""), n.name or "",
                      ", ".join(i for i in n.inputs if i and i not in g.initializers), ", ".join(n.outputs), rules])
     return rows
 
 
-def _listing_marks(g: _Graph, marks: Sequence[bool] | None) -> list[bool]:
+def _listing_marks(g: ModelGraph, marks: Sequence[bool] | None) -> list[bool]:
     if marks is not None:
         return list(marks)
-    return [_changed(n) for n in g.nodes] if _has_provenance(g) else [False] * len(g.nodes)
+    return [is_changed(n) for n in g.nodes] if _has_provenance(g) else [False] * len(g.nodes)
 
 
-def _listing_html(g: _Graph, title: str | None, marks: Sequence[bool] | None = None,
+def _listing_html(g: ModelGraph, title: str | None, marks: Sequence[bool] | None = None,
                   fill: str = _CHANGED_FILL) -> str:
     marks = _listing_marks(g, marks)
     caption = f"{title + ': ' if title else ''}{len(g.nodes)} nodes" + (f", {sum(marks)} shaded" if any(marks) else "")
@@ -484,7 +262,7 @@ def _listing_html(g: _Graph, title: str | None, marks: Sequence[bool] | None = N
     return table.replace(f'bgcolor="{_CHANGED_FILL}"', f'bgcolor="{fill}"')
 
 
-def _listing_text(g: _Graph, title: str | None, marks: Sequence[bool] | None = None, mark: str = "*") -> str:
+def _listing_text(g: ModelGraph, title: str | None, marks: Sequence[bool] | None = None, mark: str = "*") -> str:
     marks = _listing_marks(g, marks)
     head = f"{title + ': ' if title else ''}{len(g.nodes)} nodes" + (
         f" ({sum(marks)} marked {mark})" if any(marks) else "")
@@ -646,10 +424,10 @@ class Breakdown:
 
     def to_text(self) -> str:
         rows = [[o.op, o.nodes_before, o.nodes_after, format_cost(o.cost_before, self.unit),
-                 format_cost(o.cost_after, self.unit), _change(o.cost_before, o.cost_after)] for o in self.ops]
+                 format_cost(o.cost_after, self.unit), percent_change(o.cost_before, o.cost_after)] for o in self.ops]
         rows.append(["total", sum(o.nodes_before for o in self.ops), sum(o.nodes_after for o in self.ops),
                      format_cost(self.cost_before, self.unit), format_cost(self.cost_after, self.unit),
-                     _change(self.cost_before, self.cost_after)])
+                     percent_change(self.cost_before, self.cost_after)])
         title = f"estimated cost per op ({self.target or 'custom cost'})"
         return title + "\n" + text_table(["op", "nodes before", "after", "cost before", "after", "change"], rows)
 
@@ -684,13 +462,13 @@ def op_costs(extraction: Any, cost: Any) -> dict[str, tuple[int, float]]:
 
 def rules_in_output(model: Any) -> dict[str, int]:
     """rule -> how many nodes of `model` name it in their `eqsat.rules` metadata (most first)."""
-    counts = collections.Counter(r for n in _graph(model).nodes for r in n.meta.get(RULES_KEY, "").split(",") if r)
+    counts = collections.Counter(r for n in model_graph(model).nodes for r in n.meta.get(RULES_KEY, "").split(",") if r)
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def breakdown(result: Any) -> Breakdown:
     """The Breakdown of a Result (from `eqsat.optimize` or `Session.extract`)."""
-    from extract.cost import Roofline, load_target, roofline
+    from eqsat.extract.cost import Roofline, load_target, roofline
 
     cost = getattr(result, "cost_model", None)
     summary = result.report.extraction
@@ -729,10 +507,10 @@ def add_breakdown(result: Any) -> Breakdown:
 
 def breakdown_html(b: Breakdown) -> str:
     rows = [[o.op, o.nodes_before, o.nodes_after, format_cost(o.cost_before, b.unit), format_cost(o.cost_after, b.unit),
-             _change(o.cost_before, o.cost_after)] for o in b.ops]
+             percent_change(o.cost_before, o.cost_after)] for o in b.ops]
     rows.append(["total", sum(o.nodes_before for o in b.ops), sum(o.nodes_after for o in b.ops),
                  format_cost(b.cost_before, b.unit), format_cost(b.cost_after, b.unit),
-                 _change(b.cost_before, b.cost_after)])
+                 percent_change(b.cost_before, b.cost_after)])
     table = html_table(["op", "nodes before", "nodes after", "cost before", "cost after", "change"], rows,
                        caption=f"estimated cost per op ({b.target or 'custom cost'})")
     notes = "".join(f'<div style="color:#777;font-size:11px">{html.escape(n)}</div>' for n in b.notes)
@@ -746,7 +524,7 @@ def breakdown_html(b: Breakdown) -> str:
 def _size_rows(report: Any) -> list[list[Any]]:
     before, after = report.watched(report.ops_before), report.watched(report.ops_after)
     rows: list[list[Any]] = [["nodes", report.nodes_before, report.nodes_after,
-                              _change(report.nodes_before, report.nodes_after)]]
+                              percent_change(report.nodes_before, report.nodes_after)]]
     rows += [[k, before[k], after[k], ""] for k in before if before[k] or after[k]]
     sat = report.saturation
     if sat is not None:
@@ -754,7 +532,7 @@ def _size_rows(report: Any) -> list[list[Any]]:
     b = getattr(report, "breakdown", None)
     if b is not None:
         rows.append([f"est. cost ({b.target or 'custom'})", format_cost(b.cost_before, b.unit),
-                     format_cost(b.cost_after, b.unit), _change(b.cost_before, b.cost_after)])
+                     format_cost(b.cost_after, b.unit), percent_change(b.cost_before, b.cost_after)])
     elif report.extraction is not None:
         rows.append([f"est. cost ({report.extraction.target or 'custom'})", "-",
                      format_cost(report.extraction.dag_cost, "s" if report.extraction.target else ""), ""])
@@ -810,7 +588,7 @@ def report_text(report: Any) -> str:
     if b is not None and b.ops:
         lines += ["", text_table(["op", "nodes before", "after", "cost before", "after", "change"],
                                  [[o.op, o.nodes_before, o.nodes_after, format_cost(o.cost_before, b.unit),
-                                   format_cost(o.cost_after, b.unit), _change(o.cost_before, o.cost_after)]
+                                   format_cost(o.cost_after, b.unit), percent_change(o.cost_before, o.cost_after)]
                                   for o in b.ops])]
     phases = [[k, f"{v * 1000:.0f}"] for k, v in report.phases.items()] + [["total", f"{report.seconds * 1000:.0f}"]]
     lines += ["", text_table(["phase", "ms"], phases)]
@@ -896,87 +674,3 @@ def session_html(session: Any) -> str:
     phases = html_table(["phase", "ms"], [[k, f"{v * 1000:.0f}"] for k, v in session.phases.items()],
                         caption="time per phase")
     return head + _flex(egraph_html(egraph_stats(session.egraph)), rules, phases)
-
-
-# ---------------------------------------------------------------------------------------------------
-# progress on a terminal
-
-
-class Progress:
-    """Phase names with elapsed time on one line of a terminal, redrawn while a phase runs:
-
-        eqsat: model.onnx  load 0.01 s > fold 0.21 s > encode 0.20 s > saturate 3.4 s ...   [3.9 s]
-
-    Call it with each phase's name as the phase starts (`optimize(..., progress=p)` does). Nothing is
-    written unless the stream is a terminal, and nothing before `delay` seconds, so short runs and
-    captured output (tests, pipes, CI logs) stay exactly as they were. The line is erased on exit.
-    """
-
-    def __init__(self, label: str = "", stream: TextIO | None = None, *, delay: float = 0.5,
-                 interval: float = 0.1) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.label, self.delay, self.interval = label, delay, interval
-        self.enabled = _is_terminal(self.stream)
-        self.phases: list[tuple[str, float]] = []  # (name, start)
-        self._start = time.perf_counter()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._drawn = 0
-
-    def __call__(self, phase: str) -> None:
-        with self._lock:
-            self.phases.append((phase, time.perf_counter()))
-
-    def line(self, now: float | None = None, width: int = 10_000) -> str:
-        """The status line, at most `width` characters: the oldest phases are dropped first."""
-        now = time.perf_counter() if now is None else now
-        parts = []
-        for k, (name, start) in enumerate(self.phases):
-            end = self.phases[k + 1][1] if k + 1 < len(self.phases) else now
-            parts.append(f"{name} {end - start:.2f} s" + (" ..." if k + 1 == len(self.phases) else ""))
-        head = f"eqsat: {os.path.basename(self.label)}  " if self.label else "eqsat: "
-        tail = f"   [{now - self._start:.1f} s]"
-        shown, dropped = list(parts), False
-        while len(shown) > 1 and len(head) + len(" > ".join(shown)) + len(tail) + 6 > width:
-            shown.pop(0)
-            dropped = True
-        text = head + ("... > " if dropped else "") + " > ".join(shown) + tail
-        return text if len(text) <= width else text[:max(0, width - 3)] + "..."
-
-    def _draw(self) -> None:
-        width = max(20, shutil.get_terminal_size((100, 20)).columns - 1)
-        with self._lock:
-            text = self.line(width=width)
-        self.stream.write("\r" + text.ljust(self._drawn))
-        self.stream.flush()
-        self._drawn = len(text)
-
-    def _run(self) -> None:
-        if self._stop.wait(self.delay):
-            return
-        while not self._stop.is_set():
-            self._draw()
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> "Progress":
-        self._start = time.perf_counter()
-        if self.enabled:
-            self._thread = threading.Thread(target=self._run, name="eqsat-progress", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            if self._drawn:
-                self.stream.write("\r" + " " * self._drawn + "\r")
-                self.stream.flush()
-
-
-def _is_terminal(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty()) and os.environ.get("TERM") != "dumb"
-    except (AttributeError, ValueError):  # closed or not a real file
-        return False

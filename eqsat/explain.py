@@ -25,7 +25,7 @@ def explain(path: str | os.PathLike, node_name: str) -> str:
     lines.append("from     " + (", ".join(origins) if origins else "(no record: not produced by eqsat, or a new node)"))
     rules = [r for r in meta.get(RULES_KEY, "").split(",") if r]
     if rules:
-        from rewrites.registry import all_rules
+        from eqsat.rewrites.registry import all_rules
 
         docs = {r.name: r.doc for r in all_rules()}
         lines.append("rules")

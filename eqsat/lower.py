@@ -21,10 +21,8 @@ from onnx import helper, numpy_helper
 from eqsat.egraph import EGraph, ENode
 from eqsat.encode import Encoding
 from eqsat.errors import InternalError
+from eqsat.metadata import PROVENANCE_KEY, RULES_KEY
 from eqsat.terms import BINARY, OPS, OpSpec
-
-PROVENANCE_KEY = "eqsat.from"
-RULES_KEY = "eqsat.rules"
 _FLOAT_UPCAST = {np.dtype(np.float16): np.float32}
 
 

@@ -2,60 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import os
-import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping, Sequence
-
-import onnx
-import onnx_ir as ir
+from typing import Any, Callable, Mapping, Sequence
 
 from eqsat import io
 from eqsat.errors import VerificationError
 from eqsat.report import Report
+from eqsat.result import Result, timed
 
-
-@dataclasses.dataclass
-class Result:
-    """The optimized model, the report of how it was obtained, and the extraction behind it.
-
-    The model is built as a protobuf (`proto`, what is verified and saved); `model`, its onnx_ir form,
-    is made on first use (20k nodes: 0.6 s that the CLI never pays).
-    """
-
-    proto: onnx.ModelProto
-    report: Report
-    extraction: Any = None  # extract.result.ExtractionResult
-    session: Any = dataclasses.field(default=None, repr=False)     # eqsat.session.Session it came from
-    cost_model: Any = dataclasses.field(default=None, repr=False)  # the cost model the extraction used
-
-    @functools.cached_property
-    def model(self) -> ir.Model:
-        return io.from_proto(self.proto)
-
-    def save(self, path: str | os.PathLike) -> None:
-        io.save(self.proto, path)
-
-    def _repr_html_(self) -> str:
-        from eqsat.display import result_html
-
-        return result_html(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython's text form: the report, not the model
-        from eqsat.display import result_text
-
-        p.text(result_text(self))
-
-
-@contextmanager
-def timed(report: Report, name: str) -> Iterator[None]:
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        report.phases[name] = report.phases.get(name, 0.0) + time.perf_counter() - start
+__all__ = ["Result", "optimize"]  # Result lives in eqsat.result (Session.extract builds it too)
 
 
 def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "auto",
@@ -81,13 +36,11 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     from eqsat.saturate import Limits
     from eqsat.session import saturate
 
-    defaults = Limits()
-    limits = Limits(iterations=defaults.iterations if iter_limit is None else iter_limit,
-                    nodes=defaults.nodes if node_limit is None else node_limit, seconds=time_limit)
+    limits = Limits.from_options(iter_limit=iter_limit, node_limit=node_limit, time_limit=time_limit)
     source = str(model) if isinstance(model, (str, os.PathLike)) else "<model>"
     rules = None
     if extra_rules:
-        from rewrites.registry import select
+        from eqsat.rewrites.registry import select
 
         rules = (*select(allow, disable), *extra_rules)
     session = saturate(model, limits=limits, allow=allow, disable=disable, rules=rules, opset=opset,

@@ -6,7 +6,7 @@ Rules are egglog text, one readable line each, built with two helpers:
     rw("(Cast x t)", "x", "(= (dtype x) t)")                             # ... when guards hold
     fact("(= y (Transpose x p)) (= s (shape x))", "(set (shape y) ...)") # general rule (analysis)
 
-The registry (`rewrites.registry`) adds `:ruleset` and `:name` so each egglog rule is attributable in
+The registry (`eqsat.rewrites.registry`) adds `:ruleset` and `:name` so each egglog rule is attributable in
 run reports (`<rule name>#<k>`).
 """
 

@@ -36,6 +36,14 @@ class Limits:
         if self.iterations < 0 or self.nodes < 0 or (self.seconds is not None and self.seconds < 0):
             raise ValueError("limits must be non-negative")
 
+    @classmethod
+    def from_options(cls, *, iter_limit: int | None = None, node_limit: int | None = None,
+                     time_limit: float | None = None) -> "Limits":
+        """The limits `eqsat.optimize`'s options name (None: the default), as eqsat.bisect uses them too."""
+        defaults = cls()
+        return cls(iterations=defaults.iterations if iter_limit is None else iter_limit,
+                   nodes=defaults.nodes if node_limit is None else node_limit, seconds=time_limit)
+
 
 @dataclasses.dataclass
 class RunReport:

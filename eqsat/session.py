@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # heavy modules stay lazy at run time
     import onnx_ir as ir
     import numpy as np
 
-    from eqsat.pipeline import Result
-    from extract.result import ExtractionResult
+    from eqsat.result import Result
+    from eqsat.extract.result import ExtractionResult
     from eqsat.subgraphs import Body
 
 
@@ -61,10 +61,10 @@ class Session:
         e-class its one original e-node. Cost it like any extraction to compare before and after."""
         cached = self.__dict__.get("_input_extraction")
         if cached is None:
-            from extract.result import ExtractionResult
+            from eqsat.extract.result import ExtractionResult
 
             backend = Backend()
-            backend.run(terms.declarations())
+            backend.declare()
             backend.load(terms.static_facts(self.encoding.perms, self.encoding.opset))
             backend.load_rows(self.encoding.rows)
             graph = decode(backend.snapshot(), self.encoding.refs.values(),
@@ -110,9 +110,9 @@ class Session:
         With `verify`, check it against the original on `inputs` (arrays by name) and inputs drawn with
         `input_shapes` (eqsat.verify.verify). `progress` is called with each phase's name as it starts."""
         from eqsat.lower import lower
-        from eqsat.pipeline import Result, timed
-        from extract import extract as run_extractor
-        from extract.cost import load_target, roofline
+        from eqsat.result import Result, timed
+        from eqsat.extract import extract as run_extractor
+        from eqsat.extract.cost import load_target, roofline
 
         report = Report(self.source, io.proto_op_histogram(self.original))
         report.phases.update(self.phases)
@@ -164,7 +164,7 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     `backend`, with the term declarations and `rules` installed, is used between push and pop (bodies share
     one: installing the rules costs ~1 s, loading a small body after them milliseconds).
     """
-    from rewrites.registry import select
+    from eqsat.rewrites.registry import select
 
     phases: dict[str, float] = {}
     note = progress or (lambda phase: None)
@@ -192,7 +192,7 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
         start = time.perf_counter()
         if backend is None:  # the model and its bodies share one: the rules are installed once
             backend = prepared_backend(rules)
-        bodies = saturate_bodies(normalized, depth, limits=limits, rules=rules, backend=backend)
+        bodies = saturate_bodies(normalized, depth, saturate, limits=limits, rules=rules, backend=backend)
         phases["saturate bodies"] = time.perf_counter() - start
     note("encode")
     start = time.perf_counter()
@@ -230,7 +230,7 @@ def _in_backend(backend: Backend | None, encoding: Encoding, rules: tuple[Rule, 
         backend.push()
     else:
         backend = Backend()
-        backend.run(terms.declarations())
+        backend.declare()
     try:
         return _run(backend, encoding, rules, limits, phases, start, shared, note)
     finally:
@@ -258,7 +258,7 @@ def _run(backend: Backend, encoding: Encoding, rules: tuple[Rule, ...], limits: 
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         backend = Backend()
-        backend.run(terms.declarations())
+        backend.declare()
         backend.load_rows(encoding.rows)
         egraph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
         report.error = f"{report.error or type(exc).__name__}; fell back to the input graph"

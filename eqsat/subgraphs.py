@@ -108,11 +108,11 @@ def _value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
 
 
 # ---- saturation ----
-def saturate_bodies(model: onnx.ModelProto, depth: int, **options: Any) -> tuple[Body, ...]:
+def saturate_bodies(model: onnx.ModelProto, depth: int, saturate: Callable[..., "Session"],
+                    **options: Any) -> tuple[Body, ...]:
     """A Body (with its saturated child Session, or the reason it has none) for each body of each node of
-    `model`'s top-level graph. `options` are `eqsat.session.saturate`'s (limits, rules, ...)."""
-    from eqsat.session import saturate
-
+    `model`'s top-level graph. `saturate` is `eqsat.session.saturate` (passed in: session imports this
+    module) and `options` are its options (limits, rules, ...)."""
     bodies: list[Body] = []
     backend = options.pop("backend", None)
     for node in model.graph.node:
@@ -140,12 +140,11 @@ def saturate_bodies(model: onnx.ModelProto, depth: int, **options: Any) -> tuple
 def prepared_backend(rules: Sequence[Any]) -> Any:
     """A Backend with the term declarations and `rules` installed: every body is loaded into it between a
     push and a pop, so the rules are installed once per model (~1 s), not once per body."""
-    from eqsat import terms
     from eqsat.backend import Backend
     from eqsat.saturate import install_rules
 
     backend = Backend()
-    backend.run(terms.declarations())
+    backend.declare()
     install_rules(backend, rules)
     return backend
 

@@ -77,6 +77,8 @@ _POOL_PARAMS = (Param("auto_pad", "str", "NOTSET"), Param("ceil_mode", "int", 0,
                 Param("dilations", "ints", (), since=10), Param("kernel_shape", "ints"),
                 Param("pads", "ints", ()), Param("strides", "ints", ()))
 
+#: Constructors that never become ONNX nodes (leaves, lists, projections): free in every cost model.
+PLUMBING_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
 UNARY = frozenset(_UNARY)
 BINARY = frozenset(_BINARY)
 
@@ -216,7 +218,7 @@ def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
 
 
 def declarations() -> str:
-    """The egglog program that declares sorts, constructors and fact tables."""
+    """The egglog program that declares sorts, constructors and fact tables (Backend.declare adds eqsat.bulk's load tables)."""
     lines = ["(sort IVec (Vec i64))", "(sort IFn (UnstableFn (i64) i64))", "(sort T)", "(sort TL)", "(sort N)"]
     for name, (args, sort) in SPECIAL.items():
         if sort == "T" or name in ("TNil", "TCons", "Opaque", "Out", "Split", "TAppend"):
@@ -234,9 +236,6 @@ def declarations() -> str:
               "(relation const-list (TL))",
               # an order on constants (by content key, first seen first) for rules that pick sorted subsets
               "(function const-rank (T) i64 :merge (min old new))"]
-    from eqsat.bulk import declarations as load_tables  # the bulk path's tables are built from OPS
-
-    lines.append(load_tables())
     return "\n".join(lines)
 
 

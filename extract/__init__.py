@@ -12,16 +12,30 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from eqsat.egraph import EGraph
 from eqsat.errors import BadInputError
-from extract.cost import CostModel, Roofline, Target, TargetError, load_target, roofline, targets
-from extract.result import ExtractionError, ExtractionResult, ExtractionSummary
+
+if TYPE_CHECKING:
+    from eqsat.egraph import EGraph
+    from eqsat.extract.cost import CostModel, Roofline, Target, TargetError, load_target, roofline, targets
+    from eqsat.extract.result import ExtractionError, ExtractionResult, ExtractionSummary
 
 __all__ = ["EXTRACTORS", "CostModel", "ExtractionError", "ExtractionResult", "ExtractionSummary",
            "ExtractorInfo", "Roofline", "Target", "TargetError", "extract", "load_target", "roofline",
            "targets"]
+
+#: Names re-exported from cost.py and result.py, loaded on first use: the registry below is all the CLI
+#: needs to build its parser (cost.py and result.py import onnx_ir through eqsat.egraph).
+_LAZY = {**dict.fromkeys(("CostModel", "Roofline", "Target", "TargetError", "load_target", "roofline", "targets"),
+                         "eqsat.extract.cost"),
+         **dict.fromkeys(("ExtractionError", "ExtractionResult", "ExtractionSummary"), "eqsat.extract.result")}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'eqsat.extract' has no attribute {name!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,11 +52,11 @@ class ExtractorInfo:
 
 
 EXTRACTORS: Mapping[str, ExtractorInfo] = {info.name: info for info in (
-    ExtractorInfo("tree", "extract.tree", "tree cost",
+    ExtractorInfo("tree", "eqsat.extract.tree", "tree cost",
                   "bottom-up least tree cost (Knuth/Dijkstra); over-counts shared sub-terms"),
-    ExtractorInfo("greedy-dag", "extract.greedy_dag", "none",
+    ExtractorInfo("greedy-dag", "eqsat.extract.greedy_dag", "none",
                   "union-cost greedy + refinement; DAG cost never above tree's"),
-    ExtractorInfo("ilp", "extract.ilp", "DAG cost (exact with cycle cuts; within an acyclic pre-filter "
+    ExtractorInfo("ilp", "eqsat.extract.ilp", "DAG cost (exact with cycle cuts; within an acyclic pre-filter "
                   "if they do not converge, as notes say)",
                   "0-1 program with HiGHS, lazy cycle cuts, time limit (default 10 s)"),
 )}
@@ -52,8 +66,8 @@ EXTRACTORS: Mapping[str, ExtractorInfo] = {info.name: info for info in (
 AUTO_ILP_MAX_ENODES = 30_000
 
 
-def extract(egraph: EGraph, roots: Sequence[int] | None, cost: CostModel | Target | str,
-            extractor: str = "auto", **options: Any) -> ExtractionResult:
+def extract(egraph: "EGraph", roots: Sequence[int] | None, cost: "CostModel | Target | str",
+            extractor: str = "auto", **options: Any) -> "ExtractionResult":
     """Extract one term DAG for `roots` (default: `egraph.roots`) under `cost` (a cost model, a Target or
     a target name) with the named extractor; `options` go to the extractor (e.g. `time_limit` for ilp).
 
@@ -68,5 +82,7 @@ def extract(egraph: EGraph, roots: Sequence[int] | None, cost: CostModel | Targe
     info = EXTRACTORS.get(extractor.replace("_", "-"))
     if info is None:
         raise BadInputError(f"extractor {extractor!r}", f"unknown extractor; available: {', '.join(EXTRACTORS)}")
+    from eqsat.extract.cost import Target, roofline
+
     model: CostModel = roofline(cost) if isinstance(cost, (Target, str)) else cost
     return info.load().extract(egraph, egraph.roots if roots is None else roots, model, **options)

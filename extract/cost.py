@@ -66,6 +66,7 @@ import numpy as np
 
 from eqsat.egraph import EGraph, ENode
 from eqsat.errors import BadInputError
+from eqsat.terms import PLUMBING_OPS
 
 CostModel = Callable[[EGraph, ENode], float]
 
@@ -84,8 +85,6 @@ DEFAULT_NUMEL = 1024
 
 #: Multiply-accumulates per conv output assumed when the weight shape is unknown (3x3 over 16 channels).
 DEFAULT_KERNEL = 144.0
-#: Nodes that run nothing.
-FREE_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
 #: Ops that move no data (a new view of the same buffer).
 VIEW_OPS = frozenset({"Reshape", "ReshapeDyn", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
 #: Ops that only move or convert data: bytes, no FLOPs. Transpose is one: it is never free.
@@ -368,7 +367,7 @@ class Roofline:
 
     def _node_cost(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
         op = n.op
-        if op in FREE_OPS or g.classes[n.eclass].constant:
+        if op in PLUMBING_OPS or g.classes[n.eclass].constant:
             return 0.0
         t = self.target
         if op == "Opaque":
@@ -698,9 +697,9 @@ def _qdq_facts(g: EGraph, ops: frozenset[str]) -> tuple[list[int], list[int], li
         if n.op in ops and q[n.eclass] >= 0:  # ONNX Runtime's selectors also want the Q of the output
             live = _live_inputs(g, n)
             unit[n.id] = bool(live) and all(dq[c] >= 0 for c in live)
-        if n.op not in FREE_OPS and n.op not in ("Opaque", "DequantizeLinear", "QuantizeLinear"):
+        if n.op not in PLUMBING_OPS and n.op not in ("Opaque", "DequantizeLinear", "QuantizeLinear"):
             q_paid[n.eclass] = True
-        if n.op not in FREE_OPS and n.op not in ("DequantizeLinear", "QuantizeLinear"):
+        if n.op not in PLUMBING_OPS and n.op not in ("DequantizeLinear", "QuantizeLinear"):
             for c in n.children:
                 dq_used[c] = dq_used[c] or dq[c] >= 0
     return dq, q, unit, dq_used, q_paid

@@ -20,7 +20,6 @@ happens to reuse a class its siblings need anyway. Optimal for nothing.
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from typing import Mapping, Sequence
@@ -28,10 +27,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from eqsat.egraph import EGraph
-from extract import tree
-from extract.cost import CostModel
-from extract.problem import Problem, reachable_order
-from extract.result import ExtractionResult
+from eqsat.extract import tree
+from eqsat.extract.cost import CostModel
+from eqsat.extract.problem import Problem, bottom_up, reachable_order
+from eqsat.extract.result import ExtractionResult
 
 NAME = "greedy-dag"
 _BIT_LOOP_MAX = 24  # below this many new bits, sum them one by one; above, unpack with numpy
@@ -48,8 +47,6 @@ def union_greedy(problem: Problem) -> dict[int, int]:
     nbits = 0
     pending = [len(k) for k in children]
     choice: dict[int, int] = {}
-    heap = [(cost[n], n) for nodes in problem.class_nodes for n in nodes if not children[n]]
-    heapq.heapify(heap)
 
     def weight(bits: int) -> float:
         if bits.bit_count() <= _BIT_LOOP_MAX:
@@ -76,12 +73,8 @@ def union_greedy(problem: Problem) -> dict[int, int]:
                 union |= new
         return total
 
-    while heap:
-        value, n = heapq.heappop(heap)
-        c = node_class[n]
-        if done[c]:
-            continue
-        done[c] = True
+    def finalize(c: int, n: int, value: float) -> None:
+        nonlocal nbits
         choice[c] = n
         setcost[c] = value
         m = 0
@@ -92,10 +85,9 @@ def union_greedy(problem: Problem) -> dict[int, int]:
             bitcost[nbits] = cost[n]
             nbits += 1
         mask[c] = m
-        for p in problem.parents[c]:
-            pending[p] -= 1
-            if pending[p] == 0 and not done[node_class[p]]:
-                heapq.heappush(heap, (cost[p] + union_cost(children[p]), p))
+
+    bottom_up(((cost[n], n) for nodes in problem.class_nodes for n in nodes if not children[n]), node_class,
+              problem.parents, pending, done, lambda p: cost[p] + union_cost(children[p]), finalize)
     return choice
 
 

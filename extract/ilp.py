@@ -29,7 +29,6 @@ Whenever optimality is not proven, `notes` give the returned cost, a lower bound
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 import time
 from typing import Iterable, Sequence
@@ -37,10 +36,10 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from eqsat.egraph import EGraph
-from extract import greedy_dag, tree
-from extract.cost import CostModel
-from extract.problem import Problem, reachable_order
-from extract.result import ExtractionResult
+from eqsat.extract import greedy_dag, tree
+from eqsat.extract.cost import CostModel
+from eqsat.extract.problem import Problem, bottom_up, reachable_order, strongly_connected
+from eqsat.extract.result import ExtractionResult
 
 NAME = "ilp"
 DEFAULT_TIME_LIMIT = 10.0
@@ -248,48 +247,10 @@ def _decode(model: _Model, problem: Problem, x: np.ndarray) -> dict[int, int]:
 
 def _cycles(model: _Model, problem: Problem, choice: dict[int, int]) -> list[list[int]]:
     """Strongly connected components (as model classes, size >= 2) of the chosen graph reachable from the
-    roots; iterative Tarjan."""
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    on_stack: set[int] = set()
-    stack: list[int] = []
-    comps: list[list[int]] = []
+    roots."""
     kids = problem.node_children
-    for root in problem.roots:
-        if root in index or root not in choice:
-            continue
-        work = [(root, iter(kids[choice[root]]))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            v, it = work[-1]
-            for w in it:
-                if w not in choice:
-                    continue
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(kids[choice[w]])))
-                    break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    u = work[-1][0]
-                    low[u] = min(low[u], low[v])
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on_stack.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    if len(comp) > 1:
-                        comps.append(comp)
+    comps = strongly_connected((r for r in problem.roots if r in choice),
+                               lambda c: (w for w in kids[choice[c]] if w in choice))
     return [[model.class_index[c] for c in comp] for comp in comps]
 
 
@@ -334,23 +295,13 @@ def _heights(problem: Problem, model: _Model, anchor: dict[int, int]) -> list[fl
         for i in xs:
             owner[i] = j
     done = [h[j] < math.inf for j in range(len(model.classes))]
-    heap = [(0.0, i) for i, kids in enumerate(model.node_kids) if not kids and not done[owner[i]]]
-    ready = [j for j in range(len(model.classes)) if done[j]]
-    heapq.heapify(heap)
-    while heap or ready:
-        if ready:
-            j = ready.pop()
-        else:
-            value, i = heapq.heappop(heap)
-            j = owner[i]
-            if done[j]:
-                continue
-            done[j] = True
-            h[j] = value
-        for p in parents[j]:
-            pending[p] -= 1
-            if pending[p] == 0 and not done[owner[p]]:
-                heapq.heappush(heap, (1 + max(h[d] for d in model.node_kids[p]), p))
+
+    def finalize(j: int, i: int, value: float) -> None:
+        h[j] = value
+
+    bottom_up(((0.0, i) for i, kids in enumerate(model.node_kids) if not kids and not done[owner[i]]), owner, parents,
+              pending, done, lambda p: 1 + max(h[d] for d in model.node_kids[p]), finalize,
+              ready=[j for j in range(len(model.classes)) if done[j]])
     return h
 
 

@@ -8,15 +8,16 @@ an acyclic term). Class and node ids are indices into `EGraph.classes` / `EGraph
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 import time
-from typing import Mapping, Sequence
+from typing import Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
 from eqsat.egraph import EGraph
-from extract.cost import CostModel, node_costs
-from extract.result import ExtractionError, ExtractionResult
+from eqsat.extract.cost import CostModel, node_costs
+from eqsat.extract.result import ExtractionError, ExtractionResult
 
 
 @dataclasses.dataclass
@@ -72,6 +73,82 @@ class Problem:
             return None
         return ExtractionError(f"extraction: root class {missing[0]} has no acyclic term of finite cost "
                                f"({len(missing)} such root(s))")
+
+
+def bottom_up(leaves: Iterable[tuple[float, int]], node_class: Sequence[int], parents: Sequence[Iterable[int]],
+              pending: list[int], done: list[bool], value: Callable[[int], float],
+              finalize: Callable[[int, int, float], None], ready: Iterable[int] = ()) -> None:
+    """Knuth's generalization of Dijkstra, the loop the extractors share: candidate nodes in a heap by
+    value, starting from `leaves` ((value, node) pairs); the first candidate popped for a class finalizes
+    it (`finalize(class, node, value)`, `done[class]` set); a parent node whose `pending` count of
+    unfinalized child classes drops to 0 becomes a candidate at `value(parent)`. `ready` classes are
+    already final (done) and only release their parents. `parents[class]` lists each parent node once
+    per child class counted in `pending`."""
+    heap = list(leaves)
+    heapq.heapify(heap)
+    ready = list(ready)
+    while heap or ready:
+        if ready:
+            c = ready.pop()
+        else:
+            v, n = heapq.heappop(heap)
+            c = node_class[n]
+            if done[c]:
+                continue
+            done[c] = True
+            finalize(c, n, v)
+        for p in parents[c]:
+            pending[p] -= 1
+            if pending[p] == 0 and not done[node_class[p]]:
+                heapq.heappush(heap, (value(p), p))
+
+
+Vertex = TypeVar("Vertex", bound=Hashable)
+
+
+def strongly_connected(roots: Iterable[Vertex], successors: Callable[[Vertex], Iterable[Vertex]]) -> list[list[Vertex]]:
+    """Strongly connected components with two or more members among the vertices reachable from `roots`,
+    in completion order (iterative Tarjan: real graphs are deep). ilp cuts the cycles of a chosen graph with
+    it; tests/test_structure.py finds import cycles with it."""
+    index: dict[Vertex, int] = {}
+    low: dict[Vertex, int] = {}
+    on_stack: set[Vertex] = set()
+    stack: list[Vertex] = []
+    comps: list[list[Vertex]] = []
+    for root in roots:
+        if root in index:
+            continue
+        work = [(root, iter(successors(root)))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(successors(w))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    u = work[-1][0]
+                    low[u] = min(low[u], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        comps.append(comp)
+    return comps
 
 
 def restrict(problem: Problem, choice: Mapping[int, int]) -> dict[int, int]:

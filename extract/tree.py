@@ -11,15 +11,14 @@ O(E log N).
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 import time
 from typing import Sequence
 
 from eqsat.egraph import EGraph
-from extract.cost import CostModel
-from extract.problem import Problem
-from extract.result import ExtractionResult
+from eqsat.extract.cost import CostModel
+from eqsat.extract.problem import Problem, bottom_up
+from eqsat.extract.result import ExtractionResult
 
 NAME = "tree"
 
@@ -41,22 +40,15 @@ def solve(problem: Problem, costs: Sequence[float] | None = None) -> TreeSolutio
     pending = [len(k) for k in children]
     choice: dict[int, int] = {}
     order: list[int] = []
-    heap = [(cost[n], n) for nodes in problem.class_nodes for n in nodes if not children[n]]
-    heapq.heapify(heap)
     full_children = [n.children for n in problem.egraph.nodes]
-    while heap:
-        value, n = heapq.heappop(heap)
-        c = node_class[n]
-        if done[c]:
-            continue
-        done[c] = True
+
+    def finalize(c: int, n: int, value: float) -> None:
         best[c] = value
         choice[c] = n
         order.append(c)
-        for p in problem.parents[c]:
-            pending[p] -= 1
-            if pending[p] == 0 and not done[node_class[p]]:
-                heapq.heappush(heap, (cost[p] + sum(best[k] for k in full_children[p]), p))
+
+    bottom_up(((cost[n], n) for nodes in problem.class_nodes for n in nodes if not children[n]), node_class,
+              problem.parents, pending, done, lambda p: cost[p] + sum(best[k] for k in full_children[p]), finalize)
     return TreeSolution(choice, best, order)
 
 

@@ -1,1 +1,1 @@
-"""Rewrite rules, one family per module; `rewrites.registry` is the one place they are registered."""
+"""Rewrite rules, one family per module; `eqsat.rewrites.registry` is the one place they are registered."""

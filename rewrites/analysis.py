@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from eqsat.rule import Rule, fact, op_pattern
 from eqsat.terms import BINARY, OPS, UNARY
-from rewrites.layout import PARAM_UNARY
+from eqsat.rewrites.layout import PARAM_UNARY
 
 _COMPARISONS = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"}
 _CONST_FOLDABLE_UNARY = ("Neg", "Reciprocal", "Sqrt", "Abs", "Exp", "Log", "Identity")

@@ -61,7 +61,7 @@ from __future__ import annotations
 import itertools
 
 from eqsat.rule import Egglog, Rule, fact, ones, op_pattern
-from rewrites.tensor import tlist
+from eqsat.rewrites.tensor import tlist
 
 FAMILY = "conv"
 FLOATS = ("FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16")

@@ -23,7 +23,7 @@ visible to rules: its form is admitted for FLOAT and DOUBLE, whose overflowing d
 from __future__ import annotations
 
 from eqsat.rule import Rule, rw
-from rewrites.cleanup import rw_neutral
+from eqsat.rewrites.cleanup import rw_neutral
 
 #: Float dtypes (integer division truncates: never a multiplication by the reciprocal), with their largest
 #: finite value: 1 / c must not exceed it.

@@ -27,7 +27,7 @@ subset is generated once; the cost model decides whether one launch and one read
 from __future__ import annotations
 
 from eqsat.rule import Egglog, Rule, fact, ones, op_pattern
-from rewrites.tensor import tlist
+from eqsat.rewrites.tensor import tlist
 
 FAMILY = "linear"
 #: Gemm's float dtypes (every opset): ONNX allows integer Gemms from opset 11 on, but ONNX Runtime has no integer

@@ -6,9 +6,9 @@ from typing import Iterable
 
 from eqsat.errors import BadInputError
 from eqsat.rule import DEFAULT_SOUNDNESS, Rule
-from rewrites import analysis, cast, cleanup, layout
-from rewrites import conv, linear, reduce
-from rewrites import activation, elementwise, normalization, quant, tensor
+from eqsat.rewrites import analysis, cast, cleanup, layout
+from eqsat.rewrites import conv, linear, reduce
+from eqsat.rewrites import activation, elementwise, normalization, quant, tensor
 
 FAMILIES = (analysis, layout, cast, cleanup, conv, linear, reduce, normalization, activation, quant, elementwise, tensor)
 

@@ -12,7 +12,7 @@ import onnx.numpy_helper as onh
 import pytest
 
 import eqsat
-from eqsat.pipeline import Result
+from eqsat.result import Result
 
 MODELS_DIR = Path(__file__).parent / "models"
 BUNDLED_MODELS = sorted(MODELS_DIR.glob("*.onnx"))

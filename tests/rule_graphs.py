@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import onnx
 import onnx.helper as oh
+import pytest
 
 from eqsat.egraph import EGraph
 from eqsat.testing import ValueSpec, make_model, to_proto
@@ -55,7 +56,9 @@ def attribute(m: Any, op: str, name: str) -> Any:
 
 def property_settings() -> Any:
     """Settings of every rule property test: 35 examples, no deadline (each one saturates and extracts; the
-    ~110 properties take most of the suite's 10 minutes). Deeper runs: `eqsat check-rules --examples N`."""
+    ~110 properties take most of the suite's time; deeper runs: `eqsat check-rules --examples N`); marked
+    slow (5-15 s each: `python -m pytest -m "not slow"` leaves them out)."""
     from hypothesis import HealthCheck, settings
 
-    return settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    chosen = settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    return lambda test: pytest.mark.slow(chosen(test))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from eqsat.egraph import EClass, EGraph, ENode
-from extract import extract, load_target, roofline
-from extract.cost import DTYPE_BYTES, FUSED_EPSILON, TargetError
+from eqsat.extract import extract, load_target, roofline
+from eqsat.extract.cost import DTYPE_BYTES, FUSED_EPSILON, TargetError
 
 Spec = tuple[int, str, tuple[int, ...], tuple]  # (class, op, child classes, attrs)
 

@@ -15,7 +15,7 @@ from eqsat.saturate import install_rules, run
 
 def _loaded() -> Backend:
     backend = Backend()
-    backend.run(terms.declarations())
+    backend.declare()
     backend.load(terms.static_facts())
     backend.load([
         '(union (Ref 0) (Input "x"))',
@@ -79,7 +79,7 @@ def test_table_load_through_input_files() -> None:
     rows.add("Transpose", 4, 0, rows.vec((1, 0)))
     rows.add("Scalar", 5, 1e-45, "FLOAT", rows.vec(()))
     backend = Backend()
-    backend.run(terms.declarations())
+    backend.declare()
     backend.load_rows(rows)
     tables = backend.snapshot()
     assert not any(t.rows for name, t in tables.items() if name.startswith("load-")), "load rows are deleted"

@@ -104,6 +104,7 @@ def test_limits_stop_an_exploding_ruleset_and_keep_a_valid_graph(limits: Limits,
     assert _ops(result.model).count("Add") == 11
 
 
+@pytest.mark.slow  # whole models
 @pytest.mark.parametrize("path", BUNDLED_MODELS, ids=[p.stem for p in BUNDLED_MODELS])
 def test_bundled_models_deterministic_and_idempotent(path, tmp_path) -> None:
     first = eqsat.optimize(path, output=tmp_path / "a.onnx")

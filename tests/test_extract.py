@@ -13,11 +13,11 @@ from typing import Sequence
 import pytest
 
 from eqsat.egraph import EClass, EGraph, ENode
-from extract import (EXTRACTORS, ExtractionError, ExtractionResult, extract, greedy_dag, load_target, roofline,
+from eqsat.extract import (EXTRACTORS, ExtractionError, ExtractionResult, extract, greedy_dag, load_target, roofline,
                      targets, tree)
-from extract.cost import FUSED_EPSILON, TargetError, node_costs
-from extract.problem import Problem
-from extract.result import ExtractionSummary
+from eqsat.extract.cost import FUSED_EPSILON, TargetError, node_costs
+from eqsat.extract.problem import Problem
+from eqsat.extract.result import ExtractionSummary
 
 OPS = ("Conv", "Relu", "Transpose", "Add", "Mul", "MatMul", "Cast", "Reshape")
 NAMES = tuple(EXTRACTORS)

@@ -13,7 +13,9 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 from eqsat.egraph import EClass, EGraph, ENode  # noqa: E402
-from extract import EXTRACTORS, extract, roofline, targets  # noqa: E402
+from eqsat.extract import EXTRACTORS, extract, roofline, targets  # noqa: E402
+
+pytestmark = pytest.mark.slow  # python -m pytest -m "not slow" leaves these out (README)
 
 MODELS = sorted((Path(__file__).parent / "models").glob("*.onnx"))  # the bundled ones: a clone has no ../shared
 

@@ -17,6 +17,8 @@ from eqsat.fuzz import check_case, fuzz
 from eqsat.rule import Rule, rw
 from eqsat.testing import GRAPH_FAMILIES, GraphCase, onnx_graphs, run
 
+pytestmark = pytest.mark.slow  # python -m pytest -m "not slow" leaves these out (README)
+
 
 def _settings(examples: int):
     return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
@@ -62,8 +64,8 @@ NEG_DROP = Rule("neg-drop", "test", "exact", "test", "Neg(x) -> x (deliberately 
 
 @pytest.fixture
 def unsound_rule_registered(monkeypatch: pytest.MonkeyPatch) -> Rule:
-    """`neg-drop` registered like any rule (`rewrites.registry.all_rules`)."""
-    from rewrites import registry
+    """`neg-drop` registered like any rule (`eqsat.rewrites.registry.all_rules`)."""
+    from eqsat.rewrites import registry
 
     registered = registry.all_rules
     monkeypatch.setattr(registry, "all_rules", lambda: (*registered(), NEG_DROP))

@@ -16,7 +16,7 @@ from onnx import TensorProto
 import eqsat
 from eqsat import io
 from eqsat.errors import BadInputError, InternalError
-from eqsat.pipeline import Result
+from eqsat.result import Result
 
 F32 = TensorProto.FLOAT
 

@@ -11,6 +11,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+pytestmark = pytest.mark.slow  # python -m pytest -m "not slow" leaves these out (README)
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 #: Seconds each notebook may take end to end (kernel start included) on a busy 2-core machine; they

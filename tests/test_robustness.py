@@ -449,7 +449,7 @@ def test_find_culprit_on_a_sound_optimization_has_nothing_to_do() -> None:
 
 def test_cli_bisect_names_the_rule_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from rewrites import registry
+    from eqsat.rewrites import registry
 
     registered = registry.all_rules
     monkeypatch.setattr(registry, "all_rules", lambda: (*registered(), MUL_DROP))  # as if it were registered

@@ -526,7 +526,7 @@ def branches(outs: tuple = (64, 96, 16), bias: tuple | None = None, act: str | N
 
 def graph_cost(m, target: str) -> float:
     """`m` costed as a graph of its own by `target`'s model (fused epilogues only where `m` has them)."""
-    from extract.cost import roofline
+    from eqsat.extract.cost import roofline
 
     return saturate_with_rules(m, []).input_extraction().dag_cost(roofline(target))
 

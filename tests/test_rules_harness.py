@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-import rewrites.layout
-import rewrites.normalization
+import eqsat.rewrites.layout
+import eqsat.rewrites.normalization
 from eqsat import cli
 from eqsat.rule import Rule, rw
 from eqsat import testing
+from eqsat.testing import soundness
 from eqsat.testing import (assert_rule_does_not_fire, assert_rule_sound, check_rules, make_model, op_counts,
                            optimize_with_rules, run)
 from tests.rule_graphs import model, node, transpose
@@ -23,7 +24,7 @@ BAD_MERGE = Rule("bad-merge", "layout", "exact", "test", "Transpose(Transpose(x,
 
 @pytest.fixture
 def bad_merge(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rewrites.layout, "RULES", [*rewrites.layout.RULES, BAD_MERGE])
+    monkeypatch.setattr(eqsat.rewrites.layout, "RULES", [*eqsat.rewrites.layout.RULES, BAD_MERGE])
 
 
 def _two_transposes(shape=(2, 2, 2)):
@@ -67,7 +68,7 @@ def test_unsound_rule_is_caught_by_conflicting_facts(bad_merge: None) -> None:
 
 
 def test_unsound_rule_is_caught_end_to_end(bad_merge: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(testing, "assert_egraph_sound", lambda *args, **kwargs: 0)
+    monkeypatch.setattr(soundness, "assert_egraph_sound", lambda *args, **kwargs: 0)
     m = model([transpose("x", "t", (1, 0, 2)), transpose("t", "y", (0, 2, 1))], [("x", "FLOAT", (2, 2, 2))])
     with pytest.raises(AssertionError, match="rule bad-merge: output 'y' of the optimized model differs"):
         assert_rule_sound(m, "bad-merge")
@@ -76,7 +77,7 @@ def test_unsound_rule_is_caught_end_to_end(bad_merge: None, monkeypatch: pytest.
 def test_ill_typed_rewrite_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = Rule("bad-transpose", "layout", "exact", "test", "Relu(x) -> Relu(Transpose(x, [0]))",
                (rw("(Relu x)", "(Relu (Transpose x (vec-of 0)))"),), ruleset="simplify")
-    monkeypatch.setattr(rewrites.layout, "RULES", [*rewrites.layout.RULES, bad])
+    monkeypatch.setattr(eqsat.rewrites.layout, "RULES", [*eqsat.rewrites.layout.RULES, bad])
     m = model([node("Relu", ["x"], "y")], [("x", "FLOAT", (2, 3))])
     with pytest.raises(AssertionError, match=r"(?s)rule bad-transpose: e-graph unsound.*Transpose\(x, \(0,\)\): cannot be evaluated"):
         assert_rule_sound(m, "bad-transpose")
@@ -94,13 +95,13 @@ def test_rule_that_fires_fails_negative_check() -> None:
 
 
 def test_tolerance_is_relative_to_output_scale() -> None:
-    ok, _ = testing._difference(np.array([1000.0], np.float32), np.array([1000.05], np.float32), None, "exact")
+    ok, _ = soundness._difference(np.array([1000.0], np.float32), np.array([1000.05], np.float32), None, "exact")
     assert ok
-    ok, how = testing._difference(np.array([1.0], np.float32), np.array([1.01], np.float32), None, "exact")
+    ok, how = soundness._difference(np.array([1.0], np.float32), np.array([1.01], np.float32), None, "exact")
     assert not ok and "max |diff|" in how
-    ok, _ = testing._difference(np.array([1.0], np.float32), np.array([1.005], np.float32), None, "precision-changing")
+    ok, _ = soundness._difference(np.array([1.0], np.float32), np.array([1.005], np.float32), None, "precision-changing")
     assert ok
-    ok, _ = testing._difference(np.array([np.nan, 1.0]), np.array([1.0, 1.0]), None, "exact")
+    ok, _ = soundness._difference(np.array([np.nan, 1.0]), np.array([1.0, 1.0]), None, "exact")
     assert not ok
 
 
@@ -168,7 +169,7 @@ def test_normalization_error_bound_is_tight_on_rows_that_vary() -> None:
     m, _ = _layernorm_of(x, x.shape)
     graph = testing.saturate_with_rules(m, []).egraph
     (ln,) = [n for n in graph.nodes if n.op == "LayerNormalization"]
-    bound = testing._normalization_error_bound(graph, ln.eclass, {ln.children[0]: x, ln.children[1]: np.ones(16, np.float32)})
+    bound = soundness._normalization_error_bound(graph, ln.eclass, {ln.children[0]: x, ln.children[1]: np.ones(16, np.float32)})
     assert bound.shape == (4, 16)
     assert np.all(bound[1:] < 1e-5)                       # about 2 (n + 2) u max|x| / std
     assert np.all(bound[0] > 1e-4)                        # 2 (n + 2) u 2.5 / sqrt(1e-5)
@@ -182,7 +183,7 @@ BAD_LN_EPS = Rule("bad-ln-eps", "normalization", "fp-reassoc", "test", "LayerNor
 def test_wrong_layernorm_rewrite_is_caught_despite_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """The bound only widens what ill-conditioned rows may differ by: a wrong epsilon on rows of variance
     0.01 still fails."""
-    monkeypatch.setattr(rewrites.normalization, "RULES", [*rewrites.normalization.RULES, BAD_LN_EPS])
+    monkeypatch.setattr(eqsat.rewrites.normalization, "RULES", [*eqsat.rewrites.normalization.RULES, BAD_LN_EPS])
     x = (0.1 * np.random.default_rng(1).standard_normal((3, 8))).astype(np.float32)
     m, feeds = _layernorm_of(x, x.shape)
     with pytest.raises(AssertionError, match="forward error bound: False"):

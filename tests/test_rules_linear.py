@@ -234,7 +234,7 @@ def _mutant(old: str, new: str):
     import dataclasses
 
     from eqsat.rule import Egglog
-    from rewrites.registry import all_rules
+    from eqsat.rewrites.registry import all_rules
 
     (rule,) = [r for r in all_rules() if r.name == "const-minus-linear"]
     edited = tuple(Egglog(e.facts, e.actions.replace(old, new)) for e in rule.egglog)
@@ -335,7 +335,7 @@ def test_gemm_merge_not(case: str) -> None:
 
 def _graph_cost(m, target: str) -> float:
     """`m` costed as a graph of its own by `target`'s model (fused epilogues only where `m` has them)."""
-    from extract.cost import roofline
+    from eqsat.extract.cost import roofline
 
     return saturate_with_rules(m, []).input_extraction().dag_cost(roofline(target))
 

@@ -17,6 +17,8 @@ from eqsat.session import saturate
 from eqsat.testing import assert_egraph_sound, assert_optimization_sound, random_feeds
 from tests.rule_graphs import model, node
 
+pytestmark = pytest.mark.slow  # python -m pytest -m "not slow" leaves these out (README)
+
 
 def test_every_eclass_is_consistent_on_real_models(bundled_model: Path) -> None:
     session = saturate(bundled_model)

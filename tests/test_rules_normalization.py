@@ -11,7 +11,7 @@ from hypothesis import given
 
 from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
                            optimize_with_rules, saturate_with_rules)
-from extract.cost import load_target, roofline
+from eqsat.extract.cost import load_target, roofline
 from tests.rule_graphs import model, node, property_settings
 
 LN_RULES = ["layernorm-fuse", "layernorm-fuse-scale", "layernorm-fuse-bias"]
@@ -276,7 +276,7 @@ def test_layernorm_not_fused_in_bundled_fp16_bert() -> None:
     """The bundled fp16-mixed BERT, upgraded to opset 17, keeps its LayerNorm decompositions: Casts sit
     between the primitives and the arithmetic around them is fp16 (fusing would drop fp16 roundings)."""
     from eqsat.session import saturate
-    from rewrites.registry import all_rules
+    from eqsat.rewrites.registry import all_rules
 
     path = Path(__file__).parent / "models" / "bert_l2_h128_fp16_mixed.onnx"
     rules = [r for r in all_rules() if r.family == "analysis" or r.ruleset == "analysis" or r.name in LN_RULES]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import rewrites
+import eqsat.rewrites
 from eqsat.rule import DEFAULT_SOUNDNESS, SOUNDNESS
 from eqsat.testing import PROPERTIES
-from rewrites import registry
+from eqsat.rewrites import registry
 
 TESTS = Path(__file__).parent
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -20,19 +20,19 @@ RULES = registry.all_rules()
 
 
 def _family_modules() -> list[str]:
-    names = [m.name for m in pkgutil.iter_modules(rewrites.__path__) if m.name not in ("registry", "__init__")]
-    return [n for n in names if hasattr(importlib.import_module(f"rewrites.{n}"), "RULES")]
+    names = [m.name for m in pkgutil.iter_modules(eqsat.rewrites.__path__) if m.name not in ("registry", "__init__")]
+    return [n for n in names if hasattr(importlib.import_module(f"eqsat.rewrites.{n}"), "RULES")]
 
 
 def test_every_module_with_rules_is_registered() -> None:
     registered = {m.__name__ for m in registry.FAMILIES}
-    missing = [n for n in _family_modules() if f"rewrites.{n}" not in registered]
+    missing = [n for n in _family_modules() if f"eqsat.rewrites.{n}" not in registered]
     assert not missing, f"rewrites modules defining RULES but absent from registry.FAMILIES: {missing}"
 
 
 def test_registered_families_are_modules_of_rewrites() -> None:
     assert len({m.__name__ for m in registry.FAMILIES}) == len(registry.FAMILIES)
-    assert all(m.__name__.startswith("rewrites.") for m in registry.FAMILIES)
+    assert all(m.__name__.startswith("eqsat.rewrites.") for m in registry.FAMILIES)
 
 
 def test_rule_names_are_kebab_case_and_unique() -> None:
@@ -48,7 +48,7 @@ def test_rule_record_is_complete(rule) -> None:
     assert rule.doc.strip() and "\n" not in rule.doc, f"{rule.name}: doc must be one non-empty line"
     assert rule.egglog, f"{rule.name}: no egglog rewrite"
     module = next(m for m in registry.FAMILIES if rule in m.RULES)
-    assert module.__name__ == f"rewrites.{rule.family}", f"{rule.name}: family {rule.family!r} but lives in {module.__name__}"
+    assert module.__name__ == f"eqsat.rewrites.{rule.family}", f"{rule.name}: family {rule.family!r} but lives in {module.__name__}"
 
 
 def test_default_selection_is_not_precision_changing() -> None:

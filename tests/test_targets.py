@@ -27,7 +27,7 @@ import pytest
 
 from eqsat import io
 from eqsat.session import Session, saturate
-from extract.cost import FUSED_EPSILON, load_target, roofline
+from eqsat.extract.cost import FUSED_EPSILON, load_target, roofline
 from tests.conftest import MODELS_DIR
 
 TARGETS = ("cpu", "gpu", "npu")
@@ -40,7 +40,7 @@ def session(name: str, opset: int | None = None) -> Session:
 
 
 @functools.lru_cache(maxsize=None)
-def extracted(name: str, opset: int | None, target: str):  # noqa: ANN201 (eqsat.pipeline.Result)
+def extracted(name: str, opset: int | None, target: str):  # noqa: ANN201 (eqsat.result.Result)
     result = session(name, opset).extract(target, verify=True)
     assert result.report.verification.ok, (name, target, result.report.verification)
     return result

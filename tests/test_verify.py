@@ -15,7 +15,7 @@ from onnx import TensorProto
 from eqsat import io
 from eqsat.cli import main
 from eqsat.errors import BadInputError, VerificationError
-from eqsat.pipeline import Result
+from eqsat.result import Result
 from eqsat.verify import compare, make_inputs, verify
 
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64

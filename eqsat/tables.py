@@ -1,0 +1,84 @@
+"""Text and HTML tables and cost formatting for reports, breakdowns and listings (eqsat.display)."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any, Iterable, Sequence
+
+
+
+#: Fill of what eqsat changed: highlighted nodes in pictures, marked rows in tables.
+CHANGED_FILL = "#c8ecc8"
+_TABLE = ('style="border-collapse:collapse;font-size:12px;margin:4px 12px 8px 0;'
+          'font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif"')
+_CELL = 'style="border:1px solid #ddd;padding:2px 6px;text-align:{}"'
+
+
+# ---------------------------------------------------------------------------------------------------
+# tables
+
+
+def text_table(header: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "  ") -> str:
+    """Aligned text columns: the first column left-aligned, numbers right-aligned."""
+    cells = [[str(h) for h in header]] + [["" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    numeric = [i > 0 and all(_numeric(r[i]) for r in cells[1:]) for i in range(len(header))]
+    lines = []
+    for row in cells:
+        parts = [c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append((indent + "  ".join(parts)).rstrip())
+    return "\n".join(lines)
+
+
+def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, caption: str | None = None,
+               shaded: Iterable[int] = ()) -> str:
+    """An HTML table (cells escaped); rows whose index is in `shaded` get the "changed" background."""
+    rows = [["" if c is None else str(c) for c in row] for row in rows]
+    numeric = [i > 0 and bool(rows) and all(_numeric(r[i]) for r in rows) for i in range(len(header))]
+    marked = set(shaded)
+    out = [f"<table {_TABLE}>"]
+    if caption:
+        out.append(f'<caption style="text-align:left;font-weight:bold;padding:2px 0">{html.escape(caption)}</caption>')
+    if any(str(h) for h in header):
+        out.append("<tr>" + "".join(f"<th {_CELL.format('left')}>{html.escape(str(h))}</th>" for h in header) + "</tr>")
+    for k, row in enumerate(rows):
+        bg = f' bgcolor="{CHANGED_FILL}"' if k in marked else ""
+        out.append(f"<tr{bg}>" + "".join(f"<td {_CELL.format('right' if numeric[i] else 'left')}>{html.escape(c)}</td>"
+                                        for i, c in enumerate(row)) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _numeric(text: str) -> bool:
+    t = text.strip().replace(",", "").replace("%", "").replace("+", "").replace("-", "")
+    t = t.split(" ")[0] if t else t
+    try:
+        float(t)
+        return True
+    except ValueError:
+        return text.strip() in ("", "-")
+
+
+def format_cost(value: float | None, unit: str = "s") -> str:
+    """A cost for people: seconds as us/ms/s, anything else with 4 significant digits."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if unit != "s":
+        return f"{value:.4g}"
+    if value == 0:
+        return "0"
+    if not math.isfinite(value):
+        return str(value)
+    if abs(value) < 1e-3:
+        return f"{value * 1e6:.1f} us"
+    if abs(value) < 1:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value:.3f} s"
+
+
+def percent_change(before: float | None, after: float | None) -> str:
+    if before is None or after is None or not before:
+        return ""
+    change = (after - before) / before * 100
+    return "0%" if abs(change) < 0.05 else f"{change:+.1f}%"

@@ -1,0 +1,79 @@
+"""Hypothesis properties of the analysis rules (rewrites/analysis.py): for each rule, a strategy of small graphs
+where its guard holds (`RuleCase`), checked by tests/test_rules_analysis.py and `eqsat check-rules`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import onnx.helper as oh
+
+from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.draw import SANDWICH_RULES, binary_const, concat_parts, draw_unary, transpose_node
+from eqsat.testing.strategies import float_arrays, inverse, perms, shapes
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+
+def _analysis_case(rule: str, kind: str) -> Callable[[], "SearchStrategy[RuleCase]"]:
+    """Graphs where a rewrite needs a fact that only the analysis rule `rule` derives (see the docs of
+    tests/test_rules_analysis.py): a sunk unary (shape-unary), a sunk binary (shape-binary), a transposed
+    constant created by a rewrite (shape-transpose, constant-terms)."""
+    @rule_case
+    def strategy(draw: Callable, st: Any) -> RuleCase:
+        shape = draw(shapes(1, 4, 3))
+        p = draw(perms(len(shape)))
+        t_shape = tuple(shape[i] for i in p)
+        g = DrawnGraph()
+        also: tuple[str, ...] = ("transpose-sink-binary-const", *SANDWICH_RULES)
+        back = inverse(p)
+        if kind == "unary":
+            x = g.input("x", draw(float_arrays(shape)))
+            g.nodes.append(transpose_node(x, "t", p))
+            draw_unary(draw, g, "t", "u", st)
+            if g.nodes[-1].op_type == "Cast" or g.nodes[-1].op_type == "IsNaN":
+                g.nodes[-1] = oh.make_node("Relu", ["t"], ["u"])
+            binary_const(draw, st, g, "u", t_shape, "m")
+            also += ("transpose-sink-unary",)
+        elif kind == "binary":
+            op = draw(st.sampled_from(("Add", "Sub", "Mul", "Div")))  # shape-binary needs equal shapes
+            g.input("a", draw(float_arrays(shape)))
+            g.input("b", draw(float_arrays(shape, low=0.5) if op == "Div" else float_arrays(shape)))
+            g.nodes += [transpose_node("a", "ta", p), transpose_node("b", "tb", p)]
+            g.node(op, ["ta", "tb"], "u")
+            binary_const(draw, st, g, "u", t_shape, "m")
+            also += ("transpose-sink-binary",)
+        else:  # a constant transposed by one sinking step is sunk again through a second transpose
+            q = draw(perms(len(shape)))
+            x = g.input("x", draw(float_arrays(shape)))
+            g.nodes += [transpose_node(x, "t0", q), transpose_node("t0", "t", p)]
+            qp_shape = tuple(shape[q[i]] for i in p)
+            binary_const(draw, st, g, "t", qp_shape, "m")
+            also = ("transpose-sink-binary-const",)
+            back = inverse(tuple(q[i] for i in p))
+        g.nodes.append(transpose_node("m", "y", back))
+        return g.case(rule, ["y"], also=also)
+
+    return strategy
+
+
+@rule_case
+def _shape_concat_split(draw: Callable, st: Any) -> RuleCase:
+    base, axis, shps = concat_parts(draw, st, 2)
+    g = DrawnGraph()
+    names = [g.input(f"x{k}", draw(float_arrays(s))) for k, s in enumerate(shps)]
+    g.node("Concat", names, "y", axis=axis)
+    return g.case("shape-concat-split", ["y"])
+
+
+#: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
+PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
+    "shape-unary": _analysis_case("shape-unary", "unary"),
+    "shape-binary": _analysis_case("shape-binary", "binary"),
+    "shape-transpose": _analysis_case("shape-transpose", "transposed-constant"),
+    "constant-terms": _analysis_case("constant-terms", "transposed-constant"),
+}
+#: Properties checked with static shapes only.
+STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
+    "shape-concat-split": _shape_concat_split,
+}

@@ -1,0 +1,153 @@
+"""Hypothesis properties of the cleanup rules (rewrites/cleanup.py): for each rule, a strategy of small graphs
+where its guard holds (`RuleCase`), checked by tests/test_rules_cleanup.py and `eqsat check-rules`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.draw import neutral_element
+from eqsat.testing.strategies import arrays, float_arrays, shapes
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+
+@rule_case
+def _relu_merge(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(0, 4, 3))
+    g = DrawnGraph()
+    prev = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "FLOAT16", "DOUBLE", "INT32"))), shape)))
+    for k in range(draw(st.integers(2, 3))):
+        prev = g.node("Relu", [prev], f"r{k}")
+    return g.case("relu-merge", [prev])
+
+
+@rule_case
+def _identity_remove(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(0, 4, 3))
+    g = DrawnGraph()
+    x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT64", "BOOL"))), shape)))
+    if draw(st.booleans()):  # an output that is an input, under another name
+        return g.case("identity-remove", [g.node("Identity", [x], "y")])
+    r = g.node("Not" if g.feeds[x].dtype == np.bool_ else "Abs", [x], "r")
+    return g.case("identity-remove", [r, g.node("Identity", [r], "y")])
+
+
+@rule_case
+def _dropout_remove(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(1, 4, 3))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape)))
+    if draw(st.booleans()):
+        x = g.node("Relu", [x], "r")
+    g.node("Dropout", [x], "y")
+    return g.case("dropout-remove", ["y"], opset=draw(st.sampled_from((7, 10, 11))))
+
+
+@rule_case
+def _expand_noop(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(1, 4, 3, min_dim=2))
+    g = DrawnGraph()
+    x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT64", "BOOL"))), shape)))
+    # a target other than x's own shape (the folder already removes that one): ones of some rank <= x's
+    g.inits["shape"] = np.ones(draw(st.integers(1, len(shape))), np.int64)
+    g.node("Expand", [x, "shape"], "y")
+    return g.case("expand-noop", ["y"])
+
+
+@rule_case
+def _reshape_noop(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(1, 4, 3))
+    g = DrawnGraph()
+    x = g.input("x", draw(arrays("FLOAT", shape)))
+    target = list(shape)  # x's own shape with a -1 (and maybe a 0: copies the input dim); the folder
+    target[draw(st.integers(0, len(shape) - 1))] = -1  # removes a Reshape to the literal same shape
+    if len(shape) > 1 and draw(st.booleans()):
+        target[[i for i, d in enumerate(target) if d != -1][0]] = 0
+    g.inits["shape"] = np.array(target, np.int64)
+    g.node("Relu", [g.node("Reshape", [x, "shape"], "r")], "y")
+    return g.case("reshape-noop", ["y"])
+
+
+@rule_case
+def _pad_noop(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(1, 4, 3, min_dim=2))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape)))
+    g.inits["pads"] = np.zeros(2 * len(shape), np.int64)
+    g.node("Pad", [x, "pads"], "y", mode=draw(st.sampled_from(("constant", "reflect", "edge"))))
+    return g.case("pad-noop", ["y"])
+
+
+@rule_case
+def _slice_noop(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(1, 4, 3))
+    rank = len(shape)
+    axes = sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=rank)))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape)))
+    with_axes = draw(st.booleans())
+    if not with_axes:  # without an axes input, starts/ends apply to the first len(axes) axes
+        axes = list(range(len(axes)))
+    g.inits["starts"] = np.array([draw(st.sampled_from((0, -shape[a] - 5))) for a in axes], np.int64)
+    g.inits["ends"] = np.array([draw(st.sampled_from((shape[a], 1000, np.iinfo(np.int64).max))) for a in axes],
+                               np.int64)
+    inputs = [x, "starts", "ends"]
+    if with_axes:
+        g.inits["axes"] = np.array([a - rank if draw(st.booleans()) else a for a in axes], np.int64)
+        inputs.append("axes")
+        if draw(st.booleans()):
+            g.inits["steps"] = np.ones(len(axes), np.int64)
+            inputs.append("steps")
+    g.node("Slice", inputs, "y")
+    return g.case("slice-noop", ["y"])
+
+
+@rule_case
+def _pad_merge(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(1, 4, 3))
+    rank = len(shape)
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape)))
+    g.inits["p"] = np.array([draw(st.integers(0, 2)) for _ in range(2 * rank)], np.int64)
+    g.inits["q"] = np.array([draw(st.integers(0, 2)) for _ in range(2 * rank)], np.int64)
+    inputs = ([x, "p"], ["p1", "q"])
+    if draw(st.booleans()):
+        g.inits["v"] = np.array(draw(st.sampled_from((0.0, 1.5, -3.0))), np.float32)
+        inputs = ([x, "p", "v"], ["p1", "q", "v"])
+    g.node("Pad", inputs[0], "p1", mode="constant")
+    g.node("Pad", inputs[1], "y", mode="constant")
+    return g.case("pad-merge", ["y"])
+
+
+@rule_case
+def _reshape_merge(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(1, 4, 3))
+    size = int(np.prod(shape))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape)))
+    g.inits["s1"] = np.array(draw(st.sampled_from(([-1], [1, -1], [-1, 1, 1]))), np.int64)
+    second = list(draw(st.sampled_from(([size, -1], [-1], [1, -1], list(shape)))))
+    second[-1] = -1  # never literally the inner output's shape (the folder removes that Reshape itself)
+    g.inits["s2"] = np.array(second, np.int64)
+    g.node("Reshape", [g.node("Reshape", [x, "s1"], "r1"), "s2"], "y")
+    return g.case("reshape-merge", ["y"])
+
+
+#: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
+PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
+    "relu-merge": _relu_merge,
+    "mul-one": neutral_element("mul-one", "Mul", 1.0),
+    "add-zero": neutral_element("add-zero", "Add", 0.0),
+    "identity-remove": _identity_remove,
+    "dropout-remove": _dropout_remove,
+    "expand-noop": _expand_noop,
+    "reshape-noop": _reshape_noop,
+    "pad-noop": _pad_noop,
+    "slice-noop": _slice_noop,
+    "pad-merge": _pad_merge,
+    "reshape-merge": _reshape_merge,
+}

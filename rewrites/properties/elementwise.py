@@ -1,0 +1,53 @@
+"""Hypothesis properties of the elementwise rules (rewrites/elementwise.py): for each rule, a strategy of small graphs
+where its guard holds (`RuleCase`), checked by tests/test_rules_elementwise.py and `eqsat check-rules`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+
+from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.draw import neutral_element
+from eqsat.testing.models import numpy_dtype
+from eqsat.testing.strategies import arrays, broadcastable_shapes, float_arrays, shapes
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+
+@rule_case
+def _div_const_to_mul(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(1, 4, 3))
+    dtype = draw(st.sampled_from(("FLOAT", "FLOAT16", "DOUBLE")))
+    g = DrawnGraph()
+    x = g.input("x", draw(arrays(dtype, shape)))
+    c_shape = draw(broadcastable_shapes(shape))
+    if dtype == "FLOAT16":  # float16 tensors may hold overflowing divisors: single elements only
+        c_shape = (1,) * len(c_shape)
+    c = draw(float_arrays(c_shape, numpy_dtype(dtype), 0.5, 4.0))
+    if draw(st.booleans()):
+        c = -c
+    if c.size > 1 and draw(st.integers(0, 3)) == 0:  # zeros: x / 0 = x * inf (NaN and inf alike)
+        c.reshape(-1)[0] = 0.0
+        g.feeds[x].reshape(-1)[0] = 0.0
+    g.inits["c"] = c
+    g.node("Div", [x, "c"], "y")
+    return g.case("div-const-to-mul", ["y"])
+
+
+@rule_case
+def _neg_neg(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(0, 4, 3))
+    g = DrawnGraph()
+    x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT32", "INT8"))), shape)))
+    g.node("Neg", [g.node("Neg", [x], "n1")], "y")
+    return g.case("neg-neg", ["y"])
+
+
+#: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
+PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
+    "div-const-to-mul": _div_const_to_mul,
+    "sub-zero": neutral_element("sub-zero", "Sub", 0.0, commutative=False),
+    "div-one": neutral_element("div-one", "Div", 1.0, commutative=False),
+    "neg-neg": _neg_neg,
+}
