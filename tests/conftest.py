@@ -25,7 +25,8 @@ ModelBuilder = Callable[..., onnx.ModelProto]
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test or fixture asking for `bundled_model` runs once per file in tests/models."""
     if "bundled_model" in metafunc.fixturenames:
-        metafunc.parametrize("bundled_model", BUNDLED_MODELS, ids=[p.stem for p in BUNDLED_MODELS], scope="session")
+        metafunc.parametrize("bundled_model", [pytest.param(p, marks=pytest.mark.slow) for p in BUNDLED_MODELS],
+                             ids=[p.stem for p in BUNDLED_MODELS], scope="session")  # whole models: slow
 
 
 def build_model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[ValueSpec], outputs: Sequence[ValueSpec],

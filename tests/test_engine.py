@@ -84,7 +84,7 @@ EXPLOSIVE = (Rule("add-commute", "test", "fp-reassoc", "test", "a + b -> b + a",
     (Limits(nodes=2_000), "node-limit"),
     (Limits(iterations=3), "iteration-limit"),
     (Limits(seconds=0.0), "time-limit"),
-    (Limits(seconds=0.5), "time-limit"),
+    pytest.param(Limits(seconds=0.5), "time-limit", marks=pytest.mark.slow),  # waits out the clock
 ])
 def test_limits_stop_an_exploding_ruleset_and_keep_a_valid_graph(limits: Limits, reason: str) -> None:
     """No wall-clock assertion: the time limit's overshoot is checked for being reported, not for its size."""

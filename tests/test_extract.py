@@ -289,6 +289,7 @@ def test_check_rejects_broken_results(choice: dict[int, int], match: str) -> Non
         r.check()
 
 
+@pytest.mark.slow  # a 50k-deep graph
 def test_check_is_iterative_on_deep_graphs() -> None:
     depth = 50_000
     spec = [(0, "Input", [])] + [(c, "Relu", [c - 1]) for c in range(1, depth)]

@@ -419,6 +419,7 @@ def test_failed_verification_names_output_element_and_rules() -> None:
     assert failure.value.bisection is None and failure.value.report.verification.first_failure.name == "y"
 
 
+@pytest.mark.slow  # bisection: many whole runs
 def test_find_culprit_names_the_unsound_rule() -> None:
     from eqsat.bisect import find_culprit
 
@@ -430,6 +431,7 @@ def test_find_culprit_names_the_unsound_rule() -> None:
     assert len(found.probes) <= 3 + len(found.fired).bit_length() + 1  # a binary search, not one probe per rule
 
 
+@pytest.mark.slow  # bisection: many whole runs
 def test_find_culprit_finds_two_independent_unsound_rules() -> None:
     from eqsat.bisect import find_culprit
 
@@ -447,6 +449,7 @@ def test_find_culprit_on_a_sound_optimization_has_nothing_to_do() -> None:
     assert "nothing to bisect" in found.summary()
 
 
+@pytest.mark.slow  # bisection: many whole runs
 def test_cli_bisect_names_the_rule_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     from eqsat.rewrites import registry

@@ -50,6 +50,7 @@ def histogram(name: str, opset: int | None, target: str) -> Counter:
     return Counter(io.op_histogram(extracted(name, opset, target).model))
 
 
+@pytest.mark.slow  # whole bundled models
 @pytest.mark.parametrize("name, opset, fused", [
     ("vit_l2_h128_legacy_op17.onnx", None, {"LayerNormalization": 5}),
     ("gpt2_l2_h128_legacy_op14.onnx", 20, {"LayerNormalization": 5, "Gelu": 2}),

@@ -150,6 +150,7 @@ def test_bisect_verifies_on_the_same_inputs() -> None:
     assert not found.failed and "x:1x40" in found.probes[0].detail
 
 
+@pytest.mark.slow  # CLI runs: a whole optimize each
 def test_cli_input_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path, out, js = save(rows_of(20), tmp_path / "m.onnx"), tmp_path / "o.onnx", tmp_path / "r.json"
     assert main(["optimize", str(path), "-o", str(out), "--input-shape", "x:1,40", "--report-json", str(js)]) == 0
@@ -206,6 +207,7 @@ def flatten_by_shape() -> onnx.ModelProto:
                  {"zero": np.array([0], np.int64), "two": np.array([2], np.int64), "minus1": np.array([-1], np.int64)})
 
 
+@pytest.mark.slow  # CLI runs: a whole optimize each
 def test_cli_fix_input_shape_makes_the_input_static_and_folds(tmp_path: Path) -> None:
     path, out = save(flatten_by_shape(), tmp_path / "m.onnx"), tmp_path / "o.onnx"
     assert main(["optimize", str(path), "-o", str(out), "--fix-input-shape", "x:2,3,4,5"]) == 0
