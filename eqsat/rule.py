@@ -52,11 +52,6 @@ def ones(shape: str) -> str:
     return f'(unstable-vec-map (unstable-fn "max" 1) (unstable-vec-map (unstable-fn "min" 1) {shape}))'
 
 
-def static_dims(shape: str, *axes: str) -> str:
-    """Guards: the dims of `shape` at `axes` are sizes, not symbols (a rule that computes with them)."""
-    return " ".join(f"(>= (vec-get {shape} {a}) 0)" for a in axes)
-
-
 def rw(lhs: str, rhs: str, *guards: str) -> Egglog:
     """lhs -> rhs when every guard holds: the matched class is unioned with rhs."""
     return Egglog(f"(= __root {lhs}) {' '.join(guards)}".strip(), f"(union __root {rhs})")
