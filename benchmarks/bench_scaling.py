@@ -12,7 +12,7 @@ import time
 import eqsat
 from benchmarks.synthetic import block_chain
 
-PHASES = ("load", "fold", "encode", "saturate", "decode", "extract", "lower", "verify")
+PHASES = ("load", "fold", "install rules", "encode", "saturate", "decode", "extract", "lower", "verify")
 
 
 def main() -> None:

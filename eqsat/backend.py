@@ -51,6 +51,8 @@ class Backend:
         self._loads = 0
         self._load_tables: set[str] = set()
         self.broken = False
+        self.installed: tuple[str, ...] = ()  # the egglog rules installed (eqsat.prepared)
+        self.constructors: frozenset[str] = frozenset()  # those the rules were chosen for (eqsat.rule_closure)
 
     def declare(self) -> None:
         """Declare eqsat's sorts, constructors and analyses (eqsat.terms) and the bulk path's load tables

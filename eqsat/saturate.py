@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from eqsat import terms
 from eqsat.backend import Backend
-from eqsat.rule import RULESETS, Rule, rule_name_of
+from eqsat.rule import RULESETS, rule_name_of
 
 SCHEDULE = ("(saturate (run analysis))", "(run simplify)", "(saturate (run analysis))", "(run explore)")
 #: Tables whose rows are e-nodes: the term constructors (handles and fact tables are not).
@@ -57,6 +57,8 @@ class RunReport:
     limits: Limits = dataclasses.field(default_factory=Limits)
     error: str | None = None
     note: str = ""                         # how the run was obtained, when not plainly (a fallback)
+    rules_installed: int = 0               # egglog rules installed: those the model can use (rule_closure)
+    rules_total: int = 0                   # egglog rules of the rule set
 
     @property
     def deterministic(self) -> bool:
@@ -80,6 +82,7 @@ class RunReport:
                 "enodes_loaded": self.enodes_loaded, "eclasses": self.eclasses, "seconds": round(self.seconds, 6),
                 "overshoot": self.overshoot, "time_overshoot": round(self.time_overshoot, 6),
                 "deterministic": self.deterministic, "error": self.error, "note": self.note,
+                "rules_installed": self.rules_installed, "rules_total": self.rules_total,
                 "rules_fired": self.rules_fired,
                 "limits": dataclasses.asdict(self.limits)}
 
@@ -87,6 +90,9 @@ class RunReport:
         lines = [f"saturation {self.stop_reason} after {self.iterations} iterations in {self.seconds * 1000:.0f} ms: "
                  f"{self.enodes_loaded} -> {self.enodes} e-nodes"
                  + (f", {self.eclasses} e-classes" if self.eclasses is not None else "")]
+        if self.rules_total:
+            lines.append(f"{self.rules_installed} of {self.rules_total} egglog rules installed (the others match "
+                         "ops this model cannot hold)")
         if self.overshoot:
             lines.append(f"node limit {self.limits.nodes} overshot by {self.overshoot} (limits are checked between iterations)")
         if self.time_overshoot:
@@ -103,9 +109,10 @@ def count_enodes(backend: Backend) -> int:
     return sum(v for k, v in backend.sizes().items() if k in ENODE_TABLES)
 
 
-def install_rules(backend: Backend, rules: Sequence[Rule]) -> None:
+def install_rules(backend: Backend, commands: Sequence[str]) -> None:
+    """Declare the rulesets and install egglog rules (`Rule.commands()`, or those eqsat.rule_closure picks)."""
     backend.run("\n".join(f"(ruleset {name})" for name in RULESETS))
-    backend.run_many(cmd for rule in rules for cmd in rule.commands())
+    backend.run_many(commands)
 
 
 def next_iteration(durations: Sequence[float]) -> float:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
@@ -14,12 +15,16 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 import onnx
 
 from eqsat import io
+from eqsat import prepared
 from eqsat.backend import Backend
 from eqsat.egraph import EGraph, decode
 from eqsat.encode import Encoding, encode
 from eqsat.report import Report
 from eqsat.rule import SOUNDNESS, Rule
-from eqsat.saturate import Limits, RunReport, install_rules, run
+from eqsat.errors import InternalError
+from eqsat.prepared import checkout
+from eqsat.rule_closure import CONSTRUCTORS, present_constructors, usable_rules
+from eqsat.saturate import Limits, RunReport, run
 from eqsat import terms
 
 if TYPE_CHECKING:  # heavy modules stay lazy at run time
@@ -161,8 +166,8 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     `fix_input_shapes` makes those inputs' dims static first (eqsat.fix_shapes): the Session's original.
     `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
     If/Loop/Scan bodies get Sessions of their own (eqsat.subgraphs; `depth` is the nesting level of `model`).
-    `backend`, with the term declarations and `rules` installed, is used between push and pop (bodies share
-    one: installing the rules costs ~1 s, loading a small body after them milliseconds).
+    The rules installed are those the model can use (eqsat.rule_closure), in a backend kept for the process
+    (eqsat.prepared); `backend` (a body's: its parent's) is used instead, between push and pop.
     """
     from eqsat.rewrites.registry import select
 
@@ -183,24 +188,31 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     work, normalized = io.normalize_proto(upgraded, label)
     phases["fold"] = time.perf_counter() - start
     rules = tuple(rules) if rules is not None else select(allow, disable)
-    bodies: tuple[Body, ...] = ()
-    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-           for n in normalized.graph.node for a in n.attribute):
-        from eqsat.subgraphs import prepared_backend, saturate_bodies
+    with contextlib.ExitStack() as lent:
+        if backend is None:  # the top-level model: a kept backend with the rules it (and its bodies) can use
+            note("install rules")
+            start = time.perf_counter()
+            usable = usable_rules(rules, present_constructors(normalized))
+            backend = lent.enter_context(checkout(usable.commands))
+            backend.constructors = usable.constructors
+            phases["install rules"] = time.perf_counter() - start
+        bodies: tuple[Body, ...] = ()
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+               for n in normalized.graph.node for a in n.attribute):
+            from eqsat.subgraphs import saturate_bodies
 
-        note("saturate bodies")
+            note("saturate bodies")
+            start = time.perf_counter()
+            bodies = saturate_bodies(normalized, depth, saturate, limits=limits, rules=rules, backend=backend)
+            phases["saturate bodies"] = time.perf_counter() - start
+        note("encode")
         start = time.perf_counter()
-        if backend is None:  # the model and its bodies share one: the rules are installed once
-            backend = prepared_backend(rules)
-        bodies = saturate_bodies(normalized, depth, saturate, limits=limits, rules=rules, backend=backend)
-        phases["saturate bodies"] = time.perf_counter() - start
-    note("encode")
-    start = time.perf_counter()
-    egraph, encoding, report = _saturate(backend, work, rules, limits, phases, start, note)
+        egraph, encoding, report = _saturate(backend, work, limits, phases, start, note)
+    report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
     return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies)
 
 
-def _saturate(backend: Backend | None, work: "ir.Model", rules: tuple[Rule, ...], limits: Limits,
+def _saturate(backend: Backend, work: "ir.Model", limits: Limits,
               phases: dict[str, float], start: float,
               note: Callable[[str], None]) -> tuple[EGraph, Encoding, RunReport]:
     """Encode `work` with symbolic shape facts and saturate it; if two of them meet in one e-class (dims the
@@ -208,7 +220,7 @@ def _saturate(backend: Backend | None, work: "ir.Model", rules: tuple[Rule, ...]
     static shape facts only, in a fresh backend: as sound as before symbols, and the report says so."""
     encoding = encode(work)
     try:
-        egraph, report = _in_backend(backend, encoding, rules, limits, phases, start, note)
+        egraph, report = _in_backend(backend, encoding, limits, phases, start, note)
         if report.error is None or _SYMBOL_CONFLICT not in report.error:
             return egraph, encoding, report
         where = "saturation"
@@ -217,34 +229,31 @@ def _saturate(backend: Backend | None, work: "ir.Model", rules: tuple[Rule, ...]
             raise
         where = "loading"
     encoding = encode(work, symbolic=False)
-    egraph, report = _in_backend(None, encoding, rules, limits, phases, start, note)
+    egraph, report = _in_backend(prepared.fresh(backend.installed, backend.constructors), encoding, limits, phases,
+                                 start, note)
     report.note = f"symbolic shape facts conflicted during {where}; saturated with static shape facts only"
     return egraph, encoding, report
 
 
-def _in_backend(backend: Backend | None, encoding: Encoding, rules: tuple[Rule, ...], limits: Limits,
+def _in_backend(backend: Backend, encoding: Encoding, limits: Limits,
                 phases: dict[str, float], start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
-    """`_run` in `backend` between push and pop (its rules installed), or in a fresh backend."""
-    shared = backend is not None
-    if backend is not None:
-        backend.push()
-    else:
-        backend = Backend()
-        backend.declare()
+    """`_run` in `backend` (declarations and rules installed) between a push and a pop."""
+    backend.push()
     try:
-        return _run(backend, encoding, rules, limits, phases, start, shared, note)
+        return _run(backend, encoding, limits, phases, start, note)
     finally:
-        if shared:
-            backend.pop()
+        backend.pop()
 
 
-def _run(backend: Backend, encoding: Encoding, rules: tuple[Rule, ...], limits: Limits, phases: dict[str, float],
-         start: float, shared: bool, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
-    """Load `encoding` into `backend` (declarations there; rules too when `shared`), saturate, decode."""
+def _run(backend: Backend, encoding: Encoding, limits: Limits, phases: dict[str, float],
+         start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
+    """Load `encoding` into `backend` (declarations and rules there), saturate, decode."""
     backend.load(terms.static_facts(encoding.perms, encoding.opset))
     backend.load_rows(encoding.rows)
-    if not shared:
-        install_rules(backend, rules)  # after the data: loading with rules present is ~5x slower
+    loaded = {name for name, rows in backend.sizes().items() if rows} & CONSTRUCTORS
+    if not loaded <= backend.constructors:  # a rule left out could match: eqsat.rule_closure missed one
+        raise InternalError(f"the encoding holds constructors {sorted(loaded - backend.constructors)} that the "
+                            "rule selection did not expect")
     phases["encode"] = time.perf_counter() - start
     note("saturate")
     start = time.perf_counter()

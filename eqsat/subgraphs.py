@@ -14,7 +14,7 @@ initializers equal to the outer ones they were copied from are dropped again (re
 A body whose child fails (any error), or whose optimized graph has more nodes, stays as it was: never a
 crash, never a dropped node. The whole model is verified afterwards by the normal path. Each child runs
 under the model's limits (a time limit applies per body). All children and the model share one prepared
-backend (`prepared_backend`): the rules are installed once, each graph is loaded between a push and a pop.
+backend (eqsat.prepared): the rules are installed once, each graph is loaded between a push and a pop.
 
 An If whose condition folds to a constant is replaced by its taken branch by the folder (onnxscript's If
 rule, in eqsat.io.normalize_proto); inlined nodes are named `<If name>_<node name>`, so their provenance
@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import onnx
 from onnx import helper
+
+from eqsat import prepared
 
 if TYPE_CHECKING:
     from eqsat.session import Session
@@ -114,7 +116,7 @@ def saturate_bodies(model: onnx.ModelProto, depth: int, saturate: Callable[..., 
     `model`'s top-level graph. `saturate` is `eqsat.session.saturate` (passed in: session imports this
     module) and `options` are its options (limits, rules, ...)."""
     bodies: list[Body] = []
-    backend = options.pop("backend", None)
+    backend = options.pop("backend")
     for node in model.graph.node:
         if not any(True for _ in subgraphs(node)) or not node.output:
             continue
@@ -127,26 +129,14 @@ def saturate_bodies(model: onnx.ModelProto, depth: int, saturate: Callable[..., 
                 body.problem = f"nested deeper than {MAX_DEPTH}"
                 continue
             try:
-                if backend is None or backend.broken:
-                    backend = prepared_backend(options["rules"])
+                if backend.broken:  # an egglog panic in an earlier body: the same rules, anew
+                    backend = prepared.fresh(backend.installed, backend.constructors)
                 child = standalone(model, graph)
                 body.session = saturate(child, source=f"{body.node}.{attr}", depth=depth + 1, backend=backend,
                                         **options)
             except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
                 body.problem = _problem(f"{body.node}.{attr}", exc)
     return tuple(bodies)
-
-
-def prepared_backend(rules: Sequence[Any]) -> Any:
-    """A Backend with the term declarations and `rules` installed: every body is loaded into it between a
-    push and a pop, so the rules are installed once per model (~1 s), not once per body."""
-    from eqsat.backend import Backend
-    from eqsat.saturate import install_rules
-
-    backend = Backend()
-    backend.declare()
-    install_rules(backend, rules)
-    return backend
 
 
 def _problem(where: str, exc: Exception) -> str:

@@ -249,7 +249,7 @@ def test_progress_draws_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> N
 def test_optimize_reports_each_phase_to_progress() -> None:
     seen: list[str] = []
     eqsat.optimize(_sandwich(), progress=seen.append)
-    assert seen == ["load", "fold", "encode", "saturate", "decode", "extract", "lower", "verify"]
+    assert seen == ["load", "fold", "install rules", "encode", "saturate", "decode", "extract", "lower", "verify"]
 
 
 def test_tables() -> None:

@@ -48,7 +48,7 @@ def test_rules_run_report_and_vec_map() -> None:
                  (rw("(Transpose (Transpose x p) q)", '(Transpose x (unstable-vec-map (unstable-fn "vec-get" p) q))'),
                   rw("(Transpose x p)", "x", "(= p (vec-of 0 1 2 3))"),
                   rw("(Relu (Transpose x p))", "(Transpose (Relu x) p)")), ruleset="explore")
-    install_rules(backend, [merge])
+    install_rules(backend, merge.commands())
     report = run(backend)
     assert report.stop_reason == "saturated"
     assert report.rules_fired.get("t-merge", 0) >= 3

@@ -1,0 +1,116 @@
+"""Installing only the rules a model can use (eqsat.rule_closure) and keeping prepared backends for the
+process (eqsat.prepared): what is left out can never be needed, and a kept backend gives the same result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+
+import eqsat
+from eqsat import prepared, session
+from eqsat.errors import InternalError
+from eqsat.rule import Rule, rw
+from eqsat.rule_closure import ALWAYS_PRESENT, CONSTRUCTORS, constructors_in, present_constructors, usable_rules
+from eqsat.rewrites.registry import select
+from tests.conftest import build_model
+
+F = onnx.TensorProto.FLOAT
+
+
+def _rule(name: str, lhs: str, rhs: str) -> Rule:
+    return Rule(name, "cleanup", "exact", "test", "test rule", (rw(lhs, rhs),))
+
+
+def _relu_chain() -> onnx.ModelProto:
+    nodes = [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Relu", ["r"], ["y"])]
+    return build_model(nodes, [("x", F, [2, 3])], [("y", F, [2, 3])])
+
+
+def test_constructors_are_read_from_the_egglog_text() -> None:
+    assert constructors_in("(= __root (Relu (Transpose x p))) (= s (shape x))") == {"Relu", "Transpose"}
+    assert constructors_in("(set (shape y) (vec-of 1 2))") == frozenset()
+
+
+def test_a_rule_on_an_absent_op_is_left_out() -> None:
+    on_relu = _rule("on-relu", "(Relu (Relu x))", "(Relu x)")
+    on_sigmoid = _rule("on-sigmoid", "(Sigmoid (Sigmoid x))", "(Sigmoid x)")
+    usable = usable_rules([on_relu, on_sigmoid], present_constructors(_relu_chain()))
+    assert [c for c in usable.commands if "on-relu" in c] and not [c for c in usable.commands if "on-sigmoid" in c]
+
+
+def test_a_rule_is_installed_when_another_rule_can_create_its_op() -> None:
+    """Relu -> Sigmoid (a test rule) makes the Sigmoid rule usable, in registry order, on a Relu-only model."""
+    on_sigmoid = _rule("on-sigmoid", "(Sigmoid (Sigmoid x))", "(Sigmoid x)")
+    to_sigmoid = _rule("to-sigmoid", "(Relu x)", "(Sigmoid x)")
+    usable = usable_rules([on_sigmoid, to_sigmoid], present_constructors(_relu_chain()))
+    assert len(usable.commands) == 2 and "on-sigmoid" in usable.commands[0]
+    assert "Sigmoid" in usable.constructors
+
+
+def test_body_ops_count_as_present() -> None:
+    then = oh.make_graph([oh.make_node("Sigmoid", ["x"], ["t"])], "then", [], [oh.make_tensor_value_info("t", F, [2])])
+    other = oh.make_graph([oh.make_node("Relu", ["x"], ["e"])], "else", [], [oh.make_tensor_value_info("e", F, [2])])
+    node = oh.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)
+    model = build_model([node], [("c", onnx.TensorProto.BOOL, []), ("x", F, [2])], [("y", F, [2])])
+    assert {"Sigmoid", "Relu"} <= present_constructors(model)
+
+
+def test_the_report_says_how_many_rules_were_installed() -> None:
+    report = eqsat.optimize(_relu_chain()).report.saturation
+    total = sum(len(r.egglog) for r in select())
+    assert report.rules_total == total and 0 < report.rules_installed < total
+    assert f"{report.rules_installed} of {total} egglog rules installed" in report.to_text()
+
+
+def test_an_unexpected_constructor_is_an_internal_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The safety net: if the selection ever misses a constructor the encoding creates, the run stops
+    loudly instead of silently running without the rules that could match it."""
+    monkeypatch.setattr(session, "present_constructors", lambda model: ALWAYS_PRESENT)
+    with pytest.raises(InternalError, match="Relu"):
+        eqsat.optimize(_relu_chain(), verify=False)
+
+
+def test_a_kept_backend_is_lent_to_one_caller_at_a_time() -> None:
+    commands = usable_rules(select(), ALWAYS_PRESENT).commands
+    prepared.clear()
+    with prepared.checkout(commands) as first:
+        with prepared.checkout(commands) as second:
+            assert second is not first  # lent: the second caller gets one of its own
+    with prepared.checkout(commands) as again:
+        assert again is first
+        again.broken = True  # an egglog panic while lent
+    with prepared.checkout(commands) as after:
+        assert after is not first
+    prepared.clear()
+
+
+def test_a_kept_backend_gives_the_same_output_as_a_fresh_one(models_dir: Path) -> None:
+    model = models_dir / "nhwc_tfstyle_resnet_legacy.onnx"
+    prepared.clear()
+    fresh = eqsat.optimize(model, verify=False).proto.SerializeToString()
+    kept = eqsat.optimize(model, verify=False).proto.SerializeToString()
+    assert fresh == kept
+
+
+@pytest.mark.slow  # every bundled model, twice
+def test_rules_left_out_are_never_needed(bundled_model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same output, byte for byte, with only the usable rules and with every rule installed."""
+    selected = eqsat.optimize(bundled_model, verify=False)
+    monkeypatch.setattr(session, "present_constructors", lambda model: CONSTRUCTORS)
+    everything = eqsat.optimize(bundled_model, verify=False)
+    assert everything.report.saturation.rules_installed == everything.report.saturation.rules_total
+    assert selected.report.saturation.rules_installed < everything.report.saturation.rules_installed
+    assert selected.proto.SerializeToString() == everything.proto.SerializeToString()
+
+
+def test_outputs_agree_on_a_small_model_with_all_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = [oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]), oh.make_node("Relu", ["t"], ["r"]),
+             oh.make_node("Transpose", ["r"], ["y"], perm=[0, 3, 1, 2])]
+    model = build_model(nodes, [("x", F, [1, 2, 3, 4])], [("y", F, [1, 2, 3, 4])], {"unused": np.ones(1, np.float32)})
+    selected = eqsat.optimize(model).proto.SerializeToString()
+    monkeypatch.setattr(session, "present_constructors", lambda model: CONSTRUCTORS)
+    assert eqsat.optimize(model).proto.SerializeToString() == selected
