@@ -354,6 +354,28 @@ def test_transpose_to_reshape_not_when_data_moves(shape: tuple, perm: tuple) -> 
     assert_rule_does_not_fire(m, "transpose-to-reshape")
 
 
+def test_transpose_to_reshape_fires_exactly_when_no_data_moves() -> None:
+    """Every rank-4 perm on every pattern of size-1 axes, in one graph: a Reshape joins the Transpose's class
+    exactly when the axes of size > 1 keep their order (and not every axis is 1)."""
+    import itertools
+
+    nodes, inputs, expected = [], [], {}
+    for mask in itertools.product((1, 2), repeat=4):
+        x = "x" + "".join(map(str, mask))
+        inputs.append((x, "FLOAT", mask))
+        for perm in itertools.permutations(range(4)):
+            out = f"t_{x}_{''.join(map(str, perm))}"
+            nodes.append(transpose(x, out, perm))
+            big = [a for a in perm if mask[a] != 1]
+            expected[out] = bool(big) and big == sorted(big)
+    m = model(nodes, inputs, outputs=list(expected))
+    session = saturate_with_rules(m, ["transpose-to-reshape"])
+    g = session.egraph
+    fired = {name: any(g.node(k).op == "Reshape" for k in g.eclass(g.refs[ref]).nodes)
+             for name, ref in session.encoding.refs.items() if name in expected}
+    assert fired == expected
+
+
 def test_transpose_to_reshape_with_one_symbolic_dim() -> None:
     """One symbolic dim becomes the target's -1."""
     m = model([transpose("x", "t", (1, 0, 2)), node("Relu", ["t"], "y")], [("x", "FLOAT", (2, 1, "N"))])
