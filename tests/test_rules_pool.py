@@ -87,3 +87,15 @@ def test_pad_maxpool_merge_not_for_a_zero_pad() -> None:
 @given(PROPERTIES["pad-maxpool-merge"]())
 def test_pad_maxpool_merge_property(case: RuleCase) -> None:
     case.check()
+
+
+@pytest.mark.parametrize("rule,pool,value", [("pad-avgpool-merge", "AveragePool", 0.0),
+                                             ("pad-maxpool-merge", "MaxPool", -np.inf)])
+def test_pad_pool_merge_under_symbolic_dims(rule: str, pool: str, value: float) -> None:
+    """The rules compute with the pads and the kernel only: symbolic batch and spatial dims do not stop them."""
+    attrs = {"count_include_pad": 1} if pool == "AveragePool" else {}
+    m = model([node("Pad", ["x", "pads", "v"], "p", mode="constant"), node(pool, ["p"], "y", kernel_shape=[2, 3], **attrs)],
+              [("x", "FLOAT", ("N", 2, "H", "W"))],
+              initializers={"pads": np.array([0, 0, 1, 2, 0, 0, 0, 1], np.int64), "v": np.array(value, np.float32)})
+    feeds = {"x": np.random.default_rng(3).standard_normal((2, 2, 5, 7)).astype(np.float32)}
+    assert op_counts(assert_rule_sound(m, rule, feeds).model) == {pool: 1}
