@@ -323,7 +323,7 @@ def test_transpose_sink_reduce_with_symbolic_dims() -> None:
 
 
 def test_transpose_sink_reduce_not_for_argmax() -> None:
-    """ArgMax's output indexes an axis (not a reduction of a set of axes): it is opaque, never sunk."""
+    """ArgMax's output indexes an axis (not a reduction of a set of axes): never sunk like a reduction."""
     m = model([transpose("x", "t", NCHW_TO_NHWC), node("ArgMax", ["t"], "y", axis=3, keepdims=0)], X4,
               outputs=[("y", "INT64", None)])
     assert_rule_does_not_fire(m, "transpose-sink-reduce")
