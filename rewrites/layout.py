@@ -24,6 +24,10 @@
 Sinking keeps both forms in the e-graph; transposes that meet cancel through the first two rules, and
 the extractor decides which layout to keep (coremltools reduce_transposes, Glow transpose sinking).
 
+Squeeze/Unsqueeze merges: an axes-less inner Squeeze (every dim that is 1 at run time) followed by a listed one
+is declined: which of x's dims it removed is known only when x is static, and then the inner output has no 1
+left for the outer to remove. An axes-less OUTER Squeeze merges always: x's listed dims are 1s too.
+
 Reductions: axes are normalized (non-negative, sorted) at load, so p[axes] is sorted again here, with a
 sorting network of min/max (egglog has no vector sort), for up to MAX_REDUCE_AXES axes. The kept-axes perm
 of keepdims = 0 is built per rank: q[j] = pr[j] - #{a in axes: p[a] < pr[j]} with pr = p with the positions
