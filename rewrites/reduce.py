@@ -24,10 +24,9 @@ Unsqueeze must then restore all r of them.
 ArgMax through monotone ops: Exp, Softmax and LogSoftmax (over the ArgMax axis, opset >= 13; before 13 Softmax
 normalizes over the flattened trailing axes) are strictly increasing in real arithmetic, but in floats only
 non-decreasing: Exp and Softmax underflow to 0, Exp overflows to inf (float16 from x > 11), and rounding maps
-close values to one, which creates ties, and a tie
-makes ArgMax return the first (or, with select_last_index, the last) tied index where x had a strict maximum
-elsewhere. The rule is therefore `precision-changing` (off by default): the rewritten ArgMax is the argmax of
-the exact function, which the original computes only when no such tie occurs.
+close values to one. Such a tie makes ArgMax return the first (or, with select_last_index, the last) tied index
+where x had a strict maximum elsewhere. The rule is therefore `precision-changing` (off by default): the
+rewritten ArgMax is the argmax of the exact function, which the original computes only when no tie occurs.
 """
 
 from __future__ import annotations
