@@ -71,7 +71,8 @@ _UNARY = ["Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", 
           "Ceil", "Sign", "Softplus", "Softsign", "Identity", "Not", "Sin", "Cos", "Round", "IsNaN", "HardSwish"]
 _BINARY = ["Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Equal", "Greater", "Less", "GreaterOrEqual",
            "LessOrEqual", "And", "Or", "Xor", "Mod", "Max", "Min"]  # Max/Min: the two-input form only
-_REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare"]
+_REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare",
+           "ReduceL1", "ReduceLogSum", "ReduceLogSumExp"]
 _REDUCE_AXES_INPUT_SINCE = {"ReduceSum": 13}  # the others moved axes to an input at opset 18
 _POOL_PARAMS = (Param("auto_pad", "str", "NOTSET"), Param("ceil_mode", "int", 0, since=10),
                 Param("dilations", "ints", (), since=10), Param("kernel_shape", "ints"),
@@ -111,6 +112,8 @@ OPS: dict[str, OpSpec] = {spec.name: spec for spec in [
         Param("axes", "ints", (), input=3, since=10), Param("steps", "ints", (), input=4, since=10)),
     *(_op(name, "X", Param("axes", "ints", (), input=1, since=_REDUCE_AXES_INPUT_SINCE.get(name, 18),
                            axes_of="input"), Param("keepdims", "int", 1)) for name in _REDUCE),
+    *(_op(name, "X", _axis(default=0), Param("keepdims", "int", 1), Param("select_last_index", "int", 0, since=12))
+      for name in ("ArgMax", "ArgMin")),
     _op("GlobalAveragePool"),
     _op("GlobalMaxPool"),
     _op("MaxPool", "X", *_POOL_PARAMS, Param("storage_order", "int", 0, since=8)),

@@ -1,6 +1,7 @@
 """Cleanup rules: no-ops and idempotent chains removed, consecutive pads and reshapes merged.
 
     Relu(Relu(x)) -> Relu(x)
+    f(f(x)) -> f(x)               f idempotent: Sign, Abs, Ceil, Floor, Round
     x * 1 -> x, 1 * x -> x        when the scalar does not change the shape
     x + 0 -> x, 0 + x -> x        likewise
     Identity(x) -> x
@@ -8,6 +9,8 @@
     Expand(x, shape) -> x         when the output shape is x's
     Reshape(x, shape) -> x        likewise
     Pad(x, 0...0) -> x            any mode
+    Flatten(x, axis) -> x         when the output shape is x's (x of rank 2 and axis 1)
+    Out(Split(x, axis, [n]), 0) -> x   a Split with one output (its size is the whole axis)
     Slice(x, ...) -> x            when the output shape is x's and every step is positive (a reversal,
                                   step -1, keeps the shape and is not a no-op)
     Pad(Pad(x, p, v), q, v) -> Pad(x, p + q, v)     constant mode, same value, p and q non-negative
@@ -23,6 +26,9 @@ from __future__ import annotations
 from eqsat.rule import Egglog, Rule, fact, rw
 
 MAX_RANK = 6
+#: Elementwise ops with f(f(x)) = f(x) for every value (NaN and +-inf included; integer Abs too: |INT_MIN| wraps
+#: to INT_MIN in both forms).
+IDEMPOTENT = ("Sign", "Abs", "Ceil", "Floor", "Round")
 
 
 def rw_neutral(lhs: str, rhs: str, *guards: str) -> Egglog:
@@ -51,6 +57,17 @@ def _pad_sum(rank: int) -> str:
 RULES = [
     Rule("relu-merge", "cleanup", "exact", "coreml:merge_consecutive_relus",
          "Relu(Relu(x)) -> Relu(x)", (rw("(Relu (Relu x))", "(Relu x)"),), ruleset="simplify"),
+    Rule("idempotent-merge", "cleanup", "exact", "onnxoptimizer:eliminate_consecutive_idempotent_ops",
+         "f(f(x)) -> f(x) for idempotent elementwise f (Sign, Abs, Ceil, Floor, Round)",
+         tuple(rw(f"({op} ({op} x))", f"({op} x)") for op in IDEMPOTENT), ruleset="simplify"),
+    Rule("flatten-noop", "cleanup", "exact", "onnxoptimizer:eliminate_nop_flatten",
+         "Flatten(x, axis) -> x when the output shape is x's (x of rank 2 and axis 1, symbols included)",
+         (rw_neutral("(Flatten x 1)", "x", "(= s (shape x)) (= (vec-length s) 2)"),
+          rw_neutral("(Flatten x ax)", "x", "(= (shape __root) (shape x))")), ruleset="simplify"),
+    Rule("split-noop", "cleanup", "exact", "onnxoptimizer:eliminate_nop_split",
+         "Out(Split(x, axis, [n]), 0) -> x for a Split with a single output (n is the whole axis)",
+         (rw_neutral("(Out (Split x ax sz) 0)", "x", "(= (vec-length sz) 1)", "(= (shape __root) (shape x))"),),
+         ruleset="simplify"),
     Rule("mul-one", "cleanup", "exact", "coreml:noop_elimination",
          "x * 1 -> x when the output shape is x's",
          (rw_neutral("(Mul x (Scalar 1.0 dt s))", "x", "(= (shape __root) (shape x))"),

@@ -6,6 +6,8 @@
     Sub(x, 0)          -> x                 when the output shape is x's
     Div(x, 1)          -> x                 likewise (integer division by 1 too)
     Neg(Neg(x))        -> x
+    Where(Not(c), a, b) -> Where(c, b, a)
+    And(a, a), Or(a, a) -> a
 
 Shape guards: a single-element constant may broadcast x to a higher rank, so the identities require the
 output's shape to be x's.
@@ -48,4 +50,10 @@ RULES = [
          (rw_neutral("(Div x (Scalar 1.0 dt s))", "x", "(= (shape __root) (shape x))"),), ruleset="simplify"),
     Rule("neg-neg", "elementwise", "exact", "tvm:SimplifyExpr; onnxruntime:NegNegElimination",
          "Neg(Neg(x)) -> x", (rw("(Neg (Neg x))", "x"),), ruleset="simplify"),
+    Rule("where-not-swap", "elementwise", "exact", "onnxoptimizer:rewrite_where",
+         "Where(Not(c), a, b) -> Where(c, b, a)", (rw("(Where (Not c) a b)", "(Where c b a)"),), ruleset="simplify"),
+    Rule("logical-self", "elementwise", "exact", "onnxoptimizer:eliminate_consecutive_idempotent_ops (And/Or); "
+         "tvm:SimplifyExpr",
+         "And(a, a) -> a and Or(a, a) -> a (the output is a's shape)",
+         (rw_neutral("(And a a)", "a"), rw_neutral("(Or a a)", "a")), ruleset="simplify"),
 ]

@@ -16,11 +16,17 @@
     Reshape(Transpose(Reshape(x, [a b, ...]), p), [a, b, ...]) -> Transpose(x, [0, 1, 1 + p[1:]])   p[0] = 0:
                                          the Reshapes only merge and split x's leading two axes (static
                                          or run-time targets: matched on shape facts)
+    Squeeze(Squeeze(x, a), b)         -> Squeeze(x, sorted(a + b mapped to x's axes))   (axes-less outer: Squeeze(x))
+    Unsqueeze(Unsqueeze(x, a), b)     -> Unsqueeze(x, sorted(b + a mapped to the output's axes))
     Squeeze(Unsqueeze(x, a), a)       -> x,  Unsqueeze(Squeeze(x, a), a) -> x  (and any pair whose output
                                                                    has x's shape)
 
 Sinking keeps both forms in the e-graph; transposes that meet cancel through the first two rules, and
 the extractor decides which layout to keep (coremltools reduce_transposes, Glow transpose sinking).
+
+Squeeze/Unsqueeze merges: an axes-less inner Squeeze (every dim that is 1 at run time) followed by a listed one
+is declined: which of x's dims it removed is known only when x is static, and then the inner output has no 1
+left for the outer to remove. An axes-less OUTER Squeeze merges always: x's listed dims are 1s too.
 
 Reductions: axes are normalized (non-negative, sorted) at load, so p[axes] is sorted again here, with a
 sorting network of min/max (egglog has no vector sort), for up to MAX_REDUCE_AXES axes. The kept-axes perm
@@ -168,6 +174,35 @@ def _reshape_transpose_reshape() -> tuple:
     return tuple(rules)
 
 
+def _le(a: str, b: str) -> str:
+    """1 when a <= b, else 0 (i64 arithmetic)."""
+    return f"(min 1 (max 0 (+ 1 (- {b} {a}))))"
+
+
+def _axis_merge(op: str) -> tuple:
+    """op(op(x, a), b) -> op(x, c) for |a| + |b| <= 4 listed axes (sorted, non-negative: normalized at load).
+
+    Squeeze: b indexes the inner output, whose axis i is x's axis i shifted past each removed a_k <= it
+    (a ascending); c = sorted(a + mapped b). Unsqueeze: a indexes the inner output, which is the outer output
+    without the inserted b; its axis i is the output's axis i shifted past each b_k <= it; c = sorted(b +
+    mapped a). The two sets are disjoint, so c has no repeats."""
+    rules = []
+    for na in range(1, 4):
+        for nb in range(1, 5 - na):
+            fixed, moved = ("a", "b") if op == "Squeeze" else ("b", "a")
+            n_fixed, n_moved = (na, nb) if op == "Squeeze" else (nb, na)
+            mapped = []
+            for j in range(n_moved):
+                t = f"(vec-get {moved} {j})"
+                for k in range(n_fixed):
+                    t = f"(+ {t} {_le(f'(vec-get {fixed} {k})', t)})"
+                mapped.append(t)
+            c = _sorted([f"(vec-get {fixed} {k})" for k in range(n_fixed)] + mapped)
+            rules.append(rw(f"({op} ({op} x a) b)", f"({op} x (vec-of {' '.join(c)}))",
+                            f"(= (vec-length a) {na}) (= (vec-length b) {nb})"))
+    return tuple(rules)
+
+
 def _pad_remap(rank: int) -> str:
     """pads' with pads'[j] = pads[ip[j]] and pads'[r+j] = pads[r+ip[j]]."""
     begins = [f"(vec-get pads (vec-get ip {j}))" for j in range(rank)]
@@ -232,6 +267,14 @@ RULES = [
           rw("(Squeeze (Unsqueeze x a) b)", "x", "(= (shape __root) (shape x))"),
           rw("(Unsqueeze (Squeeze x b) a)", "x", "(= (shape __root) (shape x))")),
          ruleset="simplify"),
+    Rule("squeeze-merge", "layout", "exact", "onnxoptimizer:fuse_consecutive_squeezes",
+         "Squeeze(Squeeze(x, a), b) -> Squeeze(x, sorted(a + b mapped to x's axes)) (up to 4 axes in all); "
+         "Squeeze(Squeeze(x, a)) -> Squeeze(x) (no axes: every dim that is 1 at run time)",
+         _axis_merge("Squeeze") + (rw("(Squeeze (Squeeze x a) (vec-empty))", "(Squeeze x (vec-empty))"),),
+         ruleset="simplify"),
+    Rule("unsqueeze-merge", "layout", "exact", "onnxoptimizer:fuse_consecutive_unsqueezes",
+         "Unsqueeze(Unsqueeze(x, a), b) -> Unsqueeze(x, sorted(b + a mapped to the output's axes)) (up to 4 axes)",
+         _axis_merge("Unsqueeze"), ruleset="simplify"),
     Rule("transpose-sink-pad", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes",
          "Pad(Transpose(x, p), pads) -> Transpose(Pad(x, pads permuted by p^-1), p)",
          tuple(rw("(Pad (Transpose x p) pads v mode)", f"(Transpose (Pad x {_pad_remap(r)} v mode) p)",

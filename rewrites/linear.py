@@ -7,6 +7,7 @@
     Gemm(A, B, C, beta) - c         -> Gemm(A, B, C * beta - c, beta=1)
     c - MatMul(A, B)                -> Gemm(A, B, c, alpha=-1)           (same guards as MatMul + c)
     c - Gemm(A, B, C, alpha, beta)  -> Gemm(A, B, c - C * beta, alpha=-alpha, beta=1)
+    Gemm(Transpose(A, [1, 0]), B, C) -> Gemm(A, B, C, transA = 1 - transA)   (likewise B and transB)
     MatMul(A, B) * s                -> MatMul(A, B * s)                  B constant [K, N], s per column or scalar
     Gemm(A, B, C) * s               -> Gemm(A, B * s, C * s)             s per column (B^T: per row) or scalar
     MatMul(x, W_k) (+ b_k), k = 1..n -> Out(Split(MatMul(x, Concat(W)) (+ Concat(b)), -1, [N_k]), k)   (TENSAT)
@@ -26,7 +27,7 @@ subset is generated once; the cost model decides whether one launch and one read
 
 from __future__ import annotations
 
-from eqsat.rule import Egglog, Rule, fact, ones, op_pattern
+from eqsat.rule import Egglog, Rule, fact, ones, op_pattern, rw
 from eqsat.rewrites.tensor import tlist
 
 FAMILY = "linear"
@@ -104,7 +105,19 @@ def _gemm_scale() -> tuple:
     return tuple(rules)
 
 
+def _gemm_transpose() -> tuple:
+    swap = "(= (vec-length p) 2) (= p (vec-of 1 0))"
+    return (rw("(Gemm (Transpose a p) b c alpha beta ta tb)", "(Gemm a b c alpha beta (- 1 ta) tb)", swap,
+               "(>= ta 0) (<= ta 1)"),
+            rw("(Gemm a (Transpose b p) c alpha beta ta tb)", "(Gemm a b c alpha beta ta (- 1 tb))", swap,
+               "(>= tb 0) (<= tb 1)"))
+
+
 RULES = [
+    Rule("gemm-transpose-fold", FAMILY, "exact", "onnxoptimizer:fuse_transpose_into_gemm",
+         "Gemm(Transpose(A, [1, 0]), B, C) -> Gemm(A, B, C, transA toggled), likewise B and transB (the same "
+         "products: Gemm's flags read the operand transposed)",
+         _gemm_transpose(), ruleset="simplify"),
     Rule("matmul-add-to-gemm", FAMILY, "fp-reassoc",
          "onnxruntime:MatMulAddFusion; onnxoptimizer:fuse_matmul_add_bias_into_gemm",
          "MatMul(A, B) +/- c -> Gemm(A, B, c, beta=+/-1) for 2-D A, constant B [K, N] and a constant c "

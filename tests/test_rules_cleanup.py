@@ -397,3 +397,80 @@ def test_random_ops_are_never_merged() -> None:
     session = saturate_with_rules(m, [])
     assert session.egraph.refs[session.encoding.refs["n1"]] != session.egraph.refs[session.encoding.refs["n2"]]
     assert op_counts(session.extract("cpu", verify=False).model)["RandomNormalLike"] == 2
+
+
+# ---- idempotent-merge ----
+
+@pytest.mark.parametrize("op", ["Sign", "Abs", "Ceil", "Floor", "Round"])
+def test_idempotent_merge(op: str) -> None:
+    m = model([node(op, ["x"], "a"), node(op, ["a"], "b"), node(op, ["b"], "y")], X)
+    assert op_counts(assert_rule_sound(m, "idempotent-merge").model) == {op: 1}
+
+
+def test_idempotent_merge_integer_abs() -> None:
+    m = model([node("Abs", ["x"], "a"), node("Abs", ["a"], "y")], [("x", "INT32", (3, 4))])
+    assert op_counts(assert_rule_sound(m, "idempotent-merge").model) == {"Abs": 1}
+
+
+@pytest.mark.parametrize("first,second", [("Floor", "Ceil"), ("Abs", "Sign"), ("Sign", "Abs"), ("Neg", "Neg"),
+                                          ("Round", "Floor")])
+def test_idempotent_merge_not_on_different_ops(first: str, second: str) -> None:
+    """Two different ops (Abs(Sign(x)) is not Sign(x)), or a non-idempotent op (Neg)."""
+    m = model([node(first, ["x"], "a"), node(second, ["a"], "y")], X)
+    assert_rule_does_not_fire(m, "idempotent-merge")
+
+
+@property_settings()
+@given(PROPERTIES["idempotent-merge"]())
+def test_idempotent_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- flatten-noop ----
+
+@pytest.mark.parametrize("shape", [(3, 4), ("N", 4), ("N", "M")])
+def test_flatten_noop(shape: tuple) -> None:
+    m = model([node("Relu", ["x"], "r"), node("Flatten", ["r"], "y", axis=1)], [("x", "FLOAT", shape)])
+    assert op_counts(assert_rule_sound(m, "flatten-noop").model) == {"Relu": 1}
+
+
+def test_flatten_noop_axis_zero_of_a_row() -> None:
+    """Flatten(x, 0) is (1, n): the identity on a (1, n) x (the shape guard)."""
+    m = model([node("Relu", ["x"], "r"), node("Flatten", ["r"], "y", axis=0)], [("x", "FLOAT", (1, 6))])
+    assert op_counts(assert_rule_sound(m, "flatten-noop").model) == {"Relu": 1}
+
+
+@pytest.mark.parametrize("shape,axis", [((2, 3, 4), 1), ((3, 4), 0), ((2, 3, 4), 2), (("N", 4), 0)])
+def test_flatten_noop_not_when_it_reshapes(shape: tuple, axis: int) -> None:
+    m = model([node("Flatten", ["x"], "y", axis=axis)], [("x", "FLOAT", shape)])
+    assert_rule_does_not_fire(m, "flatten-noop")
+
+
+@property_settings()
+@given(PROPERTIES["flatten-noop"]())
+def test_flatten_noop_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- split-noop ----
+
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_split_noop(opset: int) -> None:
+    if opset >= 13:
+        split = oh.make_node("Split", ["x", "sizes"], ["s"], axis=1)
+        inits = {"sizes": np.array([3], np.int64)}
+    else:
+        split, inits = oh.make_node("Split", ["x"], ["s"], axis=1, split=[3]), {}
+    m = model([split, node("Relu", ["s"], "y")], X, initializers=inits, opset=opset)
+    assert op_counts(assert_rule_sound(m, "split-noop").model) == {"Relu": 1}
+
+
+def test_split_noop_not_with_two_outputs() -> None:
+    m = model([oh.make_node("Split", ["x"], ["s0", "s1"], axis=2), node("Add", ["s0", "s1"], "y")], X)
+    assert_rule_does_not_fire(m, "split-noop")
+
+
+@property_settings()
+@given(PROPERTIES["split-noop"]())
+def test_split_noop_property(case: RuleCase) -> None:
+    case.check()

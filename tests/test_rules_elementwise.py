@@ -137,3 +137,50 @@ def test_neg_neg_not_for_a_single_neg() -> None:
 @given(PROPERTIES["neg-neg"]())
 def test_neg_neg_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- where-not-swap ----
+
+def test_where_not_swap() -> None:
+    m = model([node("Greater", ["x", "z"], "c"), node("Not", ["c"], "n"), node("Where", ["n", "x", "b"], "y")], X,
+              initializers={"z": np.zeros((), np.float32), "b": np.linspace(-1, 1, 4, dtype=np.float32)})
+    assert op_counts(assert_rule_sound(m, "where-not-swap").model) == {"Greater": 1, "Where": 1}
+
+
+def test_where_not_swap_not_without_not() -> None:
+    """A condition that is not a Not (IsNaN), or a Not that feeds a branch rather than the condition."""
+    m = model([node("IsNaN", ["x"], "c"), node("Where", ["c", "x", "b"], "y")], X,
+              initializers={"b": np.zeros((), np.float32)})
+    assert_rule_does_not_fire(m, "where-not-swap")
+    m = model([node("Not", ["c"], "n"), node("Where", ["c", "n", "c"], "y")], [("c", "BOOL", (2, 3))])
+    assert_rule_does_not_fire(m, "where-not-swap")
+
+
+@property_settings()
+@given(PROPERTIES["where-not-swap"]())
+def test_where_not_swap_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- logical-self ----
+
+@pytest.mark.parametrize("op", ["And", "Or"])
+def test_logical_self(op: str) -> None:
+    m = model([node("Greater", ["x", "z"], "c"), node(op, ["c", "c"], "y")], X,
+              initializers={"z": np.zeros((), np.float32)})
+    assert op_counts(assert_rule_sound(m, "logical-self").model) == {"Greater": 1}
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Xor"])
+def test_logical_self_not_on_two_values(op: str) -> None:
+    """And(a, b) with a != b, and Xor(a, a), which is all false, not a."""
+    m = model([node(op, ["a", "b"], "y")], [("a", "BOOL", (2, 3)), ("b", "BOOL", (2, 3))])
+    assert_rule_does_not_fire(m, "logical-self")
+    m = model([node("Xor", ["a", "a"], "y")], [("a", "BOOL", (2, 3))])
+    assert_rule_does_not_fire(m, "logical-self")
+
+
+@property_settings()
+@given(PROPERTIES["logical-self"]())
+def test_logical_self_property(case: RuleCase) -> None:
+    case.check()

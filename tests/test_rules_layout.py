@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx.numpy_helper
 import pytest
 from hypothesis import given
 
 from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, saturate_with_rules)
+                           optimize_with_rules, saturate_with_rules, to_proto)
 from tests.rule_graphs import (NCHW_TO_NHWC, NHWC_TO_NCHW, attribute, model, node, property_settings,
                                sandwich, transpose)
 
@@ -322,7 +323,7 @@ def test_transpose_sink_reduce_with_symbolic_dims() -> None:
 
 
 def test_transpose_sink_reduce_not_for_argmax() -> None:
-    """ArgMax's output indexes an axis (not a reduction of a set of axes): it is opaque, never sunk."""
+    """ArgMax's output indexes an axis (not a reduction of a set of axes): never sunk like a reduction."""
     m = model([transpose("x", "t", NCHW_TO_NHWC), node("ArgMax", ["t"], "y", axis=3, keepdims=0)], X4,
               outputs=[("y", "INT64", None)])
     assert_rule_does_not_fire(m, "transpose-sink-reduce")
@@ -481,4 +482,90 @@ def test_reshape_transpose_reshape_not_when_merged_axis_moves() -> None:
 @property_settings()
 @given(PROPERTIES["reshape-transpose-reshape"]())
 def test_reshape_transpose_reshape_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- squeeze-merge / unsqueeze-merge ----
+
+def _axes(op: str, x: str, y: str, axes: list, opset: int, inits: dict) -> "object":
+    if opset >= 13:
+        inits[f"{y}_axes"] = np.array(axes, np.int64)
+        return node(op, [x, f"{y}_axes"], y)
+    return node(op, [x], y, axes=axes)
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+@pytest.mark.parametrize("shape,first,second,merged", [
+    ((1, 3, 1, 4, 1), [0], [1], [0, 2]),          # the second axis indexes the inner output: x's axis 2
+    ((1, 3, 1, 4, 1), [2], [-1], [2, 4]),         # negative axes normalized per op (rank 4 for the outer)
+    ((1, 3, 1, 4, 1), [0, 4], [1], [0, 2, 4]),
+    ((3, 1, 1, 1), [-1], [1, 2], [1, 2, 3]),
+    (("N", 1, 4, 1), [1], [2], [1, 3]),            # a symbolic dim: nothing is computed with it
+])
+def test_squeeze_merge(opset: int, shape: tuple, first: list, second: list, merged: list) -> None:
+    inits: dict = {}
+    m = model([_axes("Squeeze", "x", "s", first, opset, inits), _axes("Squeeze", "s", "q", second, opset, inits),
+               node("Neg", ["q"], "y")], [("x", "FLOAT", shape)], initializers=inits, opset=opset)
+    result = assert_rule_sound(m, "squeeze-merge")
+    assert op_counts(result.model) == {"Squeeze": 1, "Neg": 1}
+    (sq,) = [n for n in to_proto(result.model).graph.node if n.op_type == "Squeeze"]
+    if opset >= 13:
+        axes = [i for i in to_proto(result.model).graph.initializer if i.name == sq.input[1]]
+        assert [int(v) for v in onnx.numpy_helper.to_array(axes[0])] == merged
+    else:
+        assert list(sq.attribute[0].ints) == merged
+
+
+def test_squeeze_merge_without_outer_axes() -> None:
+    """Squeeze(Squeeze(x, a)) (no axes: every remaining 1) is Squeeze(x): a's dims are 1s too."""
+    m = model([node("Squeeze", ["x", "a"], "s"), node("Squeeze", ["s"], "q"), node("Neg", ["q"], "y")],
+              [("x", "FLOAT", (1, 3, 1, 2))], initializers={"a": np.array([2], np.int64)})
+    assert op_counts(assert_rule_sound(m, "squeeze-merge").model) == {"Squeeze": 1, "Neg": 1}
+
+
+def test_squeeze_merge_not_across_other_ops() -> None:
+    """An Unsqueeze between two Squeezes."""
+    m = model([node("Squeeze", ["x", "a"], "s"), node("Unsqueeze", ["s", "a"], "u"), node("Squeeze", ["u", "b"], "y")],
+              [("x", "FLOAT", (1, 3, 1, 2))],
+              initializers={"a": np.array([0], np.int64), "b": np.array([2], np.int64)})
+    assert_rule_does_not_fire(m, "squeeze-merge")
+
+
+@property_settings()
+@given(PROPERTIES["squeeze-merge"]())
+def test_squeeze_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+@pytest.mark.parametrize("shape,first,second,merged", [
+    ((3, 4), [0], [1], [0, 1]),
+    ((3, 4), [0], [0], [0, 1]),                    # the inner 1 moves to axis 1
+    ((3, 4), [1], [3], [1, 3]),
+    ((3, 4), [-1], [0, -1], [0, 3, 4]),            # -1: axis 2 of the inner output, 4 of the outer
+    (("N", 4), [2, 3], [1], [1, 3, 4]),
+])
+def test_unsqueeze_merge(opset: int, shape: tuple, first: list, second: list, merged: list) -> None:
+    inits: dict = {}
+    m = model([_axes("Unsqueeze", "x", "u", first, opset, inits), _axes("Unsqueeze", "u", "q", second, opset, inits),
+               node("Neg", ["q"], "y")], [("x", "FLOAT", shape)], initializers=inits, opset=opset)
+    result = assert_rule_sound(m, "unsqueeze-merge")
+    assert op_counts(result.model) == {"Unsqueeze": 1, "Neg": 1}
+    (uq,) = [n for n in to_proto(result.model).graph.node if n.op_type == "Unsqueeze"]
+    if opset >= 13:
+        axes = [i for i in to_proto(result.model).graph.initializer if i.name == uq.input[1]]
+        assert [int(v) for v in onnx.numpy_helper.to_array(axes[0])] == merged
+    else:
+        assert list(uq.attribute[0].ints) == merged
+
+
+def test_unsqueeze_merge_not_with_a_squeeze_between() -> None:
+    m = model([node("Unsqueeze", ["x", "a"], "u"), node("Squeeze", ["u", "a"], "s"), node("Unsqueeze", ["s", "a"], "y")],
+              [("x", "FLOAT", (3, 4))], initializers={"a": np.array([0], np.int64)})
+    assert_rule_does_not_fire(m, "unsqueeze-merge")
+
+
+@property_settings()
+@given(PROPERTIES["unsqueeze-merge"]())
+def test_unsqueeze_merge_property(case: RuleCase) -> None:
     case.check()

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 
 from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, saturate_with_rules)
+                           optimize_with_rules, saturate_with_rules, to_proto)
 from tests.rule_graphs import attribute, model, node, property_settings
 
 RNG = np.random.default_rng(1)
@@ -380,4 +380,42 @@ def test_matmul_merge_epilogue_property(case: RuleCase) -> None:
 @property_settings()
 @given(PROPERTIES["gemm-merge"]())
 def test_gemm_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- gemm-transpose-fold ----
+
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("which", ["a", "b", "both"])
+def test_gemm_transpose_fold(trans_a: int, trans_b: int, which: str) -> None:
+    """A Transpose([1, 0]) feeding Gemm's A or B becomes the flag: transA/transB toggled, the Transpose gone."""
+    a_shape, b_shape = (4, 3) if trans_a else (3, 4), (5, 4) if trans_b else (4, 5)
+    nodes, gemm_in = [], ["a", "b"]
+    if which in ("a", "both"):
+        a_shape = a_shape[::-1]
+        nodes.append(node("Transpose", ["a"], "at", perm=[1, 0]))
+        gemm_in[0] = "at"
+    if which in ("b", "both"):
+        b_shape = b_shape[::-1]
+        nodes.append(node("Transpose", ["b"], "bt", perm=[1, 0]))
+        gemm_in[1] = "bt"
+    nodes.append(node("Gemm", [*gemm_in, "c"], "y", alpha=0.5, transA=trans_a, transB=trans_b))
+    m = model(nodes, [("a", "FLOAT", a_shape), ("b", "FLOAT", b_shape)], initializers={"c": rand(5)})
+    result = assert_rule_sound(m, "gemm-transpose-fold")
+    assert op_counts(result.model) == {"Gemm": 1}
+    (gemm,) = to_proto(result.model).graph.node
+    flags = {a.name: a.i for a in gemm.attribute if a.name in ("transA", "transB")}
+    assert (flags.get("transA", 0), flags.get("transB", 0)) == (trans_a ^ (which != "b"), trans_b ^ (which != "a"))
+
+
+def test_gemm_transpose_fold_not_for_matmul() -> None:
+    """MatMul has no transpose flags (and its operands may be batched)."""
+    m = model([node("Transpose", ["a"], "at", perm=[1, 0]), node("MatMul", ["at", "b"], "y")],
+              [("a", "FLOAT", (4, 3)), ("b", "FLOAT", (4, 5))])
+    assert_rule_does_not_fire(m, "gemm-transpose-fold")
+
+
+@property_settings()
+@given(PROPERTIES["gemm-transpose-fold"]())
+def test_gemm_transpose_fold_property(case: RuleCase) -> None:
     case.check()

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 
 from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           saturate_with_rules)
+                           optimize_with_rules, run, saturate_with_rules)
 from tests.rule_graphs import model, node, property_settings
 
 X = [("x", "FLOAT", (2, 3, 4, 5))]
@@ -128,4 +128,115 @@ def test_global_pool_to_reducemean_not_for_max_pool() -> None:
 @property_settings()
 @given(PROPERTIES["global-pool-to-reducemean"]())
 def test_global_pool_to_reducemean_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- reduce-unsqueeze-fuse ----
+
+REDUCTIONS = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+              "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]
+
+
+def _reduce_unsqueeze(op: str, axes: list | None, back: list, opset: int, shape: tuple = (2, 3, 4, 5)):
+    inits: dict = {}
+    reduce_in = ["x"]
+    attrs: dict = {"keepdims": 0}
+    if axes is not None:
+        if opset >= (13 if op == "ReduceSum" else 18):
+            inits["axes"] = np.array(axes, np.int64)
+            reduce_in.append("axes")
+        else:
+            attrs["axes"] = axes
+    if opset >= 13:
+        inits["uaxes"] = np.array(back, np.int64)
+        unsq = node("Unsqueeze", ["r", "uaxes"], "y")
+    else:
+        unsq = node("Unsqueeze", ["r"], "y", axes=back)
+    return model([node("Abs", ["x"], "a"), node(op, ["a", *reduce_in[1:]], "r", **attrs), unsq],
+                 [("x", "FLOAT", shape)], initializers=inits, opset=opset)
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_reduce_unsqueeze_fuse(op: str, opset: int) -> None:
+    m = _reduce_unsqueeze(op, [1, -1], [3, 1], opset)  # the same axes, written differently
+    result = assert_rule_sound(m, "reduce-unsqueeze-fuse")
+    assert op_counts(result.model) == {"Abs": 1, op: 1}
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceLogSumExp"])
+@pytest.mark.parametrize("shape", [(2, 3, 4), ("N", 3)])
+def test_reduce_unsqueeze_fuse_all_axes(op: str, shape: tuple) -> None:
+    """No axes: every axis reduced (noop_with_empty_axes = 0), a scalar; the Unsqueeze restores all of them."""
+    m = _reduce_unsqueeze(op, None, list(range(len(shape))), 18, shape)
+    assert op_counts(assert_rule_sound(m, "reduce-unsqueeze-fuse").model) == {"Abs": 1, op: 1}
+
+
+@pytest.mark.parametrize("axes,back", [([1], [2]), ([1, 2], [1]), ([2], [0])])
+def test_reduce_unsqueeze_fuse_not_on_other_axes(axes: list, back: list) -> None:
+    m = _reduce_unsqueeze("ReduceMean", axes, back, 13)
+    assert_rule_does_not_fire(m, "reduce-unsqueeze-fuse")
+
+
+def test_reduce_unsqueeze_fuse_not_with_keepdims() -> None:
+    m = model([node("ReduceMax", ["x"], "r", axes=[1], keepdims=1), node("Unsqueeze", ["r", "u"], "y")],
+              [("x", "FLOAT", (2, 3, 4))], initializers={"u": np.array([1], np.int64)})
+    assert_rule_does_not_fire(m, "reduce-unsqueeze-fuse")
+
+
+def test_reduce_unsqueeze_fuse_not_with_noop_empty_axes() -> None:
+    """noop_with_empty_axes = 1 and no axes: the reduction is the identity (the node stays opaque)."""
+    m = model([node("ReduceSum", ["x"], "r", keepdims=0, noop_with_empty_axes=1), node("Unsqueeze", ["r", "u"], "y")],
+              [("x", "FLOAT", (2, 3))], initializers={"u": np.array([0, 1], np.int64)})
+    assert_rule_does_not_fire(m, "reduce-unsqueeze-fuse")
+
+
+@property_settings()
+@given(PROPERTIES["reduce-unsqueeze-fuse"]())
+def test_reduce_unsqueeze_fuse_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- argmax-monotone (precision-changing) ----
+
+PC = ("precision-changing",)
+XD = np.array([[0.5, -1.0, 2.0, 1.5], [3.0, -2.0, 0.25, 0.0], [-0.5, 1.0, 0.75, 4.0]], np.float32)
+
+
+@pytest.mark.parametrize("arg", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("f,axis", [("Exp", 0), ("Softmax", 1), ("LogSoftmax", -1), ("Softmax", 0)])
+def test_argmax_monotone(arg: str, f: str, axis: int) -> None:
+    fx = node(f, ["x"], "f") if f == "Exp" else node(f, ["x"], "f", axis=axis)
+    m = model([fx, node(arg, ["f"], "y", axis=axis, keepdims=0)], [("x", "FLOAT", (3, 4))])
+    result = assert_rule_sound(m, "argmax-monotone", {"x": XD}, allow=PC)
+    assert op_counts(result.model) == {arg: 1}
+
+
+def test_argmax_monotone_off_by_default() -> None:
+    m = model([node("Exp", ["x"], "f"), node("ArgMax", ["f"], "y", axis=1)], [("x", "FLOAT", (3, 4))])
+    assert_rule_does_not_fire(m, "argmax-monotone")
+
+
+@pytest.mark.parametrize("opset,soft_axis,arg_axis", [(17, 0, 1), (17, -1, 0), (11, 1, 1), (12, -1, 1)])
+def test_argmax_monotone_not_across_axes_or_before_13(opset: int, soft_axis: int, arg_axis: int) -> None:
+    """Softmax over another axis mixes the ArgMax axis's values; before opset 13 Softmax normalizes over the
+    flattened trailing axes (axis and everything after it), which may not be the ArgMax axis alone."""
+    m = model([node("Softmax", ["x"], "f", axis=soft_axis), node("ArgMax", ["f"], "y", axis=arg_axis)],
+              [("x", "FLOAT", (3, 4))], opset=opset)
+    assert_rule_does_not_fire(m, "argmax-monotone", allow=PC)
+
+
+def test_argmax_monotone_changes_the_index_on_underflow_ties() -> None:
+    """Why it is precision-changing: Exp(-110) and Exp(-120) are both 0 in float32, a tie ArgMin breaks by the
+    first index (1), where ArgMin of x is 2."""
+    m = model([node("Exp", ["x"], "f"), node("ArgMin", ["f"], "y", axis=0, keepdims=0)], [("x", "FLOAT", (3,))])
+    feeds = {"x": np.array([0.0, -110.0, -120.0], np.float32)}
+    result, fired = optimize_with_rules(m, ["argmax-monotone"], allow=PC)
+    assert fired["argmax-monotone"] > 0
+    assert int(run(m, feeds)[0]) == 1 and int(run(result.model, feeds)[0]) == 2
+
+
+@property_settings()
+@given(PROPERTIES["argmax-monotone"]())
+def test_argmax_monotone_property(case: RuleCase) -> None:
     case.check()

@@ -191,3 +191,34 @@ def test_reduce_mean_needs_the_reduced_axis_static(shape) -> None:
     out = eqsat.optimize(m, verify=False).proto
     assert ("ReduceMean" in op_counts(out)) == (shape[1] == 4)
     _same_outputs(m, out, {"x": RNG.standard_normal((2, 4)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("unsqueeze", [False, True])
+def test_concat_of_gathered_shape_into_reshape(unsqueeze: bool) -> None:
+    """onnxoptimizer's fuse_concat_into_reshape, done at load by eqsat.shape_chains (no rule needed):
+    Reshape(x, Concat(Gather(Shape(x), [0]), [-1])) -> Reshape(x, [0, -1]) for a symbolic batch (allowzero 0,
+    no literal 0 among the constants). A 1-D index gathers a 1-D piece; a scalar one needs the Unsqueeze."""
+    gather = [node("Gather", ["s", "i"], "b", axis=0)]
+    if unsqueeze:
+        gather.append(node("Unsqueeze", ["b", "ax"], "bu"))
+    nodes = [node("Shape", ["x"], "s"), *gather, node("Concat", [gather[-1].output[0], "tail"], "target", axis=0),
+             node("Reshape", ["x", "target"], "y")]
+    inits = dict(i=np.array(0 if unsqueeze else [0], np.int64), ax=np.array([0], np.int64),
+                 tail=np.array([-1], np.int64))
+    m = model(nodes, [("x", "FLOAT", ("N", 3, 4))], initializers=inits)
+    out = eqsat.optimize(m).proto
+    assert op_counts(out) == {"Reshape": 1}
+    (target,) = [onnx.numpy_helper.to_array(i) for i in out.graph.initializer]
+    assert target.tolist() == [0, -1]
+    for shape in ((1, 3, 4), (5, 3, 4)):
+        _same_outputs(m, out, {"x": RNG.standard_normal(shape).astype(np.float32)})
+
+
+def test_concat_of_gathered_shape_with_a_literal_zero_is_kept() -> None:
+    """A literal 0 among the constants: the folder would mix "copy" zeros with it, so the chain stays."""
+    nodes = [node("Shape", ["x"], "s"), node("Gather", ["s", "i"], "b", axis=0),
+             node("Concat", ["b", "tail"], "target", axis=0), node("Reshape", ["x", "target"], "y")]
+    m = model(nodes, [("x", "FLOAT", ("N", 3, 4))],
+              initializers=dict(i=np.array([0], np.int64), tail=np.array([0, -1], np.int64)))
+    out = eqsat.optimize(m, verify=False).proto
+    assert op_counts(out)["Shape"] == 1

@@ -137,9 +137,57 @@ def _reshape_merge(draw: Callable, st: Any) -> RuleCase:
     return g.case("reshape-merge", ["y"])
 
 
+@rule_case
+def _idempotent_merge(draw: Callable, st: Any) -> RuleCase:
+    op = draw(st.sampled_from(("Sign", "Abs", "Ceil", "Floor", "Round")))
+    dtypes = ("FLOAT", "FLOAT16", "DOUBLE") + (("INT32", "INT64") if op in ("Sign", "Abs") else ())
+    shape = draw(shapes(0, 4, 3))
+    g = DrawnGraph()
+    values = draw(arrays(draw(st.sampled_from(dtypes)), shape))
+    if values.dtype.kind == "f" and draw(st.booleans()):  # halves: Round's ties to even
+        values = (np.round(values * 2) / 2).astype(values.dtype)
+    prev = g.input("x", values)
+    for k in range(draw(st.integers(2, 3))):
+        prev = g.node(op, [prev], f"f{k}")
+    return g.case("idempotent-merge", [prev])
+
+
+@rule_case
+def _flatten_noop(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(2, 2, 4))
+    g = DrawnGraph()
+    x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT64", "BOOL"))), shape)))
+    axis = draw(st.sampled_from((1, -1)))  # -1 is 1 at rank 2
+    g.node("Flatten", [x], "y", axis=axis)
+    return g.case("flatten-noop", ["y"], opset=draw(st.sampled_from((11, 13, 17))))
+
+
+@rule_case
+def _split_noop(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(1, 4, 3))
+    rank = len(shape)
+    axis = draw(st.integers(-rank, rank - 1))
+    g = DrawnGraph()
+    x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT64"))), shape)))
+    opset = draw(st.sampled_from((11, 13, 18)))
+    sized = draw(st.booleans())
+    if opset >= 13 and sized:
+        g.inits["sizes"] = np.array([shape[axis]], np.int64)
+        g.node("Split", [x, "sizes"], "s", axis=axis)
+    elif sized:
+        g.node("Split", [x], "s", axis=axis, split=[shape[axis]])
+    else:
+        g.node("Split", [x], "s", axis=axis, **({"num_outputs": 1} if opset >= 18 else {}))
+    g.node("Neg", ["s"], "y")
+    return g.case("split-noop", ["y"], opset=opset)
+
+
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "relu-merge": _relu_merge,
+    "idempotent-merge": _idempotent_merge,
+    "flatten-noop": _flatten_noop,
+    "split-noop": _split_noop,
     "mul-one": neutral_element("mul-one", "Mul", 1.0),
     "add-zero": neutral_element("add-zero", "Add", 0.0),
     "identity-remove": _identity_remove,

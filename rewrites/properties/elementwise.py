@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
 
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
 from eqsat.testing.draw import neutral_element
@@ -44,10 +45,39 @@ def _neg_neg(draw: Callable, st: Any) -> RuleCase:
     return g.case("neg-neg", ["y"])
 
 
+@rule_case
+def _where_not_swap(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(1, 4, 3))
+    g = DrawnGraph()
+    x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT64"))), shape)))
+    if draw(st.booleans()):  # a condition computed in the graph, or a BOOL input
+        g.inits["zero"] = np.zeros((), g.feeds[x].dtype)
+        c = g.node(draw(st.sampled_from(("Greater", "Less", "Equal"))), [x, "zero"], "c")
+    else:
+        c = g.input("c", draw(arrays("BOOL", draw(broadcastable_shapes(shape)))))
+    b_shape = draw(broadcastable_shapes(shape))
+    g.inits["b"] = draw(arrays(g.feeds[x].dtype, b_shape))
+    g.node("Where", [g.node("Not", [c], "n"), x, "b"] if draw(st.booleans()) else [g.node("Not", [c], "n"), "b", x], "y")
+    return g.case("where-not-swap", ["y"])
+
+
+@rule_case
+def _logical_self(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(0, 4, 3))
+    g = DrawnGraph()
+    a = g.input("a", draw(arrays("BOOL", shape)))
+    if draw(st.booleans()):
+        a = g.node("Not", [a], "n")
+    g.node(draw(st.sampled_from(("And", "Or"))), [a, a], "y")
+    return g.case("logical-self", ["y"])
+
+
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "div-const-to-mul": _div_const_to_mul,
     "sub-zero": neutral_element("sub-zero", "Sub", 0.0, commutative=False),
     "div-one": neutral_element("div-one", "Div", 1.0, commutative=False),
     "neg-neg": _neg_neg,
+    "where-not-swap": _where_not_swap,
+    "logical-self": _logical_self,
 }

@@ -248,6 +248,51 @@ def _squeeze_unsqueeze_cancel(draw: Callable, st: Any) -> RuleCase:
     return g.case("squeeze-unsqueeze-cancel", [g.node("Relu", ["y"], "out")], opset=opset)
 
 
+def _negated(draw: Callable, st: Any, axes: Sequence[int], rank: int) -> list[int]:
+    """`axes` with some written negative (-rank..-1): normalized at load."""
+    return [a - rank if draw(st.booleans()) else a for a in axes]
+
+
+@rule_case
+def _squeeze_merge(draw: Callable, st: Any) -> RuleCase:
+    """x with size-1 dims at a set S of 2 to 4 axes; the inner Squeeze removes A (a non-empty part of S), the
+    outer the rest of S (in the inner output's indices), or every remaining 1 (no axes)."""
+    opset = draw(st.sampled_from((11, 13, 17)))
+    shape = list(draw(shapes(2, 5, 3)))
+    ones = sorted(draw(st.sets(st.integers(0, len(shape) - 1), min_size=2, max_size=min(4, len(shape)))))
+    for a in ones:
+        shape[a] = 1
+    first = sorted(draw(st.sets(st.sampled_from(ones), min_size=1, max_size=len(ones) - 1)))
+    rest = [b - sum(a < b for a in first) for b in ones if b not in first]
+    g = DrawnGraph()
+    x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT64"))), tuple(shape))))
+    sq = _axes_op(g, "Squeeze", x, "s", _negated(draw, st, first, len(shape)), opset, 13)
+    if draw(st.integers(0, 3)) == 0:
+        g.node("Squeeze", [sq], "y")
+    else:
+        _axes_op(g, "Squeeze", sq, "y", _negated(draw, st, rest, len(shape) - len(first)), opset, 13)
+    return g.case("squeeze-merge", [g.node("Neg", ["y"], "out")], opset=opset)
+
+
+@rule_case
+def _unsqueeze_merge(draw: Callable, st: Any) -> RuleCase:
+    """The output has inserted 1s at a set C of 2 to 4 axes: the outer Unsqueeze inserts B (a non-empty part of C,
+    in the output's indices), the inner one the rest (in the inner output's indices: C without B shifted)."""
+    opset = draw(st.sampled_from((11, 13, 17)))
+    shape = draw(shapes(0, 3, 3))
+    out_rank = len(shape) + draw(st.integers(2, 4))
+    inserted = sorted(draw(st.sets(st.integers(0, out_rank - 1), min_size=out_rank - len(shape),
+                                   max_size=out_rank - len(shape))))
+    outer = sorted(draw(st.sets(st.sampled_from(inserted), min_size=1, max_size=len(inserted) - 1)))
+    inner = [c - sum(b < c for b in outer) for c in inserted if c not in outer]
+    g = DrawnGraph()
+    x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "BOOL"))), shape)))
+    u = _axes_op(g, "Unsqueeze", x, "u", _negated(draw, st, inner, len(shape) + len(inner)), opset, 13)
+    _axes_op(g, "Unsqueeze", u, "y", _negated(draw, st, outer, out_rank), opset, 13)
+    return g.case("unsqueeze-merge", [g.node("Not" if g.feeds[x].dtype == np.bool_ else "Neg", ["y"], "out")],
+                  opset=opset)
+
+
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "transpose-merge": _transpose_merge,
@@ -260,4 +305,6 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "transpose-to-reshape": _transpose_to_reshape,
     "reshape-transpose-reshape": _reshape_transpose_reshape,
     "squeeze-unsqueeze-cancel": _squeeze_unsqueeze_cancel,
+    "squeeze-merge": _squeeze_merge,
+    "unsqueeze-merge": _unsqueeze_merge,
 }

@@ -164,7 +164,30 @@ def _matmul_merge(rule: str) -> Callable[[], Any]:
 
 
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
+@rule_case
+def _gemm_transpose_fold(draw: Callable, st: Any) -> RuleCase:
+    dtype, dt, (m, k, n) = _linear_dtype_and_dims(draw, 3)
+    trans_a, trans_b = draw(st.booleans()), draw(st.booleans())
+    fold_a, fold_b = draw(st.sampled_from(((True, False), (False, True), (True, True))))
+    g = DrawnGraph()
+    a_shape = (k, m) if trans_a else (m, k)
+    b_shape = (n, k) if trans_b else (k, n)
+    a = float_input(draw, g, "a", a_shape[::-1] if fold_a else a_shape, dtype)
+    if fold_a:
+        a = g.node("Transpose", [a], "at", perm=[1, 0])
+    b = float_input(draw, g, "b", b_shape[::-1] if fold_b else b_shape, dtype)  # a run-time B (not folded at load)
+    if fold_b:
+        b = g.node("Transpose", [b], "bt", perm=[1, 0])
+    inputs = [a, b]
+    if draw(st.booleans()):
+        g.inits["c"] = draw_constant(draw, draw(st.sampled_from(((n,), (m, n), ()))), dtype)
+        inputs.append("c")
+    g.node("Gemm", inputs, "y", alpha=draw(st.sampled_from((1.0, 0.5))), transA=int(trans_a), transB=int(trans_b))
+    return g.case("gemm-transpose-fold", ["y"], opset=draw(st.sampled_from((11, 13, 17))))
+
+
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
+    "gemm-transpose-fold": _gemm_transpose_fold,
     "matmul-add-to-gemm": _linear("matmul-add-to-gemm"),
     "gemm-bias-fold": _linear("gemm-bias-fold"),
     "matmul-scale-fold": _linear("matmul-scale-fold"),

@@ -10,6 +10,7 @@ import numpy as np
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
 from eqsat.testing.draw import CONST_LAST, float_input
 from eqsat.testing.models import numpy_dtype
+from eqsat.testing.strategies import float_arrays
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -69,10 +70,70 @@ def _global_pool(rule: str) -> Callable[[], Any]:
     return strategy
 
 
+_REDUCTIONS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+               "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
+
+
+@rule_case
+def _reduce_unsqueeze(draw: Callable, st: Any) -> RuleCase:
+    op = draw(st.sampled_from(_REDUCTIONS))
+    rank = draw(st.integers(1, 4))
+    shape = tuple(draw(st.integers(1, 3)) for _ in range(rank))
+    dtype = draw(st.sampled_from(("FLOAT", "FLOAT", "DOUBLE")))
+    g = DrawnGraph()
+    low = 0.25 if op in ("ReduceLogSum", "ReduceProd") else -4.0  # a positive sum (log); a moderate product
+    x = g.input("x", draw(float_arrays(shape, numpy_dtype(dtype), low, 2.0 if op == "ReduceProd" else 4.0)))
+    opset = draw(st.sampled_from((11, 13, 18)))
+    axes = sorted(draw(st.sets(st.integers(0, rank - 1), max_size=rank)))
+    listed = [a - rank if draw(st.booleans()) else a for a in axes]
+    as_input = opset >= (13 if op == "ReduceSum" else 18)
+    if as_input:
+        inputs = [x]
+        if axes:
+            g.inits["axes"] = np.array(listed, np.int64)
+            inputs.append("axes")
+        g.node(op, inputs, "r", keepdims=0)
+    else:
+        g.node(op, [x], "r", keepdims=0, **({"axes": listed} if axes else {}))
+    back = axes or list(range(rank))  # no axes: every axis reduced, every axis restored
+    back = [a - rank if draw(st.booleans()) else a for a in back]
+    if opset >= 13:
+        g.inits["uaxes"] = np.array(back, np.int64)
+        g.node("Unsqueeze", ["r", "uaxes"], "y")
+    else:
+        g.node("Unsqueeze", ["r"], "y", axes=back)
+    return g.case("reduce-unsqueeze-fuse", ["y"], opset=opset)
+
+
+@rule_case
+def _argmax_monotone(draw: Callable, st: Any) -> RuleCase:
+    """Distinct values (a permutation of a grid spanning at most 16): no float ties after Exp or Softmax."""
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(1, 4)) for _ in range(rank))
+    dtype = draw(st.sampled_from(("FLOAT", "DOUBLE")))
+    size = int(np.prod(shape))
+    order = np.array(draw(st.permutations(range(size))), np.float64)
+    values = ((order - size / 2) * min(0.5, 16.0 / size)).reshape(shape).astype(numpy_dtype(dtype))
+    g = DrawnGraph()
+    x = g.input("x", values)
+    axis = draw(st.integers(-rank, rank - 1))
+    f = draw(st.sampled_from(("Exp", "Softmax", "LogSoftmax")))
+    fx = g.node(f, [x], "f", **({"axis": axis} if f != "Exp" else {}))
+    arg_axis = axis if f != "Exp" else draw(st.integers(-rank, rank - 1))
+    attrs = {"keepdims": draw(st.sampled_from((0, 1)))}
+    opset = draw(st.sampled_from((13, 17)))
+    if draw(st.booleans()):
+        attrs["select_last_index"] = 1
+    g.node(draw(st.sampled_from(("ArgMax", "ArgMin"))), [fx], "y", axis=arg_axis, **attrs)
+    return g.case("argmax-monotone", ["y"], allow=("precision-changing",), opset=opset)
+
+
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "reducesum-mul-to-mean": _reduce_sum("reducesum-mul-to-mean"),
     "reducesum-div-to-mean": _reduce_sum("reducesum-div-to-mean"),
     "reducemean-to-global-pool": _global_pool("reducemean-to-global-pool"),
     "global-pool-to-reducemean": _global_pool("global-pool-to-reducemean"),
+    "reduce-unsqueeze-fuse": _reduce_unsqueeze,
+    "argmax-monotone": _argmax_monotone,
 }
