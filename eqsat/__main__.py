@@ -1,7 +1,5 @@
 """`python -m eqsat` is the `eqsat` command."""
 
-import sys
+from eqsat.cli import run_command
 
-from eqsat.cli import main
-
-sys.exit(main())
+run_command()

@@ -13,9 +13,11 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any, Iterable
 
-import egglog.bindings as bindings
+from egglog.bindings import EGraph as _EGraph, EggSmolError, RunScheduleOutput  # not via the package: eqsat.cli
 
 if TYPE_CHECKING:
+    from egglog.bindings import RunReport
+
     from eqsat.bulk import Rows
 
 #: Actions per throwaway load rule, and commands per parse: both costs grow superlinearly with size
@@ -27,7 +29,7 @@ COMMAND_CHUNK = 4
 #: (parse time grows with the size of the ruleset being defined).
 LOAD_RULESET = 500
 
-EgglogError = bindings.EggSmolError
+EgglogError = EggSmolError
 
 
 def _call(convert: Any, value: Any) -> Any:
@@ -47,7 +49,7 @@ class Backend:
     """An egglog e-graph plus the few operations eqsat needs."""
 
     def __init__(self) -> None:
-        self._egraph = bindings.EGraph()
+        self._egraph = _EGraph()
         self._loads = 0
         self._load_tables: set[str] = set()
         self.broken = False
@@ -129,10 +131,10 @@ class Backend:
         self.run_many(rules)
         self.run(f"(run-schedule (run {ruleset}))")
 
-    def run_schedule(self, schedule: str) -> "bindings.RunReport":
+    def run_schedule(self, schedule: str) -> "RunReport":
         """Run one schedule; return the egglog run report (matches per rule, updated flag)."""
         outputs = self.run(f"(run-schedule {schedule})")
-        reports = [o.report for o in outputs if isinstance(o, bindings.RunScheduleOutput)]
+        reports = [o.report for o in outputs if isinstance(o, RunScheduleOutput)]
         return reports[-1]
 
     def sizes(self) -> dict[str, int]:

@@ -242,5 +242,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-if __name__ == "__main__":
+def run_command() -> None:
+    """The `eqsat` executable (and `python -m eqsat`): `main` in a process of its own."""
+    _load_egglog_bindings_alone()
     sys.exit(main())
+
+
+def _load_egglog_bindings_alone() -> None:
+    """Load egglog's compiled bindings without the egglog package's Python layer (its high-level API, ~0.2 s
+    to import, which eqsat never uses): registered as `egglog.bindings`, the module eqsat.backend imports with
+    `from egglog.bindings import ...`, which then does not import the package. Only for the command, a
+    process that runs no other code: a later `import egglog` works, but would lack the `egglog.bindings`
+    attribute. If egglog's layout differs, the normal import happens instead."""
+    if "egglog.bindings" in sys.modules:
+        return
+    import importlib.util
+
+    package = importlib.util.find_spec("egglog")
+    folders = list(package.submodule_search_locations or []) if package is not None else []
+    for folder in folders:
+        for name in sorted(os.listdir(folder)):
+            if name.startswith("bindings.") and name.endswith((".so", ".pyd")):
+                spec = importlib.util.spec_from_file_location("egglog.bindings", os.path.join(folder, name))
+                if spec is None or spec.loader is None:
+                    return
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                sys.modules["egglog.bindings"] = module
+                return
+
+
+if __name__ == "__main__":
+    run_command()
