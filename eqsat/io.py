@@ -122,6 +122,7 @@ def _check_structure(proto: onnx.ModelProto, label: str, base_dir: Path | None, 
         nodes = [proto.graph.node[i] for i in order]
         proto.graph.ClearField("node")
         proto.graph.node.extend(nodes)
+    proto = _without_negative_dims(proto)  # a dim declared -1 (paddle2onnx) is dynamic, not a conflict
     try:
         onnx.checker.check_model(proto, full_check=True)
     except CHECKER_ERRORS as exc:
@@ -249,7 +250,7 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
     from eqsat.shape_chains import make_targets_static
     from eqsat.zero_states import drop_zero_states
 
-    inferred = _infer_proto(_without_negative_dims(proto))
+    inferred = _infer_proto(_without_negative_dims(proto))  # loaded protos have none left; others may
     model = from_proto(inferred, label)
     folded = _fold(model)
     decided = decide_ifs(model, copy=lambda m: from_proto(to_proto(m), label), settle=lambda m: _settled(m, label))

@@ -65,6 +65,24 @@ def test_negative_dim_value_is_an_unknown_dim_not_a_size() -> None:
         assert -1 not in onnx.numpy_helper.to_array(init).reshape(-1).tolist()
 
 
+def test_an_output_declared_with_minus_one_is_not_refused() -> None:
+    """paddle2onnx declares outputs with -1 too: the checker's shape inference would call the inferred 12 a
+    conflict with -1 and refuse a model onnxruntime runs; the -1 is a dynamic dim, and the output is verified."""
+    nodes = [node("Reshape", ["x", "target"], "t"), node("Relu", ["t"], "y")]
+    m = model(nodes, [("x", "FLOAT", ("N", 4, 6))], [("y", "FLOAT", ("N", 2, -1))],
+              {"target": np.array([0, 2, -1], np.int64)})
+    result = eqsat.optimize(m, input_shapes={"x": (3, 4, 6)})
+    assert result.report.verification.ok
+    dims = result.proto.graph.output[0].type.tensor_type.shape.dim
+    assert dims[0].dim_param == "N" and all(d.dim_value >= 0 for d in dims)
+
+
+def test_reshape_with_allowzero_and_an_empty_dim_is_not_refused() -> None:
+    m = model([node("Reshape", ["x", "target"], "t", allowzero=1), node("Relu", ["t"], "y")],
+              [("x", "FLOAT", (2, 0, 3))], [("y", "FLOAT", (0, 6))], {"target": np.array([0, 6], np.int64)})
+    assert eqsat.optimize(m).report.verification.ok
+
+
 # ---- run-time shape computations ----
 
 def _heads_reshape(batch: str | None = "batch", seq: str | None = "seq") -> onnx.ModelProto:
