@@ -239,12 +239,20 @@ def _saturate(backend: Backend, work: "ir.Model", limits: Limits,
 
 def _in_backend(backend: Backend, encoding: Encoding, limits: Limits,
                 phases: dict[str, float], start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
-    """`_run` in `backend` (declarations and rules installed) between a push and a pop."""
+    """`_run` in `backend` (declarations and rules installed) between a push and a pop; a backend an earlier
+    egglog panic broke is replaced by a fresh one with the same rules, and a pop that fails (a panic during
+    this run: the result is already decoded or fell back) leaves it marked broken (eqsat.prepared drops it)."""
+    if backend.broken:
+        backend = prepared.fresh(backend.installed, backend.constructors)
     backend.push()
     try:
         return _run(backend, encoding, limits, phases, start, note)
     finally:
-        backend.pop()
+        try:
+            backend.pop()
+        except BaseException as exc:  # egglog panics are BaseException; Backend.pop marked it broken
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
 
 
 def _run(backend: Backend, encoding: Encoding, limits: Limits, phases: dict[str, float],

@@ -127,3 +127,25 @@ def test_rule_only_facts_are_never_loaded(models_dir: Path) -> None:
     loaded = "\n".join([*rows.text, *terms.static_facts()])
     assert not [name for name in RULE_ONLY_FACTS
                 if f"({name} " in loaded or any(table.endswith(name) for table in rows.tables)]
+
+
+def test_a_backend_broken_during_a_run_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An egglog panic leaves the e-graph unusable (its pop fails): the run still returns its result, and the
+    kept backend is dropped, so the next run gets a fresh one and the same output."""
+    from eqsat.backend import Backend
+
+    class Panic(BaseException):  # pyo3's PanicException derives from BaseException
+        pass
+
+    def failing_pop(self: Backend) -> None:
+        self.broken = True
+        raise Panic("egglog panicked")
+
+    prepared.clear()
+    reference = eqsat.optimize(_relu_chain(), verify=False).proto.SerializeToString()
+    monkeypatch.setattr(Backend, "pop", failing_pop)
+    assert eqsat.optimize(_relu_chain(), verify=False).proto.SerializeToString() == reference
+    assert not prepared._kept
+    monkeypatch.undo()
+    assert eqsat.optimize(_relu_chain(), verify=False).proto.SerializeToString() == reference
+    prepared.clear()
