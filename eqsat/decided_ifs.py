@@ -12,7 +12,8 @@ an input of a forbidden rank. The condition is then fixed to the other value in 
 usual folding inlines it. Outputs do not change on any input the original runs on; inputs that it rejected
 (a size the exporter's trace did not allow) may run afterwards, as they do after onnxscript's optimizer.
 
-Only top-level Ifs whose branches give outputs of different ranks are tried (at most MAX_TRIALS).
+Only top-level Ifs whose branches give outputs of different ranks are tried (at most MAX_TRIALS, fewer in
+large graphs: MAX_TRIAL_NODES).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ RANK_RULES: dict[tuple[str, int], int] = {
     ("LSTM", 6): 3, ("LSTM", 7): 2,                                         # initial_c, P
     ("Gemm", 0): 2, ("Gemm", 1): 2,
 }
-#: If nodes tried per model (each trial folds a copy of the model).
+#: If nodes tried per graph (each trial folds a copy of the whole model), and the most nodes all the tried
+#: copies may hold together: a deterministic bound on the work (a large model gets fewer trials).
 MAX_TRIALS = 8
+MAX_TRIAL_NODES = 50_000
 
 
 def decide_ifs(model: ir.Model, copy: Callable[[ir.Model], ir.Model],
@@ -41,7 +44,8 @@ def decide_ifs(model: ir.Model, copy: Callable[[ir.Model], ir.Model],
     (which branch, and the op whose input rank refutes the other). `copy` copies a model; `settle` folds one
     and infers its shapes (returning the result)."""
     decided: list[str] = []
-    candidates = [i for i, node in enumerate(model.graph) if _ranks_differ(node)][:MAX_TRIALS]
+    affordable = min(MAX_TRIALS, MAX_TRIAL_NODES // max(1, 2 * len(model.graph)))
+    candidates = [i for i, node in enumerate(model.graph) if _ranks_differ(node)][:affordable]
     for index in candidates:
         node = list(model.graph)[index] if index < len(model.graph) else None
         if node is None or not _ranks_differ(node):
