@@ -56,33 +56,51 @@ def _moments() -> list[str]:
     return out
 
 
+def trailing(a: str, n: str) -> str:
+    """The axes a, a+1, ..., a+n-1 as a vector (n must be bound and >= 0)."""
+    return f'(unstable-vec-map (unstable-fn "+" {a}) (vec-range {n}))'
+
+
+def normalized_dims(s: str, a: str, n: str) -> str:
+    """s[a], ..., s[a+n-1]: the dims of the axes a.. (a + n <= length of s must hold)."""
+    return f'(unstable-vec-map (unstable-fn "vec-get" {s}) {trailing(a, n)})'
+
+
 def _ln_core() -> tuple:
+    """Moments over the trailing axes a..r-1 (one or several: axes are normalized, sorted and unique, so
+    they are the trailing ones exactly when they equal a, a+1, ..., r-1) -> LayerNormalization(axis=a).
+    The normalized dims nd must be static (the scale is a tensor of shape nd) and not all 1 (a single
+    element: see _in_core)."""
     return tuple(fact(
-        f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 1) (= ax (vec-of (- r 1))) (> (vec-get s (- r 1)) 1) "
+        f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (<= n r) (= a (- r n)) "
+        f"(= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "
+        f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
         f"(= (shape __root) s) "
         f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
-        "(let nd (vec-of (vec-get s (- r 1)))) (let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
-        "(union __root (LayerNormalization x one (Absent) (- r 1) eps 1))") for pattern in _moments())
+        "(let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
+        "(union __root (LayerNormalization x one (Absent) a eps 1))") for pattern in _moments())
 
 
 def _ln_affine(op: str) -> tuple:
-    """Mul(LN(x, 1, -), c) -> LN(x, c', -) and Add(LN(x, s, -), c) -> LN(x, s, c'): c varies only along the
-    last (normalized) axis; c' is c reshaped to (D) (c itself for a rank-1 x: a reshape there would let the
-    decomposition and this rule build ever longer Reshape chains)."""
+    """Mul(LN(x, 1, -), c) -> LN(x, c', -) and Add(LN(x, s, -), c) -> LN(x, s, c') over the axes a..r-1: c
+    varies only along them. c' is c itself when c's shape is the normalized dims nd, else c (of shape
+    (1, .., 1) + nd) reshaped to nd (never a Reshape of a c already of shape nd: the decomposition and this
+    rule would build ever longer Reshape chains)."""
     rules = []
     ln = ("(LayerNormalization x (Scalar 1.0 dt sd) (Absent) a eps st)" if op == "Mul"
           else "(LayerNormalization x sc (Absent) a eps st)")
     bind = "" if op == "Mul" else "(= sd (shape sc)) "
-    for rank1 in (True, False):
-        cr = "c" if rank1 else "cr"
+    for direct in (True, False):
+        cr = "c" if direct else "cr"
         new = (f"(LayerNormalization x {cr} (Absent) a eps st)" if op == "Mul"
                else f"(LayerNormalization x sc {cr} a eps st)")
-        reshape = "" if rank1 else "(let cr (Reshape c sd 0)) (set (shape cr) sd) (set (dtype cr) ct) "
+        reshape = "" if direct else "(let cr (Reshape c sd 0)) (set (shape cr) sd) (set (dtype cr) ct) "
+        shape = "(= (shape c) sd)" if direct else f"(> a 0) (= (shape c) (vec-append {ones('(vec-range a)')} sd))"
         for pattern in _both(op, ln, "c"):
             rules.append(fact(
                 f"(= __root {pattern}) {bind}(is-const c) (= ct (dtype c)) (= sx (shape x)) (= r (vec-length sx)) "
-                f"{'(= r 1)' if rank1 else '(> r 1)'} (= a (- r 1)) (= (vec-length sd) 1) "
-                f"(= (shape c) (vec-set {ones('sx')} a (vec-get sd 0)))",
+                f"(= n (vec-length sd)) (>= n 1) (= a (- r n)) (>= a 0) (= sd {normalized_dims('sx', 'a', 'n')}) "
+                f"{shape}",
                 f"{reshape}(union __root {new})"))
     return tuple(rules)
 
@@ -136,6 +154,63 @@ def _in_affine(op: str) -> tuple:
         for pattern in _both(op, inorm, "c"))
 
 
+#: The variance-plus-epsilon of a normalization: Add(ReduceMean(q, ax, keepdims), eps).
+_VE = "(= ve (Add (ReduceMean q ax 1) (Scalar eps ed es)))"
+
+
+def _rsqrt_forms() -> tuple:
+    """Pow(ve, -0.5) and Div(1, Sqrt(ve)) -> Reciprocal(Sqrt(ve)), Pow(ve, 0.5) -> Sqrt(ve): the forms the
+    fusions match, for ve the variance plus epsilon (the exponent / numerator must not broadcast: the output
+    shape is ve's)."""
+    return tuple(fact(f"(= __root {pattern}) {_VE} (= (shape __root) (shape ve))", f"(union __root {target})")
+                 for pattern, target in (("(Pow ve (Scalar -0.5 pd ps))", "(Reciprocal (Sqrt ve))"),
+                                         ("(Div (Scalar 1.0 od os) (Sqrt ve))", "(Reciprocal (Sqrt ve))"),
+                                         ("(Pow ve (Scalar 0.5 pd ps))", "(Sqrt ve)")))
+
+
+def _unfold_shift() -> tuple:
+    """x*k + (b - m*k) -> (x - m)*k + b, x*k - m*k and x*k + -(m*k) -> (x - m)*k, for m = ReduceMean(x, ax,
+    keepdims=1): the folded form x * (g * rsqrt(var + eps)) + (b - mean * g * rsqrt(var + eps)) (TF's
+    batch_normalization) brought back to the moments the fusions match. m keeps x's rank and broadcasts
+    into it, so (x - m) has x's shape and (x - m)*k has x*k's."""
+    rules = []
+    for xk, mk in (("(Mul x k)", "(Mul m k)"), ("(Mul k x)", "(Mul k m)")):
+        for pattern, shifted in ((f"(Add {xk} (Sub b {mk}))", True), (f"(Add (Sub b {mk}) {xk})", True),
+                                 (f"(Sub {xk} {mk})", False), (f"(Add {xk} (Neg {mk}))", False),
+                                 (f"(Add (Neg {mk}) {xk})", False)):
+            scaled = "(let dk (Mul d k)) (set (shape dk) sk) (set (dtype dk) dt) "
+            rules.append(fact(
+                f"(= __root {pattern}) (= m (ReduceMean x ax 1)) (= xk {xk}) (= sx (shape x)) (= sk (shape xk)) "
+                f"(= (vec-length (shape m)) (vec-length sx)) (= dt (dtype x)) {FUSED_DTYPES} (= sr (shape __root))",
+                "(let d (Sub x m)) (set (shape d) sx) (set (dtype d) dt) " + scaled
+                + ("(let y (Add dk b)) (set (shape y) sr) (set (dtype y) dt) (union __root y)" if shifted
+                   else "(union __root dk)")))
+    return tuple(rules)
+
+
+def _regroup_scale() -> tuple:
+    """(x - m) * (g * r) -> ((x - m) * r) * g for r = Reciprocal(Sqrt(ve)) of m's shape and a constant g:
+    the gamma of a folded normalization moved outside, where the scale fusions find it."""
+    return tuple(fact(
+        f"(= __root (Mul d {k})) (= d (Sub x m)) (= m (ReduceMean x ax 1)) (= r (Reciprocal (Sqrt ve))) {_VE} "
+        f"(is-const g) (= (shape r) (shape m)) (= sx (shape x)) (= (shape d) sx) (= dt (dtype x)) {FUSED_DTYPES}",
+        "(let dr (Mul d r)) (set (shape dr) sx) (set (dtype dr) dt) (union __root (Mul dr g))")
+        for k in ("(Mul g r)", "(Mul r g)"))
+
+
+def _distribute_affine() -> tuple:
+    """(n + b) * g -> n*g + b*g for n = LN(x, 1, -) or IN(x, 1, 0) and constants b, g of one shape that
+    broadcast into n's (b*g is evaluated at lowering): the scale and bias fusions then take both."""
+    norms = ("(LayerNormalization x (Scalar 1.0 dt sd) (Absent) a eps st)",
+             "(InstanceNormalization x (Scalar 1.0 dt sd) (Scalar 0.0 dt sd) eps)")
+    return tuple(fact(
+        f"(= __root {mul}) (= nb {add}) (= nrm {norm}) (is-const b) (is-const g) (= sb (shape b)) "
+        "(= sb (shape g)) (= sn (shape nrm)) (= (shape nb) sn) (= (shape __root) sn) (= bt (dtype b))",
+        "(let ng (Mul nrm g)) (set (shape ng) sn) (set (dtype ng) dt) "
+        "(let bg (Mul b g)) (set (shape bg) sb) (set (dtype bg) bt) (union __root (Add ng bg))")
+        for norm in norms for add in _both("Add", "nrm", "b") for mul in _both("Mul", "nb", "g"))
+
+
 RULES = [
     Rule("layernorm-fuse", "normalization", "fp-reassoc",
          "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
@@ -161,4 +236,19 @@ RULES = [
          "Mul(InstanceNormalization(x, 1, 0), g) -> InstanceNormalization(x, g, 0); "
          "Add(InstanceNormalization(x, s, 0), b) -> InstanceNormalization(x, s, b) for per-channel constants",
          _in_affine("Mul") + _in_affine("Add")),
+    Rule("norm-rsqrt-forms", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "Pow(v + eps, -0.5) and Div(1, Sqrt(v + eps)) -> Reciprocal(Sqrt(v + eps)), Pow(v + eps, 0.5) -> "
+         "Sqrt(v + eps) for a variance v = ReduceMean(., keepdims) (Pow: pow and sqrt round differently; Div: exact)",
+         _rsqrt_forms()),
+    Rule("norm-unfold-shift", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "x*k + (b - m*k) -> (x - m)*k + b; x*k - m*k and x*k + -(m*k) -> (x - m)*k for m = ReduceMean(x, "
+         "keepdims): the folded normalization x*(g*rsqrt(v+eps)) + (b - m*g*rsqrt(v+eps))",
+         _unfold_shift()),
+    Rule("norm-regroup-scale", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "(x - m) * (g * Reciprocal(Sqrt(v + eps))) -> ((x - m) * Reciprocal(Sqrt(v + eps))) * g for a constant g",
+         _regroup_scale()),
+    Rule("norm-distribute-affine", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "(n + b) * g -> n*g + b*g for n = LayerNormalization(x, 1, -) or InstanceNormalization(x, 1, 0) and "
+         "constants b, g of one shape (b*g is folded at lowering)",
+         _distribute_affine()),
 ]
