@@ -2,16 +2,24 @@
 and the reverse decomposition, so that the extractor picks per target. (Mul + Add by per-channel constants
 <-> BatchNormalization lives in the conv family: bn-compose, bn-decompose.)
 
-    Div(Sub(x, m), Sqrt(Add(ReduceMean(Pow(Sub(x, m), 2), ax), eps)))  -> LayerNormalization(x, 1, -, axis=-1, eps)
-        where m = ReduceMean(x, ax, keepdims=1), ax = the last axis; also Mul(d, d) for Pow(d, 2),
-        Mul(d, Reciprocal(Sqrt(..))) for the Div; opset >= 17
-    Mul(LayerNormalization(x, 1, -), g)                -> LayerNormalization(x, g, -)       g constant (1, ..., 1, D)
-    Add(LayerNormalization(x, s, -), b)                -> LayerNormalization(x, s, b)       b constant (1, ..., 1, D)
+    Div(Sub(x, m), Sqrt(Add(ReduceMean(Pow(Sub(x, m), 2), ax), eps)))  -> LayerNormalization(x, 1, -, axis=a, eps)
+        where m = ReduceMean(x, ax, keepdims=1), ax = the trailing axes a..r-1 (static dims); also Mul(d, d)
+        for Pow(d, 2), Mul(d, Reciprocal(Sqrt(..))) for the Div; opset >= 17
+    Mul(LayerNormalization(x, 1, -), g)                -> LayerNormalization(x, g, -)       g constant nd or (1, .., 1) + nd
+    Add(LayerNormalization(x, s, -), b)                -> LayerNormalization(x, s, b)       b likewise (nd: normalized dims)
     LayerNormalization(x, s, b, last axis)
                                          -> Add(Mul(Div(Sub(x, m), Sqrt(Add(ReduceMean(Mul(d, d)), eps))), s), b)
     (the same moments over the spatial axes 2..r-1)   -> InstanceNormalization(x, 1, 0, eps)
     Mul(InstanceNormalization(x, 1, 0), g)            -> InstanceNormalization(x, g, 0)    g constant (1, C, 1, ...)
     Add(InstanceNormalization(x, s, 0), b)            -> InstanceNormalization(x, s, b)    b constant (1, C, 1, ...)
+
+Canonicalizations that bring other exported forms to the ones above (coremltools' variants):
+    Pow(ve, -0.5), Div(1, Sqrt(ve))  -> Reciprocal(Sqrt(ve)),  Pow(ve, 0.5) -> Sqrt(ve)   ve = var + eps
+    Add(Mul(x, k), Sub(b, Mul(m, k))) -> Add(Mul(Sub(x, m), k), b)     m = ReduceMean(x, keepdims) (folded form;
+        also Sub(Mul(x, k), Mul(m, k)) and Add(Mul(x, k), Neg(Mul(m, k))) -> Mul(Sub(x, m), k))
+    Mul(Sub(x, m), Mul(g, r))         -> Mul(Mul(Sub(x, m), r), g)      r = Reciprocal(Sqrt(ve)), g constant
+    Mul(Add(n, b), g)                 -> Add(Mul(n, g), Mul(b, g))      n = LN(x, 1, -) or IN(x, 1, 0), b, g constants
+                                                                        (b * g is folded at lowering)
 
 Fused and decomposed forms stay together in the e-graph; the target's cost model chooses (a target
 without a LayerNormalization kernel keeps the primitives). All are `fp-reassoc`: the fused kernels compute

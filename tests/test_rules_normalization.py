@@ -6,13 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnx.numpy_helper
 import pytest
 from hypothesis import given
 
 from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
                            optimize_with_rules, saturate_with_rules)
 from eqsat.extract.cost import load_target, roofline
-from tests.rule_graphs import model, node, property_settings
+from tests.rule_graphs import attribute, model, node, property_settings
 
 LN_RULES = ["layernorm-fuse", "layernorm-fuse-scale", "layernorm-fuse-bias"]
 D = 8
@@ -138,6 +140,175 @@ def test_layernorm_fuse_scale_property(case: RuleCase) -> None:
 @property_settings()
 @given(PROPERTIES["layernorm-fuse-bias"]())
 def test_layernorm_fuse_bias_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- layernorm-fuse over several trailing axes ----
+
+@pytest.mark.parametrize("opset,gamma", [(17, (4, D)), (18, (1, 4, D)), (18, (4, D))])
+def test_layernorm_fuse_over_trailing_axes(opset: int, gamma: tuple) -> None:
+    """Moments over axes [1, 2] of (2, 4, 8) -> LayerNormalization(axis=1) with (4, 8) scale and bias."""
+    m = _layernorm_model(axes=(1, 2), shape=(2, 4, D), gamma=gamma, beta=gamma, opset=opset)
+    result, fired = optimize_with_rules(m, LN_RULES)
+    assert all(fired[r] > 0 for r in LN_RULES), fired
+    assert op_counts(result.model) == {"LayerNormalization": 1}
+    assert attribute(result.model, "LayerNormalization", "axis") == 1
+    assert_rule_sound(m, "layernorm-fuse-bias", also=LN_RULES[:2])
+
+
+def test_layernorm_fuse_not_over_non_trailing_axes() -> None:
+    """Axes [1, 2] of a rank-4 x, or [1, 3] (not contiguous): not the axes a LayerNormalization normalizes."""
+    for axes in ((1, 2), (1, 3)):
+        assert_rule_does_not_fire(_layernorm_model(axes=axes, shape=(2, 3, 4, 5), gamma=None, beta=None),
+                                  "layernorm-fuse")
+
+
+def test_layernorm_fuse_not_over_a_symbolic_dim() -> None:
+    """The scale is a tensor of the normalized dims: a symbolic one among them stops the fusion."""
+    assert_rule_does_not_fire(_layernorm_model(axes=(1, 2), shape=(2, "S", D), gamma=None, beta=None),
+                              "layernorm-fuse")
+
+
+def test_layernorm_fuse_scale_not_for_a_gamma_along_part_of_the_axes() -> None:
+    """Over axes [1, 2], a gamma of shape (4, 1) broadcasts along axis 2: the fused scale would need an
+    Expand; not fused (its shape is not the normalized dims (4, 8))."""
+    m = _layernorm_model(axes=(1, 2), shape=(2, 4, D), gamma=(4, 1), beta=None)
+    assert_rule_does_not_fire(m, "layernorm-fuse-scale", also=("layernorm-fuse",))
+
+
+# ---- the folded form x * (g * rsqrt(v + eps)) + (b - m * g * rsqrt(v + eps)) ----
+
+FOLD_RULES = [*LN_RULES, "norm-rsqrt-forms", "norm-unfold-shift", "norm-regroup-scale"]
+
+
+def _folded_model(rsqrt: str = "pow", gamma: bool = True, beta: str = "sub", axes=(-1,), shape=(2, 4, D),
+                  mean_of: str = "x", gamma_input: bool = False, pre: tuple = ()) -> object:
+    """TF/Keras' LayerNormalization as tf2onnx writes it: k = g * rsqrt(var + eps); x * k + (b - mean * k)."""
+    rng = np.random.default_rng(3)
+    nd = tuple(shape[a] for a in axes)
+    inits = {"axes": np.array(axes, np.int64), "eps": np.array(1e-5, np.float32)}
+    nodes = [*pre, node("ReduceMean", [mean_of, "axes"], "m", keepdims=1), node("Sub", ["x", "m"], "d"),
+             node("Mul", ["d", "d"], "sq"), node("ReduceMean", ["sq", "axes"], "v", keepdims=1),
+             node("Add", ["v", "eps"], "ve")]
+    if rsqrt == "pow":
+        inits["mhalf"] = np.array(-0.5, np.float32)
+        nodes.append(node("Pow", ["ve", "mhalf"], "r"))
+    elif rsqrt == "div":
+        inits["one"] = np.array(1.0, np.float32)
+        nodes += [node("Sqrt", ["ve"], "s"), node("Div", ["one", "s"], "r")]
+    else:
+        nodes += [node("Sqrt", ["ve"], "s"), node("Reciprocal", ["s"], "r")]
+    inputs = [("x", "FLOAT", shape)]
+    k = "r"
+    if gamma:
+        if gamma_input:
+            inputs.append(("g", "FLOAT", nd))
+        else:
+            inits["g"] = rng.uniform(0.5, 1.5, nd).astype(np.float32)
+        nodes.append(node("Mul", ["g", "r"], "k"))
+        k = "k"
+    nodes += [node("Mul", ["x", k], "xk"), node("Mul", ["m", k], "mk")]
+    if beta == "sub":
+        inits["b"] = rng.uniform(-1, 1, nd).astype(np.float32)
+        nodes += [node("Sub", ["b", "mk"], "sh"), node("Add", ["xk", "sh"], "y")]
+    elif beta == "neg":
+        nodes += [node("Neg", ["mk"], "sh"), node("Add", ["sh", "xk"], "y")]
+    else:
+        nodes.append(node("Sub", ["xk", "mk"], "y"))
+    return model(nodes, inputs, ["y"], inits, opset=18)
+
+
+@pytest.mark.parametrize("rsqrt,gamma,beta,axes", [("pow", True, "sub", (-1,)), ("div", True, "sub", (-1,)),
+                                                    ("recip", False, "sub", (-1,)), ("pow", True, "none", (-1,)),
+                                                    ("recip", True, "neg", (-1,)), ("pow", True, "sub", (1, 2))])
+def test_folded_layernorm_becomes_one_node(rsqrt: str, gamma: bool, beta: str, axes: tuple) -> None:
+    m = _folded_model(rsqrt, gamma, beta, axes)
+    result, fired = optimize_with_rules(m, FOLD_RULES)
+    assert fired["norm-unfold-shift"] > 0 and fired["layernorm-fuse"] > 0, fired
+    assert op_counts(result.model) == {"LayerNormalization": 1}
+    assert_rule_sound(m, "norm-unfold-shift", also=FOLD_RULES)
+
+
+def test_rsqrt_forms_alone_are_sound() -> None:
+    for rsqrt in ("pow", "div"):
+        assert_rule_sound(_folded_model(rsqrt), "norm-rsqrt-forms")
+
+
+def test_norm_unfold_shift_needs_the_mean_of_x() -> None:
+    """x * k + (b - mean(z) * k) with z != x is no normalization of x."""
+    m = _folded_model(mean_of="z", pre=(node("Relu", ["x"], "z"),))
+    assert_rule_does_not_fire(m, "norm-unfold-shift")
+
+
+def test_norm_regroup_scale_needs_a_constant_gamma() -> None:
+    """A runtime gamma is not a LayerNormalization scale: (x - m) * (g * r) stays as it is."""
+    m = _folded_model(gamma_input=True)
+    assert_rule_does_not_fire(m, "norm-regroup-scale", also=("norm-rsqrt-forms", "norm-unfold-shift"))
+
+
+def test_rsqrt_forms_not_for_another_exponent() -> None:
+    m = _folded_model("pow")
+    for init in m.graph.initializer:
+        if init.name == "mhalf":
+            init.CopyFrom(onnx.numpy_helper.from_array(np.array(-0.25, np.float32), "mhalf"))
+    assert_rule_does_not_fire(m, "norm-rsqrt-forms")
+
+
+# ---- (n + b) * g: the affine in the other order ----
+
+def _add_then_mul_model(beta_input: bool = False, norm: str = "ln") -> object:
+    axes, shape = ((-1,), (1, 4, D)) if norm == "ln" else ((2, 3), (1, 3, 4, 5))
+    nodes, inits = _moments(list(axes), opset=17)
+    rng = np.random.default_rng(4)
+    cshape = (D,) if norm == "ln" else (1, 3, 1, 1)
+    inits["gamma"] = rng.uniform(0.5, 1.5, cshape).astype(np.float32)
+    inputs = [("x", "FLOAT", shape)]
+    if beta_input:
+        inputs.append(("beta", "FLOAT", cshape))
+    else:
+        inits["beta"] = rng.uniform(-1, 1, cshape).astype(np.float32)
+    nodes += [node("Add", ["n", "beta"], "nb"), node("Mul", ["gamma", "nb"], "y")]
+    return model(nodes, inputs, ["y"], inits, opset=17)
+
+
+@pytest.mark.parametrize("norm", ["ln", "in"])
+def test_add_then_mul_affine_is_fused(norm: str) -> None:
+    rules = ([*LN_RULES, "norm-distribute-affine"] if norm == "ln"
+             else ["instancenorm-fuse", "instancenorm-fuse-affine", "norm-distribute-affine"])
+    m = _add_then_mul_model(norm=norm)
+    result, fired = optimize_with_rules(m, rules)
+    assert fired["norm-distribute-affine"] > 0, fired
+    assert op_counts(result.model) == {"LayerNormalization" if norm == "ln" else "InstanceNormalization": 1}
+    assert_rule_sound(m, "norm-distribute-affine", also=rules)
+
+
+def test_add_then_mul_affine_needs_constants() -> None:
+    """b * g would be computed at run time: not distributed."""
+    assert_rule_does_not_fire(_add_then_mul_model(beta_input=True), "norm-distribute-affine",
+                              also=("layernorm-fuse",))
+
+
+@property_settings()
+@given(PROPERTIES["norm-rsqrt-forms"]())
+def test_norm_rsqrt_forms_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["norm-unfold-shift"]())
+def test_norm_unfold_shift_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["norm-regroup-scale"]())
+def test_norm_regroup_scale_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["norm-distribute-affine"]())
+def test_norm_distribute_affine_property(case: RuleCase) -> None:
     case.check()
 
 
