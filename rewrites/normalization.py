@@ -5,6 +5,9 @@ and the reverse decomposition, so that the extractor picks per target. (Mul + Ad
     Div(Sub(x, m), Sqrt(Add(ReduceMean(Pow(Sub(x, m), 2), ax), eps)))  -> LayerNormalization(x, 1, -, axis=a, eps)
         where m = ReduceMean(x, ax, keepdims=1), ax = the trailing axes a..r-1 (static dims); also Mul(d, d)
         for Pow(d, 2), Mul(d, Reciprocal(Sqrt(..))) for the Div; opset >= 17
+    (the same moments over contiguous axes that are not trailing)
+                                         -> Transpose(LayerNormalization(Transpose(x, p), 1, -), p^-1)
+                                            p: the other axes, then the normalized ones
     Mul(LayerNormalization(x, 1, -), g)                -> LayerNormalization(x, g, -)       g constant nd or (1, .., 1) + nd
     Add(LayerNormalization(x, s, -), b)                -> LayerNormalization(x, s, b)       b likewise (nd: normalized dims)
     LayerNormalization(x, s, b, last axis)
@@ -87,6 +90,25 @@ def _ln_core() -> tuple:
         f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
         "(let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
         "(union __root (LayerNormalization x one (Absent) a eps 1))") for pattern in _moments())
+
+
+def _ln_transposed() -> tuple:
+    """Moments over contiguous axes a..a+n-1 that are not the trailing ones -> Transpose(LayerNormalization(
+    Transpose(x, p), axis=r-n), p^-1) with p = (the other axes in order) + (the normalized ones): a channels-first
+    LayerNorm (ConvNeXt) as one kernel between two transposes; the extractor weighs them against the
+    primitives. Same guards as _ln_core (static normalized dims, not all 1; inverse perms exist up to rank 5)."""
+    perm = (f'(vec-append (vec-range a) (vec-append (unstable-vec-map (unstable-fn "+" (+ a n)) '
+            f'(vec-range (- r (+ a n)))) ax))')
+    return tuple(fact(
+        f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (= a (vec-get ax 0)) "
+        f"(>= a 0) (< (+ a n) r) (= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "
+        f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
+        f"(= (shape __root) s) (= p {perm}) (= ip (inv-perm p)) "
+        f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
+        "(let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
+        "(let xt (Transpose x p)) (let ln (LayerNormalization xt one (Absent) (- r n) eps 1)) "
+        '(set (shape ln) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype ln) dt) '
+        "(union __root (Transpose ln ip))") for pattern in _moments())
 
 
 def _ln_affine(op: str) -> tuple:
@@ -225,6 +247,10 @@ RULES = [
          "Div(Sub(x, mean), Sqrt(Add(ReduceMean(Pow(Sub(x, mean), 2)), eps))) -> LayerNormalization(x, 1, -, eps) "
          "over the last axis, keepdims, opset >= 17",
          _ln_core()),
+    Rule("layernorm-fuse-transposed", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "the LayerNorm moments over contiguous non-trailing axes (a channels-first LayerNorm) -> "
+         "Transpose(LayerNormalization(Transpose(x, normalized axes last)), back), static normalized dims, opset >= 17",
+         _ln_transposed()),
     Rule("layernorm-fuse-scale", "normalization", "fp-reassoc",
          "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
          "Mul(LayerNormalization(x, 1, -), g) -> LayerNormalization(x, g, -) for a constant g of shape (1, ..., 1, D)",

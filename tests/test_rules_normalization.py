@@ -176,6 +176,42 @@ def test_layernorm_fuse_scale_not_for_a_gamma_along_part_of_the_axes() -> None:
     assert_rule_does_not_fire(m, "layernorm-fuse-scale", also=("layernorm-fuse",))
 
 
+# ---- layernorm-fuse-transposed: a channels-first LayerNorm ----
+
+TRANSPOSED_RULES = ["layernorm-fuse-transposed", "layernorm-fuse-scale", "layernorm-fuse-bias",
+                    "transpose-sink-binary-const", "transpose-merge", "transpose-identity", "const-operand-last"]
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_layernorm_fuse_transposed_channels_first(affine: bool) -> None:
+    """ConvNeXt's LayerNorm over axis 1 of NCHW, gamma and beta (C, 1, 1): LayerNormalization between two
+    Transposes, the affine part sunk into it."""
+    shape = (2, D, 3, 4)
+    m = _layernorm_model(axes=(1,), shape=shape, gamma=(D, 1, 1) if affine else None,
+                         beta=(D, 1, 1) if affine else None)
+    result = assert_rule_sound(m, "layernorm-fuse-transposed", also=TRANSPOSED_RULES[1:])
+    assert op_counts(result.model) == {"Transpose": 2, "LayerNormalization": 1}
+
+
+def test_layernorm_fuse_transposed_not_over_split_axes() -> None:
+    """Axes [1, 3] are not contiguous: no single LayerNormalization axis after one transpose."""
+    m = _layernorm_model(axes=(1, 3), shape=(2, 3, 4, 5), gamma=None, beta=None)
+    assert_rule_does_not_fire(m, "layernorm-fuse-transposed")
+
+
+def test_layernorm_fuse_transposed_not_for_trailing_axes_or_a_symbolic_channel() -> None:
+    """Trailing axes are layernorm-fuse's (no transposes); a symbolic normalized dim has no static scale."""
+    assert_rule_does_not_fire(_layernorm_model(gamma=None, beta=None), "layernorm-fuse-transposed")
+    m = _layernorm_model(axes=(1,), shape=(2, "C", 3, 4), gamma=None, beta=None)
+    assert_rule_does_not_fire(m, "layernorm-fuse-transposed")
+
+
+@property_settings()
+@given(PROPERTIES["layernorm-fuse-transposed"]())
+def test_layernorm_fuse_transposed_property(case: RuleCase) -> None:
+    case.check()
+
+
 # ---- the folded form x * (g * rsqrt(v + eps)) + (b - m * g * rsqrt(v + eps)) ----
 
 FOLD_RULES = [*LN_RULES, "norm-rsqrt-forms", "norm-unfold-shift", "norm-regroup-scale"]

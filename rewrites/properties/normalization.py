@@ -78,6 +78,31 @@ def _layernorm(rule: str, affine: str) -> Callable[[], Any]:
     return strategy
 
 
+@rule_case
+def _layernorm_transposed(draw: Callable, st: Any) -> RuleCase:
+    """Moments over contiguous axes a..a+n-1 of a rank 2..4 x that are not the trailing ones (at least one
+    normalized dim of 3 or more), then maybe a gamma/beta pair varying along them."""
+    rank = draw(st.integers(2, 4))
+    n = draw(st.integers(1, rank - 1))
+    a = draw(st.integers(0, rank - n - 1))
+    shape = list(draw(shapes(rank, rank, 3)))
+    shape[a] = draw(st.integers(3, 6))
+    shape = tuple(shape)
+    opset = draw(st.sampled_from((17, 18)))
+    g = DrawnGraph()
+    x = g.input("x", _spread(draw, st, shape, "FLOAT"))
+    out = _moments(draw, st, g, x, list(range(a, a + n)), "FLOAT", opset)
+    also: tuple[str, ...] = ()
+    if draw(st.booleans()):
+        cshape = tuple(d if a <= i < a + n else 1 for i, d in enumerate(shape))[draw(st.integers(0, a)):]
+        gamma = const_input(g, "gamma", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
+        beta = const_input(g, "beta", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
+        out = g.node("Add", [g.node("Mul", [out, gamma], "scaled"), beta], "y")
+        also = ("layernorm-fuse-scale", "layernorm-fuse-bias", "transpose-sink-binary-const", "transpose-merge",
+                "transpose-identity")
+    return g.case("layernorm-fuse-transposed", [out], also=also, opset=opset)
+
+
 def _variance_eps(draw: Callable, st: Any, g: DrawnGraph, x: str, axes: list[int], opset: int) -> tuple[str, str, str]:
     """mean, d = x - mean and var + eps over `axes`."""
     m = _reduce_mean(g, x, "mean", axes, opset)
@@ -225,6 +250,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "layernorm-fuse-scale": _layernorm("layernorm-fuse-scale", "scale"),
     "layernorm-fuse-bias": _layernorm("layernorm-fuse-bias", "bias"),
     "layernorm-decompose": _layernorm_decompose,
+    "layernorm-fuse-transposed": _layernorm_transposed,
     "instancenorm-fuse": _instancenorm("instancenorm-fuse"),
     "instancenorm-fuse-affine": _instancenorm("instancenorm-fuse-affine"),
     "norm-rsqrt-forms": _rsqrt_forms,
