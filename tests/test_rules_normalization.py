@@ -218,10 +218,11 @@ FOLD_RULES = [*LN_RULES, "norm-rsqrt-forms", "norm-unfold-shift", "norm-regroup-
 
 
 def _folded_model(rsqrt: str = "pow", gamma: bool = True, beta: str = "sub", axes=(-1,), shape=(2, 4, D),
-                  mean_of: str = "x", gamma_input: bool = False, pre: tuple = ()) -> object:
-    """TF/Keras' LayerNormalization as tf2onnx writes it: k = g * rsqrt(var + eps); x * k + (b - mean * k)."""
+                  mean_of: str = "x", gamma_input: bool = False, pre: tuple = (), cshape=None) -> object:
+    """TF/Keras' LayerNormalization as tf2onnx writes it: k = g * rsqrt(var + eps); x * k + (b - mean * k)
+    (gamma and beta of shape `cshape`, default the normalized dims)."""
     rng = np.random.default_rng(3)
-    nd = tuple(shape[a] for a in axes)
+    nd = cshape or tuple(shape[a] for a in axes)
     inits = {"axes": np.array(axes, np.int64), "eps": np.array(1e-5, np.float32)}
     nodes = [*pre, node("ReduceMean", [mean_of, "axes"], "m", keepdims=1), node("Sub", ["x", "m"], "d"),
              node("Mul", ["d", "d"], "sq"), node("ReduceMean", ["sq", "axes"], "v", keepdims=1),
@@ -263,6 +264,18 @@ def test_folded_layernorm_becomes_one_node(rsqrt: str, gamma: bool, beta: str, a
     assert fired["norm-unfold-shift"] > 0 and fired["layernorm-fuse"] > 0, fired
     assert op_counts(result.model) == {"LayerNormalization": 1}
     assert_rule_sound(m, "norm-unfold-shift", also=FOLD_RULES)
+
+
+@pytest.mark.parametrize("beta", ["sub", "none"])
+def test_folded_instancenorm_becomes_one_node(beta: str) -> None:
+    """The same folded form over the spatial axes with per-channel gamma and beta: InstanceNormalization."""
+    rules = ["instancenorm-fuse", "instancenorm-fuse-affine", "norm-rsqrt-forms", "norm-unfold-shift",
+             "norm-regroup-scale"]
+    m = _folded_model("div", beta=beta, axes=(2, 3), shape=(1, 3, 4, 5), cshape=(1, 3, 1, 1))
+    result, fired = optimize_with_rules(m, rules)
+    assert fired["norm-regroup-scale"] > 0 and fired["instancenorm-fuse"] > 0, fired
+    assert op_counts(result.model) == {"InstanceNormalization": 1}
+    assert_rule_sound(m, "norm-unfold-shift", also=rules)
 
 
 def test_rsqrt_forms_alone_are_sound() -> None:
