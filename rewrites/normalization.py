@@ -13,6 +13,7 @@ and the reverse decomposition, so that the extractor picks per target. (Mul + Ad
     LayerNormalization(x, s, b, last axis)
                                          -> Add(Mul(Div(Sub(x, m), Sqrt(Add(ReduceMean(Mul(d, d)), eps))), s), b)
     (the same moments over the spatial axes 2..r-1)   -> InstanceNormalization(x, 1, 0, eps)
+    (the same over the axes 1..r-2 of channels-last x) -> Transpose(InstanceNormalization(Transpose(x, C first)), back)
     Mul(InstanceNormalization(x, 1, 0), g)            -> InstanceNormalization(x, g, 0)    g constant (1, C, 1, ...)
     Add(InstanceNormalization(x, s, 0), b)            -> InstanceNormalization(x, s, b)    b constant (1, C, 1, ...)
 
@@ -170,6 +171,22 @@ def _in_core() -> tuple:
         "(union __root (InstanceNormalization x one zero eps))") for pattern in _moments())
 
 
+def _in_channels_last() -> tuple:
+    """Moments over the axes 1..r-2 of a channels-last (N, ..., C) tensor -> Transpose(InstanceNormalization(
+    Transpose(x, [0, r-1, 1, ..., r-2])), [0, 2, ..., r-1, 1]): TF's channels-last InstanceNorm as the kernel
+    between two transposes. Guards as _in_core with the channel last (static) and the spatial axes 1..r-2."""
+    perm = '(vec-append (vec-of 0 (- r 1)) (unstable-vec-map (unstable-fn "+" 1) (vec-range (- r 2))))'
+    return tuple(fact(
+        f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 3) (> (vec-get s 1) 1) (>= (vec-get s (- r 1)) 0) "
+        f"(= (vec-length ax) (- r 2)) (= (vec-get ax 0) 1) (= (vec-get ax (- r 3)) (- r 2)) (= (shape __root) s) "
+        f"(= dt (dtype x)) {FUSED_DTYPES} (= o (model-opset)) (>= o 6) (= p {perm}) (= ip (inv-perm p))",
+        "(let cs (vec-of (vec-get s (- r 1)))) (let one (Scalar 1.0 dt cs)) (let zero (Scalar 0.0 dt cs)) "
+        "(set (shape one) cs) (set (dtype one) dt) (set (shape zero) cs) (set (dtype zero) dt) "
+        "(let xt (Transpose x p)) (let nrm (InstanceNormalization xt one zero eps)) "
+        '(set (shape nrm) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype nrm) dt) '
+        "(union __root (Transpose nrm ip))") for pattern in _moments())
+
+
 def _in_affine(op: str) -> tuple:
     """Mul(IN(x, 1, 0), c) -> IN(x, c', 0) and Add(IN(x, s, 0), c) -> IN(x, s, c'): per-channel constants."""
     if op == "Mul":
@@ -266,6 +283,10 @@ RULES = [
     Rule("instancenorm-fuse", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
          "Div(Sub(x, mean), Sqrt(Add(var, eps))) over the spatial axes 2..r-1 -> InstanceNormalization(x, 1, 0, eps)",
          _in_core()),
+    Rule("instancenorm-fuse-channels-last", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "the InstanceNorm moments over the axes 1..r-2 of a channels-last tensor -> Transpose(InstanceNormalization("
+         "Transpose(x, channels first)), back) for a static channel dim",
+         _in_channels_last()),
     Rule("instancenorm-fuse-affine", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
          "Mul(InstanceNormalization(x, 1, 0), g) -> InstanceNormalization(x, g, 0); "
          "Add(InstanceNormalization(x, s, 0), b) -> InstanceNormalization(x, s, b) for per-channel constants",

@@ -455,6 +455,32 @@ def test_instancenorm_fuse_affine_per_channel() -> None:
     assert_rule_sound(m, "instancenorm-fuse-affine", also=("instancenorm-fuse",))
 
 
+IN_CL_RULES = ["instancenorm-fuse-channels-last", "instancenorm-fuse-affine", "transpose-sink-binary-const",
+               "transpose-merge", "transpose-identity", "const-operand-last"]
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_instancenorm_fuse_channels_last(affine: bool) -> None:
+    """Moments over H, W of NHWC (per-channel gamma/beta (3,)): InstanceNormalization between two Transposes."""
+    c = (3,) if affine else None
+    m = _layernorm_model(axes=(1, 2), shape=(2, 4, 5, 3), gamma=c, beta=c)
+    result = assert_rule_sound(m, "instancenorm-fuse-channels-last", also=IN_CL_RULES[1:])
+    assert op_counts(result.model) == {"Transpose": 2, "InstanceNormalization": 1}
+
+
+def test_instancenorm_fuse_channels_last_needs_a_static_channel_and_all_spatial_axes() -> None:
+    m = _layernorm_model(axes=(1, 2), shape=(2, 4, 5, "C"), gamma=None, beta=None)
+    assert_rule_does_not_fire(m, "instancenorm-fuse-channels-last")
+    m = _layernorm_model(axes=(1,), shape=(2, 4, 5, 3), gamma=None, beta=None)
+    assert_rule_does_not_fire(m, "instancenorm-fuse-channels-last")
+
+
+@property_settings()
+@given(PROPERTIES["instancenorm-fuse-channels-last"]())
+def test_instancenorm_fuse_channels_last_property(case: RuleCase) -> None:
+    case.check()
+
+
 def test_norm_fusions_not_over_a_single_element() -> None:
     """Normalizing one element gives exactly 0 (beta after the affine part); the fused kernels leave a
     rounding residue amplified by 1 / sqrt(eps) (fuzz seed 20003), so neither fusion applies there."""

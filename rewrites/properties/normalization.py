@@ -103,6 +103,27 @@ def _layernorm_transposed(draw: Callable, st: Any) -> RuleCase:
     return g.case("layernorm-fuse-transposed", [out], also=also, opset=opset)
 
 
+@rule_case
+def _instancenorm_channels_last(draw: Callable, st: Any) -> RuleCase:
+    """Moments over the axes 1..r-2 of an (N, spatial..., C) tensor, then maybe per-channel gamma and beta."""
+    rank = draw(st.integers(3, 4))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(4, 6))) + draw(shapes(rank - 3, rank - 3, 2)) + (draw(st.integers(1, 3)),)
+    opset = draw(st.sampled_from((13, 17, 18)))
+    g = DrawnGraph()
+    x = g.input("x", _spread(draw, st, shape, "FLOAT"))
+    out = _moments(draw, st, g, x, list(range(1, rank - 1)), "FLOAT", opset)
+    also: tuple[str, ...] = ()
+    if draw(st.booleans()):
+        cshape = draw(st.sampled_from(((shape[-1],), (1,) * (rank - 1) + (shape[-1],))))
+        gamma = const_input(g, "gamma", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
+        out = g.node("Mul", [out, gamma], "scaled")
+        if draw(st.booleans()):
+            beta = const_input(g, "beta", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
+            out = g.node("Add", [out, beta], "y")
+        also = ("instancenorm-fuse-affine", "transpose-sink-binary-const", "transpose-merge", "transpose-identity")
+    return g.case("instancenorm-fuse-channels-last", [out], also=also, opset=opset)
+
+
 def _variance_eps(draw: Callable, st: Any, g: DrawnGraph, x: str, axes: list[int], opset: int) -> tuple[str, str, str]:
     """mean, d = x - mean and var + eps over `axes`."""
     m = _reduce_mean(g, x, "mean", axes, opset)
@@ -253,6 +274,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "layernorm-fuse-transposed": _layernorm_transposed,
     "instancenorm-fuse": _instancenorm("instancenorm-fuse"),
     "instancenorm-fuse-affine": _instancenorm("instancenorm-fuse-affine"),
+    "instancenorm-fuse-channels-last": _instancenorm_channels_last,
     "norm-rsqrt-forms": _rsqrt_forms,
     "norm-unfold-shift": _unfold_shift,
     "norm-regroup-scale": _regroup_scale,
