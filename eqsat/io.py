@@ -37,6 +37,8 @@ FOLD_OUTPUT_LIMIT = 1 << 20
 FOLD_INPUT_LIMIT = 1 << 20
 #: Largest ConstantOfShape (in elements) folded: onnxscript keeps them all (a compact form of a big fill).
 FOLD_FILL_LIMIT = 1 << 10
+#: `ir.Model.meta` key of the normalized model: the Ifs whose condition its rank requirements decided.
+DECIDED_IFS = "eqsat.decided_ifs"
 
 
 def load(source: ModelSource, *, name: str | None = None) -> ir.Model:
@@ -240,22 +242,34 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
 
     Shape inference runs on protos (the IR pass round-trips the whole model through protobuf twice per
     call: 20k nodes cost 3 s more). It runs again after folding only where that can add facts: some
-    value still lacks a static shape (folding keeps every shape already inferred valid).
+    value still lacks a static shape (folding keeps every shape already inferred valid). Ifs whose condition
+    the model's rank requirements decide (eqsat.decided_ifs) are inlined; `model.meta[DECIDED_IFS]` says which.
     """
+    from eqsat.decided_ifs import decide_ifs
     from eqsat.shape_chains import make_targets_static
     from eqsat.zero_states import drop_zero_states
 
     inferred = _infer_proto(_without_negative_dims(proto))
     model = from_proto(inferred, label)
     folded = _fold(model)
+    decided = decide_ifs(model, copy=lambda m: from_proto(to_proto(m), label), settle=lambda m: _settled(m, label))
+    if decided:
+        folded = _fold(model) or True
     if make_targets_static(model) | drop_zero_states(model.graph):  # both: each frees nodes for the folder
         folded = _fold(model) or True
-    if not folded:
-        return model, inferred
-    if _all_shapes_static(model.graph):
-        return model, to_proto(model)
-    inferred = _infer_proto(to_proto(model))
-    return from_proto(inferred, label), inferred
+    if folded and not _all_shapes_static(model.graph):
+        inferred = _infer_proto(to_proto(model))
+        model = from_proto(inferred, label)
+    elif folded:
+        inferred = to_proto(model)
+    model.meta[DECIDED_IFS] = decided
+    return model, inferred
+
+
+def _settled(model: ir.Model, label: str) -> ir.Model:
+    """`model` folded (in place), then as a new model with its shapes inferred again."""
+    _fold(model)
+    return from_proto(_infer_proto(to_proto(model)), label)
 
 
 def _without_negative_dims(proto: onnx.ModelProto) -> onnx.ModelProto:

@@ -4,7 +4,8 @@ An egglog query matches only e-nodes that exist, so a rule whose query names a c
 leaf such as `Scalar`) that the e-graph never holds cannot fire. Starting from the constructors a model's
 encoding can hold (`present_constructors`), a rule is usable when every constructor its query names is
 present; its actions may create more (a rewrite to Mul makes the Mul rules usable), so the usable set is
-a closure over constructor sets, computed to a fixed point. Rules whose query names no constructor (pure
+a closure over constructor sets, computed to a fixed point. Facts that only rules set (RULE_ONLY_FACTS)
+count like constructors: a query reading one needs a usable rule that sets it. Rules whose query names no constructor (pure
 fact rules) are always usable. The result keeps the registry's order, so the same model always installs
 the same rules in the same order (deterministic output, whatever the cache of prepared backends holds).
 
@@ -27,6 +28,10 @@ from eqsat.terms import OPS, SPECIAL
 
 #: Every constructor of the term language (ops and leaves); egglog functions and relations are not.
 CONSTRUCTORS = frozenset(OPS) | frozenset(SPECIAL)
+#: Relations and functions that only rules set (never the encoder): a query reading one needs a usable rule
+#: that sets it (conv-merge reads `conv-site`, which only a rule matching a Conv sets).
+RULE_ONLY_FACTS = frozenset({"conv-site", "cdim-demand", "cdim", "const-list"})
+_TRACKED = CONSTRUCTORS | RULE_ONLY_FACTS
 #: Leaves and plumbing the encoder may create for any model (Scalar, Const, Opaque, lists, ...).
 ALWAYS_PRESENT = frozenset({"Ref", "Input", "Const", "Scalar", "Absent", "TNil", "TCons", "Opaque", "Out"})
 
@@ -35,8 +40,8 @@ _HEAD = re.compile(r"\(\s*([A-Za-z][\w-]*)")
 
 @functools.lru_cache(maxsize=None)
 def constructors_in(text: str) -> frozenset[str]:
-    """The constructors applied anywhere in egglog `text` (the heads of its s-expressions)."""
-    return frozenset(_HEAD.findall(text)) & CONSTRUCTORS
+    """The constructors (and RULE_ONLY_FACTS) applied anywhere in egglog `text` (its s-expressions' heads)."""
+    return frozenset(_HEAD.findall(text)) & _TRACKED
 
 
 def present_constructors(model: onnx.ModelProto) -> frozenset[str]:
@@ -69,7 +74,7 @@ class Usable:
 
 def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
     """The egglog commands of `rules` that can fire on an e-graph starting with the `present` constructors,
-    closed under the constructors their actions create, in registry order."""
+    closed under the constructors (and rule-only facts) their actions create, in registry order."""
     available = set(present)
     candidates = [(rule, k, body) for rule in rules for k, body in enumerate(rule.egglog)]
     chosen: set[int] = set()

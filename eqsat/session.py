@@ -49,6 +49,7 @@ class Session:
     rules: tuple[Rule, ...]
     phases: dict[str, float]
     bodies: tuple["Body", ...] = ()    # If/Loop/Scan bodies, each with its own Session (eqsat.subgraphs)
+    notes: tuple[str, ...] = ()        # what loading decided (Ifs inlined by eqsat.decided_ifs)
 
     @property
     def roots(self) -> tuple[int, ...]:
@@ -119,7 +120,7 @@ class Session:
         from eqsat.extract import extract as run_extractor
         from eqsat.extract.cost import load_target, roofline
 
-        report = Report(self.source, io.proto_op_histogram(self.original))
+        report = Report(self.source, io.proto_op_histogram(self.original), notes=list(self.notes))
         report.phases.update(self.phases)
         report.saturation = self.saturation
         note = progress or (lambda phase: None)
@@ -209,7 +210,8 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
         start = time.perf_counter()
         egraph, encoding, report = _saturate(backend, work, limits, phases, start, note)
     report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
-    return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies)
+    notes = tuple(work.meta.get(io.DECIDED_IFS, ()))
+    return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies, notes)
 
 
 def _saturate(backend: Backend, work: "ir.Model", limits: Limits,

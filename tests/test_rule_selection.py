@@ -114,3 +114,16 @@ def test_outputs_agree_on_a_small_model_with_all_rules(monkeypatch: pytest.Monke
     selected = eqsat.optimize(model).proto.SerializeToString()
     monkeypatch.setattr(session, "present_constructors", lambda model: CONSTRUCTORS)
     assert eqsat.optimize(model).proto.SerializeToString() == selected
+
+
+def test_rule_only_facts_are_never_loaded(models_dir: Path) -> None:
+    """RULE_ONLY_FACTS gate rules like constructors: the encoder must never set them itself."""
+    from eqsat import io, terms
+    from eqsat.encode import encode
+    from eqsat.rule_closure import RULE_ONLY_FACTS
+
+    work, _ = io.normalize_proto(io.load_proto(models_dir / "nhwc_tfstyle_resnet_legacy.onnx")[0])
+    rows = encode(work).rows
+    loaded = "\n".join([*rows.text, *terms.static_facts()])
+    assert not [name for name in RULE_ONLY_FACTS
+                if f"({name} " in loaded or any(table.endswith(name) for table in rows.tables)]

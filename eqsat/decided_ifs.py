@@ -1,0 +1,106 @@
+"""If conditions that the model's own rank requirements decide.
+
+torch exports `squeeze(x, d)` on a dynamic dim as `If(Shape(x)[d] == 1, Squeeze(x, d), x)`, and its recurrent
+layers test the rank of what they get at run time (`If(Size(Shape(v)) != 2, Unsqueeze(v), v)`). Where one
+branch of such an If can only lead to an op whose input then has a rank the ONNX spec forbids (an LSTM's X
+of rank 5), the model fails on every input that takes that branch: for every input on which the model runs,
+the condition has the other value, and the If is that other branch.
+
+The proof is by folding: a copy of the model with the condition fixed to the refuted value is folded (the
+folder inlines constant Ifs and evaluates Shape/Size of values of known rank), and an op of RANK_RULES gets
+an input of a forbidden rank. The condition is then fixed to the other value in the model itself, and the
+usual folding inlines it. Outputs do not change on any input the original runs on; inputs that it rejected
+(a size the exporter's trace did not allow) may run afterwards, as they do after onnxscript's optimizer.
+
+Only top-level Ifs whose branches give outputs of different ranks are tried (at most MAX_TRIALS).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Callable, Iterator
+
+import numpy as np
+import onnx_ir as ir
+
+#: (op, input index) -> the only rank that input may have (the ONNX operator spec).
+RANK_RULES: dict[tuple[str, int], int] = {
+    **{(op, k): 3 for op in ("RNN", "GRU", "LSTM") for k in (0, 1, 2, 5)},  # X, W, R, initial_h
+    ("RNN", 3): 2, ("GRU", 3): 2, ("LSTM", 3): 2,                           # B
+    ("LSTM", 6): 3, ("LSTM", 7): 2,                                         # initial_c, P
+    ("Gemm", 0): 2, ("Gemm", 1): 2,
+}
+#: If nodes tried per model (each trial folds a copy of the model).
+MAX_TRIALS = 8
+
+
+def decide_ifs(model: ir.Model, copy: Callable[[ir.Model], ir.Model],
+               settle: Callable[[ir.Model], ir.Model]) -> list[str]:
+    """Fix the condition of each top-level If whose other branch breaks a rank rule; one line per If decided
+    (which branch, and the op whose input rank refutes the other). `copy` copies a model; `settle` folds one
+    and infers its shapes (returning the result)."""
+    decided: list[str] = []
+    candidates = [i for i, node in enumerate(model.graph) if _ranks_differ(node)][:MAX_TRIALS]
+    for index in candidates:
+        node = list(model.graph)[index] if index < len(model.graph) else None
+        if node is None or not _ranks_differ(node):
+            continue
+        for refuted in (False, True):
+            trial = copy(model)
+            _fix_condition(trial, list(trial.graph)[index], refuted)
+            with _quiet_folder():  # the refuted branch is inconsistent by design: the folder says so
+                broken = _broken_rank_rule(settle(trial).graph)
+            if broken is not None:
+                _fix_condition(model, node, not refuted)
+                branch = "then" if not refuted else "else"
+                decided.append(f"If {node.name!r}: {branch} branch kept; the other makes {broken}")
+                break
+    return decided
+
+
+@contextlib.contextmanager
+def _quiet_folder() -> Iterator[None]:
+    """onnxscript's folder logs warnings on inconsistent shapes: silenced while folding a trial."""
+    folder = logging.getLogger("onnxscript")
+    level = folder.level
+    folder.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        folder.setLevel(level)
+
+
+def _ranks_differ(node: ir.Node) -> bool:
+    """An If with a run-time condition whose branches give some output of two different (known) ranks."""
+    if node.op_type != "If" or node.domain not in ("", "ai.onnx") or not node.inputs or node.inputs[0] is None:
+        return False
+    if node.inputs[0].const_value is not None:
+        return False
+    then, other = node.attributes.get("then_branch"), node.attributes.get("else_branch")
+    if then is None or other is None:
+        return False
+    for a, b in zip(then.value.outputs, other.value.outputs):
+        if a.shape is not None and b.shape is not None and len(a.shape) != len(b.shape):
+            return True
+    return False
+
+
+def _fix_condition(model: ir.Model, node: ir.Node, value: bool) -> None:
+    name = f"{node.name or 'If'}_decided_condition"
+    const = ir.Value(name=name, type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]),
+                     const_value=ir.tensor(np.array(value, dtype=np.bool_), name=name))
+    model.graph.register_initializer(const)
+    node.replace_input_with(0, const)
+
+
+def _broken_rank_rule(graph: ir.Graph) -> str | None:
+    """'<op> <name>: input k of rank r (spec: n)' for the first node breaking a rank rule, else None."""
+    for node in graph:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        for k, value in enumerate(node.inputs):
+            rank = RANK_RULES.get((node.op_type, k))
+            if rank is not None and value is not None and value.shape is not None and len(value.shape) != rank:
+                return f"{node.op_type} {node.name!r} read an input {k} of rank {len(value.shape)} (spec: {rank})"
+    return None
