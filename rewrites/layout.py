@@ -221,7 +221,7 @@ def _sorting_steps(values: list[str]) -> tuple[list[str], list[str]]:
 
 
 #: Broadcasting ops whose operands are often a transposed activation and a lower-rank bias or input.
-BROADCAST_SINK_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min")
+BROADCAST_SINK_OPS = ("Add", "Sub", "Mul", "Div")
 
 
 def _sink_broadcast() -> tuple:
@@ -286,7 +286,7 @@ RULES = [
     Rule("transpose-sink-binary-broadcast", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes; "
          "onnxruntime:TransposeOptimizer (broadcast inputs)",
          "B(Transpose(a, p), c) -> Transpose(B(a, Transpose(Unsqueeze(c, leading axes), p^-1)), p) for B in Add, Sub, "
-         "Mul, Div, Max, Min and a graph input c of lower rank that does not enlarge the output",
+         "Mul, Div and a graph input c of lower rank that does not enlarge the output",
          _sink_broadcast()),
     Rule("transpose-sink-reduce", "layout", "fp-reassoc", "glow:SinkTranspose; coreml:reduce_transposes; "
          "onnxruntime:TransposeOptimizer (reduce)",

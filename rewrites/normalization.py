@@ -221,7 +221,7 @@ def _unfold_shift() -> tuple:
     batch_normalization) brought back to the moments the fusions match. m keeps x's rank and broadcasts
     into it, so (x - m) has x's shape and (x - m)*k has x*k's."""
     rules = []
-    for xk, mk in (("(Mul x k)", "(Mul m k)"), ("(Mul k x)", "(Mul k m)")):
+    for xk, mk in (("(Mul x k)", "(Mul m k)"),):  # as TF and coremltools write it (x * k, mean * k)
         for pattern, shifted in ((f"(Add {xk} (Sub b {mk}))", True), (f"(Add (Sub b {mk}) {xk})", True),
                                  (f"(Sub {xk} {mk})", False), (f"(Add {xk} (Neg {mk}))", False),
                                  (f"(Add (Neg {mk}) {xk})", False)):
@@ -247,7 +247,8 @@ def _regroup_scale() -> tuple:
 
 def _distribute_affine() -> tuple:
     """(n + b) * g -> n*g + b*g for n = LN(x, 1, -) or IN(x, 1, 0) and constants b, g of one shape that
-    broadcast into n's (b*g is evaluated at lowering): the scale and bias fusions then take both."""
+    broadcast into n's (b*g is evaluated at lowering): the scale and bias fusions then take both. Constant-first
+    operands (b + n, g * (n + b)) are turned constant-last by const-operand-last (conv family)."""
     norms = ("(LayerNormalization x (Scalar 1.0 dt sd) (Absent) a eps st)",
              "(InstanceNormalization x (Scalar 1.0 dt sd) (Scalar 0.0 dt sd) eps)")
     return tuple(fact(
@@ -255,7 +256,7 @@ def _distribute_affine() -> tuple:
         "(= sb (shape g)) (= sn (shape nrm)) (= (shape nb) sn) (= (shape __root) sn) (= bt (dtype b))",
         "(let ng (Mul nrm g)) (set (shape ng) sn) (set (dtype ng) dt) "
         "(let bg (Mul b g)) (set (shape bg) sb) (set (dtype bg) bt) (union __root (Add ng bg))")
-        for norm in norms for add in _both("Add", "nrm", "b") for mul in _both("Mul", "nb", "g"))
+        for norm in norms for add in ("(Add nrm b)",) for mul in ("(Mul nb g)",))
 
 
 RULES = [

@@ -89,7 +89,7 @@ def _transpose_sink_concat() -> tuple:
 
 
 #: Concats with one constant among transposed items, up to this many items.
-MAX_CONST_SINK = 4
+MAX_CONST_SINK = 3
 
 
 def _transpose_sink_concat_const() -> tuple:
@@ -227,7 +227,7 @@ RULES = [
          _transpose_sink_concat()),
     Rule("transpose-sink-concat-const", FAMILY, "exact", "glow:sink-transpose (Concat); coremltools:reduce_transposes",
          "Concat([Transpose(a, p), ..., c, ...], ax) -> Transpose(Concat([a, ..., Transpose(c, p^-1), ...], p[ax]), p) "
-         "for one constant c of the same rank among 2 to 4 items (its Transpose folds at lowering)",
+         "for one constant c of the same rank among 2 or 3 items (its Transpose folds at lowering)",
          _transpose_sink_concat_const()),
     Rule("transpose-sink-split", FAMILY, "exact", "onnxruntime:TransposeOptimizer (Split); coreml:reduce_transposes",
          "Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)",

@@ -322,8 +322,8 @@ def _add_then_mul_model(beta_input: bool = False, norm: str = "ln") -> object:
 
 @pytest.mark.parametrize("norm", ["ln", "in"])
 def test_add_then_mul_affine_is_fused(norm: str) -> None:
-    rules = ([*LN_RULES, "norm-distribute-affine"] if norm == "ln"
-             else ["instancenorm-fuse", "instancenorm-fuse-affine", "norm-distribute-affine"])
+    rules = ([*LN_RULES, "norm-distribute-affine", "const-operand-last"] if norm == "ln"
+             else ["instancenorm-fuse", "instancenorm-fuse-affine", "norm-distribute-affine", "const-operand-last"])
     m = _add_then_mul_model(norm=norm)
     result, fired = optimize_with_rules(m, rules)
     assert fired["norm-distribute-affine"] > 0, fired

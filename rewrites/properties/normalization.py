@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
-from eqsat.testing.draw import const_input
+from eqsat.testing.draw import CONST_LAST, const_input
 from eqsat.testing.models import numpy_dtype
 from eqsat.testing.strategies import float_arrays, shapes
 
@@ -177,9 +177,8 @@ def _unfold_shift(draw: Callable, st: Any) -> RuleCase:
     if draw(st.booleans()):
         gamma = const_input(g, "gamma", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
         k = g.node("Mul", [gamma, k] if draw(st.booleans()) else [k, gamma], "k")
-    first = draw(st.booleans())
-    xk = g.node("Mul", [x, k] if first else [k, x], "xk")
-    mk = g.node("Mul", [m, k] if first else [k, m], "mk")
+    xk = g.node("Mul", [x, k], "xk")
+    mk = g.node("Mul", [m, k], "mk")
     form = draw(st.sampled_from(("sub", "minus", "neg")))
     if form == "sub":
         bshape = draw(st.sampled_from((cshape, reduced, ())))
@@ -225,7 +224,7 @@ def _distribute_affine(draw: Callable, st: Any) -> RuleCase:
     gamma = const_input(g, "gamma", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
     nb = g.node("Add", [out, beta] if draw(st.booleans()) else [beta, out], "nb")
     out = g.node("Mul", [nb, gamma] if draw(st.booleans()) else [gamma, nb], "y")
-    return g.case("norm-distribute-affine", [out], also=also, opset=opset)
+    return g.case("norm-distribute-affine", [out], also=(*also, *CONST_LAST), opset=opset)
 
 
 @rule_case
