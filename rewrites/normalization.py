@@ -3,8 +3,8 @@ and the reverse decomposition, so that the extractor picks per target. (Mul + Ad
 <-> BatchNormalization lives in the conv family: bn-compose, bn-decompose.)
 
     Div(Sub(x, m), Sqrt(Add(ReduceMean(Pow(Sub(x, m), 2), ax), eps)))  -> LayerNormalization(x, 1, -, axis=a, eps)
-        where m = ReduceMean(x, ax, keepdims=1), ax = the trailing axes a..r-1 (static dims); also Mul(d, d)
-        for Pow(d, 2), Mul(d, Reciprocal(Sqrt(..))) for the Div; opset >= 17
+        where m = ReduceMean(x, ax, keepdims=1), ax = the trailing axes a..r-1 (static dims); opset >= 17
+        (matched as Mul(d, d) and Div: Pow(d, 2) and Mul(d, Reciprocal(Sqrt(..))) get there by norm-moment-forms)
     (the same moments over contiguous axes that are not trailing)
                                          -> Transpose(LayerNormalization(Transpose(x, p), 1, -), p^-1)
                                             p: the other axes, then the normalized ones
@@ -18,6 +18,7 @@ and the reverse decomposition, so that the extractor picks per target. (Mul + Ad
     Add(InstanceNormalization(x, s, 0), b)            -> InstanceNormalization(x, s, b)    b constant (1, C, 1, ...)
 
 Canonicalizations that bring other exported forms to the ones above (coremltools' variants):
+    Pow(d, 2) -> Mul(d, d),  Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v))   d = x - ReduceMean(x, keepdims)
     Pow(ve, -0.5), Div(1, Sqrt(ve))  -> Reciprocal(Sqrt(ve)),  Pow(ve, 0.5) -> Sqrt(ve)   ve = var + eps
     Add(Mul(x, k), Sub(b, Mul(m, k))) -> Add(Mul(Sub(x, m), k), b)     m = ReduceMean(x, keepdims) (folded form;
         also Sub(Mul(x, k), Mul(m, k)) and Add(Mul(x, k), Neg(Mul(m, k))) -> Mul(Sub(x, m), k))
@@ -56,16 +57,21 @@ def _both(op: str, a: str, b: str) -> list[str]:
 
 
 def _moments() -> list[str]:
-    """Patterns of (x - mean) / sqrt(var + eps) over the axes `ax`, bound to __root; d = Sub(x,
-    ReduceMean(x, ax, 1)) is bound separately. Variants: Pow(d, 2) or Mul(d, d); Div by the std or Mul by
-    its Reciprocal. The caller checks `ax` after binding what the check depends on: egglog 13.2 evaluates
-    primitives in query order and panics on an unbound argument."""
-    out = []
-    for square in ("(Pow d (Scalar 2.0 pd ps))", "(Mul d d)"):
-        std = f"(Sqrt (Add (ReduceMean {square} ax 1) (Scalar eps ed es)))"
-        for norm in (f"(Div d {std})", f"(Mul d (Reciprocal {std}))"):
-            out.append(f"(= d (Sub x (ReduceMean x ax 1))) (= __root {norm})")
-    return out
+    """The pattern of (x - mean) / sqrt(var + eps) over the axes `ax`, bound to __root; d = Sub(x,
+    ReduceMean(x, ax, 1)) is bound separately. One canonical form: the exporters' Pow(d, 2) and
+    Mul(d, Reciprocal(std)) are brought to it by norm-moment-forms (so each fusion is one egglog rule per
+    form instead of four). The caller checks `ax` after binding what the check depends on: egglog 13.2
+    evaluates primitives in query order and panics on an unbound argument."""
+    std = "(Sqrt (Add (ReduceMean (Mul d d) ax 1) (Scalar eps ed es)))"
+    return [f"(= d (Sub x (ReduceMean x ax 1))) (= __root (Div d {std}))"]
+
+
+def _moment_forms() -> tuple:
+    """Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v)) for d = x - ReduceMean(x):
+    the variants exporters write, in the form the fusions match (the exponent must not broadcast d)."""
+    d = "(= d (Sub x (ReduceMean x ax 1)))"
+    return (fact(f"(= __root (Pow d (Scalar 2.0 pd ps))) {d} (= (shape __root) (shape d))", "(union __root (Mul d d))"),
+            fact(f"(= __root (Mul d (Reciprocal q))) (= q (Sqrt v)) {d}", "(union __root (Div d q))"))
 
 
 def trailing(a: str, n: str) -> str:
@@ -292,6 +298,10 @@ RULES = [
          "Mul(InstanceNormalization(x, 1, 0), g) -> InstanceNormalization(x, g, 0); "
          "Add(InstanceNormalization(x, s, 0), b) -> InstanceNormalization(x, s, b) for per-channel constants",
          _in_affine("Mul") + _in_affine("Add")),
+    Rule("norm-moment-forms", "normalization", "fp-reassoc", "onnxruntime:LayerNormFusion (its pattern variants)",
+         "Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v)) for d = x - ReduceMean(x): "
+         "the exporters' variants in the one form the LayerNorm/InstanceNorm fusions match",
+         _moment_forms()),
     Rule("norm-rsqrt-forms", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
          "Pow(v + eps, -0.5) and Div(1, Sqrt(v + eps)) -> Reciprocal(Sqrt(v + eps)), Pow(v + eps, 0.5) -> "
          "Sqrt(v + eps) for a variance v = ReduceMean(., keepdims) (Pow: pow and sqrt round differently; Div: exact)",

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 
 OPSET_AXES_INPUT = 18  # ReduceMean takes its axes as an input from opset 18 on
+#: The exporters' Pow(d, 2) and Mul(d, Reciprocal(std)) reach the fusions' form through this rule.
+FORMS = "norm-moment-forms"
 
 
 def _reduce_mean(g: DrawnGraph, x: str, y: str, axes: list[int], opset: int) -> str:
@@ -51,8 +53,8 @@ def _spread(draw: Callable, st: Any, shape: tuple[int, ...], dtype: str) -> np.n
 def _layernorm(rule: str, affine: str) -> Callable[[], Any]:
     """Moments over the trailing axes (one or several: LN decomposition), then nothing / Mul(gamma) /
     Mul(gamma) + Add(beta)."""
-    also = {"layernorm-fuse": (), "layernorm-fuse-scale": ("layernorm-fuse",),
-            "layernorm-fuse-bias": ("layernorm-fuse", "layernorm-fuse-scale")}[rule]
+    also = (FORMS, *{"layernorm-fuse": (), "layernorm-fuse-scale": ("layernorm-fuse",),
+                     "layernorm-fuse-bias": ("layernorm-fuse", "layernorm-fuse-scale")}[rule])
 
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
@@ -100,7 +102,7 @@ def _layernorm_transposed(draw: Callable, st: Any) -> RuleCase:
         out = g.node("Add", [g.node("Mul", [out, gamma], "scaled"), beta], "y")
         also = ("layernorm-fuse-scale", "layernorm-fuse-bias", "transpose-sink-binary-const", "transpose-merge",
                 "transpose-identity")
-    return g.case("layernorm-fuse-transposed", [out], also=also, opset=opset)
+    return g.case("layernorm-fuse-transposed", [out], also=(*also, FORMS), opset=opset)
 
 
 @rule_case
@@ -121,7 +123,7 @@ def _instancenorm_channels_last(draw: Callable, st: Any) -> RuleCase:
             beta = const_input(g, "beta", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
             out = g.node("Add", [out, beta], "y")
         also = ("instancenorm-fuse-affine", "transpose-sink-binary-const", "transpose-merge", "transpose-identity")
-    return g.case("instancenorm-fuse-channels-last", [out], also=also, opset=opset)
+    return g.case("instancenorm-fuse-channels-last", [out], also=(*also, FORMS), opset=opset)
 
 
 def _variance_eps(draw: Callable, st: Any, g: DrawnGraph, x: str, axes: list[int], opset: int) -> tuple[str, str, str]:
@@ -152,6 +154,24 @@ def _norm_input(draw: Callable, st: Any) -> tuple[DrawnGraph, str, tuple[int, ..
     base = draw(float_arrays(shape, np.float32, -1.0, 1.0))
     x = g.input("x", (base + np.indices(shape).sum(0) % 2 * 4.0 - 2.0).astype(np.float32))
     return g, x, shape, axes, draw(st.sampled_from((13, 17, 18)))
+
+
+@rule_case
+def _moment_forms(draw: Callable, st: Any) -> RuleCase:
+    """(x - mean) * Reciprocal(Sqrt(var + eps)) or with Pow(x - mean, 2), over any axes."""
+    g, x, shape, axes, opset = _norm_input(draw, st)
+    m = _reduce_mean(g, x, "mean", axes, opset)
+    d = g.node("Sub", [x, m], "d")
+    pow_form = draw(st.booleans())
+    sq = g.node("Pow", [d, const_input(g, "two", 2.0, "FLOAT")], "sq") if pow_form else g.node("Mul", [d, d], "sq")
+    var = _reduce_mean(g, sq, "var", axes, opset)
+    ve = g.node("Add", [var, const_input(g, "eps", 1e-5, "FLOAT")], "ve")
+    std = g.node("Sqrt", [ve], "std")
+    if pow_form and draw(st.booleans()):
+        out = g.node("Div", [d, std], "n")
+    else:
+        out = g.node("Mul", [d, g.node("Reciprocal", [std], "rstd")], "n")
+    return g.case(FORMS, [out], opset=opset)
 
 
 @rule_case
@@ -224,7 +244,7 @@ def _distribute_affine(draw: Callable, st: Any) -> RuleCase:
     gamma = const_input(g, "gamma", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
     nb = g.node("Add", [out, beta] if draw(st.booleans()) else [beta, out], "nb")
     out = g.node("Mul", [nb, gamma] if draw(st.booleans()) else [gamma, nb], "y")
-    return g.case("norm-distribute-affine", [out], also=(*also, *CONST_LAST), opset=opset)
+    return g.case("norm-distribute-affine", [out], also=(*also, *CONST_LAST, FORMS), opset=opset)
 
 
 @rule_case
@@ -259,7 +279,7 @@ def _instancenorm(rule: str) -> Callable[[], Any]:
                 beta = const_input(g, "beta", draw(float_arrays(per_channel, numpy_dtype(dtype), -2, 2)), dtype)
                 out = g.node("Add", [out, beta] if draw(st.booleans()) else [beta, out], "y")
         also = ("instancenorm-fuse",) if rule == "instancenorm-fuse-affine" else ()
-        return g.case(rule, [out], also=also, opset=opset)
+        return g.case(rule, [out], also=(*also, FORMS), opset=opset)
 
     return strategy
 
@@ -274,6 +294,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "instancenorm-fuse": _instancenorm("instancenorm-fuse"),
     "instancenorm-fuse-affine": _instancenorm("instancenorm-fuse-affine"),
     "instancenorm-fuse-channels-last": _instancenorm_channels_last,
+    "norm-moment-forms": _moment_forms,
     "norm-rsqrt-forms": _rsqrt_forms,
     "norm-unfold-shift": _unfold_shift,
     "norm-regroup-scale": _regroup_scale,
