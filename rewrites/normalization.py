@@ -8,8 +8,8 @@ and the reverse decomposition, so that the extractor picks per target. (Mul + Ad
     (the same moments over contiguous axes that are not trailing)
                                          -> Transpose(LayerNormalization(Transpose(x, p), 1, -), p^-1)
                                             p: the other axes, then the normalized ones
-    Mul(LayerNormalization(x, 1, -), g)                -> LayerNormalization(x, g, -)       g constant nd or (1, .., 1) + nd
-    Add(LayerNormalization(x, s, -), b)                -> LayerNormalization(x, s, b)       b likewise (nd: normalized dims)
+    Mul(LayerNormalization(x, 1, -), g)   -> LayerNormalization(x, g, -)    g constant nd or (1, .., 1) + nd
+    Add(LayerNormalization(x, s, -), b)   -> LayerNormalization(x, s, b)    b likewise (nd: the normalized dims)
     LayerNormalization(x, s, b, last axis)
                                          -> Add(Mul(Div(Sub(x, m), Sqrt(Add(ReduceMean(Mul(d, d)), eps))), s), b)
     (the same moments over the spatial axes 2..r-1)   -> InstanceNormalization(x, 1, 0, eps)

@@ -500,18 +500,21 @@ def test_instancenorm_fuse_channels_last_property(case: RuleCase) -> None:
 def test_norm_fusions_not_over_a_single_element() -> None:
     """Normalizing one element gives exactly 0 (beta after the affine part); the fused kernels leave a
     rounding residue amplified by 1 / sqrt(eps) (fuzz seed 20003), so neither fusion applies there."""
-    assert_rule_does_not_fire(_layernorm_model(gamma=None, beta=None, shape=(2, 1, 1), axes=(2,)), "layernorm-fuse", also=(FORMS,))
+    assert_rule_does_not_fire(_layernorm_model(gamma=None, beta=None, shape=(2, 1, 1), axes=(2,)), "layernorm-fuse",
+                              also=(FORMS,))
     nodes, inits = _moments([2])
     m = model(nodes, [("x", "FLOAT", (2, 1, 1))], ["n"], inits, opset=17)
     assert_rule_does_not_fire(m, "instancenorm-fuse", also=(FORMS,))
 
 
 def test_instancenorm_fuse_not_over_the_channel_axis() -> None:
-    assert_rule_does_not_fire(_instancenorm_model(axes=(1, 2, 3), gamma=False, beta=False), "instancenorm-fuse", also=(FORMS,))
+    assert_rule_does_not_fire(_instancenorm_model(axes=(1, 2, 3), gamma=False, beta=False), "instancenorm-fuse",
+                              also=(FORMS,))
 
 
 def test_instancenorm_fuse_not_over_part_of_the_spatial_axes() -> None:
-    assert_rule_does_not_fire(_instancenorm_model(axes=(3,), gamma=False, beta=False), "instancenorm-fuse", also=(FORMS,))
+    assert_rule_does_not_fire(_instancenorm_model(axes=(3,), gamma=False, beta=False), "instancenorm-fuse",
+                              also=(FORMS,))
 
 
 def test_instancenorm_fuse_affine_not_for_a_spatial_gamma() -> None:
@@ -541,7 +544,8 @@ def test_layernorm_not_fused_in_bundled_fp16_bert() -> None:
     from eqsat.rewrites.registry import all_rules
 
     path = Path(__file__).parent / "models" / "bert_l2_h128_fp16_mixed.onnx"
-    rules = [r for r in all_rules() if r.family == "analysis" or r.ruleset == "analysis" or r.name in (*LN_RULES, FORMS)]
+    rules = [r for r in all_rules()
+             if r.family == "analysis" or r.ruleset == "analysis" or r.name in (*LN_RULES, FORMS)]
     session = saturate(path, rules=rules, opset=17)
     assert session.saturation.error is None
     assert "layernorm-fuse" not in session.saturation.rules_fired

@@ -109,7 +109,8 @@ def _layernorm_transposed(draw: Callable, st: Any) -> RuleCase:
 def _instancenorm_channels_last(draw: Callable, st: Any) -> RuleCase:
     """Moments over the axes 1..r-2 of an (N, spatial..., C) tensor, then maybe per-channel gamma and beta."""
     rank = draw(st.integers(3, 4))
-    shape = (draw(st.integers(1, 2)), draw(st.integers(4, 6))) + draw(shapes(rank - 3, rank - 3, 2)) + (draw(st.integers(1, 3)),)
+    spatial = (draw(st.integers(4, 6)),) + draw(shapes(rank - 3, rank - 3, 2))
+    shape = (draw(st.integers(1, 2)), *spatial, draw(st.integers(1, 3)))
     opset = draw(st.sampled_from((13, 17, 18)))
     g = DrawnGraph()
     x = g.input("x", _spread(draw, st, shape, "FLOAT"))
@@ -231,11 +232,13 @@ def _distribute_affine(draw: Callable, st: Any) -> RuleCase:
     instance = draw(st.booleans())
     rank = draw(st.integers(3, 4)) if instance else draw(st.integers(1, 3))
     if instance:
-        shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(4, 6))) + draw(shapes(rank - 3, rank - 3, 3))
+        shape = ((draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(4, 6)))
+                 + draw(shapes(rank - 3, rank - 3, 3)))
         axes, cshape, also = list(range(2, rank)), (1, shape[1]) + (1,) * (rank - 2), ("instancenorm-fuse",)
     else:
         shape = draw(shapes(rank - 1, rank - 1, 3)) + (draw(st.integers(4, 8)),)
-        axes, cshape, also = [rank - 1], draw(st.sampled_from(((shape[-1],), (1,) * (rank - 1) + (shape[-1],)))), ("layernorm-fuse",)
+        cshape = draw(st.sampled_from(((shape[-1],), (1,) * (rank - 1) + (shape[-1],))))
+        axes, also = [rank - 1], ("layernorm-fuse",)
     opset = draw(st.sampled_from((17, 18)))
     g = DrawnGraph()
     x = g.input("x", _spread(draw, st, shape, "FLOAT"))
