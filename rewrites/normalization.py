@@ -269,7 +269,8 @@ RULES = [
     Rule("layernorm-fuse", "normalization", "fp-reassoc",
          "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
          "Div(Sub(x, mean), Sqrt(Add(ReduceMean(Pow(Sub(x, mean), 2)), eps))) -> LayerNormalization(x, 1, -, eps) "
-         "over the last axis, keepdims, opset >= 17",
+         "over the trailing axes a..r-1 (one or several, static dims; Pow / Reciprocal variants via norm-moment-forms), "
+         "keepdims, opset >= 17",
          _ln_core()),
     Rule("layernorm-fuse-transposed", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
          "the LayerNorm moments over contiguous non-trailing axes (a channels-first LayerNorm) -> "
