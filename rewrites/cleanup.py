@@ -14,6 +14,10 @@
     Slice(x, ...) -> x            when the output shape is x's and every step is positive (a reversal,
                                   step -1, keeps the shape and is not a no-op)
     Pad(Pad(x, p, v), q, v) -> Pad(x, p + q, v)     constant mode, same value, p and q non-negative
+    Pad(Pad(x, p, edge), q, edge) -> Pad(x, p + q, edge)   p and q non-negative (the border value is repeated
+                                                    either way; reflect and wrap pads do NOT compose so:
+                                                    reflect 1 twice gives [1 0 1 2 1 2] on [0 1 2], reflect 2
+                                                    gives [2 1 0 1 2 1 0])
     Reshape(Reshape(x, s), t) -> Reshape(x, t)      t without 0 entries (or allowzero): a 0 copies a dim
                                                     of the inner Reshape's output, which x may not have
 
@@ -96,6 +100,12 @@ RULES = [
     Rule("pad-merge", "cleanup", "exact", "onnxoptimizer:fuse_pad_into_pad; tvm:SimplifyExpr (pad)",
          "Pad(Pad(x, p, v, constant), q, v, constant) -> Pad(x, p + q, v, constant) for non-negative p, q",
          tuple(rw('(Pad (Pad x p v "constant") q v "constant")', f'(Pad x {_pad_sum(r)} v "constant")',
+                  f"(= (vec-length p) {2 * r})", f"(= (vec-length q) {2 * r})", _nonnegative("p"), _nonnegative("q"))
+               for r in range(1, MAX_RANK + 1)), ruleset="simplify"),
+    Rule("pad-merge-edge", "cleanup", "exact", "onnxoptimizer:fuse_pad_into_pad (edge); tvm:SimplifyExpr (pad)",
+         "Pad(Pad(x, p, edge), q, edge) -> Pad(x, p + q, edge) for non-negative p, q (not reflect or wrap: "
+         "a reflection of a reflect-padded tensor reflects the padding)",
+         tuple(rw('(Pad (Pad x p v "edge") q w "edge")', f'(Pad x {_pad_sum(r)} w "edge")',
                   f"(= (vec-length p) {2 * r})", f"(= (vec-length q) {2 * r})", _nonnegative("p"), _nonnegative("q"))
                for r in range(1, MAX_RANK + 1)), ruleset="simplify"),
     Rule("reshape-merge", "cleanup", "exact", "onnxoptimizer:fuse_consecutive_reshapes",

@@ -5,6 +5,9 @@
     U(Transpose(x, p))                -> Transpose(U(x), p)              U unary elementwise
     B(Transpose(a, p), Transpose(b, p)) -> Transpose(B(a, b), p)         B binary elementwise
     B(Transpose(a, p), c)             -> Transpose(B(a, Transpose(c, p^-1)), p)   c constant, same rank
+    B(Transpose(a, p), c)             -> Transpose(B(a, Transpose(Unsqueeze(c, [0..r-k-1]), p^-1)), p)
+                                         c a graph input of lower rank k (broadcasting aligns it to the
+                                         trailing axes: the Unsqueeze makes that explicit)
     Pad(Transpose(x, p), pads)        -> Transpose(Pad(x, pads o p^-1), p)
     R(Transpose(x, p), axes, 1)       -> Transpose(R(x, sorted p[axes], 1), p)          R a reduction
     R(Transpose(x, p), axes, 0)       -> Transpose(R(x, sorted p[axes], 0), q)          q: p without the
@@ -217,6 +220,31 @@ def _sorting_steps(values: list[str]) -> tuple[list[str], list[str]]:
     return steps, names
 
 
+#: Broadcasting ops whose operands are often a transposed activation and a lower-rank bias or input.
+BROADCAST_SINK_OPS = ("Add", "Sub", "Mul", "Div")
+
+
+def _sink_broadcast() -> tuple:
+    """B(Transpose(a, p), c) and B(c, Transpose(a, p)) for c of rank k < r = |p| that does not enlarge the output:
+    c broadcasts as Unsqueeze(c, [0..r-k-1]) (numpy rules align trailing axes), which has rank r and goes through
+    the transpose as in transpose-sink-binary-const. c is a graph input (a Transpose of the smaller operand at
+    run time; the extractor decides); constants of lower rank are re-encoded at the output's rank at load and
+    sink through transpose-sink-binary-const."""
+    rules = []
+    for op in BROADCAST_SINK_OPS:
+        for first in (True, False):
+            pattern = f"({op} t c)" if first else f"({op} c t)"
+            inner = f"({op} a cp)" if first else f"({op} cp a)"
+            rules.append(fact(
+                f"(= y {pattern}) (= t (Transpose a p)) (= c (Input nm)) (= sc (shape c)) (= r (vec-length p)) "
+                "(= k (vec-length sc)) (< k r) (= (shape y) (shape t)) (= ip (inv-perm p)) (= sa (shape a)) "
+                "(= dc (dtype c))",
+                "(let u (Unsqueeze c (vec-range (- r k)))) "
+                f"(set (shape u) (vec-append {ones('(vec-range (- r k))')} sc)) (set (dtype u) dc) "
+                f"(let cp (Transpose u ip)) (let b {inner}) (set (shape b) sa) (union y (Transpose b p))"))
+    return tuple(rules)
+
+
 def _pad_remap(rank: int) -> str:
     """pads' with pads'[j] = pads[ip[j]] and pads'[r+j] = pads[r+ip[j]]."""
     begins = [f"(vec-get pads (vec-get ip {j}))" for j in range(rank)]
@@ -255,6 +283,11 @@ RULES = [
                   f"(union y (Transpose ({op} (Transpose c ip) a) p)) (set (shape ({op} (Transpose c ip) a)) sa)")
              for op in sorted(BINARY)
          )),
+    Rule("transpose-sink-binary-broadcast", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes; "
+         "onnxruntime:TransposeOptimizer (broadcast inputs)",
+         "B(Transpose(a, p), c) -> Transpose(B(a, Transpose(Unsqueeze(c, leading axes), p^-1)), p) for B in Add, Sub, "
+         "Mul, Div and a graph input c of lower rank that does not enlarge the output",
+         _sink_broadcast()),
     Rule("transpose-sink-reduce", "layout", "fp-reassoc", "glow:SinkTranspose; coreml:reduce_transposes; "
          "onnxruntime:TransposeOptimizer (reduce)",
          "R(Transpose(x, p), axes, kd) -> Transpose(R(x, sorted p[axes], kd), p or, for kd = 0, p without the "

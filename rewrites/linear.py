@@ -8,6 +8,8 @@
     c - MatMul(A, B)                -> Gemm(A, B, c, alpha=-1)           (same guards as MatMul + c)
     c - Gemm(A, B, C, alpha, beta)  -> Gemm(A, B, c - C * beta, alpha=-alpha, beta=1)
     Gemm(Transpose(A, [1, 0]), B, C) -> Gemm(A, B, C, transA = 1 - transA)   (likewise B and transB)
+    (MatMul(A, B) +/- c1) +/- c2    -> MatMul(A, B) + (+/-c1 +/- c2)     A of any rank, c1, c2 constants of one shape
+                                                                         (or c2 single-element): one bias Add
     MatMul(A, B) * s                -> MatMul(A, B * s)                  B constant [K, N], s per column or scalar
     Gemm(A, B, C) * s               -> Gemm(A, B * s, C * s)             s per column (B^T: per row) or scalar
     MatMul(x, W_k) (+ b_k), k = 1..n -> Out(Split(MatMul(x, Concat(W)) (+ Concat(b)), -1, [N_k]), k)   (TENSAT)
@@ -105,6 +107,27 @@ def _gemm_scale() -> tuple:
     return tuple(rules)
 
 
+def _bias_chain() -> tuple:
+    """(mm op1 c1) op2 c2 -> mm + c or mm - c with c the constants combined (evaluated at lowering), for
+    mm = MatMul(A, B) of any rank (matmul-add-to-gemm needs a 2-D A; the targets fuse MatMul + constant Add as
+    Gemm does, so an N-D A needs no Reshape to 2-D and back). c1 and c2 have one shape, or c2 is
+    single-element of a rank not above c1's: the combined constant has c1's shape (lower-rank constants are
+    re-encoded at the output's rank at load, so ranks agree in practice), and the outer op must not enlarge
+    the inner one's output."""
+    combos = {("Add", "Add"): ("Add", "(Add c1 c2)"), ("Add", "Sub"): ("Add", "(Sub c1 c2)"),
+              ("Sub", "Add"): ("Add", "(Sub c2 c1)"), ("Sub", "Sub"): ("Sub", "(Add c1 c2)")}
+    shapes = (("(= s1 s2)", "s1"), (f"(!= s1 s2) (= s2 {ones('s2')}) (<= (vec-length s2) (vec-length s1))", "s1"))
+    rules = []
+    for (inner, outer), (op, combined) in combos.items():
+        for guard, sc in shapes:
+            rules.append(fact(
+                f"(= y ({outer} z c2)) (= z ({inner} mm c1)) (= mm (MatMul a b)) (is-const c1) (is-const c2) "
+                f"(= s1 (shape c1)) (= s2 (shape c2)) (= sy (shape y)) (= sy (shape z)) (= d1 (dtype c1)) {guard}",
+                f"(let c {combined}) (set (shape c) {sc}) (set (dtype c) d1) "
+                f"(let new ({op} mm c)) (set (shape new) sy) (set (dtype new) d1) (union y new)"))
+    return tuple(rules)
+
+
 def _gemm_transpose() -> tuple:
     swap = "(= (vec-length p) 2) (= p (vec-of 1 0))"
     return (rw("(Gemm (Transpose a p) b c alpha beta ta tb)", "(Gemm a b c alpha beta (- 1 ta) tb)", swap,
@@ -131,6 +154,10 @@ RULES = [
          "c - MatMul(A, B) -> Gemm(A, B, c, alpha=-1) and c - Gemm(A, B, C, alpha, beta) -> Gemm(A, B, c - C * beta, "
          "alpha=-alpha, beta=1) for a constant c not enlarging the output (MatMul: 2-D A, constant B)",
          _const_minus()),
+    Rule("matmul-bias-chain", FAMILY, "fp-reassoc", "coreml:fuse_matmul_weight_bias; onnxruntime:MatMulAddFusion",
+         "(MatMul(A, B) +/- c1) +/- c2 -> MatMul(A, B) +/- c for A of any rank and constants c1, c2 combined into c "
+         "at lowering (one shape, or c2 single-element): x + c1 + c2 and x + (c1 + c2) round differently",
+         _bias_chain()),
     Rule("matmul-scale-fold", FAMILY, "fp-reassoc", "tvm:BackwardFoldScaleAxis (dense); coreml:fuse_matmul_weight_bias",
          "MatMul(A, B) * s -> MatMul(A, B * s) for constant 2-D B and s per output column or scalar",
          _matmul_scale()),

@@ -2,16 +2,29 @@
 and the reverse decomposition, so that the extractor picks per target. (Mul + Add by per-channel constants
 <-> BatchNormalization lives in the conv family: bn-compose, bn-decompose.)
 
-    Div(Sub(x, m), Sqrt(Add(ReduceMean(Pow(Sub(x, m), 2), ax), eps)))  -> LayerNormalization(x, 1, -, axis=-1, eps)
-        where m = ReduceMean(x, ax, keepdims=1), ax = the last axis; also Mul(d, d) for Pow(d, 2),
-        Mul(d, Reciprocal(Sqrt(..))) for the Div; opset >= 17
-    Mul(LayerNormalization(x, 1, -), g)                -> LayerNormalization(x, g, -)       g constant (1, ..., 1, D)
-    Add(LayerNormalization(x, s, -), b)                -> LayerNormalization(x, s, b)       b constant (1, ..., 1, D)
+    Div(Sub(x, m), Sqrt(Add(ReduceMean(Pow(Sub(x, m), 2), ax), eps)))  -> LayerNormalization(x, 1, -, axis=a, eps)
+        where m = ReduceMean(x, ax, keepdims=1), ax = the trailing axes a..r-1 (static dims); opset >= 17
+        (matched as Mul(d, d) and Div: Pow(d, 2) and Mul(d, Reciprocal(Sqrt(..))) get there by norm-moment-forms)
+    (the same moments over contiguous axes that are not trailing)
+                                         -> Transpose(LayerNormalization(Transpose(x, p), 1, -), p^-1)
+                                            p: the other axes, then the normalized ones
+    Mul(LayerNormalization(x, 1, -), g)   -> LayerNormalization(x, g, -)    g constant nd or (1, .., 1) + nd
+    Add(LayerNormalization(x, s, -), b)   -> LayerNormalization(x, s, b)    b likewise (nd: the normalized dims)
     LayerNormalization(x, s, b, last axis)
                                          -> Add(Mul(Div(Sub(x, m), Sqrt(Add(ReduceMean(Mul(d, d)), eps))), s), b)
     (the same moments over the spatial axes 2..r-1)   -> InstanceNormalization(x, 1, 0, eps)
+    (the same over the axes 1..r-2 of channels-last x) -> Transpose(InstanceNormalization(Transpose(x, C first)), back)
     Mul(InstanceNormalization(x, 1, 0), g)            -> InstanceNormalization(x, g, 0)    g constant (1, C, 1, ...)
     Add(InstanceNormalization(x, s, 0), b)            -> InstanceNormalization(x, s, b)    b constant (1, C, 1, ...)
+
+Canonicalizations that bring other exported forms to the ones above (coremltools' variants):
+    Pow(d, 2) -> Mul(d, d),  Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v))   d = x - ReduceMean(x, keepdims)
+    Pow(ve, -0.5), Div(1, Sqrt(ve))  -> Reciprocal(Sqrt(ve)),  Pow(ve, 0.5) -> Sqrt(ve)   ve = var + eps
+    Add(Mul(x, k), Sub(b, Mul(m, k))) -> Add(Mul(Sub(x, m), k), b)     m = ReduceMean(x, keepdims) (folded form;
+        also Sub(Mul(x, k), Mul(m, k)) and Add(Mul(x, k), Neg(Mul(m, k))) -> Mul(Sub(x, m), k))
+    Mul(Sub(x, m), Mul(g, r))         -> Mul(Mul(Sub(x, m), r), g)      r = Reciprocal(Sqrt(ve)), g constant
+    Mul(Add(n, b), g)                 -> Add(Mul(n, g), Mul(b, g))      n = LN(x, 1, -) or IN(x, 1, 0), b, g constants
+                                                                        (b * g is folded at lowering)
 
 Fused and decomposed forms stay together in the e-graph; the target's cost model chooses (a target
 without a LayerNormalization kernel keeps the primitives). All are `fp-reassoc`: the fused kernels compute
@@ -44,45 +57,87 @@ def _both(op: str, a: str, b: str) -> list[str]:
 
 
 def _moments() -> list[str]:
-    """Patterns of (x - mean) / sqrt(var + eps) over the axes `ax`, bound to __root; d = Sub(x,
-    ReduceMean(x, ax, 1)) is bound separately. Variants: Pow(d, 2) or Mul(d, d); Div by the std or Mul by
-    its Reciprocal. The caller checks `ax` after binding what the check depends on: egglog 13.2 evaluates
-    primitives in query order and panics on an unbound argument."""
-    out = []
-    for square in ("(Pow d (Scalar 2.0 pd ps))", "(Mul d d)"):
-        std = f"(Sqrt (Add (ReduceMean {square} ax 1) (Scalar eps ed es)))"
-        for norm in (f"(Div d {std})", f"(Mul d (Reciprocal {std}))"):
-            out.append(f"(= d (Sub x (ReduceMean x ax 1))) (= __root {norm})")
-    return out
+    """The pattern of (x - mean) / sqrt(var + eps) over the axes `ax`, bound to __root; d = Sub(x,
+    ReduceMean(x, ax, 1)) is bound separately. One canonical form: the exporters' Pow(d, 2) and
+    Mul(d, Reciprocal(std)) are brought to it by norm-moment-forms (so each fusion is one egglog rule per
+    form instead of four). The caller checks `ax` after binding what the check depends on: egglog 13.2
+    evaluates primitives in query order and panics on an unbound argument."""
+    std = "(Sqrt (Add (ReduceMean (Mul d d) ax 1) (Scalar eps ed es)))"
+    return [f"(= d (Sub x (ReduceMean x ax 1))) (= __root (Div d {std}))"]
+
+
+def _moment_forms() -> tuple:
+    """Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v)) for d = x - ReduceMean(x):
+    the variants exporters write, in the form the fusions match (the exponent must not broadcast d)."""
+    d = "(= d (Sub x (ReduceMean x ax 1)))"
+    return (fact(f"(= __root (Pow d (Scalar 2.0 pd ps))) {d} (= (shape __root) (shape d))", "(union __root (Mul d d))"),
+            fact(f"(= __root (Mul d (Reciprocal q))) (= q (Sqrt v)) {d}", "(union __root (Div d q))"))
+
+
+def trailing(a: str, n: str) -> str:
+    """The axes a, a+1, ..., a+n-1 as a vector (n must be bound and >= 0)."""
+    return f'(unstable-vec-map (unstable-fn "+" {a}) (vec-range {n}))'
+
+
+def normalized_dims(s: str, a: str, n: str) -> str:
+    """s[a], ..., s[a+n-1]: the dims of the axes a.. (a + n <= length of s must hold)."""
+    return f'(unstable-vec-map (unstable-fn "vec-get" {s}) {trailing(a, n)})'
 
 
 def _ln_core() -> tuple:
+    """Moments over the trailing axes a..r-1 (one or several: axes are normalized, sorted and unique, so
+    they are the trailing ones exactly when they equal a, a+1, ..., r-1) -> LayerNormalization(axis=a).
+    The normalized dims nd must be static (the scale is a tensor of shape nd) and not all 1 (a single
+    element: see _in_core)."""
     return tuple(fact(
-        f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 1) (= ax (vec-of (- r 1))) (> (vec-get s (- r 1)) 1) "
+        f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (<= n r) (= a (- r n)) "
+        f"(= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "
+        f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
         f"(= (shape __root) s) "
         f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
-        "(let nd (vec-of (vec-get s (- r 1)))) (let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
-        "(union __root (LayerNormalization x one (Absent) (- r 1) eps 1))") for pattern in _moments())
+        "(let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
+        "(union __root (LayerNormalization x one (Absent) a eps 1))") for pattern in _moments())
+
+
+def _ln_transposed() -> tuple:
+    """Moments over contiguous axes a..a+n-1 that are not the trailing ones -> Transpose(LayerNormalization(
+    Transpose(x, p), axis=r-n), p^-1) with p = (the other axes in order) + (the normalized ones): a channels-first
+    LayerNorm (ConvNeXt) as one kernel between two transposes; the extractor weighs them against the
+    primitives. Same guards as _ln_core (static normalized dims, not all 1; inverse perms exist up to rank 5)."""
+    perm = (f'(vec-append (vec-range a) (vec-append (unstable-vec-map (unstable-fn "+" (+ a n)) '
+            f'(vec-range (- r (+ a n)))) ax))')
+    return tuple(fact(
+        f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (= a (vec-get ax 0)) "
+        f"(>= a 0) (< (+ a n) r) (= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "
+        f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
+        f"(= (shape __root) s) (= p {perm}) (= ip (inv-perm p)) "
+        f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
+        "(let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
+        "(let xt (Transpose x p)) (let ln (LayerNormalization xt one (Absent) (- r n) eps 1)) "
+        '(set (shape ln) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype ln) dt) '
+        "(union __root (Transpose ln ip))") for pattern in _moments())
 
 
 def _ln_affine(op: str) -> tuple:
-    """Mul(LN(x, 1, -), c) -> LN(x, c', -) and Add(LN(x, s, -), c) -> LN(x, s, c'): c varies only along the
-    last (normalized) axis; c' is c reshaped to (D) (c itself for a rank-1 x: a reshape there would let the
-    decomposition and this rule build ever longer Reshape chains)."""
+    """Mul(LN(x, 1, -), c) -> LN(x, c', -) and Add(LN(x, s, -), c) -> LN(x, s, c') over the axes a..r-1: c
+    varies only along them. c' is c itself when c's shape is the normalized dims nd, else c (of shape
+    (1, .., 1) + nd) reshaped to nd (never a Reshape of a c already of shape nd: the decomposition and this
+    rule would build ever longer Reshape chains)."""
     rules = []
     ln = ("(LayerNormalization x (Scalar 1.0 dt sd) (Absent) a eps st)" if op == "Mul"
           else "(LayerNormalization x sc (Absent) a eps st)")
     bind = "" if op == "Mul" else "(= sd (shape sc)) "
-    for rank1 in (True, False):
-        cr = "c" if rank1 else "cr"
+    for direct in (True, False):
+        cr = "c" if direct else "cr"
         new = (f"(LayerNormalization x {cr} (Absent) a eps st)" if op == "Mul"
                else f"(LayerNormalization x sc {cr} a eps st)")
-        reshape = "" if rank1 else "(let cr (Reshape c sd 0)) (set (shape cr) sd) (set (dtype cr) ct) "
+        reshape = "" if direct else "(let cr (Reshape c sd 0)) (set (shape cr) sd) (set (dtype cr) ct) "
+        shape = "(= (shape c) sd)" if direct else f"(> a 0) (= (shape c) (vec-append {ones('(vec-range a)')} sd))"
         for pattern in _both(op, ln, "c"):
             rules.append(fact(
                 f"(= __root {pattern}) {bind}(is-const c) (= ct (dtype c)) (= sx (shape x)) (= r (vec-length sx)) "
-                f"{'(= r 1)' if rank1 else '(> r 1)'} (= a (- r 1)) (= (vec-length sd) 1) "
-                f"(= (shape c) (vec-set {ones('sx')} a (vec-get sd 0)))",
+                f"(= n (vec-length sd)) (>= n 1) (= a (- r n)) (>= a 0) (= sd {normalized_dims('sx', 'a', 'n')}) "
+                f"{shape}",
                 f"{reshape}(union __root {new})"))
     return tuple(rules)
 
@@ -122,6 +177,22 @@ def _in_core() -> tuple:
         "(union __root (InstanceNormalization x one zero eps))") for pattern in _moments())
 
 
+def _in_channels_last() -> tuple:
+    """Moments over the axes 1..r-2 of a channels-last (N, ..., C) tensor -> Transpose(InstanceNormalization(
+    Transpose(x, [0, r-1, 1, ..., r-2])), [0, 2, ..., r-1, 1]): TF's channels-last InstanceNorm as the kernel
+    between two transposes. Guards as _in_core with the channel last (static) and the spatial axes 1..r-2."""
+    perm = '(vec-append (vec-of 0 (- r 1)) (unstable-vec-map (unstable-fn "+" 1) (vec-range (- r 2))))'
+    return tuple(fact(
+        f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 3) (> (vec-get s 1) 1) (>= (vec-get s (- r 1)) 0) "
+        f"(= (vec-length ax) (- r 2)) (= (vec-get ax 0) 1) (= (vec-get ax (- r 3)) (- r 2)) (= (shape __root) s) "
+        f"(= dt (dtype x)) {FUSED_DTYPES} (= o (model-opset)) (>= o 6) (= p {perm}) (= ip (inv-perm p))",
+        "(let cs (vec-of (vec-get s (- r 1)))) (let one (Scalar 1.0 dt cs)) (let zero (Scalar 0.0 dt cs)) "
+        "(set (shape one) cs) (set (dtype one) dt) (set (shape zero) cs) (set (dtype zero) dt) "
+        "(let xt (Transpose x p)) (let nrm (InstanceNormalization xt one zero eps)) "
+        '(set (shape nrm) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype nrm) dt) '
+        "(union __root (Transpose nrm ip))") for pattern in _moments())
+
+
 def _in_affine(op: str) -> tuple:
     """Mul(IN(x, 1, 0), c) -> IN(x, c', 0) and Add(IN(x, s, 0), c) -> IN(x, s, c'): per-channel constants."""
     if op == "Mul":
@@ -136,12 +207,75 @@ def _in_affine(op: str) -> tuple:
         for pattern in _both(op, inorm, "c"))
 
 
+#: The variance-plus-epsilon of a normalization: Add(ReduceMean(q, ax, keepdims), eps).
+_VE = "(= ve (Add (ReduceMean q ax 1) (Scalar eps ed es)))"
+
+
+def _rsqrt_forms() -> tuple:
+    """Pow(ve, -0.5) and Div(1, Sqrt(ve)) -> Reciprocal(Sqrt(ve)), Pow(ve, 0.5) -> Sqrt(ve): the forms the
+    fusions match, for ve the variance plus epsilon (the exponent / numerator must not broadcast: the output
+    shape is ve's)."""
+    return tuple(fact(f"(= __root {pattern}) {_VE} (= (shape __root) (shape ve))", f"(union __root {target})")
+                 for pattern, target in (("(Pow ve (Scalar -0.5 pd ps))", "(Reciprocal (Sqrt ve))"),
+                                         ("(Div (Scalar 1.0 od os) (Sqrt ve))", "(Reciprocal (Sqrt ve))"),
+                                         ("(Pow ve (Scalar 0.5 pd ps))", "(Sqrt ve)")))
+
+
+def _unfold_shift() -> tuple:
+    """x*k + (b - m*k) -> (x - m)*k + b, x*k - m*k and x*k + -(m*k) -> (x - m)*k, for m = ReduceMean(x, ax,
+    keepdims=1): the folded form x * (g * rsqrt(var + eps)) + (b - mean * g * rsqrt(var + eps)) (TF's
+    batch_normalization) brought back to the moments the fusions match. m keeps x's rank and broadcasts
+    into it, so (x - m) has x's shape and (x - m)*k has x*k's."""
+    rules = []
+    for xk, mk in (("(Mul x k)", "(Mul m k)"),):  # as TF and coremltools write it (x * k, mean * k)
+        for pattern, shifted in ((f"(Add {xk} (Sub b {mk}))", True), (f"(Add (Sub b {mk}) {xk})", True),
+                                 (f"(Sub {xk} {mk})", False), (f"(Add {xk} (Neg {mk}))", False),
+                                 (f"(Add (Neg {mk}) {xk})", False)):
+            scaled = "(let dk (Mul d k)) (set (shape dk) sk) (set (dtype dk) dt) "
+            rules.append(fact(
+                f"(= __root {pattern}) (= m (ReduceMean x ax 1)) (= xk {xk}) (= sx (shape x)) (= sk (shape xk)) "
+                f"(= (vec-length (shape m)) (vec-length sx)) (= dt (dtype x)) {FUSED_DTYPES} (= sr (shape __root))",
+                "(let d (Sub x m)) (set (shape d) sx) (set (dtype d) dt) " + scaled
+                + ("(let y (Add dk b)) (set (shape y) sr) (set (dtype y) dt) (union __root y)" if shifted
+                   else "(union __root dk)")))
+    return tuple(rules)
+
+
+def _regroup_scale() -> tuple:
+    """(x - m) * (g * r) -> ((x - m) * r) * g for r = Reciprocal(Sqrt(ve)) of m's shape and a constant g:
+    the gamma of a folded normalization moved outside, where the scale fusions find it."""
+    return tuple(fact(
+        f"(= __root (Mul d {k})) (= d (Sub x m)) (= m (ReduceMean x ax 1)) (= r (Reciprocal (Sqrt ve))) {_VE} "
+        f"(is-const g) (= (shape r) (shape m)) (= sx (shape x)) (= (shape d) sx) (= dt (dtype x)) {FUSED_DTYPES}",
+        "(let dr (Mul d r)) (set (shape dr) sx) (set (dtype dr) dt) (union __root (Mul dr g))")
+        for k in ("(Mul g r)", "(Mul r g)"))
+
+
+def _distribute_affine() -> tuple:
+    """(n + b) * g -> n*g + b*g for n = LN(x, 1, -) or IN(x, 1, 0) and constants b, g of one shape that
+    broadcast into n's (b*g is evaluated at lowering): the scale and bias fusions then take both. Constant-first
+    operands (b + n, g * (n + b)) are turned constant-last by const-operand-last (conv family)."""
+    norms = ("(LayerNormalization x (Scalar 1.0 dt sd) (Absent) a eps st)",
+             "(InstanceNormalization x (Scalar 1.0 dt sd) (Scalar 0.0 dt sd) eps)")
+    return tuple(fact(
+        f"(= __root {mul}) (= nb {add}) (= nrm {norm}) (is-const b) (is-const g) (= sb (shape b)) "
+        "(= sb (shape g)) (= sn (shape nrm)) (= (shape nb) sn) (= (shape __root) sn) (= bt (dtype b))",
+        "(let ng (Mul nrm g)) (set (shape ng) sn) (set (dtype ng) dt) "
+        "(let bg (Mul b g)) (set (shape bg) sb) (set (dtype bg) bt) (union __root (Add ng bg))")
+        for norm in norms for add in ("(Add nrm b)",) for mul in ("(Mul nb g)",))
+
+
 RULES = [
     Rule("layernorm-fuse", "normalization", "fp-reassoc",
          "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
          "Div(Sub(x, mean), Sqrt(Add(ReduceMean(Pow(Sub(x, mean), 2)), eps))) -> LayerNormalization(x, 1, -, eps) "
-         "over the last axis, keepdims, opset >= 17",
+         "over the trailing axes a..r-1 (one or several, static dims; Pow / Reciprocal variants via norm-moment-forms), "
+         "keepdims, opset >= 17",
          _ln_core()),
+    Rule("layernorm-fuse-transposed", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "the LayerNorm moments over contiguous non-trailing axes (a channels-first LayerNorm) -> "
+         "Transpose(LayerNormalization(Transpose(x, normalized axes last)), back), static normalized dims, opset >= 17",
+         _ln_transposed()),
     Rule("layernorm-fuse-scale", "normalization", "fp-reassoc",
          "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
          "Mul(LayerNormalization(x, 1, -), g) -> LayerNormalization(x, g, -) for a constant g of shape (1, ..., 1, D)",
@@ -157,8 +291,31 @@ RULES = [
     Rule("instancenorm-fuse", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
          "Div(Sub(x, mean), Sqrt(Add(var, eps))) over the spatial axes 2..r-1 -> InstanceNormalization(x, 1, 0, eps)",
          _in_core()),
+    Rule("instancenorm-fuse-channels-last", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "the InstanceNorm moments over the axes 1..r-2 of a channels-last tensor -> Transpose(InstanceNormalization("
+         "Transpose(x, channels first)), back) for a static channel dim",
+         _in_channels_last()),
     Rule("instancenorm-fuse-affine", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
          "Mul(InstanceNormalization(x, 1, 0), g) -> InstanceNormalization(x, g, 0); "
          "Add(InstanceNormalization(x, s, 0), b) -> InstanceNormalization(x, s, b) for per-channel constants",
          _in_affine("Mul") + _in_affine("Add")),
+    Rule("norm-moment-forms", "normalization", "fp-reassoc", "onnxruntime:LayerNormFusion (its pattern variants)",
+         "Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v)) for d = x - ReduceMean(x): "
+         "the exporters' variants in the one form the LayerNorm/InstanceNorm fusions match",
+         _moment_forms()),
+    Rule("norm-rsqrt-forms", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "Pow(v + eps, -0.5) and Div(1, Sqrt(v + eps)) -> Reciprocal(Sqrt(v + eps)), Pow(v + eps, 0.5) -> "
+         "Sqrt(v + eps) for a variance v = ReduceMean(., keepdims) (Pow: pow and sqrt round differently; Div: exact)",
+         _rsqrt_forms()),
+    Rule("norm-unfold-shift", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "x*k + (b - m*k) -> (x - m)*k + b; x*k - m*k and x*k + -(m*k) -> (x - m)*k for m = ReduceMean(x, "
+         "keepdims): the folded normalization x*(g*rsqrt(v+eps)) + (b - m*g*rsqrt(v+eps))",
+         _unfold_shift()),
+    Rule("norm-regroup-scale", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "(x - m) * (g * Reciprocal(Sqrt(v + eps))) -> ((x - m) * Reciprocal(Sqrt(v + eps))) * g for a constant g",
+         _regroup_scale()),
+    Rule("norm-distribute-affine", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
+         "(n + b) * g -> n*g + b*g for n = LayerNormalization(x, 1, -) or InstanceNormalization(x, 1, 0) and "
+         "constants b, g of one shape (b*g is folded at lowering)",
+         _distribute_affine()),
 ]

@@ -5,6 +5,7 @@ pixel shuffles, stacks and one-hot products.
     Concat([.., Concat(inner, ax), ..], ax) -> Concat([.., inner.., ..], ax)         nested Concats flattened
     Out(Split(Concat(parts, ax), ax, sizes), k) -> parts[k]      sizes[k] = shape(parts[k])[ax] for every k
     Concat([Transpose(a_i, p)...], ax) -> Transpose(Concat([a_i...], p[ax]), p)      transpose sinking
+    Concat([Transpose(a, p), c], ax)   -> Transpose(Concat([a, Transpose(c, p^-1)], p[ax]), p)   one constant c
     Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)
     Reshape(Transpose(Reshape(x, [N, b, b, C/b², H, W]), [0, 3, 4, 1, 5, 2]), [N, C/b², H b, W b])
                                       -> DepthToSpace(x, b, DCR)
@@ -84,6 +85,26 @@ def _transpose_sink_concat() -> tuple:
         inner = tlist([f"a{k}" for k in range(n)])
         rules.append(rw(f"(Concat {tlist(items)} ax)", f"(Transpose (Concat {inner} (vec-get p ax)) p)",
                         f"{guards} (>= ax 0) (< ax (vec-length p))"))
+    return tuple(rules)
+
+
+#: Concats with one constant among transposed items, up to this many items.
+MAX_CONST_SINK = 3
+
+
+def _transpose_sink_concat_const() -> tuple:
+    """Concat of Transpose(a_k, p) items and one constant c of the same rank (at any position): the constant is
+    transposed by p^-1 at lowering, and the Concat sinks as in transpose-sink-concat."""
+    rules = []
+    for n in range(2, MAX_CONST_SINK + 1):
+        for j in range(n):
+            items = [f"e{k}" for k in range(n)]
+            guards = " ".join(f"(= e{k} (Transpose a{k} p))" for k in range(n) if k != j)
+            inner = tlist(["(Transpose c ip)" if k == j else f"a{k}" for k in range(n)])
+            rules.append(fact(
+                f"(= y (Concat {tlist(items)} ax)) {guards} (= c e{j}) (is-const c) (= (vec-length (shape c)) "
+                f"(vec-length p)) (>= ax 0) (< ax (vec-length p)) (= ip (inv-perm p))",
+                f"(union y (Transpose (Concat {inner} (vec-get p ax)) p))"))
     return tuple(rules)
 
 
@@ -204,6 +225,10 @@ RULES = [
     Rule("transpose-sink-concat", FAMILY, "exact", "glow:sink-transpose (Concat); coremltools:reduce_transposes",
          "Concat([Transpose(a, p), Transpose(b, p), ...], ax) -> Transpose(Concat([a, b, ...], p[ax]), p)",
          _transpose_sink_concat()),
+    Rule("transpose-sink-concat-const", FAMILY, "exact", "glow:sink-transpose (Concat); coremltools:reduce_transposes",
+         "Concat([Transpose(a, p), ..., c, ...], ax) -> Transpose(Concat([a, ..., Transpose(c, p^-1), ...], p[ax]), p) "
+         "for one constant c of the same rank among 2 or 3 items (its Transpose folds at lowering)",
+         _transpose_sink_concat_const()),
     Rule("transpose-sink-split", FAMILY, "exact", "onnxruntime:TransposeOptimizer (Split); coreml:reduce_transposes",
          "Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)",
          _transpose_sink_split()),

@@ -353,6 +353,36 @@ def test_pad_merge_property(case: RuleCase) -> None:
     case.check()
 
 
+# ---- pad-merge-edge ----
+
+def test_pad_merge_edge_pads() -> None:
+    m = _two_pads([0, 1, 0, 0, 2, 1], [1, 0, 2, 1, 0, 3], mode1="edge", mode2="edge")
+    result = assert_rule_sound(m, "pad-merge-edge")
+    assert op_counts(result.model) == {"Pad": 1}
+
+
+@pytest.mark.parametrize("modes", [("reflect", "reflect"), ("edge", "reflect"), ("edge", "constant")])
+def test_pad_merge_edge_not_for_reflect_or_mixed_modes(modes: tuple) -> None:
+    """Reflect pads do not compose: reflect 1 twice on [0 1 2] is [1 0 1 2 1 2], reflect 2 is
+    [2 1 0 1 2 1 0] (checked here with numpy), so only edge pads merge."""
+    x = np.arange(3)
+    assert not np.array_equal(np.pad(np.pad(x, 1, "reflect"), 1, "reflect"), np.pad(x, 2, "reflect"))
+    assert_rule_does_not_fire(_two_pads([0, 1, 1, 0, 1, 1], [0, 1, 1, 0, 1, 1], mode1=modes[0], mode2=modes[1]),
+                              "pad-merge-edge")
+
+
+def test_pad_merge_edge_not_with_negative_pads() -> None:
+    """An edge pad after a crop repeats the new border, not the cropped one."""
+    assert_rule_does_not_fire(_two_pads([0, -1, 0, 0, 0, 0], [0, 2, 0, 0, 0, 0], mode1="edge", mode2="edge"),
+                              "pad-merge-edge")
+
+
+@property_settings()
+@given(PROPERTIES["pad-merge-edge"]())
+def test_pad_merge_edge_property(case: RuleCase) -> None:
+    case.check()
+
+
 # ---- reshape-merge ----
 
 def test_reshape_merge_consecutive() -> None:

@@ -214,6 +214,45 @@ def test_transpose_sink_binary_const_property(case: RuleCase) -> None:
     case.check()
 
 
+# ---- transpose-sink-binary-broadcast ----
+
+def test_transpose_sink_binary_broadcast_per_channel_input() -> None:
+    """NHWC Add of a per-channel graph input b (3,): b is unsqueezed and transposed (a Reshape: it moves no
+    data), and both activation transposes cancel."""
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "m"), transpose("m", "y", NHWC_TO_NCHW)],
+              [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (3,))])
+    result = assert_rule_sound(m, "transpose-sink-binary-broadcast", also=(*SANDWICH, "transpose-to-reshape"))
+    ops = op_counts(result.model)
+    assert "Transpose" not in ops and ops["Add"] == 1, ops
+
+
+@pytest.mark.parametrize("op", ["Sub", "Div"])
+def test_transpose_sink_binary_broadcast_input_first(op: str) -> None:
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node(op, ["b", "t"], "m"), transpose("m", "y", NHWC_TO_NCHW)],
+              [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (5, 3))])
+    assert_rule_sound(m, "transpose-sink-binary-broadcast", also=SANDWICH)
+
+
+def test_transpose_sink_binary_broadcast_not_when_the_input_enlarges_the_output() -> None:
+    """Transpose(x) is (1, 4, 1, 3); b (5, 3) broadcasts it to (1, 4, 5, 3)."""
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "y")],
+              [("x", "FLOAT", (1, 3, 4, 1)), ("b", "FLOAT", (5, 3))])
+    assert_rule_does_not_fire(m, "transpose-sink-binary-broadcast", also=SANDWICH)
+
+
+def test_transpose_sink_binary_broadcast_not_for_an_input_of_the_same_rank() -> None:
+    """Same rank: not a broadcast (a second Transpose on b would be transpose-sink-binary's business)."""
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "y")],
+              [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 4, 5, 3))])
+    assert_rule_does_not_fire(m, "transpose-sink-binary-broadcast")
+
+
+@property_settings()
+@given(PROPERTIES["transpose-sink-binary-broadcast"]())
+def test_transpose_sink_binary_broadcast_property(case: RuleCase) -> None:
+    case.check()
+
+
 # ---- transpose-sink-pad ----
 
 def test_transpose_sink_pad_remaps_pads() -> None:

@@ -419,3 +419,40 @@ def test_gemm_transpose_fold_not_for_matmul() -> None:
 @given(PROPERTIES["gemm-transpose-fold"]())
 def test_gemm_transpose_fold_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- matmul-bias-chain: consecutive constant biases after an N-D MatMul ----
+
+def _bias_chain_model(c2_input: bool = False, c2_shape=(6,), ops=("Add", "Sub")) -> object:
+    rng = np.random.default_rng(5)
+    inits = {"w": rng.uniform(-1, 1, (5, 6)).astype(np.float32), "c1": rng.uniform(-1, 1, (6,)).astype(np.float32)}
+    inputs = [("x", "FLOAT", (2, 3, 5))]
+    if c2_input:
+        inputs.append(("c2", "FLOAT", c2_shape))
+    else:
+        inits["c2"] = rng.uniform(-1, 1, c2_shape).astype(np.float32)
+    nodes = [node("MatMul", ["x", "w"], "mm"), node(ops[0], ["mm", "c1"], "z"), node(ops[1], ["z", "c2"], "y")]
+    return model(nodes, inputs, ["y"], inits)
+
+
+@pytest.mark.parametrize("ops,c2_shape", [(("Add", "Sub"), (6,)), (("Sub", "Sub"), (1, 1)), (("Sub", "Add"), ())])
+def test_matmul_bias_chain_leaves_one_add(ops: tuple, c2_shape: tuple) -> None:
+    m = _bias_chain_model(c2_shape=c2_shape, ops=ops)
+    result = assert_rule_sound(m, "matmul-bias-chain")
+    counts = op_counts(result.model)
+    assert counts["MatMul"] == 1 and counts.get("Add", 0) + counts.get("Sub", 0) == 1, counts
+
+
+def test_matmul_bias_chain_needs_constant_biases() -> None:
+    assert_rule_does_not_fire(_bias_chain_model(c2_input=True), "matmul-bias-chain")
+
+
+def test_matmul_bias_chain_not_for_biases_of_different_shapes() -> None:
+    """c1 (6,) and c2 (3, 1): their sum is (3, 6), a shape neither has (not combined)."""
+    assert_rule_does_not_fire(_bias_chain_model(c2_shape=(3, 1)), "matmul-bias-chain")
+
+
+@property_settings()
+@given(PROPERTIES["matmul-bias-chain"]())
+def test_matmul_bias_chain_property(case: RuleCase) -> None:
+    case.check()

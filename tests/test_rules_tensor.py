@@ -161,6 +161,38 @@ def test_transpose_sink_concat_property(case: RuleCase) -> None:
     case.check()
 
 
+# ---- transpose-sink-concat-const ----
+
+def test_transpose_sink_concat_const_cancels_with_a_transpose_after() -> None:
+    """Concat([Transpose(a), c], 1) then the inverse Transpose: c is transposed at lowering, one Concat is left."""
+    c = np.arange(8, dtype=np.float32).reshape(1, 4, 2)
+    m = model([transpose("a", "ta", (0, 2, 1)), node("Concat", ["ta", "c"], "c2", axis=1),
+               transpose("c2", "y", (0, 2, 1))], [("a", "FLOAT", (1, 2, 3))], initializers={"c": c})
+    result = assert_rule_sound(m, "transpose-sink-concat-const", also=["transpose-merge", "transpose-identity"])
+    assert op_counts(result.model) == {"Concat": 1}
+
+
+def test_transpose_sink_concat_const_not_with_a_runtime_operand() -> None:
+    """The other item is a graph input, not a constant: its Transpose would run (transpose-sink-concat's case)."""
+    m = model([transpose("a", "ta", (1, 0)), node("Concat", ["ta", "b"], "y", axis=0)],
+              [("a", "FLOAT", (2, 3)), ("b", "FLOAT", (3, 2))])
+    assert_rule_does_not_fire(m, "transpose-sink-concat-const")
+
+
+def test_transpose_sink_concat_const_not_with_two_constants() -> None:
+    """One constant item only: with two, neither is matched as 'the other items are transposes'."""
+    m = model([transpose("a", "ta", (1, 0)), node("Concat", ["ta", "c", "d"], "y", axis=0)],
+              [("a", "FLOAT", (2, 3))], initializers={"c": np.ones((1, 2), np.float32),
+                                                      "d": np.zeros((2, 2), np.float32)})
+    assert_rule_does_not_fire(m, "transpose-sink-concat-const")
+
+
+@property_settings()
+@given(PROPERTIES["transpose-sink-concat-const"]())
+def test_transpose_sink_concat_const_property(case: RuleCase) -> None:
+    case.check()
+
+
 # ---- matmul-merge, matmul-bias-merge (linear family) ----
 
 def _qkv(bias: bool, n: int = 3, const: bool = True):

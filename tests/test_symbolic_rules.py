@@ -148,3 +148,43 @@ def test_reducesum_mul_to_mean_needs_the_reduced_axis_static(reduced: int | str,
         assert_rule_sound(m, "reducesum-mul-to-mean", {"x": _floats(3, 4)})
     else:
         assert_rule_does_not_fire(m, "reducesum-mul-to-mean")
+
+
+# ---- rule catalogue II: normalization variants, bias chains, broadcast sinking under symbolic dims ----
+
+def _moments_over(axes: list[int], x_shape: tuple) -> object:
+    nodes = [node("ReduceMean", ["x"], "mu", axes=axes), node("Sub", ["x", "mu"], "d"),
+             node("Mul", ["d", "d"], "sq"), node("ReduceMean", ["sq"], "var", axes=axes),
+             node("Add", ["var", "eps"], "ve"), node("Sqrt", ["ve"], "sd"), node("Div", ["d", "sd"], "y")]
+    return model(nodes, [("x", "FLOAT", x_shape)], initializers=dict(eps=np.array(1e-5, np.float32)))
+
+
+def test_layernorm_fuse_over_two_trailing_axes_under_a_symbolic_batch() -> None:
+    assert_rule_sound(_moments_over([1, 2], ("B", 4, 8)), "layernorm-fuse", {"x": _floats(3, 4, 8)})
+
+
+def test_layernorm_fuse_transposed_under_symbolic_batch_and_spatial_dims() -> None:
+    """Channels-first LayerNorm: only the channel dim (the normalized one) must be static."""
+    assert_rule_sound(_moments_over([1], ("N", 8, "H", "W")), "layernorm-fuse-transposed", {"x": _floats(2, 8, 3, 5)})
+
+
+def test_instancenorm_fuse_channels_last_under_symbolic_spatial_dims() -> None:
+    """Channels-last InstanceNorm: the spatial dims may be symbols, the first one is read as > 1."""
+    m = _moments_over([1, 2], ("N", 4, "W", 3))
+    assert_rule_sound(m, "instancenorm-fuse-channels-last", {"x": _floats(2, 4, 5, 3)})
+    assert_rule_does_not_fire(_moments_over([1, 2], ("N", "H", "W", 3)), "instancenorm-fuse-channels-last")
+
+
+def test_matmul_bias_chain_under_symbolic_batch_and_sequence() -> None:
+    inits = dict(w=_floats(5, 6), c1=_floats(6), c2=_floats(6))
+    m = model([node("MatMul", ["x", "w"], "mm"), node("Add", ["mm", "c1"], "z"), node("Sub", ["z", "c2"], "y")],
+              [("x", "FLOAT", ("B", "S", 5))], initializers=inits)
+    assert_rule_sound(m, "matmul-bias-chain", {"x": _floats(2, 3, 5)})
+
+
+def test_transpose_sink_binary_broadcast_under_symbolic_dims() -> None:
+    m = model([oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]), node("Add", ["t", "b"], "m"),
+               oh.make_node("Transpose", ["m"], ["y"], perm=[0, 3, 1, 2])],
+              [("x", "FLOAT", ("N", "C", "H", "W")), ("b", "FLOAT", ("C",))])
+    assert_rule_sound(m, "transpose-sink-binary-broadcast", {"x": _floats(2, 3, 4, 5), "b": _floats(3)},
+                      also=["transpose-merge", "transpose-identity"])

@@ -124,6 +124,19 @@ def _pad_merge(draw: Callable, st: Any) -> RuleCase:
 
 
 @rule_case
+def _pad_merge_edge(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(1, 4, 3))
+    rank = len(shape)
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape)))
+    g.inits["p"] = np.array([draw(st.integers(0, 2)) for _ in range(2 * rank)], np.int64)
+    g.inits["q"] = np.array([draw(st.integers(0, 2)) for _ in range(2 * rank)], np.int64)
+    g.node("Pad", [x, "p"], "p1", mode="edge")
+    g.node("Pad", ["p1", "q"], "y", mode="edge")
+    return g.case("pad-merge-edge", ["y"], opset=draw(st.sampled_from((13, 18))))
+
+
+@rule_case
 def _reshape_merge(draw: Callable, st: Any) -> RuleCase:
     shape = draw(shapes(1, 4, 3))
     size = int(np.prod(shape))
@@ -197,5 +210,6 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "pad-noop": _pad_noop,
     "slice-noop": _slice_noop,
     "pad-merge": _pad_merge,
+    "pad-merge-edge": _pad_merge_edge,
     "reshape-merge": _reshape_merge,
 }

@@ -118,6 +118,26 @@ def _transpose_sink_binary_const(draw: Callable, st: Any) -> RuleCase:
 
 
 @rule_case
+def _transpose_sink_binary_broadcast(draw: Callable, st: Any) -> RuleCase:
+    """B(Transpose(x, p), c) or B(c, Transpose(x, p)) for a graph input c of lower rank broadcasting into it."""
+    shape = draw(shapes(2, 4, 3))
+    p = draw(perms(len(shape)))
+    t_shape = tuple(shape[i] for i in p)
+    k = draw(st.integers(0, len(shape) - 1))
+    c_shape = tuple(1 if draw(st.booleans()) else d for d in t_shape[len(shape) - k:])
+    op = draw(st.sampled_from(("Add", "Sub", "Mul", "Div")))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape)))
+    c = g.input("c", draw(float_arrays(c_shape, low=0.5, high=2.0)) if op == "Div" else draw(float_arrays(c_shape)))
+    g.nodes.append(transpose_node(x, "t", p))
+    g.node(op, ["t", c] if draw(st.booleans()) else [c, "t"], "m")
+    if draw(st.integers(0, 3)) == 0:
+        return g.case("transpose-sink-binary-broadcast", ["m"], also=SANDWICH_RULES)
+    g.nodes.append(transpose_node("m", "y", inverse(p)))
+    return g.case("transpose-sink-binary-broadcast", ["y"], also=SANDWICH_RULES)
+
+
+@rule_case
 def _transpose_sink_pad(draw: Callable, st: Any) -> RuleCase:
     shape = draw(shapes(1, 4, 3, min_dim=2))
     rank = len(shape)
@@ -300,6 +320,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "transpose-sink-unary": _transpose_sink_unary,
     "transpose-sink-binary": _transpose_sink_binary,
     "transpose-sink-binary-const": _transpose_sink_binary_const,
+    "transpose-sink-binary-broadcast": _transpose_sink_binary_broadcast,
     "transpose-sink-pad": _transpose_sink_pad,
     "transpose-sink-reduce": _transpose_sink_reduce,
     "transpose-to-reshape": _transpose_to_reshape,

@@ -186,7 +186,31 @@ def _gemm_transpose_fold(draw: Callable, st: Any) -> RuleCase:
     return g.case("gemm-transpose-fold", ["y"], opset=draw(st.sampled_from((11, 13, 17))))
 
 
+@rule_case
+def _matmul_bias_chain(draw: Callable, st: Any) -> RuleCase:
+    """(MatMul(A, B) +/- c1) +/- c2 for A of rank 2..4, B constant or not, c1 and c2 of one shape or c2
+    single-element."""
+    dtype, dt, (m, k, n) = _linear_dtype_and_dims(draw, 3)
+    g = DrawnGraph()
+    lead = tuple(draw(st.integers(1, 2)) for _ in range(draw(st.integers(0, 2))))
+    a = float_input(draw, g, "a", (*lead, m, k), dtype)
+    if draw(st.booleans()):
+        g.inits["b"] = np.asarray(draw(float_arrays((k, n), dt, -1.0, 1.0)))
+        b = "b"
+    else:
+        b = float_input(draw, g, "b", (k, n), dtype)
+    y = g.node("MatMul", [a, b], "mm")
+    bias = draw(st.sampled_from(((n,), (1, n), (m, n), (m, 1), (), (1,))))
+    scalar = draw(st.sampled_from(((), (1,), (1, 1))))
+    shapes_ = draw(st.sampled_from(((bias, bias), (bias, scalar))))
+    for i, shape in enumerate(shapes_):
+        g.inits[f"c{i}"] = draw_constant(draw, shape, dtype)
+        y = g.node(draw(st.sampled_from(("Add", "Sub"))), [y, f"c{i}"], f"z{i}")
+    return g.case("matmul-bias-chain", [y], opset=draw(st.sampled_from((13, 17))))
+
+
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
+    "matmul-bias-chain": _matmul_bias_chain,
     "gemm-transpose-fold": _gemm_transpose_fold,
     "matmul-add-to-gemm": _linear("matmul-add-to-gemm"),
     "gemm-bias-fold": _linear("gemm-bias-fold"),

@@ -79,6 +79,29 @@ def _transpose_sink_concat(draw: Callable, st: Any) -> RuleCase:
 
 
 @rule_case
+def _transpose_sink_concat_const(draw: Callable, st: Any) -> RuleCase:
+    """Concat of 1 or 2 transposed inputs and one constant (at a drawn position) of the transposed shape."""
+    n = draw(st.integers(2, 3))
+    j = draw(st.integers(0, n - 1))
+    base = draw(shapes(2, 4, 3))
+    p = draw(perms(len(base)).filter(lambda q: q != tuple(range(len(q)))))
+    axis = draw(st.integers(0, len(base) - 1))
+    g = DrawnGraph()
+    items = []
+    for k in range(n):
+        shape = list(base)
+        shape[p[axis]] = draw(st.integers(1, 3))
+        if k == j:
+            g.inits["c"] = np.asarray(draw(float_arrays(tuple(shape[i] for i in p))))
+            items.append("c")
+        else:
+            x = g.input(f"x{k}", draw(float_arrays(tuple(shape))))
+            items.append(g.node("Transpose", [x], f"t{k}", perm=list(p)))
+    g.node("Concat", items, "y", axis=axis)
+    return g.case("transpose-sink-concat-const", ["y"])
+
+
+@rule_case
 def _transpose_sink_split(draw: Callable, st: Any) -> RuleCase:
     base = list(draw(shapes(2, 4, 3)))
     p = draw(perms(len(base)).filter(lambda q: q != tuple(range(len(q)))))
@@ -218,6 +241,7 @@ STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "concat-merge": _concat_merge(),
     "split-concat": _split_concat,
     "transpose-sink-concat": _transpose_sink_concat,
+    "transpose-sink-concat-const": _transpose_sink_concat_const,
     "transpose-sink-split": _transpose_sink_split,
     "depth-to-space": _depth_to_space,
     "space-to-depth": _space_to_depth,
