@@ -6,8 +6,8 @@ fuse_conv_bias/scale/batchnorm, onnxruntime ConvBNFusion/ConvAddFusion/ConvMulFu
     Conv(x, W, B) + c               -> Conv(x, W, B + c)                 c per output channel or scalar
     Conv(x, W, B) - c               -> Conv(x, W, B - c)
     c - Conv(x, W, B)               -> Conv(x, -W, c - B)
-    Conv(x, W, B) * c               -> Conv(x, W * c, B * c)             c per output channel or scalar
-    Conv(x, W, B) / c               -> Conv(x, W / c, B / c)             c > 0
+    Conv(x, W, B) * c               -> Conv(x, W * c, B * c)             c per output channel or scalar, finite
+    Conv(x, W, B) / c               -> Conv(x, W / c, B / c)             c > 0, finite
     BatchNormalization(Conv(x, W, B)) -> Conv(x, W * f, (B - mean) * f + beta),  f = gamma / sqrt(var + eps)
     BatchNormalization(x)           -> x * f + (beta - mean * f)         (inference, per channel)
     x * s + t                       -> BatchNormalization(x, s, t, 0, 1, eps=0)   s, t per channel (float x;
@@ -37,7 +37,10 @@ conv is never folded (c / conv is not conv / c). Rules are rank-generic: a per-c
 shape is the output's with every axis but 1 set to 1 (`ones` = shape mapped through min(1, d)). Constant
 arithmetic stays symbolic in the e-graph and is evaluated once at lowering. Facts for the nodes these rules
 create (analysis ruleset): shape(B(a, ones)) = shape(a); positive(Scalar v > 0), and positivity through
-Reshape, Transpose, Sqrt, Reciprocal and products, quotients and sums of positives.
+Reshape, Transpose, Sqrt, Reciprocal and products, quotients and sums of positives; finite (no NaN or
+infinity) through the ops that cannot make one from finite values but by overflow. Scale folds (output,
+division, input) need a finite scale: x / c with a 0 in c, once a product by Reciprocal(c) (div-const-to-mul),
+would fold as W * inf, and a sum of products of inf weights is NaN where the original's sum / 0 is +-inf.
 
 conv-merge is TENSAT's multi-pattern for convolutions (TVM CombineParallelConv2D): convs that read the same x with
 the same auto_pad, dilations, kernel_shape, pads and strides, group 1, constant weights of one dtype whose shapes
@@ -212,7 +215,7 @@ def _input_scale() -> tuple:
     rules = []
     for kind in KINDS:
         base = (f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) {WEIGHTS} (= sx (shape x)) (= sx (shape xs)) "
-                f"{per_channel('s', 'sx')}")
+                f"{per_channel('s', 'sx')} (finite s)")
         for extra, weight in weight_forms(IN_AXIS[kind], "Mul", "vf", "(vec-get s_s 1)", "(vec-get sx 1)"):
             rules.append(fact(f"{base} {extra}", f"(let vf {flat('s')}) (let nw {weight}) "
                                                  f"(union y {conv(kind, 'nw')}) (set (shape nw) sw) "
@@ -286,6 +289,22 @@ def _broadcast_shape() -> tuple:
         rules.append(fact(f"(= y ({op} a b)) (= sa (shape a)) (= (shape b) {ones('sa')})", "(set (shape y) sa)"))
         rules.append(fact(f"(= y ({op} a b)) (= sb (shape b)) (= (shape a) {ones('sb')})", "(set (shape y) sb)"))
     return tuple(rules)
+
+
+def _finite_facts() -> tuple:
+    """finite(c): no element of the constant term c is NaN or infinite. Loaded constants get it from the loader;
+    built ones from finite operands through ops that cannot make an infinity out of finite values except by
+    overflowing the dtype: no division or reciprocal unless the divisor is positive (a zero divisor is how
+    x / 0 = inf reaches a fold's weights as W * inf, whose sums are NaN)."""
+    return (
+        fact("(= y (Scalar v d s)) (< (abs v) inf)", "(finite y)"),
+        *(fact(f"(= y ({op} c{params})) (finite c)", "(finite y)")
+          for op, params in (("Reshape", " s z"), ("Transpose", " p"), ("Neg", ""), ("Abs", ""), ("Identity", ""))),
+        fact("(= y (Sqrt c)) (finite c) (positive c)", "(finite y)"),
+        fact("(= y (Reciprocal c)) (finite c) (positive c)", "(finite y)"),
+        *(fact(f"(= y ({op} a b)) (finite a) (finite b)", "(finite y)") for op in ("Add", "Sub", "Mul")),
+        fact("(= y (Div a b)) (finite a) (finite b) (positive b)", "(finite y)"),
+    )
 
 
 def _positive_facts() -> tuple:
@@ -378,10 +397,10 @@ RULES = [
          "coreml:fuse_conv_scale",
          "Conv(x, W, B) * c -> Conv(x, W * c, B * c) for c per output channel or scalar (ConvTranspose: W axis 1 "
          "per group)",
-         _output_scale("Mul")),
+         _output_scale("Mul", guard="(finite c)")),
     Rule("conv-div-fold", FAMILY, "fp-reassoc", "tvm:BackwardFoldScaleAxis; coreml:fuse_conv_scale",
          "Conv(x, W, B) / c -> Conv(x, W / c, B / c) for a positive c per output channel or scalar (never c / Conv)",
-         _output_scale("Div", guard="(positive c)")),
+         _output_scale("Div", guard="(positive c) (finite c)")),
     Rule("conv-bn-fold", FAMILY, "fp-reassoc", "onnxruntime:ConvBNFusion; coreml:fuse_conv_batchnorm",
          "BatchNormalization(Conv(x, W, B)) -> Conv(x, W * f, (B - mean) * f + beta), f = gamma / sqrt(var + eps) "
          "(Conv and ConvTranspose, grouped included)",
@@ -426,6 +445,10 @@ RULES = [
     Rule("scale-broadcast-shape", FAMILY, "exact", "eqsat:analysis",
          "shape(B(a, b)) = shape(a) for Add/Sub/Mul/Div when b is all ones at a's rank (and symmetrically)",
          _broadcast_shape(), ruleset="analysis"),
+    Rule("scale-finite-facts", FAMILY, "exact", "eqsat:analysis",
+         "finite(c) for a finite Scalar; through Reshape/Transpose/Neg/Abs/Identity, Add/Sub/Mul of finites, and "
+         "Sqrt/Reciprocal/Div by a positive finite (the guard of the conv scale folds: never W * inf)",
+         _finite_facts(), ruleset="analysis"),
     Rule("scale-positive-facts", FAMILY, "exact", "eqsat:analysis",
          "positive(Scalar v) for v > 0; positive through Reshape/Transpose/Sqrt/Reciprocal and Mul/Div/Add of "
          "positives",

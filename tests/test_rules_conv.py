@@ -10,6 +10,8 @@ import onnx.helper as oh
 import pytest
 from hypothesis import given
 
+import eqsat
+
 from eqsat.session import Session
 from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
                            optimize_with_rules, saturate_with_rules)
@@ -158,6 +160,27 @@ def test_conv_scale_fold_not_for_spatially_varying_constant() -> None:
     inits = {**conv_inits(), "c": rand(1, 1, 5, 5)}
     m = model([conv_node(inits), node("Mul", ["conv", "c"], "y")], X, initializers=inits)
     assert_rule_does_not_fire(m, "conv-scale-fold", also=ZB)
+
+
+@pytest.mark.parametrize("kind,group,co", [("Conv", 1, 4), ("ConvTranspose", 2, 4)])
+def test_conv_scale_fold_not_for_a_reciprocal_of_zero(kind: str, group: int, co: int) -> None:
+    """Conv / c with a 0 in c: div-const-to-mul makes it Conv * Reciprocal(c), an inf in the scale; folded, the
+    weights hold inf and their sums NaN where the original's sum / 0 is +-inf (coremltools real_div case)."""
+    inits = {**conv_inits(co=co, ci=4, group=group, kind=kind), "c": np.array([1.0, 0.0, 2.0, -1.0], np.float32)
+             .reshape(4, 1, 1)}
+    m = model([conv_node(inits, kind=kind, group=group), node("Div", ["conv", "c"], "y")], X, initializers=inits)
+    for rule in ("conv-scale-fold", "conv-div-fold"):
+        assert_rule_does_not_fire(m, rule, also=ZB + ("div-const-to-mul",))
+    result = eqsat.optimize(m, strict=True)  # every rule: the model verifies (infinities where the input has them)
+    assert result.report.verification.ok and op_counts(result.model)[kind] == 1
+
+
+def test_conv_scale_fold_of_a_finite_reciprocal() -> None:
+    """Conv / c with c positive: Conv * Reciprocal(c) has a finite scale (scale-finite-facts) and folds."""
+    inits = {**conv_inits(), "c": rand(4, 1, 1, low=0.5, high=3)}
+    m = model([conv_node(inits), node("Div", ["conv", "c"], "y")], X, initializers=inits)
+    result, fired = optimize_with_rules(m, ["conv-scale-fold", "div-const-to-mul"])
+    assert fired["conv-scale-fold"] > 0 and op_counts(result.model) == {"Conv": 1}
 
 
 @property_settings()
@@ -501,6 +524,28 @@ def test_scale_positive_facts_not_for_negative_constants() -> None:
 @property_settings()
 @given(PROPERTIES["scale-positive-facts"]())
 def test_scale_positive_facts_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_scale_finite_facts_let_a_batchnorm_scale_fold() -> None:
+    """BatchNormalization(Relu(Conv)): gamma / sqrt(var + eps) is finite (derived: a positive divisor), so the
+    scale that passes the Relu folds into the conv."""
+    inits = {**conv_inits(), **bn_inits()}
+    m = model([conv_node(inits), node("Relu", ["conv"], "r"), node("BatchNormalization", ["r", *BN], "y")], X,
+              initializers=inits)
+    also = ("bn-decompose", "scale-through-relu", "conv-scale-fold")
+    result = assert_rule_sound(m, "scale-finite-facts", also=also)
+    assert "BatchNormalization" not in op_counts(result.model) and op_counts(result.model)["Conv"] == 1
+
+
+def test_scale_finite_facts_not_for_infinities() -> None:
+    m = model([node("Mul", ["x", "c"], "y")], X, initializers={"c": np.array(np.inf, np.float32)})
+    assert_rule_does_not_fire(m, "scale-finite-facts")
+
+
+@property_settings()
+@given(PROPERTIES["scale-finite-facts"]())
+def test_scale_finite_facts_property(case: RuleCase) -> None:
     case.check()
 
 

@@ -322,6 +322,7 @@ def _analysis_fact(rule: str) -> Callable[[], Any]:
     backward fold builds t * c, whose shape (that of t) comes from this rule, and folds it into the bias.
     scale-positive-facts: BatchNormalization(Relu(Conv)) with gamma > 0: its decomposition scales by
     gamma / sqrt(var + eps), positive by this rule, which then passes through the Relu into the conv.
+    scale-finite-facts: the same graph: that scale is finite (a positive divisor) by this rule, so it folds.
     """
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
@@ -399,4 +400,5 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "conv-merge-epilogue": _conv_merge("conv-merge-epilogue"),
     "scale-broadcast-shape": _analysis_fact("scale-broadcast-shape"),
     "scale-positive-facts": _analysis_fact("scale-positive-facts"),
+    "scale-finite-facts": _analysis_fact("scale-finite-facts"),
 }
