@@ -50,4 +50,8 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "sub-zero": neutral_element("sub-zero", "Sub", 0.0, commutative=False),
     "div-one": neutral_element("div-one", "Div", 1.0, commutative=False),
     "neg-neg": _neg_neg,
+    "pow-one": neutral_element("pow-one", "Pow", 1.0, commutative=False, dtypes=("FLOAT", "DOUBLE", "INT32", "INT64"),
+                               k_dtypes=("FLOAT", "INT64", "INT32")),
+    "or-false": neutral_element("or-false", "Or", 0.0, dtypes=("BOOL",)),
+    "and-true": neutral_element("and-true", "And", 1.0, dtypes=("BOOL",)),
 }
