@@ -8,6 +8,10 @@
     Div(x, 1)          -> x                 likewise (integer division by 1 too)
     Pow(x, 1)          -> x                 likewise (x^1 = x for every x, inf and NaN included)
     Or(x, false), And(x, true) -> x         likewise, either operand order
+    Mul(x, -1)         -> Neg(x)            likewise (either operand order; -1: scalar or tensor of -1)
+    a * (b * c), (a * c) * b -> (a * b) * c c a single-element constant, a and b of the output's shape
+                                            (fp-reassoc: the exporters' Gelu orders become one)
+    p * c + x          -> x + p * c         c a single-element constant (exact: + commutes)
     Neg(Neg(x))        -> x
 
 Shape guards: a constant may broadcast x to a higher rank or a larger dim, so the identities require the
@@ -35,6 +39,10 @@ FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.797
 TENSOR_RECIPROCAL = ("FLOAT", "DOUBLE")
 #: Guard of the identities: a constant may broadcast x to a larger shape.
 SAME_SHAPE = "(= (shape __root) (shape x))"
+#: Guards of mul-scalar-reassoc: c a single-element constant of rank <= the output's, a and b of the output's
+#: shape (so a * b has it too: shape-binary sets it).
+REASSOC = ("(= c (Scalar v d sc))", "(= s (shape __root))", "(= s (shape a))", "(= s (shape b))",
+           "(<= (vec-length sc) (vec-length s))")
 
 RULES = [
     Rule("div-const-to-mul", "elementwise", "fp-reassoc", "tvm:DivToMul; onnxruntime:DivMulFusion",
@@ -62,6 +70,21 @@ RULES = [
          "And(x, true) -> x (either operand order) when the output shape is x's",
          (rw_neutral("(And x c)", "x", "(splat c 1.0)", SAME_SHAPE),
           rw_neutral("(And c x)", "x", "(splat c 1.0)", SAME_SHAPE)), ruleset="simplify"),
+    Rule("mul-neg-one", "elementwise", "exact", "tvm:SimplifyExpr (x * -1 as -x); tf2onnx:PReLU (relu(x * -1))",
+         "x * -1 -> Neg(x) (-1 a scalar or a tensor of -1, either operand order) when the output shape is x's",
+         (rw("(Mul x c)", "(Neg x)", "(splat c -1.0)", SAME_SHAPE),
+          rw("(Mul c x)", "(Neg x)", "(splat c -1.0)", SAME_SHAPE)), ruleset="simplify"),
+    Rule("mul-scalar-reassoc", "elementwise", "fp-reassoc", "tvm:SimplifyExpr (reassociate constant products); "
+         "onnxruntime:GeluFusion (operand orders)",
+         "a * (b * c) -> (a * b) * c and (a * c) * b -> (a * b) * c for a single-element constant c and a, b of the "
+         "output's shape (one canonical place for a scale: the outermost product)",
+         (rw("(Mul a (Mul b c))", "(Mul (Mul a b) c)", *REASSOC),
+          rw("(Mul (Mul a c) b)", "(Mul (Mul a b) c)", *REASSOC))),
+    Rule("add-scaled-last", "elementwise", "exact", "onnxruntime:FastGeluFusion (operand orders)",
+         "p * c + x -> x + p * c for a single-element constant c (the scaled term second: one operand order for "
+         "the fusions)",
+         (rw("(Add (Mul p c) x)", "(Add x (Mul p c))", "(= c (Scalar v d sc))", "(= (shape __root) (shape x))",
+             "(= (shape __root) (shape p))"),)),
     Rule("neg-neg", "elementwise", "exact", "tvm:SimplifyExpr; onnxruntime:NegNegElimination",
          "Neg(Neg(x)) -> x", (rw("(Neg (Neg x))", "x"),), ruleset="simplify"),
 ]

@@ -194,6 +194,78 @@ def test_and_true_property(case: RuleCase) -> None:
     case.check()
 
 
+# ---- mul-neg-one, mul-scalar-reassoc, add-scaled-last ----
+
+@pytest.mark.parametrize("k", [np.array(-1.0, np.float32), np.full((3, 4), -1.0, np.float32)])
+@pytest.mark.parametrize("const_first", [False, True])
+def test_mul_neg_one(k: np.ndarray, const_first: bool) -> None:
+    m = model([node("Relu", ["x"], "r"), node("Mul", ["k", "r"] if const_first else ["r", "k"], "y")], X,
+              initializers={"k": k})
+    assert op_counts(assert_rule_sound(m, "mul-neg-one").model) == {"Relu": 1, "Neg": 1}
+
+
+@pytest.mark.parametrize("k", [np.array(-2.0, np.float32), np.array([-1.0, -1.0, -1.0, 1.0], np.float32),
+                               np.full((5, 2, 3, 4), -1.0, np.float32)])
+def test_mul_neg_one_not(k: np.ndarray) -> None:
+    """Another factor, a mixed tensor, or -1s that broadcast x to a larger shape."""
+    assert_rule_does_not_fire(model([node("Mul", ["x", "k"], "y")], X, initializers={"k": k}), "mul-neg-one")
+
+
+@property_settings()
+@given(PROPERTIES["mul-neg-one"]())
+def test_mul_neg_one_property(case: RuleCase) -> None:
+    case.check()
+
+
+@pytest.mark.parametrize("inner_first", [False, True])
+def test_mul_scalar_reassoc(inner_first: bool) -> None:
+    """a * (b * 0.5) and (a * 0.5) * b both get (a * b) * 0.5."""
+    inner = node("Mul", ["b", "k"] if not inner_first else ["a", "k"], "m")
+    outer = node("Mul", ["a", "m"] if not inner_first else ["m", "b"], "y")
+    m = model([inner, outer], [("a", "FLOAT", (2, 3)), ("b", "FLOAT", (2, 3))],
+              initializers={"k": np.array(0.5, np.float32)})
+    session = saturate_with_rules(m, ["mul-scalar-reassoc"])
+    assert session.saturation.rules_fired["mul-scalar-reassoc"] > 0
+    assert_rule_sound(m, "mul-scalar-reassoc")
+
+
+@pytest.mark.parametrize("k,b_shape", [(np.array([0.5, 2.0, 1.0], np.float32), (2, 3)),
+                                       (np.array(0.5, np.float32), (1, 3))])
+def test_mul_scalar_reassoc_not(k: np.ndarray, b_shape: tuple) -> None:
+    """A vector factor (not a single element), or a b that broadcasts (a * b would change shape)."""
+    m = model([node("Mul", ["b", "k"], "m"), node("Mul", ["a", "m"], "y")],
+              [("a", "FLOAT", (2, 3)), ("b", "FLOAT", b_shape)], initializers={"k": k})
+    assert_rule_does_not_fire(m, "mul-scalar-reassoc")
+
+
+@property_settings()
+@given(PROPERTIES["mul-scalar-reassoc"]())
+def test_mul_scalar_reassoc_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_add_scaled_last() -> None:
+    m = model([node("Mul", ["p", "k"], "pk"), node("Add", ["pk", "x"], "y")], [("p", "FLOAT", (2, 3)),
+              ("x", "FLOAT", (2, 3))], initializers={"k": np.array(0.25, np.float32)})
+    session = saturate_with_rules(m, ["add-scaled-last"])
+    assert session.saturation.rules_fired["add-scaled-last"] > 0
+    assert_rule_sound(m, "add-scaled-last")
+
+
+@pytest.mark.parametrize("k_shape,p_shape", [((3,), (2, 3)), ((), (1, 3))])
+def test_add_scaled_last_not(k_shape: tuple, p_shape: tuple) -> None:
+    """A tensor factor, or a scaled term that broadcasts."""
+    m = model([node("Mul", ["p", "k"], "pk"), node("Add", ["pk", "x"], "y")], [("p", "FLOAT", p_shape),
+              ("x", "FLOAT", (2, 3))], initializers={"k": np.full(k_shape, 0.25, np.float32)})
+    assert_rule_does_not_fire(m, "add-scaled-last")
+
+
+@property_settings()
+@given(PROPERTIES["add-scaled-last"]())
+def test_add_scaled_last_property(case: RuleCase) -> None:
+    case.check()
+
+
 # ---- neg-neg ----
 
 def test_neg_neg_removed() -> None:
