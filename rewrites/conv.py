@@ -10,9 +10,11 @@ fuse_conv_bias/scale/batchnorm, onnxruntime ConvBNFusion/ConvAddFusion/ConvMulFu
     Conv(x, W, B) / c               -> Conv(x, W / c, B / c)             c > 0, finite
     BatchNormalization(Conv(x, W, B)) -> Conv(x, W * f, (B - mean) * f + beta),  f = gamma / sqrt(var + eps)
     BatchNormalization(x)           -> x * f + (beta - mean * f)         (inference, per channel)
-    x * s + t                       -> BatchNormalization(x, s, t, 0, 1, eps=0)   s, t per channel (float x;
-                                                                         eps = 0 marks these: they are neither
-                                                                         decomposed nor folded again, no loop)
+    x * s + t                       -> BatchNormalization(x, s, t, 0, 1, eps=0, momentum=1)   s, t per channel
+                                                                         (float x; eps 0 with momentum 1 marks
+                                                                         these: neither decomposed nor folded
+                                                                         again, no loop; a loaded BN with eps 0
+                                                                         and another momentum folds as any)
     Conv(x * s, W, B)               -> Conv(x, W * s over the input-channel axis, B)   (forward FoldScaleAxis)
     Relu(Conv(x, W, B)) * c         -> Relu(Conv(x, W, B) * c)           c > 0 (backward; LeakyRelu likewise)
     Conv(Relu(x * s))               -> Conv(Relu(x) * s)                 s > 0 (forward; LeakyRelu likewise)
@@ -173,13 +175,20 @@ BN_PARAMS = ("(is-const gamma) (is-const beta) (is-const mean) (is-const var) (=
              "(= dt (dtype gamma)) (= dt (dtype beta))")
 
 
+#: The mark of the batch norms bn-compose builds (eps 0, momentum 1: frozen statistics, exact for mean 0 and
+#: var 1); egglog has no negation, so "not marked" is two disjoint guards: eps != 0, or eps = 0 with another momentum.
+COMPOSED_EPS, COMPOSED_MOMENTUM = 0.0, 1.0
+NOT_COMPOSED = (f"(!= eps {COMPOSED_EPS!r})", f"(= eps {COMPOSED_EPS!r}) (!= mom {COMPOSED_MOMENTUM!r})")
+
+
 def _bn_fold() -> tuple:
-    """eps = 0 marks the batch norms bn-compose builds from x * s + t: on a conv output, that Mul and Add fold
-    already (conv-scale-fold, conv-bias-fold); folding the copy too would only add equivalent e-nodes."""
+    """The batch norms bn-compose builds from x * s + t (NOT_COMPOSED) are left alone: on a conv output, that
+    Mul and Add fold already (conv-scale-fold, conv-bias-fold); folding the copy too would only add equivalent
+    e-nodes."""
     rules = []
-    for kind in KINDS:
+    for kind, unmarked in itertools.product(KINDS, NOT_COMPOSED):
         base = (f"(= y (BatchNormalization cv gamma beta mean var eps mom)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} "
-                f"{BN_PARAMS} (= dt wdt) (= dt bdt) (!= eps 0.0)")
+                f"{BN_PARAMS} (= dt wdt) (= dt bdt) {unmarked}")
         for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", None, ""):
             rules.append(fact(f"{base} {extra}",
                               f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mean) f) beta)) "
@@ -189,12 +198,14 @@ def _bn_fold() -> tuple:
 
 
 def _bn_decompose() -> tuple:
-    """eps = 0 marks the batch norms bn-compose builds: decomposing them again would loop (new constants)."""
-    return (fact(f"(= y (BatchNormalization x gamma beta mean var eps mom)) {BN_PARAMS} (= dt (dtype x)) "
-                 "(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) (!= eps 0.0)",
-                 f"(let f {F}) (let view (vec-set {ones('sx')} 1 -1)) (let ch (vec-set {ones('sx')} 1 (vec-get sx 1))) "
-                 "(let sc (Reshape f view 0)) (let sh (Reshape (Sub beta (Mul mean f)) view 0)) (let xs (Mul x sc)) "
-                 "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)"),)
+    """The batch norms bn-compose builds (NOT_COMPOSED) are not decomposed: that would loop (new constants)."""
+    return tuple(fact(f"(= y (BatchNormalization x gamma beta mean var eps mom)) {BN_PARAMS} (= dt (dtype x)) "
+                      f"(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) {unmarked}",
+                      f"(let f {F}) (let view (vec-set {ones('sx')} 1 -1)) "
+                      f"(let ch (vec-set {ones('sx')} 1 (vec-get sx 1))) "
+                      "(let sc (Reshape f view 0)) (let sh (Reshape (Sub beta (Mul mean f)) view 0)) (let xs (Mul x sc)) "
+                      "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)")
+                 for unmarked in NOT_COMPOSED)
 
 
 def _bn_compose() -> tuple:
@@ -205,7 +216,7 @@ def _bn_compose() -> tuple:
             f"(= sx (shape m)) {per_channel('s', 'sx')} {per_channel('t', 'sx')} (= c (vec-get sx 1)) (>= c 0)",
             f'(let one (Scalar 1.0 "{dt}" (vec-of c))) (let zero (Scalar 0.0 "{dt}" (vec-of c))) '
             f"(let sc (Mul {flat('s')} one)) (let sh (Mul {flat('t')} one)) "
-            "(union y (BatchNormalization x sc sh zero one 0.0 0.9)) "
+            f"(union y (BatchNormalization x sc sh zero one {COMPOSED_EPS!r} {COMPOSED_MOMENTUM!r})) "
             + " ".join(f'(set (shape {e}) (vec-of c)) (set (dtype {e}) "{dt}")' for e in ("sc", "sh", "zero", "one"))))
     return tuple(rules)
 
@@ -409,7 +420,8 @@ RULES = [
          "BatchNormalization(x) -> x * f + (beta - mean * f) with f = gamma / sqrt(var + eps) per channel",
          _bn_decompose()),
     Rule("bn-compose", FAMILY, "exact", "coreml:fuse_mul_add_to_batchnorm (inverse of tvm:SimplifyInference)",
-         "x * s + t -> BatchNormalization(x, s, t, mean 0, var 1, eps 0) for s, t per channel (axis 1) or scalar",
+         "x * s + t -> BatchNormalization(x, s, t, mean 0, var 1, eps 0, momentum 1) for s, t per channel (axis 1) "
+         "or scalar",
          _bn_compose()),
     Rule("conv-input-scale-fold", FAMILY, "fp-reassoc", "tvm:ForwardFoldScaleAxis",
          "Conv(x * s, W, B) -> Conv(x, W * s along the input-channel axis, B) for s per input channel or scalar "

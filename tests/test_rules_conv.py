@@ -240,6 +240,25 @@ def test_conv_bn_fold_float16() -> None:
     assert conv.inputs[1].const_value.numpy().dtype == np.float16
 
 
+@pytest.mark.parametrize("momentum", [None, 0.99])
+def test_conv_bn_fold_epsilon_zero(momentum: float | None) -> None:
+    """A loaded batch norm with epsilon 0 folds like any (the composed ones are marked by eps 0 AND momentum 1)."""
+    inits = {**conv_inits(), **bn_inits()}
+    attrs = {"epsilon": 0.0, **({"momentum": momentum} if momentum is not None else {})}
+    m = model([conv_node(inits), node("BatchNormalization", ["conv", *BN], "y", **attrs)], X, initializers=inits)
+    assert op_counts(assert_rule_sound(m, "conv-bn-fold", also=ZB).model) == {"Conv": 1}
+
+
+def test_conv_bn_fold_not_on_the_batchnorms_bn_compose_builds() -> None:
+    """Conv * s + t: bn-compose makes it a BatchNormalization(eps 0, momentum 1), which conv-bn-fold leaves to
+    the scale and bias folds (and bn-decompose leaves alone)."""
+    inits = {**conv_inits(), "s": rand(1, 4, 1, 1, low=0.5, high=2), "t": rand(1, 4, 1, 1)}
+    m = model([conv_node(inits), node("Mul", ["conv", "s"], "m"), node("Add", ["m", "t"], "y")], X, initializers=inits)
+    session = saturate_with_rules(m, ["bn-compose", "conv-bn-fold", "bn-decompose", *ZB])
+    fired = session.saturation.rules_fired
+    assert fired["bn-compose"] > 0 and "conv-bn-fold" not in fired and "bn-decompose" not in fired
+
+
 def test_conv_bn_fold_not_after_relu() -> None:
     inits = {**conv_inits(), **bn_inits()}
     m = model([conv_node(inits), node("Relu", ["conv"], "r"), node("BatchNormalization", ["r", *BN], "y")], X,

@@ -178,8 +178,9 @@ def _conv_bn_fold(draw: Callable, st: Any) -> RuleCase:
     g = DrawnGraph()
     x = float_input(draw, g, "x", spec.x_shape, spec.dtype)
     add_conv(draw, g, spec, x, "conv")
-    eps = draw(st.sampled_from((1e-5, 1e-3, 0.1)))
-    g.node("BatchNormalization", ["conv", *_bn_params(draw, g, spec.co, spec.dtype)], "y", epsilon=eps)
+    eps = draw(st.sampled_from((1e-5, 1e-3, 0.1, 0.0)))  # eps 0: folds too (the composed mark is eps 0, momentum 1)
+    g.node("BatchNormalization", ["conv", *_bn_params(draw, g, spec.co, spec.dtype)], "y", epsilon=eps,
+           **({"momentum": draw(st.sampled_from((0.9, 0.99)))} if draw(st.booleans()) else {}))
     return g.case("conv-bn-fold", ["y"], also=ZERO_BIAS)
 
 
