@@ -2,7 +2,8 @@
 fuse_conv_bias/scale/batchnorm, onnxruntime ConvBNFusion/ConvAddFusion/ConvMulFusion), zero pads into conv pads.
 
     Conv(x, W)                      -> Conv(x, W, zeros)                 (an explicit bias for the folds below,
-                                                                         when the output meets a constant or a BN)
+                                                                         when the output meets a constant or a BN;
+                                                                         W constant or not)
     Conv(x, W, B) + c               -> Conv(x, W, B + c)                 c per output channel or scalar
     Conv(x, W, B) - c               -> Conv(x, W, B - c)
     c - Conv(x, W, B)               -> Conv(x, -W, c - B)
@@ -119,6 +120,8 @@ IN_AXIS = {"Conv": "grouped", "ConvTranspose": "0"}
 #: get both facts, so that folds chain.
 BIAS = "(= sb (shape b)) (= (vec-length sb) 1) (= bdt (dtype b))"
 WEIGHTS = "(is-const w) (= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w))"
+#: weights constant or not (a graph input): the zero bias and the bias folds hold for any W.
+ANY_WEIGHTS = "(= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w))"
 
 
 ZERO = "(Scalar 0.0 wdt (vec-of co))"
@@ -132,7 +135,7 @@ def _zero_bias() -> tuple:
     consumers = [f"(= p {e}) (is-const c)" for e in FOLD_CONSUMERS]
     consumers.append("(= p (BatchNormalization y gamma beta mean var eps mom))")
     return tuple(
-        fact(f"(= y {conv(kind, b='(Absent)')}) {consumer} {WEIGHTS} (= sy (shape y)) (> (vec-length sy) 1) "
+        fact(f"(= y {conv(kind, b='(Absent)')}) {consumer} {ANY_WEIGHTS} (= sy (shape y)) (> (vec-length sy) 1) "
              "(= co (vec-get sy 1)) (>= co 0)",
              f"(let nb {ZERO}) (union y {conv(kind, b='nb')}) (set (shape nb) (vec-of co)) (set (dtype nb) wdt)")
         for kind, consumer in itertools.product(KINDS, consumers))

@@ -64,6 +64,16 @@ def test_conv_zero_bias_lets_a_biasless_conv_take_an_add() -> None:
     assert len(conv.inputs) == 3
 
 
+@pytest.mark.parametrize("kind", ["Conv", "ConvTranspose"])
+def test_conv_zero_bias_with_runtime_weights(kind: str) -> None:
+    """W a graph input: Conv(x, W) + c is Conv(x, W, c) all the same (zero bias, then the bias fold)."""
+    w_shape = (4, 4, 3, 3)
+    m = model([node(kind, ["x", "w"], "conv", pads=[1, 1, 1, 1]), node("Add", ["conv", "c"], "y")],
+              X + [("w", "FLOAT", w_shape)], initializers={"c": rand(4, 1, 1)})
+    result = assert_rule_sound(m, "conv-zero-bias", also=("conv-bias-fold",))
+    assert op_counts(result.model) == {kind: 1}
+
+
 def test_conv_zero_bias_not_when_bias_present() -> None:
     inits = {**conv_inits(bias=True), "c": rand(4, 1, 1)}
     m = model([conv_node(inits), node("Add", ["conv", "c"], "y")], X, initializers=inits)
