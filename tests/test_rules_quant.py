@@ -182,6 +182,9 @@ def test_qdq_zero_point_default_per_axis_zeros(qtype) -> None:
     defaults = {n.op for n in g.nodes if n.op in ("QuantizeLinear", "DequantizeLinear")
                 and g.node(g.eclass(n.children[2]).nodes[0]).op == "Absent"}
     assert defaults == ({"DequantizeLinear", "QuantizeLinear"} if qtype == np.uint8 else {"DequantizeLinear"})
+    result, _ = optimize_with_rules(m, ["qdq-zero-point-default"])  # the cpu's tie_break: fewer inputs win
+    inputs = {n.op_type: len(n.inputs) for n in result.model.graph}
+    assert inputs == {"DequantizeLinear": 2, "Relu": 1, "QuantizeLinear": 2 if qtype == np.uint8 else 3}
     assert_rule_sound(m, "qdq-zero-point-default")
 
 
