@@ -52,7 +52,7 @@ def check(path: Path, target: str = "cpu", allow: Sequence[str] = ()) -> Row:
     with tempfile.TemporaryDirectory() as tmp:
         a, b, c = (Path(tmp) / name for name in ("a.onnx", "b.onnx", "c.onnx"))
         try:
-            first = eqsat.optimize(path, output=a, target=target, allow=allow)
+            first = eqsat.optimize(path, output=a, target=target, allow=allow, strict=True)
         except EqsatError as exc:
             row.verified = f"FAIL: {first_line(exc)}"
             row.seconds = time.perf_counter() - start
@@ -67,7 +67,7 @@ def check(path: Path, target: str = "cpu", allow: Sequence[str] = ()) -> Row:
         same = a.read_bytes() == b.read_bytes()
         row.deterministic = "yes" if same else f"NO ({a.stat().st_size} vs {b.stat().st_size} bytes)"
         try:
-            again = eqsat.optimize(a, output=c, target=target, allow=allow)
+            again = eqsat.optimize(a, output=c, target=target, allow=allow, strict=True)
         except EqsatError as exc:
             row.idempotent = f"FAIL: {first_line(exc)}"
         else:

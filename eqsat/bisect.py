@@ -55,6 +55,9 @@ class Bisection:
     confirmed: bool = False              # ... as the last probe showed
     needs: tuple[str, ...] = ()          # smallest enabled prefix of candidates that failed (last culprit)
     probes: list[Probe] = dataclasses.field(default_factory=list)
+    #: the Result of the confirming probe (culprits disabled, verified), when `confirmed`: what
+    #: `eqsat.optimize` writes when it drops the culprits (not in `to_dict`)
+    result: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def culprit(self) -> str | None:
@@ -89,7 +92,8 @@ class Bisection:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("result", "probes")}
+        return {**out, "probes": [dataclasses.asdict(p) for p in self.probes]}
 
 
 def schedule_order(rules: Sequence[Rule]) -> list[Rule]:
@@ -104,9 +108,12 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
                  source: str | None = None, max_culprits: int = 4,
                  input_shapes: Mapping[str, Sequence[int]] | None = None, inputs: Mapping[str, Any] | None = None,
                  fix_input_shapes: Mapping[str, Sequence[int]] | None = None,
-                 progress: Callable[[str], None] | None = None) -> Bisection:
+                 progress: Callable[[str], None] | None = None,
+                 known_failure: tuple[str, Sequence[str]] | None = None) -> Bisection:
     """Optimize `model` as `eqsat.optimize` would (same options); if verification fails, find the rule(s)
     whose disabling makes it pass. `rules` replaces the registered rules; `extra_rules` adds to them.
+    `known_failure` (the failure summary and the rules fired of a failed run with every rule enabled,
+    as `eqsat.optimize` has one in hand) stands for the first probe.
     Every probe verifies on the same inputs (`inputs`, `input_shapes`, as in `eqsat.optimize`).
     `progress` is called with a line per probe. Raises `BadInputError` for input that cannot be used
     (unreadable, or the original cannot run)."""
@@ -125,6 +132,7 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
     say = progress or (lambda line: None)
 
     seen: dict[frozenset[str], Probe] = {}
+    passing: dict[frozenset[str], Any] = {}  # Result of each probe that verified
 
     def probe(disabled: Sequence[str]) -> Probe:
         from eqsat.session import saturate
@@ -146,6 +154,8 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
             ok, detail = False, str(exc)
         found = Probe(tuple(sorted(off, key=lambda n: order.get(n, len(order)))), ok, detail, fired,
                       time.perf_counter() - start)
+        if ok:
+            passing[off] = result
         bisection.probes.append(found)
         seen[off] = found
         say(f"probe {len(bisection.probes) - 1}: {'pass' if ok else 'FAIL'} with "
@@ -153,12 +163,17 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
         return found
 
     bisection = Bisection(label, False, "", ())
-    first = probe(())
-    bisection.failed, bisection.failure, bisection.fired = not first.ok, first.detail, first.fired
-    if first.ok:
-        return bisection
+    if known_failure is not None:
+        detail, fired = known_failure
+        bisection.failed, bisection.failure = True, detail
+        bisection.fired = tuple(sorted(fired, key=lambda n: order.get(n, len(order))))
+    else:
+        first = probe(())
+        bisection.failed, bisection.failure, bisection.fired = not first.ok, first.detail, first.fired
+        if first.ok:
+            return bisection
     culprits: list[str] = []
-    candidates = list(first.fired)
+    candidates = list(bisection.fired)
     while candidates and len(culprits) < max_culprits:
         # invariant: with `culprits` disabled and every candidate enabled, verification fails
         none = probe([*culprits, *candidates])
@@ -177,6 +192,7 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
         confirm = probe(culprits)
         if confirm.ok:
             bisection.culprits, bisection.confirmed = tuple(culprits), True
+            bisection.result = passing.get(frozenset(culprits))
             return bisection
         # another rule fails too: search again over what fires without the culprits found so far
         candidates = [n for n in confirm.fired if n not in culprits]

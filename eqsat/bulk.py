@@ -63,6 +63,7 @@ def tables() -> dict[str, Table]:
         _table("finite", ("i64",), "", "(finite (Ref c0))"),
         _table("conv-fanout", ("i64",), "", "(conv-fanout (Ref c0))"),
         _table("const-value", ("i64", "i64", "f64"), "", "(const-value (Ref c0) c1 c2)"),
+        _table("splat", ("i64", "f64"), "", "(splat (Ref c0) c1)"),
         _table("const-rank", ("i64", "i64"), "", "(set (const-rank (Ref c0)) c1)"),
     ]
     for spec in OPS.values():

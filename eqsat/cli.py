@@ -29,7 +29,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                               disable=[rule for arg in args.disable for rule in arg.split(",") if rule],
                               progress=progress, bisect=args.bisect, input_shapes=_shapes("--input-shape", args.input_shape),
                               inputs=load_npz(args.inputs) if args.inputs else None,
-                              fix_input_shapes=_shapes("--fix-input-shape", args.fix_input_shape))
+                              fix_input_shapes=_shapes("--fix-input-shape", args.fix_input_shape),
+                              strict=args.strict)
     except EqsatError as exc:
         report = getattr(exc, "report", None)
         if report is not None and args.report:
@@ -43,12 +44,17 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                 data["bisection"] = bisection.to_dict()
             _write_json(args.report_json, data)
         raise
+    for warning in result.report.warnings:  # a rule dropped as unsound on this model
+        print(f"eqsat: warning: {warning}", file=sys.stderr)
     if args.report or args.report_json:
         add_breakdown(result)  # estimated cost before and after, per op
     if args.report:
         print(result.report.to_text(), file=human)
     if args.report_json:
-        _write_json(args.report_json, result.report.to_dict())
+        data = result.report.to_dict()
+        if result.bisection is not None:
+            data["bisection"] = result.bisection.to_dict()
+        _write_json(args.report_json, data)
     if not args.report:
         r = result.report
         print(f"{args.output}: {r.nodes_before} -> {r.nodes_after} nodes in {r.seconds:.2f} s", file=human)
@@ -171,7 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--opset", type=int, metavar="N",
                      help="upgrade the model to opset N first, making newer fused ops available (e.g. 20 for Gelu)")
     opt.add_argument("--bisect", action="store_true",
-                     help="if verification fails, find the rule responsible (re-saturates with fired rules disabled)")
+                     help="with --strict: if verification fails, name the rule responsible in the error")
+    opt.add_argument("--strict", action="store_true",
+                     help="if verification fails, write nothing and exit 3 (default: drop the rule responsible, "
+                          "re-optimize, write the verified result and warn)")
     opt.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                      help="check the result numerically against the input (default: on)")
     opt.add_argument("--input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",

@@ -593,8 +593,10 @@ def report_text(report: Any) -> str:
     phases = [[k, f"{v * 1000:.0f}"] for k, v in report.phases.items()] + [["total", f"{report.seconds * 1000:.0f}"]]
     lines += ["", text_table(["phase", "ms"], phases)]
     notes = list(report.notes) + (list(b.notes) if b is not None else [])
-    if notes:
+    warnings = list(getattr(report, "warnings", ()))
+    if notes or warnings:
         lines.append("")
+        lines += [f"  warning: {w}" for w in warnings]
         lines += [f"  note: {n}" for n in notes]
     return "\n".join(lines)
 
@@ -618,6 +620,7 @@ def report_html(report: Any) -> str:
         facts.append(["subgraphs", report.subgraphs.summary()])
     if report.verification is not None:
         facts.append(["verification", report.verification.summary()])
+    facts += [["warning", w] for w in getattr(report, "warnings", ())]
     facts += [["note", n] for n in report.notes]
     run = html_table(["", ""], facts, caption="run") if facts else ""
     rules = _rule_rows(report)

@@ -110,12 +110,14 @@ class _Encoder:
             self.value_facts(rid, array)
 
     def value_facts(self, rid: int, array: np.ndarray) -> None:
-        """`finite` for a constant without NaN or infinity; `const-value` rows for a small one whose values
-        are exact as f64."""
+        """`finite` for a constant without NaN or infinity; `splat` for one whose elements are all equal;
+        `const-value` rows for a small one whose values are exact as f64."""
         if array.dtype.kind not in "biuf" or (array.dtype.kind == "f" and not np.all(np.isfinite(array))):
             return
         self.rows.add("finite", rid)
         flat = array.reshape(-1)
+        if flat.size > 1 and _exact_as_f64(flat[:1]) and bool(np.all(flat == flat[0])):  # zeros, ones, ...
+            self.rows.add("splat", rid, float(flat[0]))
         if flat.size <= SMALL_CONST and all(_exact_as_f64(flat[k:k + 1]) for k in range(flat.size)):
             for k, v in enumerate(flat):
                 self.rows.add("const-value", rid, k, float(v))

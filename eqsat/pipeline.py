@@ -20,7 +20,7 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
              progress: Callable[[str], None] | None = None, extra_rules: Sequence[Any] = (),
              bisect: bool = False, input_shapes: Mapping[str, Sequence[int]] | None = None,
              inputs: Mapping[str, Any] | None = None,
-             fix_input_shapes: Mapping[str, Sequence[int]] | None = None) -> Result:
+             fix_input_shapes: Mapping[str, Sequence[int]] | None = None, strict: bool = False) -> Result:
     """Optimize `model` (a path, ModelProto or ir.Model) for `target` and return the result.
 
     With `verify` (the default) both models run on seeded inputs and a difference beyond tolerance raises
@@ -29,8 +29,12 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     open are sized from their names (eqsat.verify_inputs). `fix_input_shapes` (dims by input name) makes
     those inputs static in the model itself before folding. With `output`, the result is saved atomically.
     `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
-    The error names the first output that differs and the rules that fired; with `bisect`, it also names
-    the rule responsible (`eqsat.bisect.find_culprit`; the Bisection is its `bisection` attribute).
+    When verification fails, no valid model is refused: the rule responsible is found (`eqsat.bisect.
+    find_culprit`), dropped, and the model re-optimized without it; that result (verified) is returned and
+    written, its report saying in `warnings` which rule was unsound on this model (the Bisection is
+    `result.bisection`). Only when no rule explains the failure, or with `strict`, does it raise
+    `VerificationError`, naming the first output that differs and the rules that fired; with `bisect` (or
+    without `strict`) also the bisection's verdict (its `bisection` attribute).
     `extra_rules` (eqsat.rule.Rule records) run alongside the registered rules (experiments, tests).
     """
     from eqsat.saturate import Limits
@@ -52,12 +56,13 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
         result = session.extract(target, cost=cost, extractor=extractor, verify=verify, input_shapes=input_shapes,
                                  inputs=inputs, progress=progress)
     except VerificationError as exc:  # the optimized model cannot run at all
-        raise _verification_failure(str(exc).removesuffix("; output not written"), session, None,
-                                    bisect, options, progress) from None
+        problem = str(exc).removesuffix("; output not written")
+        result = _drop_culprit(problem, session, None, bisect, strict, options, progress)
+    else:
+        if verify and not result.report.verification.ok:
+            result = _drop_culprit(f"{source}: {result.report.verification.summary()}", session, result.report,
+                                   bisect, strict, options, progress)
     report = result.report
-    if verify and not report.verification.ok:
-        raise _verification_failure(f"{source}: {report.verification.summary()}", session, report, bisect,
-                                    options, progress)
     if output is not None:
         if progress is not None:
             progress("save")
@@ -66,19 +71,44 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     return result
 
 
+def _drop_culprit(problem: str, session: Any, report: Report | None, bisect: bool, strict: bool,
+                  options: dict[str, Any], progress: Callable[[str], None] | None) -> Result:
+    """After a failed verification: unless `strict`, bisect to the rule(s) responsible and return the verified
+    result of the run without them, with a warning in its report; otherwise raise the VerificationError."""
+    fired = session.saturation.rules_fired
+    if strict or not fired:  # nothing to drop when no rule fired
+        raise _verification_failure(problem, session, report, bisect, options, progress)
+    from eqsat.bisect import find_culprit
+
+    if progress is not None:
+        progress("bisect")
+    bisection = find_culprit(session.original, **options, known_failure=(problem, tuple(fired)))
+    if not bisection.confirmed or bisection.result is None:
+        raise _verification_failure(problem, session, report, bisect, options, progress, bisection)
+    result = bisection.result
+    names = ", ".join(repr(c) for c in bisection.culprits)
+    result.report.warnings.append(
+        f"rule{'s' if len(bisection.culprits) > 1 else ''} {names} unsound on this model: verification failed "
+        f"with {'them' if len(bisection.culprits) > 1 else 'it'} ({problem.removeprefix(str(options['source']) + ': ')}); "
+        f"dropped and re-optimized ({len(bisection.probes)} probes; --strict refuses instead)")
+    result.bisection = bisection
+    return result
+
+
 def _verification_failure(problem: str, session: Any, report: Report | None, bisect: bool,
-                          options: dict[str, Any], progress: Callable[[str], None] | None) -> VerificationError:
-    """The error for a failed verification: the problem, the rules that fired, and with `bisect` the rule
-    responsible (one line)."""
+                          options: dict[str, Any], progress: Callable[[str], None] | None,
+                          bisection: Any = None) -> VerificationError:
+    """The error for a failed verification: the problem, the rules that fired, and with `bisect` (or a
+    `bisection` already made) the rule responsible (one line)."""
     fired = ", ".join(session.saturation.rules_fired) or "none"
     message = f"{problem}; rules fired: {fired}"
-    bisection = None
-    if bisect:
+    if bisect and bisection is None:
         from eqsat.bisect import find_culprit
 
         if progress is not None:
             progress("bisect")
         bisection = find_culprit(session.original, **options)
+    if bisection is not None:
         message += f"; {bisection.summary()}"
     elif session.saturation.rules_fired:
         message += "; rerun with --bisect to find the rule responsible"

@@ -20,6 +20,7 @@ class Report:
     extraction: Any = None      # extract.ExtractionSummary, when the engine ran
     verification: Any = None    # eqsat.verify.VerifyReport, when verification ran
     notes: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a rule dropped as unsound on this model
     breakdown: Any = None       # eqsat.display.Breakdown (cost before/after per op), when asked for
     subgraphs: Any = None       # eqsat.subgraphs.BodyStats, when the model has If/Loop/Scan bodies
 
@@ -49,6 +50,7 @@ class Report:
             "ops_after": dict(sorted(self.ops_after.items())),
             "phases": {k: round(v, 6) for k, v in self.phases.items()},
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
         }
         if self.saturation is not None:
             out["saturation"] = self.saturation.to_dict()

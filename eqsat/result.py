@@ -33,6 +33,7 @@ class Result:
     extraction: Any = None  # eqsat.extract.result.ExtractionResult
     session: Any = dataclasses.field(default=None, repr=False)     # eqsat.session.Session it came from
     cost_model: Any = dataclasses.field(default=None, repr=False)  # the cost model the extraction used
+    bisection: Any = dataclasses.field(default=None, repr=False)   # eqsat.bisect.Bisection, when a rule was dropped
 
     @functools.cached_property
     def model(self) -> ir.Model:

@@ -14,6 +14,8 @@ computed at run time), and the unextractable handle `(Ref i)`.
 Facts: `shape`, `dtype` (primitive-valued, no merge: a conflict is an unsound rule), `positive`
 (constants whose values are all > 0), `finite` (`Const` tensors with no NaN or infinity: every integer
 one), `const-value` (element k, flattened, of a `Const` of at most SMALL_CONST elements, as f64),
+`splat` (a constant whose elements all equal one value, as f64: a `Scalar`'s value, a
+`Const` of zeros or ones; rules that match a neutral element read it),
 `conv-fanout` (values two or more input Convs read: where conv-merge may join),
 `inv-perm` (inverse permutations), `lossless-cast` (dtype pairs whose conversion is exact for every value).
 """
@@ -230,7 +232,7 @@ def declarations() -> str:
         lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
     lines += ["(function shape (T) IVec :no-merge)", "(function dtype (T) String :no-merge)",
               "(relation positive (T))", "(relation is-const (T))", "(relation finite (T))",
-              "(relation const-value (T i64 f64))", "(function inv-perm (IVec) IVec :no-merge)",
+              "(relation const-value (T i64 f64))", "(relation splat (T f64))", "(function inv-perm (IVec) IVec :no-merge)",
               "(relation lossless-cast (String String))", "(relation conv-fanout (T))",
               "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))", "(function model-opset () i64 :no-merge)",
               "(relation rewritten (T String))",

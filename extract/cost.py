@@ -49,7 +49,11 @@ per node id) to cost a whole e-graph at once; `node_costs()` below uses it when 
   an unsupported op (never absorbed by a QDQ unit), `other = "convert"` adds one conversion pass (a launch,
   reading and writing the quantized tensor). Zero points are read from Scalar/Absent leaves; a zero point held
   as a tensor (per channel) is taken as zero. Targets without the section take every type.
-Ties between equal-cost nodes are broken by the extractors (lowest node id): deterministic.
+- tie-breaker (`tie_break`, seconds, 0 by default): added to a kernel per tensor input it reads (a DQ with an
+  explicit zero point 0 reads one more than the default's), twice for a constant input computed at lowering
+  (a Reciprocal(c): one more initializer than c itself, so Div(x, c) beats Mul(x, Reciprocal(c))): among
+  otherwise equal graphs, the one with fewer inputs and new constants wins (constant classes stay free);
+Remaining ties between equal-cost nodes are broken by the extractors (lowest node id): deterministic.
 """
 
 from __future__ import annotations
@@ -180,6 +184,7 @@ class Target:
     quant_types: frozenset[str] | None = None  # quantized types taken natively by Q/DQ (None: every type)
     quant_symmetric: bool = False          # ... with zero point 0 only
     quant_other: str = "convert"           # cost of any other Q/DQ: "unsupported" or "convert" (see QUANT_OTHER)
+    tie_break: float = 0.0                 # seconds per input an op reads and per constant it computes (ties)
     source: str = ""
 
     def peak_for(self, dtype: str) -> float | None:
@@ -231,7 +236,8 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
         relayout_ranks=frozenset(map(int, data.get("relayout", {}).get("ranks", ()))),
         quant_types=frozenset(map(str, data["quant"]["types"])) if "types" in data.get("quant", {}) else None,
         quant_symmetric=bool(data.get("quant", {}).get("symmetric", False)),
-        quant_other=str(data.get("quant", {}).get("other", "convert")), source=source)
+        quant_other=str(data.get("quant", {}).get("other", "convert")),
+        tie_break=float(data.get("tie_break", 0.0)), source=source)
     _validate(target)
     return target
 
@@ -250,6 +256,8 @@ def _validate(t: Target) -> None:
             raise ValueError(f"{key} must be a positive finite number, got {value}")
     if t.unsupported_penalty < 0 or t.layout_penalty < 0:
         raise ValueError("penalties must be >= 0")
+    if not (t.tie_break >= 0 and math.isfinite(t.tie_break)):
+        raise ValueError(f"tie_break must be a finite number >= 0, got {t.tie_break}")
     if not (t.serial_step >= 0 and math.isfinite(t.serial_step)):
         raise ValueError(f"serial.step must be a finite number >= 0, got {t.serial_step}")
     if t.blocked is not None:
@@ -342,6 +350,15 @@ class Roofline:
 
     # ---- one node ----
     def _cost(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+        """The node's cost and its tie-breaker (`tie_break`: per input read, once more for a constant computed
+        at lowering); constant-only classes stay free."""
+        cost = self._priced(g, f, n)
+        if self.target.tie_break and n.op not in PLUMBING_OPS and not g.classes[n.eclass].constant:
+            ins = _tensor_inputs(g, n)
+            cost += self.target.tie_break * (len(ins) + sum(1 for c in ins if _computed(g, c)))
+        return cost
+
+    def _priced(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
         """The node's cost; a Q/DQ in a quantized form the target does not take pays for it (`[quant]`)."""
         if n.op not in QDQ_OPS or g.classes[n.eclass].constant or not self._foreign_quant(g, f, n):
             return self._node_cost(g, f, n)
@@ -540,6 +557,12 @@ def _zero_point(g: EGraph, n: ENode) -> float | None:
         if leaf.op == "Scalar":
             return float(leaf.attrs[0])
     return None
+
+
+def _computed(g: EGraph, cid: int) -> bool:
+    """A constant-only class without a constant leaf: lowering evaluates it into a new initializer."""
+    eclass = g.classes[cid]
+    return eclass.constant and not any(g.nodes[m].op in ("Const", "Scalar") for m in eclass.nodes)
 
 
 def _absent(g: EGraph, cid: int) -> bool:

@@ -3,7 +3,8 @@ for targets without it), Clip and Relu chains merged.
 
     Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)    -> Gelu(x)                 also (x * 0.5) * h, Mul(x, 1/sqrt 2)
     Mul(Mul(x, 0.5), Add(Tanh(Mul(Add(x, Mul(Pow(x, 3), 0.044715)), sqrt(2/pi))), 1))
-                                                     -> Gelu(x, approximate=tanh)   also x * x * x for Pow(x, 3)
+                                                     -> Gelu(x, approximate=tanh)   also x * x * x (either
+                                                        association) for Pow(x, 3)
     Gelu(x)                                          -> its primitives (FLOAT; the erf or the tanh form)
     Mul(Mul(x, Clip(Add(x, 3), 0, 6)), 1/6)          -> Mul(x, HardSigmoid(x, 1/6, 0.5)), HardSwish(x) (opset >= 14)
                                                         also Div(., 6), Mul(x, Div(Clip(...), 6)), operands swapped
@@ -18,8 +19,11 @@ Gelu fusion needs opset 20 (`(model-opset)`) and is `fp-reassoc`: the constants 
 (constants written with 4-5 digits match; the result then moves by < 1e-4 relative), and the kernel
 evaluates the formula in its own order. Only FLOAT graphs are fused into Gelu: the kernel computes fp16
 in float32, dropping the decomposition's fp16 roundings (precision-changing; measured up to 1.3% of the
-output scale). Operand orders are matched as exporters write them (torch, tf2onnx); constants on the left
-of a Mul/Add are turned to the right by `const-operand-last` (conv family). LeakyRelu/PRelu rules are
+output scale). Operand orders are matched as exporters write them (torch, tf2onnx); other orders are made
+canonical by rules of their own rather than listed here: constants on the left of a Mul/Add are turned to
+the right by `const-operand-last` (conv family), x * (h * 0.5) becomes (x * h) * 0.5 by `mul-scalar-reassoc`,
+0.044715 x^3 + x becomes x + x^3 0.044715 by `add-scaled-last`, and x * -1 is Neg(x) by `mul-neg-one` (so
+relu(x) + a relu(x * -1) is a PRelu) (elementwise family). LeakyRelu/PRelu rules are
 exact for FLOAT and FLOAT16 (LeakyRelu's alpha is a float32 attribute: exact for those dtypes, not for
 DOUBLE).
 """
@@ -67,7 +71,7 @@ def _gelu_fuse() -> tuple:
 
 def _gelu_tanh_fuse() -> tuple:
     rules = []
-    for cube in ("(Pow x (Scalar 3.0 d3 s3))", "(Mul (Mul x x) x)"):
+    for cube in ("(Pow x (Scalar 3.0 d3 s3))", "(Mul (Mul x x) x)", "(Mul x (Mul x x))"):
         inner = f"(Mul (Add x (Mul {cube} (Scalar c1 dc1 sc1))) (Scalar c2 dc2 sc2))"
         h = f"(Add (Tanh {inner}) (Scalar 1.0 d1 s1))"
         for form in _gelu_forms(h):

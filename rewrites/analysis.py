@@ -6,6 +6,8 @@
     shape(Concat(l, ax)), shape(Out(Split(x, ax, sizes), k))       (Concat sums axis ax over its list,
                                                                     when no dim there is a symbol)
     is-const(Const), is-const(Scalar); is-const(Transpose(c)), is-const(B(c, d)), ... for constant inputs
+    splat(Scalar(v), v); splat(L(c), v) for splat(c, v), L Reshape/Transpose/Expand/Identity (the loader
+                                                                    gives Const splats: zeros, ones, ...)
 """
 
 from __future__ import annotations
@@ -66,6 +68,15 @@ RULES = [
           fact("(= y (Concat l ax)) (const-list l)", "(is-const y)"))
          + tuple(fact(f"(= y ({op} c)) (is-const c)", "(is-const y)") for op in _CONST_FOLDABLE_UNARY)
          + tuple(fact(f"(= y ({op} c d)) (is-const c) (is-const d)", "(is-const y)") for op in sorted(BINARY)),
+         ruleset="analysis"),
+    Rule("splat-facts", "analysis", "exact", "eqsat:analysis",
+         "splat(c, v) (every element of c is v) for a Scalar v, and through Reshape/Transpose/Expand/Identity "
+         "(loaded constants of equal elements get it from the loader)",
+         (fact("(= y (Scalar v d s))", "(splat y v)"),
+          fact("(= y (Reshape c s z)) (splat c v)", "(splat y v)"),
+          fact("(= y (Transpose c p)) (splat c v)", "(splat y v)"),
+          fact("(= y (Expand c s)) (splat c v)", "(splat y v)"),
+          fact("(= y (Identity c)) (splat c v)", "(splat y v)")),
          ruleset="analysis"),
 ]
 

@@ -6,6 +6,7 @@ across Reshape; fp16 round trips only when allowed.
     Cast(Cast(x, t1), t2)      -> Cast(x, t2)   x integer, t1 and t2 integer, bits(t2) <= bits(t1)
     Cast(Reshape(x, s), t)     -> Reshape(Cast(x, t), s)
     Cast(Cast(x, FLOAT16), FLOAT) -> x          (precision-changing: off by default)
+    Cast(Cast(x, FLOAT), FLOAT16) -> Cast(x, FLOAT16)   x an integer (also via DOUBLE), see below
     Cast(B(Cast(a, FLOAT), Cast(b, FLOAT)), FLOAT16) -> B(a, b)   a, b FLOAT16; B in Add, Sub, Mul, Div
     Cast(Sqrt(Cast(a, FLOAT)), FLOAT16) -> Sqrt(a),  Cast(Pow(Cast(a, FLOAT), 2), FLOAT16) -> Mul(a, a)
 
@@ -27,6 +28,12 @@ in fp32 (22 bits), so Pow(x, 2) rounded to fp16 is the fp16 Mul(x, x) (not the f
 off by an ulp on about 5% of BERT's LayerNorm values); other exponents are not covered (powf is not
 correctly rounded).
 BFLOAT16 is left out: its subnormals are fp32's, where fp32 has no spare bits.
+
+An integer cast to FLOAT16 through FLOAT (or DOUBLE) is the direct cast: the first cast is exact below 2^24
+(2^53), so one rounding happens either way; an integer the first cast rounds is at least 2^24, far above
+FLOAT16's largest finite value (65504: anything from 65520 up rounds to inf), so both give the same
+infinity. Not for BFLOAT16, whose range covers those integers: rounding twice (to 24 bits, then 8) can
+differ from rounding once.
 onnxruntime's CPU provider has no fp16 kernels for these ops: it computes them in fp32 and drops the roundings
 between consecutive ones, so under onnxruntime an fp16 graph can differ from the ONNX semantics by an ulp where
 its Casts were explicit; the reference evaluator gives bit-identical outputs (bert_l2_h128_fp16_mixed).
@@ -40,6 +47,9 @@ from eqsat.rule import Rule, rw
 INT_BITS = {"INT8": 8, "UINT8": 8, "INT16": 16, "UINT16": 16, "INT32": 32, "UINT32": 32, "INT64": 64, "UINT64": 64}
 #: (t1, t2) with Cast(Cast(x, t1), t2) = Cast(x, t2) for every integer x (t1 != t2).
 TRUNCATING_PAIRS = tuple((a, b) for a in INT_BITS for b in INT_BITS if a != b and INT_BITS[b] <= INT_BITS[a])
+
+#: Integers a float cast may round (narrower ones are exact in FLOAT: cast-chain-lossless covers them).
+WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
 
 #: fp16 binary ops that equal their fp32 computation rounded once to fp16 (double rounding innocuous).
 NARROW_BINARY = ("Add", "Sub", "Mul", "Div")
@@ -70,6 +80,11 @@ RULES = [
          "low bits)",
          tuple(rw(f'(Cast (Cast x "{a}") "{b}")', f'(Cast x "{b}")', '(= dx (dtype x)) (lossless-cast dx "INT64")')
                for a, b in TRUNCATING_PAIRS), ruleset="simplify"),
+    Rule("cast-int-via-float-to-half", "cast", "exact", "coreml:merge_consecutive_casts (int -> fp32 -> fp16)",
+         "Cast(Cast(x, FLOAT|DOUBLE), FLOAT16) -> Cast(x, FLOAT16) for integer x of 32 or 64 bits (every integer the "
+         "first cast rounds overflows FLOAT16 either way; not BFLOAT16)",
+         tuple(rw(f'(Cast (Cast x "{mid}") "FLOAT16")', '(Cast x "FLOAT16")', f'(= (dtype x) "{d}")')
+               for d in WIDE_INTS for mid in ("FLOAT", "DOUBLE")), ruleset="simplify"),
     Rule("cast-sink-reshape", "cast", "exact", "onnxruntime:CastElimination (reshape); coreml:cast_optimization",
          "Cast(Reshape(x, s), t) -> Reshape(Cast(x, t), s)",
          (rw("(Cast (Reshape x s z) t)", "(Reshape (Cast x t) s z)"),)),

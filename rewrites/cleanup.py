@@ -2,8 +2,9 @@
 
     Relu(Relu(x)) -> Relu(x)
     f(f(x)) -> f(x)               f idempotent: Sign, Abs, Ceil, Floor, Round
-    x * 1 -> x, 1 * x -> x        when the scalar does not change the shape
-    x + 0 -> x, 0 + x -> x        likewise
+    x * 1 -> x, 1 * x -> x        when the constant does not change the shape (1: any constant whose
+                                  elements are all 1, the `splat` fact: a scalar, a ones vector)
+    x + 0 -> x, 0 + x -> x        likewise (zeros)
     Identity(x) -> x
     Dropout(x) -> x               (inference: no ratio or training_mode inputs)
     Expand(x, shape) -> x         when the output shape is x's
@@ -73,13 +74,13 @@ RULES = [
          (rw_neutral("(Out (Split x ax sz) 0)", "x", "(= (vec-length sz) 1)", "(= (shape __root) (shape x))"),),
          ruleset="simplify"),
     Rule("mul-one", "cleanup", "exact", "coreml:noop_elimination",
-         "x * 1 -> x when the output shape is x's",
-         (rw_neutral("(Mul x (Scalar 1.0 dt s))", "x", "(= (shape __root) (shape x))"),
-          rw_neutral("(Mul (Scalar 1.0 dt s) x)", "x", "(= (shape __root) (shape x))")), ruleset="simplify"),
+         "x * 1 -> x (1 a scalar or a tensor of ones) when the output shape is x's",
+         (rw_neutral("(Mul x c)", "x", "(splat c 1.0)", "(= (shape __root) (shape x))"),
+          rw_neutral("(Mul c x)", "x", "(splat c 1.0)", "(= (shape __root) (shape x))")), ruleset="simplify"),
     Rule("add-zero", "cleanup", "exact", "coreml:noop_elimination",
-         "x + 0 -> x when the output shape is x's",
-         (rw_neutral("(Add x (Scalar 0.0 dt s))", "x", "(= (shape __root) (shape x))"),
-          rw_neutral("(Add (Scalar 0.0 dt s) x)", "x", "(= (shape __root) (shape x))")), ruleset="simplify"),
+         "x + 0 -> x (0 a scalar or a tensor of zeros) when the output shape is x's",
+         (rw_neutral("(Add x c)", "x", "(splat c 0.0)", "(= (shape __root) (shape x))"),
+          rw_neutral("(Add c x)", "x", "(splat c 0.0)", "(= (shape __root) (shape x))")), ruleset="simplify"),
     Rule("identity-remove", "cleanup", "exact", "onnxoptimizer:eliminate_identity",
          "Identity(x) -> x", (rw_neutral("(Identity x)", "x"),), ruleset="simplify"),
     Rule("dropout-remove", "cleanup", "exact", "onnxoptimizer:eliminate_nop_dropout",

@@ -2,17 +2,20 @@
 fuse_conv_bias/scale/batchnorm, onnxruntime ConvBNFusion/ConvAddFusion/ConvMulFusion), zero pads into conv pads.
 
     Conv(x, W)                      -> Conv(x, W, zeros)                 (an explicit bias for the folds below,
-                                                                         when the output meets a constant or a BN)
+                                                                         when the output meets a constant or a BN;
+                                                                         W constant or not)
     Conv(x, W, B) + c               -> Conv(x, W, B + c)                 c per output channel or scalar
     Conv(x, W, B) - c               -> Conv(x, W, B - c)
     c - Conv(x, W, B)               -> Conv(x, -W, c - B)
-    Conv(x, W, B) * c               -> Conv(x, W * c, B * c)             c per output channel or scalar
-    Conv(x, W, B) / c               -> Conv(x, W / c, B / c)             c > 0
+    Conv(x, W, B) * c               -> Conv(x, W * c, B * c)             c per output channel or scalar, finite
+    Conv(x, W, B) / c               -> Conv(x, W / c, B / c)             c > 0, finite
     BatchNormalization(Conv(x, W, B)) -> Conv(x, W * f, (B - mean) * f + beta),  f = gamma / sqrt(var + eps)
     BatchNormalization(x)           -> x * f + (beta - mean * f)         (inference, per channel)
-    x * s + t                       -> BatchNormalization(x, s, t, 0, 1, eps=0)   s, t per channel (float x;
-                                                                         eps = 0 marks these: they are neither
-                                                                         decomposed nor folded again, no loop)
+    x * s + t                       -> BatchNormalization(x, s, t, 0, 1, eps=0, momentum=1)   s, t per channel
+                                                                         (float x; eps 0 with momentum 1 marks
+                                                                         these: neither decomposed nor folded
+                                                                         again, no loop; a loaded BN with eps 0
+                                                                         and another momentum folds as any)
     Conv(x * s, W, B)               -> Conv(x, W * s over the input-channel axis, B)   (forward FoldScaleAxis)
     Relu(Conv(x, W, B)) * c         -> Relu(Conv(x, W, B) * c)           c > 0 (backward; LeakyRelu likewise)
     Conv(Relu(x * s))               -> Conv(Relu(x) * s)                 s > 0 (forward; LeakyRelu likewise)
@@ -37,7 +40,10 @@ conv is never folded (c / conv is not conv / c). Rules are rank-generic: a per-c
 shape is the output's with every axis but 1 set to 1 (`ones` = shape mapped through min(1, d)). Constant
 arithmetic stays symbolic in the e-graph and is evaluated once at lowering. Facts for the nodes these rules
 create (analysis ruleset): shape(B(a, ones)) = shape(a); positive(Scalar v > 0), and positivity through
-Reshape, Transpose, Sqrt, Reciprocal and products, quotients and sums of positives.
+Reshape, Transpose, Sqrt, Reciprocal and products, quotients and sums of positives; finite (no NaN or
+infinity) through the ops that cannot make one from finite values but by overflow. Scale folds (output,
+division, input) need a finite scale: x / c with a 0 in c, once a product by Reciprocal(c) (div-const-to-mul),
+would fold as W * inf, and a sum of products of inf weights is NaN where the original's sum / 0 is +-inf.
 
 conv-merge is TENSAT's multi-pattern for convolutions (TVM CombineParallelConv2D): convs that read the same x with
 the same auto_pad, dilations, kernel_shape, pads and strides, group 1, constant weights of one dtype whose shapes
@@ -114,6 +120,8 @@ IN_AXIS = {"Conv": "grouped", "ConvTranspose": "0"}
 #: get both facts, so that folds chain.
 BIAS = "(= sb (shape b)) (= (vec-length sb) 1) (= bdt (dtype b))"
 WEIGHTS = "(is-const w) (= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w))"
+#: weights constant or not (a graph input): the zero bias and the bias folds hold for any W.
+ANY_WEIGHTS = "(= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w))"
 
 
 ZERO = "(Scalar 0.0 wdt (vec-of co))"
@@ -127,7 +135,7 @@ def _zero_bias() -> tuple:
     consumers = [f"(= p {e}) (is-const c)" for e in FOLD_CONSUMERS]
     consumers.append("(= p (BatchNormalization y gamma beta mean var eps mom))")
     return tuple(
-        fact(f"(= y {conv(kind, b='(Absent)')}) {consumer} {WEIGHTS} (= sy (shape y)) (> (vec-length sy) 1) "
+        fact(f"(= y {conv(kind, b='(Absent)')}) {consumer} {ANY_WEIGHTS} (= sy (shape y)) (> (vec-length sy) 1) "
              "(= co (vec-get sy 1)) (>= co 0)",
              f"(let nb {ZERO}) (union y {conv(kind, b='nb')}) (set (shape nb) (vec-of co)) (set (dtype nb) wdt)")
         for kind, consumer in itertools.product(KINDS, consumers))
@@ -170,13 +178,20 @@ BN_PARAMS = ("(is-const gamma) (is-const beta) (is-const mean) (is-const var) (=
              "(= dt (dtype gamma)) (= dt (dtype beta))")
 
 
+#: The mark of the batch norms bn-compose builds (eps 0, momentum 1: frozen statistics, exact for mean 0 and
+#: var 1); egglog has no negation, so "not marked" is two disjoint guards: eps != 0, or eps = 0 with another momentum.
+COMPOSED_EPS, COMPOSED_MOMENTUM = 0.0, 1.0
+NOT_COMPOSED = (f"(!= eps {COMPOSED_EPS!r})", f"(= eps {COMPOSED_EPS!r}) (!= mom {COMPOSED_MOMENTUM!r})")
+
+
 def _bn_fold() -> tuple:
-    """eps = 0 marks the batch norms bn-compose builds from x * s + t: on a conv output, that Mul and Add fold
-    already (conv-scale-fold, conv-bias-fold); folding the copy too would only add equivalent e-nodes."""
+    """The batch norms bn-compose builds from x * s + t (NOT_COMPOSED) are left alone: on a conv output, that
+    Mul and Add fold already (conv-scale-fold, conv-bias-fold); folding the copy too would only add equivalent
+    e-nodes."""
     rules = []
-    for kind in KINDS:
+    for kind, unmarked in itertools.product(KINDS, NOT_COMPOSED):
         base = (f"(= y (BatchNormalization cv gamma beta mean var eps mom)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} "
-                f"{BN_PARAMS} (= dt wdt) (= dt bdt) (!= eps 0.0)")
+                f"{BN_PARAMS} (= dt wdt) (= dt bdt) {unmarked}")
         for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", None, ""):
             rules.append(fact(f"{base} {extra}",
                               f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mean) f) beta)) "
@@ -186,12 +201,14 @@ def _bn_fold() -> tuple:
 
 
 def _bn_decompose() -> tuple:
-    """eps = 0 marks the batch norms bn-compose builds: decomposing them again would loop (new constants)."""
-    return (fact(f"(= y (BatchNormalization x gamma beta mean var eps mom)) {BN_PARAMS} (= dt (dtype x)) "
-                 "(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) (!= eps 0.0)",
-                 f"(let f {F}) (let view (vec-set {ones('sx')} 1 -1)) (let ch (vec-set {ones('sx')} 1 (vec-get sx 1))) "
-                 "(let sc (Reshape f view 0)) (let sh (Reshape (Sub beta (Mul mean f)) view 0)) (let xs (Mul x sc)) "
-                 "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)"),)
+    """The batch norms bn-compose builds (NOT_COMPOSED) are not decomposed: that would loop (new constants)."""
+    return tuple(fact(f"(= y (BatchNormalization x gamma beta mean var eps mom)) {BN_PARAMS} (= dt (dtype x)) "
+                      f"(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) {unmarked}",
+                      f"(let f {F}) (let view (vec-set {ones('sx')} 1 -1)) "
+                      f"(let ch (vec-set {ones('sx')} 1 (vec-get sx 1))) "
+                      "(let sc (Reshape f view 0)) (let sh (Reshape (Sub beta (Mul mean f)) view 0)) (let xs (Mul x sc)) "
+                      "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)")
+                 for unmarked in NOT_COMPOSED)
 
 
 def _bn_compose() -> tuple:
@@ -202,7 +219,7 @@ def _bn_compose() -> tuple:
             f"(= sx (shape m)) {per_channel('s', 'sx')} {per_channel('t', 'sx')} (= c (vec-get sx 1)) (>= c 0)",
             f'(let one (Scalar 1.0 "{dt}" (vec-of c))) (let zero (Scalar 0.0 "{dt}" (vec-of c))) '
             f"(let sc (Mul {flat('s')} one)) (let sh (Mul {flat('t')} one)) "
-            "(union y (BatchNormalization x sc sh zero one 0.0 0.9)) "
+            f"(union y (BatchNormalization x sc sh zero one {COMPOSED_EPS!r} {COMPOSED_MOMENTUM!r})) "
             + " ".join(f'(set (shape {e}) (vec-of c)) (set (dtype {e}) "{dt}")' for e in ("sc", "sh", "zero", "one"))))
     return tuple(rules)
 
@@ -212,7 +229,7 @@ def _input_scale() -> tuple:
     rules = []
     for kind in KINDS:
         base = (f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) {WEIGHTS} (= sx (shape x)) (= sx (shape xs)) "
-                f"{per_channel('s', 'sx')}")
+                f"{per_channel('s', 'sx')} (finite s)")
         for extra, weight in weight_forms(IN_AXIS[kind], "Mul", "vf", "(vec-get s_s 1)", "(vec-get sx 1)"):
             rules.append(fact(f"{base} {extra}", f"(let vf {flat('s')}) (let nw {weight}) "
                                                  f"(union y {conv(kind, 'nw')}) (set (shape nw) sw) "
@@ -286,6 +303,22 @@ def _broadcast_shape() -> tuple:
         rules.append(fact(f"(= y ({op} a b)) (= sa (shape a)) (= (shape b) {ones('sa')})", "(set (shape y) sa)"))
         rules.append(fact(f"(= y ({op} a b)) (= sb (shape b)) (= (shape a) {ones('sb')})", "(set (shape y) sb)"))
     return tuple(rules)
+
+
+def _finite_facts() -> tuple:
+    """finite(c): no element of the constant term c is NaN or infinite. Loaded constants get it from the loader;
+    built ones from finite operands through ops that cannot make an infinity out of finite values except by
+    overflowing the dtype: no division or reciprocal unless the divisor is positive (a zero divisor is how
+    x / 0 = inf reaches a fold's weights as W * inf, whose sums are NaN)."""
+    return (
+        fact("(= y (Scalar v d s)) (< (abs v) inf)", "(finite y)"),
+        *(fact(f"(= y ({op} c{params})) (finite c)", "(finite y)")
+          for op, params in (("Reshape", " s z"), ("Transpose", " p"), ("Neg", ""), ("Abs", ""), ("Identity", ""))),
+        fact("(= y (Sqrt c)) (finite c) (positive c)", "(finite y)"),
+        fact("(= y (Reciprocal c)) (finite c) (positive c)", "(finite y)"),
+        *(fact(f"(= y ({op} a b)) (finite a) (finite b)", "(finite y)") for op in ("Add", "Sub", "Mul")),
+        fact("(= y (Div a b)) (finite a) (finite b) (positive b)", "(finite y)"),
+    )
 
 
 def _positive_facts() -> tuple:
@@ -378,10 +411,10 @@ RULES = [
          "coreml:fuse_conv_scale",
          "Conv(x, W, B) * c -> Conv(x, W * c, B * c) for c per output channel or scalar (ConvTranspose: W axis 1 "
          "per group)",
-         _output_scale("Mul")),
+         _output_scale("Mul", guard="(finite c)")),
     Rule("conv-div-fold", FAMILY, "fp-reassoc", "tvm:BackwardFoldScaleAxis; coreml:fuse_conv_scale",
          "Conv(x, W, B) / c -> Conv(x, W / c, B / c) for a positive c per output channel or scalar (never c / Conv)",
-         _output_scale("Div", guard="(positive c)")),
+         _output_scale("Div", guard="(positive c) (finite c)")),
     Rule("conv-bn-fold", FAMILY, "fp-reassoc", "onnxruntime:ConvBNFusion; coreml:fuse_conv_batchnorm",
          "BatchNormalization(Conv(x, W, B)) -> Conv(x, W * f, (B - mean) * f + beta), f = gamma / sqrt(var + eps) "
          "(Conv and ConvTranspose, grouped included)",
@@ -390,7 +423,8 @@ RULES = [
          "BatchNormalization(x) -> x * f + (beta - mean * f) with f = gamma / sqrt(var + eps) per channel",
          _bn_decompose()),
     Rule("bn-compose", FAMILY, "exact", "coreml:fuse_mul_add_to_batchnorm (inverse of tvm:SimplifyInference)",
-         "x * s + t -> BatchNormalization(x, s, t, mean 0, var 1, eps 0) for s, t per channel (axis 1) or scalar",
+         "x * s + t -> BatchNormalization(x, s, t, mean 0, var 1, eps 0, momentum 1) for s, t per channel (axis 1) "
+         "or scalar",
          _bn_compose()),
     Rule("conv-input-scale-fold", FAMILY, "fp-reassoc", "tvm:ForwardFoldScaleAxis",
          "Conv(x * s, W, B) -> Conv(x, W * s along the input-channel axis, B) for s per input channel or scalar "
@@ -426,6 +460,10 @@ RULES = [
     Rule("scale-broadcast-shape", FAMILY, "exact", "eqsat:analysis",
          "shape(B(a, b)) = shape(a) for Add/Sub/Mul/Div when b is all ones at a's rank (and symmetrically)",
          _broadcast_shape(), ruleset="analysis"),
+    Rule("scale-finite-facts", FAMILY, "exact", "eqsat:analysis",
+         "finite(c) for a finite Scalar; through Reshape/Transpose/Neg/Abs/Identity, Add/Sub/Mul of finites, and "
+         "Sqrt/Reciprocal/Div by a positive finite (the guard of the conv scale folds: never W * inf)",
+         _finite_facts(), ruleset="analysis"),
     Rule("scale-positive-facts", FAMILY, "exact", "eqsat:analysis",
          "positive(Scalar v) for v > 0; positive through Reshape/Transpose/Sqrt/Reciprocal and Mul/Div/Add of "
          "positives",

@@ -3,13 +3,20 @@
     Div(x, c)          -> Mul(x, 1 / c)     c constant, float dtype (fp-reassoc: x / c and x * (1 / c) differ
                                             by an ulp; 1 / c is folded at lowering, a single-element c at once)
                                             when 1 / c does not overflow c's dtype
-    Sub(x, 0)          -> x                 when the output shape is x's
+    Sub(x, 0)          -> x                 when the output shape is x's (0: a scalar or a tensor of zeros,
+                                            the `splat` fact; 1 likewise)
     Div(x, 1)          -> x                 likewise (integer division by 1 too)
+    Pow(x, 1)          -> x                 likewise (x^1 = x for every x, inf and NaN included)
+    Or(x, false), And(x, true) -> x         likewise, either operand order
+    Mul(x, -1)         -> Neg(x)            likewise (either operand order; -1: scalar or tensor of -1)
+    a * (b * c), (a * c) * b -> (a * b) * c c a single-element constant, a and b of the output's shape
+                                            (fp-reassoc: the exporters' Gelu orders become one)
+    p * c + x          -> x + p * c         c a single-element constant (exact: + commutes)
     Neg(Neg(x))        -> x
     Where(Not(c), a, b) -> Where(c, b, a)
     And(a, a), Or(a, a) -> a
 
-Shape guards: a single-element constant may broadcast x to a higher rank, so the identities require the
+Shape guards: a constant may broadcast x to a higher rank or a larger dim, so the identities require the
 output's shape to be x's.
 
 Division by a constant as a product, element by element (IEEE): a zero in c is fine, x / 0 and x * (1 / 0)
@@ -32,6 +39,12 @@ from eqsat.rewrites.cleanup import rw_neutral
 FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.7976931348623157e308}
 #: Dtypes whose tensor constants may be inverted unseen (overflow only for subnormal elements, see above).
 TENSOR_RECIPROCAL = ("FLOAT", "DOUBLE")
+#: Guard of the identities: a constant may broadcast x to a larger shape.
+SAME_SHAPE = "(= (shape __root) (shape x))"
+#: Guards of mul-scalar-reassoc: c a single-element constant of rank <= the output's, a and b of the output's
+#: shape (so a * b has it too: shape-binary sets it).
+REASSOC = ("(= c (Scalar v d sc))", "(= s (shape __root))", "(= s (shape a))", "(= s (shape b))",
+           "(<= (vec-length sc) (vec-length s))")
 
 RULES = [
     Rule("div-const-to-mul", "elementwise", "fp-reassoc", "tvm:DivToMul; onnxruntime:DivMulFusion",
@@ -43,11 +56,37 @@ RULES = [
          + tuple(rw("(Div x c)", "(Mul x (Reciprocal c))", "(= c (Const k))", f'(= (dtype c) "{dt}")')
                  for dt in TENSOR_RECIPROCAL)),
     Rule("sub-zero", "elementwise", "exact", "coreml:noop_elimination",
-         "x - 0 -> x when the output shape is x's",
-         (rw_neutral("(Sub x (Scalar 0.0 dt s))", "x", "(= (shape __root) (shape x))"),), ruleset="simplify"),
+         "x - 0 -> x (0 a scalar or a tensor of zeros) when the output shape is x's",
+         (rw_neutral("(Sub x c)", "x", "(splat c 0.0)", SAME_SHAPE),), ruleset="simplify"),
     Rule("div-one", "elementwise", "exact", "coreml:noop_elimination",
-         "x / 1 -> x when the output shape is x's",
-         (rw_neutral("(Div x (Scalar 1.0 dt s))", "x", "(= (shape __root) (shape x))"),), ruleset="simplify"),
+         "x / 1 -> x (1 a scalar or a tensor of ones) when the output shape is x's",
+         (rw_neutral("(Div x c)", "x", "(splat c 1.0)", SAME_SHAPE),), ruleset="simplify"),
+    Rule("pow-one", "elementwise", "exact", "coreml:noop_elimination; tvm:SimplifyExpr (power 1)",
+         "Pow(x, 1) -> x (1 a scalar or a tensor of ones, any exponent dtype) when the output shape is x's",
+         (rw_neutral("(Pow x c)", "x", "(splat c 1.0)", SAME_SHAPE),), ruleset="simplify"),
+    Rule("or-false", "elementwise", "exact", "tvm:SimplifyExpr (logical identities)",
+         "Or(x, false) -> x (either operand order) when the output shape is x's",
+         (rw_neutral("(Or x c)", "x", "(splat c 0.0)", SAME_SHAPE),
+          rw_neutral("(Or c x)", "x", "(splat c 0.0)", SAME_SHAPE)), ruleset="simplify"),
+    Rule("and-true", "elementwise", "exact", "tvm:SimplifyExpr (logical identities)",
+         "And(x, true) -> x (either operand order) when the output shape is x's",
+         (rw_neutral("(And x c)", "x", "(splat c 1.0)", SAME_SHAPE),
+          rw_neutral("(And c x)", "x", "(splat c 1.0)", SAME_SHAPE)), ruleset="simplify"),
+    Rule("mul-neg-one", "elementwise", "exact", "tvm:SimplifyExpr (x * -1 as -x); tf2onnx:PReLU (relu(x * -1))",
+         "x * -1 -> Neg(x) (-1 a scalar or a tensor of -1, either operand order) when the output shape is x's",
+         (rw("(Mul x c)", "(Neg x)", "(splat c -1.0)", SAME_SHAPE),
+          rw("(Mul c x)", "(Neg x)", "(splat c -1.0)", SAME_SHAPE)), ruleset="simplify"),
+    Rule("mul-scalar-reassoc", "elementwise", "fp-reassoc", "tvm:SimplifyExpr (reassociate constant products); "
+         "onnxruntime:GeluFusion (operand orders)",
+         "a * (b * c) -> (a * b) * c and (a * c) * b -> (a * b) * c for a single-element constant c and a, b of the "
+         "output's shape (one canonical place for a scale: the outermost product)",
+         (rw("(Mul a (Mul b c))", "(Mul (Mul a b) c)", *REASSOC),
+          rw("(Mul (Mul a c) b)", "(Mul (Mul a b) c)", *REASSOC))),
+    Rule("add-scaled-last", "elementwise", "exact", "onnxruntime:FastGeluFusion (operand orders)",
+         "p * c + x -> x + p * c for a single-element constant c (the scaled term second: one operand order for "
+         "the fusions)",
+         (rw("(Add (Mul p c) x)", "(Add x (Mul p c))", "(= c (Scalar v d sc))", "(= (shape __root) (shape x))",
+             "(= (shape __root) (shape p))"),)),
     Rule("neg-neg", "elementwise", "exact", "tvm:SimplifyExpr; onnxruntime:NegNegElimination",
          "Neg(Neg(x)) -> x", (rw("(Neg (Neg x))", "x"),), ruleset="simplify"),
     Rule("where-not-swap", "elementwise", "exact", "onnxoptimizer:rewrite_where",

@@ -1,6 +1,7 @@
 """Linear rules: MatMul + bias as Gemm, constant biases folded into Gemm's C, per-column scales into the weights.
 
-    MatMul(A, B) + c                -> Gemm(A, B, c)                     A [M, K], B constant [K, N], c constant
+    MatMul(A, B) + c                -> Gemm(A, B, c)                     A [M, K], B [K, N] (constant or not: a
+                                                                         graph input too), c constant
                                                                          broadcastable to [M, N]
     MatMul(A, B) - c                -> Gemm(A, B, c, beta=-1)
     Gemm(A, B, C, beta) + c         -> Gemm(A, B, C * beta + c, beta=1)  c constant not enlarging the output
@@ -45,8 +46,9 @@ def per_column(c: str, ref: str) -> str:
             f"(= {s} (vec-set {ones(ref)} (- (vec-length {s}) 1) (vec-get {s} (- (vec-length {s}) 1))))")
 
 
-#: a 2-D MatMul with constant weights whose output has the shape of y (the other operand does not enlarge it).
-MATMUL_2D = ("(= mm (MatMul a b)) (= sa (shape a)) (= (vec-length sa) 2) (is-const b) (= sb (shape b)) "
+#: a 2-D MatMul (weights constant or not: Gemm takes any B) whose output has the shape of y (the other operand
+#: does not enlarge it).
+MATMUL_2D = ("(= mm (MatMul a b)) (= sa (shape a)) (= (vec-length sa) 2) (= sb (shape b)) "
              "(= (vec-length sb) 2) (= sy (shape y)) (= sy (shape mm))")
 GEMM = "(= gm (Gemm a b cc alpha beta ta tb)) (= sy (shape y)) (= sy (shape gm))"
 #: c is a constant of rank <= 2 (Gemm's C broadcasts unidirectionally to [M, N]).
@@ -143,7 +145,7 @@ RULES = [
          _gemm_transpose(), ruleset="simplify"),
     Rule("matmul-add-to-gemm", FAMILY, "fp-reassoc",
          "onnxruntime:MatMulAddFusion; onnxoptimizer:fuse_matmul_add_bias_into_gemm",
-         "MatMul(A, B) +/- c -> Gemm(A, B, c, beta=+/-1) for 2-D A, constant B [K, N] and a constant c "
+         "MatMul(A, B) +/- c -> Gemm(A, B, c, beta=+/-1) for 2-D A and B [K, N] (constant or not) and a constant c "
          "broadcastable to [M, N]",
          _matmul_to_gemm()),
     Rule("gemm-bias-fold", FAMILY, "fp-reassoc", "onnxoptimizer:fuse_add_bias_into_conv (Gemm); tvm:FoldConstant",
@@ -152,7 +154,7 @@ RULES = [
          _gemm_bias()),
     Rule("const-minus-linear", FAMILY, "fp-reassoc", "onnxoptimizer:fuse_matmul_add_bias_into_gemm (c - MatMul)",
          "c - MatMul(A, B) -> Gemm(A, B, c, alpha=-1) and c - Gemm(A, B, C, alpha, beta) -> Gemm(A, B, c - C * beta, "
-         "alpha=-alpha, beta=1) for a constant c not enlarging the output (MatMul: 2-D A, constant B)",
+         "alpha=-alpha, beta=1) for a constant c not enlarging the output (MatMul: 2-D A and B)",
          _const_minus()),
     Rule("matmul-bias-chain", FAMILY, "fp-reassoc", "coreml:fuse_matmul_weight_bias; onnxruntime:MatMulAddFusion",
          "(MatMul(A, B) +/- c1) +/- c2 -> MatMul(A, B) +/- c for A of any rank and constants c1, c2 combined into c "

@@ -5,8 +5,8 @@ across layout ops (so that pairs meet), rescale chains merged, and the lossy rew
     DequantizeLinear(QuantizeLinear(x, s, z), s, z)         -> Clip(x, (qmin - z) * s, (qmax - z) * s)
                                                                precision-changing: drops the rounding only;
                                                                s, z per tensor, s > 0
-    QuantizeLinear(x, s, 0 (UINT8), a)                       -> QuantizeLinear(x, s, -, a)
-    DequantizeLinear(x, s, 0 (dtype of x), a)                -> DequantizeLinear(x, s, -, a)
+    QuantizeLinear(x, s, 0 (UINT8), a)                       -> QuantizeLinear(x, s, -, a)   0: a scalar or a
+    DequantizeLinear(x, s, 0 (dtype of x), a)                -> DequantizeLinear(x, s, -, a) per-axis vector of zeros
     Transpose(DequantizeLinear(x, s, z), p)                  -> DequantizeLinear(Transpose(x, p), s, z)   s per tensor
     QuantizeLinear(Transpose(x, p), s, z)                    -> Transpose(QuantizeLinear(x, s, z), p)     s per tensor
     Reshape(DequantizeLinear(x, s, z), shape)                -> DequantizeLinear(Reshape(x, shape), s, z) s per tensor
@@ -193,9 +193,10 @@ RULES = [
          _dq_q_drop(), ruleset="simplify"),
     Rule("qdq-zero-point-default", "quant", "exact", "onnx:QuantizeLinear/DequantizeLinear (zero point defaults to 0)",
          "QuantizeLinear(x, s, 0 of UINT8) -> QuantizeLinear(x, s); DequantizeLinear(x, s, 0 of x's dtype) -> "
-         "DequantizeLinear(x, s)",
-         (rw('(QuantizeLinear x s (Scalar 0.0 "UINT8" sz) a)', "(QuantizeLinear x s (Absent) a)"),
-          rw("(DequantizeLinear x s (Scalar 0.0 dz sz) a)", "(DequantizeLinear x s (Absent) a)", "(= (dtype x) dz)")),
+         "DequantizeLinear(x, s) (0: a scalar, or a per-axis zero point of zeros)",
+         (rw("(QuantizeLinear x s z a)", "(QuantizeLinear x s (Absent) a)", "(splat z 0.0)", '(= (dtype z) "UINT8")'),
+          rw("(DequantizeLinear x s z a)", "(DequantizeLinear x s (Absent) a)", "(splat z 0.0)",
+             "(= (dtype x) (dtype z))")),
          ruleset="simplify"),
     Rule("qdq-sink-transpose", "quant", "exact", "onnxruntime:QDQ propagation (Transpose); glow:sink-transpose",
          "Transpose(DequantizeLinear(x, s, z), p) -> DequantizeLinear(Transpose(x, p), s, z) and "

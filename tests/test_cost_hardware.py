@@ -4,6 +4,7 @@ the NPU's 4-D pooling kernels, epilogues that read their constant operand, and q
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from eqsat.egraph import EClass, EGraph, ENode
 from eqsat.extract import extract, load_target, roofline
-from eqsat.extract.cost import DTYPE_BYTES, FUSED_EPSILON, TargetError
+from eqsat.extract.cost import DTYPE_BYTES, FUSED_EPSILON, Target, TargetError
 
 Spec = tuple[int, str, tuple[int, ...], tuple]  # (class, op, child classes, attrs)
 
@@ -45,12 +46,17 @@ def head(x_dtype: str, x_shape: tuple[int, ...], quantized: bool) -> EGraph:
                    3: (x_shape, "FLOAT", False), 4: (pooled, "FLOAT", False), 5: (pooled, x_dtype, False)}, (5,))
 
 
+def untied(name: str) -> Target:
+    """The target without its tie-breaker (`tie_break`): the formulas below, exactly."""
+    return dataclasses.replace(load_target(name), tie_break=0.0)
+
+
 def test_qdq_unit_is_one_integer_kernel_where_the_runtime_fuses_it() -> None:
     g = head("UINT8", (1, 64, 7, 7), quantized=True)
     gap, mean, dq, q = (node(g, op) for op in ("GlobalAveragePool", "ReduceMean", "DequantizeLinear",
                                                "QuantizeLinear"))
-    cpu_t = load_target("cpu")
-    cpu, gpu, npu = roofline("cpu"), roofline("gpu"), roofline("npu")
+    cpu_t = untied("cpu")
+    cpu, gpu, npu = roofline(cpu_t), roofline("gpu"), roofline("npu")
     # cpu (ONNX Runtime CPU EP): DQ -> GlobalAveragePool -> Q is QLinearGlobalAveragePool: uint8 in, uint8 out
     numel = 64 * 49
     flops = numel  # one add per input element
@@ -93,8 +99,8 @@ def test_blocked_layout_charges_the_reorder_to_the_consumer_that_leaves_it() -> 
                        2: (None, None, True), 3: ((1, channels, 7, 7), "FLOAT", False),
                        4: ((1, channels, 1, 1), "FLOAT", False), 5: ((1, channels), "FLOAT", False)}, (5,))
 
-    cpu_t = load_target("cpu")
-    cpu = roofline("cpu")
+    cpu_t = untied("cpu")
+    cpu = roofline(cpu_t)
     g = conv_head(64)  # 64 channels: a multiple of the 16-channel block, so ONNX Runtime runs the conv in NCHWc
     gap, mean, flat = node(g, "GlobalAveragePool"), node(g, "ReduceMean"), node(g, "Flatten")
     reorder = 2 * 64 * 49 * 4 / cpu_t.bandwidth  # NCHWc -> NCHW of the conv output: read + write
@@ -254,3 +260,28 @@ def test_pixel_shuffle_is_a_data_move_on_every_target(target: str) -> None:
                 2: (out, "FLOAT", False)}, (2,))
     cost = roofline(target)
     assert cost(g, node(g, "DepthToSpace")) == pytest.approx(cost(g, node(g, "Transpose")))
+
+
+# ---- tie_break: among otherwise equal graphs, fewer inputs and fewer computed constants ----
+
+def test_cpu_tie_break_prefers_a_default_zero_point_and_a_leaf_divisor() -> None:
+    """DQ(x, s, 0) against DQ(x, s) (qdq-zero-point-default): the same kernel on the cpu, one input fewer; and
+    Div(x, c) against Mul(x, Reciprocal(c)) (div-const-to-mul): the same roofline, one initializer fewer."""
+    cpu_t = load_target("cpu")
+    assert cpu_t.tie_break > 0 and untied("cpu").tie_break == 0.0
+    g = egraph([(0, "Input", (), ("x",)), (1, "Const", (), ("s",)), (2, "Scalar", (), (0.0, "UINT8", ())),
+                (3, "Absent", (), ()), (4, "DequantizeLinear", (0, 1, 2), (1,)), (4, "DequantizeLinear", (0, 1, 3), (1,)),
+                (5, "Const", (), ("c",)), (6, "Reciprocal", (5,), ()),
+                (7, "Div", (4, 5), ()), (7, "Mul", (4, 6), ())],
+               {0: ((1, 8), "UINT8", False), 1: ((), "FLOAT", True), 2: ((), "UINT8", True), 3: (None, None, True),
+                4: ((1, 8), "FLOAT", False), 5: ((8,), "FLOAT", True), 6: ((8,), "FLOAT", True),
+                7: ((1, 8), "FLOAT", False)}, (7,))
+    explicit, default = (n for n in g.nodes if n.op == "DequantizeLinear")
+    div, mul = node(g, "Div"), node(g, "Mul")
+    cpu, flat = roofline(cpu_t), roofline(untied("cpu"))
+    assert flat(g, explicit) == flat(g, default) and flat(g, div) == flat(g, mul)  # a tie without it
+    assert cpu(g, default) == pytest.approx(cpu(g, explicit) - cpu_t.tie_break)
+    assert cpu(g, div) == pytest.approx(cpu(g, mul) - cpu_t.tie_break)
+    assert cpu(g, node(g, "Reciprocal")) == 0.0  # constant classes stay free
+    choice = extract(g, None, "cpu", "ilp").choice
+    assert choice[4] == default.id and choice[7] == div.id

@@ -409,7 +409,7 @@ def _scaled_sandwich() -> onnx.ModelProto:
 
 def test_failed_verification_names_output_element_and_rules() -> None:
     with pytest.raises(eqsat.VerificationError) as failure:
-        eqsat.optimize(_scaled_sandwich(), extra_rules=[MUL_DROP])
+        eqsat.optimize(_scaled_sandwich(), extra_rules=[MUL_DROP], strict=True)
     message = str(failure.value)
     assert "\n" not in message
     assert re.match(r"<model>: verification failed on output 'y': .* at \[\d+, \d+, \d+, \d+\]: expected \S+, got \S+; "
@@ -458,7 +458,7 @@ def test_cli_bisect_names_the_rule_in_one_line(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setattr(registry, "all_rules", lambda: (*registered(), MUL_DROP))  # as if it were registered
     source = _save(_scaled_sandwich(), tmp_path / "in.onnx")
     out = tmp_path / "out.onnx"
-    assert main(["optimize", str(source), "-o", str(out), "--bisect"]) == 3
+    assert main(["optimize", str(source), "-o", str(out), "--bisect", "--strict"]) == 3
     stdout, stderr = capsys.readouterr()
     assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr, stderr
     assert stderr.startswith(f"eqsat: error: {source}: verification failed on output 'y'")
@@ -471,7 +471,7 @@ def test_cli_bisect_names_the_rule_in_one_line(monkeypatch: pytest.MonkeyPatch, 
     out.unlink()
     capsys.readouterr()
     report_json = tmp_path / "report.json"
-    assert main(["optimize", str(source), "-o", str(out), "--bisect", "--report", "--report-json",
+    assert main(["optimize", str(source), "-o", str(out), "--bisect", "--strict", "--report", "--report-json",
                  str(report_json)]) == 3
     assert re.search(r"^  probe \d+: pass with disabled mul-drop ", capsys.readouterr().out, re.MULTILINE)
     report = json.loads(report_json.read_text())
@@ -479,3 +479,65 @@ def test_cli_bisect_names_the_rule_in_one_line(monkeypatch: pytest.MonkeyPatch, 
     assert "mul-drop" in report["saturation"]["rules_fired"]
     assert report["bisection"]["culprits"] == ["mul-drop"] and report["bisection"]["confirmed"]
     assert not out.exists()
+
+
+# no valid model refused: by default the rule responsible is dropped and the model re-optimized without it
+
+@pytest.mark.slow  # bisection: many whole runs
+def test_optimize_drops_the_unsound_rule_and_returns_a_verified_model(tmp_path: Path) -> None:
+    out = tmp_path / "out.onnx"
+    result = eqsat.optimize(_scaled_sandwich(), extra_rules=[MUL_DROP], output=out)
+    assert result.report.verification.ok and out.exists()
+    (warning,) = result.report.warnings
+    assert warning.startswith("rule 'mul-drop' unsound on this model: verification failed with it "
+                              "(verification failed on output 'y'"), warning
+    assert result.bisection.culprit == "mul-drop"
+    assert "mul-drop" not in result.report.saturation.rules_fired
+    assert "transpose-sink-binary-const" in result.report.saturation.rules_fired  # the sound rules still ran
+    assert "warning: rule 'mul-drop' unsound" in result.report.to_text()
+    assert result.report.to_dict()["warnings"] == [warning]
+    # the written model computes what the input does
+    x = np.random.default_rng(0).standard_normal((1, 3, 4, 5)).astype(np.float32)
+    import onnxruntime as ort
+
+    def run(proto: onnx.ModelProto) -> np.ndarray:
+        return ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+    np.testing.assert_allclose(run(onnx.load(out)), run(_scaled_sandwich()), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow  # bisection: many whole runs
+def test_optimize_drops_two_unsound_rules() -> None:
+    result = eqsat.optimize(_scaled_sandwich(), extra_rules=[MUL_DROP, ADD_DROP])
+    assert result.report.verification.ok and result.bisection.culprits == ("mul-drop", "add-drop")
+    assert result.report.warnings[0].startswith("rules 'mul-drop', 'add-drop' unsound on this model")
+
+
+def test_optimize_without_unsound_rules_has_no_warning() -> None:
+    result = eqsat.optimize(_scaled_sandwich())
+    assert result.report.warnings == [] and result.bisection is None
+
+
+@pytest.mark.slow  # bisection: many whole runs
+def test_cli_drops_the_unsound_rule_with_a_warning(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from eqsat.rewrites import registry
+
+    registered = registry.all_rules
+    monkeypatch.setattr(registry, "all_rules", lambda: (*registered(), MUL_DROP))  # as if it were registered
+    source = _save(_scaled_sandwich(), tmp_path / "in.onnx")
+    out, report_json = tmp_path / "out.onnx", tmp_path / "report.json"
+    assert main(["optimize", str(source), "-o", str(out), "--report-json", str(report_json)]) == 0
+    stdout, stderr = capsys.readouterr()
+    assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr, stderr
+    assert stderr.startswith("eqsat: warning: rule 'mul-drop' unsound on this model: verification failed with it")
+    assert "--strict refuses instead" in stderr and out.exists()
+    report = json.loads(report_json.read_text())
+    assert report["verification"]["ok"] and report["warnings"] == [stderr.strip().removeprefix("eqsat: warning: ")]
+    assert report["bisection"]["culprits"] == ["mul-drop"] and "mul-drop" not in report["saturation"]["rules_fired"]
+    # --strict: today's refusal, nothing written
+    out.unlink()
+    assert main(["optimize", str(source), "-o", str(out), "--strict"]) == 3
+    stderr = capsys.readouterr().err
+    assert stderr.startswith(f"eqsat: error: {source}: verification failed on output 'y'") and not out.exists()
+    assert stderr.rstrip().endswith("rerun with --bisect to find the rule responsible; output not written")

@@ -90,6 +90,17 @@ def test_gelu_fuse_not_when_erf_reads_another_tensor() -> None:
     assert_rule_does_not_fire(m, "gelu-fuse")
 
 
+def test_gelu_fuse_regrouped_half() -> None:
+    """x * (h * 0.5) (and 0.5 on the left): mul-scalar-reassoc makes it (x * h) * 0.5, a listed form."""
+    inits = {"one": np.array(1.0, np.float32), "half": np.array(0.5, np.float32), "k": np.array(SQRT2, np.float32)}
+    nodes = [node("Div", ["x", "k"], "u"), node("Erf", ["u"], "e"), node("Add", ["one", "e"], "h"),
+             node("Mul", ["half", "h"], "hh"), node("Mul", ["x", "hh"], "y")]
+    m = model(nodes, X, initializers=inits, opset=20)
+    assert_rule_does_not_fire(m, "gelu-fuse", also=("const-operand-last",))
+    result = assert_rule_sound(m, "gelu-fuse", also=("mul-scalar-reassoc", "const-operand-last"))
+    assert op_counts(result.model) == {"Gelu": 1}
+
+
 @property_settings()
 @given(PROPERTIES["gelu-fuse"]())
 def test_gelu_fuse_property(case: RuleCase) -> None:
@@ -111,6 +122,19 @@ def test_gelu_tanh_fuse_needs_opset_20() -> None:
 
 def test_gelu_tanh_fuse_not_with_another_cubic_coefficient() -> None:
     assert_rule_does_not_fire(_gelu_tanh(c1=0.05), "gelu-tanh-fuse")
+
+
+def test_gelu_tanh_fuse_regrouped_cubic() -> None:
+    """0.044715 * x^3 + x with x^3 = x * (x * x): add-scaled-last and const-operand-last give a listed form."""
+    inits = {"half": np.array(0.5, np.float32), "one": np.array(1.0, np.float32),
+             "c1": np.array(0.044715, np.float32), "c2": np.array(math.sqrt(2 / math.pi), np.float32)}
+    nodes = [node("Mul", ["x", "x"], "x2"), node("Mul", ["x", "x2"], "cube"), node("Mul", ["c1", "cube"], "c"),
+             node("Add", ["c", "x"], "p"), node("Mul", ["c2", "p"], "u"), node("Tanh", ["u"], "t"),
+             node("Add", ["one", "t"], "h"), node("Mul", ["x", "half"], "xs"), node("Mul", ["xs", "h"], "y")]
+    m = model(nodes, X, initializers=inits, opset=20)
+    assert_rule_does_not_fire(m, "gelu-tanh-fuse", also=("const-operand-last",))
+    result = assert_rule_sound(m, "gelu-tanh-fuse", also=("add-scaled-last", "const-operand-last"))
+    assert op_counts(result.model) == {"Gelu": 1}
 
 
 @property_settings()
@@ -246,6 +270,23 @@ def test_prelu_from_relu_not_for_a_runtime_slope() -> None:
     nodes = [node("Relu", ["x"], "pos"), node("Neg", ["x"], "nx"), node("Relu", ["nx"], "neg"),
              node("Mul", ["neg", "a"], "an"), node("Sub", ["pos", "an"], "y")]
     assert_rule_does_not_fire(model(nodes, [*X, ("a", "FLOAT", (8,))]), "prelu-from-relu")
+
+
+@pytest.mark.parametrize("minus_one", [np.array(-1.0, np.float32), np.full((8,), -1.0, np.float32)])
+def test_prelu_from_relu_with_times_minus_one(minus_one: np.ndarray) -> None:
+    """Keras/TF: relu(x) + a * relu(x * -1): mul-neg-one makes x * -1 a Neg, which the PRelu forms match."""
+    nodes = [node("Relu", ["x"], "pos"), node("Mul", ["x", "m1"], "nx"), node("Relu", ["nx"], "neg"),
+             node("Mul", ["a", "neg"], "an"), node("Add", ["pos", "an"], "y")]
+    m = model(nodes, X, initializers={"a": np.linspace(0.1, 0.8, 8, dtype=np.float32), "m1": minus_one})
+    result = assert_rule_sound(m, "prelu-from-relu", also=("mul-neg-one", "const-operand-last"))
+    assert op_counts(result.model) == {"PRelu": 1}
+
+
+def test_prelu_from_relu_not_with_times_minus_two() -> None:
+    nodes = [node("Relu", ["x"], "pos"), node("Mul", ["x", "m2"], "nx"), node("Relu", ["nx"], "neg"),
+             node("Mul", ["neg", "a"], "an"), node("Add", ["pos", "an"], "y")]
+    m = model(nodes, X, initializers={"a": np.array([0.25], np.float32), "m2": np.array(-2.0, np.float32)})
+    assert_rule_does_not_fire(m, "prelu-from-relu", also=("mul-neg-one",))
 
 
 @property_settings()

@@ -145,3 +145,29 @@ def test_without_constant_terms_nothing_is_known_constant() -> None:
 @given(PROPERTIES["constant-terms"]())
 def test_constant_terms_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- splat-facts ----
+
+def _times_scalar_one():
+    return model([node("Relu", ["x"], "r"), node("Mul", ["r", "k"], "y")], [("x", "FLOAT", (2, 3))],
+                 initializers={"k": np.array(1.0, np.float32)})
+
+
+def test_splat_facts_let_a_neutral_element_go() -> None:
+    """A Scalar 1 is a splat by this rule (a tensor of ones is one from the loader), so mul-one sees it."""
+    result, fired = optimize_with_rules(_times_scalar_one(), ["mul-one"])
+    assert fired["splat-facts"] > 0 and fired["mul-one"] > 0
+    assert op_counts(result.model) == {"Relu": 1}
+    assert_rule_sound(_times_scalar_one(), "splat-facts", also=("mul-one",))
+
+
+def test_without_splat_facts_a_scalar_one_is_not_seen() -> None:
+    session = saturate_with_rules(_times_scalar_one(), ["mul-one"], without=["splat-facts"])
+    assert "mul-one" not in session.saturation.rules_fired
+
+
+@property_settings()
+@given(PROPERTIES["splat-facts"]())
+def test_splat_facts_property(case: RuleCase) -> None:
+    case.check()

@@ -87,11 +87,33 @@ def test_neutral_element_not_when_it_broadcasts_x(rule: str, op: str, value: flo
 
 
 @pytest.mark.parametrize("rule,op,value", NEUTRAL)
-def test_neutral_element_not_on_non_constant_tensor(rule: str, op: str, value: float) -> None:
-    """A full constant tensor of ones/zeros is not a Scalar term; neither is a runtime input."""
-    m = model([node(op, ["x", "k"], "y")], X, initializers={"k": np.full((2, 3, 4), value, np.float32)})
+@pytest.mark.parametrize("shape", [(2, 3, 4), (3, 1), (1, 3, 4)])
+@pytest.mark.parametrize("const_first", [False, True])
+def test_neutral_element_tensor_of_equal_elements(rule: str, op: str, value: float, shape: tuple,
+                                                  const_first: bool) -> None:
+    """A ones/zeros tensor (the `splat` fact) that does not grow x: the op is a no-op too."""
+    inputs = ["k", "r"] if const_first else ["r", "k"]
+    m = model([node("Relu", ["x"], "r"), node(op, inputs, "y")], X, initializers={"k": np.full(shape, value, np.float32)})
+    assert op_counts(assert_rule_sound(m, rule).model) == {"Relu": 1}
+
+
+@pytest.mark.parametrize("rule,op,value", NEUTRAL)
+def test_neutral_element_not_on_a_mixed_or_runtime_tensor(rule: str, op: str, value: float) -> None:
+    """A constant with one element off the neutral value is no splat; a runtime input is no constant."""
+    k = np.full((2, 3, 4), value, np.float32)
+    k[1, 2, 3] = value + 1
+    m = model([node(op, ["x", "k"], "y")], X, initializers={"k": k})
     assert_rule_does_not_fire(m, rule)
     m = model([node(op, ["x", "k"], "y")], [*X, ("k", "FLOAT", ())])
+    assert_rule_does_not_fire(m, rule)
+
+
+@pytest.mark.parametrize("rule,op,value", NEUTRAL)
+def test_neutral_element_not_when_a_tensor_of_them_broadcasts_x(rule: str, op: str, value: float) -> None:
+    """x (2, 3, 4) + zeros(5, 2, 3, 4), x (3, 1) * ones(3, 4): the splat changes the output shape."""
+    m = model([node(op, ["x", "k"], "y")], X, initializers={"k": np.full((5, 2, 3, 4), value, np.float32)})
+    assert_rule_does_not_fire(m, rule)
+    m = model([node(op, ["k", "x"], "y")], [("x", "FLOAT", (3, 1))], initializers={"k": np.full((3, 4), value, np.float32)})
     assert_rule_does_not_fire(m, rule)
 
 

@@ -10,6 +10,8 @@ import onnx.helper as oh
 import pytest
 from hypothesis import given
 
+import eqsat
+
 from eqsat.session import Session
 from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
                            optimize_with_rules, saturate_with_rules)
@@ -60,6 +62,16 @@ def test_conv_zero_bias_lets_a_biasless_conv_take_an_add() -> None:
     assert op_counts(result.model) == {"Conv": 1}
     (conv,) = [n for n in result.model.graph if n.op_type == "Conv"]
     assert len(conv.inputs) == 3
+
+
+@pytest.mark.parametrize("kind", ["Conv", "ConvTranspose"])
+def test_conv_zero_bias_with_runtime_weights(kind: str) -> None:
+    """W a graph input: Conv(x, W) + c is Conv(x, W, c) all the same (zero bias, then the bias fold)."""
+    w_shape = (4, 4, 3, 3)
+    m = model([node(kind, ["x", "w"], "conv", pads=[1, 1, 1, 1]), node("Add", ["conv", "c"], "y")],
+              X + [("w", "FLOAT", w_shape)], initializers={"c": rand(4, 1, 1)})
+    result = assert_rule_sound(m, "conv-zero-bias", also=("conv-bias-fold",))
+    assert op_counts(result.model) == {kind: 1}
 
 
 def test_conv_zero_bias_not_when_bias_present() -> None:
@@ -160,6 +172,27 @@ def test_conv_scale_fold_not_for_spatially_varying_constant() -> None:
     assert_rule_does_not_fire(m, "conv-scale-fold", also=ZB)
 
 
+@pytest.mark.parametrize("kind,group,co", [("Conv", 1, 4), ("ConvTranspose", 2, 4)])
+def test_conv_scale_fold_not_for_a_reciprocal_of_zero(kind: str, group: int, co: int) -> None:
+    """Conv / c with a 0 in c: div-const-to-mul makes it Conv * Reciprocal(c), an inf in the scale; folded, the
+    weights hold inf and their sums NaN where the original's sum / 0 is +-inf (coremltools real_div case)."""
+    inits = {**conv_inits(co=co, ci=4, group=group, kind=kind), "c": np.array([1.0, 0.0, 2.0, -1.0], np.float32)
+             .reshape(4, 1, 1)}
+    m = model([conv_node(inits, kind=kind, group=group), node("Div", ["conv", "c"], "y")], X, initializers=inits)
+    for rule in ("conv-scale-fold", "conv-div-fold"):
+        assert_rule_does_not_fire(m, rule, also=ZB + ("div-const-to-mul",))
+    result = eqsat.optimize(m, strict=True)  # every rule: the model verifies (infinities where the input has them)
+    assert result.report.verification.ok and op_counts(result.model)[kind] == 1
+
+
+def test_conv_scale_fold_of_a_finite_reciprocal() -> None:
+    """Conv / c with c positive: Conv * Reciprocal(c) has a finite scale (scale-finite-facts) and folds."""
+    inits = {**conv_inits(), "c": rand(4, 1, 1, low=0.5, high=3)}
+    m = model([conv_node(inits), node("Div", ["conv", "c"], "y")], X, initializers=inits)
+    result, fired = optimize_with_rules(m, ["conv-scale-fold", "div-const-to-mul"])
+    assert fired["conv-scale-fold"] > 0 and op_counts(result.model) == {"Conv": 1}
+
+
 @property_settings()
 @given(PROPERTIES["conv-scale-fold"]())
 def test_conv_scale_fold_property(case: RuleCase) -> None:
@@ -215,6 +248,25 @@ def test_conv_bn_fold_float16() -> None:
     assert op_counts(result.model) == {"Conv": 1}
     (conv,) = [n for n in result.model.graph if n.op_type == "Conv"]
     assert conv.inputs[1].const_value.numpy().dtype == np.float16
+
+
+@pytest.mark.parametrize("momentum", [None, 0.99])
+def test_conv_bn_fold_epsilon_zero(momentum: float | None) -> None:
+    """A loaded batch norm with epsilon 0 folds like any (the composed ones are marked by eps 0 AND momentum 1)."""
+    inits = {**conv_inits(), **bn_inits()}
+    attrs = {"epsilon": 0.0, **({"momentum": momentum} if momentum is not None else {})}
+    m = model([conv_node(inits), node("BatchNormalization", ["conv", *BN], "y", **attrs)], X, initializers=inits)
+    assert op_counts(assert_rule_sound(m, "conv-bn-fold", also=ZB).model) == {"Conv": 1}
+
+
+def test_conv_bn_fold_not_on_the_batchnorms_bn_compose_builds() -> None:
+    """Conv * s + t: bn-compose makes it a BatchNormalization(eps 0, momentum 1), which conv-bn-fold leaves to
+    the scale and bias folds (and bn-decompose leaves alone)."""
+    inits = {**conv_inits(), "s": rand(1, 4, 1, 1, low=0.5, high=2), "t": rand(1, 4, 1, 1)}
+    m = model([conv_node(inits), node("Mul", ["conv", "s"], "m"), node("Add", ["m", "t"], "y")], X, initializers=inits)
+    session = saturate_with_rules(m, ["bn-compose", "conv-bn-fold", "bn-decompose", *ZB])
+    fired = session.saturation.rules_fired
+    assert fired["bn-compose"] > 0 and "conv-bn-fold" not in fired and "bn-decompose" not in fired
 
 
 def test_conv_bn_fold_not_after_relu() -> None:
@@ -501,6 +553,28 @@ def test_scale_positive_facts_not_for_negative_constants() -> None:
 @property_settings()
 @given(PROPERTIES["scale-positive-facts"]())
 def test_scale_positive_facts_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_scale_finite_facts_let_a_batchnorm_scale_fold() -> None:
+    """BatchNormalization(Relu(Conv)): gamma / sqrt(var + eps) is finite (derived: a positive divisor), so the
+    scale that passes the Relu folds into the conv."""
+    inits = {**conv_inits(), **bn_inits()}
+    m = model([conv_node(inits), node("Relu", ["conv"], "r"), node("BatchNormalization", ["r", *BN], "y")], X,
+              initializers=inits)
+    also = ("bn-decompose", "scale-through-relu", "conv-scale-fold")
+    result = assert_rule_sound(m, "scale-finite-facts", also=also)
+    assert "BatchNormalization" not in op_counts(result.model) and op_counts(result.model)["Conv"] == 1
+
+
+def test_scale_finite_facts_not_for_infinities() -> None:
+    m = model([node("Mul", ["x", "c"], "y")], X, initializers={"c": np.array(np.inf, np.float32)})
+    assert_rule_does_not_fire(m, "scale-finite-facts")
+
+
+@property_settings()
+@given(PROPERTIES["scale-finite-facts"]())
+def test_scale_finite_facts_property(case: RuleCase) -> None:
     case.check()
 
 

@@ -97,6 +97,21 @@ def test_identity_constant_removed(rule: str, op: str, value: float, dtype: str)
 
 
 @pytest.mark.parametrize("rule,op,value", [("sub-zero", "Sub", 0.0), ("div-one", "Div", 1.0)])
+@pytest.mark.parametrize("shape", [(2, 3), (3,), (2, 1)])
+def test_identity_constant_removed_for_a_tensor_of_them(rule: str, op: str, value: float, shape: tuple) -> None:
+    """zeros / ones vectors (the `splat` fact), not only single elements."""
+    m = model([node("Relu", ["x"], "r"), node(op, ["r", "k"], "y")], [("x", "FLOAT", (2, 3))],
+              initializers={"k": np.full(shape, value, np.float32)})
+    assert op_counts(assert_rule_sound(m, rule).model) == {"Relu": 1}
+
+
+@pytest.mark.parametrize("rule,op,value", [("sub-zero", "Sub", 0.0), ("div-one", "Div", 1.0)])
+def test_identity_constant_not_for_a_mixed_tensor(rule: str, op: str, value: float) -> None:
+    m = model([node(op, ["x", "k"], "y")], X, initializers={"k": np.array([value, value, value, 2.0], np.float32)})
+    assert_rule_does_not_fire(m, rule)
+
+
+@pytest.mark.parametrize("rule,op,value", [("sub-zero", "Sub", 0.0), ("div-one", "Div", 1.0)])
 def test_identity_constant_not_when_it_broadcasts(rule: str, op: str, value: float) -> None:
     """x (3,) - zeros (2, 1, 1) has shape (2, 1, 3): not x."""
     m = model([node(op, ["x", "k"], "y")], [("x", "FLOAT", (3,))], initializers={"k": np.full((2, 1, 1), value, np.float32)})
@@ -117,6 +132,137 @@ def test_sub_zero_property(case: RuleCase) -> None:
 @property_settings()
 @given(PROPERTIES["div-one"]())
 def test_div_one_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- pow-one, or-false, and-true ----
+
+@pytest.mark.parametrize("k", [np.array(1.0, np.float32), np.array([1], np.int64), np.ones((3, 4), np.float32)])
+def test_pow_one_removed(k: np.ndarray) -> None:
+    m = model([node("Relu", ["x"], "r"), node("Pow", ["r", "k"], "y")], X, initializers={"k": k})
+    assert op_counts(assert_rule_sound(m, "pow-one").model) == {"Relu": 1}
+
+
+@pytest.mark.parametrize("k", [np.array(2.0, np.float32), np.array([1.0, 1.0, 1.0, 0.5], np.float32),
+                               np.ones((5, 1, 1, 1), np.float32)])
+def test_pow_one_not(k: np.ndarray) -> None:
+    """Another exponent, a mixed one, or ones that broadcast x to a larger shape."""
+    m = model([node("Pow", ["x", "k"], "y")], X, initializers={"k": k})
+    assert_rule_does_not_fire(m, "pow-one")
+
+
+def test_pow_one_not_for_one_to_the_x() -> None:
+    m = model([node("Pow", ["k", "x"], "y")], X, initializers={"k": np.array(1.0, np.float32)})
+    assert_rule_does_not_fire(m, "pow-one")
+
+
+B = [("x", "BOOL", (2, 3))]
+
+
+@pytest.mark.parametrize("rule,op,value", [("or-false", "Or", False), ("and-true", "And", True)])
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
+@pytest.mark.parametrize("const_first", [False, True])
+def test_logical_identity_removed(rule: str, op: str, value: bool, shape: tuple, const_first: bool) -> None:
+    inputs = ["k", "n"] if const_first else ["n", "k"]
+    m = model([node("Not", ["x"], "n"), node(op, inputs, "y")], B, initializers={"k": np.full(shape, value)})
+    assert op_counts(assert_rule_sound(m, rule).model) == {"Not": 1}
+
+
+@pytest.mark.parametrize("rule,op,value", [("or-false", "Or", False), ("and-true", "And", True)])
+def test_logical_identity_not(rule: str, op: str, value: bool) -> None:
+    """The absorbing value (x or true is true), a mixed constant, or one that broadcasts x."""
+    for k in (np.array(not value), np.array([value, value, not value]), np.full((4, 2, 3), value)):
+        m = model([node(op, ["x", "k"], "y")], B, initializers={"k": k})
+        assert_rule_does_not_fire(m, rule)
+
+
+@property_settings()
+@given(PROPERTIES["pow-one"]())
+def test_pow_one_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["or-false"]())
+def test_or_false_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["and-true"]())
+def test_and_true_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- mul-neg-one, mul-scalar-reassoc, add-scaled-last ----
+
+@pytest.mark.parametrize("k", [np.array(-1.0, np.float32), np.full((3, 4), -1.0, np.float32)])
+@pytest.mark.parametrize("const_first", [False, True])
+def test_mul_neg_one(k: np.ndarray, const_first: bool) -> None:
+    m = model([node("Relu", ["x"], "r"), node("Mul", ["k", "r"] if const_first else ["r", "k"], "y")], X,
+              initializers={"k": k})
+    assert op_counts(assert_rule_sound(m, "mul-neg-one").model) == {"Relu": 1, "Neg": 1}
+
+
+@pytest.mark.parametrize("k", [np.array(-2.0, np.float32), np.array([-1.0, -1.0, -1.0, 1.0], np.float32),
+                               np.full((5, 2, 3, 4), -1.0, np.float32)])
+def test_mul_neg_one_not(k: np.ndarray) -> None:
+    """Another factor, a mixed tensor, or -1s that broadcast x to a larger shape."""
+    assert_rule_does_not_fire(model([node("Mul", ["x", "k"], "y")], X, initializers={"k": k}), "mul-neg-one")
+
+
+@property_settings()
+@given(PROPERTIES["mul-neg-one"]())
+def test_mul_neg_one_property(case: RuleCase) -> None:
+    case.check()
+
+
+@pytest.mark.parametrize("inner_first", [False, True])
+def test_mul_scalar_reassoc(inner_first: bool) -> None:
+    """a * (b * 0.5) and (a * 0.5) * b both get (a * b) * 0.5."""
+    inner = node("Mul", ["b", "k"] if not inner_first else ["a", "k"], "m")
+    outer = node("Mul", ["a", "m"] if not inner_first else ["m", "b"], "y")
+    m = model([inner, outer], [("a", "FLOAT", (2, 3)), ("b", "FLOAT", (2, 3))],
+              initializers={"k": np.array(0.5, np.float32)})
+    session = saturate_with_rules(m, ["mul-scalar-reassoc"])
+    assert session.saturation.rules_fired["mul-scalar-reassoc"] > 0
+    assert_rule_sound(m, "mul-scalar-reassoc")
+
+
+@pytest.mark.parametrize("k,b_shape", [(np.array([0.5, 2.0, 1.0], np.float32), (2, 3)),
+                                       (np.array(0.5, np.float32), (1, 3))])
+def test_mul_scalar_reassoc_not(k: np.ndarray, b_shape: tuple) -> None:
+    """A vector factor (not a single element), or a b that broadcasts (a * b would change shape)."""
+    m = model([node("Mul", ["b", "k"], "m"), node("Mul", ["a", "m"], "y")],
+              [("a", "FLOAT", (2, 3)), ("b", "FLOAT", b_shape)], initializers={"k": k})
+    assert_rule_does_not_fire(m, "mul-scalar-reassoc")
+
+
+@property_settings()
+@given(PROPERTIES["mul-scalar-reassoc"]())
+def test_mul_scalar_reassoc_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_add_scaled_last() -> None:
+    m = model([node("Mul", ["p", "k"], "pk"), node("Add", ["pk", "x"], "y")], [("p", "FLOAT", (2, 3)),
+              ("x", "FLOAT", (2, 3))], initializers={"k": np.array(0.25, np.float32)})
+    session = saturate_with_rules(m, ["add-scaled-last"])
+    assert session.saturation.rules_fired["add-scaled-last"] > 0
+    assert_rule_sound(m, "add-scaled-last")
+
+
+@pytest.mark.parametrize("k_shape,p_shape", [((3,), (2, 3)), ((), (1, 3))])
+def test_add_scaled_last_not(k_shape: tuple, p_shape: tuple) -> None:
+    """A tensor factor, or a scaled term that broadcasts."""
+    m = model([node("Mul", ["p", "k"], "pk"), node("Add", ["pk", "x"], "y")], [("p", "FLOAT", p_shape),
+              ("x", "FLOAT", (2, 3))], initializers={"k": np.full(k_shape, 0.25, np.float32)})
+    assert_rule_does_not_fire(m, "add-scaled-last")
+
+
+@property_settings()
+@given(PROPERTIES["add-scaled-last"]())
+def test_add_scaled_last_property(case: RuleCase) -> None:
     case.check()
 
 

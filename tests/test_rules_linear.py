@@ -60,7 +60,8 @@ def test_matmul_add_to_gemm_constant_first() -> None:
 def _linear_operands(case: str) -> tuple[dict[str, np.ndarray], list]:
     """Initializers and inputs of a - (3, 4) @ b (4, 5) with a constant c (5,) - or the named variant
     that must keep a MatMul and its c apart: int32 (valid ONNX from opset 11, but ONNX Runtime has no
-    integer Gemm kernel), 3d, runtime-b, runtime-c, enlarging (a c that broadcasts the product up)."""
+    integer Gemm kernel), 3d, runtime-b (a graph input: Gemm takes it), runtime-3d-b, runtime-c, enlarging
+    (a c that broadcasts the product up)."""
     inits = {"b": rand(4, 5), "c": rand(5)}
     inputs = A
     if case == "int32":
@@ -71,6 +72,9 @@ def _linear_operands(case: str) -> tuple[dict[str, np.ndarray], list]:
     if case == "runtime-b":
         inits.pop("b")
         inputs = A + [("b", "FLOAT", (4, 5))]
+    if case == "runtime-3d-b":
+        inits.pop("b")
+        inputs = A + [("b", "FLOAT", (2, 4, 5))]
     if case == "runtime-c":
         inits.pop("c")
         inputs = A + [("c", "FLOAT", (5,))]
@@ -79,7 +83,16 @@ def _linear_operands(case: str) -> tuple[dict[str, np.ndarray], list]:
     return inits, inputs
 
 
-@pytest.mark.parametrize("case", ["3d", "runtime-b", "const-minus", "enlarging", "int32"])
+@pytest.mark.parametrize("op", ["Add", "Sub"])
+def test_matmul_add_to_gemm_with_runtime_weights(op: str) -> None:
+    """B a graph input (2-D, float): Gemm(A, B, c) is A B + c for any B."""
+    inits, inputs = _linear_operands("runtime-b")
+    m = model([node("MatMul", ["a", "b"], "mm"), node(op, ["mm", "c"], "y")], inputs, initializers=inits)
+    assert_rule_sound(m, "matmul-add-to-gemm")
+    assert op_counts(fewest_ops(m, ["matmul-add-to-gemm"])) == {"Gemm": 1}
+
+
+@pytest.mark.parametrize("case", ["3d", "runtime-3d-b", "const-minus", "enlarging", "int32"])
 def test_matmul_add_to_gemm_not(case: str) -> None:
     inits, inputs = _linear_operands(case)
     add = node("Sub", ["c", "mm"], "y") if case == "const-minus" else node("Add", ["mm", "c"], "y")
@@ -214,7 +227,13 @@ def test_const_minus_gemm_negates_alpha(with_c: bool, alpha: float, beta: float)
     assert gemm_attribute(result.model, "alpha") == -alpha and gemm_attribute(result.model, "beta") == 1.0
 
 
-@pytest.mark.parametrize("case", ["not-linear", "3d", "runtime-b", "enlarging", "runtime-c", "linear-minus-c",
+def test_const_minus_linear_with_runtime_weights() -> None:
+    inits, inputs = _linear_operands("runtime-b")
+    m = model([node("MatMul", ["a", "b"], "lin"), node("Sub", ["c", "lin"], "y")], inputs, initializers=inits)
+    assert op_counts(assert_rule_sound(m, "const-minus-linear").model) == {"Gemm": 1}
+
+
+@pytest.mark.parametrize("case", ["not-linear", "3d", "runtime-3d-b", "enlarging", "runtime-c", "linear-minus-c",
                                   "int32"])
 def test_const_minus_linear_not(case: str) -> None:
     inits, inputs = _linear_operands(case)

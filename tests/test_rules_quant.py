@@ -170,6 +170,30 @@ def test_qdq_zero_point_default_canonicalizes_and_lets_pairs_cancel() -> None:
     assert_rule_sound(m, "qdq-zero-point-default", also=("qdq-cancel",))
 
 
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+def test_qdq_zero_point_default_per_axis_zeros(qtype) -> None:
+    """A per-axis zero point of zeros (the `splat` fact) is the default too: DQ always, Q when it is uint8."""
+    s = np.linspace(0.01, 0.1, 3, dtype=np.float32)
+    m = model([node("DequantizeLinear", ["x", "s", "z"], "dq", axis=1), node("Relu", ["dq"], "r"),
+               node("QuantizeLinear", ["r", "s", "zq"], "y", axis=1)], [("x", "UINT8", (2, 3, 4))],
+              initializers={"s": s, "z": np.zeros(3, np.uint8), "zq": np.zeros(3, qtype)})
+    session = saturate_with_rules(m, ["qdq-zero-point-default"])
+    g = session.egraph
+    defaults = {n.op for n in g.nodes if n.op in ("QuantizeLinear", "DequantizeLinear")
+                and g.node(g.eclass(n.children[2]).nodes[0]).op == "Absent"}
+    assert defaults == ({"DequantizeLinear", "QuantizeLinear"} if qtype == np.uint8 else {"DequantizeLinear"})
+    result, _ = optimize_with_rules(m, ["qdq-zero-point-default"])  # the cpu's tie_break: fewer inputs win
+    inputs = {n.op_type: len(n.inputs) for n in result.model.graph}
+    assert inputs == {"DequantizeLinear": 2, "Relu": 1, "QuantizeLinear": 2 if qtype == np.uint8 else 3}
+    assert_rule_sound(m, "qdq-zero-point-default")
+
+
+def test_qdq_zero_point_default_not_for_a_mixed_per_axis_zero_point() -> None:
+    m = model([node("DequantizeLinear", ["x", "s", "z"], "y", axis=1)], [("x", "UINT8", (2, 3, 4))],
+              initializers={"s": np.linspace(0.01, 0.1, 3, dtype=np.float32), "z": np.array([0, 0, 1], np.uint8)})
+    assert_rule_does_not_fire(m, "qdq-zero-point-default")
+
+
 @pytest.mark.parametrize("zp,dtype", [(0, np.int8), (5, np.uint8)])
 def test_qdq_zero_point_default_not_for_int8_or_nonzero_quantize(zp: int, dtype) -> None:
     """An absent zero point means uint8 0: an int8 zero point (other output type) or 5 is not that."""

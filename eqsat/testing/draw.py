@@ -68,20 +68,25 @@ def binary_const(draw: Callable, st: Any, g: DrawnGraph, a: str, shape: tuple[in
     return g.node(op, [f"{out}_c", a] if const_first else [a, f"{out}_c"], out)
 
 
-def neutral_element(rule: str, op: str, value: float, *,
-                     commutative: bool = True) -> Callable[[], "SearchStrategy[RuleCase]"]:
-    """x op k for k filled with the neutral `value` (on either side when `commutative`), -0.0 included."""
+def neutral_element(rule: str, op: str, value: float, *, commutative: bool = True,
+                     dtypes: tuple[str, ...] = ("FLOAT", "DOUBLE", "FLOAT16", "INT32", "INT64"),
+                     k_dtypes: tuple[str, ...] | None = None) -> Callable[[], "SearchStrategy[RuleCase]"]:
+    """x op k for k filled with the neutral `value` (on either side when `commutative`), -0.0 included: a
+    single element, or a tensor (a `splat`) that broadcasts to x's shape without growing it. k has x's
+    dtype, or one of `k_dtypes` (Pow's exponent)."""
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         shape = draw(shapes(0, 4, 3))
-        dtype = draw(st.sampled_from(("FLOAT", "DOUBLE", "FLOAT16", "INT32", "INT64")))
+        dtype = draw(st.sampled_from(dtypes))
         g = DrawnGraph()
         x = g.input("x", draw(arrays(dtype, shape)))
-        if draw(st.booleans()):
+        if draw(st.booleans()) and dtype != "BOOL":
             x = g.node("Abs", [x], "ax")
         k = draw(st.integers(0, len(shape)))
-        neutral = -0.0 if value == 0.0 and dtype in ("FLOAT", "DOUBLE") and draw(st.booleans()) else value
-        g.inits["k"] = np.full((1,) * k, neutral, numpy_dtype(dtype))
+        k_shape = tuple(d if draw(st.booleans()) else 1 for d in shape[len(shape) - k:])  # 1 or x's dim
+        k_dtype = draw(st.sampled_from(k_dtypes)) if k_dtypes else dtype
+        neutral = -0.0 if value == 0.0 and k_dtype in ("FLOAT", "DOUBLE") and draw(st.booleans()) else value
+        g.inits["k"] = np.full(k_shape, neutral, numpy_dtype(k_dtype))
         g.node(op, ["k", x] if commutative and draw(st.booleans()) else [x, "k"], "y")
         return g.case(rule, ["y"])
 

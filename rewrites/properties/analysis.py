@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
 import onnx.helper as oh
 
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
@@ -66,12 +67,26 @@ def _shape_concat_split(draw: Callable, st: Any) -> RuleCase:
     return g.case("shape-concat-split", ["y"])
 
 
+@rule_case
+def _splat_facts(draw: Callable, st: Any) -> RuleCase:
+    """x op k, k a single-element neutral element (Add 0, Mul 1) that does not grow x: the identity rule needs
+    the splat fact this rule gives a Scalar."""
+    shape = draw(shapes(1, 4, 3))
+    op, value = draw(st.sampled_from((("Add", 0.0), ("Mul", 1.0))))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape)))
+    g.inits["k"] = np.full((1,) * draw(st.integers(0, len(shape))), value, np.float32)
+    g.node(op, [x, "k"], "y")
+    return g.case("splat-facts", ["y"], also=("add-zero", "mul-one"))
+
+
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "shape-unary": _analysis_case("shape-unary", "unary"),
     "shape-binary": _analysis_case("shape-binary", "binary"),
     "shape-transpose": _analysis_case("shape-transpose", "transposed-constant"),
     "constant-terms": _analysis_case("constant-terms", "transposed-constant"),
+    "splat-facts": _splat_facts,
 }
 #: Properties checked with static shapes only.
 STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {

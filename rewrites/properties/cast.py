@@ -89,6 +89,24 @@ def _cast_int_truncate_chain(draw: Callable, st: Any) -> RuleCase:
 
 
 @rule_case
+def _cast_int_via_float_to_half(draw: Callable, st: Any) -> RuleCase:
+    """Integers over their whole range, with values around 2^24 (where FLOAT rounds) and 65504/65520 (where
+    FLOAT16 overflows)."""
+    d = draw(st.sampled_from(("INT32", "UINT32", "INT64")))
+    shape = draw(shapes(1, 3, 4))
+    g = DrawnGraph()
+    x = np.asarray(draw(arrays(d, shape, -3e9, 3e9)))
+    edges = np.array([65504, 65519, 65520, 2 ** 24 + 1, 2 ** 24 - 1, 2049, 2047, -65520, -(2 ** 24 + 3)])
+    k = draw(st.integers(0, x.size))
+    flat = x.reshape(-1)
+    flat[:k] = np.resize(edges, k).astype(x.dtype)  # negative edges wrap for unsigned: still integers
+    g.input("x", x)
+    g.node("Cast", ["x"], "c1", to=onnx_elem_type(draw(st.sampled_from(("FLOAT", "DOUBLE")))))
+    g.node("Cast", ["c1"], "y", to=onnx.TensorProto.FLOAT16)
+    return g.case("cast-int-via-float-to-half", ["y"])
+
+
+@rule_case
 def _cast_sink_reshape(draw: Callable, st: Any) -> RuleCase:
     shape = draw(shapes(1, 3, 3))
     g = DrawnGraph()
@@ -130,6 +148,7 @@ def _cast_fp16_arith(draw: Callable, st: Any) -> RuleCase:
 
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
+    "cast-int-via-float-to-half": _cast_int_via_float_to_half,
     "cast-noop": _cast_noop,
     "cast-chain-lossless": _cast_chain_lossless,
     "cast-fp16-roundtrip": _cast_fp16_roundtrip,

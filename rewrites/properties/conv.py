@@ -96,11 +96,17 @@ def draw_conv(draw: Callable, *, kind: str | None = None, dtype: str | None = No
     return spec
 
 
-def add_conv(draw: Callable, g: DrawnGraph, spec: ConvSpec, x: str, y: str, *, bias: bool | None = None) -> str:
-    """y = spec.kind(x, W, [B]) with drawn weights (and a bias when `bias`, drawn when None)."""
+def add_conv(draw: Callable, g: DrawnGraph, spec: ConvSpec, x: str, y: str, *, bias: bool | None = None,
+             runtime_weights: bool = False) -> str:
+    """y = spec.kind(x, W, [B]) with drawn weights (and a bias when `bias`, drawn when None); W a graph input
+    when `runtime_weights`."""
     st = hypothesis_strategies()
     dt = numpy_dtype(spec.dtype)
-    g.inits[f"{y}_w"] = draw(float_arrays(spec.w_shape, dt, -1.0, 1.0))
+    weights = draw(float_arrays(spec.w_shape, dt, -1.0, 1.0))
+    if runtime_weights:
+        g.input(f"{y}_w", np.asarray(weights))
+    else:
+        g.inits[f"{y}_w"] = weights
     inputs = [x, f"{y}_w"]
     if bias if bias is not None else draw(st.booleans()):
         g.inits[f"{y}_b"] = draw(float_arrays((spec.co,), dt, -1.0, 1.0))
@@ -134,14 +140,15 @@ def _conv_zero_bias(draw: Callable, st: Any) -> RuleCase:
     spec = draw_conv(draw)
     g = DrawnGraph()
     x = float_input(draw, g, "x", spec.x_shape, spec.dtype)
-    add_conv(draw, g, spec, x, "conv", bias=False)
-    then = draw(st.sampled_from(("Add", "Sub", "Mul", "Div", "BatchNormalization")))
+    runtime = draw(st.integers(0, 3)) == 0  # W a graph input: the bias folds hold for any W
+    add_conv(draw, g, spec, x, "conv", bias=False, runtime_weights=runtime)
+    then = draw(st.sampled_from(("Add", "Sub") if runtime else ("Add", "Sub", "Mul", "Div", "BatchNormalization")))
     if then == "BatchNormalization":
         g.node(then, ["conv", *_bn_params(draw, g, spec.co, spec.dtype)], "y")
         return g.case("conv-zero-bias", ["y"], also=("conv-bn-fold",))
     g.inits["c"] = draw_constant(draw, draw(st.sampled_from(channel_shapes(spec.rank, spec.co))), spec.dtype,
                                  positive=then == "Div")
-    g.node(then, ["c", "conv"] if then == "Sub" and draw(st.booleans()) else ["conv", "c"], "y")
+    g.node(then, ["c", "conv"] if then == "Sub" and draw(st.booleans()) and not runtime else ["conv", "c"], "y")
     return g.case("conv-zero-bias", ["y"], also=("conv-bias-fold", "conv-scale-fold", "conv-div-fold"))
 
 
@@ -178,8 +185,9 @@ def _conv_bn_fold(draw: Callable, st: Any) -> RuleCase:
     g = DrawnGraph()
     x = float_input(draw, g, "x", spec.x_shape, spec.dtype)
     add_conv(draw, g, spec, x, "conv")
-    eps = draw(st.sampled_from((1e-5, 1e-3, 0.1)))
-    g.node("BatchNormalization", ["conv", *_bn_params(draw, g, spec.co, spec.dtype)], "y", epsilon=eps)
+    eps = draw(st.sampled_from((1e-5, 1e-3, 0.1, 0.0)))  # eps 0: folds too (the composed mark is eps 0, momentum 1)
+    g.node("BatchNormalization", ["conv", *_bn_params(draw, g, spec.co, spec.dtype)], "y", epsilon=eps,
+           **({"momentum": draw(st.sampled_from((0.9, 0.99)))} if draw(st.booleans()) else {}))
     return g.case("conv-bn-fold", ["y"], also=ZERO_BIAS)
 
 
@@ -322,6 +330,7 @@ def _analysis_fact(rule: str) -> Callable[[], Any]:
     backward fold builds t * c, whose shape (that of t) comes from this rule, and folds it into the bias.
     scale-positive-facts: BatchNormalization(Relu(Conv)) with gamma > 0: its decomposition scales by
     gamma / sqrt(var + eps), positive by this rule, which then passes through the Relu into the conv.
+    scale-finite-facts: the same graph: that scale is finite (a positive divisor) by this rule, so it folds.
     """
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
@@ -399,4 +408,5 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "conv-merge-epilogue": _conv_merge("conv-merge-epilogue"),
     "scale-broadcast-shape": _analysis_fact("scale-broadcast-shape"),
     "scale-positive-facts": _analysis_fact("scale-positive-facts"),
+    "scale-finite-facts": _analysis_fact("scale-finite-facts"),
 }

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
-from eqsat.testing.draw import neutral_element
+from eqsat.testing.draw import CONST_LAST, neutral_element
 from eqsat.testing.models import numpy_dtype
 from eqsat.testing.strategies import arrays, broadcastable_shapes, float_arrays, shapes
 
@@ -72,6 +72,36 @@ def _logical_self(draw: Callable, st: Any) -> RuleCase:
     return g.case("logical-self", ["y"])
 
 
+@rule_case
+def _mul_scalar_reassoc(draw: Callable, st: Any) -> RuleCase:
+    """a * (b * c) or (a * c) * b (each product either operand order) for a single-element c."""
+    shape = draw(shapes(0, 4, 3))
+    dtype = draw(st.sampled_from(("FLOAT", "DOUBLE")))
+    g = DrawnGraph()
+    a = g.input("a", draw(arrays(dtype, shape, -4, 4)))
+    b = g.input("b", draw(arrays(dtype, shape, -4, 4)))
+    g.inits["c"] = np.full((1,) * draw(st.integers(0, len(shape))), draw(st.sampled_from((0.5, -3.0, 0.7071))),
+                           numpy_dtype(dtype))
+    inner_b = draw(st.booleans())
+    m = g.node("Mul", [b if inner_b else a, "c"] if draw(st.booleans()) else ["c", b if inner_b else a], "m")
+    other = a if inner_b else b
+    g.node("Mul", [other, m] if draw(st.booleans()) else [m, other], "y")
+    return g.case("mul-scalar-reassoc", ["y"], also=CONST_LAST)
+
+
+@rule_case
+def _add_scaled_last(draw: Callable, st: Any) -> RuleCase:
+    shape = draw(shapes(0, 4, 3))
+    dtype = draw(st.sampled_from(("FLOAT", "FLOAT16", "INT32")))
+    g = DrawnGraph()
+    p = g.input("p", draw(arrays(dtype, shape, -4, 4)))
+    x = g.input("x", draw(arrays(dtype, shape, -4, 4)))
+    g.inits["c"] = np.full((1,) * draw(st.integers(0, len(shape))), 3, numpy_dtype(dtype))
+    pc = g.node("Mul", [p, "c"] if draw(st.booleans()) else ["c", p], "pc")
+    g.node("Add", [pc, x], "y")
+    return g.case("add-scaled-last", ["y"], also=CONST_LAST)
+
+
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "div-const-to-mul": _div_const_to_mul,
@@ -80,4 +110,11 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "neg-neg": _neg_neg,
     "where-not-swap": _where_not_swap,
     "logical-self": _logical_self,
+    "mul-neg-one": neutral_element("mul-neg-one", "Mul", -1.0),
+    "mul-scalar-reassoc": _mul_scalar_reassoc,
+    "add-scaled-last": _add_scaled_last,
+    "pow-one": neutral_element("pow-one", "Pow", 1.0, commutative=False, dtypes=("FLOAT", "DOUBLE", "INT32", "INT64"),
+                               k_dtypes=("FLOAT", "INT64", "INT32")),
+    "or-false": neutral_element("or-false", "Or", 0.0, dtypes=("BOOL",)),
+    "and-true": neutral_element("and-true", "And", 1.0, dtypes=("BOOL",)),
 }

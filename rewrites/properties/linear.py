@@ -51,7 +51,11 @@ def _linear(rule: str) -> Callable[[], Any]:
         else:
             a = float_input(draw, g, "a", (m, k), dtype)
         if "Gemm" not in [nd.op_type for nd in g.nodes]:
-            g.inits["b"] = np.asarray(draw(float_arrays((k, n), dt, -1.0, 1.0)))
+            b = np.asarray(draw(float_arrays((k, n), dt, -1.0, 1.0)))
+            if rule == "matmul-add-to-gemm" and draw(st.booleans()):  # weights a graph input: Gemm takes any B
+                g.input("b", b)
+            else:
+                g.inits["b"] = b
             g.node("MatMul", [a, "b"], "lin")
         out_rank = len(g.feeds[a].shape) if rule == "matmul-scale-fold" else 2
         if rule in ("matmul-add-to-gemm", "gemm-bias-fold"):

@@ -74,6 +74,12 @@ def _qdq_zero_point_default(draw: Callable, st: Any) -> RuleCase:
         x = g.input("x", draw(float_arrays(shape, np.float32, -4, 4)))
         g.inits["z"] = np.zeros((1,) * draw(st.integers(0, 1)), np.uint8)
         g.node("QuantizeLinear", [x, "s", "z"], "y")
+    elif len(shape) > 1 and draw(st.booleans()):  # per-axis: a vector of zeros along axis 1
+        qtype = draw(st.sampled_from(("INT8", "UINT8")))
+        x = g.input("x", draw(arrays(qtype, shape, -128, 255)))
+        g.inits["s"] = np.linspace(0.01, 0.1, shape[1], dtype=np.float32)
+        g.inits["z"] = np.zeros(shape[1], numpy_dtype(qtype))
+        g.node("DequantizeLinear", [x, "s", "z"], "y", axis=1)
     else:
         qtype = draw(st.sampled_from(("INT8", "UINT8", "INT32")))
         x = g.input("x", draw(arrays(qtype, shape, -128, 255)))
