@@ -252,9 +252,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_command() -> None:
-    """The `eqsat` executable (and `python -m eqsat`): `main` in a process of its own."""
+    """The `eqsat` executable (and `python -m eqsat`): `main` in a process of its own, which ends without the
+    interpreter's teardown once everything is written and flushed (freeing the e-graphs and the imported
+    modules took ~0.3 s of a 1.5 s run; the output file is complete, written atomically, before)."""
     _load_egglog_bindings_alone()
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, ValueError):  # a closed pipe or stream: nothing more can be said
+        code = code or 1
+    os._exit(code)
 
 
 def _load_egglog_bindings_alone() -> None:

@@ -541,3 +541,22 @@ def test_cli_drops_the_unsound_rule_with_a_warning(monkeypatch: pytest.MonkeyPat
     stderr = capsys.readouterr().err
     assert stderr.startswith(f"eqsat: error: {source}: verification failed on output 'y'") and not out.exists()
     assert stderr.rstrip().endswith("rerun with --bisect to find the rule responsible; output not written")
+
+
+def test_the_command_in_a_process_of_its_own(tmp_path: Path) -> None:
+    """`python -m eqsat` (eqsat.cli.run_command) ends without the interpreter's teardown: its exit code, its
+    flushed output and the written model must be exactly what `main` produced."""
+    import subprocess
+    import sys
+
+    nodes = [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Relu", ["r"], ["y"])]
+    source = tmp_path / "in.onnx"
+    onnx.save(build_model(nodes, [("x", TP.FLOAT, [2, 3])], [("y", TP.FLOAT, [2, 3])]), source)
+    out = tmp_path / "out.onnx"
+    done = subprocess.run([sys.executable, "-m", "eqsat", "optimize", str(source), "-o", str(out),
+                           "--report-json", "-"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["nodes_after"] == 1 and len(onnx.load(out).graph.node) == 1
+    missing = subprocess.run([sys.executable, "-m", "eqsat", "optimize", str(tmp_path / "no.onnx"), "-o", str(out)],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no such file" in missing.stderr
