@@ -48,7 +48,8 @@ per node id) to cost a whole e-graph at once; `node_costs()` below uses it when 
   `types`, or a nonzero zero point when `symmetric`, is not taken natively: `other = "unsupported"` costs it as
   an unsupported op (never absorbed by a QDQ unit), `other = "convert"` adds one conversion pass (a launch,
   reading and writing the quantized tensor). Zero points are read from Scalar/Absent leaves; a zero point held
-  as a tensor (per channel) is taken as zero. Targets without the section take every type.
+  as a tensor (per channel) is taken as zero, one computed at lowering (a per-axis zero point shifted into the
+  other 8-bit type) as nonzero. Targets without the section take every type.
 - tie-breaker (`tie_break`, seconds, 0 by default): added to a kernel per tensor input it reads (a DQ with an
   explicit zero point 0 reads one more than the default's), twice for a constant input computed at lowering
   (a Reciprocal(c): one more initializer than c itself, so Div(x, c) beats Mul(x, Reciprocal(c))): among
@@ -547,9 +548,12 @@ def _tensor_inputs(g: EGraph, n: ENode) -> list[int]:
 
 
 def _zero_point(g: EGraph, n: ENode) -> float | None:
-    """The zero point of a Q/DQ node: 0 when absent, the value of a Scalar leaf, else None (a tensor)."""
+    """The zero point of a Q/DQ node: 0 when absent, the value of a Scalar leaf, NaN (not known to be 0) when
+    lowering computes it (a per-axis zero point shifted into the other 8-bit type), else None (a tensor)."""
     if len(n.children) < 3:
         return 0.0
+    if _computed(g, n.children[2]):
+        return math.nan
     for m in g.classes[n.children[2]].nodes:
         leaf = g.nodes[m]
         if leaf.op == "Absent":

@@ -11,9 +11,10 @@ across layout ops (so that pairs meet), rescale chains merged, and the lossy rew
     QuantizeLinear(Transpose(x, p), s, z)                    -> Transpose(QuantizeLinear(x, s, z), p)     s per tensor
     Reshape(DequantizeLinear(x, s, z), shape)                -> DequantizeLinear(Reshape(x, shape), s, z) s per tensor
     QuantizeLinear(Reshape(x, shape), s, z)                  -> Reshape(QuantizeLinear(x, s, z), shape)   s per tensor
-    DequantizeLinear(QuantizeLinear(x, s, 128 UINT8, a), s, 128 UINT8, a)
-                                                             <-> DequantizeLinear(QuantizeLinear(x, s, 0 INT8, a), s, 0 INT8, a)
-    DequantizeLinear(W, s, 128 UINT8, a)                     -> DequantizeLinear(Cast(Cast(W, INT32) - 128, INT8), s, 0 INT8, a)
+    DequantizeLinear(QuantizeLinear(x, s, z UINT8, a), s, z UINT8, a)
+                                                             <-> DequantizeLinear(QuantizeLinear(x, s, z - 128 INT8, a), s, z - 128 INT8, a)
+                                                                any 8-bit z (uint8 0 <-> int8 -128), per tensor or per axis
+    DequantizeLinear(W, s, z UINT8, a)                       -> DequantizeLinear(Cast(Cast(W, INT32) - 128, INT8), s, z - 128 INT8, a)
                                                                 W a uint8 constant (folded when lowered)
     DequantizeLinear(QuantizeLinear(DequantizeLinear(x, s1, z1), s2, z2), s2, z2) -> DequantizeLinear(x, s1, z1)
                                                                 s1 = k s2 (k a positive integer), the middle clamp never
@@ -39,9 +40,9 @@ per-tensor Q/DQ across Transpose/Reshape is exact (elementwise with one scale an
 scales would need their axis remapped and are left alone. Q/DQ never fold as constants (see
 `eqsat.egraph.NEVER_CONSTANT`): weight DQ nodes stay for the runtimes' QDQ fusions.
 
-Why the zero-point shift is exact: with r = round(x / s), Q to uint8 with zero point 128 stores
-clamp(r + 128, 0, 255) and Q to int8 with zero point 0 stores clamp(r, -128, 127): the same clamp of r to
-[-128, 127], offset by 128. DQ subtracts the zero point again, so both pairs give the same integer n times
+Why the zero-point shift is exact: with r = round(x / s), Q to uint8 with zero point z stores
+clamp(r + z, 0, 255) and Q to int8 with zero point z - 128 stores clamp(r + z - 128, -128, 127): the same
+clamp, offset by 128 (per axis: per channel, the same). DQ subtracts the zero point again, so both pairs give the same integer n times
 the same s: bit-identical, NaN and infinities included (ONNX Runtime and onnx.reference saturate them alike in
 both types). The rule matches the DQ-of-Q pair, never a lone Q or DQ (that would change the type a neighbour
 sees): a Q that something else also reads (a graph output, an opaque op) stays for that reader, and the DQ's
@@ -109,8 +110,10 @@ def _dq_q_drop() -> tuple:
     return tuple(rules)
 
 
-#: The zero points of the shift: (value, type) on the uint8 side and on the int8 side.
-SHIFTED = ((128.0, "UINT8"), (0.0, "INT8"))
+#: The shift between the 8-bit types: uint8 zero point z and int8 zero point z - 128 give the same pair.
+SHIFT = 128.0
+#: (type, twin type, how the twin's zero point is computed from z and SHIFT).
+SHIFTS = (("UINT8", "INT8", "-", "Sub"), ("INT8", "UINT8", "+", "Add"))
 
 
 def _scalar_facts(var: str, value: str, qtype: str, shape: str) -> str:
@@ -118,28 +121,46 @@ def _scalar_facts(var: str, value: str, qtype: str, shape: str) -> str:
     return f'(let {var} (Scalar {value} "{qtype}" {shape})) (set (shape {var}) {shape}) (set (dtype {var}) "{qtype}") '
 
 
+def _shifted_tensor(var: str, src: str, shape: str, op: str, qtype: str) -> str:
+    """`var` = Cast(src as INT32 op 128, qtype) with its facts: a tensor zero point (or weight) shifted into the
+    other 8-bit type, computed at lowering (every value fits: 0..255 - 128 and -128..127 + 128)."""
+    return (f'(let {var}32 (Cast {src} "INT32")) (set (shape {var}32) {shape}) (set (dtype {var}32) "INT32") '
+            + _scalar_facts(f"{var}c", str(SHIFT), "INT32", "(vec-empty)")
+            + f'(let {var}d ({op} {var}32 {var}c)) (set (shape {var}d) {shape}) (set (dtype {var}d) "INT32") '
+            f'(let {var} (Cast {var}d "{qtype}")) (set (shape {var}) {shape}) (set (dtype {var}) "{qtype}") ')
+
+
 def _zero_point_shift() -> tuple:
-    """DQ(Q(x, s, z, a), s, z, a) for z = 128 uint8 gets the int8 pair with z = 0 (and back: the DQ of an int8
-    pair may have dropped its zero point); a uint8 constant under DQ with z = 128 gets its int8 twin; a new Q
-    gets its twin's shape."""
-    (hi, hi_t), (lo, lo_t) = SHIFTED
+    """DQ(Q(x, s, z, a), s, z, a) with an 8-bit zero point z gets the twin pair in the other 8-bit type with
+    z -/+ 128: a scalar z as a new Scalar (an absent zero point is 0 of the pair's type: uint8 on the Q, the
+    Q's type on the DQ), a per-axis z (a constant tensor) as a tensor computed at lowering; a new Q gets its
+    twin's shape; a uint8 constant W under DQ gets its int8 twin W - 128 with z - 128."""
     rules = []
-    for (zv, qt), (nv, nt) in (((hi, hi_t), (lo, lo_t)), ((lo, lo_t), (hi, hi_t))):
-        z = f'(Scalar {zv} "{qt}" zs)'
-        for dq_zp in (z, "(Absent)") if qt == lo_t else (z,):
-            rules.append(fact(f"(= __root (DequantizeLinear q s {dq_zp} a)) (= q (QuantizeLinear x s {z} a))",
-                              _scalar_facts("z2", str(nv), nt, "zs")
+    for qt, nt, sign, op in SHIFTS:
+        scalar = f'(Scalar zv "{qt}" zs)'
+        forms = [(scalar, scalar, ""), (scalar, "(Absent)", "(= zv 0.0)")]
+        if qt == "UINT8":  # a Q without zero point quantizes to uint8 with zero point 0
+            forms += [("(Absent)", "(Absent)", "")]
+        for q_zp, dq_zp, bind in forms:
+            value = "0.0" if q_zp == "(Absent)" else "zv"
+            shape = "(vec-empty)" if q_zp == "(Absent)" else "zs"
+            query = (f"(= __root (DequantizeLinear q s {dq_zp} a)) (= q (QuantizeLinear x s {q_zp} a)) "
+                     f'(= (dtype q) "{qt}") {bind}')
+            rules.append(fact(query.strip(),
+                              _scalar_facts("z2", f"({sign} {value} {SHIFT})", nt, shape)
                               + f'(let q2 (QuantizeLinear x s z2 a)) (set (dtype q2) "{nt}") '
                               "(union __root (DequantizeLinear q2 s z2 a))"))
-        rules.append(fact(f'(= q2 (QuantizeLinear x s (Scalar {nv} "{nt}" zs) a)) '
-                          f'(= q (QuantizeLinear x s (Scalar {zv} "{qt}" zs) a)) (= sq (shape q))', "(set (shape q2) sq)"))
-    rules.append(fact(f'(= __root (DequantizeLinear w s (Scalar {hi} "{hi_t}" zs) a)) (is-const w) (= (dtype w) "{hi_t}") '
+        rules.append(fact(f'(= __root (DequantizeLinear q s z a)) (= q (QuantizeLinear x s z a)) (= z (Const k)) '
+                          f'(= (dtype z) "{qt}") (= sz (shape z))',
+                          _shifted_tensor("z2", "z", "sz", op, nt)
+                          + f'(let q2 (QuantizeLinear x s z2 a)) (set (dtype q2) "{nt}") '
+                          "(union __root (DequantizeLinear q2 s z2 a))"))
+        rules.append(fact(f'(= q2 (QuantizeLinear x s z2 a)) (= (dtype q2) "{nt}") (= q (QuantizeLinear x s z a)) '
+                          f'(= (dtype q) "{qt}") (= sq (shape q))', "(set (shape q2) sq)"))
+    rules.append(fact('(= __root (DequantizeLinear w s (Scalar zv "UINT8" zs) a)) (is-const w) (= (dtype w) "UINT8") '
                       "(= sw (shape w))",
-                      '(let w32 (Cast w "INT32")) (set (shape w32) sw) (set (dtype w32) "INT32") '
-                      + _scalar_facts("c", str(hi), "INT32", "(vec-empty)")
-                      + '(let d (Sub w32 c)) (set (shape d) sw) (set (dtype d) "INT32") '
-                      f'(let w8 (Cast d "{lo_t}")) (set (shape w8) sw) (set (dtype w8) "{lo_t}") '
-                      + _scalar_facts("z2", str(lo), lo_t, "zs")
+                      _shifted_tensor("w8", "w", "sw", "Sub", "INT8")
+                      + _scalar_facts("z2", f"(- zv {SHIFT})", "INT8", "zs")
                       + "(union __root (DequantizeLinear w8 s z2 a))"))
     return tuple(rules)
 
@@ -208,8 +229,9 @@ RULES = [
          _sink("Reshape", "shp az")),
     Rule("qdq-zero-point-shift", "quant", "exact",
          "onnxruntime:QDQS8ToU8Transformer (int8 Q/DQ pair -> uint8, zero point + 128), in both directions",
-         "DequantizeLinear(QuantizeLinear(x, s, 128 UINT8, a), s, 128 UINT8, a) <-> the same pair in INT8 with zero "
-         "point 0; DequantizeLinear(W, s, 128 UINT8) -> DequantizeLinear(W - 128 as INT8, s, 0 INT8) for a constant W",
+         "DequantizeLinear(QuantizeLinear(x, s, z UINT8, a), s, z UINT8, a) <-> the same pair in INT8 with zero point "
+         "z - 128 (uint8 0 <-> int8 -128; an absent zero point is the type's 0; per-axis z: computed at lowering); "
+         "DequantizeLinear(W, s, z UINT8) -> DequantizeLinear(W - 128 as INT8, s, z - 128 INT8) for a constant W",
          _zero_point_shift()),
     Rule("rescale-merge", "quant", "exact", "glow:OptimizeQuantization (merge rescale chains)",
          "DequantizeLinear(QuantizeLinear(DequantizeLinear(x, s1, z1), s2, z2), s2, z2) -> DequantizeLinear(x, s1, z1) "

@@ -326,12 +326,48 @@ def test_qdq_zero_point_shift_weight_constant() -> None:
     assert_rule_sound(m, "qdq-zero-point-shift", x, target="gpu")
 
 
-@pytest.mark.parametrize("kw", [{"zp": 127}, {"qtype": "INT8", "zp": 1}, {"dq_zp": 127}, {"q_axis": 0},
-                                {"per_axis": True}], ids=["zp127", "int8-zp1", "dq-zp127", "axis", "per-axis"])
-def test_qdq_zero_point_shift_not_without_128_and_0_on_both_ends(kw: dict) -> None:
-    """Zero point 127 (or int8 1), different zero points on Q and DQ, a different axis, a per-axis zero point
-    (a tensor of 128s): left alone."""
+@pytest.mark.parametrize("kw,twin", [({"zp": 127}, "INT8"), ({"zp": 0}, "INT8"), ({"qtype": "INT8", "zp": 1}, "UINT8"),
+                                     ({"qtype": "INT8", "zp": -128}, "UINT8"), ({"per_axis": True, "zp": 3}, "INT8")],
+                         ids=["u8-zp127", "u8-zp0", "i8-zp1", "i8-zp-128", "per-axis"])
+def test_qdq_zero_point_shift_any_zero_point(kw: dict, twin: str) -> None:
+    """Every 8-bit zero point z has its twin z -/+ 128 in the other type (uint8 0 <-> int8 -128 among them), per
+    axis too (the twin's zero points computed at lowering); the npu (int8, asymmetric) takes an int8 pair, the
+    gpu (symmetric int8 only) never an int8 pair whose zero point is not 0; all bit-identical."""
+    m = _pair(**kw)
+    session = saturate_with_rules(m, ["qdq-zero-point-shift"])
+    assert session.saturation.rules_fired["qdq-zero-point-shift"] > 0
+    assert {c.dtype for c in session.egraph.classes if any(session.egraph.node(n).op == "QuantizeLinear"
+                                                            for n in c.nodes)} == {"UINT8", "INT8"}
+    npu = session.extract("npu", verify=False).model
+    assert _quantized_types(npu) == {"INT8"}
+    gpu = session.extract("gpu", verify=False).model
+    assert _quantized_types(gpu) == {kw.get("qtype", "UINT8")}  # a twin with zero point 0 exists for none of these
+    for expected, actual in zip(run(m, WIDE), run(npu, WIDE)):
+        np.testing.assert_array_equal(actual, expected)
+    assert_rule_sound(m, "qdq-zero-point-shift", WIDE, target="npu")
+
+
+def test_qdq_zero_point_shift_from_an_absent_uint8_zero_point() -> None:
+    """Q(x, s) quantizes to uint8 with zero point 0: its pair's twin is int8 with zero point -128."""
+    nodes = [node("QuantizeLinear", ["x", "s"], "q"), node("DequantizeLinear", ["q", "s"], "y")]
+    m = model(nodes, [("x", "FLOAT", (2, 3, 4))], initializers={"s": S})
+    result, fired = optimize_with_rules(m, ["qdq-zero-point-shift"], target="npu")
+    assert fired["qdq-zero-point-shift"] > 0 and _quantized_types(result.model) == {"INT8"}
+    zero_point = next(t for t in to_proto(result.model).graph.initializer if t.data_type == onnx.TensorProto.INT8)
+    assert onnx.numpy_helper.to_array(zero_point).item() == -128
+    np.testing.assert_array_equal(run(result.model, WIDE)[0], run(m, WIDE)[0])
+
+
+@pytest.mark.parametrize("kw", [{"dq_zp": 127}, {"q_axis": 0}], ids=["dq-zp127", "axis"])
+def test_qdq_zero_point_shift_not_when_the_pair_disagrees(kw: dict) -> None:
+    """Different zero points on Q and DQ, or a different axis: not a Q/DQ pair of one grid; left alone."""
     assert_rule_does_not_fire(_pair(**kw), "qdq-zero-point-shift")
+
+
+def test_qdq_zero_point_shift_not_for_16_bit_pairs() -> None:
+    nodes = [node("QuantizeLinear", ["x", "s", "z"], "q"), node("DequantizeLinear", ["q", "s", "z"], "y")]
+    m = model(nodes, [("x", "FLOAT", (2, 3, 4))], initializers={"s": S, "z": np.array(0, np.uint16)}, opset=21)
+    assert_rule_does_not_fire(m, "qdq-zero-point-shift")
 
 
 def test_qdq_zero_point_shift_not_for_a_lone_q_or_an_activation_dq() -> None:
@@ -449,15 +485,21 @@ def test_rescale_merge_lossy_property(case: RuleCase) -> None:
     case.check()
 
 
-def test_bundled_qdq_resnet_has_no_zero_point_128() -> None:
+def test_bundled_qdq_resnet_gets_int8_twins_and_no_rescale() -> None:
     """resnet18_w8_qdq quantizes activations to uint8 with calibrated zero points (0, 95..154, never 128) and
-    weights to int8 with zero point 0: the zero-point shift finds nothing to do, and no DQ -> Q chain exists."""
+    weights to int8 with zero point 0: each uint8 pair gets its int8 twin (z - 128), which only the npu takes;
+    the cpu keeps the input's form, and no DQ -> Q chain exists (rescale-merge finds nothing)."""
     proto = onnx.load(Path(__file__).parent / "models" / "resnet18_w8_qdq.onnx")
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
     zps = [inits[n.input[2]] for n in proto.graph.node if n.op_type == "QuantizeLinear" and len(n.input) > 2]
     assert zps and all(z.dtype == np.uint8 and 128 not in z for z in zps)
     session = saturate_with_rules(proto, ["qdq-zero-point-shift", "rescale-merge"])
-    assert not {"qdq-zero-point-shift", "rescale-merge"} & set(session.saturation.rules_fired)
+    fired = set(session.saturation.rules_fired)
+    assert "qdq-zero-point-shift" in fired and "rescale-merge" not in fired
+    cpu = session.extract("cpu", verify=True)
+    assert cpu.report.verification.ok and "UINT8" in _quantized_types(cpu.model)
+    npu = session.extract("npu", verify=True)
+    assert npu.report.verification.ok and "UINT8" not in _quantized_types(npu.model)
 
 
 def test_bundled_qdq_resnet_still_verifies() -> None:

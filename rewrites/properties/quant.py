@@ -124,26 +124,36 @@ def _qdq_sink(rule: str) -> Callable[[], Any]:
 
 @rule_case
 def _qdq_zero_point_shift(draw: Callable, st: Any) -> RuleCase:
-    """A DQ-of-Q pair with uint8 zero point 128 (or its int8 twin with zero point 0, the DQ's maybe absent), the
-    Q sometimes also a graph output; or a uint8 constant under DQ with zero point 128."""
+    """A DQ-of-Q pair with any 8-bit zero point, per tensor (its DQ's zero point maybe absent when 0, the Q's
+    too for uint8) or per axis (one zero point and scale per channel), the Q sometimes also a graph output; or
+    a uint8 constant under DQ with any zero point."""
     shape = draw(shapes(1, 4, 3))
     g = DrawnGraph()
-    g.inits["s"] = np.asarray(draw(st.sampled_from((0.01, 0.05, 0.2, 1.0))), np.float32)
-    zshape = (1,) * draw(st.integers(0, 1))
-    attrs = {"axis": 0} if draw(st.booleans()) else {}
-    kind = draw(st.sampled_from(("uint8", "int8", "weight")))
+    kind = draw(st.sampled_from(("UINT8", "INT8", "weight")))
+    qtype = "UINT8" if kind == "weight" else kind
+    lo, hi = _int_range(qtype)
+    per_axis = kind != "weight" and draw(st.booleans())
+    attrs = {"axis": draw(st.integers(0, len(shape) - 1))} if per_axis or draw(st.booleans()) else {}
+    if per_axis:
+        channels = shape[attrs["axis"]]
+        g.inits["s"] = np.asarray(draw(st.lists(st.sampled_from((0.01, 0.05, 0.2, 1.0)), min_size=channels,
+                                                max_size=channels)), np.float32)
+        g.inits["z"] = np.asarray(draw(st.lists(st.integers(lo, hi), min_size=channels, max_size=channels)),
+                                  numpy_dtype(qtype))
+    else:
+        g.inits["s"] = np.asarray(draw(st.sampled_from((0.01, 0.05, 0.2, 1.0))), np.float32)
+        g.inits["z"] = np.full((1,) * draw(st.integers(0, 1)), draw(st.integers(lo, hi)), numpy_dtype(qtype))
     x = g.input("x", draw(float_arrays(shape, np.float32, -40, 40)))  # beyond the grid: both ends saturate
     outs = ["y"]
     if kind == "weight":
         g.inits["w"] = draw(arrays("UINT8", shape, 0, 255))
-        g.inits["z"] = np.full(zshape, 128, np.uint8)
         g.node("Add", [x, g.node("DequantizeLinear", ["w", "s", "z"], "dq", **attrs)], "y")
     else:
-        qtype, zp = ("UINT8", 128) if kind == "uint8" else ("INT8", 0)
-        g.inits["z"] = np.full(zshape, zp, numpy_dtype(qtype))
-        q = g.node("QuantizeLinear", [x, "s", "z"], "q", **attrs)
-        absent = kind == "int8" and draw(st.booleans())  # the DQ of an int8 pair may omit its zero point 0
-        g.node("DequantizeLinear", [q, "s"] if absent else [q, "s", "z"], "y", **attrs)
+        zero = not per_axis and int(g.inits["z"].reshape(-1)[0]) == 0
+        q_absent = zero and qtype == "UINT8" and draw(st.booleans())  # Q's default: uint8, zero point 0
+        dq_absent = zero and draw(st.booleans())  # DQ's default: 0 of the Q's type
+        q = g.node("QuantizeLinear", [x, "s"] if q_absent else [x, "s", "z"], "q", **attrs)
+        g.node("DequantizeLinear", [q, "s"] if dq_absent else [q, "s", "z"], "y", **attrs)
         outs += ["q"] if draw(st.booleans()) else []
     return g.case("qdq-zero-point-shift", outs, opset=draw(st.sampled_from((13, 17, 19))))
 
