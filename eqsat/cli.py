@@ -273,20 +273,26 @@ def _load_egglog_bindings_alone() -> None:
     attribute. If egglog's layout differs, the normal import happens instead."""
     if "egglog.bindings" in sys.modules:
         return
+    import importlib.machinery
     import importlib.util
 
     package = importlib.util.find_spec("egglog")
     folders = list(package.submodule_search_locations or []) if package is not None else []
     for folder in folders:
-        for name in sorted(os.listdir(folder)):
-            if name.startswith("bindings.") and name.endswith((".so", ".pyd")):
-                spec = importlib.util.spec_from_file_location("egglog.bindings", os.path.join(folder, name))
-                if spec is None or spec.loader is None:
-                    return
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:  # the interpreter's own order of preference
+            path = os.path.join(folder, "bindings" + suffix)
+            if not os.path.isfile(path):
+                continue
+            spec = importlib.util.spec_from_file_location("egglog.bindings", path)
+            if spec is None or spec.loader is None:
+                return
+            try:
                 module = importlib.util.module_from_spec(spec)
                 spec.loader.exec_module(module)
-                sys.modules["egglog.bindings"] = module
+            except ImportError:  # a stale or foreign build: the normal import decides
                 return
+            sys.modules["egglog.bindings"] = module
+            return
 
 
 if __name__ == "__main__":

@@ -25,12 +25,12 @@ from typing import Callable, Iterator
 import numpy as np
 import onnx_ir as ir
 
-#: (op, input index) -> the only rank that input may have (the ONNX operator spec).
+#: (op, input index) -> the only rank that input may have: the ONNX operator spec, and what onnxruntime enforces
+#: ("Input X must have 3 dimensions only"; a Gemm is not here: onnxruntime also runs a rank-1 A).
 RANK_RULES: dict[tuple[str, int], int] = {
     **{(op, k): 3 for op in ("RNN", "GRU", "LSTM") for k in (0, 1, 2, 5)},  # X, W, R, initial_h
     ("RNN", 3): 2, ("GRU", 3): 2, ("LSTM", 3): 2,                           # B
     ("LSTM", 6): 3, ("LSTM", 7): 2,                                         # initial_c, P
-    ("Gemm", 0): 2, ("Gemm", 1): 2,
 }
 #: If nodes tried per graph (each trial folds a copy of the whole model), and the most nodes all the tried
 #: copies may hold together: a deterministic bound on the work (a large model gets fewer trials).
@@ -42,7 +42,8 @@ def decide_ifs(model: ir.Model, copy: Callable[[ir.Model], ir.Model],
                settle: Callable[[ir.Model], ir.Model]) -> list[str]:
     """Fix the condition of each top-level If whose other branch breaks a rank rule; one line per If decided
     (which branch, and the op whose input rank refutes the other). `copy` copies a model; `settle` folds one
-    and infers its shapes (returning the result)."""
+    and infers its shapes from its inputs and constants alone (declared intermediate shapes are not enforced
+    by runtimes, so they prove nothing), returning the result."""
     decided: list[str] = []
     affordable = min(MAX_TRIALS, MAX_TRIAL_NODES // max(1, 2 * len(model.graph)))
     candidates = [i for i, node in enumerate(model.graph) if _ranks_differ(node)][:affordable]
@@ -53,13 +54,13 @@ def decide_ifs(model: ir.Model, copy: Callable[[ir.Model], ir.Model],
         for refuted in (False, True):
             try:
                 trial = copy(model)
-                _fix_condition(trial, list(trial.graph)[index], refuted)
+                _fix_condition(trial, list(trial.graph)[index], refuted, index)
                 with _quiet_folder():  # the refuted branch is inconsistent by design: the folder says so
                     broken = _broken_rank_rule(settle(trial).graph)
             except Exception:  # noqa: BLE001 - a trial that cannot be folded proves nothing
                 broken = None
             if broken is not None:
-                _fix_condition(model, node, not refuted)
+                _fix_condition(model, node, not refuted, index)
                 branch = "then" if not refuted else "else"
                 decided.append(f"If {node.name!r}: {branch} branch kept; the other makes {broken}")
                 break
@@ -93,8 +94,8 @@ def _ranks_differ(node: ir.Node) -> bool:
     return False
 
 
-def _fix_condition(model: ir.Model, node: ir.Node, value: bool) -> None:
-    name = f"{node.name or 'If'}_decided_condition"
+def _fix_condition(model: ir.Model, node: ir.Node, value: bool, index: int) -> None:
+    name = f"{node.name or 'If'}_decided_condition_{index}"
     const = ir.Value(name=name, type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]),
                      const_value=ir.tensor(np.array(value, dtype=np.bool_), name=name))
     model.graph.register_initializer(const)

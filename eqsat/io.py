@@ -268,9 +268,16 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
 
 
 def _settled(model: ir.Model, label: str) -> ir.Model:
-    """`model` folded (in place), then as a new model with its shapes inferred again."""
+    """`model` folded (in place), then as a new model whose shapes are inferred anew from its inputs and
+    constants: every intermediate and output shape declaration dropped first (runtimes do not enforce them)."""
     _fold(model)
-    return from_proto(_infer_proto(to_proto(model)), label)
+    proto = to_proto(model)
+    for graph in _all_graphs([proto.graph]):
+        del graph.value_info[:]
+        for value in [*graph.output, *(graph.input if graph is not proto.graph else [])]:
+            if value.type.HasField("tensor_type"):
+                value.type.tensor_type.ClearField("shape")
+    return from_proto(_infer_proto(proto), label)
 
 
 def _without_negative_dims(proto: onnx.ModelProto) -> onnx.ModelProto:
