@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--plot", default="scaling.png", help="where to save the time-per-phase plot ('' for none)")
     args = parser.parse_args()
     rows: list[tuple[int, dict[str, float], int]] = []
-    print(f"| ops in | ops out | Transpose in/out | e-nodes loaded/saturated | e-classes | stop | "
+    print("| ops in | ops out | Transpose in/out | e-nodes loaded/saturated | e-classes | stop | "
           + " | ".join(PHASES) + " | total s | peak RSS MB |")
     print("|" + "---|" * (len(PHASES) + 7))
     for size in args.sizes:

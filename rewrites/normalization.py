@@ -105,7 +105,7 @@ def _ln_transposed() -> tuple:
     LayerNorm (ConvNeXt) as one kernel between two transposes; the extractor weighs them against the
     primitives. Same guards as _ln_core (static normalized dims, not all 1; inverse perms exist up to rank 5)."""
     perm = (f'(vec-append (vec-range a) (vec-append (unstable-vec-map (unstable-fn "+" (+ a n)) '
-            f'(vec-range (- r (+ a n)))) ax))')
+            '(vec-range (- r (+ a n)))) ax))')
     return tuple(fact(
         f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (= a (vec-get ax 0)) "
         f"(>= a 0) (< (+ a n) r) (= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "

@@ -20,7 +20,6 @@ from typing import Callable, Mapping
 import numpy as np
 import onnx
 import onnx.helper as oh
-import onnx.numpy_helper as onh
 import pytest
 from onnx import TensorProto as TP
 

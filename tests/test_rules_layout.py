@@ -488,7 +488,6 @@ def test_squeeze_unsqueeze_cancel_property(case: RuleCase) -> None:
 def _merge_transpose_split(x_shape: tuple, perm: tuple, split: tuple | None = None) -> "onnx.ModelProto":
     """Reshape x to [x0*x1, x2...], Transpose by `perm`, Reshape to `split` (default: x0, x1, then the
     transposed trailing dims); a symbolic x0 is the targets' -1."""
-    rank = len(x_shape)
     static = all(isinstance(d, int) for d in x_shape)
     merged = [x_shape[0] * x_shape[1] if static else -1, *x_shape[2:]]
     moved = [x_shape[1:][p] if p else None for p in perm]
