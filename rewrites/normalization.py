@@ -104,7 +104,7 @@ def _ln_transposed() -> tuple:
     Transpose(x, p), axis=r-n), p^-1) with p = (the other axes in order) + (the normalized ones): a channels-first
     LayerNorm (ConvNeXt) as one kernel between two transposes; the extractor weighs them against the
     primitives. Same guards as _ln_core (static normalized dims, not all 1; inverse perms exist up to rank 5)."""
-    perm = (f'(vec-append (vec-range a) (vec-append (unstable-vec-map (unstable-fn "+" (+ a n)) '
+    perm = ('(vec-append (vec-range a) (vec-append (unstable-vec-map (unstable-fn "+" (+ a n)) '
             '(vec-range (- r (+ a n)))) ax))')
     return tuple(fact(
         f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (= a (vec-get ax 0)) "
