@@ -272,7 +272,7 @@ def _settled(model: ir.Model, label: str) -> ir.Model:
     constants: every intermediate and output shape declaration dropped first (runtimes do not enforce them)."""
     _fold(model)
     proto = to_proto(model)
-    for graph in _all_graphs([proto.graph]):
+    for graph in all_graphs(proto.graph):
         del graph.value_info[:]
         for value in [*graph.output, *(graph.input if graph is not proto.graph else [])]:
             if value.type.HasField("tensor_type"):
@@ -290,18 +290,18 @@ def _without_negative_dims(proto: onnx.ModelProto) -> onnx.ModelProto:
         return [d for v in declared(graph) if v.type.HasField("tensor_type")
                 for d in v.type.tensor_type.shape.dim if d.HasField("dim_value") and d.dim_value < 0]
 
-    if not any(negative(g) for g in _all_graphs([proto.graph])):
+    if not any(negative(g) for g in all_graphs(proto.graph)):
         return proto
     proto = _copy(proto)
-    for graph in _all_graphs([proto.graph]):
+    for graph in all_graphs(proto.graph):
         for dim in negative(graph):
             dim.Clear()
     return proto
 
 
-def _all_graphs(roots: list[onnx.GraphProto]) -> list[onnx.GraphProto]:
-    """The graphs and, at any depth, the subgraphs of their nodes (iteratively)."""
-    found, stack = [], list(roots)
+def all_graphs(root: onnx.GraphProto) -> list[onnx.GraphProto]:
+    """`root` and every subgraph of its nodes at any depth (iteratively)."""
+    found, stack = [], [root]
     while stack:
         graph = stack.pop()
         found.append(graph)
@@ -399,7 +399,7 @@ def _op_key(domain: str, op_type: str) -> str:
 
 def proto_op_histogram(model: onnx.ModelProto) -> collections.Counter[str]:
     """`op_histogram` of a proto, without building the IR, counting the nodes of If/Loop/Scan bodies too."""
-    return collections.Counter(_op_key(n.domain, n.op_type) for g in _all_graphs([model.graph]) for n in g.node)
+    return collections.Counter(_op_key(n.domain, n.op_type) for g in all_graphs(model.graph) for n in g.node)
 
 
 def op_histogram(model: ir.Model) -> collections.Counter[str]:

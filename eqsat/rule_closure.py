@@ -23,6 +23,7 @@ from typing import Iterable, Sequence
 
 import onnx
 
+from eqsat.io import all_graphs
 from eqsat.rule import Rule
 from eqsat.terms import OPS, SPECIAL
 
@@ -48,17 +49,7 @@ def present_constructors(model: onnx.ModelProto) -> frozenset[str]:
     """The constructors encoding `model` can create: its ONNX ops (bodies of If/Loop/Scan included) that
     the term language models (Concat and Split are list constructors of the same name; a Reshape may become
     ReshapeDyn), plus the leaves and plumbing any graph may need."""
-    ops: set[str] = set()
-
-    def walk(graph: onnx.GraphProto) -> None:
-        for node in graph.node:
-            if node.domain in ("", "ai.onnx"):
-                ops.add(node.op_type)
-            for attr in node.attribute:
-                for body in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs):
-                    walk(body)
-
-    walk(model.graph)
+    ops = {node.op_type for graph in all_graphs(model.graph) for node in graph.node if node.domain in ("", "ai.onnx")}
     if "Reshape" in ops:
         ops.add("ReshapeDyn")  # a Reshape whose target is computed at run time
     return (frozenset(ops) & CONSTRUCTORS) | ALWAYS_PRESENT

@@ -30,6 +30,7 @@ import onnx
 from onnx import helper
 
 from eqsat import prepared
+from eqsat.io import all_graphs
 
 if TYPE_CHECKING:
     from eqsat.session import Session
@@ -75,16 +76,6 @@ def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, int, onnx.GraphProto]
         elif a.type == onnx.AttributeProto.GRAPHS:
             for k, g in enumerate(a.graphs):
                 yield a.name, k, g
-
-
-def all_graphs(root: onnx.GraphProto) -> list[onnx.GraphProto]:
-    """`root` and every subgraph at any depth (iteratively)."""
-    found, stack = [], [root]
-    while stack:
-        graph = stack.pop()
-        found.append(graph)
-        stack += [g for n in graph.node for _, _, g in subgraphs(n)]
-    return found
 
 
 def count_nodes(graph: onnx.GraphProto) -> int:

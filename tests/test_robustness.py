@@ -448,14 +448,21 @@ def test_find_culprit_on_a_sound_optimization_has_nothing_to_do() -> None:
     assert "nothing to bisect" in found.summary()
 
 
-@pytest.mark.slow  # bisection: many whole runs
-def test_cli_bisect_names_the_rule_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture
+def mul_drop_registered(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """MUL_DROP registered like any rule (the CLI selects from `registry.all_rules`); the sandwich it breaks,
+    saved: its path."""
     from eqsat.rewrites import registry
 
     registered = registry.all_rules
-    monkeypatch.setattr(registry, "all_rules", lambda: (*registered(), MUL_DROP))  # as if it were registered
-    source = _save(_scaled_sandwich(), tmp_path / "in.onnx")
+    monkeypatch.setattr(registry, "all_rules", lambda: (*registered(), MUL_DROP))
+    return _save(_scaled_sandwich(), tmp_path / "in.onnx")
+
+
+@pytest.mark.slow  # bisection: many whole runs
+def test_cli_bisect_names_the_rule_in_one_line(mul_drop_registered: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    source = mul_drop_registered
     out = tmp_path / "out.onnx"
     assert main(["optimize", str(source), "-o", str(out), "--bisect", "--strict"]) == 3
     stdout, stderr = capsys.readouterr()
@@ -518,13 +525,9 @@ def test_optimize_without_unsound_rules_has_no_warning() -> None:
 
 
 @pytest.mark.slow  # bisection: many whole runs
-def test_cli_drops_the_unsound_rule_with_a_warning(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+def test_cli_drops_the_unsound_rule_with_a_warning(mul_drop_registered: Path, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    from eqsat.rewrites import registry
-
-    registered = registry.all_rules
-    monkeypatch.setattr(registry, "all_rules", lambda: (*registered(), MUL_DROP))  # as if it were registered
-    source = _save(_scaled_sandwich(), tmp_path / "in.onnx")
+    source = mul_drop_registered
     out, report_json = tmp_path / "out.onnx", tmp_path / "report.json"
     assert main(["optimize", str(source), "-o", str(out), "--report-json", str(report_json)]) == 0
     stdout, stderr = capsys.readouterr()

@@ -106,34 +106,27 @@ def _slice_noop(draw: Callable, st: Any) -> RuleCase:
     return g.case("slice-noop", ["y"])
 
 
-@rule_case
-def _pad_merge(draw: Callable, st: Any) -> RuleCase:
-    shape = draw(shapes(1, 4, 3))
-    rank = len(shape)
-    g = DrawnGraph()
-    x = g.input("x", draw(float_arrays(shape)))
-    g.inits["p"] = np.array([draw(st.integers(0, 2)) for _ in range(2 * rank)], np.int64)
-    g.inits["q"] = np.array([draw(st.integers(0, 2)) for _ in range(2 * rank)], np.int64)
-    inputs = ([x, "p"], ["p1", "q"])
-    if draw(st.booleans()):
-        g.inits["v"] = np.array(draw(st.sampled_from((0.0, 1.5, -3.0))), np.float32)
-        inputs = ([x, "p", "v"], ["p1", "q", "v"])
-    g.node("Pad", inputs[0], "p1", mode="constant")
-    g.node("Pad", inputs[1], "y", mode="constant")
-    return g.case("pad-merge", ["y"])
-
-
-@rule_case
-def _pad_merge_edge(draw: Callable, st: Any) -> RuleCase:
-    shape = draw(shapes(1, 4, 3))
-    rank = len(shape)
-    g = DrawnGraph()
-    x = g.input("x", draw(float_arrays(shape)))
-    g.inits["p"] = np.array([draw(st.integers(0, 2)) for _ in range(2 * rank)], np.int64)
-    g.inits["q"] = np.array([draw(st.integers(0, 2)) for _ in range(2 * rank)], np.int64)
-    g.node("Pad", [x, "p"], "p1", mode="edge")
-    g.node("Pad", ["p1", "q"], "y", mode="edge")
-    return g.case("pad-merge-edge", ["y"], opset=draw(st.sampled_from((13, 18))))
+def _pad_merge(rule: str, mode: str) -> Callable[[], Any]:
+    """Two Pads of `mode` with non-negative pads (constant mode: sometimes with an explicit pad value; edge mode:
+    at opset 13 or 18)."""
+    @rule_case
+    def strategy(draw: Callable, st: Any) -> RuleCase:
+        shape = draw(shapes(1, 4, 3))
+        rank = len(shape)
+        g = DrawnGraph()
+        x = g.input("x", draw(float_arrays(shape)))
+        g.inits["p"] = np.array([draw(st.integers(0, 2)) for _ in range(2 * rank)], np.int64)
+        g.inits["q"] = np.array([draw(st.integers(0, 2)) for _ in range(2 * rank)], np.int64)
+        inputs = ([x, "p"], ["p1", "q"])
+        if mode == "constant" and draw(st.booleans()):
+            g.inits["v"] = np.array(draw(st.sampled_from((0.0, 1.5, -3.0))), np.float32)
+            inputs = ([x, "p", "v"], ["p1", "q", "v"])
+        g.node("Pad", inputs[0], "p1", mode=mode)
+        g.node("Pad", inputs[1], "y", mode=mode)
+        if mode == "constant":
+            return g.case(rule, ["y"])
+        return g.case(rule, ["y"], opset=draw(st.sampled_from((13, 18))))
+    return strategy
 
 
 @rule_case
@@ -209,7 +202,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "reshape-noop": _reshape_noop,
     "pad-noop": _pad_noop,
     "slice-noop": _slice_noop,
-    "pad-merge": _pad_merge,
-    "pad-merge-edge": _pad_merge_edge,
+    "pad-merge": _pad_merge("pad-merge", "constant"),
+    "pad-merge-edge": _pad_merge("pad-merge-edge", "edge"),
     "reshape-merge": _reshape_merge,
 }
