@@ -46,11 +46,8 @@ def decide_ifs(model: ir.Model, copy: Callable[[ir.Model], ir.Model],
     by runtimes, so they prove nothing), returning the result."""
     decided: list[str] = []
     affordable = min(MAX_TRIALS, MAX_TRIAL_NODES // max(1, 2 * len(model.graph)))
-    candidates = [i for i, node in enumerate(model.graph) if _ranks_differ(node)][:affordable]
-    for index in candidates:
-        node = list(model.graph)[index] if index < len(model.graph) else None
-        if node is None or not _ranks_differ(node):
-            continue
+    candidates = [(i, node) for i, node in enumerate(model.graph) if _ranks_differ(node)][:affordable]
+    for index, node in candidates:  # a decision replaces one condition input: node order and indices stay
         for refuted in (False, True):
             try:
                 trial = copy(model)
