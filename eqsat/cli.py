@@ -10,6 +10,7 @@ import sys
 from typing import Callable, Sequence
 
 import eqsat
+from eqsat import startup
 from eqsat.errors import BadInputError, EqsatError
 
 
@@ -254,8 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_command() -> None:
     """The `eqsat` executable (and `python -m eqsat`): `main` in a process of its own, which ends without the
     interpreter's teardown once everything is written and flushed (freeing the e-graphs and the imported
-    modules took ~0.3 s of a 1.5 s run; the output file is complete, written atomically, before)."""
-    _load_egglog_bindings_alone()
+    modules took ~0.3 s of a 1.5 s run; the output file is complete, written atomically, before). Its imports
+    are trimmed first (eqsat.startup)."""
+    startup.load_egglog_bindings_alone()
+    startup.defer_imports()
     code = main()
     try:
         sys.stdout.flush()
@@ -263,36 +266,6 @@ def run_command() -> None:
     except (BrokenPipeError, ValueError):  # a closed pipe or stream: nothing more can be said
         code = code or 1
     os._exit(code)
-
-
-def _load_egglog_bindings_alone() -> None:
-    """Load egglog's compiled bindings without the egglog package's Python layer (its high-level API, ~0.2 s
-    to import, which eqsat never uses): registered as `egglog.bindings`, the module eqsat.backend imports with
-    `from egglog.bindings import ...`, which then does not import the package. Only for the command, a
-    process that runs no other code: a later `import egglog` works, but would lack the `egglog.bindings`
-    attribute. If egglog's layout differs, the normal import happens instead."""
-    if "egglog.bindings" in sys.modules:
-        return
-    import importlib.machinery
-    import importlib.util
-
-    package = importlib.util.find_spec("egglog")
-    folders = list(package.submodule_search_locations or []) if package is not None else []
-    for folder in folders:
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:  # the interpreter's own order of preference
-            path = os.path.join(folder, "bindings" + suffix)
-            if not os.path.isfile(path):
-                continue
-            spec = importlib.util.spec_from_file_location("egglog.bindings", path)
-            if spec is None or spec.loader is None:
-                return
-            try:
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-            except ImportError:  # a stale or foreign build: the normal import decides
-                return
-            sys.modules["egglog.bindings"] = module
-            return
 
 
 if __name__ == "__main__":

@@ -97,12 +97,12 @@ def test_table_load_through_input_files() -> None:
 
 
 def test_the_command_loads_the_bindings_without_the_egglog_package() -> None:
-    """`eqsat` (eqsat.cli.run_command) loads egglog's compiled bindings alone (the package's Python layer costs
+    """`eqsat` (eqsat.startup, for eqsat.cli.run_command) loads egglog's compiled bindings alone (the package's Python layer costs
     ~0.2 s of start-up); eqsat.backend must then work without importing the package."""
     import subprocess
     import sys
 
-    code = ("import sys; from eqsat.cli import _load_egglog_bindings_alone as load; load(); "
+    code = ("import sys; from eqsat.startup import load_egglog_bindings_alone as load; load(); "
             "from eqsat.backend import Backend; b = Backend(); b.declare(); b.run('(push)'); "
             "assert 'egglog' not in sys.modules, 'the egglog package was imported'; print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

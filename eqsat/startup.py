@@ -1,0 +1,79 @@
+"""The `eqsat` command's start-up: import only what the run uses. Only for the command, a process that runs
+no other code (eqsat.cli.run_command); library users import as usual. Every step falls back to the normal
+import when a package's layout is not the one expected."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import types
+from typing import Iterable
+
+#: Modules imported by a library at start-up but used only on rare paths, each with the package whose folder
+#: holds it. sympy (~0.2 s) serves onnx_ir's symbolic-dim arithmetic only; its shape module reads sympy at
+#: import, so it waits too.
+DEFERRED = (("sympy", None), ("onnx_ir._symbolic_shapes", "onnx_ir"))
+
+
+def load_egglog_bindings_alone() -> None:
+    """Load egglog's compiled bindings without the egglog package's Python layer (its high-level API, ~0.2 s
+    to import, which eqsat never uses): registered as `egglog.bindings`, the module eqsat.backend imports with
+    `from egglog.bindings import ...`, which then does not import the package. A later `import egglog` works,
+    but would lack the `egglog.bindings` attribute."""
+    if "egglog.bindings" in sys.modules:
+        return
+    package = importlib.util.find_spec("egglog")
+    folders = list(package.submodule_search_locations or []) if package is not None else []
+    for folder in folders:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:  # the interpreter's own order of preference
+            path = os.path.join(folder, "bindings" + suffix)
+            if not os.path.isfile(path):
+                continue
+            spec = importlib.util.spec_from_file_location("egglog.bindings", path)
+            if spec is None or spec.loader is None:
+                return
+            try:
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+            except ImportError:  # a stale or foreign build: the normal import decides
+                return
+            sys.modules["egglog.bindings"] = module
+            return
+
+
+class DeferredModule(types.ModuleType):
+    """A stand-in registered under a module's name: `import name` binds it at no cost, and the first
+    attribute it lacks imports the real module, whose namespace it then takes on (so later reads are plain
+    attribute reads). importlib.util.LazyLoader cannot serve here: on Python 3.11 the import statement itself
+    reads the module's `__spec__` through the lazy module, which loads it."""
+
+    def __getattr__(self, attr: str) -> object:
+        name = self.__name__
+        if sys.modules.get(name) is self:
+            del sys.modules[name]
+        real = importlib.import_module(name)
+        vars(self).update({k: v for k, v in vars(real).items() if k != "__class__"})
+        return getattr(real, attr)
+
+
+def defer_imports(modules: Iterable[tuple[str, str | None]] = DEFERRED) -> None:
+    """Register a DeferredModule for each (name, package) not yet imported: the real module is imported on
+    its first use. A submodule's spec is found in its package's folder without importing the package."""
+    for name, package in modules:
+        if name in sys.modules:
+            continue
+        if package is None:
+            spec = importlib.util.find_spec(name)
+        else:
+            parent = importlib.util.find_spec(package)
+            folders = list(parent.submodule_search_locations or []) if parent is not None else []
+            path = os.path.join(folders[0], name.rpartition(".")[2] + ".py") if folders else ""
+            spec = importlib.util.spec_from_file_location(name, path) if os.path.isfile(path) else None
+        if spec is None:  # not installed, or laid out otherwise: the normal import decides
+            continue
+        stand_in = DeferredModule(name)
+        stand_in.__spec__ = spec
+        sys.modules[name] = stand_in

@@ -1,0 +1,52 @@
+"""The command's start-up (eqsat.startup) and the solver's silence: each checked in a fresh interpreter, as
+both concern what a process imports or prints first."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_deferred_sympy_is_imported_on_first_use_only() -> None:
+    """onnx_ir imports sympy (~0.2 s) for symbolic-dim arithmetic; deferred, importing onnx_ir leaves it
+    unloaded, and the arithmetic still works, loading it then."""
+    done = _run(
+        "import sys\n"
+        "from eqsat.startup import DeferredModule, defer_imports\n"
+        "defer_imports()\n"
+        "import onnx_ir, onnxscript.optimizer\n"
+        "assert isinstance(sys.modules['sympy'], DeferredModule), 'sympy was imported'\n"
+        "assert 'sympy.core' not in sys.modules\n"
+        "dim = onnx_ir.SymbolicDim('N')\n"
+        "print((dim + 1).value, (dim * 2 + dim).value)\n"
+        "import sympy\n"
+        "print(sympy.Symbol('x') + 1, 'sympy.core' in sys.modules)\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["N + 1 3*N", "x + 1 True"]
+
+
+def test_deferral_leaves_imported_modules_alone() -> None:
+    """A module already imported is not replaced by a stand-in."""
+    done = _run(
+        "import sys, sympy\n"
+        "from eqsat.startup import DeferredModule, defer_imports\n"
+        "defer_imports()\n"
+        "assert sys.modules['sympy'] is sympy and not isinstance(sympy, DeferredModule)\n"
+        "print('ok')\n")
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_solver_prints_nothing() -> None:
+    """highspy's constructor prints HiGHS's banner once per process unless output is off before its
+    callbacks start: the extractor's instance must print nothing (the command's stdout can carry JSON)."""
+    done = _run(
+        "from eqsat.extract.ilp import _highs\n"
+        "highspy, h = _highs()\n"
+        "h.run()\n"
+        "_, again = _highs()\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "" and done.stderr == ""
