@@ -31,7 +31,7 @@ from eqsat.terms import OPS, SPECIAL
 CONSTRUCTORS = frozenset(OPS) | frozenset(SPECIAL)
 #: Relations and functions that only rules set (never the encoder): a query reading one needs a usable rule
 #: that sets it (conv-merge reads `conv-site`, which only a rule matching a Conv sets).
-RULE_ONLY_FACTS = frozenset({"conv-site", "cdim-demand", "cdim", "const-list"})
+RULE_ONLY_FACTS = frozenset({"conv-site", "bn-foldable", "cdim-demand", "cdim", "const-list"})
 _TRACKED = CONSTRUCTORS | RULE_ONLY_FACTS
 #: Leaves and plumbing the encoder may create for any model (Scalar, Const, Opaque, lists, ...).
 ALWAYS_PRESENT = frozenset({"Ref", "Input", "Const", "Scalar", "Absent", "TNil", "TCons", "Opaque", "Out"})

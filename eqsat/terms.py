@@ -234,7 +234,8 @@ def declarations() -> str:
               "(relation positive (T))", "(relation is-const (T))", "(relation finite (T))",
               "(relation const-value (T i64 f64))", "(relation splat (T f64))", "(function inv-perm (IVec) IVec :no-merge)",
               "(relation lossless-cast (String String))", "(relation conv-fanout (T))",
-              "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))", "(function model-opset () i64 :no-merge)",
+              "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))", "(relation bn-foldable (T String))",
+              "(function model-opset () i64 :no-merge)",
               "(relation rewritten (T String))",
               # Concat shapes: cdim(l, ax) = sum of shape(h)[ax] over the list, computed on demand
               "(relation cdim-demand (TL i64))", "(function cdim (TL i64) i64 :no-merge)",

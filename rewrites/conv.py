@@ -176,12 +176,21 @@ F = "(Div gamma (Sqrt (Add var (Scalar eps dt (vec-of 1)))))"  # gamma / sqrt(va
 #: than X: those mixed forms are left alone, as the folded arithmetic would mix dtypes).
 BN_PARAMS = ("(is-const gamma) (is-const beta) (is-const mean) (is-const var) (= dt (dtype var)) (= dt (dtype mean)) "
              "(= dt (dtype gamma)) (= dt (dtype beta))")
+#: A batch norm y with BN_PARAMS of dtype dt (the analysis rule bn-foldable sets it).
+FOLDABLE = "(bn-foldable y dt)"
 
 
 #: The mark of the batch norms bn-compose builds (eps 0, momentum 1: frozen statistics, exact for mean 0 and
 #: var 1); egglog has no negation, so "not marked" is two disjoint guards: eps != 0, or eps = 0 with another momentum.
 COMPOSED_EPS, COMPOSED_MOMENTUM = 0.0, 1.0
 NOT_COMPOSED = (f"(!= eps {COMPOSED_EPS!r})", f"(= eps {COMPOSED_EPS!r}) (!= mom {COMPOSED_MOMENTUM!r})")
+
+
+def _bn_foldable() -> "Egglog":
+    """bn-foldable(y, dt) for each batch norm y whose scale, bias and statistics are constants of dtype dt: the
+    folds join this one fact (measured on mobilenet v2: joining the eight atoms of BN_PARAMS next to the conv's
+    took egglog 166 ms of a 220 ms saturation, the fact 4 ms)."""
+    return fact(f"(= y (BatchNormalization x gamma beta mean var eps mom)) {BN_PARAMS}", FOLDABLE)
 
 
 def _bn_fold() -> tuple:
@@ -191,7 +200,7 @@ def _bn_fold() -> tuple:
     rules = []
     for kind, unmarked in itertools.product(KINDS, NOT_COMPOSED):
         base = (f"(= y (BatchNormalization cv gamma beta mean var eps mom)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} "
-                f"{BN_PARAMS} (= dt wdt) (= dt bdt) {unmarked}")
+                f"{FOLDABLE} (= dt wdt) (= dt bdt) {unmarked}")
         for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", None, ""):
             rules.append(fact(f"{base} {extra}",
                               f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mean) f) beta)) "
@@ -202,7 +211,7 @@ def _bn_fold() -> tuple:
 
 def _bn_decompose() -> tuple:
     """The batch norms bn-compose builds (NOT_COMPOSED) are not decomposed: that would loop (new constants)."""
-    return tuple(fact(f"(= y (BatchNormalization x gamma beta mean var eps mom)) {BN_PARAMS} (= dt (dtype x)) "
+    return tuple(fact(f"(= y (BatchNormalization x gamma beta mean var eps mom)) {FOLDABLE} (= dt (dtype x)) "
                       f"(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) {unmarked}",
                       f"(let f {F}) (let view (vec-set {ones('sx')} 1 -1)) "
                       f"(let ch (vec-set {ones('sx')} 1 (vec-get sx 1))) "
@@ -415,6 +424,10 @@ RULES = [
     Rule("conv-div-fold", FAMILY, "fp-reassoc", "tvm:BackwardFoldScaleAxis; coreml:fuse_conv_scale",
          "Conv(x, W, B) / c -> Conv(x, W / c, B / c) for a positive c per output channel or scalar (never c / Conv)",
          _output_scale("Div", guard="(positive c) (finite c)")),
+    Rule("bn-foldable", FAMILY, "exact", "eqsat:analysis",
+         "bn-foldable(y, dtype) for each BatchNormalization y whose scale, bias, mean and variance are constants of "
+         "one dtype (the relation conv-bn-fold and bn-decompose join)",
+         (_bn_foldable(),), ruleset="analysis"),
     Rule("conv-bn-fold", FAMILY, "fp-reassoc", "onnxruntime:ConvBNFusion; coreml:fuse_conv_batchnorm",
          "BatchNormalization(Conv(x, W, B)) -> Conv(x, W * f, (B - mean) * f + beta), f = gamma / sqrt(var + eps) "
          "(Conv and ConvTranspose, grouped included)",

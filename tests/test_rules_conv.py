@@ -289,6 +289,23 @@ def test_conv_bn_fold_property(case: RuleCase) -> None:
     case.check()
 
 
+@property_settings()
+@given(PROPERTIES["bn-foldable"]())
+def test_bn_foldable_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_bn_foldable_only_for_constant_parameters_of_one_dtype() -> None:
+    """The fact the folds join: set for constant parameters, not for a runtime scale (then neither the conv fold
+    nor the decomposition fires)."""
+    inits = bn_inits()
+    m = model([node("BatchNormalization", ["x", *BN], "y")], X, initializers=inits)
+    assert saturate_with_rules(m, []).saturation.rules_fired.get("bn-foldable") == 1
+    runtime = model([node("BatchNormalization", ["x", *BN], "y")], X + [("bn_gamma", "FLOAT", (4,))],
+                    initializers={k: v for k, v in inits.items() if k != "bn_gamma"})
+    assert "bn-foldable" not in saturate_with_rules(runtime, []).saturation.rules_fired
+
+
 # ---- bn-decompose / bn-compose ----
 
 def test_bn_decompose_standalone() -> None:

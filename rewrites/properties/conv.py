@@ -4,6 +4,7 @@ where its guard holds (`RuleCase`), checked by tests/test_rules_conv.py and `eqs
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -180,7 +181,8 @@ def _bn_params(draw: Callable, g: DrawnGraph, channels: int, dtype: str, prefix:
 
 
 @rule_case
-def _conv_bn_fold(draw: Callable, st: Any) -> RuleCase:
+def _conv_bn_fold(draw: Callable, st: Any, rule: str = "conv-bn-fold") -> RuleCase:
+    """A conv's batch norm: the fold's case, and bn-foldable's (with the fold, which needs its fact)."""
     spec = draw_conv(draw)
     g = DrawnGraph()
     x = float_input(draw, g, "x", spec.x_shape, spec.dtype)
@@ -188,7 +190,7 @@ def _conv_bn_fold(draw: Callable, st: Any) -> RuleCase:
     eps = draw(st.sampled_from((1e-5, 1e-3, 0.1, 0.0)))  # eps 0: folds too (the composed mark is eps 0, momentum 1)
     g.node("BatchNormalization", ["conv", *_bn_params(draw, g, spec.co, spec.dtype)], "y", epsilon=eps,
            **({"momentum": draw(st.sampled_from((0.9, 0.99)))} if draw(st.booleans()) else {}))
-    return g.case("conv-bn-fold", ["y"], also=ZERO_BIAS)
+    return g.case(rule, ["y"], also=ZERO_BIAS + (("conv-bn-fold",) if rule != "conv-bn-fold" else ()))
 
 
 def _norm_shape(draw: Callable, dtype: str) -> tuple[int, ...]:
@@ -395,6 +397,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "conv-scale-fold": _conv_scale("conv-scale-fold"),
     "conv-div-fold": _conv_scale("conv-div-fold"),
     "conv-bn-fold": _conv_bn_fold,
+    "bn-foldable": functools.partial(_conv_bn_fold, rule="bn-foldable"),
     "bn-decompose": _bn_decompose,
     "bn-compose": _bn_compose,
     "conv-input-scale-fold": _conv_input_scale_fold,
