@@ -7,7 +7,8 @@ Per model (FOLDERs default to ../shared/models and ../shared/models/real): the w
 do by default; the median of N runs, the two tools alternating so that machine noise hits both), their
 ratio, onnxruntime's basic level (in process: a session that writes its optimized model), and eqsat's time
 per phase in process (warm: a second `eqsat.optimize(M, verify=False)` in the same interpreter).
-The last rows give the median and worst ratio and the median warm time: the figures issue "Speed" asks for.
+The last rows give, per folder, the median and worst ratio and the median warm time: the figures issue
+"Speed" asks for (on ../shared/models).
 "CLI phases s" is the time the eqsat command reports for its phases (the rest of its wall time is the
 interpreter's start and the imports). eqsat's sources are byte-compiled first, as `pip install` does: an
 editable install under PYTHONDONTWRITEBYTECODE would compile ~50 modules at every start (~0.17 s).
@@ -90,7 +91,8 @@ def bench(models: Sequence[Path], repeat: int) -> str:
     _compile_sources()
     rows = ["| model | eqsat CLI s | CLI phases s | onnxsim CLI s | ratio | ort-basic s | eqsat warm s | "
             "phases (warm, ms) |", "|---|---|---|---|---|---|---|---|"]
-    ratios, warms = [], []
+    ratios: dict[str, list[float]] = {}
+    warms: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
             times: dict[str, list[float]] = {"eqsat": [], "onnxsim": []}
@@ -99,11 +101,12 @@ def bench(models: Sequence[Path], repeat: int) -> str:
                     times[tool].append(_wall(_command(tool, model, Path(tmp) / f"{tool}.onnx")))
             ours, theirs = (statistics.median(times[t]) for t in ("eqsat", "onnxsim"))
             ratio = ours / theirs
+            folder = model.parent.name
             if ratio == ratio:  # not NaN: both ran
-                ratios.append(ratio)
+                ratios.setdefault(folder, []).append(ratio)
             try:
                 warm, phases = _warm_phases(model)
-                warms.append(warm)
+                warms.setdefault(folder, []).append(warm)
                 shown = " ".join(f"{k} {v * 1000:.0f}" for k, v in phases.items())
             except EqsatError as exc:
                 warm, shown = float("nan"), f"refused: {first_line(exc)[:60]}"
@@ -112,9 +115,10 @@ def bench(models: Sequence[Path], repeat: int) -> str:
             rows.append(f"| {model.stem} | {ours:.2f} | {phases_s:.2f} | {theirs:.2f} | {ratio:.2f} | {basic:.3f} | "
                         f"{warm:.3f} | {shown} |")
             print(f"benchmarked {model.name}", file=sys.stderr)
-    if ratios and warms:
-        rows.append(f"| **median** | | | | {statistics.median(ratios):.2f} | | {statistics.median(warms):.3f} | |")
-        rows.append(f"| **worst** | | | | {max(ratios):.2f} | | {max(warms):.3f} | |")
+    for folder in [f for f in ratios if f in warms]:  # in the order benchmarked
+        rows.append(f"| **median ({folder})** | | | | {statistics.median(ratios[folder]):.2f} | | "
+                    f"{statistics.median(warms[folder]):.3f} | |")
+        rows.append(f"| **worst ({folder})** | | | | {max(ratios[folder]):.2f} | | {max(warms[folder]):.3f} | |")
     return "\n".join(rows)
 
 
