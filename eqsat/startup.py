@@ -9,6 +9,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import threading
 import types
 from typing import Iterable
 
@@ -44,6 +45,9 @@ def load_egglog_bindings_alone() -> None:
             return
 
 
+_SWAP = threading.RLock()
+
+
 class DeferredModule(types.ModuleType):
     """A stand-in registered under a module's name: `import name` binds it at no cost, and the first
     attribute it lacks imports the real module, whose namespace it then takes on (so later reads are plain
@@ -52,9 +56,11 @@ class DeferredModule(types.ModuleType):
 
     def __getattr__(self, attr: str) -> object:
         name = self.__name__
-        if sys.modules.get(name) is self:
-            del sys.modules[name]
-        real = importlib.import_module(name)
+        with _SWAP:  # one thread swaps the stand-in for the real module; the others then find it
+            real = sys.modules.get(name)
+            if real is None or real is self:
+                sys.modules.pop(name, None)
+                real = importlib.import_module(name)
         vars(self).update({k: v for k, v in vars(real).items() if k != "__class__"})
         return getattr(real, attr)
 

@@ -234,7 +234,7 @@ def declarations() -> str:
               "(relation positive (T))", "(relation is-const (T))", "(relation finite (T))",
               "(relation const-value (T i64 f64))", "(relation splat (T f64))", "(function inv-perm (IVec) IVec :no-merge)",
               "(relation lossless-cast (String String))", "(relation conv-fanout (T))",
-              "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))", "(relation bn-foldable (T String))",
+              "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))", "(relation bn-foldable (T T T T String))",
               "(function model-opset () i64 :no-merge)",
               "(relation rewritten (T String))",
               # Concat shapes: cdim(l, ax) = sum of shape(h)[ax] over the list, computed on demand

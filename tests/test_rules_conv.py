@@ -306,6 +306,39 @@ def test_bn_foldable_only_for_constant_parameters_of_one_dtype() -> None:
     assert "bn-foldable" not in saturate_with_rules(runtime, []).saturation.rules_fired
 
 
+def test_bn_foldable_is_a_fact_of_the_parameters_not_of_the_class() -> None:
+    """Two batch norms in one e-class, A with constant parameters, B with a runtime scale or float16 parameters
+    on a float input: only A is decomposed (the fact is keyed on each node's own parameters)."""
+    from eqsat.backend import Backend
+    from eqsat.rewrites.registry import all_rules
+    from eqsat.saturate import RULESETS
+
+    rules = {r.name: r for r in all_rules()}
+
+    def leaf(name: str, kind: str, dtype: str, dims: tuple[int, ...], const: bool) -> str:
+        shape = " ".join(map(str, dims))
+        return (f'(let $g_{name} ({kind} "{name}")) (set (dtype $g_{name}) "{dtype}") '
+                f"(set (shape $g_{name}) (vec-of {shape}))" + (f" (is-const $g_{name})" if const else ""))
+
+    for scale_kind, dtype in (("Input", "FLOAT"), ("Const", "FLOAT16")):
+        backend = Backend()
+        backend.declare()
+        backend.run("\n".join(f"(ruleset {name})" for name in RULESETS))
+        lines = [leaf("x", "Input", "FLOAT", (1, 4, 3, 3), False), leaf("x2", "Input", "FLOAT", (1, 4, 3, 3), False)]
+        lines += [leaf(p, "Const", "FLOAT", (4,), True) for p in ("gA", "bA", "mA", "vA")]
+        lines.append(leaf("gB", scale_kind, dtype, (4,), scale_kind == "Const"))
+        lines += [leaf(p, "Const", dtype, (4,), True) for p in ("bB", "mB", "vB")]
+        lines += ["(let $g_A (BatchNormalization $g_x $g_gA $g_bA $g_mA $g_vA 1e-05 0.9))",
+                  "(let $g_B (BatchNormalization $g_x2 $g_gB $g_bB $g_mB $g_vB 1e-05 0.9))",
+                  '(set (dtype $g_A) "FLOAT") (set (shape $g_A) (vec-of 1 4 3 3))', "(union $g_A $g_B)"]
+        backend.run("\n".join(lines))
+        backend.run_many(rules["bn-foldable"].commands() + rules["bn-decompose"].commands())
+        backend.run("(run-schedule (repeat 3 (saturate (run analysis)) (run explore)))")
+        backend.run('(check (Mul (Input "x") sc))')  # A decomposed
+        with pytest.raises(BaseException):
+            backend.run('(check (Mul (Input "x2") sc))')  # B not
+
+
 # ---- bn-decompose / bn-compose ----
 
 def test_bn_decompose_standalone() -> None:

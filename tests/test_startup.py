@@ -50,3 +50,22 @@ def test_the_solver_prints_nothing() -> None:
         "_, again = _highs()\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "" and done.stderr == ""
+
+
+def test_first_uses_on_several_threads_import_one_module() -> None:
+    """Threads that first use a deferred module at once all get the one real module sys.modules keeps."""
+    done = _run(
+        "import sys, threading\n"
+        "from eqsat.startup import defer_imports\n"
+        "defer_imports()\n"
+        "import sympy as stand_in\n"
+        "seen, start = [], threading.Barrier(8)\n"
+        "def use():\n"
+        "    start.wait()\n"
+        "    seen.append(stand_in.Expr)\n"
+        "threads = [threading.Thread(target=use) for _ in range(8)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "assert len(seen) == 8 and len({id(e) for e in seen}) == 1, seen\n"
+        "assert sys.modules['sympy'].Expr is seen[0] and type(sys.modules['sympy']).__name__ == 'module'\n"
+        "print('ok')\n")
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
