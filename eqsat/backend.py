@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 #: Actions per throwaway load rule, and commands per parse: both costs grow superlinearly with size
 #: (egglog-notes §6; measured here: 8 and 8 load the keras mobilenet in 0.07 s, 10 and 64 in 0.2-0.3 s).
 LOAD_CHUNK = 8
-#: Commands per parse_program call: one huge call is quadratic (egglog-notes §6).
-COMMAND_CHUNK = 4
+#: Commands per parse_program call: one huge call is quadratic (egglog-notes §6), and even small batches
+#: cost more than single commands (measured: installing 377-486 rules took 20-40 ms less at 1 than at 4).
+COMMAND_CHUNK = 1
 #: Actions per throwaway ruleset: 80k actions load in 10 s as one ruleset, in 3 s as rulesets of 500
 #: (parse time grows with the size of the ruleset being defined).
 LOAD_RULESET = 500
