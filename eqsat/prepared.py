@@ -22,6 +22,7 @@ from typing import Iterator, Sequence
 
 from eqsat.backend import Backend
 from eqsat.saturate import install_rules
+from eqsat.terms import standard_facts
 
 #: Rule sets whose backends are kept (each holds only declarations and rules: a few MB).
 MAX_KEPT = 4
@@ -32,11 +33,12 @@ _lock = threading.Lock()
 
 
 def fresh(commands: Sequence[str], constructors: frozenset[str] = frozenset()) -> Backend:
-    """A new backend with the declarations and `commands` (egglog rules) installed; `constructors`: those
-    the rules were chosen for (eqsat.rule_closure.Usable)."""
+    """A new backend with the declarations, `commands` (egglog rules) and the standard facts installed;
+    `constructors`: those the rules were chosen for (eqsat.rule_closure.Usable)."""
     backend = Backend()
     backend.declare()
     install_rules(backend, commands)
+    backend.load(standard_facts())
     backend.installed = tuple(commands)
     backend.constructors = constructors
     return backend

@@ -257,8 +257,8 @@ def _in_backend(backend: Backend, encoding: Encoding, limits: Limits,
 
 def _run(backend: Backend, encoding: Encoding, limits: Limits, phases: dict[str, float],
          start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
-    """Load `encoding` into `backend` (declarations and rules there), saturate, decode."""
-    backend.load(terms.static_facts(encoding.perms, encoding.opset))
+    """Load `encoding` into `backend` (declarations, rules and standard facts there), saturate, decode."""
+    backend.load(terms.model_facts(encoding.perms, encoding.opset))
     backend.load_rows(encoding.rows)
     loaded = {name for name, rows in backend.sizes().items() if rows} & CONSTRUCTORS
     if not loaded <= backend.constructors:  # a rule left out could match: eqsat.rule_closure missed one

@@ -234,7 +234,8 @@ def declarations() -> str:
               "(relation positive (T))", "(relation is-const (T))", "(relation finite (T))",
               "(relation const-value (T i64 f64))", "(relation splat (T f64))", "(function inv-perm (IVec) IVec :no-merge)",
               "(relation lossless-cast (String String))", "(relation conv-fanout (T))",
-              "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))", "(relation bn-foldable (T T T T String))",
+              "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))",
+              "(relation bn-foldable (T T T T String))",
               "(function model-opset () i64 :no-merge)",
               "(relation rewritten (T String))",
               # Concat shapes: cdim(l, ax) = sum of shape(h)[ax] over the list, computed on demand
@@ -246,12 +247,23 @@ def declarations() -> str:
 
 
 def static_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = None) -> list[str]:
-    """Facts every e-graph starts with: inverse perms (all up to MAX_PERM_RANK, plus `extra_perms`),
-    lossless casts, and the model's opset (`(model-opset)`: rules that create newer ops guard on it)."""
-    perms = {p for r in range(1, MAX_PERM_RANK + 1) for p in itertools.permutations(range(r))}
-    perms |= {tuple(p) for p in extra_perms}
-    facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in sorted(perms)]
-    facts += [f"(lossless-cast {egg_str(a)} {egg_str(b)})" for a, b in LOSSLESS_CASTS]
+    """Facts every e-graph starts with: `standard_facts()` and `model_facts(extra_perms, opset)`."""
+    return standard_facts() + model_facts(extra_perms, opset)
+
+
+def standard_facts() -> list[str]:
+    """The facts no model changes: inverse perms (all up to MAX_PERM_RANK) and lossless casts. A prepared
+    backend (eqsat.prepared) holds them below its push, so each run loads only its `model_facts`."""
+    perms = sorted(p for r in range(1, MAX_PERM_RANK + 1) for p in itertools.permutations(range(r)))
+    facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
+    return facts + [f"(lossless-cast {egg_str(a)} {egg_str(b)})" for a, b in LOSSLESS_CASTS]
+
+
+def model_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = None) -> list[str]:
+    """One model's facts: inverse perms of `extra_perms` above MAX_PERM_RANK (the others are standard) and
+    the model's opset (`(model-opset)`: rules that create newer ops guard on it)."""
+    perms = sorted({tuple(p) for p in extra_perms if len(p) > MAX_PERM_RANK})
+    facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
     if opset is not None:
         facts.append(f"(set (model-opset) {int(opset)})")
     return facts

@@ -177,6 +177,18 @@ def test_transpose_sink_binary_const_per_channel_scale() -> None:
     assert len(const) == 1 and const[0].shape.dims == (3, 1, 1)
 
 
+def test_transpose_sink_binary_const_inverse_perms_standard_and_per_model() -> None:
+    """The kept backend holds the inverse of every perm up to rank 5 (standard facts); a rank-6 perm's inverse
+    comes with its model and leaves with it: the rule fires in both, and again at rank 4 afterwards."""
+    rng = np.random.default_rng(0)
+    cases = (((0, 2, 3, 1), (1, 4, 2, 3)), ((0, 2, 3, 4, 5, 1), (1, 3, 2, 1, 2, 2)), ((0, 3, 1, 2), (1, 2, 3, 4)))
+    for perm, dims in cases:
+        shape = tuple(dims[p] for p in perm)
+        m = model([transpose("x", "t", perm), node("Add", ["t", "c"], "y")], [("x", "FLOAT", dims)],
+                  initializers={"c": rng.standard_normal(shape).astype(np.float32)})
+        assert_rule_sound(m, "transpose-sink-binary-const")
+
+
 def test_transpose_sink_binary_const_constant_first() -> None:
     c = np.arange(60, dtype=np.float32).reshape(1, 4, 5, 3)
     m = sandwich([node("Sub", ["c", "t"], "m")], initializers={"c": c})
