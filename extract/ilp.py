@@ -29,9 +29,10 @@ Whenever optimality is not proven, `notes` give the returned cost, a lower bound
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -249,10 +250,17 @@ class _Solution:
     bound: float
 
 
-def _highs():
-    """A HiGHS instance (highspy, imported here: ~20 ms where scipy.optimize takes ~0.25 s) that prints
-    nothing: highspy's constructor installs its callbacks with output on, which prints HiGHS's banner once
-    per process, so output is switched off first."""
+def _highs() -> tuple[Any, Any]:
+    """highspy and a HiGHS instance that prints nothing (see `_quiet_highs`)."""
+    highspy, quiet = _quiet_highs()
+    return highspy, quiet()
+
+
+@functools.lru_cache(maxsize=1)
+def _quiet_highs() -> tuple[Any, type]:
+    """highspy (imported here: ~20 ms where scipy.optimize takes ~0.25 s) and a Highs class whose output is off
+    from the start: highspy's constructor installs its callbacks with output on, which prints HiGHS's banner
+    once per process, so output is switched off first."""
     import highspy
 
     class QuietHighs(highspy.Highs):
@@ -260,7 +268,7 @@ def _highs():
             self.setOptionValue("output_flag", False)
             super().enableCallbacks()
 
-    return highspy, QuietHighs()
+    return highspy, QuietHighs
 
 
 def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | None = None
