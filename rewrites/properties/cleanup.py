@@ -3,6 +3,7 @@ where its guard holds (`RuleCase`), checked by tests/test_rules_cleanup.py and `
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -16,13 +17,19 @@ if TYPE_CHECKING:
 
 
 @rule_case
-def _relu_merge(draw: Callable, st: Any) -> RuleCase:
+def _repeated(draw: Callable, st: Any, rule: str, dtypes: dict[str, tuple[str, ...]]) -> RuleCase:
+    """f(f(x)), or f applied three times, for an op f of `dtypes` over one of its dtypes (float values may be
+    halves: Round's ties to even)."""
+    op = draw(st.sampled_from(list(dtypes)))
     shape = draw(shapes(0, 4, 3))
     g = DrawnGraph()
-    prev = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "FLOAT16", "DOUBLE", "INT32"))), shape)))
+    values = draw(arrays(draw(st.sampled_from(dtypes[op])), shape))
+    if values.dtype.kind == "f" and draw(st.booleans()):
+        values = (np.round(values * 2) / 2).astype(values.dtype)
+    prev = g.input("x", values)
     for k in range(draw(st.integers(2, 3))):
-        prev = g.node("Relu", [prev], f"r{k}")
-    return g.case("relu-merge", [prev])
+        prev = g.node(op, [prev], f"f{k}")
+    return g.case(rule, [prev])
 
 
 @rule_case
@@ -144,21 +151,6 @@ def _reshape_merge(draw: Callable, st: Any) -> RuleCase:
 
 
 @rule_case
-def _idempotent_merge(draw: Callable, st: Any) -> RuleCase:
-    op = draw(st.sampled_from(("Sign", "Abs", "Ceil", "Floor", "Round")))
-    dtypes = ("FLOAT", "FLOAT16", "DOUBLE") + (("INT32", "INT64") if op in ("Sign", "Abs") else ())
-    shape = draw(shapes(0, 4, 3))
-    g = DrawnGraph()
-    values = draw(arrays(draw(st.sampled_from(dtypes)), shape))
-    if values.dtype.kind == "f" and draw(st.booleans()):  # halves: Round's ties to even
-        values = (np.round(values * 2) / 2).astype(values.dtype)
-    prev = g.input("x", values)
-    for k in range(draw(st.integers(2, 3))):
-        prev = g.node(op, [prev], f"f{k}")
-    return g.case("idempotent-merge", [prev])
-
-
-@rule_case
 def _flatten_noop(draw: Callable, st: Any) -> RuleCase:
     shape = draw(shapes(2, 2, 4))
     g = DrawnGraph()
@@ -190,8 +182,10 @@ def _split_noop(draw: Callable, st: Any) -> RuleCase:
 
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
-    "relu-merge": _relu_merge,
-    "idempotent-merge": _idempotent_merge,
+    "relu-merge": functools.partial(_repeated, "relu-merge", {"Relu": ("FLOAT", "FLOAT16", "DOUBLE", "INT32")}),
+    "idempotent-merge": functools.partial(_repeated, "idempotent-merge", {
+        op: ("FLOAT", "FLOAT16", "DOUBLE") + (("INT32", "INT64") if op in ("Sign", "Abs") else ())
+        for op in ("Sign", "Abs", "Ceil", "Floor", "Round")}),
     "flatten-noop": _flatten_noop,
     "split-noop": _split_noop,
     "mul-one": neutral_element("mul-one", "Mul", 1.0),

@@ -70,11 +70,9 @@ def _layernorm(rule: str, affine: str) -> Callable[[], Any]:
         nd = shape[rank - n:]
         gamma_shape = draw(st.sampled_from((nd, (1,) * (rank - n) + nd)))
         if affine in ("scale", "bias") and (affine == "scale" or draw(st.booleans())):
-            gamma = const_input(g, "gamma", draw(float_arrays(gamma_shape, numpy_dtype(dtype), -2, 2)), dtype)
-            out = g.node("Mul", [out, gamma] if draw(st.booleans()) else [gamma, out], "scaled")
+            out = _with_constant(draw, st, g, "Mul", out, "gamma", gamma_shape, "scaled", dtype)
         if affine == "bias":
-            beta = const_input(g, "beta", draw(float_arrays(gamma_shape, numpy_dtype(dtype), -2, 2)), dtype)
-            out = g.node("Add", [out, beta] if draw(st.booleans()) else [beta, out], "y")
+            out = _with_constant(draw, st, g, "Add", out, "beta", gamma_shape, "y", dtype)
         return g.case(rule, [out], also=also, opset=opset)
 
     return strategy
@@ -125,6 +123,13 @@ def _instancenorm_channels_last(draw: Callable, st: Any) -> RuleCase:
             out = g.node("Add", [out, beta], "y")
         also = ("instancenorm-fuse-affine", "transpose-sink-binary-const", "transpose-merge", "transpose-identity")
     return g.case("instancenorm-fuse-channels-last", [out], also=(*also, FORMS), opset=opset)
+
+
+def _with_constant(draw: Callable, st: Any, g: DrawnGraph, op: str, x: str, name: str, shape: tuple[int, ...],
+                   out: str, dtype: str = "FLOAT") -> str:
+    """`out` = op(x, c) or op(c, x) for a constant c called `name` of `shape`, values in [-2, 2] (a gamma, a beta)."""
+    c = const_input(g, name, draw(float_arrays(shape, numpy_dtype(dtype), -2, 2)), dtype)
+    return g.node(op, [x, c] if draw(st.booleans()) else [c, x], out)
 
 
 def _variance_eps(draw: Callable, st: Any, g: DrawnGraph, x: str, axes: list[int], opset: int) -> tuple[str, str, str]:
@@ -196,8 +201,7 @@ def _unfold_shift(draw: Callable, st: Any) -> RuleCase:
     reduced = tuple(1 if i in axes else n for i, n in enumerate(shape))
     cshape = tuple(n if i in axes else 1 for i, n in enumerate(shape))
     if draw(st.booleans()):
-        gamma = const_input(g, "gamma", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
-        k = g.node("Mul", [gamma, k] if draw(st.booleans()) else [k, gamma], "k")
+        k = _with_constant(draw, st, g, "Mul", k, "gamma", cshape, "k")
     xk = g.node("Mul", [x, k], "xk")
     mk = g.node("Mul", [m, k], "mk")
     form = draw(st.sampled_from(("sub", "minus", "neg")))
@@ -221,8 +225,7 @@ def _regroup_scale(draw: Callable, st: Any) -> RuleCase:
     m, d, ve = _variance_eps(draw, st, g, x, axes, opset)
     r = _rsqrt(draw, st, g, ve, "recip")
     cshape = tuple(n if i in axes else 1 for i, n in enumerate(shape))
-    gamma = const_input(g, "gamma", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
-    k = g.node("Mul", [gamma, r] if draw(st.booleans()) else [r, gamma], "k")
+    k = _with_constant(draw, st, g, "Mul", r, "gamma", cshape, "k")
     return g.case("norm-regroup-scale", [g.node("Mul", [d, k], "y")], opset=opset)
 
 
@@ -243,10 +246,8 @@ def _distribute_affine(draw: Callable, st: Any) -> RuleCase:
     g = DrawnGraph()
     x = g.input("x", _spread(draw, st, shape, "FLOAT"))
     out = _moments(draw, st, g, x, axes, "FLOAT", opset)
-    beta = const_input(g, "beta", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
-    gamma = const_input(g, "gamma", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
-    nb = g.node("Add", [out, beta] if draw(st.booleans()) else [beta, out], "nb")
-    out = g.node("Mul", [nb, gamma] if draw(st.booleans()) else [gamma, nb], "y")
+    nb = _with_constant(draw, st, g, "Add", out, "beta", cshape, "nb")
+    out = _with_constant(draw, st, g, "Mul", nb, "gamma", cshape, "y")
     return g.case("norm-distribute-affine", [out], also=(*also, *CONST_LAST, FORMS), opset=opset)
 
 
@@ -276,11 +277,9 @@ def _instancenorm(rule: str) -> Callable[[], Any]:
         out = _moments(draw, st, g, x, list(range(2, rank)), dtype, opset)
         if rule == "instancenorm-fuse-affine":
             per_channel = (1, shape[1]) + (1,) * (rank - 2)
-            gamma = const_input(g, "gamma", draw(float_arrays(per_channel, numpy_dtype(dtype), -2, 2)), dtype)
-            out = g.node("Mul", [out, gamma] if draw(st.booleans()) else [gamma, out], "scaled")
+            out = _with_constant(draw, st, g, "Mul", out, "gamma", per_channel, "scaled", dtype)
             if draw(st.booleans()):
-                beta = const_input(g, "beta", draw(float_arrays(per_channel, numpy_dtype(dtype), -2, 2)), dtype)
-                out = g.node("Add", [out, beta] if draw(st.booleans()) else [beta, out], "y")
+                out = _with_constant(draw, st, g, "Add", out, "beta", per_channel, "y", dtype)
         also = ("instancenorm-fuse",) if rule == "instancenorm-fuse-affine" else ()
         return g.case(rule, [out], also=(*also, FORMS), opset=opset)
 

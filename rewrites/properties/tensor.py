@@ -3,6 +3,7 @@ where its guard holds (`RuleCase`), checked by tests/test_rules_tensor.py and `e
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -62,27 +63,11 @@ def _split_concat(draw: Callable, st: Any) -> RuleCase:
 
 
 @rule_case
-def _transpose_sink_concat(draw: Callable, st: Any) -> RuleCase:
-    n = draw(st.integers(2, 3))  # the loader drops one-input Concats and identity Transposes
-    base = draw(shapes(2, 4, 3))
-    p = draw(perms(len(base)).filter(lambda q: q != tuple(range(len(q)))))
-    axis = draw(st.integers(0, len(base) - 1))
-    g = DrawnGraph()
-    ts = []
-    for k in range(n):
-        shape = list(base)
-        shape[p[axis]] = draw(st.integers(1, 3))
-        x = g.input(f"x{k}", draw(float_arrays(tuple(shape))))
-        ts.append(g.node("Transpose", [x], f"t{k}", perm=list(p)))
-    g.node("Concat", ts, "y", axis=axis)
-    return g.case("transpose-sink-concat", ["y"])
-
-
-@rule_case
-def _transpose_sink_concat_const(draw: Callable, st: Any) -> RuleCase:
-    """Concat of 1 or 2 transposed inputs and one constant (at a drawn position) of the transposed shape."""
+def _transpose_sink_concat(draw: Callable, st: Any, constant: bool = False) -> RuleCase:
+    """Concat of 2 or 3 transposed inputs (the loader drops one-input Concats and identity Transposes); with
+    `constant`, one of them (at a drawn position) a constant of the transposed shape instead."""
     n = draw(st.integers(2, 3))
-    j = draw(st.integers(0, n - 1))
+    j = draw(st.integers(0, n - 1)) if constant else -1
     base = draw(shapes(2, 4, 3))
     p = draw(perms(len(base)).filter(lambda q: q != tuple(range(len(q)))))
     axis = draw(st.integers(0, len(base) - 1))
@@ -98,7 +83,7 @@ def _transpose_sink_concat_const(draw: Callable, st: Any) -> RuleCase:
             x = g.input(f"x{k}", draw(float_arrays(tuple(shape))))
             items.append(g.node("Transpose", [x], f"t{k}", perm=list(p)))
     g.node("Concat", items, "y", axis=axis)
-    return g.case("transpose-sink-concat-const", ["y"])
+    return g.case("transpose-sink-concat-const" if constant else "transpose-sink-concat", ["y"])
 
 
 @rule_case
@@ -241,7 +226,7 @@ STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "concat-merge": _concat_merge(),
     "split-concat": _split_concat,
     "transpose-sink-concat": _transpose_sink_concat,
-    "transpose-sink-concat-const": _transpose_sink_concat_const,
+    "transpose-sink-concat-const": functools.partial(_transpose_sink_concat, constant=True),
     "transpose-sink-split": _transpose_sink_split,
     "depth-to-space": _depth_to_space,
     "space-to-depth": _space_to_depth,
