@@ -44,6 +44,12 @@ def fresh(commands: Sequence[str], constructors: frozenset[str] = frozenset()) -
     return backend
 
 
+def like(backend: Backend) -> Backend:
+    """A new backend with `backend`'s rules and constructors: for a run that cannot use `backend` itself (an
+    egglog panic broke it, or a fallback run wants an empty one)."""
+    return fresh(backend.installed, backend.constructors)
+
+
 @contextlib.contextmanager
 def checkout(commands: Sequence[str]) -> Iterator[Backend]:
     """A prepared backend for `commands`: the kept one if it is free, else a new one (kept if none is)."""

@@ -231,8 +231,7 @@ def _saturate(backend: Backend, work: "ir.Model", limits: Limits,
             raise
         where = "loading"
     encoding = encode(work, symbolic=False)
-    egraph, report = _in_backend(prepared.fresh(backend.installed, backend.constructors), encoding, limits, phases,
-                                 start, note)
+    egraph, report = _in_backend(prepared.like(backend), encoding, limits, phases, start, note)
     report.note = f"symbolic shape facts conflicted during {where}; saturated with static shape facts only"
     return egraph, encoding, report
 
@@ -243,7 +242,7 @@ def _in_backend(backend: Backend, encoding: Encoding, limits: Limits,
     egglog panic broke is replaced by a fresh one with the same rules, and a pop that fails (a panic during
     this run: the result is already decoded or fell back) leaves it marked broken (eqsat.prepared drops it)."""
     if backend.broken:
-        backend = prepared.fresh(backend.installed, backend.constructors)
+        backend = prepared.like(backend)
     backend.push()
     try:
         return _run(backend, encoding, limits, phases, start, note)

@@ -121,7 +121,7 @@ def saturate_bodies(model: onnx.ModelProto, depth: int, saturate: Callable[..., 
                 continue
             try:
                 if backend.broken:  # an egglog panic in an earlier body: the same rules, anew
-                    backend = prepared.fresh(backend.installed, backend.constructors)
+                    backend = prepared.like(backend)
                 child = standalone(model, graph)
                 body.session = saturate(child, source=f"{body.node}.{attr}", depth=depth + 1, backend=backend,
                                         **options)
