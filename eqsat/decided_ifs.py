@@ -52,7 +52,7 @@ def decide_ifs(model: ir.Model, copy: Callable[[ir.Model], ir.Model],
             try:
                 trial = copy(model)
                 _fix_condition(trial, list(trial.graph)[index], refuted, index)
-                with _quiet_folder():  # the refuted branch is inconsistent by design: the folder says so
+                with quiet_folder():  # the refuted branch is inconsistent by design: the folder says so
                     broken = _broken_rank_rule(settle(trial).graph)
             except Exception:  # noqa: BLE001 - a trial that cannot be folded proves nothing
                 broken = None
@@ -65,8 +65,9 @@ def decide_ifs(model: ir.Model, copy: Callable[[ir.Model], ir.Model],
 
 
 @contextlib.contextmanager
-def _quiet_folder() -> Iterator[None]:
-    """onnxscript's folder logs warnings on inconsistent shapes: silenced while folding a trial."""
+def quiet_folder() -> Iterator[None]:
+    """onnxscript's folder logs warnings (inconsistent shapes in a trial, "Skipping constant folding for op
+    ..."): silenced while folding, they are not problems of the user's model."""
     folder = logging.getLogger("onnxscript")
     level = folder.level
     folder.setLevel(logging.ERROR)

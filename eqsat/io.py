@@ -14,13 +14,14 @@ the file up), Constant nodes lifted to initializers, dead nodes removed.
 from __future__ import annotations
 
 import collections
+import contextlib
 import heapq
 import math
 import os
 import re
 import secrets
 from pathlib import Path
-from typing import Union
+from typing import Iterator, Union
 
 import onnx
 import onnx.version_converter
@@ -315,18 +316,62 @@ def _all_shapes_static(graph: ir.Graph) -> bool:
 
 
 def _fold(model: ir.Model) -> bool:
-    """Fold constants and static-shape sub-graphs, lift Constant nodes, drop dead nodes; True if changed."""
+    """Fold constants and static-shape sub-graphs, lift Constant nodes, drop dead nodes; True if changed.
+
+    The folder never sees the nodes it would rewrite into forms newer than the model's opset
+    (`NEWER_FORMS_BELOW_13`), and a node it fails on stays as it is: its op is hidden and the fold rerun
+    (what the failed attempt folded before the failure is already valid).
+    """
     from onnx_ir.passes import common as passes
     from onnxscript.optimizer import fold_constants
+
+    from eqsat.decided_ifs import quiet_folder
 
     # Per-node shape inference inside the folder only pays off where shapes are computed at run time
     # (Shape/Size chains); elsewhere it costs 6x the fold itself (20k nodes: 1.3 s against 0.2 s).
     reads_shapes = any(n.op_type in ("Shape", "Size") for n in model.graph)
-    folded = fold_constants(model, onnx_shape_inference=reads_shapes, should_fold=_fold_small_fill,
-                            input_size_limit=FOLD_INPUT_LIMIT, output_size_limit=FOLD_OUTPUT_LIMIT)
+    hidden = set(NEWER_FORMS_BELOW_13) if model.opset_imports.get("", 1) < 13 else set()
+    folded_any = False
+    for _ in range(FOLD_ATTEMPTS):
+        try:
+            with _hidden_from_folder(model, hidden), quiet_folder():
+                folded = fold_constants(model, onnx_shape_inference=reads_shapes, should_fold=_fold_small_fill,
+                                        input_size_limit=FOLD_INPUT_LIMIT, output_size_limit=FOLD_OUTPUT_LIMIT)
+            folded_any = folded.modified
+            break
+        except RuntimeError as exc:  # "Error during constant folding for node 'n' (domain::Op)"
+            failed = _FOLDER_FAILURE.search(str(exc))
+            if failed is None or failed["op"] in hidden:
+                raise
+            hidden.add(failed["op"])
+            folded_any = True  # the failed attempt may have folded nodes before this one
     lifted = passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
     removed = passes.RemoveUnusedNodesPass()(model)
-    return bool(folded.modified or lifted.modified or removed.modified)
+    return bool(folded_any or lifted.modified or removed.modified)
+
+
+#: Ops that onnxscript's folder rewrites with Unsqueeze, Split or Squeeze taking an axes or split input, a
+#: form that exists from opset 13 on: below it they are not folded.
+NEWER_FORMS_BELOW_13 = frozenset({"SplitToSequence", "ConcatFromSequence"})
+#: Fold reruns after a node the folder fails on (each hides one more op).
+FOLD_ATTEMPTS = 8
+_FOLDER_FAILURE = re.compile(r"Error during constant folding for node .* \((?P<domain>[^:()]*)::(?P<op>[^)]+)\)")
+#: A domain no model imports: the folder skips a node of an unimported domain.
+_HIDDEN_DOMAIN = "eqsat.hidden_from_folder"
+
+
+@contextlib.contextmanager
+def _hidden_from_folder(model: ir.Model, ops: set[str]) -> Iterator[None]:
+    """Default-domain nodes of `ops` (in every graph) moved to a domain no model imports while inside."""
+    hidden = [n for n in model.graph.all_nodes() if n.op_type in ops and n.domain in ("", "ai.onnx")]
+    domains = [n.domain for n in hidden]
+    for node in hidden:
+        node.domain = _HIDDEN_DOMAIN
+    try:
+        yield
+    finally:
+        for node, domain in zip(hidden, domains):
+            node.domain = domain
 
 
 def _fold_small_fill(node: ir.Node) -> bool | None:

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import onnx
 import onnx_ir as ir
 
-from eqsat import io
+from eqsat import interface, io
 from eqsat.report import Report
 
 
@@ -40,6 +40,9 @@ class Result:
         return io.from_proto(self.proto)
 
     def save(self, path: str | os.PathLike) -> None:
+        """Write the model atomically, once it passes the full checker and keeps the input's interface."""
+        if self.session is not None:
+            interface.check(self.proto, self.session.original, self.session.source)
         io.save(self.proto, path)
 
     def _repr_html_(self) -> str:

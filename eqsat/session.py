@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import onnx
 
-from eqsat import io
+from eqsat import interface, io
 from eqsat import prepared
 from eqsat.backend import Backend
 from eqsat.egraph import EGraph, decode
@@ -140,6 +140,7 @@ class Session:
             with timed(report, "extract bodies"):
                 report.subgraphs = put_back(model, self.bodies, lambda child: child.extract(
                     target, cost=cost, extractor=extractor).proto)
+        interface.restore(model, self.original)
         report.ops_after = io.proto_op_histogram(model)
         if verify:
             from eqsat.verify import verify as run_verify

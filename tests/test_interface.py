@@ -1,0 +1,142 @@
+"""The model's interface is kept exactly (graph inputs with their defaults, outputs as declared), IR-3 models
+keep their contract, and folding never writes an op form newer than the model's opset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper as onh
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto
+
+import eqsat
+from eqsat import interface
+from eqsat.errors import InternalError
+
+F32 = TensorProto.FLOAT
+
+
+def _session_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _ir3_conv(ir_version: int = 3, opset: int = 7) -> onnx.ModelProto:
+    """A pytorch-0.3-style export: IR version 3, every weight an initializer listed as a graph input, and a
+    constant computed from a weight (the folder must not fold through an overridable input)."""
+    rng = np.random.default_rng(0)
+    w = onh.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "1")
+    b = onh.from_array(rng.standard_normal(4).astype(np.float32), "2")
+    scale = onh.from_array(np.full((1, 4, 1, 1), 0.5, np.float32), "3")
+    graph = oh.make_graph(
+        [oh.make_node("Conv", ["0", "1", "2"], ["c"], pads=[1, 1, 1, 1]),
+         oh.make_node("Mul", ["c", "3"], ["m"]), oh.make_node("Relu", ["m"], ["y"])], "torch-jit-export",
+        [oh.make_tensor_value_info("0", F32, [2, 3, 8, 8]), oh.make_tensor_value_info("1", F32, [4, 3, 3, 3]),
+         oh.make_tensor_value_info("2", F32, [4]), oh.make_tensor_value_info("3", F32, [1, 4, 1, 1])],
+        [oh.make_tensor_value_info("y", F32, [2, 4, 8, 8])], [w, b, scale])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=ir_version)
+
+
+def test_ir3_model_keeps_inputs_and_their_defaults_and_runs(tmp_path: Path) -> None:
+    model = _ir3_conv()
+    out = tmp_path / "out.onnx"
+    eqsat.optimize(model, output=out)
+    written = onnx.load(out)
+    onnx.checker.check_model(written, full_check=True)
+    assert interface.difference(written, model) == ""
+    assert [v.name for v in written.graph.input] == ["0", "1", "2", "3"]
+    x = np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(_session_run(written, {"0": x})[0], _session_run(model, {"0": x})[0], rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_an_overridden_default_gives_the_originals_result() -> None:
+    """An input with a default is an input: feeding another weight must give what the original gives
+    (onnxruntime lets a caller override an initializer from IR version 4 on)."""
+    model = _ir3_conv(ir_version=8, opset=17)
+    written = eqsat.optimize(model).proto
+    rng = np.random.default_rng(2)
+    feeds = {"0": rng.standard_normal((2, 3, 8, 8)).astype(np.float32),
+             "3": rng.standard_normal((1, 4, 1, 1)).astype(np.float32)}
+    np.testing.assert_allclose(_session_run(written, feeds)[0], _session_run(model, feeds)[0], rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_ir3_output_with_new_constants_is_ir4() -> None:
+    """Constants eqsat creates are not inputs: an IR-3 output holding one is written as IR version 4."""
+    x = oh.make_tensor_value_info("x", F32, [2, 4])
+    two = onh.from_array(np.full((2, 4), 2.0, np.float32), "two")
+    graph = oh.make_graph([oh.make_node("Mul", ["x", "two"], ["m"]), oh.make_node("Mul", ["m", "two"], ["y"])],
+                          "g", [x, oh.make_tensor_value_info("two", F32, [2, 4])],
+                          [oh.make_tensor_value_info("y", F32, [2, 4])], [two])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 7)], ir_version=3)
+    written = eqsat.optimize(model).proto
+    onnx.checker.check_model(written, full_check=True)
+    assert interface.difference(written, model) == ""
+    assert written.ir_version == (3 if all(t.name == "two" for t in written.graph.initializer) else 4)
+
+
+def test_outputs_keep_their_declared_types() -> None:
+    """Shape inference may know more than the model declares; the output still declares what the input did."""
+    graph = oh.make_graph([oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Abs", ["r"], ["y"])], "g",
+                          [oh.make_tensor_value_info("x", F32, [2, 3])],
+                          [oh.make_tensor_value_info("y", F32, [None, None])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
+    written = eqsat.optimize(model).proto
+    assert written.graph.output[0] == model.graph.output[0]
+
+
+def test_a_changed_interface_is_never_written(tmp_path: Path) -> None:
+    model = _ir3_conv()
+    result = eqsat.optimize(model)
+    del result.proto.graph.initializer[:]
+    with pytest.raises(InternalError, match="interface.*lost its default"):
+        result.save(tmp_path / "out.onnx")
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def _sequence_model(opset: int) -> onnx.ModelProto:
+    """SplitToSequence then ConcatFromSequence with constant inputs, which onnxscript's folder rewrites with
+    Split/Unsqueeze nodes taking a split/axes input (opset 13 forms)."""
+    x = onh.from_array(np.arange(6, dtype=np.float32).reshape(3, 2), "c")
+    graph = oh.make_graph(
+        [oh.make_node("SplitToSequence", ["c"], ["s"], axis=0, keepdims=0),
+         oh.make_node("ConcatFromSequence", ["s"], ["k"], axis=0, new_axis=1),
+         oh.make_node("Add", ["k", "x"], ["y"])], "g",
+        [oh.make_tensor_value_info("x", F32, [3, 2])], [oh.make_tensor_value_info("y", F32, [3, 2])], [x])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=7)
+
+
+@pytest.mark.parametrize("opset", [11, 12, 13])
+def test_folding_never_writes_a_form_newer_than_the_opset(opset: int) -> None:
+    model = _sequence_model(opset)
+    written = eqsat.optimize(model).proto
+    onnx.checker.check_model(written, full_check=True)
+    x = np.ones((3, 2), np.float32)
+    np.testing.assert_allclose(_session_run(written, {"x": x})[0], _session_run(model, {"x": x})[0])
+
+
+def test_a_node_the_folder_fails_on_stays_unfolded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception inside onnxscript's folder for one op leaves that op's nodes as they are; the rest folds."""
+    from onnxscript.optimizer import _constant_folding as folding
+
+    def broken(node, op, state):  # noqa: ANN001 - the folder's evaluator signature
+        raise ValueError("planted")
+
+    monkeypatch.setattr(folding.registry, "lookup_evaluators",
+                        lambda domain, op, version, original=folding.registry.lookup_evaluators:
+                        [broken] if op == "Size" else original(domain, op, version))
+    c = onh.from_array(np.ones((2, 2), np.float32), "c")
+    graph = oh.make_graph(
+        [oh.make_node("Size", ["x"], ["n"]), oh.make_node("Neg", ["c"], ["nc"]),
+         oh.make_node("Add", ["x", "nc"], ["y"])], "g",
+        [oh.make_tensor_value_info("x", F32, [2, 2])],
+        [oh.make_tensor_value_info("y", F32, [2, 2]), oh.make_tensor_value_info("n", TensorProto.INT64, [])], [c])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
+    written = eqsat.optimize(model).proto
+    ops = [n.op_type for n in written.graph.node]
+    assert "Neg" not in ops  # folded
+    assert interface.difference(written, model) == ""
