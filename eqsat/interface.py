@@ -2,7 +2,8 @@
 
 What a caller sees of a model is its contract: the optimized model has the input's graph inputs and outputs
 as the input declared them (not as shape inference refined them), and an input that has an initializer (a
-default value the caller may override; in IR version 3, every weight) keeps that initializer. An IR-3 model
+default value the caller may override; in IR version 3, every weight) keeps that initializer, as sparse
+initializers stay. An IR-3 model
 requires every initializer to be a graph input; constants eqsat creates are not inputs (a caller must not
 override them), so such an output is written as IR version 4, where initializers need not be inputs and
 everything else means the same.
@@ -30,6 +31,8 @@ def restore(model: onnx.ModelProto, original: onnx.ModelProto) -> None:
     defaults = _defaults(original)
     present = {t.name for t in graph.initializer}
     graph.initializer.extend(t for name, t in defaults.items() if name not in present)
+    sparse = {t.values.name for t in graph.sparse_initializer}  # eqsat.io held them as inputs meanwhile
+    graph.sparse_initializer.extend(t for t in original.graph.sparse_initializer if t.values.name not in sparse)
     inputs = {v.name for v in graph.input}
     if model.ir_version < IR_INITIALIZERS_NOT_INPUTS and any(t.name not in inputs for t in graph.initializer):
         model.ir_version = IR_INITIALIZERS_NOT_INPUTS

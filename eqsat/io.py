@@ -251,7 +251,7 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
     from eqsat.shape_chains import make_targets_static
     from eqsat.zero_states import drop_zero_states
 
-    inferred = _infer_proto(_without_negative_dims(proto))  # loaded protos have none left; others may
+    inferred = _infer_proto(_sparse_as_inputs(_without_negative_dims(proto)))  # loaded protos have no -1 dims left
     model = from_proto(inferred, label)
     folded = _fold(model)
     decided = decide_ifs(model, copy=lambda m: from_proto(to_proto(m), label), settle=lambda m: _settled(m, label))
@@ -266,6 +266,21 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
         inferred = to_proto(model)
     model.meta[DECIDED_IFS] = decided
     return model, inferred
+
+
+def _sparse_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with each top-level sparse initializer standing as a graph input of its dense type, in a copy
+    when there is one. onnx_ir cannot hold sparse tensors; only ops of custom domains (kept as they are) and
+    graph outputs can read them, and a graph input is never rewritten: eqsat.interface.restore puts the
+    sparse initializers back in place of these inputs."""
+    if not proto.graph.sparse_initializer:
+        return proto
+    proto = _copy(proto)
+    for sparse in proto.graph.sparse_initializer:
+        proto.graph.input.append(onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type,
+                                                                    list(sparse.dims)))
+    del proto.graph.sparse_initializer[:]
+    return proto
 
 
 def _settled(model: ir.Model, label: str) -> ir.Model:
@@ -335,7 +350,7 @@ def _fold(model: ir.Model) -> bool:
     for _ in range(FOLD_ATTEMPTS):
         try:
             with _hidden_from_folder(model, hidden), quiet_folder():
-                folded = fold_constants(model, onnx_shape_inference=reads_shapes, should_fold=_fold_small_fill,
+                folded = fold_constants(model, onnx_shape_inference=reads_shapes, should_fold=_should_fold,
                                         input_size_limit=FOLD_INPUT_LIMIT, output_size_limit=FOLD_OUTPUT_LIMIT)
             folded_any = folded.modified
             break
@@ -374,9 +389,12 @@ def _hidden_from_folder(model: ir.Model, ops: set[str]) -> Iterator[None]:
             node.domain = domain
 
 
-def _fold_small_fill(node: ir.Node) -> bool | None:
-    """True for a ConstantOfShape of a constant shape with at most FOLD_FILL_LIMIT elements (ViT's
+def _should_fold(node: ir.Node) -> bool | None:
+    """False for a node that reads or writes strings (a folded string tensor cannot be written back by
+    onnx_ir); True for a ConstantOfShape of a constant shape with at most FOLD_FILL_LIMIT elements (ViT's
     class-token Expand computes its shape through one); None leaves every other node to the folder's rules."""
+    if any(v is not None and v.dtype == ir.DataType.STRING for v in (*node.inputs, *node.outputs)):
+        return False
     if node.op_type != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or not node.inputs:
         return None
     shape = node.inputs[0].const_value if node.inputs[0] is not None else None

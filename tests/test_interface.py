@@ -140,3 +140,26 @@ def test_a_node_the_folder_fails_on_stays_unfolded(monkeypatch: pytest.MonkeyPat
     ops = [n.op_type for n in written.graph.node]
     assert "Neg" not in ops  # folded
     assert interface.difference(written, model) == ""
+
+
+def test_sparse_and_string_initializers_pass_through(tmp_path: Path) -> None:
+    """A sparse initializer read by a custom-domain op and a string initializer behind an Identity output
+    survive untouched (onnx_ir holds neither; folding never evaluates strings)."""
+    sparse = oh.make_sparse_tensor(onh.from_array(np.array([1.0, 2.0], np.float32), "sp"),
+                                   onh.from_array(np.array([1, 5], np.int64), "sp_idx"), [2, 4])
+    words = onh.from_array(np.array([b"a", b"b"], dtype=object), "words")
+    graph = oh.make_graph(
+        [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Relu", ["r"], ["y"]),
+         oh.make_node("Identity", ["words"], ["w"]), oh.make_node("Densify", ["sp", "x"], ["z"], domain="com.x")],
+        "g", [oh.make_tensor_value_info("x", F32, [2, 4])],
+        [oh.make_tensor_value_info("y", F32, [2, 4]), oh.make_tensor_value_info("w", TensorProto.STRING, [2]),
+         oh.make_tensor_value_info("z", F32, [2, 4])], [words], sparse_initializer=[sparse])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.x", 1)], ir_version=8)
+    out = tmp_path / "out.onnx"
+    eqsat.optimize(model, output=out, verify=False)  # no runtime knows com.x::Densify
+    written = onnx.load(out)
+    onnx.checker.check_model(written, full_check=True)
+    assert interface.difference(written, model) == ""
+    assert list(written.graph.sparse_initializer) == list(model.graph.sparse_initializer)
+    assert [t for t in written.graph.initializer if t.name == "words"] == [words]
+    assert sorted(n.op_type for n in written.graph.node) == ["Densify", "Identity", "Relu"]
