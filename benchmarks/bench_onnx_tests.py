@@ -197,6 +197,16 @@ def interface(model: Any) -> tuple:
     return inputs, outputs
 
 
+def _passes_full_check(model: Any) -> bool:
+    import onnx
+
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception:
+        return False
+    return True
+
+
 def _interface_problem(original: Any, optimized: Any) -> str:
     (ins_a, outs_a), (ins_b, outs_b) = interface(original), interface(optimized)
     if [i[0] for i in ins_a] != [i[0] for i in ins_b]:
@@ -252,8 +262,8 @@ def check_case(case: Case, timeout: float = 120.0) -> Outcome:
         if not target.exists():
             return Outcome(case.name, "wrong", "exit 0 but nothing written", seconds, ops)
         written = onnx.load(str(target))
-        try:
-            onnx.checker.check_model(written, full_check=True)
+        try:  # held to the standard the input meets (onnx's strict inference rejects some of its own tests)
+            onnx.checker.check_model(written, full_check=_passes_full_check(original))
         except Exception as exc:
             return Outcome(case.name, "wrong", f"invalid output: {_first_line(exc)}", seconds, ops)
         if problem := _interface_problem(original, written):

@@ -41,9 +41,10 @@ class Result:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model atomically, once it passes the full checker and keeps the input's interface."""
-        if self.session is not None:
-            interface.check(self.proto, self.session.original, self.session.source)
-        io.save(self.proto, path)
+        original = self.session.original if self.session is not None else None
+        if original is not None:
+            interface.check(self.proto, original, self.session.source)
+        io.save(self.proto, path, original)
 
     def _repr_html_(self) -> str:
         from eqsat.display import result_html

@@ -216,3 +216,20 @@ def test_saved_file_honours_umask(make_model, tmp_path: Path) -> None:
     finally:
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "out.onnx").stat().st_mode) == 0o640
+
+
+def test_a_model_only_onnx_strict_inference_rejects_is_optimized(tmp_path: Path) -> None:
+    """MeanVarianceNormalization at opset 13: the checker passes, onnxruntime runs it, but strict shape
+    inference trips on the op's own function body. Valid: optimized and written, held to the same standard."""
+    m = oh.make_model(oh.make_graph(
+        [oh.make_node("MeanVarianceNormalization", ["x"], ["m"]), oh.make_node("Relu", ["m"], ["r"]),
+         oh.make_node("Relu", ["r"], ["y"])], "g",
+        [oh.make_tensor_value_info("x", F32, [2, 3, 4, 4])], [oh.make_tensor_value_info("y", F32, [2, 3, 4, 4])]),
+        opset_imports=[oh.make_opsetid("", 13)], ir_version=8)
+    with pytest.raises(onnx.shape_inference.InferenceError):
+        onnx.checker.check_model(m, full_check=True)
+    out = tmp_path / "out.onnx"
+    result = eqsat.optimize(m, output=out)
+    assert result.report.verification.ok
+    onnx.checker.check_model(onnx.load(out))
+    assert [n.op_type for n in onnx.load(out).graph.node] == ["MeanVarianceNormalization", "Relu"]
