@@ -299,9 +299,9 @@ INVALID = [  # how the model is made, extra options, what the error line says af
     pytest.param(_custom_domain_without_opset_import, (),
                  r"node 'mine' \(MyOp\): fails the ONNX checker: No opset import for domain 'com.example'",
                  id="custom-domain-without-opset-import"),
-    pytest.param(_custom_domain("com.example", "MyOp"), (),
+    pytest.param(_custom_domain("com.example", "MyOp"), ("--strict",),  # without --strict: written, with a warning
                  r"cannot be verified, no runtime runs it \(onnxruntime: .*MyOp.*\); rerun with --no-verify$",
-                 id="custom-domain-op-no-runtime"),
+                 id="custom-domain-op-no-runtime-strict"),
     pytest.param(_if_with(oh.make_node("Add", ["x"], ["out_then"], name="bad_add")), (),
                  r"node 'branch' \(If\): fails the ONNX checker: Node\(bad_add\) .*input size 1", id="if-invalid-subgraph"),
     pytest.param(_if_with(oh.make_node("Add", ["x", "ghost"], ["out_then"], name="bad_add")), (),

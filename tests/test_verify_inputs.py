@@ -16,7 +16,8 @@ from eqsat.cli import main
 from eqsat.errors import BadInputError
 from eqsat.fix_shapes import fix_input_shapes
 from eqsat.verify import verify
-from eqsat.verify_inputs import candidate_shapes, dim_kind, load_npz, make_inputs
+from eqsat.verify_inputs import candidate_shapes, dim_kind, load_npz
+from eqsat.verify_values import make_inputs
 from tests.rule_graphs import model, node
 
 F32, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
@@ -60,23 +61,26 @@ def test_dim_kind_from_name(name: str, axis: int, rank: int, kind: str) -> None:
 
 def test_reflect_pad_on_a_dynamic_dim_is_verified_by_default() -> None:
     result = eqsat.optimize(reflect_pad(4))
-    assert result.report.verification.ok
-    assert result.report.verification.input_shapes == {"x": (1, 16)}  # batch 1, unnamed dim 16
-    assert "inputs x:1x16" in result.report.verification.summary()
+    verification = result.report.verification
+    assert verification.ok
+    assert verification.input_shapes == {"x": (2, 16)}  # batch 2, unnamed dim 16 ...
+    assert verification.assignments == ({"x": (2, 16)}, {"x": (3, 32)})  # ... and a second size of each
+    assert "inputs x:2x16 and x:3x32" in verification.summary()
 
 
 def test_ladder_climbs_until_onnxruntime_runs_the_original() -> None:
     report = verify(reflect_pad(20), reflect_pad(20))  # 16 is too short for a reflect pad of 20
-    assert report.ok and report.input_shapes == {"x": (1, 32)} and report.runtime == "onnxruntime"
-    report = verify(rows_of(64), rows_of(64))
-    assert report.ok and report.input_shapes == {"x": (1, 64)}
+    assert report.ok and report.input_shapes == {"x": (2, 32)} and report.runtime == "onnxruntime"
+    assert report.assignments == ({"x": (2, 32)}, {"x": (3, 64)})
+    report = verify(rows_of(64), rows_of(64))  # 2 x 32 is one row of 64; 3 x 64 three
+    assert report.ok and report.assignments == ({"x": (2, 32)}, {"x": (3, 64)})
 
 
 def test_a_failure_names_the_inputs_it_ran_on() -> None:
     negated = model([node("Neg", ["x"], "y")], [("x", F32, ["batch", "T"])])
     relu = model([node("Relu", ["x"], "y")], [("x", F32, ["batch", "T"])])
     summary = verify(relu, negated).summary()
-    assert summary.startswith("verification failed on output 'y'") and " on inputs x:1x16 at [" in summary
+    assert summary.startswith("verification failed on output 'y'") and " on inputs x:2x16 at [" in summary
 
 
 def test_a_size_the_original_refuses_is_bad_input() -> None:
@@ -84,20 +88,27 @@ def test_a_size_the_original_refuses_is_bad_input() -> None:
         verify(rows_of(16), rows_of(16), source="in.onnx", input_shapes={"x": (1, 1)})
 
 
-def test_model_that_never_runs_names_the_sizes_tried() -> None:
-    with pytest.raises(BadInputError) as caught:
-        verify(rows_of(20), rows_of(20), source="in.onnx")  # no size of the ladder is a multiple of 20
+def test_model_that_never_runs_is_not_verified_and_names_the_sizes_tried() -> None:
+    report = verify(rows_of(20), rows_of(20), source="in.onnx")  # no size of the ladder is a multiple of 20
+    assert report.ok and not report.verified and report.outputs == ()
+    summary = report.summary()
+    assert summary.startswith("not verified: no runtime runs the original on the inputs drawn") and "\n" not in summary
+    for size in ("x:2x16", "x:2x32", "x:2x64", "x:2x224", "x:2x512", "x:1x512"):  # batch 1 only as a last resort
+        assert size in summary
+    with pytest.raises(BadInputError) as caught:  # --strict refuses, as before
+        verify(rows_of(20), rows_of(20), source="in.onnx", strict=True)
     message = str(caught.value)
-    assert "\n" not in message
-    for size in ("x:1x16", "x:1x32", "x:1x64", "x:1x224", "x:1x512"):
+    assert "\n" not in message and message.startswith("in.onnx: cannot be verified")
+    for size in ("x:2x16", "x:2x32", "x:2x64", "x:2x224", "x:2x512"):
         assert size in message
     assert "--input-shape NAME:D0,D1,..." in message and "--inputs FILE.npz" in message and "--no-verify" in message
 
 
-def test_batch_dim_is_one_and_a_dim_param_has_one_size_everywhere() -> None:
+def test_batch_dim_is_two_and_a_dim_param_has_one_size_everywhere() -> None:
     m = model([node("Add", ["a", "b"], "y")], [("a", F32, ["N", "seq", 4]), ("b", F32, ["N", "seq", 4])])
     feeds = make_inputs(m)
-    assert feeds["a"].shape == feeds["b"].shape == (1, 16, 4)
+    assert feeds["a"].shape == feeds["b"].shape == (2, 16, 4)
+    assert verify(m, m).assignments == ({"a": (2, 16, 4), "b": (2, 16, 4)}, {"a": (3, 32, 4), "b": (3, 32, 4)})
     report = verify(m, m, input_shapes={"a": (2, 8, 4)})  # binds N=2, seq=8 for b too
     assert report.ok and report.input_shapes == {"a": (2, 8, 4), "b": (2, 8, 4)}
 
@@ -114,8 +125,8 @@ def test_integer_inputs_stay_in_range_with_dynamic_dims() -> None:
               [("ids", I64, ["batch", "sequence"]), ("attention_mask", I64, ["batch", "sequence"])], ["y"],
               {"table": table, "last": np.array([-1], np.int64)})
     feeds = make_inputs(m)
-    assert feeds["ids"].shape == (1, 16) and feeds["ids"].max() < 7
-    np.testing.assert_array_equal(feeds["attention_mask"], np.ones((1, 16), np.int64))
+    assert feeds["ids"].shape == (2, 16) and feeds["ids"].max() < 7
+    np.testing.assert_array_equal(feeds["attention_mask"], np.ones((2, 16), np.int64))
     assert verify(m, m).ok
 
 
@@ -247,7 +258,7 @@ def test_question_mark_dims_are_unnamed() -> None:
     assert [d.dim_value for d in fix_input_shapes(m, {"x": (1, 3, 48, 192)}).graph.input[0].type.tensor_type.shape.dim] \
         == [1, 3, 48, 192]
     assert verify(m, m, input_shapes={"x": (1, 3, 48, 192)}).ok
-    assert make_inputs(m)["x"].shape == (1, 3, 16, 16)
+    assert make_inputs(m)["x"].shape == (2, 3, 16, 16)
 
 
 def test_fix_input_shape_rejects_two_sizes_for_one_dim_param() -> None:
