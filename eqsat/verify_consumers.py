@@ -7,7 +7,8 @@ returns what the value may be:
 
 - `Bound(high, low)`: integers in [low, high); `high` may be one bound per position of the last axis
   (GatherND's and ScatterND's index tuples),
-- an array: the value itself (shape vectors, repeats, axes, k, pads, slice bounds, scales, ...),
+- an array: the value itself (shape vectors, repeats, axes, k, pads, slice bounds, scales, ...), reshaped
+  by the caller to the input's shape (or, when its length is ours to choose, taken as it is),
 - `DEFER`: it needs an input not drawn yet (OneHot's indices need its depth),
 - None: the facts it needs are unknown (the caller falls back to small values and redraws if the
   original refuses them).
@@ -214,7 +215,7 @@ def _axes(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: boo
         pool = list(range(rank + n if node.op_type == "Unsqueeze" else rank))
     if n > len(pool):
         return None
-    return np.array(sorted(ctx.rng.choice(pool, size=n, replace=False)) if n else [], np.int64).reshape(here or (n,))
+    return np.array(sorted(ctx.rng.choice(pool, size=n, replace=False)) if n else [], np.int64)
 
 
 # ---- shapes and sizes ----------------------------------------------------------------------------------
@@ -238,7 +239,7 @@ def _reshape_shape(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flex
             target.insert(int(ctx.rng.integers(0, len(target) + 1)), 1)
     if int(np.prod(dims, dtype=np.int64)) > 0:
         target[int(ctx.rng.integers(0, n))] = -1
-    return np.array(target, np.int64).reshape(here or (n,))
+    return np.array(target, np.int64)
 
 
 def _expand_shape(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
@@ -267,14 +268,14 @@ def _expand_shape(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexi
         if size(target) <= ctx.budget:
             break
         target[i] = 1
-    return np.array(target, np.int64).reshape(here or (n,))
+    return np.array(target, np.int64)
 
 
 def _new_shape(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
     """ConstantOfShape: small dims, 1 to 5 each."""
     n = _count(here, flexible, 2)
     sizes = _shrink([int(ctx.rng.integers(1, 6)) for _ in range(n)], 1, ctx.budget)
-    return np.array(sizes, np.int64).reshape(here or (n,))
+    return np.array(sizes, np.int64)
 
 
 def _repeats(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
@@ -286,7 +287,7 @@ def _repeats(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: 
     dims = ctx.dims(node.input[0])
     size = int(np.prod(dims, dtype=np.int64)) if dims is not None else ctx.budget // 64
     repeats = _shrink([int(ctx.rng.integers(1, 4)) for _ in range(n)], max(size, 1), ctx.budget)
-    return np.array(repeats, np.int64).reshape(here or (n,))
+    return np.array(repeats, np.int64)
 
 
 def _resize(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
@@ -305,8 +306,8 @@ def _resize(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: b
     if _count(here, flexible, len(axes)) != len(axes):
         return None
     if k == scales_at:
-        return np.array(factors, np.float32).reshape(here or (len(axes),))
-    return np.array([dims[a] * f for a, f in zip(axes, factors)], np.int64).reshape(here or (len(axes),))
+        return np.array(factors, np.float32)
+    return np.array([dims[a] * f for a, f in zip(axes, factors)], np.int64)
 
 
 def _col2im(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
@@ -337,7 +338,7 @@ def _col2im(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: b
             return None
         joint = {1: np.array(image, np.int64), 2: np.array(block, np.int64)}
         ctx.joint[key] = joint
-    return joint[k].reshape(here or joint[k].shape)
+    return joint[k]
 
 
 def _top_k(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
@@ -385,8 +386,7 @@ def _pad_or_slice(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexi
     joint = _joint(ctx, node, here, flexible)
     if joint is None or k not in joint:
         return None
-    value = joint[k]
-    return value.reshape(here) if not flexible and int(np.prod(here, dtype=np.int64)) == value.size else value
+    return joint[k]
 
 
 def _split(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
@@ -402,7 +402,7 @@ def _split(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bo
     else:
         cuts = sorted(ctx.rng.integers(0, d + 1, size=max(parts - 1, 0)))
     edges = [0, *cuts, d]
-    return np.array([b - a for a, b in zip(edges, edges[1:])], np.int64).reshape(here or (parts,))
+    return np.array([b - a for a, b in zip(edges, edges[1:])], np.int64)
 
 
 def _range(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
@@ -412,7 +412,7 @@ def _range(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bo
         start, delta = int(ctx.rng.integers(0, 4)), int(ctx.rng.integers(1, 4))
         ctx.joint[key] = {0: np.array(start), 1: np.array(start + delta * int(ctx.rng.integers(1, 17))),
                           2: np.array(delta)}
-    return ctx.joint[key][k].reshape(here)
+    return ctx.joint[key][k]
 
 
 def _positive(high: int) -> Handler:
@@ -420,6 +420,12 @@ def _positive(high: int) -> Handler:
         return Bound(high, 1)
 
     return handler
+
+
+def _dft_axis(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
+    """DFT's axis: any but the last (it holds the real and imaginary parts)."""
+    rank = ctx.rank(node.input[0])
+    return Bound(rank - 1) if rank and rank > 1 else None
 
 
 def _trip_count(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
@@ -447,7 +453,7 @@ def _crop_shape(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexibl
     if dims is None:
         return None
     axes = [a % len(dims) for a in attr(node, "axes", list(range(len(dims))))]
-    return np.array([int(ctx.rng.integers(1, 2 * dims[a] + 1)) for a in axes], np.int64).reshape(here or (len(axes),))
+    return np.array([int(ctx.rng.integers(1, 2 * dims[a] + 1)) for a in axes], np.int64)
 
 
 def _grid_size(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
@@ -456,7 +462,7 @@ def _grid_size(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible
         return None
     spatial = theta[1]
     return np.array([theta[0], int(ctx.rng.integers(1, 4)), *ctx.rng.integers(2, 9, size=spatial)],
-                    np.int64).reshape(here or (spatial + 2,))
+                    np.int64)
 
 
 def _probability(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
@@ -486,7 +492,7 @@ INTEGER: dict[tuple[str, int], Handler] = {
     ("Split", 1): _split, ("SplitToSequence", 1): _split,
     **{("Range", k): _range for k in (0, 1, 2)},
     ("Div", 1): _divisor, ("Mod", 1): _divisor, ("BitShift", 1): _shift, ("Loop", 0): _trip_count,
-    ("STFT", 1): _positive(9), ("STFT", 3): _frame_length, ("DFT", 1): _positive(17),
+    ("STFT", 1): _positive(9), ("STFT", 3): _frame_length, ("DFT", 1): _positive(17), ("DFT", 2): _dft_axis,
     **{(op, 0): _positive(33) for op in ("HannWindow", "HammingWindow", "BlackmanWindow")},
     ("CenterCropPad", 1): _crop_shape, ("AffineGrid", 1): _grid_size,
 }

@@ -4,7 +4,7 @@ Float inputs are standard normal, bool inputs fair coins, string inputs short wo
 *mask* are ones, *token_type* and *segment* zeros, *position* an arange, a scalar sample rate (sr,
 sample_rate) 16000. Every other integer input (and a float input with a meaning: Resize's scales, a Dropout
 ratio, ...) is drawn from what consumes it, followed through the ops that keep its elements (Cast, Identity,
-Reshape, Squeeze, Unsqueeze, Flatten, Transpose): indices within the indexed axis, axes within the rank,
+Reshape, Squeeze, Unsqueeze, Flatten, Transpose, Expand, Tile, Slice, Gather's data, Where's branches): indices within the indexed axis, axes within the rank,
 shapes, repeats and sizes valid for the data they apply to and within the element budget, k within the
 axis, pads and slice bounds in range (eqsat.verify_consumers has one handler per op and input). The shapes
 they need come from shape inference at the candidate's sizes (eqsat.verify_facts); an input that another
@@ -30,9 +30,10 @@ from eqsat.verify_facts import SMALL, ShapeFacts
 from eqsat.verify_inputs import (SAMPLE_RATE, SAMPLE_RATE_NAMES, Shape, input_dims, static_size, candidate_shapes,
                                  graph_inputs)
 
-#: Ops whose output holds the elements of their input at this position (an index stays an index).
-FOLLOW = {"Cast": 0, "CastLike": 0, "Identity": 0, "Reshape": 0, "Squeeze": 0, "Unsqueeze": 0, "Flatten": 0,
-          "Transpose": 0}
+#: Ops whose output holds elements of their inputs at these positions (an index stays an index).
+FOLLOW = {"Cast": (0,), "CastLike": (0,), "Identity": (0,), "Reshape": (0,), "Squeeze": (0,), "Unsqueeze": (0,),
+          "Flatten": (0,), "Transpose": (0,), "Expand": (0,), "Tile": (0,), "Slice": (0,), "Gather": (0,),
+          "Where": (1, 2)}
 FALLBACK_BOUNDS = (16, 4, 1)   # for an index whose axis size is unknown: the draw, then the redraws
 REDRAWS = len(FALLBACK_BOUNDS)
 DEFAULT_HIGH = 100
@@ -119,7 +120,7 @@ class Plan:
             if handler is not None:
                 here = shape if reached == value.name else (ctx.dims(reached) or shape)
                 wants.append(handler(ctx, node, k, tuple(here), flexible and reached == value.name))
-        if DEFER in wants and not final:
+        if any(w is DEFER for w in wants) and not final:
             return DEFER, False
         unsure = any(w is None or w is DEFER for w in wants)
         for want in wants:
@@ -132,7 +133,7 @@ class Plan:
         if not wants:
             return ctx.rng.integers(0, min(DEFAULT_HIGH, _most(dtype) + 1), size=shape).astype(dtype), False
         low = max((b.low for b in bounds), default=0)
-        high: Any = min([b.high for b in bounds if not isinstance(b.high, list)] + [_most(dtype) + 1])
+        high: Any = min([b.high for b in bounds if not isinstance(b.high, list)] + [min(_most(dtype), 2**62) + 1])
         if unsure:
             high = min(high, max(FALLBACK_BOUNDS[min(attempt, REDRAWS - 1)], low + 1))
         tuples = [b.high for b in bounds if isinstance(b.high, list)]
@@ -156,7 +157,7 @@ def _uses(name: str, consumers: Mapping[str, list[tuple[onnx.NodeProto, int]]]) 
                 continue
             if (node.op_type, k) in INTEGER or (node.op_type, k) in FLOAT:
                 found.append((node, k, value))
-            if FOLLOW.get(node.op_type) == k and node.output and node.output[0] not in seen:
+            if k in FOLLOW.get(node.op_type, ()) and node.output and node.output[0] not in seen:
                 seen.add(node.output[0])
                 frontier.append(node.output[0])
     return found

@@ -513,6 +513,25 @@ def test_optimize_drops_the_unsound_rule_and_returns_a_verified_model(tmp_path: 
 
 
 @pytest.mark.slow  # bisection: many whole runs
+def test_bisection_reuses_the_outputs_of_the_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The original's outputs are computed once, then passed to every probe: one search for inputs in all."""
+    from eqsat import verify as verification
+
+    searches = []
+    search = verification._Search
+
+    class Counted(search):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:
+            searches.append(args[0].graph.name)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(verification, "_Search", Counted)
+    result = eqsat.optimize(_scaled_sandwich(), extra_rules=[MUL_DROP])
+    assert result.bisection.culprit == "mul-drop" and len(result.bisection.probes) > 2
+    assert len(searches) == 1
+
+
+@pytest.mark.slow  # bisection: many whole runs
 def test_optimize_drops_two_unsound_rules() -> None:
     result = eqsat.optimize(_scaled_sandwich(), extra_rules=[MUL_DROP, ADD_DROP])
     assert result.report.verification.ok and result.bisection.culprits == ("mul-drop", "add-drop")

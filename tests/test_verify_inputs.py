@@ -15,7 +15,7 @@ from eqsat.bisect import find_culprit
 from eqsat.cli import main
 from eqsat.errors import BadInputError
 from eqsat.fix_shapes import fix_input_shapes
-from eqsat.verify import verify
+from eqsat.verify import expected_outputs, verify
 from eqsat.verify_inputs import candidate_shapes, dim_kind, load_npz
 from eqsat.verify_values import make_inputs
 from tests.rule_graphs import model, node
@@ -159,6 +159,45 @@ def test_given_shapes_and_arrays_must_fit_the_model(given: dict, problem: str) -
 def test_bisect_verifies_on_the_same_inputs() -> None:
     found = find_culprit(reflect_pad(20), input_shapes={"x": (1, 40)})
     assert not found.failed and "x:1x40" in found.probes[0].detail
+
+
+def test_bisect_probes_use_the_outputs_of_the_original_they_are_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eqsat import verify as verification
+
+    reference = expected_outputs(reflect_pad(20))
+    monkeypatch.setattr(verification, "_Search", None)  # the original is never run again
+    found = find_culprit(reflect_pad(20), reference=reference)
+    assert not found.failed and "inputs x:2x32 and x:3x64" in found.probes[0].detail
+
+
+def test_default_verification_never_sizes_a_dynamic_dim_at_one_alone() -> None:
+    m = model([node("Add", ["a", "b"], "s"), node("ReduceSum", ["s"], "y", keepdims=0)],
+              [("a", F32, ["batch", "seq", 4]), ("b", F32, [None, "seq", 4])], [("y", F32, [])])
+    report = verify(m, m)
+    first, second = report.assignments
+    for name in ("a", "b"):
+        assert 1 not in first[name][:2] and 1 not in second[name][:2]
+        assert first[name][0] != second[name][0] and first[name][1] != second[name][1]  # two sizes each
+    assert first == {"a": (2, 16, 4), "b": (2, 16, 4)} and second == {"a": (3, 32, 4), "b": (3, 32, 4)}
+    assert report.to_dict()["assignments"] == [{"a": [2, 16, 4], "b": [2, 16, 4]}, {"a": [3, 32, 4], "b": [3, 32, 4]}]
+
+
+def test_batch_one_only_when_nothing_larger_runs() -> None:
+    """A Reshape that hard-codes batch 1 runs at no other batch: verified at 1, and the report says so."""
+    m = model([node("Reshape", ["x", "shape"], "y")], [("x", F32, ["batch", 8])], [("y", F32, [1, 2, 4])],
+              {"shape": np.array([1, 2, 4], np.int64)})
+    report = verify(m, m)
+    assert report.ok and report.assignments == ({"x": (1, 8)},)
+    assert "batch-like dims sized 1: the original runs on no larger batch" in report.summary()
+
+
+def test_a_second_size_the_original_refuses_is_noted() -> None:
+    """A dim the model needs at exactly 16: checked at one size, and the report says why."""
+    m = model([node("Reshape", ["x", "shape"], "y")], [("x", F32, [2, "t"])], [("y", F32, [32])],
+              {"shape": np.array([32], np.int64)})
+    report = verify(m, m)
+    assert report.ok and report.assignments == ({"x": (2, 16)},)
+    assert "checked at one size only: the original runs on no second sizes (x:2x32; x:2x64" in report.summary()
 
 
 @pytest.mark.slow  # CLI runs: a whole optimize each
