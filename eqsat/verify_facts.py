@@ -84,6 +84,10 @@ class ShapeFacts:
         for name, array in constants.items():
             g.initializer.append(onnx.numpy_helper.from_array(np.asarray(array), name))
         facts: dict[str, Dims] = dict(self.initializers)
+        for v in self._feeds:  # inputs not sized here: as declared
+            if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
+                facts[v.name] = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+                                      for d in v.type.tensor_type.shape.dim)
         facts.update({name: tuple(int(d) for d in shape) for name, shape in shapes.items()})
         try:
             inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
