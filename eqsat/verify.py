@@ -363,6 +363,7 @@ class _Search:
         self.problem = ""               # the last complaint
         self.runtime = "onnxruntime"
         self.smallest: Draw | None = None  # the first draw within the budget: for onnx.reference at the end
+        self.smallest_sizes: Sizes | None = None
         self.seen: list[dict[str, Shape]] = []
 
     def _candidates(self, choices: Iterator[Sizes]) -> Iterator[tuple[Sizes, dict[str, Shape]]]:
@@ -372,7 +373,7 @@ class _Search:
                 self.seen.append(shapes)
                 yield sizes, shapes
 
-    def _try(self, shapes: dict[str, Shape], fallback: bool) -> Run | None:
+    def _try(self, shapes: dict[str, Shape], fallback: bool, sizes_chosen: Sizes | None = None) -> Run | None:
         for attempt in range(REDRAWS):
             drawn = self.plan.draw(shapes, self.arrays, self.seed, attempt)
             sizes = feed_shapes(drawn.feeds)
@@ -383,7 +384,7 @@ class _Search:
                 return None
             self.tried.append(shapes_text(sizes) + (f" (redraw {attempt})" if attempt else ""))
             if self.smallest is None:
-                self.smallest = drawn
+                self.smallest, self.smallest_sizes = drawn, sizes_chosen
             try:
                 outputs, runtime = self.runner.run(drawn.feeds, fallback=fallback or not self.runner.loaded)
             except CannotRun as exc:
@@ -397,7 +398,7 @@ class _Search:
 
     def first_run(self) -> tuple[Run, Sizes] | None:
         for sizes, shapes in self._candidates(first_sizes()):
-            found = self._try(shapes, fallback=False)
+            found = self._try(shapes, fallback=False, sizes_chosen=sizes)
             if found is not None:
                 if sizes.batch == 1 and self._has_batch():
                     self.notes.append("batch-like dims sized 1: the original runs on no larger batch")
@@ -408,7 +409,7 @@ class _Search:
             except CannotRun as exc:
                 self.problem = str(exc)
             else:
-                return Run(self.smallest.feeds, outputs), next(first_sizes())
+                return Run(self.smallest.feeds, outputs), self.smallest_sizes or next(first_sizes())
         return None
 
     def _has_batch(self) -> bool:

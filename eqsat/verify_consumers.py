@@ -467,7 +467,7 @@ def _grid_size(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible
 
 def _probability(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
     """Dropout's ratio, Bernoulli's probabilities: in [0, 1) (a ratio below 0.5)."""
-    return ctx.rng.random(here) * (0.5 if node.op_type == "Dropout" else 1.0)
+    return np.asarray(ctx.rng.random(here) * (0.5 if node.op_type == "Dropout" else 1.0))
 
 
 REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
