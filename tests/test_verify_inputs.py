@@ -182,6 +182,24 @@ def test_default_verification_never_sizes_a_dynamic_dim_at_one_alone() -> None:
     assert report.to_dict()["assignments"] == [{"a": [2, 16, 4], "b": [2, 16, 4]}, {"a": [3, 32, 4], "b": [3, 32, 4]}]
 
 
+def _sum_of_rows(rows: int) -> onnx.ModelProto:
+    """y = x[0] + ... + x[rows - 1]: the sum over a dynamic batch of x [batch, features] when it has `rows`."""
+    picks = [node("Gather", ["x", f"i{k}"], f"r{k}", axis=0) for k in range(rows)]
+    total = [node("Sum", [f"r{k}" for k in range(rows)], "y")]
+    return model(picks + total, [("x", F32, ["batch", "features"])], [("y", F32, ["features"])],
+                 {f"i{k}": np.array(k, np.int64) for k in range(rows)})
+
+
+def test_a_dim_taken_as_one_or_as_two_is_caught() -> None:
+    batch_sum = model([node("ReduceSum", ["x", "zero"], "y", keepdims=0)], [("x", F32, ["batch", "features"])],
+                      [("y", F32, ["features"])], {"zero": np.array([0], np.int64)})
+    assert verify(batch_sum, batch_sum).ok
+    taken_as_one = verify(batch_sum, _sum_of_rows(1)).summary()  # right only at batch 1: sized 2, it fails
+    assert taken_as_one.startswith("verification failed on output 'y'") and " on inputs x:2x16 " in taken_as_one
+    taken_as_two = verify(batch_sum, _sum_of_rows(2)).summary()  # right at batch 2: the second size, 3, catches it
+    assert taken_as_two.startswith("verification failed on output 'y'") and " on inputs x:3x32 " in taken_as_two
+
+
 def test_batch_one_only_when_nothing_larger_runs() -> None:
     """A Reshape that hard-codes batch 1 runs at no other batch: verified at 1, and the report says so."""
     m = model([node("Reshape", ["x", "shape"], "y")], [("x", F32, ["batch", 8])], [("y", F32, [1, 2, 4])],
