@@ -5,8 +5,10 @@ Table of contents:
 - `load`, `save`: ONNX in and out (eqsat.io)
 - `eqsat.session.saturate(model) -> Session`: saturate once, `session.extract(target=...)` many times
 - If/Loop/Scan bodies: optimized as graphs of their own, inside the same session (eqsat.subgraphs)
-- `eqsat.verify.verify(original, optimized)`: differential check of two models, on inputs sized for
-  dynamic dims by `eqsat.verify_inputs`; `eqsat.fix_shapes`: make chosen input dims static
+- `eqsat.verify.verify(original, optimized)`: differential check of two models, at two sizes of each
+  dynamic dim (`eqsat.verify_inputs`), on values their consumers accept (`eqsat.verify_values`,
+  `eqsat.verify_consumers`), within an element budget (`eqsat.verify_facts`); `eqsat.fix_shapes`: make
+  chosen input dims static
 - `eqsat.display`: pictures and HTML tables for notebooks; `eqsat.testing`: helpers for rule authors
 (`eqsat.saturate` and `eqsat.verify` are the modules, not functions.)
 - errors: `EqsatError`, `BadInputError`, `VerificationError` (eqsat.errors)

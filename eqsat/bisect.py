@@ -109,14 +109,15 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
                  input_shapes: Mapping[str, Sequence[int]] | None = None, inputs: Mapping[str, Any] | None = None,
                  fix_input_shapes: Mapping[str, Sequence[int]] | None = None,
                  progress: Callable[[str], None] | None = None,
-                 known_failure: tuple[str, Sequence[str]] | None = None) -> Bisection:
+                 known_failure: tuple[str, Sequence[str]] | None = None, reference: Any = None) -> Bisection:
     """Optimize `model` as `eqsat.optimize` would (same options); if verification fails, find the rule(s)
     whose disabling makes it pass. `rules` replaces the registered rules; `extra_rules` adds to them.
     `known_failure` (the failure summary and the rules fired of a failed run with every rule enabled,
     as `eqsat.optimize` has one in hand) stands for the first probe.
-    Every probe verifies on the same inputs (`inputs`, `input_shapes`, as in `eqsat.optimize`).
-    `progress` is called with a line per probe. Raises `BadInputError` for input that cannot be used
-    (unreadable, or the original cannot run)."""
+    Every probe verifies on the same inputs (`inputs`, `input_shapes`, as in `eqsat.optimize`) against the
+    same outputs of the original, computed once (`reference`, an `eqsat.verify.Reference` of this model, as
+    `eqsat.optimize` has one in hand; made here otherwise). `progress` is called with a line per probe.
+    Raises `BadInputError` for input that cannot be used (unreadable, or the original cannot run)."""
     from eqsat.saturate import Limits
     from eqsat.rewrites.registry import select
 
@@ -130,6 +131,10 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
     pool = tuple(rules) if rules is not None else (*select(allow, disable), *extra_rules)
     order = {r.name: k for k, r in enumerate(schedule_order(pool))}
     say = progress or (lambda line: None)
+    if reference is None or reference.unverified:
+        from eqsat.verify import expected_outputs
+
+        reference = expected_outputs(proto, source=label, input_shapes=input_shapes, inputs=inputs, strict=True)
 
     seen: dict[frozenset[str], Probe] = {}
     passing: dict[frozenset[str], Any] = {}  # Result of each probe that verified
@@ -146,7 +151,7 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
         fired = tuple(sorted(session.saturation.rules_fired, key=lambda n: order.get(n, len(order))))
         try:
             result = session.extract(target, cost=cost, extractor=extractor, verify=True,
-                                     input_shapes=input_shapes, inputs=inputs)
+                                     input_shapes=input_shapes, inputs=inputs, reference=reference)
             ok, detail = result.report.verification.ok, result.report.verification.summary()
         except BadInputError:
             raise

@@ -45,7 +45,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                 data["bisection"] = bisection.to_dict()
             _write_json(args.report_json, data)
         raise
-    for warning in result.report.warnings:  # a rule dropped as unsound on this model
+    for warning in result.report.warnings:  # a rule dropped as unsound on this model, a model not verified
         print(f"eqsat: warning: {warning}", file=sys.stderr)
     if args.report or args.report_json:
         add_breakdown(result)  # estimated cost before and after, per op
@@ -181,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --strict: if verification fails, name the rule responsible in the error")
     opt.add_argument("--strict", action="store_true",
                      help="if verification fails, write nothing and exit 3 (default: drop the rule responsible, "
-                          "re-optimize, write the verified result and warn)")
+                          "re-optimize, write the verified result and warn); if no drawn input runs the model, "
+                          "exit 2 (default: write it unverified and warn)")
     opt.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                      help="check the result numerically against the input (default: on)")
     opt.add_argument("--input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",

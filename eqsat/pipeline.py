@@ -29,6 +29,8 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     open are sized from their names (eqsat.verify_inputs). `fix_input_shapes` (dims by input name) makes
     those inputs static in the model itself before folding. With `output`, the result is saved atomically.
     `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
+    An original that no drawn input runs is not verified: the result is returned (and written) with a
+    warning in its report, or with `strict` a `BadInputError` is raised.
     When verification fails, no valid model is refused: the rule responsible is found (`eqsat.bisect.
     find_culprit`), dropped, and the model re-optimized without it; that result (verified) is returned and
     written, its report saying in `warnings` which rule was unsound on this model (the Bisection is
@@ -54,11 +56,14 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
                    rules=rules if rules is not None else session.rules, input_shapes=input_shapes, inputs=inputs)
     try:
         result = session.extract(target, cost=cost, extractor=extractor, verify=verify, input_shapes=input_shapes,
-                                 inputs=inputs, progress=progress)
+                                 inputs=inputs, progress=progress, strict=strict)
     except VerificationError as exc:  # the optimized model cannot run at all
         problem = str(exc).removesuffix("; output not written")
+        options["reference"] = getattr(exc, "reference", None)  # the original's outputs, for every probe
         result = _drop_culprit(problem, session, None, bisect, strict, options, progress)
     else:
+        if verify:
+            options["reference"] = result.report.verification.reference  # reused by every bisection probe
         if verify and not result.report.verification.ok:
             result = _drop_culprit(f"{source}: {result.report.verification.summary()}", session, result.report,
                                    bisect, strict, options, progress)

@@ -61,10 +61,7 @@ class Report:
         if self.breakdown is not None:
             out["breakdown"] = self.breakdown.to_dict()
         if self.verification is not None:
-            v = self.verification
-            out["verification"] = {"ok": v.ok, "runtime": v.runtime, "seed": v.seed,
-                                   "input_shapes": {k: list(s) for k, s in v.input_shapes.items()},
-                                   "outputs": [dataclasses.asdict(o) for o in v.outputs]}
+            out["verification"] = self.verification.to_dict()
         return out
 
     def to_text(self) -> str:

@@ -35,6 +35,16 @@ class Result:
     cost_model: Any = dataclasses.field(default=None, repr=False)  # the cost model the extraction used
     bisection: Any = dataclasses.field(default=None, repr=False)   # eqsat.bisect.Bisection, when a rule was dropped
 
+    @property
+    def verified(self) -> bool:
+        """Whether verification ran and compared outputs (False when it was off or no input ran the original)."""
+        return self.report.verification is not None and self.report.verification.verified
+
+    @property
+    def warnings(self) -> list[str]:
+        """The report's warnings: a rule dropped as unsound on this model, a model that was not verified."""
+        return self.report.warnings
+
     @functools.cached_property
     def model(self) -> ir.Model:
         return io.from_proto(self.proto)

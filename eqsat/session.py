@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # heavy modules stay lazy at run time
 
     from eqsat.result import Result
     from eqsat.extract.result import ExtractionResult
+    from eqsat.verify import Reference
     from eqsat.subgraphs import Body
 
 
@@ -111,10 +112,13 @@ class Session:
     def extract(self, target: str = "cpu", *, cost: Callable | None = None, extractor: str = "auto",
                 verify: bool = False, input_shapes: Mapping[str, Sequence[int]] | None = None,
                 inputs: Mapping[str, "np.ndarray"] | None = None,
-                progress: Callable[[str], None] | None = None) -> "Result":
+                progress: Callable[[str], None] | None = None, strict: bool = False,
+                reference: "Reference | None" = None) -> "Result":
         """Extract and lower the best graph for `target` (or for a custom `cost(egraph, node)`).
         With `verify`, check it against the original on `inputs` (arrays by name) and inputs drawn with
-        `input_shapes` (eqsat.verify.verify). `progress` is called with each phase's name as it starts."""
+        `input_shapes` (eqsat.verify.verify; `reference`: the original's outputs computed before). An original
+        that no drawn input runs is not verified: a warning in the report, or with `strict` a BadInputError.
+        `progress` is called with each phase's name as it starts."""
         from eqsat.lower import lower
         from eqsat.result import Result, timed
         from eqsat.extract import extract as run_extractor
@@ -148,7 +152,11 @@ class Session:
             note("verify")
             with timed(report, "verify"):
                 report.verification = run_verify(self.original, model, soundness=self.soundness, source=self.source,
-                                                 input_shapes=input_shapes, inputs=inputs)
+                                                 input_shapes=input_shapes, inputs=inputs, strict=strict,
+                                                 reference=reference)
+            if report.verification.unverified:
+                report.warnings.append(f"not verified: {report.verification.unverified}; "
+                                       "pass --inputs FILE.npz or --input-shape to verify")
         return Result(model, report, result, session=self, cost_model=cost_model)
 
 

@@ -1,7 +1,18 @@
 """Differential verification: run the input and the optimized model on the same seeded inputs.
 
-Inputs respect their meaning and the model's dynamic dims (eqsat.verify_inputs): the original is tried
-on a few size assignments, smallest first, until it runs; the user may give sizes or arrays instead.
+Inputs respect their meaning and the model's dynamic dims (eqsat.verify_inputs for sizes, eqsat.verify_values
+for values): candidates are drawn lazily, smallest first, and the original is tried on each until it runs.
+Every dynamic dim is checked at two sizes: the comparison runs on a first assignment (batch-like dims 2,
+other dims the first rung of their ladder that runs) and on a second (batch 3, other dims another rung).
+Each candidate is within the element budget (eqsat.verify_facts.ELEMENT_BUDGET, 2**24 elements for any one
+value whose size shape inference knows, the outputs included, and for the inputs together) or skipped.
+The user may give sizes or arrays instead (used as given). Outputs that depend on random ops are not
+compared. The original's outputs (`Reference`) are computed once and reused: by both comparisons, and by
+every probe of a bisection (eqsat.bisect). Each model is serialized once for onnxruntime.
+
+When no candidate runs the original, nothing is refused: the report says why it is not verified
+(`VerifyReport.unverified`); with `strict` (or sizes or arrays the user gave that it does not run on) it is
+a `BadInputError`.
 
 Tolerances (relative to each output's largest magnitude): float32 1e-4 for exact rules and 1e-3 for
 fp-reassoc rules, float16/bfloat16 1e-2; integer outputs of quantized models within one quantization
@@ -11,16 +22,20 @@ step; other integer and bool outputs must match exactly.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
 from eqsat.errors import BadInputError, VerificationError, first_line
-from eqsat.verify_inputs import Shape, candidate_shapes, check_given, make_inputs, shapes_text
+from eqsat.verify_facts import fixed_sizes, over_budget, random_outputs
+from eqsat.verify_inputs import (Shape, Sizes, assign, check_given, first_sizes, given_shapes, second_sizes,
+                                 shapes_text)
+from eqsat.verify_values import REDRAWS, Draw, Plan, feed_shapes, make_inputs
 
-__all__ = ["CannotRun", "OutputCheck", "VerifyReport", "compare", "make_inputs", "run", "verify"]
+__all__ = ["CannotRun", "OutputCheck", "Reference", "VerifyReport", "compare", "expected_outputs", "make_inputs",
+           "run", "verify"]
 
 SOUNDNESS_TOLERANCE = {"exact": 1e-4, "fp-reassoc": 1e-3, "precision-changing": 1e-2}
 LOW_PRECISION_TOLERANCE = 1e-2
@@ -35,6 +50,33 @@ class OutputCheck:
     ok: bool
     problem: str = ""
     where: str = ""     # the element with the largest difference: "at [0, 2]: expected 1.5, got 1.7"
+    inputs: str = ""    # the assignment this check is from (the worst of them): "x:2x16"
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """The original on one assignment: what it was fed and what it returned."""
+
+    feeds: dict[str, Any]
+    outputs: list[Any]
+
+    @property
+    def shapes(self) -> dict[str, Shape]:
+        return feed_shapes(self.feeds)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """The original's outputs on the inputs verification chose, computed once (`expected_outputs`)."""
+
+    runs: tuple[Run, ...]               # one per assignment (two where a dynamic dim can take two sizes)
+    runtime: str
+    seed: int
+    names: tuple[str, ...]              # the graph outputs
+    random: tuple[str, ...] = ()        # outputs that depend on random ops: not compared
+    quantized: bool = False
+    notes: tuple[str, ...] = ()
+    unverified: str = ""                # why no candidate runs the original ("" when one does)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +85,16 @@ class VerifyReport:
     runtime: str
     seed: int
     outputs: tuple[OutputCheck, ...]
-    input_shapes: dict[str, Shape] = dataclasses.field(default_factory=dict)  # what both models ran on
+    input_shapes: dict[str, Shape] = dataclasses.field(default_factory=dict)  # the first assignment
+    assignments: tuple[dict[str, Shape], ...] = ()   # every assignment both models ran on
+    random_outputs: tuple[str, ...] = ()             # not compared: they depend on random ops
+    notes: tuple[str, ...] = ()
+    unverified: str = ""     # why the original could not be run (then nothing was compared, and `ok`)
+    reference: Reference | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def verified(self) -> bool:
+        return not self.unverified
 
     @property
     def first_failure(self) -> OutputCheck | None:
@@ -55,61 +106,97 @@ class VerifyReport:
 
     def summary(self) -> str:
         """One line: verified or not, on which inputs, the largest difference (where it failed)."""
-        on = f", inputs {shapes_text(self.input_shapes)}" if self.input_shapes else ""
+        if self.unverified:
+            return f"not verified: {self.unverified}"
+        on = " and ".join(shapes_text(a) for a in self.assignments if a)
+        extra = "".join(f"; {n}" for n in self.notes)
+        if self.random_outputs:
+            extra += f"; not compared (they depend on random ops): {', '.join(self.random_outputs)}"
         if self.ok:
-            return f"verified ({self.runtime}, seed {self.seed}{on}): max |diff| {self.max_abs_diff:.3g}"
+            on = f", inputs {on}" if on else ""
+            return f"verified ({self.runtime}, seed {self.seed}{on}): max |diff| {self.max_abs_diff:.3g}{extra}"
         bad = self.first_failure
         assert bad is not None
         failed = sum(not o.ok for o in self.outputs)
         others = f" (and {failed - 1} more of {len(self.outputs)} outputs)" if failed > 1 else ""
         return (f"verification failed on output {bad.name!r}{others}: {bad.problem or 'difference'} "
                 f"max |diff| {bad.max_abs_diff:.3g} > allowed {bad.allowed:.3g}"
-                + (f" on {on[2:]}" if on else "") + (f" {bad.where}" if bad.where else ""))
+                + (f" on inputs {bad.inputs}" if bad.inputs else "") + (f" {bad.where}" if bad.where else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "verified": self.verified, "runtime": self.runtime, "seed": self.seed,
+                "input_shapes": {k: list(s) for k, s in self.input_shapes.items()},
+                "assignments": [{k: list(s) for k, s in a.items()} for a in self.assignments],
+                "not_compared_random": list(self.random_outputs), "notes": list(self.notes),
+                "unverified": self.unverified, "outputs": [dataclasses.asdict(o) for o in self.outputs]}
 
 
 class CannotRun(Exception):
     """Neither onnxruntime nor onnx.reference can run a model; the message has both complaints."""
 
 
+class Runner:
+    """One model, serialized once: an onnxruntime session (no graph optimizations, one thread) made on first
+    use, onnx.reference's evaluator where onnxruntime cannot load the model or run it on the feeds."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+        self._session: Any = None
+        self._evaluator: Any = None
+        self.load_problem = ""  # why onnxruntime cannot load the model
+
+    @property
+    def loaded(self) -> bool:
+        """Whether onnxruntime loads the model (made on the first call)."""
+        self._ort()
+        return self._session is not None
+
+    def _ort(self) -> Any:
+        if self._session is None and not self.load_problem:
+            import onnxruntime as ort
+
+            opts = ort.SessionOptions()
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            opts.intra_op_num_threads = 1
+            opts.inter_op_num_threads = 1
+            opts.log_severity_level = 4  # a refused size is an exception here, not a log line on the terminal
+            ort.set_default_logger_severity(3)  # model loading warnings go to the default logger
+            try:
+                self._session = ort.InferenceSession(self.model.SerializeToString(), opts,
+                                                     providers=["CPUExecutionProvider"])
+            except Exception as exc:  # an op onnxruntime lacks
+                self.load_problem = first_line(exc) or "cannot load"
+        return self._session
+
+    def run(self, feeds: Mapping[str, Any], fallback: bool = True) -> tuple[list[Any], str]:
+        """Outputs and runtime on `feeds`; onnx.reference when onnxruntime cannot load the model, and (with
+        `fallback`) when it refuses these feeds. `CannotRun` with each runtime's complaint otherwise."""
+        session = self._ort()
+        problem = self.load_problem
+        if session is not None:
+            try:
+                return session.run(None, dict(feeds)), "onnxruntime"
+            except Exception as exc:  # these feeds are refused
+                problem = first_line(exc)
+                if not fallback:
+                    raise CannotRun(f"onnxruntime: {problem}") from None
+        try:
+            if self._evaluator is None:
+                from onnx.reference import ReferenceEvaluator
+
+                self._evaluator = ReferenceEvaluator(self.model)
+            return [_plain(o) for o in self._evaluator.run(None, dict(feeds))], "onnx.reference"
+        except Exception as exc:
+            raise CannotRun(f"onnxruntime: {problem}; onnx.reference: {first_line(exc)}") from None
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (list, dict)) or value is None else np.asarray(value)
+
+
 def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], str]:
     """Outputs of `model` on `feeds`: onnxruntime (no graph optimizations), else onnx.reference."""
-    outputs, runtime, _ = run_first(model, [feeds])
-    return outputs, runtime
-
-
-def run_first(model: onnx.ModelProto, candidates: Sequence[dict[str, np.ndarray]]
-              ) -> tuple[list[np.ndarray], str, dict[str, np.ndarray]]:
-    """Outputs, runtime and feeds of the first of `candidates` that onnxruntime (no graph optimizations)
-    runs `model` on, else the first that onnx.reference runs it on (slow but complete: for ops onnxruntime
-    lacks); `CannotRun` with the last complaint of each when neither runs it on any."""
-    import onnxruntime as ort
-    from onnx.reference import ReferenceEvaluator
-
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 4  # a refused size is an exception here, not a log line on the user's terminal
-    ort.set_default_logger_severity(3)  # warnings of model loading go to the default logger, not the session's
-    try:
-        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        for feeds in candidates:
-            try:
-                return sess.run(None, feeds), "onnxruntime", feeds
-            except Exception as exc:  # this size is refused: try the next
-                ort_problem = first_line(exc)
-    except Exception as exc:  # an op onnxruntime lacks
-        ort_problem = first_line(exc)
-    try:
-        evaluator = ReferenceEvaluator(model)
-        for feeds in candidates:
-            try:
-                return [np.asarray(o) for o in evaluator.run(None, feeds)], "onnx.reference", feeds
-            except Exception as exc:
-                ref_problem = first_line(exc)
-    except Exception as exc:
-        ref_problem = first_line(exc)
-    raise CannotRun(f"onnxruntime: {ort_problem}; onnx.reference: {ref_problem}")
+    return Runner(model).run(feeds)
 
 
 def tolerance_for(dtype: np.dtype, soundness: str = "exact") -> float:
@@ -118,38 +205,61 @@ def tolerance_for(dtype: np.dtype, soundness: str = "exact") -> float:
     return SOUNDNESS_TOLERANCE[soundness]
 
 
-def compare(names: Sequence[str], expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
+def compare(names: Sequence[str], expected: Sequence[Any], actual: Sequence[Any],
             soundness: str = "exact", quantized: bool = False) -> tuple[OutputCheck, ...]:
-    checks = []
-    for name, ref, got in zip(names, expected, actual):
-        ref, got = np.asarray(ref), np.asarray(got)
-        if ref.shape != got.shape or ref.dtype != got.dtype:
-            checks.append(OutputCheck(name, float("inf"), 0.0, 0.0, False,
-                                      f"shape/dtype {got.shape}/{got.dtype} != {ref.shape}/{ref.dtype};"))
-            continue
-        if np.issubdtype(ref.dtype, np.floating):
-            r64, g64 = ref.astype(np.float64), got.astype(np.float64)
-            nan_ok = np.array_equal(np.isnan(r64), np.isnan(g64))
-            finite = np.isfinite(r64) & np.isfinite(g64)
-            inf_ok = np.array_equal(r64[~finite & ~np.isnan(r64)], g64[~finite & ~np.isnan(r64)])
-            diff = float(np.max(np.abs(r64[finite] - g64[finite]), initial=0.0))
-            scale = float(np.max(np.abs(r64[finite]), initial=0.0))
-            allowed = tolerance_for(ref.dtype, soundness) * max(scale, 1e-3)
-            ok = nan_ok and inf_ok and diff <= allowed
-            problem = "" if nan_ok and inf_ok else "NaN/Inf positions differ;"
-            gap = np.zeros(r64.shape)
-            gap[finite] = np.abs(r64[finite] - g64[finite])
-            if not nan_ok or not inf_ok:  # point at the first element where NaN/Inf disagree
-                gap = (~np.isclose(r64, g64, equal_nan=True) & ~finite).astype(np.float64)
-        else:
-            diff = float(np.max(np.abs(ref.astype(np.int64) - got.astype(np.int64)), initial=0)) if ref.size else 0.0
-            scale = float(np.max(np.abs(ref.astype(np.int64)), initial=0)) if ref.size else 0.0
-            allowed = 1.0 if quantized and ref.dtype in (np.int8, np.uint8, np.int16, np.uint16) else 0.0
-            ok, problem = diff <= allowed, ""
-            gap = np.abs(ref.astype(np.int64) - got.astype(np.int64)) if ref.size else None
-        where = "" if ok or gap is None or not ref.size else _where(ref, got, gap)
-        checks.append(OutputCheck(name, diff, scale, allowed, ok, problem, where))
-    return tuple(checks)
+    """One check per output: tensors within tolerance; sequences element by element, optionals and maps
+    by their values."""
+    return tuple(_compare_value(name, ref, got, soundness, quantized) for name, ref, got in zip(names, expected, actual))
+
+
+def _compare_value(name: str, ref: Any, got: Any, soundness: str, quantized: bool) -> OutputCheck:
+    if isinstance(ref, dict) or isinstance(got, dict):  # a map: its keys, then its values
+        if not isinstance(ref, dict) or not isinstance(got, dict) or sorted(ref) != sorted(got):
+            return OutputCheck(name, float("inf"), 0.0, 0.0, False, "map keys differ;")
+        keys = sorted(ref)
+        ref, got = np.array([ref[k] for k in keys]), np.array([got[k] for k in keys])
+    if isinstance(ref, list) or isinstance(got, list):  # a sequence: its length, then each element
+        if not isinstance(ref, list) or not isinstance(got, list) or len(ref) != len(got):
+            return OutputCheck(name, float("inf"), 0.0, 0.0, False, "sequence lengths differ;")
+        checks = [_compare_value(name, r, g, soundness, quantized) for r, g in zip(ref, got)]
+        return _worst(checks) if checks else OutputCheck(name, 0.0, 0.0, 0.0, True)
+    if ref is None or got is None:  # an optional: both empty, or both not
+        same = ref is None and got is None
+        return OutputCheck(name, 0.0 if same else float("inf"), 0.0, 0.0, same, "" if same else "optional presence differs;")
+    return _compare_tensor(name, np.asarray(ref), np.asarray(got), soundness, quantized)
+
+
+def _compare_tensor(name: str, ref: np.ndarray, got: np.ndarray, soundness: str, quantized: bool) -> OutputCheck:
+    if ref.shape != got.shape or ref.dtype != got.dtype:
+        return OutputCheck(name, float("inf"), 0.0, 0.0, False,
+                           f"shape/dtype {got.shape}/{got.dtype} != {ref.shape}/{ref.dtype};")
+    if ref.dtype.kind in "OUS":  # strings must match exactly
+        same = bool(np.array_equal(ref, got))
+        return OutputCheck(name, 0.0 if same else float("inf"), 0.0, 0.0, same, "" if same else "strings differ;")
+    if np.issubdtype(ref.dtype, np.complexfloating):
+        ref, got = np.stack([ref.real, ref.imag], -1), np.stack([got.real, got.imag], -1)
+    if np.issubdtype(ref.dtype, np.floating):
+        r64, g64 = ref.astype(np.float64), got.astype(np.float64)
+        nan_ok = np.array_equal(np.isnan(r64), np.isnan(g64))
+        finite = np.isfinite(r64) & np.isfinite(g64)
+        inf_ok = np.array_equal(r64[~finite & ~np.isnan(r64)], g64[~finite & ~np.isnan(r64)])
+        diff = float(np.max(np.abs(r64[finite] - g64[finite]), initial=0.0))
+        scale = float(np.max(np.abs(r64[finite]), initial=0.0))
+        allowed = tolerance_for(ref.dtype, soundness) * max(scale, 1e-3)
+        ok = nan_ok and inf_ok and diff <= allowed
+        problem = "" if nan_ok and inf_ok else "NaN/Inf positions differ;"
+        gap = np.zeros(r64.shape)
+        gap[finite] = np.abs(r64[finite] - g64[finite])
+        if not nan_ok or not inf_ok:  # point at the first element where NaN/Inf disagree
+            gap = (~np.isclose(r64, g64, equal_nan=True) & ~finite).astype(np.float64)
+    else:
+        diff = float(np.max(np.abs(ref.astype(np.int64) - got.astype(np.int64)), initial=0)) if ref.size else 0.0
+        scale = float(np.max(np.abs(ref.astype(np.int64)), initial=0)) if ref.size else 0.0
+        allowed = 1.0 if quantized and ref.dtype in (np.int8, np.uint8, np.int16, np.uint16) else 0.0
+        ok, problem = diff <= allowed, ""
+        gap = np.abs(ref.astype(np.int64) - got.astype(np.int64)) if ref.size else None
+    where = "" if ok or gap is None or not ref.size else _where(ref, got, gap)
+    return OutputCheck(name, diff, scale, allowed, ok, problem, where)
 
 
 def _where(ref: np.ndarray, got: np.ndarray, gap: np.ndarray) -> str:
@@ -162,42 +272,172 @@ def _where(ref: np.ndarray, got: np.ndarray, gap: np.ndarray) -> str:
 def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.ModelProto, *,
            soundness: str = "exact", seed: int = 0, source: str = "<model>",
            input_shapes: Mapping[str, Sequence[int]] | None = None,
-           inputs: Mapping[str, np.ndarray] | None = None) -> VerifyReport:
+           inputs: Mapping[str, np.ndarray] | None = None, strict: bool = False,
+           reference: Reference | None = None) -> VerifyReport:
     """Compare both models' outputs on seeded inputs with the tolerance of `soundness`.
 
     `inputs` (arrays by input name) are used as given; `input_shapes` size the other inputs; dynamic dims
-    left open are sized as `eqsat.verify_inputs.candidate_shapes` suggests, trying the next candidate while
-    the original cannot run. An original that runs on no candidate is bad input (`BadInputError` naming
-    `source`); an optimized model that cannot run while the original can fails verification
-    (`VerificationError`).
+    left open are sized by `eqsat.verify_inputs` (two assignments). `reference` (from `expected_outputs`
+    on this original) saves running the original again. An original that runs on no candidate is not
+    verified (`VerifyReport.unverified` says why; `ok` stays true), or with `strict` (or with sizes or arrays
+    the user gave) bad input (`BadInputError` naming `source`); an optimized model that cannot run while the
+    original can fails verification (`VerificationError`).
     """
-    orig = original if isinstance(original, onnx.ModelProto) else ir.serde.serialize_model(original)
-    opt = optimized if isinstance(optimized, onnx.ModelProto) else ir.serde.serialize_model(optimized)
+    orig = _proto(original)
+    if reference is None:
+        reference = expected_outputs(orig, seed=seed, source=source, input_shapes=input_shapes, inputs=inputs,
+                                     strict=strict)
+    if reference.unverified:
+        return VerifyReport(True, "", reference.seed, (), {}, (), reference.random, reference.notes,
+                            reference.unverified, reference)
+    runner = Runner(_proto(optimized))
+    compared = [k for k, name in enumerate(reference.names) if name not in reference.random]
+    names = [reference.names[k] for k in compared]
+    per_run, runtimes = [], set()
+    for done in reference.runs:
+        try:
+            actual, runtime = runner.run(done.feeds)
+        except CannotRun as exc:
+            err = VerificationError(f"{source}: the optimized model cannot be run ({exc}); output not written")
+            err.reference = reference  # type: ignore[attr-defined]
+            raise err from None
+        runtimes.add(runtime)
+        checks = compare(names, [done.outputs[k] for k in compared], [actual[k] for k in compared], soundness,
+                         reference.quantized)
+        per_run.append([dataclasses.replace(c, inputs=shapes_text(done.shapes)) for c in checks])
+    worst = tuple(_worst(checks) for checks in zip(*per_run))
+    used = reference.runtime if runtimes <= {reference.runtime} else f"{reference.runtime}/{'/'.join(sorted(runtimes))}"
+    assignments = tuple(done.shapes for done in reference.runs)
+    return VerifyReport(all(c.ok for c in worst), used, reference.seed, worst, assignments[0], assignments,
+                        reference.random, reference.notes, "", reference)
+
+
+def _worst(checks: Sequence[OutputCheck]) -> OutputCheck:
+    """One output's check over the assignments: the first that failed, else the largest difference."""
+    return next((c for c in checks if not c.ok), None) or max(checks, key=lambda c: c.max_abs_diff)
+
+
+def _proto(model: ir.Model | onnx.ModelProto) -> onnx.ModelProto:
+    return model if isinstance(model, onnx.ModelProto) else ir.serde.serialize_model(model)
+
+
+def expected_outputs(original: ir.Model | onnx.ModelProto, *, seed: int = 0, source: str = "<model>",
+                     input_shapes: Mapping[str, Sequence[int]] | None = None,
+                     inputs: Mapping[str, np.ndarray] | None = None, strict: bool = False) -> Reference:
+    """The original's outputs on the first candidate it runs on, and on a second assignment of other sizes
+    where it has dynamic dims (see the module docstring); `Reference.unverified` says why when it runs on
+    none, unless `strict` (or the user gave sizes or arrays): then a one-line `BadInputError`."""
+    orig = _proto(original)
     shapes, arrays = check_given(orig, input_shapes or {}, inputs or {}, source)
-    expected, runtime, feeds = run_original(orig, seed, source, shapes, arrays)
-    try:
-        actual, runtime2 = run(opt, feeds)
-    except CannotRun as exc:
-        raise VerificationError(f"{source}: the optimized model cannot be run ({exc}); output not written") from None
+    search = _Search(orig, seed, shapes, arrays)
+    names = tuple(o.name for o in orig.graph.output)
+    random = tuple(random_outputs(orig))
     quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in orig.graph.node)
-    names = [o.name for o in orig.graph.output]
-    checks = compare(names, expected, actual, soundness, quantized)
-    used = runtime if runtime == runtime2 else f"{runtime}/{runtime2}"
-    return VerifyReport(all(c.ok for c in checks), used, seed, checks,
-                        {name: tuple(a.shape) for name, a in feeds.items()})
+    first = search.first_run()
+    if first is None:
+        why = search.why()
+        if strict or shapes or arrays:
+            raise BadInputError(source, search.refusal()) from None
+        return Reference((), "", seed, names, random, quantized, tuple(search.notes), why)
+    runs = [first[0]]
+    second = search.second_run(first[1])
+    if second is not None:
+        runs.append(second)
+    return Reference(tuple(runs), search.runtime, seed, names, random, quantized, tuple(search.notes))
 
 
-def run_original(model: onnx.ModelProto, seed: int, source: str, shapes: Mapping[str, Shape],
-                 arrays: Mapping[str, np.ndarray]) -> tuple[list[np.ndarray], str, dict[str, np.ndarray]]:
-    """The outputs, runtime and feeds of the first candidate input shapes `model` runs on; a one-line
-    `BadInputError` naming the sizes tried when it runs on none."""
-    candidates = list(candidate_shapes(model, shapes, arrays))
-    try:
-        return run_first(model, [make_inputs(model, seed, c, arrays) for c in candidates])
-    except CannotRun as exc:
-        if len(candidates) == 1:
-            raise BadInputError(source, f"cannot be verified, no runtime runs it ({exc}); rerun with --no-verify") from None
-        tried = "; ".join(shapes_text(c) for c in candidates)
-        raise BadInputError(source, f"cannot be verified: no runtime runs it on any input sizes tried ({tried}; "
-                                    f"last errors: {exc}); give sizes with --input-shape NAME:D0,D1,... or arrays "
-                                    "with --inputs FILE.npz, or rerun with --no-verify") from None
+class _Search:
+    """The lazy search for assignments the original runs on: candidates smallest first, each drawn only
+    when tried, skipped when over the element budget, redrawn (up to REDRAWS times) when a draw was
+    uncertain and refused."""
+
+    def __init__(self, model: onnx.ModelProto, seed: int, shapes: dict[str, Shape], arrays: dict[str, Any]):
+        self.model, self.seed, self.shapes, self.arrays = model, seed, shapes, arrays
+        self.plan = Plan(model)
+        self.runner = Runner(model)
+        given = given_shapes(shapes, arrays)
+        self.fixed = fixed_sizes(self.plan.facts.infer(given)) | set(given)
+        self.tried: list[str] = []      # the sizes tried, as text
+        self.skipped: list[str] = []    # candidates over the budget, and why
+        self.notes: list[str] = []
+        self.problem = ""               # the last complaint
+        self.runtime = "onnxruntime"
+        self.smallest: Draw | None = None  # the first draw within the budget: for onnx.reference at the end
+        self.smallest_sizes: Sizes | None = None
+        self.seen: list[dict[str, Shape]] = []
+
+    def _candidates(self, choices: Iterator[Sizes]) -> Iterator[tuple[Sizes, dict[str, Shape]]]:
+        for sizes in choices:
+            shapes = assign(self.model, sizes, self.shapes, self.arrays)
+            if shapes not in self.seen:
+                self.seen.append(shapes)
+                yield sizes, shapes
+
+    def _try(self, shapes: dict[str, Shape], fallback: bool, sizes_chosen: Sizes | None = None) -> Run | None:
+        for attempt in range(REDRAWS):
+            drawn = self.plan.draw(shapes, self.arrays, self.seed, attempt)
+            sizes = feed_shapes(drawn.feeds)
+            facts = self.plan.facts.infer(sizes, drawn.constants) if drawn.constants or not drawn.facts else drawn.facts
+            over = over_budget(facts, sizes, self.fixed)
+            if over:
+                self.skipped.append(f"{shapes_text(sizes)} ({over})")
+                return None
+            self.tried.append(shapes_text(sizes) + (f" (redraw {attempt})" if attempt else ""))
+            if self.smallest is None:
+                self.smallest, self.smallest_sizes = drawn, sizes_chosen
+            try:
+                outputs, runtime = self.runner.run(drawn.feeds, fallback=fallback or not self.runner.loaded)
+            except CannotRun as exc:
+                self.problem = str(exc)
+                if not drawn.uncertain:
+                    return None
+                continue
+            self.runtime = runtime
+            return Run(drawn.feeds, outputs)
+        return None
+
+    def first_run(self) -> tuple[Run, Sizes] | None:
+        for sizes, shapes in self._candidates(first_sizes()):
+            found = self._try(shapes, fallback=False, sizes_chosen=sizes)
+            if found is not None:
+                if sizes.batch == 1 and self._has_batch():
+                    self.notes.append("batch-like dims sized 1: the original runs on no larger batch")
+                return found, sizes
+        if self.runner.loaded and self.smallest is not None:  # onnxruntime refuses every one: onnx.reference
+            try:
+                outputs, self.runtime = self.runner.run(self.smallest.feeds, fallback=True)
+            except CannotRun as exc:
+                self.problem = str(exc)
+            else:
+                return Run(self.smallest.feeds, outputs), self.smallest_sizes or next(first_sizes())
+        return None
+
+    def _has_batch(self) -> bool:
+        return assign(self.model, Sizes(1, 0), self.shapes, self.arrays) != assign(
+            self.model, Sizes(2, 0), self.shapes, self.arrays)
+
+    def second_run(self, first: Sizes) -> Run | None:
+        tried, skipped = len(self.tried), len(self.skipped)
+        for _, shapes in self._candidates(second_sizes(first)):
+            found = self._try(shapes, fallback=self.runtime != "onnxruntime")
+            if found is not None:
+                return found
+        missed = self.tried[tried:] + [f"{s}: over the budget" for s in self.skipped[skipped:]]
+        if missed:
+            self.notes.append(f"checked at one size only: the original runs on no second sizes ({'; '.join(missed)})")
+        return None
+
+    def why(self) -> str:
+        """Why nothing runs, in one line, for the warning."""
+        tried = "; ".join(self.tried) or "none"
+        skipped = f"; skipped over the budget: {'; '.join(self.skipped)}" if self.skipped else ""
+        return f"no runtime runs the original on the inputs drawn (sizes tried: {tried}{skipped}; last errors: {self.problem or 'none'})"
+
+    def refusal(self) -> str:
+        """The same for `BadInputError`."""
+        if len(self.tried) == 1 and not self.skipped:
+            return f"cannot be verified, no runtime runs it ({self.problem}); rerun with --no-verify"
+        return (f"cannot be verified: no runtime runs it on any input sizes tried ({'; '.join(self.tried)}"
+                + (f"; skipped over the budget: {'; '.join(self.skipped)}" if self.skipped else "")
+                + f"; last errors: {self.problem}); give sizes with --input-shape NAME:D0,D1,... or arrays "
+                "with --inputs FILE.npz, or rerun with --no-verify")

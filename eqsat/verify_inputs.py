@@ -1,22 +1,22 @@
-"""Verification inputs: sizes for dynamic dims, and seeded arrays that respect what each input means.
+"""Verification inputs: sizes for dynamic dims, and the user's own shapes and arrays.
 
-Sizes. A dim the model states is used as it is. A dynamic dim (dim_param, unnamed, or negative) is sized
-by what its name suggests: batch-like names (containing "batch", or n, b, bs, N, B; an unnamed leading dim
-of an input of rank >= 2) get 1; sequence-like names (seq, len, time, step, token, word, T, L, ...) climb
-16, 32, 64, 256, 512; other dims climb 16, 32, 64, 224, 512. Attempt k takes the k-th size of each ladder,
-so `candidate_shapes` yields at most `ATTEMPTS` assignments, smallest first. A dim_param has one size
-everywhere it appears, and a size the user gave for it (by shape or by array) binds it in every input.
-
-Arrays. Float inputs are standard normal; integer inputs named *mask* are ones, *token_type* zeros,
-*position* an arange, a scalar sample rate (sr, sample_rate) 16000; other integer inputs are ids below
-the smallest table they index (found by following the input to the Gather that consumes it), or below 100.
+Sizes. A dim the model states is used as it is. A dynamic dim (dim_param, unnamed, or negative) is never
+sized 1 alone: size 1 hides every bug where a dim was taken as 1. Its name says which ladder it climbs:
+batch-like names (containing "batch", or n, b, bs, N, B; an unnamed leading dim of an input of rank >= 2;
+the leading dim of a rank >= 4 input whose name says nothing else) get 2, then 3 for the second
+assignment; sequence-like names (seq, len, time, step, token, word, T, L, ...) climb 16, 32, 64, 256, 512;
+other dims climb 16, 32, 64, 224, 512. The first assignment takes batch 2 and rung k of each ladder for
+k = 0, 1, ... until the original runs (`first_sizes`; batch 1 only when no larger batch runs at all); the
+second takes batch 3 and another rung (`second_sizes`), so that every dynamic dim is checked at two sizes.
+A dim_param has one size everywhere it appears, and a size the user gave for it (by shape or by array)
+binds it in every input. The values drawn at these sizes: eqsat.verify_values.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import onnx
@@ -27,14 +27,13 @@ Shape = tuple[int, ...]
 Shapes = Mapping[str, Sequence[int]]
 
 ATTEMPTS = 5
-LADDERS = {"batch": (1,), "sequence": (16, 32, 64, 256, 512), "other": (16, 32, 64, 224, 512)}
+LADDERS = {"batch": (2, 3), "sequence": (16, 32, 64, 256, 512), "other": (16, 32, 64, 224, 512)}
 BATCH_NAMES = {"n", "b", "bs", "batch", "batch_size", "batchsize", "nbatch"}
 SEQUENCE_NAMES = {"t", "l", "s", "seq", "n_ctx", "ctx"}
 SEQUENCE_WORDS = re.compile(r"seq|len|time|step|token|word|frame|sample|char|ctx")
 SAMPLE_RATE_NAMES = {"sr", "sample_rate", "sampling_rate", "samplerate"}
 SAMPLE_RATE = 16000
 DTYPE_FAMILY = {"f": "float", "i": "int", "u": "int", "b": "bool"}  # an array is cast within its family
-SHAPE_PRESERVING = {"Reshape", "Cast", "Unsqueeze", "Squeeze", "Flatten", "Identity"}
 
 
 def dim_kind(name: str, axis: int, rank: int) -> str:
@@ -44,6 +43,8 @@ def dim_kind(name: str, axis: int, rank: int) -> str:
         return "batch"
     if lname in SEQUENCE_NAMES or SEQUENCE_WORDS.search(lname):
         return "sequence"
+    if axis == 0 and rank >= 4:  # an image or video batch, whatever the exporter called it
+        return "batch"
     return "other"
 
 
@@ -53,7 +54,7 @@ def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     return [v for v in model.graph.input if v.name not in initializers]
 
 
-def _dims(value: onnx.ValueInfoProto) -> list[onnx.TensorShapeProto.Dimension]:
+def input_dims(value: onnx.ValueInfoProto) -> list[onnx.TensorShapeProto.Dimension]:
     return list(value.type.tensor_type.shape.dim)
 
 
@@ -63,7 +64,7 @@ def dim_name(dim: onnx.TensorShapeProto.Dimension) -> str:
     return dim.dim_param if any(c.isalnum() for c in dim.dim_param) else ""
 
 
-def _static(dim: onnx.TensorShapeProto.Dimension) -> int | None:
+def static_size(dim: onnx.TensorShapeProto.Dimension) -> int | None:
     return dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
 
 
@@ -92,12 +93,12 @@ def check_given(model: onnx.ModelProto, shapes: Shapes, arrays: Mapping[str, np.
 
 def check_shape(value: onnx.ValueInfoProto, shape: Sequence[int], flag: str, source: str) -> None:
     """Raise `BadInputError` unless `shape` has the input's rank and agrees with its stated dims."""
-    dims = _dims(value)
+    dims = input_dims(value)
     shown = "x".join(map(str, shape)) or "scalar"
     if len(shape) != len(dims):
         raise BadInputError(source, f"{flag}: input {value.name!r} has rank {len(dims)}, got shape {shown}")
     for axis, (dim, size) in enumerate(zip(dims, shape)):
-        if _static(dim) is not None and dim.dim_value != size:
+        if static_size(dim) is not None and dim.dim_value != size:
             raise BadInputError(source, f"{flag}: input {value.name!r} has size {dim.dim_value} on axis {axis}, "
                                         f"got shape {shown}")
 
@@ -130,87 +131,68 @@ def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
         raise BadInputError(label, f"--inputs: not a readable .npz file ({first_line(exc)})") from None
 
 
+class Sizes(NamedTuple):
+    """One choice of sizes for the dynamic dims: the batch-like dims' size and the rung of the other ladders."""
+
+    batch: int
+    rung: int
+
+
+def first_sizes() -> Iterator[Sizes]:
+    """The choices tried for the first assignment, smallest first: batch 2 on each rung, then, only as a last
+    resort (a model that runs at batch 1 alone), batch 1."""
+    for batch in (LADDERS["batch"][0], 1):
+        for rung in range(ATTEMPTS):
+            yield Sizes(batch, rung)
+
+
+def second_sizes(first: Sizes) -> Iterator[Sizes]:
+    """The choices tried for the second assignment, which differs from `first` in every dynamic dim it can:
+    batch 3 (batch 1 stays 1), the other dims on the next rungs up, then on the rungs below."""
+    batch = LADDERS["batch"][1] if first.batch == LADDERS["batch"][0] else first.batch
+    for rung in (*range(first.rung + 1, ATTEMPTS), *reversed(range(first.rung))):
+        yield Sizes(batch, rung)
+
+
+def given_shapes(shapes: Mapping[str, Shape], arrays: Mapping[str, np.ndarray]) -> dict[str, Shape]:
+    """The shapes the user fixed: given shapes and the shapes of given arrays."""
+    return {**shapes, **{k: tuple(np.shape(a)) for k, a in arrays.items()}}
+
+
+def assign(model: onnx.ModelProto, sizes: Sizes, shapes: Mapping[str, Shape] = {},
+           arrays: Mapping[str, np.ndarray] = {}) -> dict[str, Shape]:
+    """The shape of every tensor input for one choice of `sizes`: stated dims as stated, inputs the user
+    sized as given, a dim_param the user sized (in any input) that size everywhere, other dynamic dims by
+    their kind: batch-like `sizes.batch`, the others their ladder's rung `sizes.rung`."""
+    inputs = [v for v in graph_inputs(model) if v.type.HasField("tensor_type")]
+    given = given_shapes(shapes, arrays)
+    bound = {dim_name(d): size for v in inputs if v.name in given
+             for d, size in zip(input_dims(v), given[v.name]) if dim_name(d)}
+    candidate = {}
+    for v in inputs:
+        if v.name in given:
+            candidate[v.name] = tuple(given[v.name])
+            continue
+        dims, out = input_dims(v), []
+        for axis, d in enumerate(dims):
+            kind = dim_kind(dim_name(d), axis, len(dims))
+            size = static_size(d)
+            if size is None:
+                size = bound.get(dim_name(d), sizes.batch if kind == "batch" else LADDERS[kind][sizes.rung])
+            out.append(size)
+        candidate[v.name] = tuple(out)
+    return candidate
+
+
 def candidate_shapes(model: onnx.ModelProto, shapes: Mapping[str, Shape] = {},
                      arrays: Mapping[str, np.ndarray] = {}) -> Iterator[dict[str, Shape]]:
-    """Input shapes to try the model on, smallest first: at most `ATTEMPTS`, each different."""
-    inputs = graph_inputs(model)
-    given = {**shapes, **{k: tuple(a.shape) for k, a in arrays.items()}}
-    bound = {dim_name(d): size for v in inputs if v.name in given
-             for d, size in zip(_dims(v), given[v.name]) if dim_name(d)}
+    """Input shapes to try the model on first, smallest first (`first_sizes`), each different."""
     seen: list[dict[str, Shape]] = []
-    for attempt in range(ATTEMPTS):
-        candidate = {}
-        for v in inputs:
-            if v.name in given:
-                candidate[v.name] = tuple(given[v.name])
-                continue
-            dims, sizes = _dims(v), []
-            for axis, d in enumerate(dims):
-                ladder = LADDERS[dim_kind(dim_name(d), axis, len(dims))]
-                size = _static(d)
-                sizes.append(size if size is not None else bound.get(dim_name(d), ladder[min(attempt, len(ladder) - 1)]))
-            candidate[v.name] = tuple(sizes)
+    for sizes in first_sizes():
+        candidate = assign(model, sizes, shapes, arrays)
         if candidate not in seen:
             seen.append(candidate)
             yield candidate
-
-
-def make_inputs(model: onnx.ModelProto, seed: int = 0, shapes: Mapping[str, Shape] | None = None,
-                arrays: Mapping[str, np.ndarray] = {}) -> dict[str, np.ndarray]:
-    """Seeded inputs for every graph input that is not an initializer: `arrays` as given, the others
-    random with `shapes` (by default the first of `candidate_shapes`)."""
-    rng = np.random.default_rng(seed)
-    shapes = shapes if shapes is not None else next(candidate_shapes(model, {}, arrays))
-    feeds: dict[str, np.ndarray] = {}
-    for value in graph_inputs(model):
-        if value.name in arrays:
-            feeds[value.name] = np.asarray(arrays[value.name])
-            continue
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
-        shape = list(shapes[value.name])
-        feeds[value.name] = np.asarray(_random_tensor(value.name, shape, dtype, rng, model.graph))  # 0-d too
-    return feeds
-
-
-def _random_tensor(name: str, shape: list[int], dtype: np.dtype, rng: np.random.Generator,
-                   graph: onnx.GraphProto) -> np.ndarray:
-    lname = name.lower()
-    if dtype == np.bool_:
-        return rng.random(shape) < 0.5
-    if np.issubdtype(dtype, np.integer):
-        if "mask" in lname:
-            return np.ones(shape, dtype)
-        if "token_type" in lname or "segment" in lname:
-            return np.zeros(shape, dtype)
-        if "position" in lname and shape:
-            return np.broadcast_to(np.arange(shape[-1], dtype=dtype), shape).copy()
-        if lname in SAMPLE_RATE_NAMES and int(np.prod(shape)) == 1:
-            return np.full(shape, SAMPLE_RATE, dtype)
-        high = _index_bound(name, graph) or 100
-        return rng.integers(0, high, size=shape).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
-
-
-def _index_bound(name: str, graph: onnx.GraphProto) -> int | None:
-    """Smallest first-axis size of the tables this input indexes (through shape-preserving ops)."""
-    sizes = {t.name: list(t.dims) for t in graph.initializer}
-    frontier, seen, bounds = [name], {name}, []
-    while frontier:
-        value = frontier.pop()
-        for node in graph.node:
-            if value not in node.input:
-                continue
-            if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == value:
-                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-                dims = sizes.get(node.input[0])
-                if dims and -len(dims) <= axis < len(dims):
-                    bounds.append(dims[axis])
-            elif node.op_type in SHAPE_PRESERVING:
-                for out in node.output:
-                    if out not in seen:
-                        seen.add(out)
-                        frontier.append(out)
-    return min(bounds) if bounds else None
 
 
 def shapes_text(shapes: Mapping[str, Sequence[int]]) -> str:

@@ -299,9 +299,9 @@ INVALID = [  # how the model is made, extra options, what the error line says af
     pytest.param(_custom_domain_without_opset_import, (),
                  r"node 'mine' \(MyOp\): fails the ONNX checker: No opset import for domain 'com.example'",
                  id="custom-domain-without-opset-import"),
-    pytest.param(_custom_domain("com.example", "MyOp"), (),
+    pytest.param(_custom_domain("com.example", "MyOp"), ("--strict",),  # without --strict: written, with a warning
                  r"cannot be verified, no runtime runs it \(onnxruntime: .*MyOp.*\); rerun with --no-verify$",
-                 id="custom-domain-op-no-runtime"),
+                 id="custom-domain-op-no-runtime-strict"),
     pytest.param(_if_with(oh.make_node("Add", ["x"], ["out_then"], name="bad_add")), (),
                  r"node 'branch' \(If\): fails the ONNX checker: Node\(bad_add\) .*input size 1", id="if-invalid-subgraph"),
     pytest.param(_if_with(oh.make_node("Add", ["x", "ghost"], ["out_then"], name="bad_add")), (),
@@ -510,6 +510,25 @@ def test_optimize_drops_the_unsound_rule_and_returns_a_verified_model(tmp_path: 
         return ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 
     np.testing.assert_allclose(run(onnx.load(out)), run(_scaled_sandwich()), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow  # bisection: many whole runs
+def test_bisection_reuses_the_outputs_of_the_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The original's outputs are computed once, then passed to every probe: one search for inputs in all."""
+    from eqsat import verify as verification
+
+    searches = []
+    search = verification._Search
+
+    class Counted(search):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs) -> None:
+            searches.append(args[0].graph.name)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(verification, "_Search", Counted)
+    result = eqsat.optimize(_scaled_sandwich(), extra_rules=[MUL_DROP])
+    assert result.bisection.culprit == "mul-drop" and len(result.bisection.probes) > 2
+    assert len(searches) == 1
 
 
 @pytest.mark.slow  # bisection: many whole runs

@@ -3,6 +3,7 @@ integer semantics, tolerances follow dtype, quantization and soundness."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import onnx_ir as ir
 import pytest
 from onnx import TensorProto
 
+import eqsat
 from eqsat import io
 from eqsat.cli import main
 from eqsat.errors import BadInputError, VerificationError
@@ -133,9 +135,41 @@ def _custom_op_model(make_model) -> onnx.ModelProto:
     return model
 
 
-def test_original_no_runtime_runs_is_bad_input(make_model) -> None:
+def test_original_no_runtime_runs_is_not_verified_or_with_strict_bad_input(make_model) -> None:
+    report = verify(_custom_op_model(make_model), _custom_op_model(make_model), source="in.onnx")
+    assert report.ok and not report.verified and "Mystery" in report.unverified
+    assert report.summary().startswith("not verified: no runtime runs the original on the inputs drawn")
     with pytest.raises(BadInputError, match=r"^in\.onnx: cannot be verified.*Mystery.*--no-verify"):
-        verify(_custom_op_model(make_model), _custom_op_model(make_model), source="in.onnx")
+        verify(_custom_op_model(make_model), _custom_op_model(make_model), source="in.onnx", strict=True)
+
+
+def test_cli_writes_a_model_no_runtime_runs_with_a_warning_and_strict_refuses(make_model, tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    source, out, js = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "report.json"
+    source.write_bytes(_custom_op_model(make_model).SerializeToString())
+    assert main(["optimize", str(source), "-o", str(out), "--report-json", str(js)]) == 0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("eqsat: warning: not verified: no runtime runs the original on the inputs drawn (")
+    assert "Mystery" in line and line.endswith("; pass --inputs FILE.npz or --input-shape to verify")
+    assert out.exists()
+    report = json.loads(js.read_text())
+    assert report["warnings"] == [line.removeprefix("eqsat: warning: ")]
+    assert report["verification"]["verified"] is False and report["verification"]["unverified"] in line
+    out.unlink()
+    assert main(["optimize", str(source), "-o", str(out), "--strict"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"eqsat: error: {source}: cannot be verified, no runtime runs it (onnxruntime: ")
+    assert not out.exists()
+
+
+def test_optimize_returns_an_unverified_result_with_its_warning(make_model) -> None:
+    result = eqsat.optimize(_custom_op_model(make_model))
+    assert not result.verified and result.report.verification.ok
+    (warning,) = result.warnings
+    assert warning.startswith("not verified: no runtime runs the original") and "Mystery" in warning
+    assert "not verified: no runtime runs the original" in result.report.to_text()
+    with pytest.raises(BadInputError, match="cannot be verified"):
+        eqsat.optimize(_custom_op_model(make_model), strict=True)
 
 
 def test_optimized_no_runtime_runs_fails_verification(make_model) -> None:

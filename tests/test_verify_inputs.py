@@ -15,8 +15,9 @@ from eqsat.bisect import find_culprit
 from eqsat.cli import main
 from eqsat.errors import BadInputError
 from eqsat.fix_shapes import fix_input_shapes
-from eqsat.verify import verify
-from eqsat.verify_inputs import candidate_shapes, dim_kind, load_npz, make_inputs
+from eqsat.verify import expected_outputs, verify
+from eqsat.verify_inputs import candidate_shapes, dim_kind, load_npz
+from eqsat.verify_values import make_inputs
 from tests.rule_graphs import model, node
 
 F32, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
@@ -60,23 +61,26 @@ def test_dim_kind_from_name(name: str, axis: int, rank: int, kind: str) -> None:
 
 def test_reflect_pad_on_a_dynamic_dim_is_verified_by_default() -> None:
     result = eqsat.optimize(reflect_pad(4))
-    assert result.report.verification.ok
-    assert result.report.verification.input_shapes == {"x": (1, 16)}  # batch 1, unnamed dim 16
-    assert "inputs x:1x16" in result.report.verification.summary()
+    verification = result.report.verification
+    assert verification.ok
+    assert verification.input_shapes == {"x": (2, 16)}  # batch 2, unnamed dim 16 ...
+    assert verification.assignments == ({"x": (2, 16)}, {"x": (3, 32)})  # ... and a second size of each
+    assert "inputs x:2x16 and x:3x32" in verification.summary()
 
 
 def test_ladder_climbs_until_onnxruntime_runs_the_original() -> None:
     report = verify(reflect_pad(20), reflect_pad(20))  # 16 is too short for a reflect pad of 20
-    assert report.ok and report.input_shapes == {"x": (1, 32)} and report.runtime == "onnxruntime"
-    report = verify(rows_of(64), rows_of(64))
-    assert report.ok and report.input_shapes == {"x": (1, 64)}
+    assert report.ok and report.input_shapes == {"x": (2, 32)} and report.runtime == "onnxruntime"
+    assert report.assignments == ({"x": (2, 32)}, {"x": (3, 64)})
+    report = verify(rows_of(64), rows_of(64))  # 2 x 32 is one row of 64; 3 x 64 three
+    assert report.ok and report.assignments == ({"x": (2, 32)}, {"x": (3, 64)})
 
 
 def test_a_failure_names_the_inputs_it_ran_on() -> None:
     negated = model([node("Neg", ["x"], "y")], [("x", F32, ["batch", "T"])])
     relu = model([node("Relu", ["x"], "y")], [("x", F32, ["batch", "T"])])
     summary = verify(relu, negated).summary()
-    assert summary.startswith("verification failed on output 'y'") and " on inputs x:1x16 at [" in summary
+    assert summary.startswith("verification failed on output 'y'") and " on inputs x:2x16 at [" in summary
 
 
 def test_a_size_the_original_refuses_is_bad_input() -> None:
@@ -84,20 +88,27 @@ def test_a_size_the_original_refuses_is_bad_input() -> None:
         verify(rows_of(16), rows_of(16), source="in.onnx", input_shapes={"x": (1, 1)})
 
 
-def test_model_that_never_runs_names_the_sizes_tried() -> None:
-    with pytest.raises(BadInputError) as caught:
-        verify(rows_of(20), rows_of(20), source="in.onnx")  # no size of the ladder is a multiple of 20
+def test_model_that_never_runs_is_not_verified_and_names_the_sizes_tried() -> None:
+    report = verify(rows_of(20), rows_of(20), source="in.onnx")  # no size of the ladder is a multiple of 20
+    assert report.ok and not report.verified and report.outputs == ()
+    summary = report.summary()
+    assert summary.startswith("not verified: no runtime runs the original on the inputs drawn") and "\n" not in summary
+    for size in ("x:2x16", "x:2x32", "x:2x64", "x:2x224", "x:2x512", "x:1x512"):  # batch 1 only as a last resort
+        assert size in summary
+    with pytest.raises(BadInputError) as caught:  # --strict refuses, as before
+        verify(rows_of(20), rows_of(20), source="in.onnx", strict=True)
     message = str(caught.value)
-    assert "\n" not in message
-    for size in ("x:1x16", "x:1x32", "x:1x64", "x:1x224", "x:1x512"):
+    assert "\n" not in message and message.startswith("in.onnx: cannot be verified")
+    for size in ("x:2x16", "x:2x32", "x:2x64", "x:2x224", "x:2x512"):
         assert size in message
     assert "--input-shape NAME:D0,D1,..." in message and "--inputs FILE.npz" in message and "--no-verify" in message
 
 
-def test_batch_dim_is_one_and_a_dim_param_has_one_size_everywhere() -> None:
+def test_batch_dim_is_two_and_a_dim_param_has_one_size_everywhere() -> None:
     m = model([node("Add", ["a", "b"], "y")], [("a", F32, ["N", "seq", 4]), ("b", F32, ["N", "seq", 4])])
     feeds = make_inputs(m)
-    assert feeds["a"].shape == feeds["b"].shape == (1, 16, 4)
+    assert feeds["a"].shape == feeds["b"].shape == (2, 16, 4)
+    assert verify(m, m).assignments == ({"a": (2, 16, 4), "b": (2, 16, 4)}, {"a": (3, 32, 4), "b": (3, 32, 4)})
     report = verify(m, m, input_shapes={"a": (2, 8, 4)})  # binds N=2, seq=8 for b too
     assert report.ok and report.input_shapes == {"a": (2, 8, 4), "b": (2, 8, 4)}
 
@@ -114,8 +125,8 @@ def test_integer_inputs_stay_in_range_with_dynamic_dims() -> None:
               [("ids", I64, ["batch", "sequence"]), ("attention_mask", I64, ["batch", "sequence"])], ["y"],
               {"table": table, "last": np.array([-1], np.int64)})
     feeds = make_inputs(m)
-    assert feeds["ids"].shape == (1, 16) and feeds["ids"].max() < 7
-    np.testing.assert_array_equal(feeds["attention_mask"], np.ones((1, 16), np.int64))
+    assert feeds["ids"].shape == (2, 16) and feeds["ids"].max() < 7
+    np.testing.assert_array_equal(feeds["attention_mask"], np.ones((2, 16), np.int64))
     assert verify(m, m).ok
 
 
@@ -148,6 +159,63 @@ def test_given_shapes_and_arrays_must_fit_the_model(given: dict, problem: str) -
 def test_bisect_verifies_on_the_same_inputs() -> None:
     found = find_culprit(reflect_pad(20), input_shapes={"x": (1, 40)})
     assert not found.failed and "x:1x40" in found.probes[0].detail
+
+
+def test_bisect_probes_use_the_outputs_of_the_original_they_are_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    from eqsat import verify as verification
+
+    reference = expected_outputs(reflect_pad(20))
+    monkeypatch.setattr(verification, "_Search", None)  # the original is never run again
+    found = find_culprit(reflect_pad(20), reference=reference)
+    assert not found.failed and "inputs x:2x32 and x:3x64" in found.probes[0].detail
+
+
+def test_default_verification_never_sizes_a_dynamic_dim_at_one_alone() -> None:
+    m = model([node("Add", ["a", "b"], "s"), node("ReduceSum", ["s"], "y", keepdims=0)],
+              [("a", F32, ["batch", "seq", 4]), ("b", F32, [None, "seq", 4])], [("y", F32, [])])
+    report = verify(m, m)
+    first, second = report.assignments
+    for name in ("a", "b"):
+        assert 1 not in first[name][:2] and 1 not in second[name][:2]
+        assert first[name][0] != second[name][0] and first[name][1] != second[name][1]  # two sizes each
+    assert first == {"a": (2, 16, 4), "b": (2, 16, 4)} and second == {"a": (3, 32, 4), "b": (3, 32, 4)}
+    assert report.to_dict()["assignments"] == [{"a": [2, 16, 4], "b": [2, 16, 4]}, {"a": [3, 32, 4], "b": [3, 32, 4]}]
+
+
+def _sum_of_rows(rows: int) -> onnx.ModelProto:
+    """y = x[0] + ... + x[rows - 1]: the sum over a dynamic batch of x [batch, features] when it has `rows`."""
+    picks = [node("Gather", ["x", f"i{k}"], f"r{k}", axis=0) for k in range(rows)]
+    total = [node("Sum", [f"r{k}" for k in range(rows)], "y")]
+    return model(picks + total, [("x", F32, ["batch", "features"])], [("y", F32, ["features"])],
+                 {f"i{k}": np.array(k, np.int64) for k in range(rows)})
+
+
+def test_a_dim_taken_as_one_or_as_two_is_caught() -> None:
+    batch_sum = model([node("ReduceSum", ["x", "zero"], "y", keepdims=0)], [("x", F32, ["batch", "features"])],
+                      [("y", F32, ["features"])], {"zero": np.array([0], np.int64)})
+    assert verify(batch_sum, batch_sum).ok
+    taken_as_one = verify(batch_sum, _sum_of_rows(1)).summary()  # right only at batch 1: sized 2, it fails
+    assert taken_as_one.startswith("verification failed on output 'y'") and " on inputs x:2x16 " in taken_as_one
+    taken_as_two = verify(batch_sum, _sum_of_rows(2)).summary()  # right at batch 2: the second size, 3, catches it
+    assert taken_as_two.startswith("verification failed on output 'y'") and " on inputs x:3x32 " in taken_as_two
+
+
+def test_batch_one_only_when_nothing_larger_runs() -> None:
+    """A Reshape that hard-codes batch 1 runs at no other batch: verified at 1, and the report says so."""
+    m = model([node("Reshape", ["x", "shape"], "y")], [("x", F32, ["batch", 8])], [("y", F32, [1, 2, 4])],
+              {"shape": np.array([1, 2, 4], np.int64)})
+    report = verify(m, m)
+    assert report.ok and report.assignments == ({"x": (1, 8)},)
+    assert "batch-like dims sized 1: the original runs on no larger batch" in report.summary()
+
+
+def test_a_second_size_the_original_refuses_is_noted() -> None:
+    """A dim the model needs at exactly 16: checked at one size, and the report says why."""
+    m = model([node("Reshape", ["x", "shape"], "y")], [("x", F32, [2, "t"])], [("y", F32, [32])],
+              {"shape": np.array([32], np.int64)})
+    report = verify(m, m)
+    assert report.ok and report.assignments == ({"x": (2, 16)},)
+    assert "checked at one size only: the original runs on no second sizes (x:2x32; x:2x64" in report.summary()
 
 
 @pytest.mark.slow  # CLI runs: a whole optimize each
@@ -247,7 +315,7 @@ def test_question_mark_dims_are_unnamed() -> None:
     assert [d.dim_value for d in fix_input_shapes(m, {"x": (1, 3, 48, 192)}).graph.input[0].type.tensor_type.shape.dim] \
         == [1, 3, 48, 192]
     assert verify(m, m, input_shapes={"x": (1, 3, 48, 192)}).ok
-    assert make_inputs(m)["x"].shape == (1, 3, 16, 16)
+    assert make_inputs(m)["x"].shape == (2, 3, 16, 16)
 
 
 def test_fix_input_shape_rejects_two_sizes_for_one_dim_param() -> None:

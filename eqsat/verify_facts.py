@@ -1,0 +1,180 @@
+"""What verification knows about a model before running it: concrete shapes of its values for one choice of
+input sizes, the element budget, and the outputs that depend on random ops.
+
+Shapes. `ShapeFacts(model)` keeps a skeleton of the model (its nodes, functions and opsets; initializers of
+more than `SMALL` elements become typed inputs, so the weights are never copied) and `infer(shapes,
+constants)` runs ONNX shape inference (with data propagation) on it with the graph inputs at `shapes` and the
+small integer inputs drawn so far as constants: every value's shape where inference knows it (about 10 ms
+for a 700-node graph).
+
+Budget. A candidate input is tried only when no value it would make, the inputs and the outputs included, is
+known to hold more than `ELEMENT_BUDGET` (2**24 = 16,777,216) elements, and when its inputs together hold
+no more: 64 MB of float32 per value, so that an op that multiplies sizes (Tile, Expand, Resize,
+ConstantOfShape) on drawn sizes cannot exhaust memory. Sizes the model states or the user gave are not
+choices (`fixed_sizes`: known without any choice) and are never a reason to skip.
+
+Random outputs. Outputs that depend on RandomNormal(Like), RandomUniform(Like), Bernoulli, Multinomial or a
+Dropout that may run in training mode (its training_mode input is not a constant false), directly or
+through a subgraph or a function, differ between any two runs: they are not compared.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import onnx
+
+ELEMENT_BUDGET = 1 << 24
+SMALL = 64  # initializers of at most this many elements keep their data in the skeleton (shape constants)
+RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial"}
+
+Dims = tuple  # a value's shape: ints, None where unknown
+
+
+def _size(dims: Sequence[int]) -> int:
+    return int(np.prod(dims, dtype=np.int64)) if dims else 1
+
+
+class ShapeFacts:
+    """Concrete shapes of a model's values for given input shapes (see the module docstring)."""
+
+    def __init__(self, model: onnx.ModelProto):
+        graph = model.graph
+        self.initializers: dict[str, Dims] = {t.name: tuple(t.dims) for t in graph.initializer}
+        skeleton = onnx.ModelProto(ir_version=model.ir_version)
+        skeleton.opset_import.extend(model.opset_import)
+        skeleton.functions.extend(model.functions)
+        g = skeleton.graph
+        g.name = graph.name
+        g.node.extend(graph.node)
+        g.output.extend(graph.output)
+        self._feeds = [v for v in graph.input if v.name not in self.initializers]
+        g.input.extend(self._feeds)
+        for tensor in graph.initializer:
+            if _size(tensor.dims) <= SMALL:
+                g.initializer.append(tensor)
+            else:
+                g.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+        self._skeleton = skeleton
+        self.constants: dict[str, np.ndarray] = {}  # small initializers and Constant nodes' values
+        for tensor in g.initializer:
+            self.constants[tensor.name] = onnx.numpy_helper.to_array(tensor)
+        for node in graph.node:
+            if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+                if _size(node.attribute[0].t.dims) <= SMALL:
+                    self.constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+
+    def infer(self, shapes: Mapping[str, Sequence[int]],
+              constants: Mapping[str, np.ndarray] = {}) -> dict[str, Dims]:
+        """Every value's shape that shape inference knows with the graph inputs at `shapes` (tensor inputs
+        not in `shapes` keep their declared dims) and `constants` (inputs by name) folded in."""
+        model = onnx.ModelProto()
+        model.CopyFrom(self._skeleton)
+        g = model.graph
+        kept = [v for v in g.input if v.name not in constants]
+        del g.input[:]
+        g.input.extend(kept)
+        for v in g.input:
+            if v.name in shapes and v.type.HasField("tensor_type"):
+                shape = v.type.tensor_type.shape
+                del shape.dim[:]
+                for size in shapes[v.name]:
+                    shape.dim.add().dim_value = int(size)
+        for name, array in constants.items():
+            g.initializer.append(onnx.numpy_helper.from_array(np.asarray(array), name))
+        facts: dict[str, Dims] = dict(self.initializers)
+        for v in self._feeds:  # inputs not sized here: as declared
+            if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
+                facts[v.name] = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+                                      for d in v.type.tensor_type.shape.dim)
+        facts.update({name: tuple(int(d) for d in shape) for name, shape in shapes.items()})
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        except Exception:  # noqa: BLE001 - inference is a help, not a requirement
+            return facts
+        for v in (*inferred.graph.value_info, *inferred.graph.output):
+            if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape") and v.name not in facts:
+                facts[v.name] = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+                                      for d in v.type.tensor_type.shape.dim)
+        return facts
+
+
+def largest(facts: Mapping[str, Dims], names: Iterable[str] | None = None) -> tuple[str, int]:
+    """The value (of `names`, default all) with the most elements among those whose size is known."""
+    best, most = "", 0
+    for name in facts if names is None else names:
+        dims = facts.get(name)
+        if dims is not None and all(d is not None for d in dims):
+            size = _size(dims)
+            if size > most:
+                best, most = name, size
+    return best, most
+
+
+def fixed_sizes(facts: Mapping[str, Dims]) -> set[str]:
+    """The values whose size `facts` know completely: inferred with only what the model states and the
+    user gave, these sizes are not the verifier's choice, and the budget does not count them."""
+    return {name for name, dims in facts.items() if dims is not None and all(d is not None for d in dims)}
+
+
+def over_budget(facts: Mapping[str, Dims], inputs: Mapping[str, Sequence[int]], fixed: set[str] = set(),
+                budget: int = ELEMENT_BUDGET) -> str:
+    """Why a candidate is over the element budget ("" when it is not): its inputs together, or the largest
+    value whose size the facts know (outputs and intermediate values); values in `fixed` do not count."""
+    total = sum(_size(s) for name, s in inputs.items() if name not in fixed)
+    if total > budget:
+        return f"its inputs hold {total:,} elements"
+    name, most = largest({k: v for k, v in facts.items() if k not in inputs and k not in fixed})
+    if most > budget:
+        return f"value {name!r} would hold {most:,} elements"
+    return ""
+
+
+def random_outputs(model: onnx.ModelProto) -> list[str]:
+    """The graph outputs that depend on a random op (see the module docstring), in output order."""
+    graph = model.graph
+    constant_false = {t.name for t in graph.initializer if _size(t.dims) == 1
+                      and not onnx.numpy_helper.to_array(t).any()}
+    constant_false |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.attribute
+                       and n.attribute[0].name == "value" and _size(n.attribute[0].t.dims) == 1
+                       and not onnx.numpy_helper.to_array(n.attribute[0].t).any()}
+    random_functions = _random_functions(model.functions)
+    tainted: set[str] = set()
+    for node in graph.node:  # nodes are in topological order (the checker requires it)
+        if (_is_random(node, constant_false, random_functions) or any(i in tainted for i in node.input if i)
+                or any(i in tainted for i in _outer_reads(node))):
+            tainted.update(o for o in node.output if o)
+    return [o.name for o in graph.output if o.name in tainted]
+
+
+def _is_random(node: onnx.NodeProto, constant_false: set[str], random_functions: set[tuple[str, str]]) -> bool:
+    if node.op_type in RANDOM_OPS and node.domain in ("", "ai.onnx"):
+        return True
+    if node.op_type == "Dropout" and len(node.input) > 2 and node.input[2] and node.input[2] not in constant_false:
+        return True
+    if (node.domain, node.op_type) in random_functions:
+        return True
+    return any(_is_random(n, constant_false, random_functions) for g in _subgraphs(node) for n in g.node)
+
+
+def _random_functions(functions: Sequence[onnx.FunctionProto]) -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    changed = True
+    while changed:  # a function calling a random function is random
+        changed = False
+        for f in functions:
+            key = (f.domain, f.name)
+            if key not in found and any(_is_random(n, set(), found) for n in f.node):
+                found.add(key)
+                changed = True
+    return found
+
+
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    return [g for a in node.attribute for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs)]
+
+
+def _outer_reads(node: onnx.NodeProto) -> set[str]:
+    """Names a node's subgraphs read (outer-scope values among them)."""
+    return {i for g in _subgraphs(node) for n in g.node for i in (*n.input, *_outer_reads(n)) if i}
