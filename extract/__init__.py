@@ -2,7 +2,8 @@
 
 Table of contents:
 - `extract(egraph, roots, cost, extractor="ilp") -> ExtractionResult`: run a registered extractor
-- `EXTRACTORS`: the registry (CLI name -> module, what it is optimal for)
+- `EXTRACTORS`: the registry (CLI name -> module, what it is optimal for); `Extractor`: the protocol each
+  module satisfies
 - `ExtractionResult` / `ExtractionError` / `ExtractionSummary` (result.py): the one validated result type
 - `CostModel`, `Target`, `roofline(target)`, `targets()`, `load_target(name)` (cost.py)
 - extractors: `tree` (tree.py), `greedy-dag` (greedy_dag.py), `ilp` (ilp.py)
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from eqsat.errors import BadInputError
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from eqsat.extract.result import ExtractionError, ExtractionResult, ExtractionSummary
 
 __all__ = ["EXTRACTORS", "CostModel", "ExtractionError", "ExtractionResult", "ExtractionSummary",
-           "ExtractorInfo", "Roofline", "Target", "TargetError", "extract", "load_target", "roofline",
+           "Extractor", "ExtractorInfo", "Roofline", "Target", "TargetError", "extract", "load_target", "roofline",
            "targets"]
 
 #: Names re-exported from cost.py and result.py, loaded on first use: the registry below is all the CLI
@@ -38,6 +39,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'eqsat.extract' has no attribute {name!r}")
 
 
+@runtime_checkable
+class Extractor(Protocol):
+    """What an extractor module provides: `extract(egraph, roots, cost, **options) -> ExtractionResult`,
+    one term DAG for `roots` whose every choice is an e-node of its class (`ExtractionResult.check()`).
+    Options are keyword-only (ilp's `time_limit`)."""
+
+    def extract(self, egraph: "EGraph", roots: Sequence[int], cost: "CostModel", /) -> "ExtractionResult":
+        ...
+
+
 @dataclasses.dataclass(frozen=True)
 class ExtractorInfo:
     """A registered extractor: its CLI name, module and what it is optimal for."""
@@ -47,8 +58,11 @@ class ExtractorInfo:
     optimal_for: str
     summary: str
 
-    def load(self) -> Any:
-        return importlib.import_module(self.module)
+    def load(self) -> Extractor:
+        module = importlib.import_module(self.module)
+        if not isinstance(module, Extractor):
+            raise TypeError(f"extractor {self.name!r}: {self.module} has no extract(egraph, roots, cost)")
+        return module
 
 
 EXTRACTORS: Mapping[str, ExtractorInfo] = {info.name: info for info in (

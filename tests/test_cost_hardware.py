@@ -285,3 +285,20 @@ def test_cpu_tie_break_prefers_a_default_zero_point_and_a_leaf_divisor() -> None
     assert cpu(g, node(g, "Reciprocal")) == 0.0  # constant classes stay free
     choice = extract(g, None, "cpu", "ilp").choice
     assert choice[4] == default.id and choice[7] == div.id
+
+
+@pytest.mark.parametrize("old, new, problem", [
+    ("bandwidth = ", "bandwith = 5\nbandwidth = ", r"unknown key 'bandwith'"),
+    ("[serial]", "[fussed]\nname = 'x'\n\n[serial]", r"unknown table 'fussed'"),
+    ("[serial]\n", "[serial]\nsteps = 2.0\n", r"unknown key 'steps' in \[serial\]"),
+    ("[[fused]]\n", "[[fused]]\nproducer = ['Conv']\n", r"unknown key 'producer' in \[fused\]"),
+])
+def test_unknown_target_keys_are_refused_by_name(tmp_path: Path, old: str, new: str, problem: str) -> None:
+    """A misspelled key or table is an error naming the file and the key, never silently ignored."""
+    text = (Path(__file__).parents[1] / "extract" / "targets" / "gpu.toml").read_text()
+    assert old in text
+    path = tmp_path / "mine.toml"
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(TargetError, match=problem) as caught:
+        load_target(str(path))
+    assert str(path) in str(caught.value)

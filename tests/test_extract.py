@@ -496,3 +496,18 @@ def test_ilp_lower_bound_never_exceeds_the_optimum() -> None:
         proven += any("HiGHS not run" in note for note in result.notes)
         assert result.dag_cost(case.costs) == pytest.approx(optimum, rel=1e-6, abs=1e-9)
     assert checked > 100 and 0 < proven < checked
+
+
+@pytest.mark.parametrize("name", sorted(__import__("eqsat.extract", fromlist=["EXTRACTORS"]).EXTRACTORS))
+def test_every_registered_extractor_satisfies_the_protocol(name: str) -> None:
+    """Each module has `extract(egraph, roots, cost, *, options...)`: three positional parameters, any
+    further ones keyword-only with defaults, and the protocol's runtime check passes."""
+    import inspect
+
+    from eqsat.extract import EXTRACTORS, Extractor
+
+    module = EXTRACTORS[name].load()
+    assert isinstance(module, Extractor)
+    params = list(inspect.signature(module.extract).parameters.values())
+    assert [p.name for p in params[:3]] == ["egraph", "roots", "cost"]
+    assert all(p.kind is p.KEYWORD_ONLY and p.default is not p.empty for p in params[3:]), params
