@@ -17,6 +17,7 @@ import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import onnx.numpy_helper as onh
 
 #: dim_param names drawn for dynamic dims (batch-like and others, as exporters write them); None is a dim
 #: left unnamed (ONNX's unknown dim).
@@ -36,10 +37,11 @@ class Sym(int):
 
     label: str
     b: int
+    alias: tuple[str | None] | None  # declared by another name (or unnamed) than its label: (that name,)
 
-    def __new__(cls, a: int, label: str, b: int) -> "Sym":
+    def __new__(cls, a: int, label: str, b: int, alias: tuple[str | None] | None = None) -> "Sym":
         obj = super().__new__(cls, a)
-        obj.label, obj.b = label, int(b)
+        obj.label, obj.b, obj.alias = label, int(b), alias
         return obj
 
     def __eq__(self, other: object) -> bool:
@@ -134,12 +136,30 @@ def dynamic_shape(draw: Callable, st: Any, shape: Sequence[int]) -> tuple[int, .
     return tuple(out)
 
 
-def declared(d: int) -> int | str | None:
-    """How an input or output declares dim `d`: its size, its name, or unnamed (None: an unnamed input dim, or
-    a dim computed from dynamic ones)."""
+def aliased(draw: Callable, st: Any, shape: Sequence[int], taken: Sequence[int]) -> tuple[int, ...]:
+    """`shape` (a second input's) with some dynamic dims declared by another name, or unnamed: the same size
+    wherever the model runs, which eqsat cannot know. A name is never one that `taken` (the first input's dims)
+    or another alias gives a different dim."""
+    owner = {d.label: d.label for d in taken if isinstance(d, Sym)}
+    out = []
+    for d in shape:
+        if isinstance(d, Sym) and draw(st.integers(0, 99)) < 30:
+            name = draw(st.sampled_from([n for n in DIM_NAMES if n is None or owner.get(n, d.label) == d.label]))
+            if name is not None:
+                owner[name] = d.label
+            d = Sym(int(d), d.label, d.b, (name,))
+        out.append(d)
+    return tuple(out)
+
+
+def declared(d: int, aliased_labels: set[str] | frozenset[str] = frozenset()) -> int | str | None:
+    """How an input or output declares dim `d`: its size, its name, or unnamed (None: an unnamed input dim, a
+    dim computed from dynamic ones, or in an output one of `aliased_labels`, which inputs name differently)."""
     if not isinstance(d, Sym):
         return int(d)
-    return None if d.label.startswith(("?", "(")) else d.label
+    if d.label.startswith(("?", "(")) or d.label in aliased_labels:
+        return None
+    return d.alias[0] if d.alias is not None else d.label
 
 
 def reshape_spec(spec: Sequence[int], shape: Sequence[int]) -> list[int]:
@@ -168,9 +188,13 @@ def draw_chain(fz: Any, x: Any, max_elements: int) -> Any:
     rank, dims = len(x.shape), x.shape
     if rank == 0:
         return None
-    kind = fz.pick(("insert-one", "merge-tail", "merge-pair", "swap", "split-last", "expand", "expand"))
+    kind = fz.pick(("insert-one", "merge-tail", "merge-pair", "swap", "split-last", "expand", "expand", "like"))
     if kind == "expand":
         return _expand(fz, x, max_elements)
+    if kind == "like":  # torch's ones_like / full_like: ConstantOfShape(Shape(x)) combined with x
+        fill = fz.pick((0.0, 1.0, 0.5))
+        const = fz.node("ConstantOfShape", [_shape(fz, x)], value=onh.from_array(np.array([fill], np.float32)))
+        return fz.add(fz.node(fz.pick(("Add", "Mul", "Max")), [x.name, const]), dims, False)
     i = fz.draw(fz.st.integers(0, rank - 1))
     if kind == "insert-one":
         plan: list[Any] = [(0, i), [1], (i, rank)]
@@ -179,19 +203,24 @@ def draw_chain(fz: Any, x: Any, max_elements: int) -> Any:
         plan, new = [(0, i), [-1]], [*dims[:i], product(dims[i:])]
     elif kind == "merge-pair" and i + 1 < rank:
         merged = product(dims[i:i + 2])
-        plan = [(0, i), [-1] if isinstance(merged, Sym) else [int(merged)], (i + 2, rank)]
-        new = [*dims[:i], merged, *dims[i + 2:]]
+        middle = ("mul", i) if fz.chance(0.4) else [-1] if isinstance(merged, Sym) else [int(merged)]
+        plan, new = [(0, i), middle, (i + 2, rank)], [*dims[:i], merged, *dims[i + 2:]]
     elif kind == "swap" and rank >= 2:  # Reshape to the dims in another order: the same element count
         j = fz.pick([k for k in range(rank) if k != i])
         order = list(range(rank))
         order[i], order[j] = j, i
         plan, new = [("gather", order)], [dims[k] for k in order]
-    elif kind == "split-last" and not isinstance(dims[-1], Sym) and dims[-1] % 2 == 0:
-        plan, new = [(0, rank - 1), [2, dims[-1] // 2]], [*dims[:-1], 2, dims[-1] // 2]
+    elif kind == "split-last" and dims[-1] % 2 == 0 and at_b(dims[-1:])[0] % 2 == 0:  # heads: [..., 2, d / 2]
+        half: Any = ("half", rank - 1) if isinstance(dims[-1], Sym) or fz.chance(0.4) else [dims[-1] // 2]
+        plan, new = [(0, rank - 1), [2], half], [*dims[:-1], 2, dims[-1] // 2]
     else:
         return None
     target = _target(fz, x, plan)
     out = fz.add(fz.node("Reshape", [x.name, target]), new, x.exact)
+    twins = [v for v in fz.pool if v is not x and len(v.shape) == rank and all(map(same_dim, v.shape, dims))]
+    if twins and fz.chance(0.3):  # the target read by a Reshape of another value of x's dims
+        twin = fz.add(fz.node("Reshape", [fz.pick(twins).name, target]), new, False)
+        out = fz.add(fz.node("Sub", [out.name, twin.name]), new, False)
     if [-1] not in plan and fz.chance(0.5):  # the same target read by an Expand: of the reshaped value, or of one that broadcasts to it
         partners = [v for v in fz.pool if _broadcasts(v.shape, new)]
         y = fz.pick(partners) if partners and fz.chance(0.5) else out
@@ -243,6 +272,10 @@ def _target(fz: Any, x: Any, plan: Sequence[Any]) -> str:
     for p in plan:
         if isinstance(p, tuple) and p[0] == "gather":
             names.append(fz.node("Gather", [_shape(fz, x), fz.ints(p[1])], axis=0))
+        elif isinstance(p, tuple) and p[0] == "mul":  # a merged dim computed: dim i times dim i + 1
+            names.append(fz.node("Mul", [_piece(fz, ("of", x, p[1], p[1] + 1)), _piece(fz, ("of", x, p[1] + 1, p[1] + 2))]))
+        elif isinstance(p, tuple) and p[0] == "half":  # a dim split in two: dim i / 2
+            names.append(fz.node("Div", [_piece(fz, ("of", x, p[1], p[1] + 1)), fz.ints([2])]))
         elif isinstance(p, tuple) and p[0] < p[1]:  # one piece, or one per dim
             ranges = [(k, k + 1) for k in range(*p)] if fz.chance(0.3) else [p]
             names.extend(_piece(fz, ("of", x, lo, hi)) for lo, hi in ranges)
@@ -255,9 +288,16 @@ def _target(fz: Any, x: Any, plan: Sequence[Any]) -> str:
 
 def _piece(fz: Any, p: Any) -> str:
     """A 1-D int64 tensor: a constant (a list), or ("of", v, lo, hi), v's dims lo:hi, read from the Shape of
-    v or (one dynamic dim) of another value that has the same dim."""
+    v or (one dynamic dim) of another value that has the same dim; sometimes through a Cast to int32 and back."""
     if isinstance(p, list):
         return fz.ints(static(p))
+    read = _read(fz, p)
+    if fz.chance(0.1):
+        return fz.node("Cast", [fz.node("Cast", [read], to=6)], to=7)  # INT32, INT64
+    return read
+
+
+def _read(fz: Any, p: Any) -> str:
     _, v, lo, hi = p
     if hi == lo + 1:
         same = [(w, j) for w in fz.pool for j, e in enumerate(w.shape) if isinstance(e, Sym) and e == v.shape[lo]]

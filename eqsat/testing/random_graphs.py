@@ -12,8 +12,8 @@ import onnx.helper as oh
 
 from eqsat.testing.cases import DrawnGraph, RuleCase
 from eqsat.testing.draw import COMPARE_OPS, binary_const, draw_unary, transpose_node
-from eqsat.testing.dynamic_dims import (Baked, Sym, at_b, declared, draw_chain, dynamic_shape, is_dynamic, product,
-                                        reshape_spec, static)
+from eqsat.testing.dynamic_dims import (Baked, Sym, aliased, at_b, declared, draw_chain, dynamic_shape, is_dynamic,
+                                        product, reshape_spec, static)
 from eqsat.testing.models import make_model, onnx_elem_type
 from eqsat.testing.soundness import _graph_text, assert_optimization_sound
 from eqsat.testing.strategies import broadcastable_shapes, float_arrays, hypothesis_strategies, inverse, perms, shapes
@@ -685,6 +685,9 @@ def onnx_graphs(max_nodes: int = 10, *, families: Sequence[str] = GRAPH_FAMILIES
         inputs = [("x", shape)]
         if draw(st.booleans()):
             inputs.append(("x2", draw(st.sampled_from([shape, draw(broadcastable_shapes(shape))]))))
+            if fz.dynamic:
+                inputs[1] = ("x2", aliased(draw, st, inputs[1][1], shape))
+        renamed = {d.label for _, s in inputs for d in s if isinstance(d, Sym) and d.alias is not None}
         at_b_rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1))) if fz.dynamic else None
         feeds_b: dict[str, np.ndarray] = {}
         for name, in_shape in inputs:
@@ -711,7 +714,7 @@ def onnx_graphs(max_nodes: int = 10, *, families: Sequence[str] = GRAPH_FAMILIES
         if fz.dynamic or any(not o.type.tensor_type.HasField("shape") for o in model.graph.output):
             # declared from the drawn dims: ONNX's inference may not know a run-time Reshape's rank (opset 13)
             dims = {v.name: v.shape for v in fz.pool}
-            declared_outputs = [(o, "FLOAT", [declared(d) for d in dims[o]]) for o in outputs]
+            declared_outputs = [(o, "FLOAT", [declared(d, renamed) for d in dims[o]]) for o in outputs]
             model = make_model(fz.g.nodes, fz.g.inputs, declared_outputs, fz.g.inits, opset)
         try:
             onnx.checker.check_model(model, full_check=True)
