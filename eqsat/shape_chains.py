@@ -68,8 +68,8 @@ def _reshape_target(target: Sequence[Item], x_items: Sequence[Item]) -> list[int
     inferred = False
     for k, t in enumerate(target):
         if isinstance(t, int):
-            if t < -1:
-                return None
+            if t < -1 or (t == -1 and inferred):
+                return None  # one -1 at most: a symbol before it may already be the one
             inferred = inferred or t == -1
             out.append(t)
         elif k < len(x_items) and x_items[k] == t:

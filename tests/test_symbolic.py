@@ -9,7 +9,7 @@ import onnx.helper as oh
 import pytest
 
 import eqsat
-from eqsat import io
+from eqsat import io, shape_chains
 from eqsat.symbols import symbolic_shapes
 from eqsat.testing import op_counts, run
 from tests.rule_graphs import model, node
@@ -181,6 +181,21 @@ def test_one_target_read_by_reshape_and_expand_gets_one_constant_each(taken_name
     assert len(names) == len(set(names))
     for batch in (1, 2, 4):
         _same_outputs(m, out, {"x": RNG.standard_normal((batch, 8)).astype(np.float32)})
+
+
+def test_a_symbol_and_a_literal_minus_one_are_not_both_written_minus_one() -> None:
+    """t = Concat(Shape(x)[:1], [-1]) reshapes x [batch, 1, 1, 1] (batch copied: [0, -1]) and x2 [N, 1, 1, 1]:
+    for x2, batch is not its dim 0, and the target's own -1 is the one inferred dim, so batch cannot be written
+    -1 too (the fuzzer found [-1, -1], which no runtime accepts)."""
+    nodes = [node("Shape", ["x"], "s", start=0, end=1), node("Concat", ["s", "minus_one"], "t", axis=0),
+             node("Reshape", ["x", "t"], "a"), node("Reshape", ["x2", "t"], "b"), node("Sub", ["a", "b"], "y")]
+    m = model(nodes, [("x", "FLOAT", ("batch", 1, 1, 1)), ("x2", "FLOAT", ("N", 1, 1, 1))],
+              initializers=dict(minus_one=np.array([-1], np.int64)))
+    assert shape_chains._reshape_target(("batch", -1), ("N", 1, 1, 1)) is None
+    out = eqsat.optimize(m, input_shapes={"x": (2, 1, 1, 1), "x2": (2, 1, 1, 1)}).proto
+    for batch in (2, 3):
+        feeds = {k: RNG.standard_normal((batch, 1, 1, 1)).astype(np.float32) for k in ("x", "x2")}
+        _same_outputs(m, out, feeds)
 
 
 # ---- zero recurrent states ----
