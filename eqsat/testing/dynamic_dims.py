@@ -30,6 +30,17 @@ class Baked(Exception):
     """A step would write a dynamic dim's size into a constant: it is not taken."""
 
 
+#: What a Sym's arithmetic computes: sign -> (operation, neutral operand).
+_ARITHMETIC: dict[str, tuple[Callable[[int, int], int], int]] = {
+    "+": (operator.add, 0), "-": (operator.sub, 0), "*": (operator.mul, 1), "//": (operator.floordiv, 1)}
+
+
+def _operators(sign: str) -> tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
+    """A Sym's `sign` operator and its reflection."""
+    return (lambda self, other: self._combine(other, sign, False),
+            lambda self, other: self._combine(other, sign, True))
+
+
 class Sym(int):
     """A dynamic dim: its size at A as an int, its `label` (a declared name, or an expression of labels) and
     its size at B. Equal only to a Sym of the same label: a static dim of the same size at A, or another
@@ -56,40 +67,21 @@ class Sym(int):
     def __repr__(self) -> str:
         return f"{self.label}={int(self)}|{self.b}"
 
-    def _combine(self, other: Any, op: Callable[[int, int], int], sign: str, swap: bool = False) -> Any:
+    def _combine(self, other: Any, sign: str, swap: bool) -> Any:
         if not isinstance(other, int):
             return NotImplemented
-        neutral = {"+": 0, "-": 0, "*": 1, "//": 1}[sign]
+        op, neutral = _ARITHMETIC[sign]
         if not isinstance(other, Sym) and int(other) == neutral and (not swap or sign in ("+", "*")):
             return self  # x + 0, x - 0, x * 1, x // 1, 0 + x and 1 * x are x
-        oa, ob, ol = (int(other), other.b, other.label) if isinstance(other, Sym) else (int(other), int(other), str(other))
-        (la, lb, ll), (ra, rb, rl) = ((oa, ob, ol), (int(self), self.b, self.label)) if swap else \
-            ((int(self), self.b, self.label), (oa, ob, ol))
+        theirs = (int(other), other.b, other.label) if isinstance(other, Sym) else (int(other), int(other), str(other))
+        (la, lb, ll), (ra, rb, rl) = (theirs, (int(self), self.b, self.label)) if swap else \
+            ((int(self), self.b, self.label), theirs)
         return Sym(op(la, ra), f"({ll}{sign}{rl})", op(lb, rb))
 
-    def __add__(self, other: Any) -> Any:
-        return self._combine(other, operator.add, "+")
-
-    def __radd__(self, other: Any) -> Any:
-        return self._combine(other, operator.add, "+", swap=True)
-
-    def __sub__(self, other: Any) -> Any:
-        return self._combine(other, operator.sub, "-")
-
-    def __rsub__(self, other: Any) -> Any:
-        return self._combine(other, operator.sub, "-", swap=True)
-
-    def __mul__(self, other: Any) -> Any:
-        return self._combine(other, operator.mul, "*")
-
-    def __rmul__(self, other: Any) -> Any:
-        return self._combine(other, operator.mul, "*", swap=True)
-
-    def __floordiv__(self, other: Any) -> Any:
-        return self._combine(other, operator.floordiv, "//")
-
-    def __rfloordiv__(self, other: Any) -> Any:
-        return self._combine(other, operator.floordiv, "//", swap=True)
+    __add__, __radd__ = _operators("+")
+    __sub__, __rsub__ = _operators("-")
+    __mul__, __rmul__ = _operators("*")
+    __floordiv__, __rfloordiv__ = _operators("//")
 
 
 def is_dynamic(dims: Sequence[int]) -> bool:
