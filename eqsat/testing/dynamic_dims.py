@@ -213,7 +213,7 @@ def draw_chain(fz: Any, x: Any, max_elements: int) -> Any:
     if twins and fz.chance(0.3):  # the target read by a Reshape of another value of x's dims
         twin = fz.add(fz.node("Reshape", [fz.pick(twins).name, target]), new, False)
         out = fz.add(fz.node("Sub", [out.name, twin.name]), new, False)
-    if [-1] not in plan and fz.chance(0.5):  # the same target read by an Expand: of the reshaped value, or of one that broadcasts to it
+    if [-1] not in plan and fz.chance(0.5):  # the target read by an Expand: of `out`, or of a value broadcasting to it
         partners = [v for v in fz.pool if _broadcasts(v.shape, new)]
         y = fz.pick(partners) if partners and fz.chance(0.5) else out
         expanded = fz.add(fz.node("Expand", [y.name, target]), new, y.exact)
@@ -265,7 +265,8 @@ def _target(fz: Any, x: Any, plan: Sequence[Any]) -> str:
         if isinstance(p, tuple) and p[0] == "gather":
             names.append(fz.node("Gather", [_shape(fz, x), fz.ints(p[1])], axis=0))
         elif isinstance(p, tuple) and p[0] == "mul":  # a merged dim computed: dim i times dim i + 1
-            names.append(fz.node("Mul", [_piece(fz, ("of", x, p[1], p[1] + 1)), _piece(fz, ("of", x, p[1] + 1, p[1] + 2))]))
+            i = p[1]
+            names.append(fz.node("Mul", [_piece(fz, ("of", x, i, i + 1)), _piece(fz, ("of", x, i + 1, i + 2))]))
         elif isinstance(p, tuple) and p[0] == "half":  # a dim split in two: dim i / 2
             names.append(fz.node("Div", [_piece(fz, ("of", x, p[1], p[1] + 1)), fz.ints([2])]))
         elif isinstance(p, tuple) and p[0] < p[1]:  # one piece, or one per dim
@@ -290,6 +291,8 @@ def _piece(fz: Any, p: Any) -> str:
 
 
 def _read(fz: Any, p: Any) -> str:
+    """`_piece`'s ("of", v, lo, hi), read by a Slice, a Gather (1-D index, or scalar and Unsqueeze), or Shape's
+    start and end (opset 15)."""
     _, v, lo, hi = p
     if hi == lo + 1:
         same = [(w, j) for w in fz.pool for j, e in enumerate(w.shape) if isinstance(e, Sym) and e == v.shape[lo]]

@@ -657,8 +657,8 @@ def onnx_graphs(max_nodes: int = 10, *, families: Sequence[str] = GRAPH_FAMILIES
     one, so sub-graphs are shared; constants are random, scaled so values stay of moderate magnitude;
     one to three outputs (distinct values, never a graph input). With `symbolic`, a third of the graphs
     declare some input dims dynamic (named `batch`, `N`, `seq`, ... or unnamed: eqsat.testing.dynamic_dims),
-    and the case carries feeds at a second size of each (`more_feeds`; neither size is 1). The opset is drawn from `opsets` (attributes vs inputs follow
-    it). Every drawn model passes the full ONNX checker (a failure here is a bug of the strategy).
+    and the case carries feeds at a second size of each (`more_feeds`; neither size is 1). The opset is drawn
+    from `opsets` (attributes vs inputs follow it). Every drawn model passes the full ONNX checker (a failure here is a bug of the strategy).
     `allow` is passed on to the GraphCase (soundness classes admitted when checking it).
 
         @given(onnx_graphs())
