@@ -5,7 +5,8 @@
 
 Graphs come from `eqsat.testing.onnx_graphs` and are checked by `eqsat.fuzz.check_case` (every e-node of
 the saturated e-graph evaluated and compared with its class, for e-graphs up to 3000 e-nodes; every
-extractor's result validated, lowered, checked and run against the original). The summary also counts
+extractor's result validated, lowered, checked and run against the original, at two sizes, neither 1, of
+every dynamic dim a graph declares: `batch`, `N`, `seq`, ... or unnamed, read by run-time shape chains). The summary also counts
 how saturation stopped (a small graph that hits a limit is a rule set that does not terminate). Examples
 run in chunks of N (default 250) with seeds S, S+1, ...; the seed (random unless given) is printed
 first, and each chunk's seed, count and time as it finishes.

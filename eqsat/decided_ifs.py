@@ -25,6 +25,8 @@ from typing import Callable, Iterator
 import numpy as np
 import onnx_ir as ir
 
+from eqsat.names import add_constant
+
 #: (op, input index) -> the only rank that input may have: the ONNX operator spec, and what onnxruntime enforces
 #: ("Input X must have 3 dimensions only"; a Gemm is not here: onnxruntime also runs a rank-1 A).
 RANK_RULES: dict[tuple[str, int], int] = {
@@ -93,10 +95,7 @@ def _ranks_differ(node: ir.Node) -> bool:
 
 
 def _fix_condition(model: ir.Model, node: ir.Node, value: bool, index: int) -> None:
-    name = f"{node.name or 'If'}_decided_condition_{index}"
-    const = ir.Value(name=name, type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]),
-                     const_value=ir.tensor(np.array(value, dtype=np.bool_), name=name))
-    model.graph.register_initializer(const)
+    const = add_constant(model.graph, f"{node.name or 'If'}_decided_condition_{index}", np.array(value, dtype=np.bool_))
     node.replace_input_with(0, const)
 
 

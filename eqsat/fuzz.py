@@ -9,7 +9,8 @@ saturated e-graph (up to EGRAPH_CHECK_MAX_ENODES e-nodes) is evaluated on the dr
 with its class (so an unsound rewrite is caught even when the extractor does not choose it); then each
 extractor's result is validated, costed (the exact ILP, when it proves optimality, is never worse than
 the others), lowered to a model that passes the full ONNX checker with no initializer left unread, and
-run against the original within the tolerance of the least exact rule that fired.
+run against the original within the tolerance of the least exact rule that fired, at every size the case
+gives its dynamic dims (two, neither 1: `GraphCase.more_feeds`; the e-nodes are evaluated at the first).
 
 Examples run in chunks, each a hypothesis run with its own seed (`seed`, `seed + 1`, ...): a failure is
 shrunk, printed with its seed and graph, saved, and the next chunk goes on, so one long run counts every
@@ -128,7 +129,13 @@ def check_case(case: Any, *, extractors: Sequence[str] = ("ilp", "greedy-dag", "
     enodes = len(session.egraph.nodes)
     if enodes <= egraph_check_max_enodes:
         assert_egraph_sound(session, case.feeds)
-    expected = run(proto, case.feeds)
+    sizes = [dict(f) for f in case.all_feeds()]
+    expected = []
+    for feeds in sizes:
+        try:
+            expected.append(run(proto, feeds))
+        except Exception as exc:  # noqa: BLE001 - the drawn graph, not eqsat
+            raise AssertionError(f"the original does not run at {_shapes(feeds)} (a bug of the strategy): {exc}")
     names = [o.name for o in proto.graph.output]
     costs: dict[str, tuple[float, tuple[str, ...]]] = {}
     for name in extractors:
@@ -143,12 +150,19 @@ def check_case(case: Any, *, extractors: Sequence[str] = ("ilp", "greedy-dag", "
             raise AssertionError(f"{name}: initializers nothing reads in the output: {dead[:5]}; rules fired: {fired}")
         if [o.name for o in optimized.graph.output] != names:
             raise AssertionError(f"{name}: outputs {[o.name for o in optimized.graph.output]} != {names}")
-        actual = run(optimized, case.feeds)
-        for check in compare(names, expected, actual, session.soundness):
-            if not check.ok:
-                raise AssertionError(f"{name}: output {check.name!r} differs: {check.problem} max |diff| "
-                                     f"{check.max_abs_diff:.3g} > allowed {check.allowed:.3g} {check.where}; "
-                                     f"rules fired: {fired}\noptimized:\n{onnx.printer.to_text(optimized.graph)}")
+        for feeds, want in zip(sizes, expected):  # every size of the dynamic dims
+            try:
+                actual = run(optimized, feeds)
+            except Exception as exc:  # noqa: BLE001 - the original ran on these inputs
+                raise AssertionError(f"{name}: the optimized model fails at {_shapes(feeds)} where the original "
+                                     f"runs: {exc}; rules fired: {fired}\noptimized:\n"
+                                     f"{onnx.printer.to_text(optimized.graph)}") from exc
+            for check in compare(names, want, actual, session.soundness):
+                if not check.ok:
+                    raise AssertionError(f"{name}: output {check.name!r} differs at {_shapes(feeds)}: {check.problem} "
+                                         f"max |diff| {check.max_abs_diff:.3g} > allowed {check.allowed:.3g} "
+                                         f"{check.where}; rules fired: {fired}\noptimized:\n"
+                                         f"{onnx.printer.to_text(optimized.graph)}")
         summary = result.report.extraction
         costs[name] = (summary.dag_cost, tuple(summary.notes))
     if "ilp" in costs and not costs["ilp"][1]:
@@ -157,6 +171,10 @@ def check_case(case: Any, *, extractors: Sequence[str] = ("ilp", "greedy-dag", "
             raise AssertionError(f"ilp (proven optimal) DAG cost {costs['ilp'][0]:.6g} is above another "
                                  f"extractor's: { {k: v[0] for k, v in costs.items()} }")
     return Checked(fired, session.saturation.stop_reason, enodes, enodes <= egraph_check_max_enodes)
+
+
+def _shapes(feeds: dict[str, np.ndarray]) -> str:
+    return ", ".join(f"{k}{list(v.shape)}" for k, v in feeds.items())
 
 
 def _dead_initializers(model: onnx.ModelProto) -> list[str]:

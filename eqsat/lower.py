@@ -22,12 +22,23 @@ from eqsat.egraph import EGraph, ENode
 from eqsat.encode import Encoding
 from eqsat.errors import InternalError
 from eqsat.metadata import PROVENANCE_KEY, RULES_KEY
+from eqsat.names import fresh_name
 from eqsat.terms import BINARY, OPS, OpSpec
 _FLOAT_UPCAST = {np.dtype(np.float16): np.float32}
 
 
 class LoweringError(InternalError):
     pass
+
+
+def _body_names(graph: onnx.GraphProto) -> set[str]:
+    """Names defined inside the bodies (If/Loop/Scan, at any depth) of `graph`'s nodes: a value named at the top
+    level must not shadow one (ONNX names are unique in the whole model)."""
+    from eqsat.io import all_graphs
+
+    bodies = all_graphs(graph)[1:]
+    return {*(v.name for g in bodies for v in g.input), *(t.name for g in bodies for t in g.initializer),
+            *(o for g in bodies for n in g.node for o in n.output if o)}
 
 
 def _np_dtype(name: str | None) -> np.dtype | None:
@@ -46,7 +57,7 @@ class _Lowerer:
         self._parents: dict[int, set[int]] | None = None
         self.names: dict[int, str] = {}                 # class -> emitted value name ("" = absent)
         self.reserved: dict[int, str] = {}              # output class -> its graph output name
-        self.used: set[str] = set()
+        self.used: set[str] = _body_names(source.graph)  # names that bodies define: never minted at the top
         self.consts: dict[int, tuple[np.ndarray, str]] = {}  # class -> (value in compute precision, dtype)
         self.graph_inputs = {v.name for v in source.graph.input}
         self.outputs = {v.name for v in source.graph.output}
@@ -64,12 +75,7 @@ class _Lowerer:
 
     # ---- naming and provenance ----
     def fresh(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.used:
-            k += 1
-            name = f"{base}__{k}"
-        self.used.add(name)
-        return name
+        return fresh_name(base, self.used)
 
     def preferred_name(self, cid: int) -> str:
         for rid in self.class_refs.get(cid, ()):

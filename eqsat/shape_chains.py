@@ -22,6 +22,7 @@ from typing import Sequence
 import numpy as np
 import onnx_ir as ir
 
+from eqsat.names import add_constant, value_names
 from eqsat.symbols import symbolic_shapes
 
 Item = int | str  # an integer, or a symbol by name
@@ -32,6 +33,7 @@ def make_targets_static(model: ir.Model) -> bool:
     graph = model.graph
     facts = symbolic_shapes(graph)
     changed = False
+    taken: set[str] | None = None  # the model's value names, walked once at the first constant
     for node in graph:
         if node.domain not in ("", "ai.onnx") or node.op_type not in ("Reshape", "Expand") \
                 or len(node.inputs) != 2 or node.inputs[1] is None or node.inputs[1].const_value is not None:
@@ -47,10 +49,11 @@ def make_targets_static(model: ir.Model) -> bool:
             continue
         if node.op_type == "Reshape" and "allowzero" in node.attributes:
             node.attributes["allowzero"] = ir.AttrInt64("allowzero", 0)  # the target has no literal 0
-        const = ir.Value(name=f"{target_value.name}_static",
-                         const_value=ir.tensor(np.asarray(static, dtype=np.int64)))
-        graph.initializers.add(const)
-        node.replace_input_with(1, const)
+        if taken is None:
+            taken = value_names(graph)
+        # one constant per consumer: a target feeding a Reshape and an Expand gets two different ones
+        node.replace_input_with(1, add_constant(graph, f"{target_value.name}_static",
+                                                np.asarray(static, dtype=np.int64), taken))
         changed = True
     return changed
 
@@ -65,8 +68,8 @@ def _reshape_target(target: Sequence[Item], x_items: Sequence[Item]) -> list[int
     inferred = False
     for k, t in enumerate(target):
         if isinstance(t, int):
-            if t < -1:
-                return None
+            if t < -1 or (t == -1 and inferred):
+                return None  # one -1 at most: a symbol before it may already be the one
             inferred = inferred or t == -1
             out.append(t)
         elif k < len(x_items) and x_items[k] == t:

@@ -31,6 +31,7 @@ from onnx import helper
 
 from eqsat import prepared
 from eqsat.io import all_graphs
+from eqsat.names import fresh_name
 
 if TYPE_CHECKING:
     from eqsat.session import Session
@@ -256,15 +257,7 @@ def _optimized(model: onnx.ModelProto, graph: onnx.GraphProto, body: Body,
     clashes = sorted(n for n in _defined(new) if n in elsewhere and n not in protected)
     if clashes:
         taken = _defined(model.graph) | _defined(new)
-        renames = {}
-        for name in clashes:
-            k, fresh = 1, f"{name}__b1"
-            while fresh in taken:
-                k += 1
-                fresh = f"{name}__b{k}"
-            taken.add(fresh)
-            renames[name] = fresh
-        _rename(new, renames)
+        _rename(new, {name: fresh_name(f"{name}__b", taken) for name in clashes})
     return new
 
 

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.helper as oh
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from eqsat.fuzz import check_case, fuzz
 from eqsat.rule import Rule, rw
-from eqsat.testing import GRAPH_FAMILIES, GraphCase, onnx_graphs, run
+from eqsat.testing import GRAPH_FAMILIES, GraphCase, make_model, onnx_graphs, run
+from eqsat.testing.dynamic_dims import DIM_NAMES, Baked, Sym, at_b, product, reshape_spec, static
 
 pytestmark = pytest.mark.slow  # python -m pytest -m "not slow" leaves these out (README)
 
@@ -29,9 +31,44 @@ def _settings(examples: int):
 @given(onnx_graphs(max_nodes=6))
 def test_drawn_graphs_are_valid_and_run(case: GraphCase) -> None:
     onnx.checker.check_model(case.model, full_check=True)  # the strategy checks too; say it here
-    outputs = run(case.model, case.feeds)
-    assert len(outputs) == len(case.model.graph.output)
-    assert all(np.all(np.isfinite(o)) for o in outputs if o.dtype.kind == "f"), "values stay of moderate size"
+    for feeds in case.all_feeds():  # at both sizes of the dynamic dims
+        outputs = run(case.model, feeds)
+        assert len(outputs) == len(case.model.graph.output)
+        assert all(np.all(np.isfinite(o)) for o in outputs if o.dtype.kind == "f"), "values stay of moderate size"
+
+
+@_settings(120)
+@given(onnx_graphs(max_nodes=6, families=("chains", "layout", "elementwise", "linear", "reduce")))
+def test_dynamic_dims_are_named_and_drawn_at_two_sizes_neither_one(case: GraphCase) -> None:
+    """A dynamic input dim is declared by a name (batch-like or not) or left unnamed, and the case runs it at
+    two different sizes, neither 1; one name is one size in every input."""
+    declared = {i.name: i.type.tensor_type.shape.dim for i in case.model.graph.input}
+    dynamic = {(name, k) for name, dims in declared.items() for k, d in enumerate(dims) if not d.HasField("dim_value")}
+    assert bool(dynamic) == bool(case.more_feeds)
+    for more in case.more_feeds:
+        sizes: dict[str, set[tuple[int, int]]] = {}
+        for name, k in dynamic:
+            a, b = case.feeds[name].shape[k], more[name].shape[k]
+            assert a != b and min(a, b) > 1
+            param = declared[name][k].dim_param
+            assert param in {n for n in DIM_NAMES if n} or param == ""
+            if param:
+                sizes.setdefault(param, set()).add((a, b))
+        assert all(len(s) == 1 for s in sizes.values()), sizes
+        for name, dims in declared.items():  # static dims are the same at both sizes
+            assert all(case.feeds[name].shape[k] == more[name].shape[k] for k, d in enumerate(dims)
+                       if d.HasField("dim_value"))
+
+
+def test_symbolic_dims_compare_by_what_they_are_not_by_their_size() -> None:
+    batch, seq = Sym(2, "batch", 3), Sym(2, "seq", 5)
+    assert batch == Sym(2, "batch", 3) and batch != seq and batch != 2 and 2 != batch
+    merged = batch * 4
+    assert isinstance(merged, Sym) and int(merged) == 8 and merged.b == 12 and merged == batch * 4 and merged != 8
+    assert product([batch, 4]) == batch * 4 and at_b([batch, 4, seq - 1]) == (3, 4, 4)
+    assert reshape_spec([batch, 8, seq * 2], [batch, 4, 2]) == [0, 8, -1]
+    with pytest.raises(Baked):
+        static([1, seq])
 
 
 @_settings(90)
@@ -46,6 +83,39 @@ def test_fuzz_conv_and_quant_chains(case: GraphCase) -> None:
     check_case(case)
 
 
+@_settings(60)
+@given(onnx_graphs(max_nodes=6, families=("chains", "layout", "elementwise", "normalization", "share")))
+def test_fuzz_shape_chains_under_dynamic_dims(case: GraphCase) -> None:
+    check_case(case)
+
+
+def _layernorm_broadcast_case() -> GraphCase:
+    """Reshape(x, t) read by Expand(., t), t = Concat(Slice(Shape(x), 0, 1), [1], [8]); x [batch, 8] drawn at
+    batch 2 and 3."""
+    nodes = [oh.make_node("Shape", ["x"], ["s"]), oh.make_node("Slice", ["s", "zero", "one"], ["b"]),
+             oh.make_node("Concat", ["b", "one", "eight"], ["t"], axis=0), oh.make_node("Reshape", ["x", "t"], ["r"]),
+             oh.make_node("Expand", ["r", "t"], ["y"])]
+    inits = {"zero": np.array([0]), "one": np.array([1]), "eight": np.array([8])}
+    model = make_model(nodes, [("x", "FLOAT", ("batch", 8))], [("y", "FLOAT", ("batch", 1, 8))], inits, 15)
+    rng = np.random.default_rng(0)
+    return GraphCase(model, {"x": rng.standard_normal((2, 8)).astype(np.float32)}, (),
+                     ({"x": rng.standard_normal((3, 8)).astype(np.float32)},))
+
+
+def test_fuzz_property_holds_on_the_layernorm_broadcast() -> None:
+    check_case(_layernorm_broadcast_case())
+
+
+def test_fuzz_property_checks_the_second_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A front end that took the batch for its size at the first draw (2) is right there, and caught at 3."""
+    from eqsat import shape_chains
+
+    monkeypatch.setattr(shape_chains, "_reshape_target",
+                        lambda target, x_items: [2 if isinstance(t, str) else t for t in target])
+    with pytest.raises(AssertionError, match=r"at x\[3, 8\]"):
+        check_case(_layernorm_broadcast_case())
+
+
 @_settings(30)
 @given(onnx_graphs(max_nodes=6, allow=("precision-changing",)))
 def test_fuzz_precision_changing_rules(case: GraphCase) -> None:
@@ -55,7 +125,7 @@ def test_fuzz_precision_changing_rules(case: GraphCase) -> None:
 def test_unknown_family_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown graph families"):
         onnx_graphs(families=("conv", "nope"))
-    assert set(GRAPH_FAMILIES) >= {"layout", "conv", "quant", "share"}
+    assert set(GRAPH_FAMILIES) >= {"layout", "conv", "quant", "share", "chains"}
 
 
 NEG_DROP = Rule("neg-drop", "test", "exact", "test", "Neg(x) -> x (deliberately unsound)", (rw("(Neg x)", "x"),),

@@ -9,7 +9,7 @@ import onnx.helper as oh
 import pytest
 
 import eqsat
-from eqsat import io
+from eqsat import io, shape_chains
 from eqsat.symbols import symbolic_shapes
 from eqsat.testing import op_counts, run
 from tests.rule_graphs import model, node
@@ -152,6 +152,50 @@ def test_expand_target_from_the_input_shape_becomes_static() -> None:
     out = eqsat.optimize(m).proto
     assert op_counts(out) == {"Expand": 1}
     _same_outputs(m, out, {"x": RNG.standard_normal((3, 1)).astype(np.float32)})
+
+
+def _layernorm_broadcast(taken_name: str | None = None) -> onnx.ModelProto:
+    """tf2onnx's and jax2tf's LayerNorm broadcasting: one run-time target `t = Concat(Slice(Shape(x), 0, 1), [1],
+    [8])` read by a Reshape and an Expand; with `taken_name`, a value of the model already has that name."""
+    nodes = [node("Shape", ["x"], "s"), node("Slice", ["s", "zero", "one"], "b"),
+             node("Concat", ["b", "one", "eight"], "t", axis=0), node("Reshape", ["x", "t"], "r"),
+             node("Expand", ["r", "t"], "y")]
+    inits = dict(zero=np.array([0], np.int64), one=np.array([1], np.int64), eight=np.array([8], np.int64))
+    outputs: list = ["y"]
+    if taken_name is not None:
+        nodes.append(node("Relu", ["x"], taken_name))
+        outputs.append(taken_name)
+    return model(nodes, [("x", "FLOAT", ("batch", 8))], outputs, initializers=inits, opset=15)
+
+
+@pytest.mark.parametrize("taken_name", [None, "t_static", "t_static__1"])
+def test_one_target_read_by_reshape_and_expand_gets_one_constant_each(taken_name: str | None) -> None:
+    """The Reshape's static target is [0, 1, 8] (or [-1, 1, 8]), the Expand's [1, 1, 8]: two constants that
+    must not share a name (onnx_ir's initializer table keeps one value per name, and the Reshape then read
+    the Expand's [1, 1, 8]: right at batch 1, which verification used, and wrong at any other batch), nor
+    take the name of a value the model already has."""
+    m = _layernorm_broadcast(taken_name)
+    out = eqsat.optimize(m).proto
+    onnx.checker.check_model(out, full_check=True)
+    names = [t.name for t in out.graph.initializer] + [o for n in out.graph.node for o in n.output]
+    assert len(names) == len(set(names))
+    for batch in (1, 2, 4):
+        _same_outputs(m, out, {"x": RNG.standard_normal((batch, 8)).astype(np.float32)})
+
+
+def test_a_symbol_and_a_literal_minus_one_are_not_both_written_minus_one() -> None:
+    """t = Concat(Shape(x)[:1], [-1]) reshapes x [batch, 1, 1, 1] (batch copied: [0, -1]) and x2 [N, 1, 1, 1]:
+    for x2, batch is not its dim 0, and the target's own -1 is the one inferred dim, so batch cannot be written
+    -1 too (the fuzzer found [-1, -1], which no runtime accepts)."""
+    nodes = [node("Shape", ["x"], "s", start=0, end=1), node("Concat", ["s", "minus_one"], "t", axis=0),
+             node("Reshape", ["x", "t"], "a"), node("Reshape", ["x2", "t"], "b"), node("Sub", ["a", "b"], "y")]
+    m = model(nodes, [("x", "FLOAT", ("batch", 1, 1, 1)), ("x2", "FLOAT", ("N", 1, 1, 1))],
+              initializers=dict(minus_one=np.array([-1], np.int64)))
+    assert shape_chains._reshape_target(("batch", -1), ("N", 1, 1, 1)) is None
+    out = eqsat.optimize(m, input_shapes={"x": (2, 1, 1, 1), "x2": (2, 1, 1, 1)}).proto
+    for batch in (2, 3):
+        feeds = {k: RNG.standard_normal((batch, 1, 1, 1)).astype(np.float32) for k in ("x", "x2")}
+        _same_outputs(m, out, feeds)
 
 
 # ---- zero recurrent states ----

@@ -12,6 +12,8 @@ import onnx.helper as oh
 
 from eqsat.testing.cases import DrawnGraph, RuleCase
 from eqsat.testing.draw import COMPARE_OPS, binary_const, draw_unary, transpose_node
+from eqsat.testing.dynamic_dims import (Baked, Sym, aliased, at_b, declared, draw_chain, dynamic_shape, is_dynamic,
+                                        product, reshape_spec, static)
 from eqsat.testing.models import make_model, onnx_elem_type
 from eqsat.testing.soundness import _graph_text, assert_optimization_sound
 from eqsat.testing.strategies import broadcastable_shapes, float_arrays, hypothesis_strategies, inverse, perms, shapes
@@ -29,13 +31,23 @@ class GraphCase:
     model: onnx.ModelProto
     feeds: Mapping[str, np.ndarray]
     allow: tuple[str, ...] = ()
+    more_feeds: tuple[Mapping[str, np.ndarray], ...] = ()  # the inputs at other sizes of the dynamic dims
 
     def check(self) -> "Result":
-        """`assert_optimization_sound` on this case."""
+        """`assert_optimization_sound` on this case, at each size of its dynamic dims."""
+        for feeds in self.more_feeds:
+            assert_optimization_sound(self.model, feeds, allow=self.allow)
         return assert_optimization_sound(self.model, self.feeds, allow=self.allow)
 
+    def all_feeds(self) -> list[Mapping[str, np.ndarray]]:
+        """`feeds`, then `more_feeds`."""
+        return [self.feeds, *self.more_feeds]
+
     def __repr__(self) -> str:
-        return repr(RuleCase("(all)", self.model, self.feeds, allow=self.allow))
+        text = repr(RuleCase("(all)", self.model, self.feeds, allow=self.allow))
+        for feeds in self.more_feeds:
+            text += "\nalso at: " + ", ".join(f"{k}: {v.dtype.name}{list(v.shape)}" for k, v in feeds.items())
+        return text
 
 
 def random_graphs(max_steps: int = 8, allow: Sequence[str] = ()) -> "SearchStrategy[GraphCase]":
@@ -114,9 +126,9 @@ def random_graphs(max_steps: int = 8, allow: Sequence[str] = ()) -> "SearchStrat
 #: sum-times-1/N, GlobalAveragePool, pools), normalization (decomposed LayerNorm/InstanceNorm,
 #: LayerNormalization), activation (Gelu decompositions, Clip chains, Max(x, a*x), Softmax),
 #: opaque (Concat, Split: ops no rule models, kept intact), share (diamonds: two branches of one value
-#: joined again).
+#: joined again), chains (run-time Reshape and Expand targets computed from shapes: eqsat.testing.dynamic_dims).
 GRAPH_FAMILIES = ("layout", "elementwise", "cast", "quant", "conv", "linear", "reduce", "normalization",
-                  "activation", "opaque", "share")
+                  "activation", "opaque", "share", "chains")
 #: Largest tensor (elements) `onnx_graphs` creates: small graphs run fast and still show layout bugs.
 GRAPH_MAX_ELEMENTS = 512
 
@@ -124,7 +136,7 @@ GRAPH_MAX_ELEMENTS = 512
 @dataclasses.dataclass(frozen=True)
 class _FuzzValue:
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]                  # sizes at A; a dynamic dim is a Sym
     exact: bool                             # computed bit-exactly under every rewrite (see _GraphFuzzer)
     perm: tuple[int, ...] | None = None     # the Transpose that produced it (an inverse may follow)
 
@@ -146,6 +158,8 @@ class _GraphFuzzer:
         self.pool: list[_FuzzValue] = []
         self.rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
         self.k = 0
+        self.shapes: dict[str, str] = {}   # value -> its Shape, read again by shape chains
+        self.dynamic = False               # some input has a dynamic dim
 
     # ---- helpers ----
     def fresh(self, base: str) -> str:
@@ -164,10 +178,10 @@ class _GraphFuzzer:
         return name
 
     def floats(self, shape: Sequence[int], low: float = -2.0, high: float = 2.0) -> np.ndarray:
-        return self.rng.uniform(low, high, size=tuple(shape)).astype(np.float32)
+        return self.rng.uniform(low, high, size=tuple(static(shape))).astype(np.float32)
 
     def ints(self, values: Sequence[int]) -> str:
-        return self.const("i", np.array(list(values), np.int64))
+        return self.const("i", np.array(static(values), np.int64))
 
     def node(self, op: str, inputs: Sequence[str], **attrs: Any) -> str:
         out = self.fresh(op[:3].lower())
@@ -175,7 +189,7 @@ class _GraphFuzzer:
         return out
 
     def add(self, name: str, shape: Sequence[int], exact: bool, perm: tuple[int, ...] | None = None) -> _FuzzValue:
-        value = _FuzzValue(name, tuple(int(d) for d in shape), exact, perm)
+        value = _FuzzValue(name, tuple(d if isinstance(d, Sym) else int(d) for d in shape), exact, perm)
         self.pool.append(value)
         return value
 
@@ -199,12 +213,26 @@ class _GraphFuzzer:
         if rank >= 3:
             options += [(shape[1],) + (1,) * (rank - 2), (1, shape[1]) + (1,) * (rank - 2)]
         options.append(shape)
-        return self.const("c", self.floats(self.pick(options), low, high))
+        return self.const("c", self.floats(self.pick([o for o in options if not is_dynamic(o)]), low, high))
 
     # ---- the steps: each returns the new value, or None when `x` does not suit it ----
     def step(self, x: _FuzzValue) -> _FuzzValue | None:
-        family = self.pick(self.families)
-        return getattr(self, f"_{family}")(x)
+        """A step of a family drawn from `families` (chains more often in graphs with dynamic dims); a step
+        that would bake a dynamic dim into a constant is undone (None)."""
+        chains = self.dynamic and "chains" in self.families and self.chance(0.3)
+        family = "chains" if chains else self.pick(self.families)
+        marks = len(self.g.nodes), len(self.pool), set(self.g.inits), dict(self.shapes)
+        try:
+            return getattr(self, f"_{family}")(x)
+        except Baked:
+            del self.g.nodes[marks[0]:], self.pool[marks[1]:]
+            for name in set(self.g.inits) - marks[2]:
+                del self.g.inits[name]
+            self.shapes = marks[3]
+            return None
+
+    def _chains(self, x: _FuzzValue) -> _FuzzValue | None:
+        return draw_chain(self, x, GRAPH_MAX_ELEMENTS)
 
     def _layout(self, x: _FuzzValue) -> _FuzzValue | None:
         rank, shape = len(x.shape), x.shape
@@ -238,12 +266,12 @@ class _GraphFuzzer:
                 same = [i for i in range(min(rank, len(spec))) if spec[i] == shape[i]]
                 if same:
                     spec[self.pick(same)] = 0
-            out = self.node("Reshape", [x.name, self.ints(spec)])
+            out = self.node("Reshape", [x.name, self.ints(reshape_spec(spec, shape))])
             return self.add(out, new, x.exact)
         if kind == "flatten" and rank >= 1:
             axis = self.draw(self.st.integers(0, rank))
             out = self.node("Flatten", [x.name], axis=axis)
-            return self.add(out, [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))], x.exact)
+            return self.add(out, [product(shape[:axis]), product(shape[axis:])], x.exact)
         if kind == "unsqueeze" and rank <= 4:
             axis = self.draw(self.st.integers(0, rank))
             out = self.axes_node("Unsqueeze", x.name, [axis if self.chance() else axis - rank - 1], 13)
@@ -265,16 +293,18 @@ class _GraphFuzzer:
         if kind == "slice" and rank >= 1:
             explicit_axes = self.chance(0.7)  # without axes, starts/ends apply to axis 0
             axis = self.draw(self.st.integers(0, rank - 1)) if explicit_axes else 0
-            dim = shape[axis]
-            start = self.draw(self.st.integers(0, dim - 1))
-            end = self.draw(self.st.integers(start + 1, dim))
-            inputs = [x.name, self.ints([start]), self.ints([end if end < dim or self.chance() else 2**62])]
+            dim = shape[axis]  # a dynamic dim is at least its size at A at run time: bounds drawn within it hold
+            start = self.draw(self.st.integers(0, int(dim) - 1))
+            end = self.draw(self.st.integers(start + 1, int(dim)))
+            bound = end if end < dim or self.chance() else 2**62
+            inputs = [x.name, self.ints([start]), self.ints([bound])]
             if explicit_axes:
                 inputs.append(self.ints([axis if self.chance() else axis - rank]))
                 if self.chance(0.3):
                     inputs.append(self.ints([1]))
             out = self.node("Slice", inputs)
-            return self.add(out, [end - start if i == axis else d for i, d in enumerate(shape)], x.exact)
+            size = dim - start if bound == 2**62 else end - start
+            return self.add(out, [size if i == axis else d for i, d in enumerate(shape)], x.exact)
         if kind == "expand" and rank >= 1:
             ones = [i for i, d in enumerate(shape) if d == 1]
             new = list(shape)
@@ -282,7 +312,7 @@ class _GraphFuzzer:
                 new[self.pick(ones)] = self.draw(self.st.integers(1, 3))
             if int(np.prod(new)) > GRAPH_MAX_ELEMENTS:
                 return None
-            out = self.node("Expand", [x.name, self.ints(new)])
+            out = self.node("Expand", [x.name, self.ints([1 if isinstance(d, Sym) else d for d in new])])
             return self.add(out, new, x.exact)
         return None
 
@@ -347,7 +377,7 @@ class _GraphFuzzer:
         # Q -> DQ of a computed value only where no precision-changing rule may drop it (dq-q-drop also
         # drops Quantize's clamp) and on exact values (Quantize rounds: see the class doc)
         if x.exact and not self.lossy:
-            per_channel = rank >= 2 and self.chance(0.3)
+            per_channel = rank >= 2 and not isinstance(shape[1], Sym) and self.chance(0.3)
             scale, zp, _ = self._qparams(shape[1] if per_channel else None)
             attrs = {"axis": 1} if per_channel else {}
             q = self.node("QuantizeLinear", [x.name, scale, zp], **attrs)
@@ -506,7 +536,7 @@ class _GraphFuzzer:
             axes, affine_shape = [2, 3], (shape[1], 1, 1)  # instance norm, decomposed
         else:
             axes, affine_shape = [rank - 1], (shape[-1],)
-            if self.opset >= 17 and self.chance(0.3):
+            if self.opset >= 17 and not is_dynamic(affine_shape) and self.chance(0.3):
                 inputs = [x.name, self.const("lg", self.floats(affine_shape, 0.5, 1.5))]
                 if self.chance():
                     inputs.append(self.const("lb", self.floats(affine_shape)))
@@ -518,7 +548,7 @@ class _GraphFuzzer:
         var = self.reduce("ReduceMean", sq, shown, 1)
         std = self.node("Sqrt", [self.node("Add", [var, self.scalar(self.pick((1e-5, 1e-6, 1e-3)))])])
         out = self.node("Div", [d, std])
-        if self.chance(0.7):
+        if not is_dynamic(affine_shape) and self.chance(0.7):
             out = self.node("Mul", [out, self.const("ng", self.floats(affine_shape, 0.5, 1.5))])
             if self.chance(0.7):
                 out = self.node("Add", [out, self.const("nb", self.floats(affine_shape))])
@@ -625,9 +655,10 @@ def onnx_graphs(max_nodes: int = 10, *, families: Sequence[str] = GRAPH_FAMILIES
     second one of the same or a broadcastable shape), then up to `max_nodes` steps, each drawn from
     `families` (see GRAPH_FAMILIES) and applied to the last value or, half of the time, to any earlier
     one, so sub-graphs are shared; constants are random, scaled so values stay of moderate magnitude;
-    one to three outputs (distinct values, never a graph input). With `symbolic`, the batch dimension is
-    sometimes declared symbolic ("N"). The opset is drawn from `opsets` (attributes vs inputs follow
-    it). Every drawn model passes the full ONNX checker (a failure here is a bug of the strategy).
+    one to three outputs (distinct values, never a graph input). With `symbolic`, a third of the graphs
+    declare some input dims dynamic (named `batch`, `N`, `seq`, ... or unnamed: eqsat.testing.dynamic_dims),
+    and the case carries feeds at a second size of each (`more_feeds`; neither size is 1). The opset is drawn
+    from `opsets` (attributes vs inputs follow it). Every drawn model passes the full ONNX checker (a failure here is a bug of the strategy).
     `allow` is passed on to the GraphCase (soundness classes admitted when checking it).
 
         @given(onnx_graphs())
@@ -648,17 +679,23 @@ def onnx_graphs(max_nodes: int = 10, *, families: Sequence[str] = GRAPH_FAMILIES
             shape = (draw(st.integers(1, 2)), draw(st.integers(1, 4)), draw(st.integers(1, 5)), draw(st.integers(1, 5)))
         else:
             shape = draw(shapes(1, 4, 4))
+        if symbolic and draw(st.integers(0, 2)) == 0:
+            shape = dynamic_shape(draw, st, shape)
+            fz.dynamic = is_dynamic(shape)
         inputs = [("x", shape)]
         if draw(st.booleans()):
             inputs.append(("x2", draw(st.sampled_from([shape, draw(broadcastable_shapes(shape))]))))
-        dynamic = symbolic and draw(st.integers(0, 9)) == 0
+            if fz.dynamic:
+                inputs[1] = ("x2", aliased(draw, st, inputs[1][1], shape))
+        renamed = {d.label for _, s in inputs for d in s if isinstance(d, Sym) and d.alias is not None}
+        at_b_rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1))) if fz.dynamic else None
+        feeds_b: dict[str, np.ndarray] = {}
         for name, in_shape in inputs:
-            value = draw(float_arrays(in_shape, np.float32, -4.0, 4.0))
-            declared: list[Any] = list(in_shape)
-            if dynamic and declared:
-                declared[0] = f"N_{name}"
-            fz.g.inputs.append((name, "FLOAT", declared))
+            value = draw(float_arrays(tuple(int(d) for d in in_shape), np.float32, -4.0, 4.0))
+            fz.g.inputs.append((name, "FLOAT", [declared(d) for d in in_shape]))
             fz.g.feeds[name] = value
+            if at_b_rng is not None:
+                feeds_b[name] = at_b_rng.uniform(-4.0, 4.0, size=at_b(in_shape)).astype(np.float32)
             fz.add(name, in_shape, True)
         steps = draw(st.integers(1, max_nodes))
         for _ in range(steps):
@@ -674,10 +711,15 @@ def onnx_graphs(max_nodes: int = 10, *, families: Sequence[str] = GRAPH_FAMILIES
             if extra not in outputs:
                 outputs.append(extra)
         model = make_model(fz.g.nodes, fz.g.inputs, outputs, fz.g.inits, opset)
+        if fz.dynamic or any(not o.type.tensor_type.HasField("shape") for o in model.graph.output):
+            # declared from the drawn dims: ONNX's inference may not know a run-time Reshape's rank (opset 13)
+            dims = {v.name: v.shape for v in fz.pool}
+            declared_outputs = [(o, "FLOAT", [declared(d, renamed) for d in dims[o]]) for o in outputs]
+            model = make_model(fz.g.nodes, fz.g.inputs, declared_outputs, fz.g.inits, opset)
         try:
             onnx.checker.check_model(model, full_check=True)
         except Exception as exc:  # pragma: no cover - a bug of this strategy, not of eqsat
             raise AssertionError(f"onnx_graphs drew an invalid model ({exc}):\n{_graph_text(model)}") from exc
-        return GraphCase(model, fz.g.feeds, tuple(allow))
+        return GraphCase(model, fz.g.feeds, tuple(allow), (feeds_b,) if feeds_b else ())
 
     return build()
