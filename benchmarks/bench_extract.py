@@ -19,7 +19,7 @@ import statistics
 import time
 from typing import Sequence
 
-from eqsat.egraph import EClass, EGraph, ENode
+from eqsat.engine.egraph import EClass, EGraph, ENode
 from eqsat.extract import EXTRACTORS, extract, roofline
 
 NCHW = (1, 16, 32, 32)

@@ -4,7 +4,7 @@
 
 Every case that the installed onnx generates (`onnx.backend.test.case.node.collect_testcases()`: the model and
 the reference inputs and outputs the onnx wheels ship as test data) is written to a file and optimized by
-`eqsat optimize IN -o OUT` with no flags (in-process, through `eqsat.cli.main`, each worker process under a
+`eqsat optimize IN -o OUT` with no flags (in-process, through `eqsat.ui.cli.main`, each worker process under a
 memory limit). Then:
 - the original is run on the test's own inputs (onnxruntime, else onnx.reference): a model neither runs is
   "not runnable", and a refusal of it is fine;
@@ -226,7 +226,7 @@ def check_case(case: Case, timeout: float = 120.0) -> Outcome:
     """Optimize one case with the CLI's defaults and classify what happened."""
     import onnx
 
-    from eqsat import cli
+    from eqsat.ui import cli
 
     original = onnx.load_from_string(case.model)
     ops = ",".join(sorted({n.op_type for n in original.graph.node}))
@@ -295,7 +295,7 @@ RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "Ra
 
 
 def _graphs(graph: Any) -> list[Any]:
-    from eqsat.io import all_graphs
+    from eqsat.frontend.io import all_graphs
 
     return all_graphs(graph)
 

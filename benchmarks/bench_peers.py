@@ -17,7 +17,7 @@ optimizer, onnxsim and onnxslim when they are importable: they are not dependenc
 - latency under onnxruntime, 1 thread, graph optimizations disabled (DIS) and all enabled (ALL): the
   median of --runs runs after 5 warm-up runs; the runs are interleaved (each round runs every variant of
   the model once), so that load from other processes slows all variants alike;
-- diff: the largest output difference from the input model on the same seeded inputs (eqsat.verify's
+- diff: the largest output difference from the input model on the same seeded inputs (eqsat.check.verify's
   inputs, or the feeds FOLDER/INPUTS.json describes), relative to each output's largest magnitude.
 
 A tool that fails on a model gets a row saying "failed" (eqsat: "refused (exit N)") and a footnote with
@@ -185,8 +185,8 @@ def feeds_from_spec(spec: dict[str, list], seed: int = 0) -> dict[str, np.ndarra
 
 
 def feeds_for(path: Path, model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """The feeds INPUTS.json beside the model gives for it, else eqsat.verify's seeded inputs."""
-    from eqsat.verify import make_inputs
+    """The feeds INPUTS.json beside the model gives for it, else eqsat.check.verify's seeded inputs."""
+    from eqsat.check.verify import make_inputs
 
     inputs = path.parent / "INPUTS.json"
     spec = json.loads(inputs.read_text()).get(path.name) if inputs.exists() else None

@@ -5,7 +5,7 @@
 Each model (every .onnx in FOLDER, default ../shared/models/real, and `benchmarks.synthetic.dynamic_conv_net`,
 a 689-node text-detector-like conv net with input [?,3,?,?]) is optimized by the CLI in a process of its own:
 wall time, the process's peak resident memory, the verify phase from its JSON report and the sizes both
-assignments ran on. Then `eqsat.verify.verify(original, output)` runs alone in a fresh process: its time and
+assignments ran on. Then `eqsat.check.verify.verify(original, output)` runs alone in a fresh process: its time and
 peak memory (and how much verification added to what loading the models took). `--node-tests`: how many of
 ONNX's backend node tests (`onnx.backend.test.case.node.collect_testcases()`, whose models onnxruntime runs on
 their own inputs) verification can run on the inputs it draws.
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VERIFY_ALONE = """
 import resource, sys, time
 import onnx
-from eqsat.verify import verify
+from eqsat.check.verify import verify
 original, optimized = onnx.load(sys.argv[1]), onnx.load(sys.argv[2])
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()
@@ -77,7 +77,7 @@ def node_tests() -> str:
     import onnxruntime as ort
     from onnx.backend.test.case.node import collect_testcases
 
-    from eqsat.verify import expected_outputs
+    from eqsat.check.verify import expected_outputs
 
     warnings.filterwarnings("ignore")
     ort.set_default_logger_severity(4)

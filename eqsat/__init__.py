@@ -2,15 +2,15 @@
 
 Table of contents:
 - `optimize(model, target=...) -> Result`: the whole pipeline (eqsat.pipeline; Result in eqsat.result)
-- `load`, `save`: ONNX in and out (eqsat.io)
+- `load`, `save`: ONNX in and out (eqsat.frontend.io)
 - `eqsat.session.saturate(model) -> Session`: saturate once, `session.extract(target=...)` many times
 - If/Loop/Scan bodies: optimized as graphs of their own, inside the same session (eqsat.subgraphs)
-- `eqsat.verify.verify(original, optimized)`: differential check of two models, at two sizes of each
-  dynamic dim (`eqsat.verify_inputs`), on values their consumers accept (`eqsat.verify_values`,
-  `eqsat.verify_consumers`), within an element budget (`eqsat.verify_facts`); `eqsat.fix_shapes`: make
+- `eqsat.check.verify.verify(original, optimized)`: differential check of two models, at two sizes of each
+  dynamic dim (`eqsat.check.verify_inputs`), on values their consumers accept (`eqsat.check.verify_values`,
+  `eqsat.check.verify_consumers`), within an element budget (`eqsat.check.verify_facts`); `eqsat.frontend.fix_shapes`: make
   chosen input dims static
-- `eqsat.display`: pictures and HTML tables for notebooks; `eqsat.testing`: helpers for rule authors
-(`eqsat.saturate` and `eqsat.verify` are the modules, not functions.)
+- `eqsat.view.display`: pictures and HTML tables for notebooks; `eqsat.testing`: helpers for rule authors
+(`eqsat.engine.saturate` and `eqsat.check.verify` are the modules, not functions.)
 - errors: `EqsatError`, `BadInputError`, `VerificationError` (eqsat.errors)
 """
 
@@ -43,7 +43,7 @@ def __getattr__(name: str):  # heavy modules (onnx, onnxruntime, egglog) load on
 
         return Result
     if name in ("load", "save"):
-        from eqsat import io
+        from eqsat.frontend import io
 
         return getattr(io, name)
     raise AttributeError(f"module 'eqsat' has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """`python -m eqsat` is the `eqsat` command."""
 
-from eqsat.cli import run_command
+from eqsat.ui.cli import run_command
 
 run_command()

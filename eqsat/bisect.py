@@ -27,9 +27,9 @@ import dataclasses
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from eqsat import io
+from eqsat.frontend import io
 from eqsat.errors import BadInputError, EqsatError
-from eqsat.rule import RULESETS, Rule
+from eqsat.engine.rule import RULESETS, Rule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,24 +115,24 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
     `known_failure` (the failure summary and the rules fired of a failed run with every rule enabled,
     as `eqsat.optimize` has one in hand) stands for the first probe.
     Every probe verifies on the same inputs (`inputs`, `input_shapes`, as in `eqsat.optimize`) against the
-    same outputs of the original, computed once (`reference`, an `eqsat.verify.Reference` of this model, as
+    same outputs of the original, computed once (`reference`, an `eqsat.check.verify.Reference` of this model, as
     `eqsat.optimize` has one in hand; made here otherwise). `progress` is called with a line per probe.
     Raises `BadInputError` for input that cannot be used (unreadable, or the original cannot run)."""
-    from eqsat.saturate import Limits
+    from eqsat.engine.saturate import Limits
     from eqsat.rewrites.registry import select
 
     limits = Limits.from_options(iter_limit=iter_limit, node_limit=node_limit, time_limit=time_limit)
     label = source or (str(model) if isinstance(model, str) or hasattr(model, "__fspath__") else "<model>")
     proto, label = io.load_proto(model, name=label)  # read and check once; every probe starts from it
     if fix_input_shapes:
-        from eqsat.fix_shapes import fix_input_shapes as fix
+        from eqsat.frontend.fix_shapes import fix_input_shapes as fix
 
         proto = fix(proto, fix_input_shapes, label)
     pool = tuple(rules) if rules is not None else (*select(allow, disable), *extra_rules)
     order = {r.name: k for k, r in enumerate(schedule_order(pool))}
     say = progress or (lambda line: None)
     if reference is None or reference.unverified:
-        from eqsat.verify import expected_outputs
+        from eqsat.check.verify import expected_outputs
 
         reference = expected_outputs(proto, source=label, input_shapes=input_shapes, inputs=inputs, strict=True)
 

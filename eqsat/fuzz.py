@@ -119,7 +119,7 @@ def check_case(case: Any, *, extractors: Sequence[str] = ("ilp", "greedy-dag", "
     """
     from eqsat.session import saturate
     from eqsat.testing import assert_egraph_sound, run
-    from eqsat.verify import compare
+    from eqsat.check.verify import compare
 
     proto = case.model
     session = saturate(proto, allow=case.allow)
@@ -178,7 +178,7 @@ def _shapes(feeds: dict[str, np.ndarray]) -> str:
 
 
 def _dead_initializers(model: onnx.ModelProto) -> list[str]:
-    from eqsat.io import _outer_values
+    from eqsat.frontend.io import _outer_values
 
     used = {o.name for o in model.graph.output}
     for n in model.graph.node:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Mapping, Sequence
 
-from eqsat import io
+from eqsat.frontend import io
 from eqsat.errors import VerificationError
 from eqsat.report import Report
 from eqsat.result import Result, timed
@@ -26,9 +26,9 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     With `verify` (the default) both models run on seeded inputs and a difference beyond tolerance raises
     `VerificationError` before anything is written: `inputs` (numpy arrays by input name) are fed as they
     are, `input_shapes` (dims by input name) size the inputs drawn for the others, and dynamic dims left
-    open are sized from their names (eqsat.verify_inputs). `fix_input_shapes` (dims by input name) makes
+    open are sized from their names (eqsat.check.verify_inputs). `fix_input_shapes` (dims by input name) makes
     those inputs static in the model itself before folding. With `output`, the result is saved atomically.
-    `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
+    `progress` is called with each phase's name as it starts (eqsat.view.display.Progress draws them).
     An original that no drawn input runs is not verified: the result is returned (and written) with a
     warning in its report, or with `strict` a `BadInputError` is raised.
     When verification fails, no valid model is refused: the rule responsible is found (`eqsat.bisect.
@@ -37,9 +37,9 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     `result.bisection`). Only when no rule explains the failure, or with `strict`, does it raise
     `VerificationError`, naming the first output that differs and the rules that fired; with `bisect` (or
     without `strict`) also the bisection's verdict (its `bisection` attribute).
-    `extra_rules` (eqsat.rule.Rule records) run alongside the registered rules (experiments, tests).
+    `extra_rules` (eqsat.engine.rule.Rule records) run alongside the registered rules (experiments, tests).
     """
-    from eqsat.saturate import Limits
+    from eqsat.engine.saturate import Limits
     from eqsat.session import saturate
 
     limits = Limits.from_options(iter_limit=iter_limit, node_limit=node_limit, time_limit=time_limit)

@@ -16,12 +16,12 @@ class Report:
     ops_before: collections.Counter[str]
     ops_after: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     phases: dict[str, float] = dataclasses.field(default_factory=dict)
-    saturation: Any = None      # eqsat.saturate.RunReport, when the engine ran
+    saturation: Any = None      # eqsat.engine.saturate.RunReport, when the engine ran
     extraction: Any = None      # extract.ExtractionSummary, when the engine ran
-    verification: Any = None    # eqsat.verify.VerifyReport, when verification ran
+    verification: Any = None    # eqsat.check.verify.VerifyReport, when verification ran
     notes: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a rule dropped as unsound on this model
-    breakdown: Any = None       # eqsat.display.Breakdown (cost before/after per op), when asked for
+    breakdown: Any = None       # eqsat.view.display.Breakdown (cost before/after per op), when asked for
     subgraphs: Any = None       # eqsat.subgraphs.BodyStats, when the model has If/Loop/Scan bodies
 
     @property
@@ -65,13 +65,13 @@ class Report:
         return out
 
     def to_text(self) -> str:
-        """Tables: sizes and estimated cost before/after, run, rules fired, time per phase (eqsat.display)."""
-        from eqsat.display import report_text
+        """Tables: sizes and estimated cost before/after, run, rules fired, time per phase (eqsat.view.display)."""
+        from eqsat.view.display import report_text
 
         return report_text(self)
 
     def _repr_html_(self) -> str:
-        from eqsat.display import report_html
+        from eqsat.view.display import report_html
 
         return report_html(self)
 

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import onnx
 import onnx_ir as ir
 
-from eqsat import interface, io
+from eqsat.frontend import interface, io
 from eqsat.report import Report
 
 
@@ -57,12 +57,12 @@ class Result:
         io.save(self.proto, path, original)
 
     def _repr_html_(self) -> str:
-        from eqsat.display import result_html
+        from eqsat.view.display import result_html
 
         return result_html(self)
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython's text form: the report, not the model
-        from eqsat.display import result_text
+        from eqsat.view.display import result_text
 
         p.text(result_text(self))
 

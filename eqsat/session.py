@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import onnx
 
-from eqsat import interface, io
-from eqsat import prepared
-from eqsat.backend import Backend
-from eqsat.egraph import EGraph, decode
-from eqsat.encode import Encoding, encode
+from eqsat.frontend import interface, io
+from eqsat.engine import prepared
+from eqsat.engine.backend import Backend
+from eqsat.engine.egraph import EGraph, decode
+from eqsat.engine.encode import Encoding, encode
 from eqsat.report import Report
-from eqsat.rule import SOUNDNESS, Rule
+from eqsat.engine.rule import SOUNDNESS, Rule
 from eqsat.errors import InternalError
-from eqsat.prepared import checkout
-from eqsat.rule_closure import CONSTRUCTORS, present_constructors, usable_rules
-from eqsat.saturate import Limits, RunReport, run
-from eqsat import terms
+from eqsat.engine.prepared import checkout
+from eqsat.engine.rule_closure import CONSTRUCTORS, present_constructors, usable_rules
+from eqsat.engine.saturate import Limits, RunReport, run
+from eqsat.engine import terms
 
 if TYPE_CHECKING:  # heavy modules stay lazy at run time
     import onnx_ir as ir
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # heavy modules stay lazy at run time
 
     from eqsat.result import Result
     from eqsat.extract.result import ExtractionResult
-    from eqsat.verify import Reference
+    from eqsat.check.verify import Reference
     from eqsat.subgraphs import Body
 
 
@@ -50,7 +50,7 @@ class Session:
     rules: tuple[Rule, ...]
     phases: dict[str, float]
     bodies: tuple["Body", ...] = ()    # If/Loop/Scan bodies, each with its own Session (eqsat.subgraphs)
-    notes: tuple[str, ...] = ()        # what loading decided (Ifs inlined by eqsat.decided_ifs)
+    notes: tuple[str, ...] = ()        # what loading decided (Ifs inlined by eqsat.frontend.decided_ifs)
 
     @property
     def roots(self) -> tuple[int, ...]:
@@ -100,12 +100,12 @@ class Session:
                                    notes=result.notes + (why,))
 
     def _repr_html_(self) -> str:
-        from eqsat.display import session_html
+        from eqsat.view.display import session_html
 
         return session_html(self)
 
     def _repr_pretty_(self, p, cycle: bool) -> None:  # IPython's text form: not the models  # noqa: ANN001
-        from eqsat.display import egraph_stats
+        from eqsat.view.display import egraph_stats
 
         p.text(f"Session({self.source!r})\n{self.saturation.to_text()}\n{egraph_stats(self.egraph).to_text()}")
 
@@ -116,10 +116,10 @@ class Session:
                 reference: "Reference | None" = None) -> "Result":
         """Extract and lower the best graph for `target` (or for a custom `cost(egraph, node)`).
         With `verify`, check it against the original on `inputs` (arrays by name) and inputs drawn with
-        `input_shapes` (eqsat.verify.verify; `reference`: the original's outputs computed before). An original
+        `input_shapes` (eqsat.check.verify.verify; `reference`: the original's outputs computed before). An original
         that no drawn input runs is not verified: a warning in the report, or with `strict` a BadInputError.
         `progress` is called with each phase's name as it starts."""
-        from eqsat.lower import lower
+        from eqsat.engine.lower import lower
         from eqsat.result import Result, timed
         from eqsat.extract import extract as run_extractor
         from eqsat.extract.cost import load_target, roofline
@@ -147,7 +147,7 @@ class Session:
         interface.restore(model, self.original)
         report.ops_after = io.proto_op_histogram(model)
         if verify:
-            from eqsat.verify import verify as run_verify
+            from eqsat.check.verify import verify as run_verify
 
             note("verify")
             with timed(report, "verify"):
@@ -173,11 +173,11 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
 
     `rules` replaces the registered rules (for experiments); otherwise `allow`/`disable` select them.
     `opset` upgrades the model first (onnx.version_converter) so that newer fused ops become available.
-    `fix_input_shapes` makes those inputs' dims static first (eqsat.fix_shapes): the Session's original.
-    `progress` is called with each phase's name as it starts (eqsat.display.Progress draws them).
+    `fix_input_shapes` makes those inputs' dims static first (eqsat.frontend.fix_shapes): the Session's original.
+    `progress` is called with each phase's name as it starts (eqsat.view.display.Progress draws them).
     If/Loop/Scan bodies get Sessions of their own (eqsat.subgraphs; `depth` is the nesting level of `model`).
-    The rules installed are those the model can use (eqsat.rule_closure), in a backend kept for the process
-    (eqsat.prepared); `backend` (a body's: its parent's) is used instead, between push and pop.
+    The rules installed are those the model can use (eqsat.engine.rule_closure), in a backend kept for the process
+    (eqsat.engine.prepared); `backend` (a body's: its parent's) is used instead, between push and pop.
     """
     from eqsat.rewrites.registry import select
 
@@ -188,7 +188,7 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     start = time.perf_counter()
     original, _ = io.load_proto(model, name=label)
     if fix_input_shapes:
-        from eqsat.fix_shapes import fix_input_shapes as fix
+        from eqsat.frontend.fix_shapes import fix_input_shapes as fix
 
         original = fix(original, fix_input_shapes, label)
     upgraded = io.upgrade_opset(original, opset, label) if opset is not None else original
@@ -249,7 +249,7 @@ def _in_backend(backend: Backend, encoding: Encoding, limits: Limits,
                 phases: dict[str, float], start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
     """`_run` in `backend` (declarations and rules installed) between a push and a pop; a backend an earlier
     egglog panic broke is replaced by a fresh one with the same rules, and a pop that fails (a panic during
-    this run: the result is already decoded or fell back) leaves it marked broken (eqsat.prepared drops it)."""
+    this run: the result is already decoded or fell back) leaves it marked broken (eqsat.engine.prepared drops it)."""
     if backend.broken:
         backend = prepared.like(backend)
     backend.push()
@@ -269,7 +269,7 @@ def _run(backend: Backend, encoding: Encoding, limits: Limits, phases: dict[str,
     backend.load(terms.model_facts(encoding.perms, encoding.opset))
     backend.load_rows(encoding.rows)
     loaded = {name for name, rows in backend.sizes().items() if rows} & CONSTRUCTORS
-    if not loaded <= backend.constructors:  # a rule left out could match: eqsat.rule_closure missed one
+    if not loaded <= backend.constructors:  # a rule left out could match: eqsat.engine.rule_closure missed one
         raise InternalError(f"the encoding holds constructors {sorted(loaded - backend.constructors)} that the "
                             "rule selection did not expect")
     phases["encode"] = time.perf_counter() - start

@@ -14,10 +14,10 @@ initializers equal to the outer ones they were copied from are dropped again (re
 A body whose child fails (any error), or whose optimized graph has more nodes, stays as it was: never a
 crash, never a dropped node. The whole model is verified afterwards by the normal path. Each child runs
 under the model's limits (a time limit applies per body). All children and the model share one prepared
-backend (eqsat.prepared): the rules are installed once, each graph is loaded between a push and a pop.
+backend (eqsat.engine.prepared): the rules are installed once, each graph is loaded between a push and a pop.
 
 An If whose condition folds to a constant is replaced by its taken branch by the folder (onnxscript's If
-rule, in eqsat.io.normalize_proto); inlined nodes are named `<If name>_<node name>`, so their provenance
+rule, in eqsat.frontend.io.normalize_proto); inlined nodes are named `<If name>_<node name>`, so their provenance
 names the If. Inside bodies, the same holds: the conditions the folder sees include copied outer constants.
 """
 
@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 import onnx
 from onnx import helper
 
-from eqsat import prepared
-from eqsat.io import all_graphs
-from eqsat.names import fresh_name
+from eqsat.engine import prepared
+from eqsat.frontend.io import all_graphs
+from eqsat.frontend.names import fresh_name
 
 if TYPE_CHECKING:
     from eqsat.session import Session
@@ -141,7 +141,7 @@ def standalone(model: onnx.ModelProto, body: onnx.GraphProto) -> onnx.ModelProto
     """`body` as a model of its own: its inputs, then the outer values it reads (outer initializers as
     initializers), its outputs; opsets, IR version and functions of `model`. Raises ValueError when a name
     or type it needs is missing."""
-    from eqsat.io import _outer_values
+    from eqsat.frontend.io import _outer_values
 
     reads = _outer_values(helper.make_node("If", [], [], then_branch=body))  # at any depth
     local = {v.name for v in body.input}
@@ -218,7 +218,7 @@ def put_back(model: onnx.ModelProto, bodies: Sequence[Body], extract: Callable[[
 def _drop_dead(graph: onnx.GraphProto) -> None:
     """Remove the top-level nodes and initializers nothing reads any more: what only the original bodies
     read (BatchNormalization parameters folded into a body's weights, aliases of captured values)."""
-    from eqsat.io import _outer_values
+    from eqsat.frontend.io import _outer_values
 
     needed = {o.name for o in graph.output}
     keep = []
@@ -276,7 +276,7 @@ def _rename(graph: onnx.GraphProto, renames: dict[str, str]) -> None:
 
 def _name_origins(graph: onnx.GraphProto, owner: str) -> None:
     """Provenance on every node of a body, at any depth, that has none: its own name, else its owner's."""
-    from eqsat.lower import PROVENANCE_KEY
+    from eqsat.engine.lower import PROVENANCE_KEY
 
     for g in all_graphs(graph):
         for n in g.node:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_chec
 from eqsat.errors import BadInputError
 
 if TYPE_CHECKING:
-    from eqsat.egraph import EGraph
+    from eqsat.engine.egraph import EGraph
     from eqsat.extract.cost import CostModel, Roofline, Target, TargetError, load_target, roofline, targets
     from eqsat.extract.result import ExtractionError, ExtractionResult, ExtractionSummary
 
@@ -27,7 +27,7 @@ __all__ = ["EXTRACTORS", "CostModel", "ExtractionError", "ExtractionResult", "Ex
            "targets"]
 
 #: Names re-exported from cost.py and result.py, loaded on first use: the registry below is all the CLI
-#: needs to build its parser (cost.py and result.py import onnx_ir through eqsat.egraph).
+#: needs to build its parser (cost.py and result.py import onnx_ir through eqsat.engine.egraph).
 _LAZY = {**dict.fromkeys(("CostModel", "Roofline", "Target", "TargetError", "load_target", "roofline", "targets"),
                          "eqsat.extract.cost"),
          **dict.fromkeys(("ExtractionError", "ExtractionResult", "ExtractionSummary"), "eqsat.extract.result")}

@@ -70,9 +70,9 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from eqsat.extract.target_schema import check_keys
-from eqsat.egraph import EGraph, ENode
+from eqsat.engine.egraph import EGraph, ENode
 from eqsat.errors import BadInputError
-from eqsat.terms import PLUMBING_OPS
+from eqsat.engine.terms import PLUMBING_OPS
 
 CostModel = Callable[[EGraph, ENode], float]
 

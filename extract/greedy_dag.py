@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from eqsat.egraph import EGraph
+from eqsat.engine.egraph import EGraph
 from eqsat.extract import tree
 from eqsat.extract.cost import CostModel
 from eqsat.extract.problem import Problem, bottom_up, reachable_order

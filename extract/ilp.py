@@ -36,7 +36,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from eqsat.egraph import EGraph
+from eqsat.engine.egraph import EGraph
 from eqsat.extract import greedy_dag, tree
 from eqsat.extract.cost import CostModel
 from eqsat.extract.problem import Problem, bottom_up, reachable_order, strongly_connected

@@ -15,7 +15,7 @@ from typing import Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from eqsat.egraph import EGraph
+from eqsat.engine.egraph import EGraph
 from eqsat.extract.cost import CostModel, node_costs
 from eqsat.extract.result import ExtractionError, ExtractionResult
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
-from eqsat.egraph import EGraph, ENode
+from eqsat.engine.egraph import EGraph, ENode
 from eqsat.errors import InternalError
 
 #: A cost model (callable on one node) or precomputed costs indexed by node id.

@@ -15,7 +15,7 @@ import math
 import time
 from typing import Sequence
 
-from eqsat.egraph import EGraph
+from eqsat.engine.egraph import EGraph
 from eqsat.extract.cost import CostModel
 from eqsat.extract.problem import Problem, bottom_up
 from eqsat.extract.result import ExtractionResult

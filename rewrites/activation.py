@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from eqsat.rule import Rule, fact, rw
+from eqsat.engine.rule import Rule, fact, rw
 
 #: Gelu needs opset 20, HardSwish 14.
 OPSET_GELU = "(= o (model-opset)) (>= o 20)"

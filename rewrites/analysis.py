@@ -12,8 +12,8 @@
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, fact, op_pattern
-from eqsat.terms import BINARY, OPS, UNARY
+from eqsat.engine.rule import Rule, fact, op_pattern
+from eqsat.engine.terms import BINARY, OPS, UNARY
 from eqsat.rewrites.layout import PARAM_UNARY
 
 _COMPARISONS = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"}

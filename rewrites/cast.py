@@ -41,7 +41,7 @@ its Casts were explicit; the reference evaluator gives bit-identical outputs (be
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, rw
+from eqsat.engine.rule import Rule, rw
 
 #: Integer dtypes and their widths in bits.
 INT_BITS = {"INT8": 8, "UINT8": 8, "INT16": 16, "UINT16": 16, "INT32": 32, "UINT32": 32, "INT64": 64, "UINT64": 64}

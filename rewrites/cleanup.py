@@ -28,7 +28,7 @@ one node; nondeterministic ops (RandomNormalLike, ...) are opaque nodes keyed by
 
 from __future__ import annotations
 
-from eqsat.rule import Egglog, Rule, fact, rw
+from eqsat.engine.rule import Egglog, Rule, fact, rw
 
 MAX_RANK = 6
 #: Elementwise ops with f(f(x)) = f(x) for every value (NaN and +-inf included; integer Abs too: |INT_MIN| wraps

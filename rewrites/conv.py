@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import itertools
 
-from eqsat.rule import Egglog, Rule, fact, ones, op_pattern
+from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern
 from eqsat.rewrites.tensor import tlist
 
 FAMILY = "conv"

@@ -31,7 +31,7 @@ visible to rules: its form is admitted for FLOAT and DOUBLE, whose overflowing d
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, rw
+from eqsat.engine.rule import Rule, rw
 from eqsat.rewrites.cleanup import rw_neutral
 
 #: Float dtypes (integer division truncates: never a multiplication by the reciprocal), with their largest

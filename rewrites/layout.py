@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import itertools
 
-from eqsat.rule import Rule, fact, ones, op_pattern, rw
-from eqsat.terms import BINARY, UNARY
+from eqsat.engine.rule import Rule, fact, ones, op_pattern, rw
+from eqsat.engine.terms import BINARY, UNARY
 
 COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i]]
 MAX_RANK = 6

@@ -30,7 +30,7 @@ subset is generated once; the cost model decides whether one launch and one read
 
 from __future__ import annotations
 
-from eqsat.rule import Egglog, Rule, fact, ones, op_pattern, rw
+from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern, rw
 from eqsat.rewrites.tensor import tlist
 
 FAMILY = "linear"

@@ -41,7 +41,7 @@ fp16 roundings (precision-changing), and a DOUBLE one would lose precision.
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, fact, ones
+from eqsat.engine.rule import Rule, fact, ones
 
 #: LayerNormalization needs opset 17.
 OPSET_LN = "(= o (model-opset)) (>= o 17)"

@@ -20,7 +20,7 @@ explicit zero is the maximum there; the pool's padding is not): tests/test_rules
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, fact
+from eqsat.engine.rule import Rule, fact
 
 FAMILY = "pool"
 #: Ranks of the padded input (1 to 3 spatial axes).

@@ -38,7 +38,7 @@ per-tensor scale and zero point (their values are the Clip's bounds) and an inte
 the s / 2 bound: Q maps NaN to an integer, Clip keeps it NaN. Moving a
 per-tensor Q/DQ across Transpose/Reshape is exact (elementwise with one scale and zero point); per-axis
 scales would need their axis remapped and are left alone. Q/DQ never fold as constants (see
-`eqsat.egraph.NEVER_CONSTANT`): weight DQ nodes stay for the runtimes' QDQ fusions.
+`eqsat.engine.egraph.NEVER_CONSTANT`): weight DQ nodes stay for the runtimes' QDQ fusions.
 
 Why the zero-point shift is exact: with r = round(x / s), Q to uint8 with zero point z stores
 clamp(r + z, 0, 255) and Q to int8 with zero point z - 128 stores clamp(r + z - 128, -128, 127): the same
@@ -68,7 +68,7 @@ op (an integer shift by z2 - z1, clamped) and has no rule.
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, fact, rw
+from eqsat.engine.rule import Rule, fact, rw
 
 #: A per-tensor scale: a single-element constant.
 PER_TENSOR = "(Scalar sv sd ss)"

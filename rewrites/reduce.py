@@ -31,8 +31,8 @@ rewritten ArgMax is the argmax of the exact function, which the original compute
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, fact, rw
-from eqsat.terms import OPS
+from eqsat.engine.rule import Rule, fact, rw
+from eqsat.engine.terms import OPS
 
 FAMILY = "reduce"
 MAX_AXES = 4      # ReduceSum over 1..4 listed axes

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from eqsat.errors import BadInputError
-from eqsat.rule import DEFAULT_SOUNDNESS, Rule
+from eqsat.engine.rule import DEFAULT_SOUNDNESS, Rule
 from eqsat.rewrites import analysis, cast, cleanup, layout
 from eqsat.rewrites import conv, linear, reduce
 from eqsat.rewrites import activation, elementwise, normalization, pool, quant, tensor

@@ -37,7 +37,7 @@ cheaper ONNX form than itself (ONNX has no interleaving Concat): it is not rewri
 
 from __future__ import annotations
 
-from eqsat.rule import Rule, fact, ones, rw
+from eqsat.engine.rule import Rule, fact, ones, rw
 
 FAMILY = "tensor"
 #: Longest Concat input list the generated patterns match.

@@ -9,7 +9,7 @@ import onnx
 import onnx.helper as oh
 import pytest
 
-from eqsat.egraph import EGraph
+from eqsat.engine.egraph import EGraph
 from eqsat.testing import ValueSpec, make_model, to_proto
 
 NCHW_TO_NHWC = (0, 2, 3, 1)

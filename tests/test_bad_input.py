@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto
 
 import eqsat
-from eqsat.cli import main
+from eqsat.ui.cli import main
 
 F32 = TensorProto.FLOAT
 X, Y = ("x", F32, [2, 3]), ("y", F32, [2, 3])

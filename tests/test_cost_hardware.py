@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eqsat.egraph import EClass, EGraph, ENode
+from eqsat.engine.egraph import EClass, EGraph, ENode
 from eqsat.extract import extract, load_target, roofline
 from eqsat.extract.cost import DTYPE_BYTES, FUSED_EPSILON, Target, TargetError
 

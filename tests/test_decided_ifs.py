@@ -1,4 +1,4 @@
-"""Ifs that the model's own rank requirements decide (eqsat.decided_ifs), on graphs of the shape torch exports
+"""Ifs that the model's own rank requirements decide (eqsat.frontend.decided_ifs), on graphs of the shape torch exports
 for `squeeze` on a dynamic dim feeding an LSTM (silero_vad's decoder): If(T == 1, Squeeze, Identity), then the
 LSTM's run-time rank check If(rank != 2, Unsqueeze, Identity)."""
 

@@ -1,4 +1,4 @@
-"""eqsat.display: pictures (with graphviz's `dot`, with a stand-in `dot`, and without any), report and cost
+"""eqsat.view.display: pictures (with graphviz's `dot`, with a stand-in `dot`, and without any), report and cost
 tables, e-graph statistics, the Jupyter hooks on Report/Result/Session, the CLI report and progress line."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 from onnx import TensorProto as TP
 
 import eqsat
-from eqsat import display
-from eqsat.cli import main
+from eqsat.view import display
+from eqsat.ui.cli import main
 from eqsat.session import saturate
 from tests.conftest import MODELS_DIR, build_model
 
@@ -61,7 +61,7 @@ def fake_dot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def test_metadata_keys_match_lowering() -> None:
-    from eqsat.lower import PROVENANCE_KEY, RULES_KEY
+    from eqsat.engine.lower import PROVENANCE_KEY, RULES_KEY
 
     assert (display.PROVENANCE_KEY, display.RULES_KEY) == (PROVENANCE_KEY, RULES_KEY)
 

@@ -6,11 +6,11 @@ import importlib.metadata
 
 import pytest
 
-from eqsat import terms
-from eqsat.backend import Backend, EgglogError
-from eqsat.egraph import decode
-from eqsat.rule import Rule, rw
-from eqsat.saturate import install_rules, run
+from eqsat.engine import terms
+from eqsat.engine.backend import Backend, EgglogError
+from eqsat.engine.egraph import decode
+from eqsat.engine.rule import Rule, rw
+from eqsat.engine.saturate import install_rules, run
 
 
 def _loaded() -> Backend:
@@ -64,8 +64,8 @@ def test_conflicting_facts_raise_an_ordinary_error() -> None:
 
 
 def test_table_load_through_input_files() -> None:
-    """egglog's `input` reads the load tables (eqsat.bulk); strings a table cannot carry go as text."""
-    from eqsat.bulk import ABSENT, Rows
+    """egglog's `input` reads the load tables (eqsat.engine.bulk); strings a table cannot carry go as text."""
+    from eqsat.engine.bulk import ABSENT, Rows
 
     rows = Rows()
     rows.text.append(f"(union (Ref {ABSENT}) (Absent))")
@@ -97,13 +97,13 @@ def test_table_load_through_input_files() -> None:
 
 
 def test_the_command_loads_the_bindings_without_the_egglog_package() -> None:
-    """`eqsat` (eqsat.startup, for eqsat.cli.run_command) loads egglog's compiled bindings alone (the package's Python layer costs
-    ~0.2 s of start-up); eqsat.backend must then work without importing the package."""
+    """`eqsat` (eqsat.ui.startup, for eqsat.ui.cli.run_command) loads egglog's compiled bindings alone (the package's Python layer costs
+    ~0.2 s of start-up); eqsat.engine.backend must then work without importing the package."""
     import subprocess
     import sys
 
-    code = ("import sys; from eqsat.startup import load_egglog_bindings_alone as load; load(); "
-            "from eqsat.backend import Backend; b = Backend(); b.declare(); b.run('(push)'); "
+    code = ("import sys; from eqsat.ui.startup import load_egglog_bindings_alone as load; load(); "
+            "from eqsat.engine.backend import Backend; b = Backend(); b.declare(); b.run('(push)'); "
             "assert 'egglog' not in sys.modules, 'the egglog package was imported'; print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -10,9 +10,9 @@ import pytest
 from onnx import TensorProto as TP
 
 import eqsat
-from eqsat import io
-from eqsat.rule import Rule, rw
-from eqsat.saturate import Limits
+from eqsat.frontend import io
+from eqsat.engine.rule import Rule, rw
+from eqsat.engine.saturate import Limits
 from eqsat.session import saturate
 from tests.conftest import BUNDLED_MODELS, build_model
 
@@ -116,7 +116,7 @@ def test_bundled_models_deterministic_and_idempotent(path, tmp_path) -> None:
 
 
 def test_provenance_metadata_and_explain(tmp_path, capsys) -> None:
-    from eqsat.cli import main
+    from eqsat.ui.cli import main
 
     out = tmp_path / "out.onnx"
     assert main(["optimize", str(BUNDLED_MODELS[0].parent / "nhwc_tfstyle_resnet_legacy.onnx"), "-o", str(out)]) == 0
@@ -181,7 +181,7 @@ def test_constants_keep_the_rank_their_readers_need() -> None:
 
 
 def test_next_iteration_estimate_grows_with_the_last_ratio() -> None:
-    from eqsat.saturate import next_iteration
+    from eqsat.engine.saturate import next_iteration
 
     assert next_iteration([]) == 0.0 and next_iteration([0.2]) == 0.2
     assert next_iteration([0.01, 0.1]) == pytest.approx(1.0)   # 10x growth: the next one is 10x again

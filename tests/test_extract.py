@@ -12,7 +12,7 @@ from typing import Sequence
 
 import pytest
 
-from eqsat.egraph import EClass, EGraph, ENode
+from eqsat.engine.egraph import EClass, EGraph, ENode
 from eqsat.extract import (EXTRACTORS, ExtractionError, ExtractionResult, extract, greedy_dag, load_target, roofline,
                      targets, tree)
 from eqsat.extract.cost import FUSED_EPSILON, TargetError, node_costs

@@ -12,7 +12,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from eqsat.egraph import EClass, EGraph, ENode  # noqa: E402
+from eqsat.engine.egraph import EClass, EGraph, ENode  # noqa: E402
 from eqsat.extract import EXTRACTORS, extract, roofline, targets  # noqa: E402
 
 pytestmark = pytest.mark.slow  # python -m pytest -m "not slow" leaves these out (README)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from eqsat.fuzz import check_case, fuzz
-from eqsat.rule import Rule, rw
+from eqsat.engine.rule import Rule, rw
 from eqsat.testing import GRAPH_FAMILIES, GraphCase, make_model, onnx_graphs, run
 from eqsat.testing.dynamic_dims import DIM_NAMES, Baked, Sym, at_b, product, reshape_spec, static
 
@@ -108,7 +108,7 @@ def test_fuzz_property_holds_on_the_layernorm_broadcast() -> None:
 
 def test_fuzz_property_checks_the_second_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """A front end that took the batch for its size at the first draw (2) is right there, and caught at 3."""
-    from eqsat import shape_chains
+    from eqsat.frontend import shape_chains
 
     monkeypatch.setattr(shape_chains, "_reshape_target",
                         lambda target, x_items: [2 if isinstance(t, str) else t for t in target])

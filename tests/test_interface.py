@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto
 
 import eqsat
-from eqsat import interface
+from eqsat.frontend import interface
 from eqsat.errors import InternalError
 
 F32 = TensorProto.FLOAT

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto
 
 import eqsat
-from eqsat import io
+from eqsat.frontend import io
 from eqsat.errors import BadInputError, InternalError
 from eqsat.result import Result
 
@@ -38,7 +38,7 @@ def test_output_passes_full_check(round_trip) -> None:
 
 def test_every_output_node_names_its_origin(round_trip) -> None:
     """Provenance on every node: rewritten, kept, opaque, and the Identity that keeps an output's name."""
-    from eqsat.lower import PROVENANCE_KEY
+    from eqsat.engine.lower import PROVENANCE_KEY
 
     from eqsat.subgraphs import all_graphs
 
@@ -48,7 +48,7 @@ def test_every_output_node_names_its_origin(round_trip) -> None:
 
 
 def test_opaque_nodes_and_output_aliases_name_their_origin() -> None:
-    from eqsat.lower import PROVENANCE_KEY
+    from eqsat.engine.lower import PROVENANCE_KEY
 
     m = oh.make_model(oh.make_graph(
         [oh.make_node("Shape", ["x"], ["s"], name="shape"), oh.make_node("Identity", ["x"], ["y"], name="alias"),

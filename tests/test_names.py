@@ -1,4 +1,4 @@
-"""Fresh value names (eqsat.names): never a name the model already holds, in any graph or subgraph."""
+"""Fresh value names (eqsat.frontend.names): never a name the model already holds, in any graph or subgraph."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import onnx
 import onnx.helper as oh
 import onnx_ir as ir
 
-from eqsat.names import add_constant, fresh_name, value_names
+from eqsat.frontend.names import add_constant, fresh_name, value_names
 from tests.rule_graphs import model, node
 
 

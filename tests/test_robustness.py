@@ -24,8 +24,8 @@ import pytest
 from onnx import TensorProto as TP
 
 import eqsat
-from eqsat.cli import main
-from eqsat.rule import Rule, rw
+from eqsat.ui.cli import main
+from eqsat.engine.rule import Rule, rw
 from tests.conftest import build_model
 
 F, I64, BOOL = TP.FLOAT, TP.INT64, TP.BOOL
@@ -52,7 +52,7 @@ def _symbolic_all() -> onnx.ModelProto:
 
 
 def _dynamic_reshape() -> onnx.ModelProto:
-    """Shape -> Gather -> Concat -> Reshape on a symbolic batch: the target becomes [0, 12] (eqsat.shape_chains)."""
+    """Shape -> Gather -> Concat -> Reshape on a symbolic batch: the target becomes [0, 12] (eqsat.frontend.shape_chains)."""
     nodes = [oh.make_node("Shape", ["x"], ["s"]), oh.make_node("Gather", ["s", "zero"], ["n"], axis=0),
              oh.make_node("Unsqueeze", ["n", "axes"], ["n1"]), oh.make_node("Concat", ["n1", "rest"], ["shape"], axis=0),
              *_sandwich("x", "t", (0, 2, 1), (0, 2, 1)), oh.make_node("Reshape", ["t", "shape"], ["y"])]
@@ -515,7 +515,7 @@ def test_optimize_drops_the_unsound_rule_and_returns_a_verified_model(tmp_path: 
 @pytest.mark.slow  # bisection: many whole runs
 def test_bisection_reuses_the_outputs_of_the_original(monkeypatch: pytest.MonkeyPatch) -> None:
     """The original's outputs are computed once, then passed to every probe: one search for inputs in all."""
-    from eqsat import verify as verification
+    from eqsat.check import verify as verification
 
     searches = []
     search = verification._Search
@@ -565,7 +565,7 @@ def test_cli_drops_the_unsound_rule_with_a_warning(mul_drop_registered: Path, tm
 
 
 def test_the_command_in_a_process_of_its_own(tmp_path: Path) -> None:
-    """`python -m eqsat` (eqsat.cli.run_command) ends without the interpreter's teardown: its exit code, its
+    """`python -m eqsat` (eqsat.ui.cli.run_command) ends without the interpreter's teardown: its exit code, its
     flushed output and the written model must be exactly what `main` produced."""
     import subprocess
     import sys

@@ -1,5 +1,5 @@
-"""Installing only the rules a model can use (eqsat.rule_closure) and keeping prepared backends for the
-process (eqsat.prepared): what is left out can never be needed, and a kept backend gives the same result."""
+"""Installing only the rules a model can use (eqsat.engine.rule_closure) and keeping prepared backends for the
+process (eqsat.engine.prepared): what is left out can never be needed, and a kept backend gives the same result."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import onnx.helper as oh
 import pytest
 
 import eqsat
-from eqsat import prepared, session
+from eqsat.engine import prepared
+from eqsat import session
 from eqsat.errors import InternalError
-from eqsat.rule import Rule, rw
-from eqsat.rule_closure import ALWAYS_PRESENT, CONSTRUCTORS, constructors_in, present_constructors, usable_rules
+from eqsat.engine.rule import Rule, rw
+from eqsat.engine.rule_closure import ALWAYS_PRESENT, CONSTRUCTORS, constructors_in, present_constructors, usable_rules
 from eqsat.rewrites.registry import select
 from tests.conftest import build_model
 
@@ -118,9 +119,10 @@ def test_outputs_agree_on_a_small_model_with_all_rules(monkeypatch: pytest.Monke
 
 def test_rule_only_facts_are_never_loaded(models_dir: Path) -> None:
     """RULE_ONLY_FACTS gate rules like constructors: the encoder must never set them itself."""
-    from eqsat import io, terms
-    from eqsat.encode import encode
-    from eqsat.rule_closure import RULE_ONLY_FACTS
+    from eqsat.frontend import io
+    from eqsat.engine import terms
+    from eqsat.engine.encode import encode
+    from eqsat.engine.rule_closure import RULE_ONLY_FACTS
 
     work, _ = io.normalize_proto(io.load_proto(models_dir / "nhwc_tfstyle_resnet_legacy.onnx")[0])
     rows = encode(work).rows
@@ -132,7 +134,7 @@ def test_rule_only_facts_are_never_loaded(models_dir: Path) -> None:
 def test_a_backend_broken_during_a_run_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     """An egglog panic leaves the e-graph unusable (its pop fails): the run still returns its result, and the
     kept backend is dropped, so the next run gets a fresh one and the same output."""
-    from eqsat.backend import Backend
+    from eqsat.engine.backend import Backend
 
     class Panic(BaseException):  # pyo3's PanicException derives from BaseException
         pass

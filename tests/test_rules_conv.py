@@ -309,9 +309,9 @@ def test_bn_foldable_only_for_constant_parameters_of_one_dtype() -> None:
 def test_bn_foldable_is_a_fact_of_the_parameters_not_of_the_class() -> None:
     """Two batch norms in one e-class, A with constant parameters, B with a runtime scale or float16 parameters
     on a float input: only A is decomposed (the fact is keyed on each node's own parameters)."""
-    from eqsat.backend import Backend
+    from eqsat.engine.backend import Backend
     from eqsat.rewrites.registry import all_rules
-    from eqsat.saturate import RULESETS
+    from eqsat.engine.saturate import RULESETS
 
     rules = {r.name: r for r in all_rules()}
 

@@ -8,8 +8,8 @@ from hypothesis import given
 
 import eqsat.rewrites.layout
 import eqsat.rewrites.normalization
-from eqsat import cli
-from eqsat.rule import Rule, rw
+from eqsat.ui import cli
+from eqsat.engine.rule import Rule, rw
 from eqsat import testing
 from eqsat.testing import soundness
 from eqsat.testing import (assert_rule_does_not_fire, assert_rule_sound, check_rules, make_model, op_counts,

@@ -252,7 +252,7 @@ def _mutant(old: str, new: str):
     """const-minus-linear with one action edited (a deliberately wrong sign)."""
     import dataclasses
 
-    from eqsat.rule import Egglog
+    from eqsat.engine.rule import Egglog
     from eqsat.rewrites.registry import all_rules
 
     (rule,) = [r for r in all_rules() if r.name == "const-minus-linear"]

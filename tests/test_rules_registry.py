@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import eqsat.rewrites
-from eqsat.rule import DEFAULT_SOUNDNESS, SOUNDNESS
+from eqsat.engine.rule import DEFAULT_SOUNDNESS, SOUNDNESS
 from eqsat.testing import PROPERTIES
 from eqsat.rewrites import registry
 

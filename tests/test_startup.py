@@ -1,4 +1,4 @@
-"""The command's start-up (eqsat.startup) and the solver's silence: each checked in a fresh interpreter, as
+"""The command's start-up (eqsat.ui.startup) and the solver's silence: each checked in a fresh interpreter, as
 both concern what a process imports or prints first."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def test_deferred_sympy_is_imported_on_first_use_only() -> None:
     unloaded, and the arithmetic still works, loading it then."""
     done = _run(
         "import sys\n"
-        "from eqsat.startup import DeferredModule, defer_imports\n"
+        "from eqsat.ui.startup import DeferredModule, defer_imports\n"
         "defer_imports()\n"
         "import onnx_ir, onnxscript.optimizer\n"
         "assert isinstance(sys.modules['sympy'], DeferredModule), 'sympy was imported'\n"
@@ -33,7 +33,7 @@ def test_deferral_leaves_imported_modules_alone() -> None:
     """A module already imported is not replaced by a stand-in."""
     done = _run(
         "import sys, sympy\n"
-        "from eqsat.startup import DeferredModule, defer_imports\n"
+        "from eqsat.ui.startup import DeferredModule, defer_imports\n"
         "defer_imports()\n"
         "assert sys.modules['sympy'] is sympy and not isinstance(sympy, DeferredModule)\n"
         "print('ok')\n")
@@ -56,7 +56,7 @@ def test_first_uses_on_several_threads_import_one_module() -> None:
     """Threads that first use a deferred module at once all get the one real module sys.modules keeps."""
     done = _run(
         "import sys, threading\n"
-        "from eqsat.startup import defer_imports\n"
+        "from eqsat.ui.startup import defer_imports\n"
         "defer_imports()\n"
         "import sympy as stand_in\n"
         "seen, start = [], threading.Barrier(8)\n"

@@ -59,6 +59,61 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return found
 
 
+#: The layers, lowest first; a module may import its own layer and the ones below, never one above
+#: (README, "Layout"). The interface (`eqsat.ui`) -> the pipeline (eqsat's top-level modules and
+#: `eqsat.testing`) -> views -> the engine (with `eqsat.rewrites`, `eqsat.extract`) and the checks, which
+#: never import each other -> the front end -> the base (errors, metadata, options).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("base", ("eqsat.errors", "eqsat.metadata", "eqsat.options")),
+    ("frontend", ("eqsat.frontend",)),
+    ("engine", ("eqsat.engine", "eqsat.rewrites", "eqsat.extract")),
+    ("check", ("eqsat.check",)),
+    ("view", ("eqsat.view",)),
+    ("pipeline", ("eqsat", "eqsat.rewrites.properties")),  # rule properties are testing code
+    ("ui", ("eqsat.ui", "eqsat.__main__")),
+)
+#: Layers at one level: neither may import the other.
+SIBLINGS = {"engine": 2, "check": 2}
+
+
+def layer_of(module: str) -> tuple[str, int]:
+    """The layer a module belongs to (the longest matching prefix) and its rank."""
+    best = ("", -1, 0)
+    for rank, (layer, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best[2]:
+                best = (layer, rank, len(prefix))
+    layer, rank, _ = best
+    return layer, SIBLINGS.get(layer, rank if rank < 3 else rank)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a module to one of a higher layer, or between sibling layers: "a (layer) -> b (layer)"."""
+    found = []
+    for module, imported in sorted(graph.items()):
+        layer, rank = layer_of(module)
+        for target in sorted(imported):
+            other, other_rank = layer_of(target)
+            if other_rank > rank or (other != layer and other_rank == rank):
+                found.append(f"{module} ({layer}) -> {target} ({other})")
+    return found
+
+
+def test_layer_check_finds_a_planted_upward_import():
+    """The check itself: an upward import and a sibling import are found, downward ones are not."""
+    graph = {"eqsat.frontend.io": {"eqsat.ui.cli", "eqsat.errors"}, "eqsat.engine.lower": {"eqsat.check.verify"},
+             "eqsat.ui.cli": {"eqsat.pipeline", "eqsat.frontend.io"}, "eqsat.pipeline": {"eqsat.engine.terms"}}
+    assert upward_imports(graph) == ["eqsat.engine.lower (engine) -> eqsat.check.verify (check)",
+                                     "eqsat.frontend.io (frontend) -> eqsat.ui.cli (ui)"]
+
+
+def test_imports_go_down_the_layers():
+    modules = _modules()
+    assert all(layer_of(m)[0] for m in modules), [m for m in modules if not layer_of(m)[0]]
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert not upward_imports(graph), "imports against the layers:\n" + "\n".join(upward_imports(graph))
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Import cycles: strongly connected components of two or more modules."""
     return sorted(sorted(c) for c in strongly_connected(sorted(graph), lambda m: sorted(graph[m])))

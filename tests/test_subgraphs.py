@@ -8,7 +8,7 @@ import onnx.helper as oh
 import pytest
 
 import eqsat
-from eqsat.lower import PROVENANCE_KEY
+from eqsat.engine.lower import PROVENANCE_KEY
 from eqsat.subgraphs import all_graphs, count_nodes
 from tests.rule_graphs import model, node, transpose
 

@@ -9,8 +9,8 @@ import onnx.helper as oh
 import pytest
 
 import eqsat
-from eqsat import io, shape_chains
-from eqsat.symbols import symbolic_shapes
+from eqsat.frontend import io, shape_chains
+from eqsat.frontend.symbols import symbolic_shapes
 from eqsat.testing import op_counts, run
 from tests.rule_graphs import model, node
 
@@ -257,7 +257,7 @@ def test_reduce_mean_needs_the_reduced_axis_static(shape) -> None:
 
 @pytest.mark.parametrize("unsqueeze", [False, True])
 def test_concat_of_gathered_shape_into_reshape(unsqueeze: bool) -> None:
-    """onnxoptimizer's fuse_concat_into_reshape, done at load by eqsat.shape_chains (no rule needed):
+    """onnxoptimizer's fuse_concat_into_reshape, done at load by eqsat.frontend.shape_chains (no rule needed):
     Reshape(x, Concat(Gather(Shape(x), [0]), [-1])) -> Reshape(x, [0, -1]) for a symbolic batch (allowzero 0,
     no literal 0 among the constants). A 1-D index gathers a 1-D piece; a scalar one needs the Unsqueeze."""
     gather = [node("Gather", ["s", "i"], "b", axis=0)]

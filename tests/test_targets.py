@@ -26,7 +26,7 @@ from collections import Counter
 
 import pytest
 
-from eqsat import io
+from eqsat.frontend import io
 from eqsat.session import Session, saturate
 from eqsat.extract.cost import FUSED_EPSILON, load_target, roofline
 from tests.conftest import MODELS_DIR

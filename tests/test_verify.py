@@ -14,11 +14,11 @@ import pytest
 from onnx import TensorProto
 
 import eqsat
-from eqsat import io
-from eqsat.cli import main
+from eqsat.frontend import io
+from eqsat.ui.cli import main
 from eqsat.errors import BadInputError, VerificationError
 from eqsat.result import Result
-from eqsat.verify import compare, make_inputs, verify
+from eqsat.check.verify import compare, make_inputs, verify
 
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
 

@@ -12,12 +12,12 @@ import pytest
 
 import eqsat
 from eqsat.bisect import find_culprit
-from eqsat.cli import main
+from eqsat.ui.cli import main
 from eqsat.errors import BadInputError
-from eqsat.fix_shapes import fix_input_shapes
-from eqsat.verify import expected_outputs, verify
-from eqsat.verify_inputs import candidate_shapes, dim_kind, load_npz
-from eqsat.verify_values import make_inputs
+from eqsat.frontend.fix_shapes import fix_input_shapes
+from eqsat.check.verify import expected_outputs, verify
+from eqsat.check.verify_inputs import candidate_shapes, dim_kind, load_npz
+from eqsat.check.verify_values import make_inputs
 from tests.rule_graphs import model, node
 
 F32, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
@@ -162,7 +162,7 @@ def test_bisect_verifies_on_the_same_inputs() -> None:
 
 
 def test_bisect_probes_use_the_outputs_of_the_original_they_are_given(monkeypatch: pytest.MonkeyPatch) -> None:
-    from eqsat import verify as verification
+    from eqsat.check import verify as verification
 
     reference = expected_outputs(reflect_pad(20))
     monkeypatch.setattr(verification, "_Search", None)  # the original is never run again

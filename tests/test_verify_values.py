@@ -13,10 +13,10 @@ import onnx.helper as oh
 import pytest
 
 import eqsat
-from eqsat.cli import main
-from eqsat.verify import expected_outputs, verify
-from eqsat.verify_facts import ELEMENT_BUDGET, over_budget
-from eqsat.verify_values import make_inputs
+from eqsat.ui.cli import main
+from eqsat.check.verify import expected_outputs, verify
+from eqsat.check.verify_facts import ELEMENT_BUDGET, over_budget
+from eqsat.check.verify_values import make_inputs
 from tests.rule_graphs import model, node
 
 F32, I64, BOOL = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.BOOL

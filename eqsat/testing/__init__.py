@@ -20,7 +20,7 @@ on the feeds (one single-node model per e-node, onnxruntime with the reference e
 and must agree with the other e-nodes of its class and with the class's shape and dtype facts: this
 tests every rewrite that fired, whether or not the extractor chooses its result, and the analysis rules
 that derived the facts. End to end, the extracted model must compute what the original computes, within
-the tolerance of the least exact rule that fired (`eqsat.verify.SOUNDNESS_TOLERANCE`, relative to each
+the tolerance of the least exact rule that fired (`eqsat.check.verify.SOUNDNESS_TOLERANCE`, relative to each
 output's scale).
 
 Hypothesis strategies (`shapes`, `perms`, `float_arrays`, `arrays`, `broadcastable_shapes`) and one graph

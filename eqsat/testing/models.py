@@ -84,14 +84,14 @@ def op_counts(model: onnx.ModelProto | "ir.Model") -> collections.Counter[str]:
 
 def run(model: onnx.ModelProto | "ir.Model", feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Outputs of `model` on `feeds`: onnxruntime without graph optimizations, else onnx.reference."""
-    from eqsat.verify import run as run_model
+    from eqsat.check.verify import run as run_model
 
     outputs, _ = run_model(to_proto(model), dict(feeds))
     return [np.asarray(o) for o in outputs]
 
 
 def random_feeds(model: onnx.ModelProto | "ir.Model", seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for every graph input, as `eqsat.verify` draws them."""
-    from eqsat.verify import make_inputs
+    """Seeded inputs for every graph input, as `eqsat.check.verify` draws them."""
+    from eqsat.check.verify import make_inputs
 
     return make_inputs(to_proto(model), seed)

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # heavy imports only where they are used
     import onnx_ir as ir
 
     from eqsat.result import Result
-    from eqsat.saturate import Limits
+    from eqsat.engine.saturate import Limits
     from eqsat.session import Session
 
 
@@ -47,7 +47,7 @@ def saturate_with_rules(model: onnx.ModelProto | "ir.Model", rules: Sequence[str
                         without: Sequence[str] = (), limits: "Limits | None" = None) -> "Session":
     """Saturate `model` with only the named rules (plus the fact rules: the analysis family and the
     analysis ruleset), minus the rules named in `without`."""
-    from eqsat.saturate import Limits
+    from eqsat.engine.saturate import Limits
     from eqsat.session import saturate
 
     model = to_proto(model)

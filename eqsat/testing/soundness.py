@@ -16,7 +16,7 @@ from eqsat.testing.runs import _rule_table, saturate_with_rules
 if TYPE_CHECKING:  # heavy imports only where they are used
     import onnx_ir as ir
 
-    from eqsat.egraph import EGraph, ENode
+    from eqsat.engine.egraph import EGraph, ENode
     from eqsat.result import Result
     from eqsat.session import Session
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # heavy imports only where they are used
 
 
 def _soundness_tolerance(soundness: str, dtype: np.dtype) -> float:
-    from eqsat.verify import tolerance_for
+    from eqsat.check.verify import tolerance_for
 
     return tolerance_for(np.dtype(dtype), soundness)
 
@@ -119,7 +119,7 @@ class _Evaluator:
 
     def reshape(self, x: np.ndarray, target: np.ndarray, allowzero: int) -> np.ndarray:
         """ONNX Reshape (0 copies a dim unless `allowzero`, -1 is inferred), run as a one-node model."""
-        from eqsat.verify import run as run_model
+        from eqsat.check.verify import run as run_model
 
         feeds = {"x": np.asarray(x), "t": np.asarray(target, dtype=np.int64)}
         graph = oh.make_graph([oh.make_node("Reshape", ["x", "t"], ["y"], allowzero=allowzero)], "reshape",
@@ -138,9 +138,9 @@ class _Evaluator:
         return np.full(tuple(shape), value, dtype=numpy_dtype(dtype))
 
     def typed(self, node: "ENode", args: Sequence[np.ndarray | None]) -> np.ndarray:
-        from eqsat.lower import onnx_parts
-        from eqsat.terms import OPS
-        from eqsat.verify import CannotRun, run as run_model
+        from eqsat.engine.lower import onnx_parts
+        from eqsat.engine.terms import OPS
+        from eqsat.check.verify import CannotRun, run as run_model
 
         spec = OPS[node.op]
         x_dtype = next((a.dtype for a in args if a is not None), np.dtype(np.float32))
@@ -170,7 +170,7 @@ class _Evaluator:
         (subgraphs, or no runtime knows its domain): its users then stay unevaluated."""
         import onnx_ir as ir
 
-        from eqsat.verify import CannotRun, run as run_model
+        from eqsat.check.verify import CannotRun, run as run_model
 
         original = self.session.encoding.opaque_nodes.get(node.attrs[0])
         if original is None or any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)

@@ -26,7 +26,7 @@ _CAST_OUT = (*_FEEDABLE, "UINT64")
 
 
 def _lossless_pairs() -> list[tuple[str, str]]:
-    from eqsat.terms import LOSSLESS_CASTS
+    from eqsat.engine.terms import LOSSLESS_CASTS
 
     return [(a, b) for a, b in LOSSLESS_CASTS if a in _FEEDABLE]
 

@@ -20,11 +20,11 @@ import functools
 import re
 from typing import Any, Sequence
 
-from eqsat.terms import OPS, egg_float, egg_ints
+from eqsat.engine.terms import OPS, egg_float, egg_ints
 
 #: The handle id that stands for an absent optional input: `(Ref -1)` is unioned with `(Absent)`.
 ABSENT = -1
-#: Column kinds of load tables (static parameter kinds of eqsat.terms, integer vectors by id).
+#: Column kinds of load tables (static parameter kinds of eqsat.engine.terms, integer vectors by id).
 _COLUMN = {"int": "i64", "ints": "i64", "float": "f64", "str": "String", "dtype": "String"}
 #: Strings a tab-separated field carries unchanged (no tabs, line breaks, quotes, backslashes, edge spaces).
 _SAFE_STRING = re.compile(r'[^\s"\\](?:[^\t\n\r"\\]*[^\s"\\])?')
@@ -82,7 +82,7 @@ def tables() -> dict[str, Table]:
 
 
 def declarations() -> str:
-    """The load tables and the vector table (declared beside eqsat.terms.declarations by Backend.declare)."""
+    """The load tables and the vector table (declared beside eqsat.engine.terms.declarations by Backend.declare)."""
     lines = ["(function load-vec (i64) IVec :no-merge)", "(ruleset load-rows)", "(ruleset load-clear)",
              "(rule ((= v (load-vec i))) ((delete (load-vec i))) :ruleset load-clear)"]
     lines += [f"(relation {t.name} ({' '.join(t.columns)}))" for t in tables().values()]

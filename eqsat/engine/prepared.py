@@ -5,7 +5,7 @@ the same rules serve every model that can use them. A graph is loaded into a pre
 push and a pop, so the backend comes back as it was, ready for the next model: a notebook's second
 `optimize` or `saturate` installs nothing, and a model's If/Loop/Scan bodies share their parent's backend.
 
-    with checkout(commands) as backend:     # `commands`: eqsat.rule_closure.usable_commands(...)
+    with checkout(commands) as backend:     # `commands`: eqsat.engine.rule_closure.usable_commands(...)
         backend.push(); ...load, run, snapshot...; backend.pop()
 
 A backend is lent to one caller at a time (a second, concurrent caller gets a fresh one) and dropped when
@@ -20,9 +20,9 @@ import contextlib
 import threading
 from typing import Iterator, Sequence
 
-from eqsat.backend import Backend
-from eqsat.saturate import install_rules
-from eqsat.terms import standard_facts
+from eqsat.engine.backend import Backend
+from eqsat.engine.saturate import install_rules
+from eqsat.engine.terms import standard_facts
 
 #: Rule sets whose backends are kept (each holds only declarations and rules: a few MB).
 MAX_KEPT = 4
@@ -34,7 +34,7 @@ _lock = threading.Lock()
 
 def fresh(commands: Sequence[str], constructors: frozenset[str] = frozenset()) -> Backend:
     """A new backend with the declarations, `commands` (egglog rules) and the standard facts installed;
-    `constructors`: those the rules were chosen for (eqsat.rule_closure.Usable)."""
+    `constructors`: those the rules were chosen for (eqsat.engine.rule_closure.Usable)."""
     backend = Backend()
     backend.declare()
     install_rules(backend, commands)

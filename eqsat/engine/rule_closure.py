@@ -23,9 +23,9 @@ from typing import Iterable, Sequence
 
 import onnx
 
-from eqsat.io import all_graphs
-from eqsat.rule import Rule
-from eqsat.terms import OPS, SPECIAL
+from eqsat.frontend.io import all_graphs
+from eqsat.engine.rule import Rule
+from eqsat.engine.terms import OPS, SPECIAL
 
 #: Every constructor of the term language (ops and leaves); egglog functions and relations are not.
 CONSTRUCTORS = frozenset(OPS) | frozenset(SPECIAL)

@@ -18,7 +18,7 @@ import dataclasses
 import functools
 from typing import Any, Iterable, Mapping
 
-from eqsat.symbols import SYMBOL_SIZE
+from eqsat.frontend.symbols import SYMBOL_SIZE
 
 TERM_SORTS = ("T", "TL", "N")
 #: Leaves whose value is known at compile time; a class holding one is constant-only.
@@ -48,7 +48,7 @@ class EClass:
     id: int
     sort: str
     nodes: tuple[int, ...]
-    shape: tuple[int, ...] | None = None   # sizes >= 0, symbols < 0 (eqsat.symbols)
+    shape: tuple[int, ...] | None = None   # sizes >= 0, symbols < 0 (eqsat.frontend.symbols)
     dtype: str | None = None
     constant: bool = False
     rules: tuple[str, ...] = ()   # rules that added e-nodes to this class (provenance)
@@ -141,7 +141,7 @@ class EGraph:
 def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = (),
            originals: Iterable[tuple[str, int, tuple[int, ...]]] = (),
            symbol_sizes: Mapping[int, int] = {}) -> EGraph:
-    """Decode egglog's function tables (`eqsat.backend.Backend.snapshot`); `ref_ids` are the handles to
+    """Decode egglog's function tables (`eqsat.engine.backend.Backend.snapshot`); `ref_ids` are the handles to
     keep (all when empty). Term constructors become e-nodes, `shape`/`dtype` class facts, `rewritten`
     provenance; handle (`Ref`) rows become the handle map; other tables are analysis-only.
 

@@ -39,7 +39,7 @@ FOLD_INPUT_LIMIT = 1 << 20
 #: Largest ConstantOfShape (in elements) folded: onnxscript keeps them all (a compact form of a big fill).
 FOLD_FILL_LIMIT = 1 << 10
 #: `ir.Model.meta` key of the normalized model: the Ifs whose condition its rank requirements decided.
-DECIDED_IFS = "eqsat.decided_ifs"
+DECIDED_IFS = "eqsat.frontend.decided_ifs"
 
 
 def load(source: ModelSource, *, name: str | None = None) -> ir.Model:
@@ -266,11 +266,11 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
     Shape inference runs on protos (the IR pass round-trips the whole model through protobuf twice per
     call: 20k nodes cost 3 s more). It runs again after folding only where that can add facts: some
     value still lacks a static shape (folding keeps every shape already inferred valid). Ifs whose condition
-    the model's rank requirements decide (eqsat.decided_ifs) are inlined; `model.meta[DECIDED_IFS]` says which.
+    the model's rank requirements decide (eqsat.frontend.decided_ifs) are inlined; `model.meta[DECIDED_IFS]` says which.
     """
-    from eqsat.decided_ifs import decide_ifs
-    from eqsat.shape_chains import make_targets_static
-    from eqsat.zero_states import drop_zero_states
+    from eqsat.frontend.decided_ifs import decide_ifs
+    from eqsat.frontend.shape_chains import make_targets_static
+    from eqsat.frontend.zero_states import drop_zero_states
 
     inferred = _infer_proto(_sparse_as_inputs(_without_negative_dims(proto)))  # loaded protos have no -1 dims left
     model = from_proto(inferred, label)
@@ -292,7 +292,7 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
 def _sparse_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
     """The model with each top-level sparse initializer standing as a graph input of its dense type, in a copy
     when there is one. onnx_ir cannot hold sparse tensors; only ops of custom domains (kept as they are) and
-    graph outputs can read them, and a graph input is never rewritten: eqsat.interface.restore puts the
+    graph outputs can read them, and a graph input is never rewritten: eqsat.frontend.interface.restore puts the
     sparse initializers back in place of these inputs."""
     if not proto.graph.sparse_initializer:
         return proto
@@ -361,7 +361,7 @@ def _fold(model: ir.Model) -> bool:
     from onnx_ir.passes import common as passes
     from onnxscript.optimizer import fold_constants
 
-    from eqsat.decided_ifs import quiet_folder
+    from eqsat.frontend.decided_ifs import quiet_folder
 
     # Per-node shape inference inside the folder only pays off where shapes are computed at run time
     # (Shape/Size chains); elsewhere it costs 6x the fold itself (20k nodes: 1.3 s against 0.2 s).

@@ -9,7 +9,7 @@ other dims climb 16, 32, 64, 224, 512. The first assignment takes batch 2 and ru
 k = 0, 1, ... until the original runs (`first_sizes`; batch 1 only when no larger batch runs at all); the
 second takes batch 3 and another rung (`second_sizes`), so that every dynamic dim is checked at two sizes.
 A dim_param has one size everywhere it appears, and a size the user gave for it (by shape or by array)
-binds it in every input. The values drawn at these sizes: eqsat.verify_values.
+binds it in every input. The values drawn at these sizes: eqsat.check.verify_values.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 
 from eqsat.errors import BadInputError, first_line
+from eqsat.frontend.model_inputs import check_shape, dim_name, graph_inputs, input_dims, static_size
 
 Shape = tuple[int, ...]
 Shapes = Mapping[str, Sequence[int]]
@@ -48,26 +49,6 @@ def dim_kind(name: str, axis: int, rank: int) -> str:
     return "other"
 
 
-def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
-    """The graph inputs that are not initializers: what a caller feeds."""
-    initializers = {t.name for t in model.graph.initializer}
-    return [v for v in model.graph.input if v.name not in initializers]
-
-
-def input_dims(value: onnx.ValueInfoProto) -> list[onnx.TensorShapeProto.Dimension]:
-    return list(value.type.tensor_type.shape.dim)
-
-
-def dim_name(dim: onnx.TensorShapeProto.Dimension) -> str:
-    """The dim_param of a dynamic dim, "" when it has none or one that names nothing ("?", as paddle2onnx
-    writes for every unknown dim)."""
-    return dim.dim_param if any(c.isalnum() for c in dim.dim_param) else ""
-
-
-def static_size(dim: onnx.TensorShapeProto.Dimension) -> int | None:
-    return dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
-
-
 def check_given(model: onnx.ModelProto, shapes: Shapes, arrays: Mapping[str, np.ndarray],
                 source: str) -> tuple[dict[str, Shape], dict[str, np.ndarray]]:
     """The user's verification shapes and arrays, checked against the model's inputs (name, rank, stated
@@ -89,18 +70,6 @@ def check_given(model: onnx.ModelProto, shapes: Shapes, arrays: Mapping[str, np.
             else:
                 checked_shapes[name] = shape
     return checked_shapes, checked_arrays
-
-
-def check_shape(value: onnx.ValueInfoProto, shape: Sequence[int], flag: str, source: str) -> None:
-    """Raise `BadInputError` unless `shape` has the input's rank and agrees with its stated dims."""
-    dims = input_dims(value)
-    shown = "x".join(map(str, shape)) or "scalar"
-    if len(shape) != len(dims):
-        raise BadInputError(source, f"{flag}: input {value.name!r} has rank {len(dims)}, got shape {shown}")
-    for axis, (dim, size) in enumerate(zip(dims, shape)):
-        if static_size(dim) is not None and dim.dim_value != size:
-            raise BadInputError(source, f"{flag}: input {value.name!r} has size {dim.dim_value} on axis {axis}, "
-                                        f"got shape {shown}")
 
 
 def _cast(array: np.ndarray, value: onnx.ValueInfoProto, source: str) -> np.ndarray:

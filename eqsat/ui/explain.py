@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from eqsat import io
+from eqsat.frontend import io
 from eqsat.errors import BadInputError
-from eqsat.lower import PROVENANCE_KEY, RULES_KEY
+from eqsat.engine.lower import PROVENANCE_KEY, RULES_KEY
 
 
 def explain(path: str | os.PathLike, node_name: str) -> str:

@@ -40,7 +40,7 @@ class Egglog:
 
 def op_pattern(op: str, *args: str) -> str:
     """`(Op args... a0 a1 ...)`: the op applied to `args` with its static parameters as variables a0, a1, ..."""
-    from eqsat.terms import OPS
+    from eqsat.engine.terms import OPS
 
     params = [f"a{i}" for i in range(len(OPS[op].params))]
     return f"({' '.join([op, *args, *params])})"

@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import onnx
 
 from eqsat.errors import BadInputError
-from eqsat.verify_inputs import check_shape, dim_name, graph_inputs
+from eqsat.frontend.model_inputs import check_shape, dim_name, graph_inputs
 
 
 def fix_input_shapes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]],

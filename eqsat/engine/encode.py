@@ -1,11 +1,11 @@
 """Graph -> egglog: every ONNX value becomes a handle `(Ref i)` unioned with its term, plus facts.
 
-The whole graph becomes rows of primitive load tables (eqsat.bulk: `load-Relu 3 2` stands for
+The whole graph becomes rows of primitive load tables (eqsat.engine.bulk: `load-Relu 3 2` stands for
 `(union (Ref 3) (Relu (Ref 2)))`, `load-shape 3 v` for `(set (shape (Ref 3)) v)`) that
 `Backend.load_rows` inserts in bulk: no Python term building, no recursion, so a 20k-node graph loads in
 well under a second. Opaque nodes (tensor lists) and strings a table cannot carry go as egglog text.
-Shapes and dtypes come from ONNX shape inference (run by `eqsat.io.normalize`); every value of known rank
-gets a shape fact, its unknown dims as symbols (negative ids, eqsat.symbols).
+Shapes and dtypes come from ONNX shape inference (run by `eqsat.frontend.io.normalize`); every value of known rank
+gets a shape fact, its unknown dims as symbols (negative ids, eqsat.frontend.symbols).
 
 Side tables keep what egglog does not need: constant tensors by content key, the original nodes behind
 opaque terms, and which original node produced each handle (provenance).
@@ -20,9 +20,9 @@ from typing import Any, Sequence
 import numpy as np
 import onnx_ir as ir
 
-from eqsat.bulk import ABSENT, Rows
-from eqsat.symbols import SymbolTable, symbolic_shapes
-from eqsat.terms import BINARY, LIST_OPS, OPS, NONDETERMINISTIC, SMALL_CONST, OpSpec, egg_str, egg_value
+from eqsat.engine.bulk import ABSENT, Rows
+from eqsat.frontend.symbols import SymbolTable, symbolic_shapes
+from eqsat.engine.terms import BINARY, LIST_OPS, OPS, NONDETERMINISTIC, SMALL_CONST, OpSpec, egg_str, egg_value
 
 
 @dataclasses.dataclass

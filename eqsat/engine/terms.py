@@ -223,7 +223,7 @@ def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
 
 
 def declarations() -> str:
-    """The egglog program that declares sorts, constructors and fact tables (Backend.declare adds eqsat.bulk's load tables)."""
+    """The egglog program that declares sorts, constructors and fact tables (Backend.declare adds eqsat.engine.bulk's load tables)."""
     lines = ["(sort IVec (Vec i64))", "(sort IFn (UnstableFn (i64) i64))", "(sort T)", "(sort TL)", "(sort N)"]
     for name, (args, sort) in SPECIAL.items():
         if sort == "T" or name in ("TNil", "TCons", "Opaque", "Out", "Split", "TAppend"):
@@ -253,7 +253,7 @@ def static_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = 
 
 def standard_facts() -> list[str]:
     """The facts no model changes: inverse perms (all up to MAX_PERM_RANK) and lossless casts. A prepared
-    backend (eqsat.prepared) holds them below its push, so each run loads only its `model_facts`."""
+    backend (eqsat.engine.prepared) holds them below its push, so each run loads only its `model_facts`."""
     perms = sorted(p for r in range(1, MAX_PERM_RANK + 1) for p in itertools.permutations(range(r)))
     facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
     return facts + [f"(lossless-cast {egg_str(a)} {egg_str(b)})" for a, b in LOSSLESS_CASTS]

@@ -17,9 +17,9 @@ import dataclasses
 import time
 from typing import Any, Sequence
 
-from eqsat import terms
-from eqsat.backend import Backend
-from eqsat.rule import RULESETS, rule_name_of
+from eqsat.engine import terms
+from eqsat.engine.backend import Backend
+from eqsat.engine.rule import RULESETS, rule_name_of
 
 SCHEDULE = ("(saturate (run analysis))", "(run simplify)", "(saturate (run analysis))", "(run explore)")
 #: Tables whose rows are e-nodes: the term constructors (handles and fact tables are not).
@@ -110,7 +110,7 @@ def count_enodes(backend: Backend) -> int:
 
 
 def install_rules(backend: Backend, commands: Sequence[str]) -> None:
-    """Declare the rulesets and install egglog rules (`Rule.commands()`, or those eqsat.rule_closure picks)."""
+    """Declare the rulesets and install egglog rules (`Rule.commands()`, or those eqsat.engine.rule_closure picks)."""
     backend.run("\n".join(f"(ruleset {name})" for name in RULESETS))
     backend.run_many(commands)
 

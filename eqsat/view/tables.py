@@ -1,4 +1,4 @@
-"""Text and HTML tables and cost formatting for reports, breakdowns and listings (eqsat.display)."""
+"""Text and HTML tables and cost formatting for reports, breakdowns and listings (eqsat.view.display)."""
 
 from __future__ import annotations
 

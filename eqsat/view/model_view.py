@@ -1,4 +1,4 @@
-"""Models as plain records for pictures and listings (eqsat.display): a ModelProto, an onnx_ir Model, a
+"""Models as plain records for pictures and listings (eqsat.view.display): a ModelProto, an onnx_ir Model, a
 path or a Result becomes nodes with op, attributes, edges and eqsat's provenance metadata."""
 
 from __future__ import annotations

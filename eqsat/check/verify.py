@@ -1,10 +1,10 @@
 """Differential verification: run the input and the optimized model on the same seeded inputs.
 
-Inputs respect their meaning and the model's dynamic dims (eqsat.verify_inputs for sizes, eqsat.verify_values
+Inputs respect their meaning and the model's dynamic dims (eqsat.check.verify_inputs for sizes, eqsat.check.verify_values
 for values): candidates are drawn lazily, smallest first, and the original is tried on each until it runs.
 Every dynamic dim is checked at two sizes: the comparison runs on a first assignment (batch-like dims 2,
 other dims the first rung of their ladder that runs) and on a second (batch 3, other dims another rung).
-Each candidate is within the element budget (eqsat.verify_facts.ELEMENT_BUDGET, 2**24 elements for any one
+Each candidate is within the element budget (eqsat.check.verify_facts.ELEMENT_BUDGET, 2**24 elements for any one
 value whose size shape inference knows, the outputs included, and for the inputs together) or skipped.
 The user may give sizes or arrays instead (used as given). Outputs that depend on random ops are not
 compared. The original's outputs (`Reference`) are computed once and reused: by both comparisons, and by
@@ -29,10 +29,10 @@ import onnx
 import onnx_ir as ir
 
 from eqsat.errors import BadInputError, VerificationError, first_line
-from eqsat.verify_facts import fixed_sizes, over_budget, random_outputs
-from eqsat.verify_inputs import (Shape, Sizes, assign, check_given, first_sizes, given_shapes, second_sizes,
+from eqsat.check.verify_facts import fixed_sizes, over_budget, random_outputs
+from eqsat.check.verify_inputs import (Shape, Sizes, assign, check_given, first_sizes, given_shapes, second_sizes,
                                  shapes_text)
-from eqsat.verify_values import REDRAWS, Draw, Plan, feed_shapes, make_inputs
+from eqsat.check.verify_values import REDRAWS, Draw, Plan, feed_shapes, make_inputs
 
 __all__ = ["CannotRun", "OutputCheck", "Reference", "VerifyReport", "compare", "expected_outputs", "make_inputs",
            "run", "verify"]
@@ -277,7 +277,7 @@ def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.Mode
     """Compare both models' outputs on seeded inputs with the tolerance of `soundness`.
 
     `inputs` (arrays by input name) are used as given; `input_shapes` size the other inputs; dynamic dims
-    left open are sized by `eqsat.verify_inputs` (two assignments). `reference` (from `expected_outputs`
+    left open are sized by `eqsat.check.verify_inputs` (two assignments). `reference` (from `expected_outputs`
     on this original) saves running the original again. An original that runs on no candidate is not
     verified (`VerifyReport.unverified` says why; `ok` stays true), or with `strict` (or with sizes or arrays
     the user gave) bad input (`BadInputError` naming `source`); an optimized model that cannot run while the

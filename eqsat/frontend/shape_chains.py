@@ -3,7 +3,7 @@
 Exporters compute reshape targets from the input's own shape (`Shape -> Gather -> Unsqueeze -> Concat ->
 Reshape` around attention heads and flattening). With a dynamic batch or sequence dim the folder cannot
 evaluate them, and the Reshape stays opaque to every rule. Here each target is evaluated symbolically,
-element by element, over the shape facts of eqsat.symbols (a size, or a symbol), and written back as a
+element by element, over the shape facts of eqsat.frontend.symbols (a size, or a symbol), and written back as a
 constant when ONNX can say it statically:
 
     Reshape(x, target): a size stays; a symbol equal to x's dim at the same index becomes 0 (copy; only
@@ -11,7 +11,7 @@ constant when ONNX can say it statically:
                         symbol becomes -1 (inferred: the target's product is x's element count)
     Expand(x, target):  a size stays; a symbol equal to x's dim at the aligned index becomes 1 (keep)
 
-The targets are evaluated by eqsat.symbols (`ShapeFacts.values`); a target it cannot evaluate stays as it is.
+The targets are evaluated by eqsat.frontend.symbols (`ShapeFacts.values`); a target it cannot evaluate stays as it is.
 The chain itself becomes dead and is removed by the caller.
 """
 
@@ -22,8 +22,8 @@ from typing import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from eqsat.names import add_constant, value_names
-from eqsat.symbols import symbolic_shapes
+from eqsat.frontend.names import add_constant, value_names
+from eqsat.frontend.symbols import symbolic_shapes
 
 Item = int | str  # an integer, or a symbol by name
 

@@ -31,7 +31,7 @@ def restore(model: onnx.ModelProto, original: onnx.ModelProto) -> None:
     defaults = _defaults(original)
     present = {t.name for t in graph.initializer}
     graph.initializer.extend(t for name, t in defaults.items() if name not in present)
-    sparse = {t.values.name for t in graph.sparse_initializer}  # eqsat.io held them as inputs meanwhile
+    sparse = {t.values.name for t in graph.sparse_initializer}  # eqsat.frontend.io held them as inputs meanwhile
     graph.sparse_initializer.extend(t for t in original.graph.sparse_initializer if t.values.name not in sparse)
     inputs = {v.name for v in graph.input}
     if model.ir_version < IR_INITIALIZERS_NOT_INPUTS and any(t.name not in inputs for t in graph.initializer):

@@ -18,12 +18,12 @@ import onnx
 import onnx_ir as ir
 from onnx import helper, numpy_helper
 
-from eqsat.egraph import EGraph, ENode
-from eqsat.encode import Encoding
+from eqsat.engine.egraph import EGraph, ENode
+from eqsat.engine.encode import Encoding
 from eqsat.errors import InternalError
 from eqsat.metadata import PROVENANCE_KEY, RULES_KEY
-from eqsat.names import fresh_name
-from eqsat.terms import BINARY, OPS, OpSpec
+from eqsat.frontend.names import fresh_name
+from eqsat.engine.terms import BINARY, OPS, OpSpec
 _FLOAT_UPCAST = {np.dtype(np.float16): np.float32}
 
 
@@ -34,7 +34,7 @@ class LoweringError(InternalError):
 def _body_names(graph: onnx.GraphProto) -> set[str]:
     """Names defined inside the bodies (If/Loop/Scan, at any depth) of `graph`'s nodes: a value named at the top
     level must not shadow one (ONNX names are unique in the whole model)."""
-    from eqsat.io import all_graphs
+    from eqsat.frontend.io import all_graphs
 
     bodies = all_graphs(graph)[1:]
     return {*(v.name for g in bodies for v in g.input), *(t.name for g in bodies for t in g.initializer),
@@ -424,7 +424,7 @@ class _Lowerer:
     def live_initializers(self) -> list[onnx.TensorProto]:
         """The initializers something reads: a constant class is emitted before the classes computed from
         it, and only the folded result is read when a whole constant sub-term was evaluated here."""
-        from eqsat.io import _outer_values
+        from eqsat.frontend.io import _outer_values
 
         used = set(self.outputs)
         for n in self.nodes:

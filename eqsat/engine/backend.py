@@ -13,12 +13,12 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any, Iterable
 
-from egglog.bindings import EGraph as _EGraph, EggSmolError, RunScheduleOutput  # not via the package: eqsat.cli
+from egglog.bindings import EGraph as _EGraph, EggSmolError, RunScheduleOutput  # not via the package: eqsat.ui.cli
 
 if TYPE_CHECKING:
     from egglog.bindings import RunReport
 
-    from eqsat.bulk import Rows
+    from eqsat.engine.bulk import Rows
 
 #: Actions per throwaway load rule, and commands per parse: both costs grow superlinearly with size
 #: (egglog-notes §6; measured here: 8 and 8 load the keras mobilenet in 0.07 s, 10 and 64 in 0.2-0.3 s).
@@ -54,13 +54,13 @@ class Backend:
         self._loads = 0
         self._load_tables: set[str] = set()
         self.broken = False
-        self.installed: tuple[str, ...] = ()  # the egglog rules installed (eqsat.prepared)
-        self.constructors: frozenset[str] = frozenset()  # those the rules were chosen for (eqsat.rule_closure)
+        self.installed: tuple[str, ...] = ()  # the egglog rules installed (eqsat.engine.prepared)
+        self.constructors: frozenset[str] = frozenset()  # those the rules were chosen for (eqsat.engine.rule_closure)
 
     def declare(self) -> None:
-        """Declare eqsat's sorts, constructors and analyses (eqsat.terms) and the bulk path's load tables
-        (eqsat.bulk, built from the same ops): run once on a fresh e-graph, before anything is loaded."""
-        from eqsat import bulk, terms
+        """Declare eqsat's sorts, constructors and analyses (eqsat.engine.terms) and the bulk path's load tables
+        (eqsat.engine.bulk, built from the same ops): run once on a fresh e-graph, before anything is loaded."""
+        from eqsat.engine import bulk, terms
 
         self.run(f"{terms.declarations()}\n{bulk.declarations()}")
 
@@ -99,10 +99,10 @@ class Backend:
 
     def load_rows(self, rows: "Rows") -> None:
         """Insert an encoded graph: vectors by text, each table by egglog's `input` from a tab-separated
-        file, then one generated rule per table builds the terms (eqsat.bulk); the rows are deleted after.
+        file, then one generated rule per table builds the terms (eqsat.engine.bulk); the rows are deleted after.
         Needs `declare()` run first."""
-        from eqsat.bulk import tables, tsv
-        from eqsat.terms import egg_str
+        from eqsat.engine.bulk import tables, tsv
+        from eqsat.engine.terms import egg_str
 
         schema = tables()
         self.load(rows.vector_actions())

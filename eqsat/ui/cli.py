@@ -10,14 +10,14 @@ import sys
 from typing import Callable, Sequence
 
 import eqsat
-from eqsat import startup
+from eqsat.ui import startup
 from eqsat.errors import BadInputError, EqsatError
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
-    from eqsat.display import Progress, add_breakdown
+    from eqsat.view.display import Progress, add_breakdown
     from eqsat.pipeline import optimize
-    from eqsat.verify_inputs import load_npz
+    from eqsat.check.verify_inputs import load_npz
 
     if args.report_json and args.report_json != "-":
         _check_writable(args.report_json)
@@ -104,14 +104,14 @@ def _write_json(path: str, data: dict) -> None:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    from eqsat.info import describe
+    from eqsat.ui.info import describe
 
     print(describe(args.input))
     return 0
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from eqsat.explain import explain
+    from eqsat.ui.explain import explain
 
     print(explain(args.model, args.node))
     return 0
@@ -257,7 +257,7 @@ def run_command() -> None:
     """The `eqsat` executable (and `python -m eqsat`): `main` in a process of its own, which ends without the
     interpreter's teardown once everything is written and flushed (freeing the e-graphs and the imported
     modules took ~0.3 s of a 1.5 s run; the output file is complete, written atomically, before). Its imports
-    are trimmed first (eqsat.startup)."""
+    are trimmed first (eqsat.ui.startup)."""
     startup.load_egglog_bindings_alone()
     startup.defer_imports()
     code = main()

@@ -14,8 +14,8 @@ functions below return objects that display themselves (a `Picture` is SVG, a ta
 - `egraph_stats(egraph)`: classes, e-nodes, e-nodes per op.
 - `report_text(report)` (what `Report.to_text` and `eqsat optimize --report` print), `report_html`,
   `result_html`, `session_html`.
-- `Progress` (eqsat.progress): phase names with elapsed time on stderr for long CLI runs, silent unless
-  it is a terminal. Tables are built by eqsat.tables, models read as records by eqsat.model_view.
+- `Progress` (eqsat.view.progress): phase names with elapsed time on stderr for long CLI runs, silent unless
+  it is a terminal. Tables are built by eqsat.view.tables, models read as records by eqsat.view.model_view.
 
 Nothing here imports onnx, onnxruntime or egglog at module level: the CLI imports this for `--report`.
 """
@@ -31,10 +31,10 @@ import subprocess
 from typing import Any, Mapping, Sequence
 
 from eqsat.metadata import PROVENANCE_KEY, RULES_KEY  # the node metadata lowering writes
-from eqsat.model_view import ModelGraph, changed_nodes, is_changed, kept_nodes, model_graph, short_attr  # noqa: F401
-from eqsat.progress import Progress  # noqa: F401 (changed_nodes, Progress: part of this module's API)
-from eqsat.tables import CHANGED_FILL, format_cost, html_table, percent_change, text_table
-from eqsat.terms import PLUMBING_OPS
+from eqsat.view.model_view import ModelGraph, changed_nodes, is_changed, kept_nodes, model_graph, short_attr  # noqa: F401
+from eqsat.view.progress import Progress  # noqa: F401 (changed_nodes, Progress: part of this module's API)
+from eqsat.view.tables import CHANGED_FILL, format_cost, html_table, percent_change, text_table
+from eqsat.engine.terms import PLUMBING_OPS
 
 #: Graphs above this many nodes (both sides of a comparison together) are listed, not drawn.
 MAX_DRAWN_NODES = 1500
@@ -310,7 +310,7 @@ class EGraphStats:
 
 
 def egraph_stats(egraph: Any) -> EGraphStats:
-    """Statistics of an `eqsat.egraph.EGraph` (or a Session: its e-graph)."""
+    """Statistics of an `eqsat.engine.egraph.EGraph` (or a Session: its e-graph)."""
     egraph = getattr(egraph, "egraph", egraph)
     per_op = collections.Counter(n.op for n in egraph.nodes)
     classes_per_op = collections.Counter(op for op, _ in {(n.op, n.eclass) for n in egraph.nodes})
@@ -660,7 +660,7 @@ def result_html(result: Any, *, pictures: bool = True) -> str:
             pic = compare(result)
             body = pic.svg if pic.svg is not None else pic._repr_html_()
         else:
-            body = f"<div>{size} nodes: show them with <code>eqsat.display.compare(result)</code></div>"
+            body = f"<div>{size} nodes: show them with <code>eqsat.view.display.compare(result)</code></div>"
         out += f"<details><summary>before / after</summary>{body}</details>"
     return out
 

@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 import numpy as np
 import onnx_ir as ir
 
-from eqsat.names import add_constant
+from eqsat.frontend.names import add_constant
 
 #: (op, input index) -> the only rank that input may have: the ONNX operator spec, and what onnxruntime enforces
 #: ("Input X must have 3 dimensions only"; a Gemm is not here: onnxruntime also runs a rank-1 A).

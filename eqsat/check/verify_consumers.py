@@ -13,7 +13,7 @@ returns what the value may be:
 - None: the facts it needs are unknown (the caller falls back to small values and redraws if the
   original refuses them).
 
-Sizes a handler chooses stay within `ELEMENT_BUDGET` (eqsat.verify_facts) where the data's size is known.
+Sizes a handler chooses stay within `ELEMENT_BUDGET` (eqsat.check.verify_facts) where the data's size is known.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import onnx
 
-from eqsat.verify_facts import ELEMENT_BUDGET
+from eqsat.check.verify_facts import ELEMENT_BUDGET
 
 DEFER = "defer"
 

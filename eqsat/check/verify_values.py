@@ -6,8 +6,8 @@ sample_rate) 16000. Every other integer input (and a float input with a meaning:
 ratio, ...) is drawn from what consumes it, followed through the ops that keep its elements (Cast, Identity,
 Reshape, Squeeze, Unsqueeze, Flatten, Transpose, Expand, Tile, Slice, Gather's data, Where's branches): indices within the indexed axis, axes within the rank,
 shapes, repeats and sizes valid for the data they apply to and within the element budget, k within the
-axis, pads and slice bounds in range (eqsat.verify_consumers has one handler per op and input). The shapes
-they need come from shape inference at the candidate's sizes (eqsat.verify_facts); an input that another
+axis, pads and slice bounds in range (eqsat.check.verify_consumers has one handler per op and input). The shapes
+they need come from shape inference at the candidate's sizes (eqsat.check.verify_facts); an input that another
 drawn input decides (OneHot's indices, its depth) waits for it. Integer inputs no consumer constrains are
 in [0, 100). Where the facts a consumer needs are unknown the value is kept small (below 16, then below 4,
 then 0 on the seeded redraws, `FALLBACK_BOUNDS`) and the draw is marked uncertain.
@@ -25,10 +25,10 @@ from typing import Any, Mapping
 import numpy as np
 import onnx
 
-from eqsat.verify_consumers import DEFER, FLOAT, INTEGER, Bound, Context
-from eqsat.verify_facts import SMALL, ShapeFacts
-from eqsat.verify_inputs import (SAMPLE_RATE, SAMPLE_RATE_NAMES, Shape, input_dims, static_size, candidate_shapes,
-                                 graph_inputs)
+from eqsat.check.verify_consumers import DEFER, FLOAT, INTEGER, Bound, Context
+from eqsat.check.verify_facts import SMALL, ShapeFacts
+from eqsat.check.verify_inputs import SAMPLE_RATE, SAMPLE_RATE_NAMES, Shape, candidate_shapes
+from eqsat.frontend.model_inputs import graph_inputs, input_dims, static_size
 
 #: Ops whose output holds elements of their inputs at these positions (an index stays an index).
 FOLLOW = {"Cast": (0,), "CastLike": (0,), "Identity": (0,), "Reshape": (0,), "Squeeze": (0,), "Unsqueeze": (0,),
@@ -235,6 +235,6 @@ def feed_shapes(feeds: Mapping[str, Any]) -> dict[str, Shape]:
 def make_inputs(model: onnx.ModelProto, seed: int = 0, shapes: Mapping[str, Shape] | None = None,
                 arrays: Mapping[str, np.ndarray] = {}) -> dict[str, Any]:
     """Seeded inputs for every graph input that is not an initializer: `arrays` as given, the others drawn
-    at `shapes` (by default the first of `eqsat.verify_inputs.candidate_shapes`)."""
+    at `shapes` (by default the first of `eqsat.check.verify_inputs.candidate_shapes`)."""
     shapes = dict(shapes) if shapes is not None else next(candidate_shapes(model, {}, arrays))
     return Plan(model).draw(shapes, arrays, seed).feeds

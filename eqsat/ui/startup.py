@@ -1,5 +1,5 @@
 """The `eqsat` command's start-up: import only what the run uses. Only for the command, a process that runs
-no other code (eqsat.cli.run_command); library users import as usual. Every step falls back to the normal
+no other code (eqsat.ui.cli.run_command); library users import as usual. Every step falls back to the normal
 import when a package's layout is not the one expected."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ DEFERRED = (("sympy", None), ("onnx_ir._symbolic_shapes", "onnx_ir"))
 
 def load_egglog_bindings_alone() -> None:
     """Load egglog's compiled bindings without the egglog package's Python layer (its high-level API, ~0.2 s
-    to import, which eqsat never uses): registered as `egglog.bindings`, the module eqsat.backend imports with
+    to import, which eqsat never uses): registered as `egglog.bindings`, the module eqsat.engine.backend imports with
     `from egglog.bindings import ...`, which then does not import the package. A later `import egglog` works,
     but would lack the `egglog.bindings` attribute."""
     if "egglog.bindings" in sys.modules:

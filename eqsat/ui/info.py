@@ -6,7 +6,7 @@ import os
 
 import onnx_ir as ir
 
-from eqsat import io
+from eqsat.frontend import io
 
 
 def _type_text(value: ir.Value) -> str:
