@@ -178,12 +178,12 @@ def _shapes(feeds: dict[str, np.ndarray]) -> str:
 
 
 def _dead_initializers(model: onnx.ModelProto) -> list[str]:
-    from eqsat.frontend.io import _outer_values
+    from eqsat.frontend.io import outer_values
 
     used = {o.name for o in model.graph.output}
     for n in model.graph.node:
         used.update(n.input)
-        used |= _outer_values(n)
+        used |= outer_values(n)
     return [t.name for t in model.graph.initializer if t.name not in used]
 
 

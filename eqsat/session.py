@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import onnx
 
-from eqsat.frontend import interface, io
+from eqsat.frontend import interface, io, normalize
 from eqsat.engine import prepared
 from eqsat.engine.backend import Backend
 from eqsat.engine.egraph import EGraph, decode
@@ -49,7 +49,8 @@ class Session:
     saturation: RunReport
     rules: tuple[Rule, ...]
     phases: dict[str, float]
-    bodies: tuple["Body", ...] = ()    # If/Loop/Scan bodies, each with its own Session (eqsat.subgraphs)
+    bodies: tuple["Body", ...] = ()    # If/Loop/Scan bodies of the top-level graph (eqsat.subgraphs)
+    children: dict[tuple[str, str, int], "Session"] = dataclasses.field(default_factory=dict)  # by body key
     notes: tuple[str, ...] = ()        # what loading decided (Ifs inlined by eqsat.frontend.decided_ifs)
 
     @property
@@ -142,8 +143,13 @@ class Session:
 
             note("extract bodies")
             with timed(report, "extract bodies"):
-                report.subgraphs = put_back(model, self.bodies, lambda child: child.extract(
-                    target, cost=cost, extractor=extractor).proto)
+                optimized: dict[tuple[str, str, int], object] = {}
+                for key, child in self.children.items():
+                    try:
+                        optimized[key] = child.extract(target, cost=cost, extractor=extractor).proto
+                    except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
+                        optimized[key] = exc
+                report.subgraphs = put_back(model, self.bodies, optimized)
         interface.restore(model, self.original)
         report.ops_after = io.proto_op_histogram(model)
         if verify:
@@ -195,7 +201,7 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     phases["load"] = time.perf_counter() - start
     note("fold")
     start = time.perf_counter()
-    work, normalized = io.normalize_proto(upgraded, label)
+    work, normalized = normalize.normalize_proto(upgraded, label)
     phases["fold"] = time.perf_counter() - start
     rules = tuple(rules) if rules is not None else select(allow, disable)
     with contextlib.ExitStack() as lent:
@@ -207,20 +213,31 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
             backend.constructors = usable.constructors
             phases["install rules"] = time.perf_counter() - start
         bodies: tuple[Body, ...] = ()
+        children: dict[tuple[str, str, int], Session] = {}
         if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
                for n in normalized.graph.node for a in n.attribute):
-            from eqsat.subgraphs import saturate_bodies
+            from eqsat.subgraphs import bodies_of, problem_of
 
             note("saturate bodies")
             start = time.perf_counter()
-            bodies = saturate_bodies(normalized, depth, saturate, limits=limits, rules=rules, backend=backend)
+            bodies = bodies_of(normalized, depth)
+            for body in bodies:
+                if body.child is None:
+                    continue
+                try:
+                    if backend.broken:  # an egglog panic in an earlier body: the same rules, anew
+                        backend = prepared.like(backend)
+                    children[body.key] = saturate(body.child, source=body.where(), depth=depth + 1,
+                                                  backend=backend, limits=limits, rules=rules)
+                except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
+                    body.problem = problem_of(body.where(), exc)
             phases["saturate bodies"] = time.perf_counter() - start
         note("encode")
         start = time.perf_counter()
         egraph, encoding, report = _saturate(backend, work, limits, phases, start, note)
     report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
-    notes = tuple(work.meta.get(io.DECIDED_IFS, ()))
-    return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies, notes)
+    notes = tuple(work.meta.get(normalize.DECIDED_IFS, ()))
+    return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies, children, notes)
 
 
 def _saturate(backend: Backend, work: "ir.Model", limits: Limits,

@@ -1,8 +1,9 @@
 """If/Loop/Scan bodies optimized as graphs of their own, whose outer-scope reads are their inputs.
 
-    saturate_bodies(normalized, ...)   # at saturation: one child Session per body of a top-level node
-    put_back(lowered, bodies, ...)     # at each extraction: each child extracted for the same target and
-                                       # its graph put back in place of the body it came from
+    bodies_of(normalized, depth)       # at saturation: each body of a top-level node as a model of its
+                                       # own, which eqsat.session saturates in a child Session
+    put_back(lowered, bodies, models)  # at each extraction: each child's model (extracted for the same
+                                       # target) put back in place of the body it came from
 
 A body becomes a standalone model (`standalone`): the body's own inputs, then the outer values it reads
 (by name, with their types from the enclosing graph); outer initializers it reads are copied in as
@@ -17,24 +18,20 @@ under the model's limits (a time limit applies per body). All children and the m
 backend (eqsat.engine.prepared): the rules are installed once, each graph is loaded between a push and a pop.
 
 An If whose condition folds to a constant is replaced by its taken branch by the folder (onnxscript's If
-rule, in eqsat.frontend.io.normalize_proto); inlined nodes are named `<If name>_<node name>`, so their provenance
+rule, in eqsat.frontend.normalize.normalize_proto); inlined nodes are named `<If name>_<node name>`, so their provenance
 names the If. Inside bodies, the same holds: the conditions the folder sees include copied outer constants.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import onnx
 from onnx import helper
 
-from eqsat.engine import prepared
 from eqsat.frontend.io import all_graphs
 from eqsat.frontend.names import fresh_name
-
-if TYPE_CHECKING:
-    from eqsat.session import Session
 
 #: Nesting levels of bodies optimized; deeper bodies are kept as they are.
 MAX_DEPTH = 4
@@ -42,12 +39,16 @@ MAX_DEPTH = 4
 
 @dataclasses.dataclass
 class Body:
-    """One body of a node: where it sits, the child Session optimizing it, or why it is kept."""
+    """One body of a node: where it sits, the body as a model of its own (what a child Session optimizes),
+    and what became of it: its optimized model, or why it is kept as it was."""
 
     key: tuple[str, str, int]           # (node's first output, attribute name, index among GRAPHS)
     node: str                           # node name (reports)
-    session: "Session | None" = None
+    child: onnx.ModelProto | None = None
     problem: str | None = None          # why it is kept as it was
+
+    def where(self, attr: str | None = None) -> str:
+        return f"{self.node}.{attr or self.key[1]}"
 
 
 @dataclasses.dataclass
@@ -102,13 +103,10 @@ def _value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
 
 
 # ---- saturation ----
-def saturate_bodies(model: onnx.ModelProto, depth: int, saturate: Callable[..., "Session"],
-                    **options: Any) -> tuple[Body, ...]:
-    """A Body (with its saturated child Session, or the reason it has none) for each body of each node of
-    `model`'s top-level graph. `saturate` is `eqsat.session.saturate` (passed in: session imports this
-    module) and `options` are its options (limits, rules, ...)."""
+def bodies_of(model: onnx.ModelProto, depth: int) -> tuple[Body, ...]:
+    """A Body for each body of each node of `model`'s top-level graph: the body as a model of its own
+    (`child`, for a Session of its own at `depth` + 1), or the reason it is kept as it is."""
     bodies: list[Body] = []
-    backend = options.pop("backend")
     for node in model.graph.node:
         if not any(True for _ in subgraphs(node)) or not node.output:
             continue
@@ -121,17 +119,13 @@ def saturate_bodies(model: onnx.ModelProto, depth: int, saturate: Callable[..., 
                 body.problem = f"nested deeper than {MAX_DEPTH}"
                 continue
             try:
-                if backend.broken:  # an egglog panic in an earlier body: the same rules, anew
-                    backend = prepared.like(backend)
-                child = standalone(model, graph)
-                body.session = saturate(child, source=f"{body.node}.{attr}", depth=depth + 1, backend=backend,
-                                        **options)
+                body.child = standalone(model, graph)
             except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
-                body.problem = _problem(f"{body.node}.{attr}", exc)
+                body.problem = problem_of(body.where(attr), exc)
     return tuple(bodies)
 
 
-def _problem(where: str, exc: Exception) -> str:
+def problem_of(where: str, exc: Exception) -> str:
     """One line: which body, and the first line of what went wrong (errors of eqsat name the body already)."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text if text.startswith(where) else f"{where}: {type(exc).__name__}: {text}"
@@ -141,9 +135,9 @@ def standalone(model: onnx.ModelProto, body: onnx.GraphProto) -> onnx.ModelProto
     """`body` as a model of its own: its inputs, then the outer values it reads (outer initializers as
     initializers), its outputs; opsets, IR version and functions of `model`. Raises ValueError when a name
     or type it needs is missing."""
-    from eqsat.frontend.io import _outer_values
+    from eqsat.frontend.io import outer_values
 
-    reads = _outer_values(helper.make_node("If", [], [], then_branch=body))  # at any depth
+    reads = outer_values(helper.make_node("If", [], [], then_branch=body))  # at any depth
     local = {v.name for v in body.input}
     outputs = [o.name for o in body.output]
     if len(set(outputs)) != len(outputs) or any(o in local or o in reads or o not in _defined(body) for o in outputs):
@@ -179,11 +173,11 @@ def standalone(model: onnx.ModelProto, body: onnx.GraphProto) -> onnx.ModelProto
 
 
 # ---- putting back ----
-def put_back(model: onnx.ModelProto, bodies: Sequence[Body], extract: Callable[["Session"], onnx.ModelProto]
+def put_back(model: onnx.ModelProto, bodies: Sequence[Body], optimized: Mapping[tuple[str, str, int], Any]
              ) -> BodyStats:
-    """Put each body's optimized graph (`extract(child session)`) into `model` (the lowered model, in place)
-    where it came from; bodies without a session, or whose child failed or grew, stay as they were.
-    Every body node ends up with provenance metadata."""
+    """Put each body's optimized model (`optimized[body.key]`: a ModelProto, or the exception its child
+    raised) into `model` (the lowered model, in place) where it came from; bodies without one, or whose
+    child failed or grew, stay as they were. Every body node ends up with provenance metadata."""
     stats = BodyStats()
     by_key = {b.key: b for b in bodies}
     for node in model.graph.node:
@@ -193,13 +187,16 @@ def put_back(model: onnx.ModelProto, bodies: Sequence[Body], extract: Callable[[
             body = by_key.get((node.output[0], attr_name, k))
             before = count_nodes(graph)
             new, problem = None, body.problem if body is not None else None
-            if body is not None and body.session is not None:
+            out = optimized.get(body.key) if body is not None else None
+            if isinstance(out, Exception):
+                problem = problem_of(f"{body.node}.{attr_name}", out)
+            elif out is not None:
                 try:
-                    new = _optimized(model, graph, body, extract)
+                    new = _optimized(model, graph, out)
                     if count_nodes(new) > before:
                         new, problem = None, f"{body.node}.{attr_name}: optimized body has more nodes"
                 except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
-                    new, problem = None, _problem(f"{body.node}.{attr_name}", exc)
+                    new, problem = None, problem_of(f"{body.node}.{attr_name}", exc)
             if new is not None:
                 graph.CopyFrom(new)
                 stats.optimized += 1
@@ -218,7 +215,7 @@ def put_back(model: onnx.ModelProto, bodies: Sequence[Body], extract: Callable[[
 def _drop_dead(graph: onnx.GraphProto) -> None:
     """Remove the top-level nodes and initializers nothing reads any more: what only the original bodies
     read (BatchNormalization parameters folded into a body's weights, aliases of captured values)."""
-    from eqsat.frontend.io import _outer_values
+    from eqsat.frontend.io import outer_values
 
     needed = {o.name for o in graph.output}
     keep = []
@@ -227,7 +224,7 @@ def _drop_dead(graph: onnx.GraphProto) -> None:
             keep.append(node)
             needed.update(i for i in node.input if i)
             if any(True for _ in subgraphs(node)):
-                needed |= _outer_values(node)
+                needed |= outer_values(node)
     if len(keep) < len(graph.node):
         del graph.node[:]
         graph.node.extend(reversed(keep))
@@ -237,11 +234,10 @@ def _drop_dead(graph: onnx.GraphProto) -> None:
         graph.initializer.extend(live)
 
 
-def _optimized(model: onnx.ModelProto, graph: onnx.GraphProto, body: Body,
-               extract: Callable[["Session"], onnx.ModelProto]) -> onnx.GraphProto:
-    """The child's extraction as a body for `graph`'s place: its inputs and outputs as `graph`'s (names
+def _optimized(model: onnx.ModelProto, graph: onnx.GraphProto, child: onnx.ModelProto) -> onnx.GraphProto:
+    """The child's optimized model as a body for `graph`'s place: its inputs and outputs as `graph`'s (names
     checked), outer initializers it kept unchanged dropped, names clashing with the rest of the model renamed."""
-    out = extract(body.session).graph
+    out = child.graph
     n_own = len(graph.input)
     if [v.name for v in out.input[:n_own]] != [v.name for v in graph.input]:
         raise ValueError("the optimized body's inputs differ")

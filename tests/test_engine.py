@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto as TP
 
 import eqsat
-from eqsat.frontend import io
+from eqsat.frontend import io, normalize
 from eqsat.engine.rule import Rule, rw
 from eqsat.engine.saturate import Limits
 from eqsat.session import saturate
@@ -123,7 +123,7 @@ def test_provenance_metadata_and_explain(tmp_path, capsys) -> None:
     proto = onnx.load(str(out))
     meta = [{p.key: p.value for p in n.metadata_props} for n in proto.graph.node]
     assert all("eqsat.from" in m for m in meta if m), "every annotated node names its origin"
-    _, normalized = io.normalize_proto(onnx.load(str(BUNDLED_MODELS[0].parent / "nhwc_tfstyle_resnet_legacy.onnx")), "m")
+    _, normalized = normalize.normalize_proto(onnx.load(str(BUNDLED_MODELS[0].parent / "nhwc_tfstyle_resnet_legacy.onnx")), "m")
     recorded = {name for m in meta for name in m.get("eqsat.from", "").split(",") if name}
     assert {n.name for n in normalized.graph.node} <= recorded, "every original node (after load-time folding) " \
         "is in some output node's history: folded Convs, BatchNorms and cancelled Transposes included"

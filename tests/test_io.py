@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto
 
 import eqsat
-from eqsat.frontend import io
+from eqsat.frontend import fold, io
 from eqsat.errors import BadInputError, InternalError
 from eqsat.result import Result
 
@@ -117,7 +117,7 @@ def test_constant_nodes_become_initializers(make_model) -> None:
     np.testing.assert_array_equal(lifted.const_value.numpy(), bias)
 
 
-BIG_ROWS = io.FOLD_OUTPUT_LIMIT // 1024 + 1  # rows of 1024 elements: just above the folding cap
+BIG_ROWS = fold.FOLD_OUTPUT_LIMIT // 1024 + 1  # rows of 1024 elements: just above the folding cap
 
 
 @pytest.mark.parametrize(("producer", "rows", "folded"), [
@@ -141,7 +141,7 @@ def test_folding_respects_size_cap(make_model, producer: str, rows: int, folded:
                        {"one": np.array(1.0, np.float32), "shape": np.array([rows, 1024], np.int64)})
     result = eqsat.optimize(model)
     assert (producer not in _ops(result)) == folded
-    assert max(v.const_value.size for v in result.model.graph.initializers.values()) <= io.FOLD_OUTPUT_LIMIT
+    assert max(v.const_value.size for v in result.model.graph.initializers.values()) <= fold.FOLD_OUTPUT_LIMIT
 
 
 def test_unsorted_graph_is_accepted_and_sorted(make_model, tmp_path: Path) -> None:

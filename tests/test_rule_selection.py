@@ -11,6 +11,7 @@ import onnx.helper as oh
 import pytest
 
 import eqsat
+from eqsat.frontend import normalize
 from eqsat.engine import prepared
 from eqsat import session
 from eqsat.errors import InternalError
@@ -124,7 +125,7 @@ def test_rule_only_facts_are_never_loaded(models_dir: Path) -> None:
     from eqsat.engine.encode import encode
     from eqsat.engine.rule_closure import RULE_ONLY_FACTS
 
-    work, _ = io.normalize_proto(io.load_proto(models_dir / "nhwc_tfstyle_resnet_legacy.onnx")[0])
+    work, _ = normalize.normalize_proto(io.load_proto(models_dir / "nhwc_tfstyle_resnet_legacy.onnx")[0])
     rows = encode(work).rows
     loaded = "\n".join([*rows.text, *terms.static_facts()])
     assert not [name for name in RULE_ONLY_FACTS

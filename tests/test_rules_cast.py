@@ -1,6 +1,6 @@
 """Cast rules (rewrites/cast.py): each fires where it should, not where its guard fails, and is sound.
 
-Note: eqsat.frontend.io.normalize (onnxscript's folder) already turns a Cast to the input's own dtype into an
+Note: eqsat.frontend.normalize (onnxscript's folder) already turns a Cast to the input's own dtype into an
 Identity, so `cast-noop` fires on casts that rewrites create: the end of a lossless round trip.
 """
 

@@ -1,6 +1,6 @@
 """Cleanup rules (rewrites/cleanup.py): each fires where it should, not where its guard fails, and is sound.
 
-Note: eqsat.frontend.io.normalize (onnxscript's folder) already removes Identity nodes between two nodes and
+Note: eqsat.frontend.normalize (onnxscript's folder) already removes Identity nodes between two nodes and
 Dropout from opset 12 on, so `identity-remove` fires on output aliases (an output that is another
 output or an input under a second name) and `dropout-remove` on Dropout-7/10 without attributes.
 """

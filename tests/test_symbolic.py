@@ -9,7 +9,7 @@ import onnx.helper as oh
 import pytest
 
 import eqsat
-from eqsat.frontend import io, shape_chains
+from eqsat.frontend import normalize, shape_chains
 from eqsat.frontend.symbols import symbolic_shapes
 from eqsat.testing import op_counts, run
 from tests.rule_graphs import model, node
@@ -18,7 +18,7 @@ RNG = np.random.default_rng(0)
 
 
 def _facts(m: onnx.ModelProto) -> tuple[dict[str, tuple[int, ...]], dict[int, str]]:
-    work, _ = io.normalize_proto(m)
+    work, _ = normalize.normalize_proto(m)
     facts = symbolic_shapes(work.graph)
     return facts.shapes, facts.table.names
 

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto
 
 import eqsat
-from eqsat.frontend import io
+from eqsat.frontend import normalize as normalizing
 from eqsat.ui.cli import main
 from eqsat.errors import BadInputError, VerificationError
 from eqsat.result import Result
@@ -45,14 +45,14 @@ def test_corrupted_output_is_caught(bundled_model: Path, optimized_bundled: tupl
 def test_cli_failed_verification_exits_3_and_writes_nothing(models_dir: Path, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    normalize = io.normalize_proto
+    normalize = normalizing.normalize_proto
 
     def normalize_and_corrupt(proto: onnx.ModelProto, label: str) -> tuple[ir.Model, onnx.ModelProto]:
         model, normalized = normalize(proto, label)
         _corrupt(model)
         return model, normalized
 
-    monkeypatch.setattr(io, "normalize_proto", normalize_and_corrupt)
+    monkeypatch.setattr(normalizing, "normalize_proto", normalize_and_corrupt)
     source = models_dir / "resnet18_w8_fp16.onnx"
     assert main(["optimize", str(source), "-o", str(tmp_path / "out.onnx")]) == 3
     err = capsys.readouterr().err

@@ -4,7 +4,7 @@ The whole graph becomes rows of primitive load tables (eqsat.engine.bulk: `load-
 `(union (Ref 3) (Relu (Ref 2)))`, `load-shape 3 v` for `(set (shape (Ref 3)) v)`) that
 `Backend.load_rows` inserts in bulk: no Python term building, no recursion, so a 20k-node graph loads in
 well under a second. Opaque nodes (tensor lists) and strings a table cannot carry go as egglog text.
-Shapes and dtypes come from ONNX shape inference (run by `eqsat.frontend.io.normalize`); every value of known rank
+Shapes and dtypes come from ONNX shape inference (run by `eqsat.frontend.normalize`); every value of known rank
 gets a shape fact, its unknown dims as symbols (negative ids, eqsat.frontend.symbols).
 
 Side tables keep what egglog does not need: constant tensors by content key, the original nodes behind

@@ -424,13 +424,13 @@ class _Lowerer:
     def live_initializers(self) -> list[onnx.TensorProto]:
         """The initializers something reads: a constant class is emitted before the classes computed from
         it, and only the folded result is read when a whole constant sub-term was evaluated here."""
-        from eqsat.frontend.io import _outer_values
+        from eqsat.frontend.io import outer_values
 
         used = set(self.outputs)
         for n in self.nodes:
             used.update(n.input)
             if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute):
-                used |= _outer_values(n)  # subgraphs read outer values by name
+                used |= outer_values(n)  # subgraphs read outer values by name
         return [t for t in self.initializers if t.name in used]
 
     def model(self) -> onnx.ModelProto:

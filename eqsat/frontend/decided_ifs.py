@@ -18,13 +18,12 @@ large graphs: MAX_TRIAL_NODES).
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from typing import Callable, Iterator
 
 import numpy as np
 import onnx_ir as ir
 
+from eqsat.frontend import io
+from eqsat.frontend.fold import fold, infer_proto, quiet_folder
 from eqsat.frontend.names import add_constant
 
 #: (op, input index) -> the only rank that input may have: the ONNX operator spec, and what onnxruntime enforces
@@ -40,22 +39,21 @@ MAX_TRIALS = 8
 MAX_TRIAL_NODES = 50_000
 
 
-def decide_ifs(model: ir.Model, copy: Callable[[ir.Model], ir.Model],
-               settle: Callable[[ir.Model], ir.Model]) -> list[str]:
+def decide_ifs(model: ir.Model, label: str = "<model>") -> list[str]:
     """Fix the condition of each top-level If whose other branch breaks a rank rule; one line per If decided
-    (which branch, and the op whose input rank refutes the other). `copy` copies a model; `settle` folds one
-    and infers its shapes from its inputs and constants alone (declared intermediate shapes are not enforced
-    by runtimes, so they prove nothing), returning the result."""
+    (which branch, and the op whose input rank refutes the other). A trial is settled: folded, then its
+    shapes inferred from its inputs and constants alone (declared intermediate shapes are not enforced by
+    runtimes, so they prove nothing)."""
     decided: list[str] = []
     affordable = min(MAX_TRIALS, MAX_TRIAL_NODES // max(1, 2 * len(model.graph)))
     candidates = [(i, node) for i, node in enumerate(model.graph) if _ranks_differ(node)][:affordable]
     for index, node in candidates:  # a decision replaces one condition input: node order and indices stay
         for refuted in (False, True):
             try:
-                trial = copy(model)
+                trial = io.from_proto(io.to_proto(model), label)
                 _fix_condition(trial, list(trial.graph)[index], refuted, index)
                 with quiet_folder():  # the refuted branch is inconsistent by design: the folder says so
-                    broken = _broken_rank_rule(settle(trial).graph)
+                    broken = _broken_rank_rule(settled(trial, label).graph)
             except Exception:  # noqa: BLE001 - a trial that cannot be folded proves nothing
                 broken = None
             if broken is not None:
@@ -64,19 +62,6 @@ def decide_ifs(model: ir.Model, copy: Callable[[ir.Model], ir.Model],
                 decided.append(f"If {node.name!r}: {branch} branch kept; the other makes {broken}")
                 break
     return decided
-
-
-@contextlib.contextmanager
-def quiet_folder() -> Iterator[None]:
-    """onnxscript's folder logs warnings (inconsistent shapes in a trial, "Skipping constant folding for op
-    ..."): silenced while folding, they are not problems of the user's model."""
-    folder = logging.getLogger("onnxscript")
-    level = folder.level
-    folder.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        folder.setLevel(level)
 
 
 def _ranks_differ(node: ir.Node) -> bool:
@@ -109,3 +94,16 @@ def _broken_rank_rule(graph: ir.Graph) -> str | None:
             if rank is not None and value is not None and value.shape is not None and len(value.shape) != rank:
                 return f"{node.op_type} {node.name!r} read an input {k} of rank {len(value.shape)} (spec: {rank})"
     return None
+
+
+def settled(model: ir.Model, label: str) -> ir.Model:
+    """`model` folded (in place), then as a new model whose shapes are inferred anew from its inputs and
+    constants: every intermediate and output shape declaration dropped first (runtimes do not enforce them)."""
+    fold(model)
+    proto = io.to_proto(model)
+    for graph in io.all_graphs(proto.graph):
+        del graph.value_info[:]
+        for value in [*graph.output, *(graph.input if graph is not proto.graph else [])]:
+            if value.type.HasField("tensor_type"):
+                value.type.tensor_type.ClearField("shape")
+    return io.from_proto(infer_proto(proto), label)

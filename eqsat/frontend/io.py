@@ -4,9 +4,7 @@
 can trust it: parseable, every node input defined, acyclic, accepted by the ONNX checker. Problems raise
 `BadInputError` naming the file, the node and what is wrong.
 
-`normalize` makes the graph canonical before encoding: shape inference with data propagation, constant
-and static-shape folding (onnxscript's folder, with a size cap so Expand/Tile/ConstantOfShape cannot blow
-the file up), Constant nodes lifted to initializers, dead nodes removed.
+Normalizing (shape inference, folding) lives in `eqsat.frontend.normalize` and `eqsat.frontend.fold`.
 
 `save` writes atomically (temporary file, then rename) and only a model that passes the full checker.
 """
@@ -14,14 +12,12 @@ the file up), Constant nodes lifted to initializers, dead nodes removed.
 from __future__ import annotations
 
 import collections
-import contextlib
 import heapq
-import math
 import os
 import re
 import secrets
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Union
 
 import onnx
 import onnx.version_converter
@@ -31,16 +27,6 @@ from google.protobuf.message import DecodeError
 from eqsat.errors import BadInputError, InternalError, first_line
 
 ModelSource = Union[str, os.PathLike, onnx.ModelProto, ir.Model]
-
-#: Largest tensor (in elements) that folding may materialize; bigger results stay as computations.
-FOLD_OUTPUT_LIMIT = 1 << 20
-#: Largest constant input (in elements) that folding will read.
-FOLD_INPUT_LIMIT = 1 << 20
-#: Largest ConstantOfShape (in elements) folded: onnxscript keeps them all (a compact form of a big fill).
-FOLD_FILL_LIMIT = 1 << 10
-#: `ir.Model.meta` key of the normalized model: the Ifs whose condition its rank requirements decided.
-DECIDED_IFS = "eqsat.frontend.decided_ifs"
-
 
 def load(source: ModelSource, *, name: str | None = None) -> ir.Model:
     """Read and validate a model from a path, a ModelProto or an ir.Model."""
@@ -119,11 +105,11 @@ def _check_structure(proto: onnx.ModelProto, label: str, base_dir: Path | None, 
     order = _topological_order(proto.graph, label)
     if order != sorted(order):
         if not owned:
-            proto = _copy(proto)
+            proto = copy_proto(proto)
         nodes = [proto.graph.node[i] for i in order]
         proto.graph.ClearField("node")
         proto.graph.node.extend(nodes)
-    proto = _without_negative_dims(proto)  # a dim declared -1 (paddle2onnx) is dynamic, not a conflict
+    proto = without_negative_dims(proto)  # a dim declared -1 (paddle2onnx) is dynamic, not a conflict
     try:
         onnx.checker.check_model(proto, full_check=True)
     except CHECKER_ERRORS as exc:
@@ -179,7 +165,7 @@ def _checker_failure(label: str, exc: Exception, graph: onnx.GraphProto | None =
     return BadInputError(label, f"fails the ONNX checker: {_ERROR_TAGS.sub('', problem).strip()}", name or None, op)
 
 
-def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
+def copy_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
     return copy
@@ -206,7 +192,7 @@ def _topological_order(graph: onnx.GraphProto, label: str) -> list[int]:
     waiting = [0] * len(graph.node)
     consumers: dict[int, list[int]] = collections.defaultdict(list)
     for idx, node in enumerate(graph.node):
-        for inp in [*node.input, *sorted(_outer_values(node))]:
+        for inp in [*node.input, *sorted(outer_values(node))]:
             if inp in defined:
                 continue
             if inp not in producer:
@@ -234,7 +220,7 @@ def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     return [g for a in node.attribute for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs)]
 
 
-def _outer_values(node: onnx.NodeProto) -> set[str]:
+def outer_values(node: onnx.NodeProto) -> set[str]:
     """Names the node's subgraphs, at any depth, read without defining them: values of the outer scope."""
     free: set[str] = set()
     stack = [(g, frozenset[str]()) for g in _subgraphs(node)]  # (subgraph, names defined by enclosing subgraphs)
@@ -252,72 +238,7 @@ def _node_name(node: onnx.NodeProto, idx: int) -> str:
     return node.name or f"#{idx}"
 
 
-def normalize(model: ir.Model) -> ir.Model:
-    """Shape inference, constant/static-shape folding, Constant lifting, dead-node removal (in place)."""
-    _infer_shapes(model)
-    if _fold(model):
-        _infer_shapes(model)
-    return model
-
-
-def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.Model, onnx.ModelProto]:
-    """`normalize` for a validated proto: the IR to encode and its shape-annotated proto.
-
-    Shape inference runs on protos (the IR pass round-trips the whole model through protobuf twice per
-    call: 20k nodes cost 3 s more). It runs again after folding only where that can add facts: some
-    value still lacks a static shape (folding keeps every shape already inferred valid). Ifs whose condition
-    the model's rank requirements decide (eqsat.frontend.decided_ifs) are inlined; `model.meta[DECIDED_IFS]` says which.
-    """
-    from eqsat.frontend.decided_ifs import decide_ifs
-    from eqsat.frontend.shape_chains import make_targets_static
-    from eqsat.frontend.zero_states import drop_zero_states
-
-    inferred = _infer_proto(_sparse_as_inputs(_without_negative_dims(proto)))  # loaded protos have no -1 dims left
-    model = from_proto(inferred, label)
-    folded = _fold(model)
-    decided = decide_ifs(model, copy=lambda m: from_proto(to_proto(m), label), settle=lambda m: _settled(m, label))
-    if decided:
-        folded = _fold(model) or True
-    if make_targets_static(model) | drop_zero_states(model.graph):  # both: each frees nodes for the folder
-        folded = _fold(model) or True
-    if folded and not _all_shapes_static(model.graph):
-        inferred = _infer_proto(to_proto(model))
-        model = from_proto(inferred, label)
-    elif folded:
-        inferred = to_proto(model)
-    model.meta[DECIDED_IFS] = decided
-    return model, inferred
-
-
-def _sparse_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with each top-level sparse initializer standing as a graph input of its dense type, in a copy
-    when there is one. onnx_ir cannot hold sparse tensors; only ops of custom domains (kept as they are) and
-    graph outputs can read them, and a graph input is never rewritten: eqsat.frontend.interface.restore puts the
-    sparse initializers back in place of these inputs."""
-    if not proto.graph.sparse_initializer:
-        return proto
-    proto = _copy(proto)
-    for sparse in proto.graph.sparse_initializer:
-        proto.graph.input.append(onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type,
-                                                                    list(sparse.dims)))
-    del proto.graph.sparse_initializer[:]
-    return proto
-
-
-def _settled(model: ir.Model, label: str) -> ir.Model:
-    """`model` folded (in place), then as a new model whose shapes are inferred anew from its inputs and
-    constants: every intermediate and output shape declaration dropped first (runtimes do not enforce them)."""
-    _fold(model)
-    proto = to_proto(model)
-    for graph in all_graphs(proto.graph):
-        del graph.value_info[:]
-        for value in [*graph.output, *(graph.input if graph is not proto.graph else [])]:
-            if value.type.HasField("tensor_type"):
-                value.type.tensor_type.ClearField("shape")
-    return from_proto(_infer_proto(proto), label)
-
-
-def _without_negative_dims(proto: onnx.ModelProto) -> onnx.ModelProto:
+def without_negative_dims(proto: onnx.ModelProto) -> onnx.ModelProto:
     """The model with every negative dim_value (paddle2onnx's way to write a dynamic dim) made an unknown dim,
     in a copy when there is one: shape inference and folding would take -1 for a size (Shape -> [-1, ...])."""
     def declared(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
@@ -329,7 +250,7 @@ def _without_negative_dims(proto: onnx.ModelProto) -> onnx.ModelProto:
 
     if not any(negative(g) for g in all_graphs(proto.graph)):
         return proto
-    proto = _copy(proto)
+    proto = copy_proto(proto)
     for graph in all_graphs(proto.graph):
         for dim in negative(graph):
             dim.Clear()
@@ -344,101 +265,6 @@ def all_graphs(root: onnx.GraphProto) -> list[onnx.GraphProto]:
         found.append(graph)
         stack += [g for n in graph.node for g in _subgraphs(n)]
     return found
-
-
-def _all_shapes_static(graph: ir.Graph) -> bool:
-    return all(v.dtype is not None and v.shape is not None and v.shape.is_static()
-               for node in graph for v in node.outputs if v.name)
-
-
-def _fold(model: ir.Model) -> bool:
-    """Fold constants and static-shape sub-graphs, lift Constant nodes, drop dead nodes; True if changed.
-
-    The folder never sees the nodes it would rewrite into forms newer than the model's opset
-    (`NEWER_FORMS_BELOW_13`), and a node it fails on stays as it is: its op is hidden and the fold rerun
-    (what the failed attempt folded before the failure is already valid).
-    """
-    from onnx_ir.passes import common as passes
-    from onnxscript.optimizer import fold_constants
-
-    from eqsat.frontend.decided_ifs import quiet_folder
-
-    # Per-node shape inference inside the folder only pays off where shapes are computed at run time
-    # (Shape/Size chains); elsewhere it costs 6x the fold itself (20k nodes: 1.3 s against 0.2 s).
-    reads_shapes = any(n.op_type in ("Shape", "Size") for n in model.graph)
-    hidden = set(NEWER_FORMS_BELOW_13) if model.opset_imports.get("", 1) < 13 else set()
-    folded_any = False
-    for _ in range(FOLD_ATTEMPTS):
-        try:
-            with _hidden_from_folder(model, hidden), quiet_folder():
-                folded = fold_constants(model, onnx_shape_inference=reads_shapes, should_fold=_should_fold,
-                                        input_size_limit=FOLD_INPUT_LIMIT, output_size_limit=FOLD_OUTPUT_LIMIT)
-            folded_any = folded.modified
-            break
-        except RuntimeError as exc:  # "Error during constant folding for node 'n' (domain::Op)"
-            failed = _FOLDER_FAILURE.search(str(exc))
-            if failed is None or failed["op"] in hidden:
-                raise
-            hidden.add(failed["op"])
-            folded_any = True  # the failed attempt may have folded nodes before this one
-    lifted = passes.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(model)
-    removed = passes.RemoveUnusedNodesPass()(model)
-    return bool(folded_any or lifted.modified or removed.modified)
-
-
-#: Ops that onnxscript's folder rewrites with Unsqueeze, Split or Squeeze taking an axes or split input, a
-#: form that exists from opset 13 on: below it they are not folded.
-NEWER_FORMS_BELOW_13 = frozenset({"SplitToSequence", "ConcatFromSequence"})
-#: Fold reruns after a node the folder fails on (each hides one more op).
-FOLD_ATTEMPTS = 8
-_FOLDER_FAILURE = re.compile(r"Error during constant folding for node .* \((?P<domain>[^:()]*)::(?P<op>[^)]+)\)")
-#: A domain no model imports: the folder skips a node of an unimported domain.
-_HIDDEN_DOMAIN = "eqsat.hidden_from_folder"
-
-
-@contextlib.contextmanager
-def _hidden_from_folder(model: ir.Model, ops: set[str]) -> Iterator[None]:
-    """Default-domain nodes of `ops` (in every graph) moved to a domain no model imports while inside."""
-    hidden = [n for n in model.graph.all_nodes() if n.op_type in ops and n.domain in ("", "ai.onnx")]
-    domains = [n.domain for n in hidden]
-    for node in hidden:
-        node.domain = _HIDDEN_DOMAIN
-    try:
-        yield
-    finally:
-        for node, domain in zip(hidden, domains):
-            node.domain = domain
-
-
-def _should_fold(node: ir.Node) -> bool | None:
-    """False for a node that reads or writes strings (a folded string tensor cannot be written back by
-    onnx_ir); True for a ConstantOfShape of a constant shape with at most FOLD_FILL_LIMIT elements (ViT's
-    class-token Expand computes its shape through one); None leaves every other node to the folder's rules."""
-    if any(v is not None and v.dtype == ir.DataType.STRING for v in (*node.inputs, *node.outputs)):
-        return False
-    if node.op_type != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or not node.inputs:
-        return None
-    shape = node.inputs[0].const_value if node.inputs[0] is not None else None
-    if shape is None:
-        return None
-    dims = [int(d) for d in shape.numpy().reshape(-1)]
-    return True if all(d >= 0 for d in dims) and math.prod(dims) <= FOLD_FILL_LIMIT else None
-
-
-def _infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
-    try:
-        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
-    except Exception:  # best effort, as in _infer_shapes
-        return proto
-
-
-def _infer_shapes(model: ir.Model) -> None:
-    from onnx_ir.passes import common as passes
-
-    try:
-        passes.ShapeInferencePass(strict_mode=False, data_prop=True)(model)
-    except Exception:  # shape inference is best effort: unknown ops simply get no shapes
-        pass
 
 
 def to_proto(model: ir.Model) -> onnx.ModelProto:

@@ -1,0 +1,73 @@
+"""Normalization: the graph made canonical before encoding.
+
+Shape inference with data propagation, constant and static-shape folding (eqsat.frontend.fold), Ifs a
+rank requirement decides inlined (eqsat.frontend.decided_ifs), run-time shape chains made static
+(eqsat.frontend.shape_chains), zero recurrent states dropped (eqsat.frontend.zero_states).
+"""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+
+from eqsat.frontend import io
+from eqsat.frontend.decided_ifs import decide_ifs
+from eqsat.frontend.fold import fold, infer_proto, infer_shapes
+from eqsat.frontend.shape_chains import make_targets_static
+from eqsat.frontend.zero_states import drop_zero_states
+
+#: `ir.Model.meta` key of the normalized model: the Ifs whose condition its rank requirements decided.
+DECIDED_IFS = "eqsat.decided_ifs"
+
+
+def normalize(model: ir.Model) -> ir.Model:
+    """Shape inference, constant/static-shape folding, Constant lifting, dead-node removal (in place)."""
+    infer_shapes(model)
+    if fold(model):
+        infer_shapes(model)
+    return model
+
+
+def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.Model, onnx.ModelProto]:
+    """`normalize` for a validated proto: the IR to encode and its shape-annotated proto.
+
+    Shape inference runs on protos (the IR pass round-trips the whole model through protobuf twice per
+    call: 20k nodes cost 3 s more). It runs again after folding only where that can add facts: some
+    value still lacks a static shape (folding keeps every shape already inferred valid). Ifs whose condition
+    the model's rank requirements decide (eqsat.frontend.decided_ifs) are inlined; `model.meta[DECIDED_IFS]` says which.
+    """
+    inferred = infer_proto(_sparse_as_inputs(io.without_negative_dims(proto)))  # loaded protos have no -1 dims left
+    model = io.from_proto(inferred, label)
+    folded = fold(model)
+    decided = decide_ifs(model, label)
+    if decided:
+        folded = fold(model) or True
+    if make_targets_static(model) | drop_zero_states(model.graph):  # both: each frees nodes for the folder
+        folded = fold(model) or True
+    if folded and not _all_shapes_static(model.graph):
+        inferred = infer_proto(io.to_proto(model))
+        model = io.from_proto(inferred, label)
+    elif folded:
+        inferred = io.to_proto(model)
+    model.meta[DECIDED_IFS] = decided
+    return model, inferred
+
+
+def _sparse_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with each top-level sparse initializer standing as a graph input of its dense type, in a copy
+    when there is one. onnx_ir cannot hold sparse tensors; only ops of custom domains (kept as they are) and
+    graph outputs can read them, and a graph input is never rewritten: eqsat.frontend.interface.restore puts the
+    sparse initializers back in place of these inputs."""
+    if not proto.graph.sparse_initializer:
+        return proto
+    proto = io.copy_proto(proto)
+    for sparse in proto.graph.sparse_initializer:
+        proto.graph.input.append(onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type,
+                                                                    list(sparse.dims)))
+    del proto.graph.sparse_initializer[:]
+    return proto
+
+
+def _all_shapes_static(graph: ir.Graph) -> bool:
+    return all(v.dtype is not None and v.shape is not None and v.shape.is_static()
+               for node in graph for v in node.outputs if v.name)
