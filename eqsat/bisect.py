@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from eqsat.frontend import io
 from eqsat.errors import BadInputError, EqsatError
+from eqsat.options import Options
 from eqsat.engine.rule import RULESETS, Rule
 
 
@@ -101,40 +102,36 @@ def schedule_order(rules: Sequence[Rule]) -> list[Rule]:
     return sorted(rules, key=lambda r: RULESETS.index(r.ruleset))
 
 
-def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str = "auto",
-                 cost: Callable | None = None, time_limit: float | None = None, node_limit: int | None = None,
-                 iter_limit: int | None = None, allow: Sequence[str] = (), disable: Sequence[str] = (),
-                 extra_rules: Sequence[Rule] = (), rules: Sequence[Rule] | None = None, opset: int | None = None,
-                 source: str | None = None, max_culprits: int = 4,
-                 input_shapes: Mapping[str, Sequence[int]] | None = None, inputs: Mapping[str, Any] | None = None,
-                 fix_input_shapes: Mapping[str, Sequence[int]] | None = None,
-                 progress: Callable[[str], None] | None = None,
-                 known_failure: tuple[str, Sequence[str]] | None = None, reference: Any = None) -> Bisection:
-    """Optimize `model` as `eqsat.optimize` would (same options); if verification fails, find the rule(s)
-    whose disabling makes it pass. `rules` replaces the registered rules; `extra_rules` adds to them.
+def find_culprit(model: io.ModelSource, options: Options | None = None, *, rules: Sequence[Rule] | None = None,
+                 source: str | None = None, max_culprits: int = 4, progress: Callable[[str], None] | None = None,
+                 known_failure: tuple[str, Sequence[str]] | None = None, reference: Any = None,
+                 **changes: Any) -> Bisection:
+    """Optimize `model` as `eqsat.optimize` would under `options` (eqsat.options.Options, with `changes`:
+    `target`, `allow`, `extra_rules`, `input_shapes`, ...); if verification fails, find the rule(s) whose
+    disabling makes it pass. `rules` replaces the rules the options select.
     `known_failure` (the failure summary and the rules fired of a failed run with every rule enabled,
     as `eqsat.optimize` has one in hand) stands for the first probe.
     Every probe verifies on the same inputs (`inputs`, `input_shapes`, as in `eqsat.optimize`) against the
     same outputs of the original, computed once (`reference`, an `eqsat.check.verify.Reference` of this model, as
     `eqsat.optimize` has one in hand; made here otherwise). `progress` is called with a line per probe.
     Raises `BadInputError` for input that cannot be used (unreadable, or the original cannot run)."""
-    from eqsat.engine.saturate import Limits
     from eqsat.rewrites.registry import select
 
-    limits = Limits.from_options(iter_limit=iter_limit, node_limit=node_limit, time_limit=time_limit)
-    label = source or (str(model) if isinstance(model, str) or hasattr(model, "__fspath__") else "<model>")
-    proto, label = io.load_proto(model, name=label)  # read and check once; every probe starts from it
-    if fix_input_shapes:
+    options = (options or Options()).replace(**changes)
+    proto, label = io.load_proto(model, name=source)  # read and check once; every probe starts from it
+    if options.fix_input_shapes:
         from eqsat.frontend.fix_shapes import fix_input_shapes as fix
 
-        proto = fix(proto, fix_input_shapes, label)
-    pool = tuple(rules) if rules is not None else (*select(allow, disable), *extra_rules)
+        proto = fix(proto, options.fix_input_shapes, label)
+    probing = options.replace(fix_input_shapes=None, verify=True)
+    pool = tuple(rules) if rules is not None else select(options.allow, options.disable, options.extra_rules)
     order = {r.name: k for k, r in enumerate(schedule_order(pool))}
     say = progress or (lambda line: None)
     if reference is None or reference.unverified:
         from eqsat.check.verify import expected_outputs
 
-        reference = expected_outputs(proto, source=label, input_shapes=input_shapes, inputs=inputs, strict=True)
+        reference = expected_outputs(proto, source=label, input_shapes=options.input_shapes, inputs=options.inputs,
+                                     strict=True)
 
     seen: dict[frozenset[str], Probe] = {}
     passing: dict[frozenset[str], Any] = {}  # Result of each probe that verified
@@ -146,12 +143,10 @@ def find_culprit(model: io.ModelSource, *, target: str = "cpu", extractor: str =
         if off in seen:  # the same rules disabled again (a second search): the answer is known
             return seen[off]
         start = time.perf_counter()
-        session = saturate(proto, limits=limits, rules=[r for r in pool if r.name not in off], opset=opset,
-                           source=label)
+        session = saturate(proto, probing, rules=[r for r in pool if r.name not in off], source=label)
         fired = tuple(sorted(session.saturation.rules_fired, key=lambda n: order.get(n, len(order))))
         try:
-            result = session.extract(target, cost=cost, extractor=extractor, verify=True,
-                                     input_shapes=input_shapes, inputs=inputs, reference=reference)
+            result = session.extract(options=probing, reference=reference)
             ok, detail = result.report.verification.ok, result.report.verification.summary()
         except BadInputError:
             raise

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from eqsat.frontend import io
 from eqsat.errors import VerificationError
+from eqsat.options import Options
 from eqsat.report import Report
 from eqsat.result import Result, timed
+
+if TYPE_CHECKING:
+    from eqsat.session import Session
 
 __all__ = ["Result", "optimize"]  # Result lives in eqsat.result (Session.extract builds it too)
 
@@ -39,34 +43,24 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     without `strict`) also the bisection's verdict (its `bisection` attribute).
     `extra_rules` (eqsat.engine.rule.Rule records) run alongside the registered rules (experiments, tests).
     """
-    from eqsat.engine.saturate import Limits
     from eqsat.session import saturate
 
-    limits = Limits.from_options(iter_limit=iter_limit, node_limit=node_limit, time_limit=time_limit)
-    source = str(model) if isinstance(model, (str, os.PathLike)) else "<model>"
-    rules = None
-    if extra_rules:
-        from eqsat.rewrites.registry import select
-
-        rules = (*select(allow, disable), *extra_rules)
-    session = saturate(model, limits=limits, allow=allow, disable=disable, rules=rules, opset=opset,
-                       source=source, fix_input_shapes=fix_input_shapes, progress=progress)
-    options = dict(target=target, extractor=extractor, cost=cost, time_limit=time_limit, node_limit=node_limit,
-                   iter_limit=iter_limit, opset=opset, source=source,
-                   rules=rules if rules is not None else session.rules, input_shapes=input_shapes, inputs=inputs)
+    options = Options(target=target, extractor=extractor, cost=cost, time_limit=time_limit, node_limit=node_limit,
+                      iter_limit=iter_limit, allow=tuple(allow), disable=tuple(disable),
+                      extra_rules=tuple(extra_rules), opset=opset, verify=verify, strict=strict, bisect=bisect,
+                      input_shapes=input_shapes, inputs=inputs, fix_input_shapes=fix_input_shapes)
+    session = saturate(model, options, progress=progress)
     try:
-        result = session.extract(target, cost=cost, extractor=extractor, verify=verify, input_shapes=input_shapes,
-                                 inputs=inputs, progress=progress, strict=strict)
+        result = session.extract(options=options, progress=progress)
     except VerificationError as exc:  # the optimized model cannot run at all
         problem = str(exc).removesuffix("; output not written")
-        options["reference"] = getattr(exc, "reference", None)  # the original's outputs, for every probe
-        result = _drop_culprit(problem, session, None, bisect, strict, options, progress)
+        reference = getattr(exc, "reference", None)  # the original's outputs, for every probe
+        result = _drop_culprit(problem, session, None, reference, progress)
     else:
-        if verify:
-            options["reference"] = result.report.verification.reference  # reused by every bisection probe
+        reference = result.report.verification.reference if verify else None  # reused by every probe
         if verify and not result.report.verification.ok:
-            result = _drop_culprit(f"{source}: {result.report.verification.summary()}", session, result.report,
-                                   bisect, strict, options, progress)
+            result = _drop_culprit(f"{session.source}: {result.report.verification.summary()}", session,
+                                   result.report, reference, progress)
     report = result.report
     if output is not None:
         if progress is not None:
@@ -76,43 +70,47 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     return result
 
 
-def _drop_culprit(problem: str, session: Any, report: Report | None, bisect: bool, strict: bool,
-                  options: dict[str, Any], progress: Callable[[str], None] | None) -> Result:
+def _drop_culprit(problem: str, session: Session, report: Report | None, reference: Any,
+                  progress: Callable[[str], None] | None) -> Result:
     """After a failed verification: unless `strict`, bisect to the rule(s) responsible and return the verified
     result of the run without them, with a warning in its report; otherwise raise the VerificationError."""
     fired = session.saturation.rules_fired
-    if strict or not fired:  # nothing to drop when no rule fired
-        raise _verification_failure(problem, session, report, bisect, options, progress)
-    from eqsat.bisect import find_culprit
-
+    if session.options.strict or not fired:  # nothing to drop when no rule fired
+        raise _verification_failure(problem, session, report, reference, progress)
     if progress is not None:
         progress("bisect")
-    bisection = find_culprit(session.original, **options, known_failure=(problem, tuple(fired)))
+    bisection = _bisect(session, reference, known_failure=(problem, tuple(fired)))
     if not bisection.confirmed or bisection.result is None:
-        raise _verification_failure(problem, session, report, bisect, options, progress, bisection)
+        raise _verification_failure(problem, session, report, reference, progress, bisection)
     result = bisection.result
     names = ", ".join(repr(c) for c in bisection.culprits)
     result.report.warnings.append(
         f"rule{'s' if len(bisection.culprits) > 1 else ''} {names} unsound on this model: verification failed "
-        f"with {'them' if len(bisection.culprits) > 1 else 'it'} ({problem.removeprefix(str(options['source']) + ': ')}); "
+        f"with {'them' if len(bisection.culprits) > 1 else 'it'} ({problem.removeprefix(session.source + ': ')}); "
         f"dropped and re-optimized ({len(bisection.probes)} probes; --strict refuses instead)")
     result.bisection = bisection
     return result
 
 
-def _verification_failure(problem: str, session: Any, report: Report | None, bisect: bool,
-                          options: dict[str, Any], progress: Callable[[str], None] | None,
-                          bisection: Any = None) -> VerificationError:
+def _bisect(session: Session, reference: Any, known_failure: tuple[str, tuple[str, ...]] | None = None) -> Any:
+    """`eqsat.bisect.find_culprit` on the session's model (already loaded, its input shapes fixed) under the
+    session's options."""
+    from eqsat.bisect import find_culprit
+
+    return find_culprit(session.original, session.options.replace(fix_input_shapes=None), source=session.source,
+                        known_failure=known_failure, reference=reference)
+
+
+def _verification_failure(problem: str, session: Session, report: Report | None, reference: Any,
+                          progress: Callable[[str], None] | None, bisection: Any = None) -> VerificationError:
     """The error for a failed verification: the problem, the rules that fired, and with `bisect` (or a
     `bisection` already made) the rule responsible (one line)."""
     fired = ", ".join(session.saturation.rules_fired) or "none"
     message = f"{problem}; rules fired: {fired}"
-    if bisect and bisection is None:
-        from eqsat.bisect import find_culprit
-
+    if session.options.bisect and bisection is None:
         if progress is not None:
             progress("bisect")
-        bisection = find_culprit(session.original, **options)
+        bisection = _bisect(session, reference)
     if bisection is not None:
         message += f"; {bisection.summary()}"
     elif session.saturation.rules_fired:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import onnx
 
@@ -22,6 +22,7 @@ from eqsat.engine.encode import Encoding, encode
 from eqsat.report import Report
 from eqsat.engine.rule import SOUNDNESS, Rule
 from eqsat.errors import InternalError
+from eqsat.options import Options
 from eqsat.engine.prepared import checkout
 from eqsat.engine.rule_closure import CONSTRUCTORS, present_constructors, usable_rules
 from eqsat.engine.saturate import Limits, RunReport, run
@@ -29,7 +30,6 @@ from eqsat.engine import terms
 
 if TYPE_CHECKING:  # heavy modules stay lazy at run time
     import onnx_ir as ir
-    import numpy as np
 
     from eqsat.result import Result
     from eqsat.extract.result import ExtractionResult
@@ -52,6 +52,7 @@ class Session:
     bodies: tuple["Body", ...] = ()    # If/Loop/Scan bodies of the top-level graph (eqsat.subgraphs)
     children: dict[tuple[str, str, int], "Session"] = dataclasses.field(default_factory=dict)  # by body key
     notes: tuple[str, ...] = ()        # what loading decided (Ifs inlined by eqsat.frontend.decided_ifs)
+    options: Options = Options()       # what it was asked (extractions default to it)
 
     @property
     def roots(self) -> tuple[int, ...]:
@@ -110,16 +111,20 @@ class Session:
 
         p.text(f"Session({self.source!r})\n{self.saturation.to_text()}\n{egraph_stats(self.egraph).to_text()}")
 
-    def extract(self, target: str = "cpu", *, cost: Callable | None = None, extractor: str = "auto",
-                verify: bool = False, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                inputs: Mapping[str, "np.ndarray"] | None = None,
-                progress: Callable[[str], None] | None = None, strict: bool = False,
-                reference: "Reference | None" = None) -> "Result":
-        """Extract and lower the best graph for `target` (or for a custom `cost(egraph, node)`).
+    def extract(self, target: str | None = None, *, options: Options | None = None, verify: bool | None = None,
+                progress: Callable[[str], None] | None = None, reference: "Reference | None" = None,
+                **changes: Any) -> "Result":
+        """Extract and lower the best graph for `target` (or for a custom `cost=fn(egraph, node)`), under
+        `options` (default: the session's, verification off: a re-extraction is checked when asked) with
+        `changes` (`cost`, `extractor`, `input_shapes`, `inputs`, `strict`: eqsat.options.Options fields).
         With `verify`, check it against the original on `inputs` (arrays by name) and inputs drawn with
         `input_shapes` (eqsat.check.verify.verify; `reference`: the original's outputs computed before). An original
         that no drawn input runs is not verified: a warning in the report, or with `strict` a BadInputError.
         `progress` is called with each phase's name as it starts."""
+        options = (options or self.options.replace(verify=False)).replace(
+            **changes, **({} if target is None else {"target": target}),
+            **({} if verify is None else {"verify": verify}))
+        target, cost, extractor = options.target, options.cost, options.extractor
         from eqsat.engine.lower import lower
         from eqsat.result import Result, timed
         from eqsat.extract import extract as run_extractor
@@ -146,20 +151,20 @@ class Session:
                 optimized: dict[tuple[str, str, int], object] = {}
                 for key, child in self.children.items():
                     try:
-                        optimized[key] = child.extract(target, cost=cost, extractor=extractor).proto
+                        optimized[key] = child.extract(options=options.replace(verify=False)).proto
                     except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
                         optimized[key] = exc
                 report.subgraphs = put_back(model, self.bodies, optimized)
         interface.restore(model, self.original)
         report.ops_after = io.proto_op_histogram(model)
-        if verify:
+        if options.verify:
             from eqsat.check.verify import verify as run_verify
 
             note("verify")
             with timed(report, "verify"):
                 report.verification = run_verify(self.original, model, soundness=self.soundness, source=self.source,
-                                                 input_shapes=input_shapes, inputs=inputs, strict=strict,
-                                                 reference=reference)
+                                                 input_shapes=options.input_shapes, inputs=options.inputs,
+                                                 strict=options.strict, reference=reference)
             if report.verification.unverified:
                 report.warnings.append(f"not verified: {report.verification.unverified}; "
                                        "pass --inputs FILE.npz or --input-shape to verify")
@@ -170,14 +175,14 @@ class Session:
 _SYMBOL_CONFLICT = "Illegal merge attempted for function shape"
 
 
-def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequence[str] = (),
-             disable: Sequence[str] = (), rules: Sequence[Rule] | None = None, opset: int | None = None,
-             source: str | None = None, fix_input_shapes: Mapping[str, Sequence[int]] | None = None,
+def saturate(model: io.ModelSource, options: Options | None = None, *, rules: Sequence[Rule] | None = None,
+             limits: Limits | None = None, source: str | None = None,
              progress: Callable[[str], None] | None = None, depth: int = 0,
-             backend: Backend | None = None) -> Session:
-    """Load, normalize, encode and saturate `model`; the returned Session extracts on demand.
+             backend: Backend | None = None, **changes: Any) -> Session:
+    """Load, normalize, encode and saturate `model` under `options` (eqsat.options.Options, with `changes`:
+    `allow`, `disable`, `opset`, `fix_input_shapes`, limits, ...); the returned Session extracts on demand.
 
-    `rules` replaces the registered rules (for experiments); otherwise `allow`/`disable` select them.
+    `rules` replaces the rules the options select (for experiments); `limits` the limits they name.
     `opset` upgrades the model first (onnx.version_converter) so that newer fused ops become available.
     `fix_input_shapes` makes those inputs' dims static first (eqsat.frontend.fix_shapes): the Session's original.
     `progress` is called with each phase's name as it starts (eqsat.view.display.Progress draws them).
@@ -190,20 +195,22 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
     phases: dict[str, float] = {}
     note = progress or (lambda phase: None)
     note("load")
-    label = source or (str(model) if isinstance(model, (str,)) or hasattr(model, "__fspath__") else "<model>")
+    options = (options or Options()).replace(**changes)
+    limits = limits or Limits.from_options(options)
     start = time.perf_counter()
-    original, _ = io.load_proto(model, name=label)
-    if fix_input_shapes:
+    original, label = io.load_proto(model, name=source)
+    if options.fix_input_shapes:
         from eqsat.frontend.fix_shapes import fix_input_shapes as fix
 
-        original = fix(original, fix_input_shapes, label)
+        original = fix(original, options.fix_input_shapes, label)
+    opset = options.opset
     upgraded = io.upgrade_opset(original, opset, label) if opset is not None else original
     phases["load"] = time.perf_counter() - start
     note("fold")
     start = time.perf_counter()
     work, normalized = normalize.normalize_proto(upgraded, label)
     phases["fold"] = time.perf_counter() - start
-    rules = tuple(rules) if rules is not None else select(allow, disable)
+    rules = tuple(rules) if rules is not None else select(options.allow, options.disable, options.extra_rules)
     with contextlib.ExitStack() as lent:
         if backend is None:  # the top-level model: a kept backend with the rules it (and its bodies) can use
             note("install rules")
@@ -227,8 +234,9 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
                 try:
                     if backend.broken:  # an egglog panic in an earlier body: the same rules, anew
                         backend = prepared.like(backend)
-                    children[body.key] = saturate(body.child, source=body.where(), depth=depth + 1,
-                                                  backend=backend, limits=limits, rules=rules)
+                    children[body.key] = saturate(body.child, options.replace(fix_input_shapes=None, opset=None),
+                                                  source=body.where(), depth=depth + 1, backend=backend,
+                                                  limits=limits, rules=rules)
                 except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
                     body.problem = problem_of(body.where(), exc)
             phases["saturate bodies"] = time.perf_counter() - start
@@ -237,7 +245,8 @@ def saturate(model: io.ModelSource, *, limits: Limits = Limits(), allow: Sequenc
         egraph, encoding, report = _saturate(backend, work, limits, phases, start, note)
     report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
     notes = tuple(work.meta.get(normalize.DECIDED_IFS, ()))
-    return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies, children, notes)
+    return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies, children, notes,
+                   options)
 
 
 def _saturate(backend: Backend, work: "ir.Model", limits: Limits,

@@ -23,12 +23,13 @@ def all_rules() -> tuple[Rule, ...]:
     return rules
 
 
-def select(allow: Iterable[str] = (), disable: Iterable[str] = ()) -> tuple[Rule, ...]:
-    """Rules admitted by soundness (exact and fp-reassoc, plus `allow`), minus `disable` (names)."""
+def select(allow: Iterable[str] = (), disable: Iterable[str] = (), extra: Iterable[Rule] = ()) -> tuple[Rule, ...]:
+    """Rules admitted by soundness (exact and fp-reassoc, plus `allow`), minus `disable` (names), then the
+    `extra` rules (experiments, tests: run alongside the registered ones)."""
     admitted = DEFAULT_SOUNDNESS | set(allow)
     disabled = set(disable)
     known = {r.name for r in all_rules()}
     unknown = disabled - known
     if unknown:
         raise BadInputError("--disable", f"unknown rule(s): {', '.join(sorted(unknown))}; `eqsat rules` lists them")
-    return tuple(r for r in all_rules() if r.soundness in admitted and r.name not in disabled)
+    return (*(r for r in all_rules() if r.soundness in admitted and r.name not in disabled), *extra)

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 from eqsat.engine import terms
 from eqsat.engine.backend import Backend
 from eqsat.engine.rule import RULESETS, rule_name_of
+from eqsat.options import Options
 
 SCHEDULE = ("(saturate (run analysis))", "(run simplify)", "(saturate (run analysis))", "(run explore)")
 #: Tables whose rows are e-nodes: the term constructors (handles and fact tables are not).
@@ -37,12 +38,12 @@ class Limits:
             raise ValueError("limits must be non-negative")
 
     @classmethod
-    def from_options(cls, *, iter_limit: int | None = None, node_limit: int | None = None,
-                     time_limit: float | None = None) -> "Limits":
-        """The limits `eqsat.optimize`'s options name (None: the default), as eqsat.bisect uses them too."""
+    def from_options(cls, options: Options) -> "Limits":
+        """The limits a run's options name (None: the default)."""
         defaults = cls()
-        return cls(iterations=defaults.iterations if iter_limit is None else iter_limit,
-                   nodes=defaults.nodes if node_limit is None else node_limit, seconds=time_limit)
+        return cls(iterations=defaults.iterations if options.iter_limit is None else options.iter_limit,
+                   nodes=defaults.nodes if options.node_limit is None else options.node_limit,
+                   seconds=options.time_limit)
 
 
 @dataclasses.dataclass

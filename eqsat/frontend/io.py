@@ -36,15 +36,19 @@ def load(source: ModelSource, *, name: str | None = None) -> ir.Model:
     return from_proto(proto, label)
 
 
+def label_of(source: ModelSource, name: str | None = None) -> str:
+    """What errors and reports call a model: `name`, else its path, else "<model>"."""
+    return name or (str(source) if isinstance(source, (str, os.PathLike)) else "<model>")
+
+
 def load_proto(source: ModelSource, *, name: str | None = None) -> tuple[onnx.ModelProto, str]:
     """The validated (and topologically sorted) proto of a model, with the label errors name it by."""
+    label = label_of(source, name)
     if isinstance(source, ir.Model):
-        return to_proto(source), name or "<model>"
+        return to_proto(source), label
     if isinstance(source, onnx.ModelProto):
-        label = name or "<model>"
         return _check_structure(source, label, None, owned=False), label
     path = Path(source)
-    label = name or str(path)
     return _check_structure(_read_proto(path), label, path.parent, owned=True), label
 
 
