@@ -163,6 +163,18 @@ SPECIAL: dict[str, tuple[tuple[str, ...], str]] = {
     "TAppend": (("TL", "TL"), "TL"),
 }
 
+#: Functions of lists, computed on demand (`need-<name>` relations) by the analysis rule list-functions
+#: (rewrites/analysis.py): name -> (argument sorts, result sort).
+LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
+    "elements": ("IVec", "ISet"),           # the set of a vector's elements
+    "ascending": ("ISet", "IVec"),          # a set's elements in increasing order
+    "merged": ("IVec IVec", "IVec"),        # the elements of a and b in increasing order (once each)
+    "drop-at": ("IVec IVec", "IVec"),       # v without the positions in ix (ix increasing)
+    "ones-at": ("IVec IVec", "IVec"),       # v with the positions in ix set to 1
+    "index-map": ("IVec", "IVec"),          # m with m[k[i]] = i (k increasing, non-negative)
+    "dims-product": ("IVec IVec", "i64"),   # the product of v[ix] when each is a size (>= 0)
+}
+
 #: Typed ops that are not in OPS (their inputs are lists or their result is an N).
 LIST_OPS = frozenset({"Concat", "Split"})
 
@@ -224,7 +236,8 @@ def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
 
 def declarations() -> str:
     """The egglog program that declares sorts, constructors and fact tables (Backend.declare adds eqsat.bulk's load tables)."""
-    lines = ["(sort IVec (Vec i64))", "(sort IFn (UnstableFn (i64) i64))", "(sort T)", "(sort TL)", "(sort N)"]
+    lines = ["(sort IVec (Vec i64))", "(sort ISet (Set i64))", "(sort IFn (UnstableFn (i64) i64))", "(sort T)",
+             "(sort TL)", "(sort N)"]
     for name, (args, sort) in SPECIAL.items():
         if sort == "T" or name in ("TNil", "TCons", "Opaque", "Out", "Split", "TAppend"):
             lines.append(f"(constructor {name} ({' '.join(args)}) {sort})")
@@ -243,6 +256,8 @@ def declarations() -> str:
               "(relation const-list (TL))",
               # an order on constants (by content key, first seen first) for rules that pick sorted subsets
               "(function const-rank (T) i64 :merge (min old new))"]
+    for name, (args, result) in LIST_FUNCTIONS.items():
+        lines += [f"(relation need-{name} ({args}))", f"(function {name} ({args}) {result} :no-merge)"]
     return "\n".join(lines)
 
 
