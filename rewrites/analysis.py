@@ -8,7 +8,8 @@
     is-const(Const), is-const(Scalar); is-const(Transpose(c)), is-const(B(c, d)), ... for constant inputs
     splat(Scalar(v), v); splat(L(c), v) for splat(c, v), L Reshape/Transpose/Expand/Identity (the loader
                                                                     gives Const splats: zeros, ones, ...)
-    elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix)
+    elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
+                                                                    sum-of(a, b)
                                                                     (functions of lists, on demand)
 
 Functions of lists (eqsat.terms.LIST_FUNCTIONS): egglog has no fold or sort over vectors, so a rule that
@@ -61,6 +62,11 @@ LIST_ROWS = (
     fact("(need-index-map k) (= (vec-length k) 0)", "(set (index-map k) (vec-empty))"),
     fact(f"(need-index-map k) {_LAST.format(v='k')} (= r (index-map (vec-pop k))) (>= l (vec-length r))",
          "(set (index-map k) (vec-set (vec-append r (vec-range (- (+ l 1) (vec-length r)))) l (- n 1)))"),
+    # sum-of(a, b): the sums of the others with a[n - 1] + b[n - 1] pushed after them
+    fact("(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b))", "(need-sum-of (vec-pop a) (vec-pop b))"),
+    fact("(need-sum-of a b) (= (vec-length a) 0) (= (vec-length b) 0)", "(set (sum-of a b) a)"),
+    fact("(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b)) (= r (sum-of (vec-pop a) (vec-pop b)))",
+         "(set (sum-of a b) (vec-push r (+ (vec-get a (- n 1)) (vec-get b (- n 1)))))"),
     # dims-product(v, ix): v[l] times the product of the others, declined at a symbol (a negative dim)
     fact("(need-dims-product v ix) (> (vec-length ix) 0)", "(need-dims-product v (vec-pop ix))"),
     fact("(need-dims-product v ix) (= (vec-length ix) 0)", "(set (dims-product v ix) 1)"),
@@ -129,7 +135,7 @@ RULES = [
          ruleset="analysis"),
     Rule(NEED_RULE, "analysis", "exact", "eqsat:analysis",
          "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix): functions "
-         "of lists computed by recursion where a rule's need row asks for them (any length)",
+         "of lists and sum-of(a, b) computed by recursion where a rule's need row asks for them (any length)",
          LIST_ROWS, ruleset="analysis"),
 ]
 
