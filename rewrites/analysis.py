@@ -8,16 +8,71 @@
     is-const(Const), is-const(Scalar); is-const(Transpose(c)), is-const(B(c, d)), ... for constant inputs
     splat(Scalar(v), v); splat(L(c), v) for splat(c, v), L Reshape/Transpose/Expand/Identity (the loader
                                                                     gives Const splats: zeros, ones, ...)
+    elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
+                                                                    sum-of(a, b)
+                                                                    (functions of lists, on demand)
+
+Functions of lists (eqsat.engine.terms.LIST_FUNCTIONS): egglog has no fold or sort over vectors, so a rule that
+computes over a whole vector of any length (sorted axes, a product of dims) asks for the value with a
+`need` row (eqsat.engine.rule.need) and these rows compute it by recursion on a shorter vector, one element a
+step, within one saturation of the analysis ruleset. Each is guarded (no vec-get out of range).
 """
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Rule, fact, op_pattern
+from eqsat.engine.rule import NEED_RULE, Rule, fact, op_pattern
 from eqsat.engine.terms import BINARY, OPS, UNARY
 from eqsat.rewrites.layout import PARAM_UNARY
 
 _COMPARISONS = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"}
 _CONST_FOLDABLE_UNARY = ("Neg", "Reciprocal", "Sqrt", "Abs", "Exp", "Log", "Identity")
+
+#: (need v) rows: v's last element is l = v[n - 1], n = |v| > 0, and the value for v without it is r.
+_LAST = "(= n (vec-length {v})) (> n 0) (= l (vec-get {v} (- n 1)))"
+
+LIST_ROWS = (
+    # elements(v): the set of v's elements, inserting the last into the set of the others
+    fact("(need-elements v) (> (vec-length v) 0)", "(need-elements (vec-pop v))"),
+    fact("(need-elements v) (= (vec-length v) 0)", "(set (elements v) (set-empty))"),
+    fact(f"(need-elements v) {_LAST.format(v='v')} (= r (elements (vec-pop v)))", "(set (elements v) (set-insert r l))"),
+    # ascending(s): s's largest element pushed after the others in increasing order
+    fact("(need-ascending s) (= n (set-length s)) (> n 0)", "(need-ascending (set-remove s (set-get s (- n 1))))"),
+    fact("(need-ascending s) (= (set-length s) 0)", "(set (ascending s) (vec-empty))"),
+    fact("(need-ascending s) (= n (set-length s)) (> n 0) (= l (set-get s (- n 1))) (= r (ascending (set-remove s l)))",
+         "(set (ascending s) (vec-push r l))"),
+    # merged(a, b): the ascending list of the union of their elements (merged(v, []) sorts v)
+    fact("(need-merged a b)", "(need-elements a) (need-elements b)"),
+    fact("(need-merged a b) (= sa (elements a)) (= sb (elements b))", "(need-ascending (set-union sa sb))"),
+    fact("(need-merged a b) (= sa (elements a)) (= sb (elements b)) (= r (ascending (set-union sa sb)))",
+         "(set (merged a b) r)"),
+    # drop-at(v, ix): remove the last position first, so the others do not move
+    fact(f"(need-drop-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v))",
+         "(need-drop-at (vec-remove v l) (vec-pop ix))"),
+    fact("(need-drop-at v ix) (= (vec-length ix) 0)", "(set (drop-at v ix) v)"),
+    fact(f"(need-drop-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v)) "
+         "(= r (drop-at (vec-remove v l) (vec-pop ix)))", "(set (drop-at v ix) r)"),
+    # ones-at(v, ix): set the last position to 1, then the others
+    fact(f"(need-ones-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v))",
+         "(need-ones-at (vec-set v l 1) (vec-pop ix))"),
+    fact("(need-ones-at v ix) (= (vec-length ix) 0)", "(set (ones-at v ix) v)"),
+    fact(f"(need-ones-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v)) "
+         "(= r (ones-at (vec-set v l 1) (vec-pop ix)))", "(set (ones-at v ix) r)"),
+    # index-map(k): the map of the others, grown to length l + 1, with m[l] = n - 1 (k increasing)
+    fact("(need-index-map k) (> (vec-length k) 0)", "(need-index-map (vec-pop k))"),
+    fact("(need-index-map k) (= (vec-length k) 0)", "(set (index-map k) (vec-empty))"),
+    fact(f"(need-index-map k) {_LAST.format(v='k')} (= r (index-map (vec-pop k))) (>= l (vec-length r))",
+         "(set (index-map k) (vec-set (vec-append r (vec-range (- (+ l 1) (vec-length r)))) l (- n 1)))"),
+    # sum-of(a, b): the sums of the others with a[n - 1] + b[n - 1] pushed after them
+    fact("(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b))", "(need-sum-of (vec-pop a) (vec-pop b))"),
+    fact("(need-sum-of a b) (= (vec-length a) 0) (= (vec-length b) 0)", "(set (sum-of a b) a)"),
+    fact("(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b)) (= r (sum-of (vec-pop a) (vec-pop b)))",
+         "(set (sum-of a b) (vec-push r (+ (vec-get a (- n 1)) (vec-get b (- n 1)))))"),
+    # dims-product(v, ix): v[l] times the product of the others, declined at a symbol (a negative dim)
+    fact("(need-dims-product v ix) (> (vec-length ix) 0)", "(need-dims-product v (vec-pop ix))"),
+    fact("(need-dims-product v ix) (= (vec-length ix) 0)", "(set (dims-product v ix) 1)"),
+    fact(f"(need-dims-product v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v)) (>= (vec-get v l) 0) "
+         "(= r (dims-product v (vec-pop ix)))", "(set (dims-product v ix) (* r (vec-get v l)))"),
+)
 
 RULES = [
     Rule("shape-unary", "analysis", "exact", "eqsat:analysis",
@@ -78,6 +133,10 @@ RULES = [
           fact("(= y (Expand c s)) (splat c v)", "(splat y v)"),
           fact("(= y (Identity c)) (splat c v)", "(splat y v)")),
          ruleset="analysis"),
+    Rule(NEED_RULE, "analysis", "exact", "eqsat:analysis",
+         "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix): functions "
+         "of lists and sum-of(a, b) computed by recursion where a rule's need row asks for them (any length)",
+         LIST_ROWS, ruleset="analysis"),
 ]
 
 assert all(op in OPS for op in PARAM_UNARY)

@@ -78,13 +78,14 @@ RULES = [
     Rule("cast-int-truncate-chain", "cast", "exact", "coreml:merge_consecutive_casts (integer truncation)",
          "Cast(Cast(x, t1), t2) -> Cast(x, t2) for integer x, t1, t2 with bits(t2) <= bits(t1) (wrap-around keeps the "
          "low bits)",
-         tuple(rw(f'(Cast (Cast x "{a}") "{b}")', f'(Cast x "{b}")', '(= dx (dtype x)) (lossless-cast dx "INT64")')
-               for a, b in TRUNCATING_PAIRS), ruleset="simplify"),
+         (rw("(Cast (Cast x t1) t2)", "(Cast x t2)", '(truncating-cast t1 t2) (= dx (dtype x)) (lossless-cast dx "INT64")'),),
+         ruleset="simplify"),
     Rule("cast-int-via-float-to-half", "cast", "exact", "coreml:merge_consecutive_casts (int -> fp32 -> fp16)",
          "Cast(Cast(x, FLOAT|DOUBLE), FLOAT16) -> Cast(x, FLOAT16) for integer x of 32 or 64 bits (every integer the "
          "first cast rounds overflows FLOAT16 either way; not BFLOAT16)",
-         tuple(rw(f'(Cast (Cast x "{mid}") "FLOAT16")', '(Cast x "FLOAT16")', f'(= (dtype x) "{d}")')
-               for d in WIDE_INTS for mid in ("FLOAT", "DOUBLE")), ruleset="simplify"),
+         (rw('(Cast (Cast x "FLOAT") "FLOAT16")', '(Cast x "FLOAT16")', "(= d (dtype x)) (wide-int d)"),
+          rw('(Cast (Cast x "DOUBLE") "FLOAT16")', '(Cast x "FLOAT16")', "(= d (dtype x)) (wide-int d)")),
+         ruleset="simplify"),
     Rule("cast-sink-reshape", "cast", "exact", "onnxruntime:CastElimination (reshape); coreml:cast_optimization",
          "Cast(Reshape(x, s), t) -> Reshape(Cast(x, t), s)",
          (rw("(Cast (Reshape x s z) t)", "(Reshape (Cast x t) s z)"),)),

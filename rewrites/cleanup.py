@@ -28,9 +28,7 @@ one node; nondeterministic ops (RandomNormalLike, ...) are opaque nodes keyed by
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Egglog, Rule, fact, rw
-
-MAX_RANK = 6
+from eqsat.engine.rule import Egglog, Rule, fact, need, rw
 #: Elementwise ops with f(f(x)) = f(x) for every value (NaN and +-inf included; integer Abs too: |INT_MIN| wraps
 #: to INT_MIN in both forms).
 IDEMPOTENT = ("Sign", "Abs", "Ceil", "Floor", "Round")
@@ -56,8 +54,8 @@ def _nonnegative(v: str) -> str:
     return f'(= {v} (unstable-vec-map (unstable-fn "max" 0) {v}))'
 
 
-def _pad_sum(rank: int) -> str:
-    return "(vec-of " + " ".join(f"(+ (vec-get p {i}) (vec-get q {i}))" for i in range(2 * rank)) + ")"
+#: Pad(Pad(x, p, ...), q, ...) with p and q of one length, non-negative (their sum: sum-of(p, q), a function of lists)
+_PADS = f"(= (vec-length p) (vec-length q)) {_nonnegative('p')} {_nonnegative('q')}"
 
 RULES = [
     Rule("relu-merge", "cleanup", "exact", "coreml:merge_consecutive_relus",
@@ -100,15 +98,15 @@ RULES = [
              '(= sp (unstable-vec-map (unstable-fn "max" 1) sp))'),), ruleset="simplify"),
     Rule("pad-merge", "cleanup", "exact", "onnxoptimizer:fuse_pad_into_pad; tvm:SimplifyExpr (pad)",
          "Pad(Pad(x, p, v, constant), q, v, constant) -> Pad(x, p + q, v, constant) for non-negative p, q",
-         tuple(rw('(Pad (Pad x p v "constant") q v "constant")', f'(Pad x {_pad_sum(r)} v "constant")',
-                  f"(= (vec-length p) {2 * r})", f"(= (vec-length q) {2 * r})", _nonnegative("p"), _nonnegative("q"))
-               for r in range(1, MAX_RANK + 1)), ruleset="simplify"),
+         (need(f'(= y (Pad (Pad x p v "constant") q v "constant")) {_PADS}', "(need-sum-of p q)"),
+          rw('(Pad (Pad x p v "constant") q v "constant")', '(Pad x s v "constant")', _PADS, "(= s (sum-of p q))")),
+         ruleset="simplify"),
     Rule("pad-merge-edge", "cleanup", "exact", "onnxoptimizer:fuse_pad_into_pad (edge); tvm:SimplifyExpr (pad)",
          "Pad(Pad(x, p, edge), q, edge) -> Pad(x, p + q, edge) for non-negative p, q (not reflect or wrap: "
          "a reflection of a reflect-padded tensor reflects the padding)",
-         tuple(rw('(Pad (Pad x p v "edge") q w "edge")', f'(Pad x {_pad_sum(r)} w "edge")',
-                  f"(= (vec-length p) {2 * r})", f"(= (vec-length q) {2 * r})", _nonnegative("p"), _nonnegative("q"))
-               for r in range(1, MAX_RANK + 1)), ruleset="simplify"),
+         (need(f'(= y (Pad (Pad x p v "edge") q w "edge")) {_PADS}', "(need-sum-of p q)"),
+          rw('(Pad (Pad x p v "edge") q w "edge")', '(Pad x s w "edge")', _PADS, "(= s (sum-of p q))")),
+         ruleset="simplify"),
     Rule("reshape-merge", "cleanup", "exact", "onnxoptimizer:fuse_consecutive_reshapes",
          "Reshape(Reshape(x, s), t) -> Reshape(x, t) when t has no 0 entry (or allowzero = 1)",
          (rw("(Reshape (Reshape x s z) t w)", "(Reshape x t w)", "(vec-not-contains t 0)"),

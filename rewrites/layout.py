@@ -31,18 +31,16 @@ Squeeze/Unsqueeze merges: an axes-less inner Squeeze (every dim that is 1 at run
 is declined: which of x's dims it removed is known only when x is static, and then the inner output has no 1
 left for the outer to remove. An axes-less OUTER Squeeze merges always: x's listed dims are 1s too.
 
-Reductions: axes are normalized (non-negative, sorted) at load, so p[axes] is sorted again here, with a
-sorting network of min/max (egglog has no vector sort), for up to MAX_REDUCE_AXES axes. The kept-axes perm
-of keepdims = 0 is built per rank: q[j] = pr[j] - #{a in axes: p[a] < pr[j]} with pr = p with the positions
-in axes removed. The new reduction gets its shape (x's with the axes set to 1, or removed) and dtype facts.
+Reductions: axes are normalized (non-negative, sorted) at load, so p[axes] is sorted again here (`merged`, a
+function of lists: any number of axes, any rank). The kept-axes perm of keepdims = 0 maps pr = p with the
+positions in axes removed through m, the place of each kept axis of x among them (`index-map`). The new
+reduction gets its shape (x's with the axes set to 1, or removed) and dtype facts.
 A reduction over other axes sums in another order: `fp-reassoc` (exact for Max/Min, which are included).
 """
 
 from __future__ import annotations
 
-import itertools
-
-from eqsat.engine.rule import Rule, fact, ones, op_pattern, rw
+from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern, rw
 from eqsat.engine.terms import BINARY, UNARY
 
 COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i]]
@@ -52,73 +50,36 @@ MAX_RANK = 6
 PARAM_UNARY = ("LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Clip", "Cast")
 
 
-def _identity(rank: int) -> str:
-    return "(vec-of " + " ".join(map(str, range(rank))) + ")"
-
-
 #: Reductions whose axes may be remapped through a transpose (each reduces a set of axes, order-free).
 REDUCE_OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare")
-MAX_REDUCE_AXES = 2
-#: keepdims = 0 builds the kept-axes perm per rank, up to this rank.
-MAX_REDUCE_RANK = 5
 
-#: Optimal sorting networks (compare-exchange pairs) for 1..4 values.
-_NETWORKS = {1: [], 2: [(0, 1)], 3: [(0, 1), (0, 2), (1, 2)], 4: [(0, 1), (2, 3), (0, 2), (1, 3), (1, 2)]}
-
-
-def _sorted(values: list[str]) -> list[str]:
-    """Expressions of `values` in increasing order (a sorting network of min/max)."""
-    out = list(values)
-    for i, j in _NETWORKS[len(values)]:
-        out[i], out[j] = f"(min {out[i]} {out[j]})", f"(max {out[i]} {out[j]})"
-    return out
+#: R(Transpose(x, p), ax, kd) with 0 < |ax| < |p| = rank of x (ax sorted, non-negative: normalized at load).
+_SINK = ("(= __root ({op} (Transpose x p) ax kd)) (= n (vec-length ax)) (> n 0) (= r (vec-length p)) (< n r) "
+         "(>= (vec-get ax 0) 0) (< (vec-get ax (- n 1)) r) (= sx (shape x)) (= (vec-length sx) r) (= dx (dtype x))")
+#: ... the reduced axes of x, sorted: ax2 = sorted p[ax]
+_SINK_AXES = '(= ax2 (merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (vec-empty)))'
+#: ... keepdims = 0: the kept axes of x (sorted), their places m (m[kept[i]] = i), p without ax
+_SINK_KEPT = "(= kept (drop-at (vec-range r) ax2)) (= m (index-map kept)) (= pr (drop-at p ax))"
 
 
-def _less(a: str, b: str) -> str:
-    """1 when a < b, else 0 (i64 arithmetic)."""
-    return f"(min 1 (max 0 (- {b} {a})))"
-
-
-def _reduce_sink() -> tuple:
-    rules = []
-    for op in REDUCE_OPS:
-        for k in range(1, MAX_REDUCE_AXES + 1):
-            picked = [f"(vec-get p (vec-get ax {i}))" for i in range(k)]
-            ax2 = _sorted(picked)
-            in_range = " ".join(f"(>= (vec-get ax {i}) 0) (< (vec-get ax {i}) (vec-length p))" for i in range(k))
-            base = (f"(= __root ({op} t ax kd)) (= t (Transpose x p)) (= (vec-length ax) {k}) {in_range} "
-                    f"(< {k} (vec-length p)) (= sx (shape x)) (= (vec-length sx) (vec-length p)) (= dx (dtype x))")
-            new_ax = f"(vec-of {' '.join(ax2)})"
-            kept = "sx"
-            for a in ax2:
-                kept = f"(vec-set {kept} {a} 1)"
-            rules.append(fact(f"{base} (= kd 1)",
-                              f"(let ax2 {new_ax}) (let red ({op} x ax2 1)) (set (shape red) {kept}) "
-                              "(set (dtype red) dx) (union __root (Transpose red p))"))
-            removed = "sx"
-            pr = "p"
-            for i in reversed(range(k)):  # ax is sorted: remove from the last position
-                pr = f"(vec-remove {pr} (vec-get ax {i}))"
-            for i in reversed(range(k)):  # ax2 is sorted too
-                removed = f"(vec-remove {removed} (vec-get ax2 {i}))"
-            for r in range(k + 1, MAX_REDUCE_RANK + 1):
-                q = []
-                for j in range(r - k):
-                    v = f"(vec-get pr {j})"
-                    shift = _less("(vec-get ax2 0)", v)
-                    for i in range(1, k):
-                        shift = f"(+ {shift} {_less(f'(vec-get ax2 {i})', v)})"
-                    q.append(f"(- {v} {shift})")
-                rules.append(fact(f"{base} (= kd 0) (= (vec-length p) {r})",
-                                  f"(let ax2 {new_ax}) (let pr {pr}) (let red ({op} x ax2 0)) "
-                                  f"(set (shape red) {removed}) (set (dtype red) dx) "
-                                  f"(union __root (Transpose red (vec-of {' '.join(q)})))"))
+def _reduce_sink(op: str) -> tuple:
+    """R(Transpose(x, p), ax, kd) -> Transpose(R(x, ax2, kd), q): ax2 = sorted p[ax]; q = p for kd = 1, and for
+    kd = 0 the perm of the kept axes: p without the positions in ax, each renumbered to its place among x's kept
+    axes (m). The new reduction's shape: x's with ax2 set to 1 (kd = 1) or removed (kd = 0)."""
+    sink = _SINK.format(op=op)
+    return (
+        need(sink, '(need-merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (vec-empty)) (need-drop-at p ax)'),
+        need(f"{sink} {_SINK_AXES}", "(need-ones-at sx ax2) (need-drop-at sx ax2) (need-drop-at (vec-range r) ax2)"),
+        need(f"{sink} {_SINK_AXES} (= kept (drop-at (vec-range r) ax2))", "(need-index-map kept)"),
+        fact(f"{sink} (= kd 1) {_SINK_AXES} (= so (ones-at sx ax2))",
+             f"(let red ({op} x ax2 1)) (set (shape red) so) (set (dtype red) dx) (union __root (Transpose red p))"),
+        fact(f"{sink} (= kd 0) {_SINK_AXES} (= so (drop-at sx ax2)) {_SINK_KEPT}",
+             f"(let red ({op} x ax2 0)) (set (shape red) so) (set (dtype red) dx) "
+             '(union __root (Transpose red (unstable-vec-map (unstable-fn "vec-get" m) pr)))'),
         # every axis reduced (listed, or the empty list with noop_with_empty_axes = 0): the layout is gone
-        rules.append(fact(f"(= __root ({op} (Transpose x p) ax kd)) (= (vec-length ax) (vec-length p))",
-                          f"(union __root ({op} x ax kd))"))
-        rules.append(fact(f"(= __root ({op} (Transpose x p) ax kd)) (= ax (vec-empty))",
-                          f"(union __root ({op} x ax kd))"))
-    return tuple(rules)
+        fact(f"(= __root ({op} (Transpose x p) ax kd)) (= n (vec-length ax)) (= 0 (* n (- n (vec-length p))))",
+             f"(union __root ({op} x ax kd))"),
+    )
 
 
 def _moves_no_data(rank: int) -> str:
@@ -157,67 +118,35 @@ def _reshape_targets(rank: int) -> list[tuple[str, str]]:
 _RESHAPES = ("(Reshape {x} s{k} z{k})", "(ReshapeDyn {x} t{k} z{k})")
 
 
-def _reshape_transpose_reshape() -> tuple:
-    """Reshape(Transpose(Reshape(x, [a b, c...]), p), [a, b, ...]) -> Transpose(x, [0, 1, 1 + p[1:]]) for p[0] = 0:
-    the first Reshape merges x's leading two axes (its other dims are x's), the Transpose keeps the merged axis in
-    front, and the last Reshape splits it back into x's two axes (its other dims are the Transpose's)."""
-    rules = []
-    for rank in range(3, MAX_RANK + 1):
-        tail = range(1, rank - 1)
-        kept = " ".join(f"(= (vec-get sr {i}) (vec-get sx {i + 1}))" for i in tail)
-        moved = " ".join(f"(= (vec-get sy {j + 1}) (vec-get sr (vec-get p {j})))" for j in tail)
-        perm = "(vec-of 0 1 " + " ".join(f"(+ 1 (vec-get p {j}))" for j in tail) + ")"
-        for inner, outer in itertools.product(_RESHAPES, _RESHAPES):
-            rules.append(fact(
-                f"(= y {outer.format(x='tp', k=2)}) (= tp (Transpose r p)) (= r {inner.format(x='x', k=1)}) "
-                f"(= sx (shape x)) (= sr (shape r)) (= sy (shape y)) (= (vec-length sx) {rank}) "
-                f"(= (vec-length sr) {rank - 1}) (= (vec-length sy) {rank}) (= (vec-length p) {rank - 1}) "
-                f"(= (vec-get p 0) 0) {kept} (= (vec-get sy 0) (vec-get sx 0)) (= (vec-get sy 1) (vec-get sx 1)) {moved}",
-                f"(union y (Transpose x {perm}))"))
-    return tuple(rules)
+#: Reshape(Transpose(Reshape(x, [a b, c...]), p), [a, b, ...]) with p[0] = 0 (x of rank r >= 3): the first Reshape
+#: merges x's leading two axes (its other dims are x's: sr[1:] = sx[2:]), the Transpose keeps the merged axis in
+#: front, and the last Reshape splits it back into x's two axes (its other dims are the Transpose's: sy[2:] =
+#: sr[p[1:]]).
+_RTR = ("(= sx (shape x)) (= sr (shape r)) (= sy (shape y)) (= n (vec-length sx)) (>= n 3) (= (vec-length sr) (- n 1)) "
+        "(= (vec-length sy) n) (= (vec-length p) (- n 1)) (= (vec-get p 0) 0) "
+        "(= (vec-remove sr 0) (vec-remove (vec-remove sx 0) 0)) (= (vec-get sy 0) (vec-get sx 0)) "
+        "(= (vec-get sy 1) (vec-get sx 1)) "
+        '(= (vec-remove (vec-remove sy 0) 0) (unstable-vec-map (unstable-fn "vec-get" sr) (vec-remove p 0)))')
+#: The Transpose of x: [0, 1, 1 + p[1:]]
+_RTR_PERM = '(vec-append (vec-of 0 1) (unstable-vec-map (unstable-fn "+" 1) (vec-remove p 0)))'
 
 
-def _le(a: str, b: str) -> str:
-    """1 when a <= b, else 0 (i64 arithmetic)."""
-    return f"(min 1 (max 0 (+ 1 (- {b} {a}))))"
+def _reshape_transpose_reshape(inner: str, outer: str) -> Egglog:
+    return fact(f"(= y {outer.format(x='tp', k=2)}) (= tp (Transpose r p)) (= r {inner.format(x='x', k=1)}) {_RTR}",
+                f"(union y (Transpose x {_RTR_PERM}))")
 
 
-def _axis_merge(op: str) -> tuple:
-    """op(op(x, a), b) -> op(x, c) for |a| + |b| <= 4 listed axes (sorted, non-negative: normalized at load).
-
-    Squeeze: b indexes the inner output, whose axis i is x's axis i shifted past each removed a_k <= it
-    (a ascending); c = sorted(a + mapped b). Unsqueeze: a indexes the inner output, which is the outer output
-    without the inserted b; its axis i is the output's axis i shifted past each b_k <= it; c = sorted(b +
-    mapped a). The two sets are disjoint, so c has no repeats. Every step is a query variable (`(= v ...)`):
-    egglog compiles a rule in time growing with its atoms, and nested copies of the sorting network cost
-    4 ms per rule."""
-    rules = []
-    for na in range(1, 4):
-        for nb in range(1, 5 - na):
-            fixed, moved = ("a", "b") if op == "Squeeze" else ("b", "a")
-            n_fixed, n_moved = (na, nb) if op == "Squeeze" else (nb, na)
-            steps = []
-            mapped = []
-            for j in range(n_moved):
-                t = f"(vec-get {moved} {j})"
-                for k in range(n_fixed):
-                    steps.append(f"(= m{j}_{k} (+ {t} {_le(f'(vec-get {fixed} {k})', t)}))")
-                    t = f"m{j}_{k}"
-                mapped.append(t)
-            order, c = _sorting_steps([f"(vec-get {fixed} {k})" for k in range(n_fixed)] + mapped)
-            rules.append(rw(f"({op} ({op} x a) b)", f"({op} x (vec-of {' '.join(c)}))",
-                            f"(= (vec-length a) {na}) (= (vec-length b) {nb})", *steps, *order))
-    return tuple(rules)
-
-
-def _sorting_steps(values: list[str]) -> tuple[list[str], list[str]]:
-    """Query bindings that sort `values` (a sorting network, each compare-exchange two new variables) and
-    the variables holding them in increasing order."""
-    names, steps = list(values), []
-    for k, (i, j) in enumerate(_NETWORKS[len(values)]):
-        steps.append(f"(= lo{k} (min {names[i]} {names[j]})) (= hi{k} (max {names[i]} {names[j]}))")
-        names[i], names[j] = f"lo{k}", f"hi{k}"
-    return steps, names
+#: Squeeze(Squeeze(x, a), b): b indexes the inner output, whose axis i is x's axis k[i], k = x's axes without a
+#: (drop-at(range(l), a) for any l long enough); the merged axes are a and those, in increasing order.
+_SQUEEZES = ("(= __root (Squeeze (Squeeze x a) b)) (= na (vec-length a)) (> na 0) (= nb (vec-length b)) (> nb 0) "
+             "(= l (+ (+ (vec-get a (- na 1)) (vec-get b (- nb 1))) (+ na 1)))")
+_SQUEEZE_KEPT = "(= k (drop-at (vec-range l) a)) (< (vec-get b (- nb 1)) (vec-length k))"
+#: Unsqueeze(Unsqueeze(x, a), b): a indexes the inner output, whose axis i is the output's axis k[i], k = the
+#: output's axes without b; the merged axes are b and those.
+_UNSQUEEZES = ("(= __root (Unsqueeze (Unsqueeze x a) b)) (= na (vec-length a)) (> na 0) (= nb (vec-length b)) "
+               "(> nb 0) (= l (+ (+ (vec-get a (- na 1)) (vec-get b (- nb 1))) (+ nb 1)))")
+_UNSQUEEZE_KEPT = "(= k (drop-at (vec-range l) b)) (< (vec-get a (- na 1)) (vec-length k))"
+_MAPPED = '(unstable-vec-map (unstable-fn "vec-get" k) {})'
 
 
 #: Broadcasting ops whose operands are often a transposed activation and a lower-rank bias or input.
@@ -245,11 +174,8 @@ def _sink_broadcast() -> tuple:
     return tuple(rules)
 
 
-def _pad_remap(rank: int) -> str:
-    """pads' with pads'[j] = pads[ip[j]] and pads'[r+j] = pads[r+ip[j]]."""
-    begins = [f"(vec-get pads (vec-get ip {j}))" for j in range(rank)]
-    ends = [f"(vec-get pads (+ {rank} (vec-get ip {j})))" for j in range(rank)]
-    return "(vec-of " + " ".join(begins + ends) + ")"
+#: pads' with pads'[j] = pads[ip[j]] and pads'[r + j] = pads[r + ip[j]] (begins, then ends, in x's axis order)
+_PADS_REMAPPED = '(unstable-vec-map (unstable-fn "vec-get" pads) (vec-append ip (unstable-vec-map (unstable-fn "+" r) ip)))'
 
 
 RULES = [
@@ -259,8 +185,8 @@ RULES = [
          ruleset="simplify"),
     Rule("transpose-identity", "layout", "exact", "onnxoptimizer:eliminate_nop_transpose",
          "Transpose(x, p) -> x for the identity perm, or when every dim of x is 1",
-         tuple(rw("(Transpose x p)", "x", f"(= p {_identity(r)})") for r in range(1, MAX_RANK + 1))
-         + (rw("(Transpose x p)", "x", "(= s (shape x))", f"(= s {ones('s')})"),),
+         (rw("(Transpose x p)", "x", "(= p (vec-range (vec-length p)))"),
+          rw("(Transpose x p)", "x", "(= s (shape x))", f"(= s {ones('s')})")),
          ruleset="simplify"),
     Rule("transpose-sink-unary", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes",
          "U(Transpose(x, p)) -> Transpose(U(x), p) for unary elementwise U (Relu, Clip, Cast, Sigmoid, ...)",
@@ -292,7 +218,7 @@ RULES = [
          "onnxruntime:TransposeOptimizer (reduce)",
          "R(Transpose(x, p), axes, kd) -> Transpose(R(x, sorted p[axes], kd), p or, for kd = 0, p without the "
          "reduced positions renumbered) for a reduction R; R(x, all axes) when every axis is reduced",
-         _reduce_sink()),
+         tuple(row for op in REDUCE_OPS for row in _reduce_sink(op))),
     Rule("transpose-to-reshape", "layout", "exact", "onnxruntime:TransposeOptimizer (transpose as reshape); "
          "coreml:transpose -> reshape",
          "Transpose(x, p) -> Reshape(x, shape(out)) when p moves no data (the axes of size > 1 keep their order)",
@@ -304,7 +230,7 @@ RULES = [
          "coreml:reduce_transposes",
          "Reshape(Transpose(Reshape(x, [a*b, c, ...]), p), [a, b, ...]) -> Transpose(x, [0, 1, 1 + p[1:]]) when "
          "p[0] = 0 and the reshapes only merge and split x's leading two axes (targets static or run-time)",
-         _reshape_transpose_reshape()),
+         tuple(_reshape_transpose_reshape(inner, outer) for inner in _RESHAPES for outer in _RESHAPES)),
     Rule("squeeze-unsqueeze-cancel", "layout", "exact", "onnxoptimizer:eliminate_nop_squeeze_unsqueeze; "
          "tvm:SimplifyExpr (squeeze/expand_dims)",
          "Squeeze(Unsqueeze(x, a), a) -> x and Unsqueeze(Squeeze(x, a), a) -> x (a non-empty), or any such pair "
@@ -315,16 +241,22 @@ RULES = [
           rw("(Unsqueeze (Squeeze x b) a)", "x", "(= (shape __root) (shape x))")),
          ruleset="simplify"),
     Rule("squeeze-merge", "layout", "exact", "onnxoptimizer:fuse_consecutive_squeezes",
-         "Squeeze(Squeeze(x, a), b) -> Squeeze(x, sorted(a + b mapped to x's axes)) (up to 4 axes in all); "
+         "Squeeze(Squeeze(x, a), b) -> Squeeze(x, sorted(a + b mapped to x's axes)) (any number of axes); "
          "Squeeze(Squeeze(x, a)) -> Squeeze(x) (no axes: every dim that is 1 at run time)",
-         _axis_merge("Squeeze") + (rw("(Squeeze (Squeeze x a) (vec-empty))", "(Squeeze x (vec-empty))"),),
+         (need(_SQUEEZES, "(need-drop-at (vec-range l) a)"),
+          need(f"{_SQUEEZES} {_SQUEEZE_KEPT}", f"(need-merged a {_MAPPED.format('b')})"),
+          fact(f"{_SQUEEZES} {_SQUEEZE_KEPT} (= c (merged a {_MAPPED.format('b')}))", "(union __root (Squeeze x c))"),
+          rw("(Squeeze (Squeeze x a) (vec-empty))", "(Squeeze x (vec-empty))")),
          ruleset="simplify"),
     Rule("unsqueeze-merge", "layout", "exact", "onnxoptimizer:fuse_consecutive_unsqueezes",
-         "Unsqueeze(Unsqueeze(x, a), b) -> Unsqueeze(x, sorted(b + a mapped to the output's axes)) (up to 4 axes)",
-         _axis_merge("Unsqueeze"), ruleset="simplify"),
+         "Unsqueeze(Unsqueeze(x, a), b) -> Unsqueeze(x, sorted(b + a mapped to the output's axes)) (any number of axes)",
+         (need(_UNSQUEEZES, "(need-drop-at (vec-range l) b)"),
+          need(f"{_UNSQUEEZES} {_UNSQUEEZE_KEPT}", f"(need-merged b {_MAPPED.format('a')})"),
+          fact(f"{_UNSQUEEZES} {_UNSQUEEZE_KEPT} (= c (merged b {_MAPPED.format('a')}))",
+               "(union __root (Unsqueeze x c))")),
+         ruleset="simplify"),
     Rule("transpose-sink-pad", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes",
          "Pad(Transpose(x, p), pads) -> Transpose(Pad(x, pads permuted by p^-1), p)",
-         tuple(rw("(Pad (Transpose x p) pads v mode)", f"(Transpose (Pad x {_pad_remap(r)} v mode) p)",
-                  f"(= (vec-length p) {r})", f"(= (vec-length pads) {2 * r})", "(= ip (inv-perm p))")
-               for r in range(1, MAX_RANK + 1))),
+         (rw("(Pad (Transpose x p) pads v mode)", f"(Transpose (Pad x {_PADS_REMAPPED} v mode) p)",
+             "(= r (vec-length p))", "(= (vec-length pads) (* 2 r))", "(= ip (inv-perm p))"),)),
 ]

@@ -171,3 +171,9 @@ def test_without_splat_facts_a_scalar_one_is_not_seen() -> None:
 @given(PROPERTIES["splat-facts"]())
 def test_splat_facts_property(case: RuleCase) -> None:
     case.check()
+
+
+@property_settings()
+@given(PROPERTIES["list-functions"]())
+def test_list_functions_property(case: RuleCase) -> None:
+    case.check()

@@ -551,6 +551,7 @@ def _axes(op: str, x: str, y: str, axes: list, opset: int, inits: dict) -> "obje
     ((1, 3, 1, 4, 1), [0, 4], [1], [0, 2, 4]),
     ((3, 1, 1, 1), [-1], [1, 2], [1, 2, 3]),
     (("N", 1, 4, 1), [1], [2], [1, 3]),            # a symbolic dim: nothing is computed with it
+    ((1, 3, 1, 1, 4, 1, 1, 2, 1, 1), [0, 2, 3], [2, 3, 5, 6], [0, 2, 3, 5, 6, 8, 9]),  # rank 10, 7 axes in all
 ])
 def test_squeeze_merge(opset: int, shape: tuple, first: list, second: list, merged: list) -> None:
     inits: dict = {}
@@ -594,6 +595,7 @@ def test_squeeze_merge_property(case: RuleCase) -> None:
     ((3, 4), [1], [3], [1, 3]),
     ((3, 4), [-1], [0, -1], [0, 3, 4]),            # -1: axis 2 of the inner output, 4 of the outer
     (("N", 4), [2, 3], [1], [1, 3, 4]),
+    ((3, 4), [0, 2, 4, 5], [1, 3, 8], [0, 1, 3, 4, 6, 7, 8]),  # 4 + 3 axes (onnxoptimizer's test)
 ])
 def test_unsqueeze_merge(opset: int, shape: tuple, first: list, second: list, merged: list) -> None:
     inits: dict = {}

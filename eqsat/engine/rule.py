@@ -5,6 +5,13 @@ Rules are egglog text, one readable line each, built with two helpers:
     rw("(Relu (Relu x))", "(Relu x)")                                   # lhs -> rhs
     rw("(Cast x t)", "x", "(= (dtype x) t)")                             # ... when guards hold
     fact("(= y (Transpose x p)) (= s (shape x))", "(set (shape y) ...)") # general rule (analysis)
+    need("(= y (Squeeze (Squeeze x a) b))", "(need-elements a)")           # ask the list functions
+
+A rewrite that computes over a whole vector (sorting axes, a product of dims, removing positions) reads
+egglog functions of lists (`elements`, `ascending`, `drop-at`, ... in rewrites/analysis.py), computed on
+demand by recursion: its `need` rows ask for the values it reads. Need rows run in the analysis ruleset
+(the values are ready when the rewrite next matches) and count as matches of the `list-functions` rule,
+not of the rewrite that owns them.
 
 The registry (`eqsat.rewrites.registry`) adds `:ruleset` and `:name` so each egglog rule is attributable in
 run reports (`<rule name>#<k>`).
@@ -20,6 +27,8 @@ RULESETS = ("analysis", "simplify", "explore")
 #: Soundness classes admitted by default (precision-changing needs `--allow precision-changing`).
 DEFAULT_SOUNDNESS = frozenset({"exact", "fp-reassoc"})
 
+#: The analysis rule that computes the list functions: need rows count as its matches.
+NEED_RULE = "list-functions"
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _UNION_TARGET = re.compile(r"\(union (\w+) ")
 
@@ -30,9 +39,12 @@ class Egglog:
 
     facts: str
     actions: str
+    need: bool = False  # a demand row: asks the list functions for values (runs in analysis)
 
     def command(self, ruleset: str, name: str) -> str:
         """The egglog rule; every class it unions into also records the rule (`rewritten`: provenance)."""
+        if self.need:
+            ruleset, name = "analysis", f"{NEED_RULE}#{name}"
         rule = rule_name_of(name)
         provenance = "".join(f' (rewritten {var} "{rule}")' for var in dict.fromkeys(_UNION_TARGET.findall(self.actions)))
         return f"(rule ({self.facts}) ({self.actions}{provenance}) :ruleset {ruleset} :name \"{name}\")"
@@ -60,6 +72,12 @@ def rw(lhs: str, rhs: str, *guards: str) -> Egglog:
 def fact(facts: str, actions: str) -> Egglog:
     """A general egglog rule (analyses, and rewrites that also set facts on the nodes they create)."""
     return Egglog(facts, actions)
+
+
+def need(facts: str, actions: str) -> Egglog:
+    """A demand row: when `facts` match, ask the list functions (`need-...` relations) for what a rewrite
+    of the same rule reads; it runs in the analysis ruleset."""
+    return Egglog(facts, actions, need=True)
 
 
 @dataclasses.dataclass(frozen=True)

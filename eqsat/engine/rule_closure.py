@@ -25,13 +25,14 @@ import onnx
 
 from eqsat.frontend.io import all_graphs
 from eqsat.engine.rule import Rule
-from eqsat.engine.terms import OPS, SPECIAL
+from eqsat.engine.terms import LIST_FUNCTIONS, OPS, SPECIAL
 
 #: Every constructor of the term language (ops and leaves); egglog functions and relations are not.
 CONSTRUCTORS = frozenset(OPS) | frozenset(SPECIAL)
 #: Relations and functions that only rules set (never the encoder): a query reading one needs a usable rule
 #: that sets it (conv-merge reads `conv-site`, which only a rule matching a Conv sets).
-RULE_ONLY_FACTS = frozenset({"conv-site", "bn-foldable", "cdim-demand", "cdim", "const-list"})
+RULE_ONLY_FACTS = (frozenset({"conv-site", "bn-foldable", "cdim-demand", "cdim", "const-list"})
+                   | frozenset(LIST_FUNCTIONS) | frozenset(f"need-{name}" for name in LIST_FUNCTIONS))
 _TRACKED = CONSTRUCTORS | RULE_ONLY_FACTS
 #: Leaves and plumbing the encoder may create for any model (Scalar, Const, Opaque, lists, ...).
 ALWAYS_PRESENT = frozenset({"Ref", "Input", "Const", "Scalar", "Absent", "TNil", "TCons", "Opaque", "Out"})

@@ -17,7 +17,9 @@ one), `const-value` (element k, flattened, of a `Const` of at most SMALL_CONST e
 `splat` (a constant whose elements all equal one value, as f64: a `Scalar`'s value, a
 `Const` of zeros or ones; rules that match a neutral element read it),
 `conv-fanout` (values two or more input Convs read: where conv-merge may join),
-`inv-perm` (inverse permutations), `lossless-cast` (dtype pairs whose conversion is exact for every value).
+`inv-perm` (inverse permutations), `lossless-cast` (dtype pairs whose conversion is exact for every value),
+`truncating-cast` (integer pairs (t1, t2), t2 no wider: Cast to t1 then t2 is Cast to t2), `wide-int`
+(integers of 32 or 64 bits).
 """
 
 from __future__ import annotations
@@ -163,6 +165,19 @@ SPECIAL: dict[str, tuple[tuple[str, ...], str]] = {
     "TAppend": (("TL", "TL"), "TL"),
 }
 
+#: Functions of lists, computed on demand (`need-<name>` relations) by the analysis rule list-functions
+#: (rewrites/analysis.py): name -> (argument sorts, result sort).
+LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
+    "elements": ("IVec", "ISet"),           # the set of a vector's elements
+    "ascending": ("ISet", "IVec"),          # a set's elements in increasing order
+    "merged": ("IVec IVec", "IVec"),        # the elements of a and b in increasing order (once each)
+    "drop-at": ("IVec IVec", "IVec"),       # v without the positions in ix (ix increasing)
+    "ones-at": ("IVec IVec", "IVec"),       # v with the positions in ix set to 1
+    "index-map": ("IVec", "IVec"),          # m with m[k[i]] = i (k increasing, non-negative)
+    "dims-product": ("IVec IVec", "i64"),   # the product of v[ix] when each is a size (>= 0)
+    "sum-of": ("IVec IVec", "IVec"),        # a + b elementwise (equal lengths)
+}
+
 #: Typed ops that are not in OPS (their inputs are lists or their result is an N).
 LIST_OPS = frozenset({"Concat", "Split"})
 
@@ -181,6 +196,14 @@ _EXACT_RANGES = {
     "FLOAT": ["DOUBLE"],
 }
 LOSSLESS_CASTS: tuple[tuple[str, str], ...] = tuple((a, b) for a, bs in _EXACT_RANGES.items() for b in bs)
+
+#: Integer dtypes and their widths in bits.
+INT_BITS = {"INT8": 8, "UINT8": 8, "INT16": 16, "UINT16": 16, "INT32": 32, "UINT32": 32, "INT64": 64, "UINT64": 64}
+#: (t1, t2) with Cast(Cast(x, t1), t2) = Cast(x, t2) for every integer x (t1 != t2): wrap-around keeps the low bits.
+TRUNCATING_CASTS: tuple[tuple[str, str], ...] = tuple((a, b) for a in INT_BITS for b in INT_BITS
+                                                      if a != b and INT_BITS[b] <= INT_BITS[a])
+#: Integers a float cast may round (narrower ones are exact in FLOAT).
+WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
 
 #: `Const` tensors of at most this many elements get `const-value` facts (OneHot's [off, on] values).
 SMALL_CONST = 8
@@ -224,7 +247,8 @@ def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
 
 def declarations() -> str:
     """The egglog program that declares sorts, constructors and fact tables (Backend.declare adds eqsat.engine.bulk's load tables)."""
-    lines = ["(sort IVec (Vec i64))", "(sort IFn (UnstableFn (i64) i64))", "(sort T)", "(sort TL)", "(sort N)"]
+    lines = ["(sort IVec (Vec i64))", "(sort ISet (Set i64))", "(sort IFn (UnstableFn (i64) i64))", "(sort T)",
+             "(sort TL)", "(sort N)"]
     for name, (args, sort) in SPECIAL.items():
         if sort == "T" or name in ("TNil", "TCons", "Opaque", "Out", "Split", "TAppend"):
             lines.append(f"(constructor {name} ({' '.join(args)}) {sort})")
@@ -233,7 +257,8 @@ def declarations() -> str:
     lines += ["(function shape (T) IVec :no-merge)", "(function dtype (T) String :no-merge)",
               "(relation positive (T))", "(relation is-const (T))", "(relation finite (T))",
               "(relation const-value (T i64 f64))", "(relation splat (T f64))", "(function inv-perm (IVec) IVec :no-merge)",
-              "(relation lossless-cast (String String))", "(relation conv-fanout (T))",
+              "(relation lossless-cast (String String))", "(relation truncating-cast (String String))",
+              "(relation wide-int (String))", "(relation conv-fanout (T))",
               "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))",
               "(relation bn-foldable (T T T T String))",
               "(function model-opset () i64 :no-merge)",
@@ -243,6 +268,8 @@ def declarations() -> str:
               "(relation const-list (TL))",
               # an order on constants (by content key, first seen first) for rules that pick sorted subsets
               "(function const-rank (T) i64 :merge (min old new))"]
+    for name, (args, result) in LIST_FUNCTIONS.items():
+        lines += [f"(relation need-{name} ({args}))", f"(function {name} ({args}) {result} :no-merge)"]
     return "\n".join(lines)
 
 
@@ -252,11 +279,14 @@ def static_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = 
 
 
 def standard_facts() -> list[str]:
-    """The facts no model changes: inverse perms (all up to MAX_PERM_RANK) and lossless casts. A prepared
+    """The facts no model changes: inverse perms (all up to MAX_PERM_RANK), lossless and truncating casts, wide
+    integers. A prepared
     backend (eqsat.engine.prepared) holds them below its push, so each run loads only its `model_facts`."""
     perms = sorted(p for r in range(1, MAX_PERM_RANK + 1) for p in itertools.permutations(range(r)))
     facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
-    return facts + [f"(lossless-cast {egg_str(a)} {egg_str(b)})" for a, b in LOSSLESS_CASTS]
+    facts += [f"(lossless-cast {egg_str(a)} {egg_str(b)})" for a, b in LOSSLESS_CASTS]
+    facts += [f"(truncating-cast {egg_str(a)} {egg_str(b)})" for a, b in TRUNCATING_CASTS]
+    return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
 
 
 def model_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = None) -> list[str]:

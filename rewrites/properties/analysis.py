@@ -3,6 +3,7 @@ where its guard holds (`RuleCase`), checked by tests/test_rules_analysis.py and 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -11,6 +12,7 @@ import onnx.helper as oh
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
 from eqsat.testing.draw import SANDWICH_RULES, binary_const, concat_parts, draw_unary, transpose_node
 from eqsat.testing.strategies import float_arrays, inverse, perms, shapes
+from eqsat.rewrites.properties import layout, reduce
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -80,6 +82,16 @@ def _splat_facts(draw: Callable, st: Any) -> RuleCase:
     return g.case("splat-facts", ["y"], also=("add-zero", "mul-one"))
 
 
+@rule_case
+def _list_functions(draw: Callable, st: Any) -> RuleCase:
+    """A rewrite that reads functions of lists (sorted merged axes, a product of reduced dims): two Squeezes
+    that both list axes (the axes-less outer Squeeze merges without them), two Unsqueezes, a sum over a count."""
+    case = draw(st.one_of(layout.PROPERTIES["squeeze-merge"](), layout.PROPERTIES["unsqueeze-merge"](),
+                          reduce.PROPERTIES["reducesum-div-to-mean"]())
+                .filter(lambda c: all(len(n.input) == 2 or n.attribute for n in c.model.graph.node if n.op_type == "Squeeze")))
+    return dataclasses.replace(case, rule="list-functions", also=(case.rule, *case.also))
+
+
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "shape-unary": _analysis_case("shape-unary", "unary"),
@@ -87,6 +99,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "shape-transpose": _analysis_case("shape-transpose", "transposed-constant"),
     "constant-terms": _analysis_case("constant-terms", "transposed-constant"),
     "splat-facts": _splat_facts,
+    "list-functions": _list_functions,
 }
 #: Properties checked with static shapes only.
 STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {

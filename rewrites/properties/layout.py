@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 import onnx.helper as oh
 
-from eqsat.rewrites.layout import MAX_REDUCE_AXES
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
 from eqsat.testing.draw import COMPARE_OPS, SANDWICH_RULES, binary_const, draw_unary, transpose_node
 from eqsat.testing.strategies import arrays, broadcastable_shapes, float_arrays, inverse, perms, shapes
@@ -174,13 +173,13 @@ _REDUCE_OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"
 
 @rule_case
 def _transpose_sink_reduce(draw: Callable, st: Any) -> RuleCase:
-    shape = draw(shapes(1, 5, 3))
+    shape = draw(shapes(1, 7, 3))
     rank = len(shape)
     p = draw(perms(rank))
     op = draw(st.sampled_from(_REDUCE_OPS))
     kind = draw(st.sampled_from(("some", "some", "some", "all", "empty")))
     if kind == "some" and rank > 1:
-        axes = sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=min(MAX_REDUCE_AXES, rank - 1))))
+        axes = sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=rank - 1)))
     elif kind == "all" or rank == 1:
         axes = list(range(rank))
     else:
@@ -275,11 +274,11 @@ def _negated(draw: Callable, st: Any, axes: Sequence[int], rank: int) -> list[in
 
 @rule_case
 def _squeeze_merge(draw: Callable, st: Any) -> RuleCase:
-    """x with size-1 dims at a set S of 2 to 4 axes; the inner Squeeze removes A (a non-empty part of S), the
-    outer the rest of S (in the inner output's indices), or every remaining 1 (no axes)."""
+    """x of rank 2 to 10 with size-1 dims at a set S of 2 or more axes; the inner Squeeze removes A (a non-empty
+    part of S), the outer the rest of S (in the inner output's indices), or every remaining 1 (no axes)."""
     opset = draw(st.sampled_from((11, 13, 17)))
-    shape = list(draw(shapes(2, 5, 3)))
-    ones = sorted(draw(st.sets(st.integers(0, len(shape) - 1), min_size=2, max_size=min(4, len(shape)))))
+    shape = list(draw(shapes(2, 10, 3)))
+    ones = sorted(draw(st.sets(st.integers(0, len(shape) - 1), min_size=2, max_size=len(shape))))
     for a in ones:
         shape[a] = 1
     first = sorted(draw(st.sets(st.sampled_from(ones), min_size=1, max_size=len(ones) - 1)))
@@ -296,11 +295,12 @@ def _squeeze_merge(draw: Callable, st: Any) -> RuleCase:
 
 @rule_case
 def _unsqueeze_merge(draw: Callable, st: Any) -> RuleCase:
-    """The output has inserted 1s at a set C of 2 to 4 axes: the outer Unsqueeze inserts B (a non-empty part of C,
-    in the output's indices), the inner one the rest (in the inner output's indices: C without B shifted)."""
+    """The output (rank up to 10) has inserted 1s at a set C of 2 to 7 axes: the outer Unsqueeze inserts B (a
+    non-empty part of C, in the output's indices), the inner one the rest (in the inner output's indices: C
+    without B shifted)."""
     opset = draw(st.sampled_from((11, 13, 17)))
     shape = draw(shapes(0, 3, 3))
-    out_rank = len(shape) + draw(st.integers(2, 4))
+    out_rank = len(shape) + draw(st.integers(2, 7))
     inserted = sorted(draw(st.sets(st.integers(0, out_rank - 1), min_size=out_rank - len(shape),
                                    max_size=out_rank - len(shape))))
     outer = sorted(draw(st.sets(st.sampled_from(inserted), min_size=1, max_size=len(inserted) - 1)))
