@@ -146,7 +146,7 @@ def find_culprit(model: io.ModelSource, options: Options | None = None, *, rules
         session = saturate(proto, probing, rules=[r for r in pool if r.name not in off], source=label)
         fired = tuple(sorted(session.saturation.rules_fired, key=lambda n: order.get(n, len(order))))
         try:
-            result = session.extract(options=probing, reference=reference)
+            result = session.extract(options=probing, reference=reference, breakdown=False)
             ok, detail = result.report.verification.ok, result.report.verification.summary()
         except BadInputError:
             raise

@@ -20,6 +20,8 @@ from eqsat.engine.backend import Backend
 from eqsat.engine.egraph import EGraph, decode
 from eqsat.engine.encode import Encoding, encode
 from eqsat.report import Report
+from eqsat import run_warnings
+from eqsat.breakdown import attach as attach_breakdown
 from eqsat.engine.rule import SOUNDNESS, Rule
 from eqsat.errors import InternalError
 from eqsat.options import Options
@@ -113,14 +115,18 @@ class Session:
 
     def extract(self, target: str | None = None, *, options: Options | None = None, verify: bool | None = None,
                 progress: Callable[[str], None] | None = None, reference: "Reference | None" = None,
-                **changes: Any) -> "Result":
+                breakdown: bool = True, **changes: Any) -> "Result":
         """Extract and lower the best graph for `target` (or for a custom `cost=fn(egraph, node)`), under
         `options` (default: the session's, verification off: a re-extraction is checked when asked) with
         `changes` (`cost`, `extractor`, `input_shapes`, `inputs`, `strict`: eqsat.options.Options fields).
         With `verify`, check it against the original on `inputs` (arrays by name) and inputs drawn with
         `input_shapes` (eqsat.check.verify.verify; `reference`: the original's outputs computed before). An original
         that no drawn input runs is not verified: a warning in the report, or with `strict` a BadInputError.
-        `progress` is called with each phase's name as it starts."""
+        `progress` is called with each phase's name as it starts. Without `options` or `verify` the result is
+        not verified yet: its report says so, and `Result.verify()` or `.save()` checks it. With `breakdown`
+        (off for bodies and bisection probes) the report gets the cost per op before and after
+        (eqsat.breakdown) and with it the headline's cost change."""
+        pending = options is None and verify is None and not changes.get("verify")
         options = (options or self.options.replace(verify=False)).replace(
             **changes, **({} if target is None else {"target": target}),
             **({} if verify is None else {"verify": verify}))
@@ -130,7 +136,8 @@ class Session:
         from eqsat.extract import extract as run_extractor
         from eqsat.extract.cost import load_target, roofline
 
-        report = Report(self.source, io.proto_op_histogram(self.original), notes=list(self.notes))
+        report = Report(self.source, io.proto_op_histogram(self.original), notes=list(self.notes),
+                        ops_folded=io.proto_op_histogram(self.normalized))
         report.phases.update(self.phases)
         report.saturation = self.saturation
         note = progress or (lambda phase: None)
@@ -151,7 +158,7 @@ class Session:
                 optimized: dict[tuple[str, str, int], object] = {}
                 for key, child in self.children.items():
                     try:
-                        optimized[key] = child.extract(options=options.replace(verify=False)).proto
+                        optimized[key] = child.extract(options=options.replace(verify=False), breakdown=False).proto
                     except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
                         optimized[key] = exc
                 report.subgraphs = put_back(model, self.bodies, optimized)
@@ -165,10 +172,15 @@ class Session:
                 report.verification = run_verify(self.original, model, soundness=self.soundness, source=self.source,
                                                  input_shapes=options.input_shapes, inputs=options.inputs,
                                                  strict=options.strict, reference=reference)
-            if report.verification.unverified:
-                report.warnings.append(f"not verified: {report.verification.unverified}; "
-                                       "pass --inputs FILE.npz or --input-shape to verify")
-        return Result(model, report, result, session=self, cost_model=cost_model)
+        run_warnings.add(report.warnings, run_warnings.of_saturation(self.saturation, options)
+                         + run_warnings.of_bodies(report.subgraphs) + run_warnings.of_verification(
+                             report.verification, pending=pending))
+        out = Result(model, report, result, session=self, cost_model=cost_model, pending_verification=pending)
+        if breakdown:
+            note("breakdown")
+            with timed(report, "breakdown"):
+                attach_breakdown(out)
+        return out
 
 
 #: egglog's complaint when two shape facts meet in one e-class.

@@ -403,7 +403,7 @@ def _check_session(proto: onnx.ModelProto, session: "Session", feeds: Mapping[st
                    tolerance: float | None, context: str, target: str, extractor: str) -> "Result":
     """The e-graph check, then the extracted model against `proto`, output by output."""
     assert_egraph_sound(session, feeds, tolerance=tolerance, context=context)
-    result = session.extract(target, extractor=extractor, verify=False)
+    result = session.extract(target, extractor=extractor, verify=False, breakdown=False)
     optimized = to_proto(result.model)
     expected, actual = run(proto, feeds), run(optimized, feeds)
     for out, ref, got in zip(proto.graph.output, expected, actual):

@@ -15,7 +15,7 @@ from eqsat.errors import BadInputError, EqsatError
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
-    from eqsat.view.display import Progress, add_breakdown
+    from eqsat.view.display import Progress, headline_text
     from eqsat.pipeline import optimize
     from eqsat.check.verify_inputs import load_npz
 
@@ -47,8 +47,6 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         raise
     for warning in result.report.warnings:  # a rule dropped as unsound on this model, a model not verified
         print(f"eqsat: warning: {warning}", file=sys.stderr)
-    if args.report or args.report_json:
-        add_breakdown(result)  # estimated cost before and after, per op
     if args.report:
         print(result.report.to_text(), file=human)
     if args.report_json:
@@ -57,8 +55,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             data["bisection"] = result.bisection.to_dict()
         _write_json(args.report_json, data)
     if not args.report:
-        r = result.report
-        print(f"{args.output}: {r.nodes_before} -> {r.nodes_after} nodes in {r.seconds:.2f} s", file=human)
+        print(f"{args.output}: {headline_text(result.report)} in {result.report.seconds:.2f} s", file=human)
     return 0
 
 
