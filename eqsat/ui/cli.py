@@ -14,24 +14,62 @@ from eqsat.ui import startup
 from eqsat.errors import BadInputError, EqsatError
 
 
+def _output_of(args: argparse.Namespace) -> str:
+    """The output path: `eqsat optimize IN OUT` or `-o OUT` (both: they must agree); over the input only with
+    --force."""
+    given = [p for p in (args.output_path, args.output) if p]
+    if not given:
+        raise BadInputError(args.input, "no output given: eqsat optimize IN OUT (or -o OUT)")
+    if len(given) == 2 and os.path.abspath(given[0]) != os.path.abspath(given[1]):
+        raise BadInputError(given[1], f"two outputs given: {given[0]} and -o {given[1]}")
+    output = given[0]
+    if (os.path.exists(output) and os.path.exists(args.input) and os.path.samefile(output, args.input)
+            and not args.force):
+        raise BadInputError(output, "is the input file: pass --force to overwrite it")
+    return output
+
+
+def _optimize_kwargs(args: argparse.Namespace) -> dict:
+    """What the flags ask of eqsat.pipeline.optimize (the same for one model and for a folder's)."""
+    from eqsat.check.verify_inputs import load_npz
+
+    return dict(verify=args.verify, target=args.target, extractor=args.extractor, time_limit=args.time_limit,
+                node_limit=args.node_limit, iter_limit=args.iter_limit, allow=args.allow, opset=args.opset,
+                disable=[rule for arg in args.disable for rule in arg.split(",") if rule], bisect=args.bisect,
+                input_shapes=_shapes("--input-shape", args.input_shape),
+                inputs=load_npz(args.inputs) if args.inputs else None,
+                fix_input_shapes=_shapes("--fix-input-shape", args.fix_input_shape), strict=args.strict)
+
+
+def _cmd_optimize_folder(args: argparse.Namespace) -> int:
+    from eqsat.ui import folder
+
+    output = args.output or args.output_path
+    if not output:
+        raise BadInputError(args.input, "a folder needs an output folder: eqsat optimize DIR -o OUTDIR")
+    if args.report_json and args.report_json != "-":
+        _check_writable(args.report_json)
+    human = sys.stderr if args.report_json == "-" else sys.stdout
+    code, rows = folder.run(args.input, output, _optimize_kwargs(args), jobs=args.jobs, force=args.force,
+                            out=human, report=args.report)
+    if args.report_json:
+        _write_json(args.report_json, folder.folder_json(rows))
+    return code
+
+
 def _cmd_optimize(args: argparse.Namespace) -> int:
     from eqsat.view.display import Progress, headline_text
     from eqsat.pipeline import optimize
-    from eqsat.check.verify_inputs import load_npz
 
+    if os.path.isdir(args.input):
+        return _cmd_optimize_folder(args)
+    args.output = _output_of(args)
     if args.report_json and args.report_json != "-":
         _check_writable(args.report_json)
     human = sys.stderr if args.report_json == "-" else sys.stdout  # stdout carries only the JSON then
     try:
         with Progress(args.input, sys.stderr) as progress:  # draws only on a terminal, erased when done
-            result = optimize(args.input, output=args.output, verify=args.verify, target=args.target,
-                              extractor=args.extractor, time_limit=args.time_limit, node_limit=args.node_limit,
-                              iter_limit=args.iter_limit, allow=args.allow, opset=args.opset,
-                              disable=[rule for arg in args.disable for rule in arg.split(",") if rule],
-                              progress=progress, bisect=args.bisect, input_shapes=_shapes("--input-shape", args.input_shape),
-                              inputs=load_npz(args.inputs) if args.inputs else None,
-                              fix_input_shapes=_shapes("--fix-input-shape", args.fix_input_shape),
-                              strict=args.strict)
+            result = optimize(args.input, output=args.output, progress=progress, **_optimize_kwargs(args))
     except EqsatError as exc:
         report = getattr(exc, "report", None)
         if report is not None and args.report:
@@ -160,8 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     opt = sub.add_parser("optimize", help="optimize an ONNX model")
-    opt.add_argument("input", help="input .onnx file")
-    opt.add_argument("-o", "--output", required=True, help="output .onnx file (written only if verified)")
+    opt.add_argument("input", help="input .onnx file, or a folder of them (then the output is a folder)")
+    opt.add_argument("output_path", nargs="?", metavar="output",
+                     help="output .onnx file (written only if verified), or -o")
+    opt.add_argument("-o", "--output", help="output .onnx file, or the output folder for a folder of models")
+    opt.add_argument("--force", action="store_true", help="allow writing over the input file (or folder)")
+    opt.add_argument("--jobs", "-j", type=_non_negative(int), default=1, metavar="J",
+                     help="with a folder: optimize J models at a time, each in a process of its own (default: 1)")
     opt.add_argument("--target", default="cpu", help="hardware target the cost model describes (see `eqsat targets`)")
     opt.add_argument("--extractor", default="auto", choices=("auto", *EXTRACTORS),
                      help="extraction algorithm (default: auto = exact ILP, greedy-dag above 30k e-nodes)")
@@ -182,13 +225,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "exit 2 (default: write it unverified and warn)")
     opt.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                      help="check the result numerically against the input (default: on)")
+    opt.add_argument("--skip-verify", "--no-check", dest="verify", action="store_false",
+                     help="aliases of --no-verify (onnxsim's --skip-verify, onnxslim's --no-check)")
     opt.add_argument("--input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",
                      help="verify with this shape for input NAME (repeatable; default: sized from its dim names)")
     opt.add_argument("--inputs", metavar="FILE.npz",
                      help="verify on these arrays (keys: input names; inputs left out are drawn as usual)")
-    opt.add_argument("--fix-input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",
+    opt.add_argument("--fix-input-shape", "--overwrite-input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",
                      help="make input NAME static with these dims before optimizing (repeatable), so shape "
-                          "computations fold")
+                          "computations fold (--overwrite-input-shape: onnxsim's name)")
     opt.add_argument("--report", action="store_true", help="print a report of what was done")
     opt.add_argument("--report-json", metavar="FILE", help="write the report as JSON ('-' for stdout)")
     opt.set_defaults(run=_cmd_optimize)
