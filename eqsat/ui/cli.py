@@ -173,20 +173,51 @@ def _cmd_targets(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_rules(args: argparse.Namespace) -> int:
+    import time
+
     from eqsat.testing import check_rules
+    from eqsat.testing.check import QUICK_EXAMPLES, rules_of_family
     from eqsat.rewrites.registry import all_rules
 
-    names = args.rule or None
+    names = list(args.rule)
     unknown = sorted(set(args.rule) - {r.name for r in all_rules()})
     if unknown:
         raise BadInputError("--rule", f"unknown rule(s): {', '.join(unknown)} (see `eqsat rules`)")
-    failures = check_rules(args.examples, names, progress=lambda name: print(f"checking {name} ...", flush=True))
+    for family in args.family:
+        try:
+            names += [n for n in rules_of_family(family) if n not in names]
+        except KeyError as exc:
+            raise BadInputError("--family", exc.args[0]) from None
+    examples = args.examples if args.examples is not None else (QUICK_EXAMPLES if args.quick else 100)
+    live = sys.stderr.isatty()
+    started = {"at": time.perf_counter(), "name": ""}
+
+    def progress(name: str, drawn: int, total: int) -> None:
+        if name != started["name"]:
+            _end_rule(started, live)
+            started.update(name=name, at=time.perf_counter())
+            print(f"checking {name} ...", end="" if live else "\n", flush=True)
+        if live:  # examples drawn out of the total, redrawn in place
+            print(f"\rchecking {name} ... {drawn}/{total} examples, {time.perf_counter() - started['at']:.1f} s",
+                  end="", flush=True)
+
+    failures = check_rules(examples, names or None, progress=progress, shrink=True)
+    _end_rule(started, live)
     for failure in failures:
         print(f"FAILED {failure}")
     checked = len(names) if names else "all"
-    print(f"{checked} rules checked with {args.examples} examples each: "
+    print(f"{checked} rules checked with {examples} examples each: "
           + (f"{len(failures)} failed" if failures else "all sound"))
     return 1 if failures else 0
+
+
+def _end_rule(started: dict, live: bool) -> None:
+    """The line of the rule just checked: its time."""
+    import time
+
+    if started["name"]:
+        print(f"{chr(13) if live else ''}checked {started['name']} in {time.perf_counter() - started['at']:.1f} s"
+              + (" " * 20 if live else ""), flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -255,9 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
     targets.set_defaults(run=_cmd_targets)
 
     check = sub.add_parser("check-rules", help="check each rule's soundness on random graphs (needs hypothesis)")
-    check.add_argument("--examples", type=_non_negative(int), default=100, metavar="N",
-                       help="graphs drawn per rule (default: 100)")
+    check.add_argument("--examples", type=_non_negative(int), default=None, metavar="N",
+                       help="graphs drawn per rule (default: 100; with --quick: 10)")
+    check.add_argument("--quick", action="store_true", help="10 examples per rule: a first look in seconds")
     check.add_argument("--rule", action="append", default=[], metavar="RULE", help="check only this rule (repeatable)")
+    check.add_argument("--family", action="append", default=[], metavar="NAME",
+                       help="check the rules of this family (repeatable; see `eqsat rules`)")
     check.set_defaults(run=_cmd_check_rules)
     return parser
 
