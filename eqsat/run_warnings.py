@@ -17,6 +17,15 @@ PENDING_VERIFICATION = ("not verified: a re-extraction is checked only when aske
 VERIFICATION_OFF = "not verified: verification was off (--no-verify / verify=False)"
 
 
+#: Warnings that restate what the user asked for on the command line (stderr leaves them out; reports keep them).
+_ASKED_FOR = (VERIFICATION_OFF, "rule set restricted: ")
+
+
+def asked_for(warning: str) -> bool:
+    """Whether `warning` only restates a flag the user gave (--no-verify, --disable)."""
+    return warning.startswith(_ASKED_FOR)
+
+
 def of_saturation(saturation: Any, options: Any) -> list[str]:
     """What saturation gave up: shape facts, rules, a limit, egglog itself."""
     found = []

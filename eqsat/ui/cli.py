@@ -10,6 +10,7 @@ import sys
 from typing import Callable, Sequence
 
 import eqsat
+from eqsat import run_warnings
 from eqsat.ui import startup
 from eqsat.errors import BadInputError, EqsatError
 
@@ -47,6 +48,9 @@ def _cmd_optimize_folder(args: argparse.Namespace) -> int:
     output = args.output or args.output_path
     if not output:
         raise BadInputError(args.input, "a folder needs an output folder: eqsat optimize DIR -o OUTDIR")
+    if output.endswith(".onnx") and not os.path.isdir(output):
+        raise BadInputError(args.input, "is a directory: a folder of models is optimized into a folder "
+                                        "(eqsat optimize DIR -o OUTDIR), not into a .onnx file")
     if args.report_json and args.report_json != "-":
         _check_writable(args.report_json)
     human = sys.stderr if args.report_json == "-" else sys.stdout
@@ -84,7 +88,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             _write_json(args.report_json, data)
         raise
     for warning in result.report.warnings:  # a rule dropped as unsound on this model, a model not verified
-        print(f"eqsat: warning: {warning}", file=sys.stderr)
+        if not run_warnings.asked_for(warning):  # --no-verify, --disable: the report says it, stderr need not
+            print(f"eqsat: warning: {warning}", file=sys.stderr)
     if args.report:
         print(result.report.to_text(), file=human)
     if args.report_json:

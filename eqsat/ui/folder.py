@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any, Mapping, Sequence, TextIO
 
+from eqsat import run_warnings
 from eqsat.errors import BadInputError, EqsatError
 
 
@@ -63,7 +64,7 @@ def run(folder: str, out_folder: str, kwargs: Mapping[str, Any], *, jobs: int, f
             print(f"{row['model']}: error: {row['error']}", file=out, flush=True)
             return
         print(f"{row['model']}: {row['summary']} in {row['seconds']:.2f} s", file=out, flush=True)
-        for warning in row["warnings"]:
+        for warning in (w for w in row["warnings"] if not run_warnings.asked_for(w)):
             print(f"eqsat: warning: {row['model']}: {warning}", file=err, flush=True)
         if report:
             print(row["text"], file=out, flush=True)
