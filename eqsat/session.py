@@ -54,6 +54,7 @@ class Session:
     notes: tuple[str, ...] = ()        # what loading decided (Ifs inlined by eqsat.frontend.decided_ifs)
     options: Options = Options()       # what it was asked (extractions default to it)
     loaded: "Loaded | None" = dataclasses.field(default=None, repr=False)  # what it saturated
+    input_graph: EGraph | None = dataclasses.field(default=None, repr=False)  # the input, snapshot at load
 
     @property
     def roots(self) -> tuple[int, ...]:
@@ -67,18 +68,15 @@ class Session:
         return max(classes, key=SOUNDNESS.index, default="exact")
 
     def input_extraction(self) -> "ExtractionResult":
-        """The input graph as an extraction: the encoding loaded alone (no rule run) and decoded, every
-        e-class its one original e-node. Cost it like any extraction to compare before and after."""
+        """The input graph as an extraction: the encoding as loaded, before any rule ran (snapshot at load),
+        every e-class its one original e-node. Cost it like any extraction to compare before and after."""
         cached = self.__dict__.get("_input_extraction")
         if cached is None:
             from eqsat.extract.result import ExtractionResult
 
-            backend = Backend()
-            backend.declare()
-            backend.load(terms.static_facts(self.encoding.perms, self.encoding.opset))
-            backend.load_rows(self.encoding.rows)
-            graph = decode(backend.snapshot(), self.encoding.refs.values(),
-                           symbol_sizes=self.encoding.symbols.sizes())
+            graph = self.input_graph
+            if graph is None:
+                raise InternalError("the session holds no snapshot of its input graph")
             roots = tuple(graph.refs[r] for r in self.encoding.outputs)
             choice = {c.id: c.nodes[0] for c in graph.classes if c.nodes}
             cached = ExtractionResult(graph.with_roots(roots), choice, roots, "input", 0.0)
@@ -266,37 +264,38 @@ def saturate(model: "io.ModelSource | Loaded", options: Options | None = None, *
             phases["saturate bodies"] = time.perf_counter() - start
         note("encode")
         start = time.perf_counter()
-        egraph, encoding, report = _saturate(backend, usable, work, limits, phases, start, note)
+        egraph, encoding, report, input_graph = _saturate(backend, usable, work, limits, phases, start, note)
     report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
     notes = tuple(work.meta.get(normalize.DECIDED_IFS, ()))
     return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies, children, notes,
-                   options, loaded)
+                   options, loaded, input_graph)
 
 
 def _saturate(backend: Backend, usable: Usable, work: "ir.Model", limits: Limits,
               phases: dict[str, float], start: float,
-              note: Callable[[str], None]) -> tuple[EGraph, Encoding, RunReport]:
+              note: Callable[[str], None]) -> tuple[EGraph, Encoding, RunReport, EGraph]:
     """Encode `work` with symbolic shape facts and saturate it; if two of them meet in one e-class (dims the
     symbol recovery could not prove equal: egglog's illegal merge, at loading or during the run), again on
     static shape facts only, in a fresh backend: as sound as before symbols, and the report says so."""
     encoding = encode(work)
     try:
-        egraph, report = _in_backend(backend, usable, encoding, limits, phases, start, note)
+        egraph, report, input_graph = _in_backend(backend, usable, encoding, limits, phases, start, note)
         if report.error is None or _SYMBOL_CONFLICT not in report.error:
-            return egraph, encoding, report
+            return egraph, encoding, report, input_graph
         where = "saturation"
     except Exception as exc:  # egglog's EggSmolError while loading the facts
         if _SYMBOL_CONFLICT not in str(exc):
             raise
         where = "loading"
     encoding = encode(work, symbolic=False)
-    egraph, report = _in_backend(prepared.like(backend), usable, encoding, limits, phases, start, note)
+    egraph, report, input_graph = _in_backend(prepared.like(backend), usable, encoding, limits, phases, start,
+                                              note)
     report.note = f"symbolic shape facts conflicted during {where}; saturated with static shape facts only"
-    return egraph, encoding, report
+    return egraph, encoding, report, input_graph
 
 
-def _in_backend(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits,
-                phases: dict[str, float], start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
+def _in_backend(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, phases: dict[str, float],
+                start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport, EGraph]:
     """`_run` in `backend` (declarations and rules installed) between a push and a pop; a backend an earlier
     egglog panic broke is replaced by a fresh one with the same rules, and a pop that fails (a panic during
     this run: the result is already decoded or fell back) leaves it marked broken (eqsat.engine.prepared drops it)."""
@@ -314,9 +313,9 @@ def _in_backend(backend: Backend, usable: Usable, encoding: Encoding, limits: Li
 
 
 def _run(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, phases: dict[str, float],
-         start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
-    """Load `encoding` into `backend` (declarations, `usable`'s rules and standard facts there), saturate,
-    decode."""
+         start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport, EGraph]:
+    """Load `encoding` into `backend` (declarations, `usable`'s rules and standard facts there), snapshot
+    the input graph (every e-class its one original e-node: what the input costs), saturate, decode."""
     backend.load(terms.model_facts(encoding.perms, encoding.opset))
     backend.load_rows(encoding.rows)
     loaded = {name for name, rows in backend.sizes().items() if rows} & CONSTRUCTORS
@@ -324,6 +323,9 @@ def _run(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, p
         raise InternalError(f"the encoding holds constructors {sorted(loaded - usable.constructors)} that the "
                             "rule selection did not expect")
     phases["encode"] = time.perf_counter() - start
+    start = time.perf_counter()
+    input_graph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
+    phases["snapshot input"] = time.perf_counter() - start
     note("saturate")
     start = time.perf_counter()
     report = run(backend, limits)
@@ -335,12 +337,9 @@ def _run(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, p
     except BaseException as exc:  # the e-graph is unusable after a panic: extract the input as it was
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        backend = Backend()
-        backend.declare()
-        backend.load_rows(encoding.rows)
-        egraph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
+        egraph = input_graph
         report.error = f"{report.error or type(exc).__name__}; fell back to the input graph"
     report.eclasses = sum(1 for c in egraph.classes if c.sort == "T")
     phases["decode"] = time.perf_counter() - start
-    return egraph, report
+    return egraph, report, input_graph
 
