@@ -35,6 +35,7 @@ from eqsat.metadata import PROVENANCE_KEY, RULES_KEY  # the node metadata loweri
 from eqsat.view.model_view import ModelGraph, changed_nodes, is_changed, kept_nodes, model_graph, short_attr  # noqa: F401
 from eqsat.view.progress import Progress  # noqa: F401 (changed_nodes, Progress: part of this module's API)
 from eqsat.view.tables import CHANGED_FILL, format_cost, html_table, percent_change, text_table
+from eqsat.engine.terms import PLUMBING_OPS  # noqa: F401 (what cost functions in notebook 02 leave out)
 
 #: Graphs above this many nodes (both sides of a comparison together) are listed, not drawn.
 MAX_DRAWN_NODES = 1500
