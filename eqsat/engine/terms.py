@@ -266,6 +266,11 @@ def declarations() -> str:
               # Concat shapes: cdim(l, ax) = sum of shape(h)[ax] over the list, computed on demand
               "(relation cdim-demand (TL i64))", "(function cdim (TL i64) i64 :no-merge)",
               "(relation const-list (TL))",
+              # Concat list walks (rewrites/tensor.py): splices, Split sizes, transposed and stacked items
+              "(relation cat-eq (TL TL i64))", "(relation split-walk (N TL TL i64))", "(relation split-fits (N TL))",
+              "(relation cat-perm (TL IVec))", "(relation tsink-need (TL IVec))",
+              "(relation untransposed (TL IVec TL i64))", "(relation stack-need (TL IVec))",
+              "(relation stacked (TL IVec IVec TL i64))",
               # an order on constants (by content key, first seen first) for rules that pick sorted subsets
               "(function const-rank (T) i64 :merge (min old new))"]
     for name, (args, result) in LIST_FUNCTIONS.items():
