@@ -37,8 +37,6 @@ from eqsat.engine.rule import Rule, fact, rw
 #: Gelu needs opset 20, HardSwish 14.
 OPSET_GELU = "(= o (model-opset)) (>= o 20)"
 OPSET_HARDSWISH = "(= o (model-opset)) (>= o 14)"
-#: dtypes the fused activation kernels run exactly or in higher precision.
-ACT_DTYPES = ("FLOAT", "FLOAT16")
 #: How far a matched constant may be from its exact value (an fp16 rounding of sqrt 2 is 1.5e-4 off).
 TOL = 5e-4
 SQRT2 = math.sqrt(2.0)
@@ -136,20 +134,17 @@ def _leaky_from_max() -> tuple:
     return tuple(rules)
 
 
-def _prelu_from_relu() -> tuple:
-    """relu(x) - a * relu(-x) = PRelu(x, a) and relu(x) + a * relu(-x) = PRelu(x, -a) (the Keras/TF export);
-    exact: for x < 0 the original computes 0 - a * (-x) (or 0 + a * (-x)), the same magnitude as a * x."""
-    rules = []
-    neg = "(Relu (Neg x))"
-    for dtype in ACT_DTYPES:
-        guard = f'(is-const a) (= (dtype x) "{dtype}") (= (shape __root) (shape x))'
-        for scaled in (f"(Mul {neg} a)", f"(Mul a {neg})"):
-            rules.append(rw(f"(Sub (Relu x) {scaled})", "(PRelu x a)", guard))
-            for form in (f"(Add (Relu x) {scaled})", f"(Add {scaled} (Relu x))"):
-                rules.append(fact(f"(= __root {form}) {guard} (= sa (shape a))",
-                                  f'(set (shape (Neg a)) sa) (set (dtype (Neg a)) "{dtype}") '
-                                  "(union __root (PRelu x (Neg a)))"))
-    return tuple(rules)
+#: relu(x) - a * relu(-x) = PRelu(x, a) and relu(x) + a * relu(-x) = PRelu(x, -a) (the Keras/TF export);
+#: exact: for x < 0 the original computes 0 - a * (-x) (or 0 + a * (-x)), the same magnitude as a * x.
+_PRELU = '(is-const a) (= dt (dtype x)) (dtype-group "activation" dt since) (= (shape __root) (shape x))'
+PRELU_FROM_RELU = (
+    rw("(Sub (Relu x) (Mul (Relu (Neg x)) a))", "(PRelu x a)", _PRELU),
+    rw("(Sub (Relu x) (Mul a (Relu (Neg x))))", "(PRelu x a)", _PRELU),
+    rw("(Add (Relu x) (Mul (Relu (Neg x)) a))", "(PRelu x (Neg a))", _PRELU),
+    rw("(Add (Relu x) (Mul a (Relu (Neg x))))", "(PRelu x (Neg a))", _PRELU),
+    rw("(Add (Mul (Relu (Neg x)) a) (Relu x))", "(PRelu x (Neg a))", _PRELU),
+    rw("(Add (Mul a (Relu (Neg x))) (Relu x))", "(PRelu x (Neg a))", _PRELU),
+)
 
 
 RULES = [
@@ -171,11 +166,11 @@ RULES = [
          _leaky_from_max()),
     Rule("prelu-from-relu", "activation", "exact", "tf2onnx:PReLU (relu(x) - alpha * relu(-x))",
          "Relu(x) - a * Relu(-x) -> PRelu(x, a); Relu(x) + a * Relu(-x) -> PRelu(x, -a) for a constant a",
-         _prelu_from_relu()),
+         PRELU_FROM_RELU),
     Rule("prelu-to-leakyrelu", "activation", "exact", "coreml:prelu_to_lrelu",
          "PRelu(x, a) -> LeakyRelu(x, a) when the slope a is a single-element constant (FLOAT/FLOAT16)",
-         tuple(rw("(PRelu x (Scalar a da sa))", "(LeakyRelu x a)", f'(= (dtype x) "{dt}")',
-                  "(= (shape __root) (shape x))") for dt in ACT_DTYPES)),
+         (rw("(PRelu x (Scalar a da sa))", "(LeakyRelu x a)", '(= dt (dtype x)) (dtype-group "activation" dt since)',
+             "(= (shape __root) (shape x))"),)),
     Rule("clip-merge", "activation", "exact",
          "coreml:merge_consecutive_relus (clip); onnxoptimizer:fuse_consecutive_clips",
          "Clip(Clip(x, a, b), c, d) -> Clip(x, max(a, c), min(b, d)) when max(a, c) <= min(b, d)",

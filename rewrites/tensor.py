@@ -40,6 +40,7 @@ cheaper ONNX form than itself (ONNX has no interleaving Concat): it is not rewri
 from __future__ import annotations
 
 from eqsat.engine.rule import Rule, fact, need, ones, rw
+from eqsat.engine.terms import DTYPE_GROUPS
 
 FAMILY = "tensor"
 def tlist(items: list[str], tail: str = "(TNil)") -> str:
@@ -94,43 +95,29 @@ def _transpose_sink_split() -> tuple:
 
 
 #: dtypes ONNX Runtime's CPU DepthToSpace / SpaceToDepth kernels take, with the first opset that has them.
-D2S_DTYPES = (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 11), ("INT8", 11))
-S2D_DTYPES = (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 1), ("INT8", 1))
+D2S_DTYPES = DTYPE_GROUPS["DepthToSpace"]
+S2D_DTYPES = DTYPE_GROUPS["SpaceToDepth"]
 
-#: Reshape -> Transpose -> Reshape over a 4-D x [n, c, h, w] (sr: the 6-D intermediate shape, sy: the output's).
+#: Reshape -> Transpose -> Reshape over a 4-D x [n, c, h, w] (sr: the 6-D intermediate shape, sy: the output's),
+#: of a dtype the op's kernel takes at the model's opset.
 _SHUFFLE = ("(= y (Reshape t s2 z2)) (= t (Transpose r {perm})) (= r (Reshape x s1 z1)) (= sx (shape x)) "
             "(= (vec-length sx) 4) (= n (vec-get sx 0)) (= c (vec-get sx 1)) (= h (vec-get sx 2)) "
-            "(= w (vec-get sx 3)) (= sr (shape r)) (= (vec-length sr) 6) (= sy (shape y)) (= dt (dtype x))")
+            "(= w (vec-get sx 3)) (= sr (shape r)) (= (vec-length sr) 6) (= sy (shape y)) (= dt (dtype x)) "
+            '(dtype-group "{op}" dt since) (= o (model-opset)) (>= o since)')
 
-
-def _dtype_guards(dtypes: tuple[tuple[str, int], ...], min_opset: int = 1) -> list[str]:
-    """One guard per dtype: the dtype, and the opset its kernel (and the op's form) needs."""
-    guards = []
-    for dt, since in dtypes:
-        opset = max(since, min_opset)
-        guards.append(f'(= dt "{dt}")' + (f" (= o (model-opset)) (>= o {opset})" if opset > 1 else ""))
-    return guards
-
-
-def _depth_to_space() -> tuple:
-    modes = (("DCR", "(vec-of 0 3 4 1 5 2)", "(= b (vec-get sr 1)) (= cb (vec-get sr 3)) (= sr (vec-of n b b cb h w))",
-              1),
-             ("CRD", "(vec-of 0 1 4 2 5 3)", "(= b (vec-get sr 2)) (= cb (vec-get sr 1)) (= sr (vec-of n cb b b h w))",
-              11))  # mode, perm, the 6-D intermediate (binds b and cb = C / b²), first opset
-    rules = []
-    for mode, perm, mid, opset in modes:
-        query = (f"{_SHUFFLE.format(perm=perm)} {mid} (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) (= c (* (* b b) cb)) "
-                 "(= sy (vec-of n cb (* h b) (* w b)))")
-        rules += [fact(f"{query} {guard}", f'(union y (DepthToSpace x b "{mode}"))')
-                  for guard in _dtype_guards(D2S_DTYPES, opset)]
-    return tuple(rules)
-
-
-def _space_to_depth() -> tuple:
-    query = (f"{_SHUFFLE.format(perm='(vec-of 0 3 5 1 2 4)')} (= b (vec-get sr 3)) (> b 0) (>= c 0) (>= h 0) (>= w 0) (= hb (vec-get sr 2)) "
-             "(= wb (vec-get sr 4)) (>= hb 0) (>= wb 0) (= sr (vec-of n c hb b wb b)) (= h (* hb b)) (= w (* wb b)) "
-             "(= sy (vec-of n (* c (* b b)) hb wb))")
-    return tuple(fact(f"{query} {guard}", "(union y (SpaceToDepth x b))") for guard in _dtype_guards(S2D_DTYPES))
+DEPTH_TO_SPACE = (  # DCR, then CRD (opset >= 11); the 6-D intermediate binds b and cb = C / b²
+    fact(f"{_SHUFFLE.format(perm='(vec-of 0 3 4 1 5 2)', op='DepthToSpace')} (= b (vec-get sr 1)) (= cb (vec-get sr 3)) "
+         "(= sr (vec-of n b b cb h w)) (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) (= c (* (* b b) cb)) "
+         "(= sy (vec-of n cb (* h b) (* w b)))", '(union y (DepthToSpace x b "DCR"))'),
+    fact(f"{_SHUFFLE.format(perm='(vec-of 0 1 4 2 5 3)', op='DepthToSpace')} (>= o 11) (= b (vec-get sr 2)) "
+         "(= cb (vec-get sr 1)) (= sr (vec-of n cb b b h w)) (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) "
+         "(= c (* (* b b) cb)) (= sy (vec-of n cb (* h b) (* w b)))", '(union y (DepthToSpace x b "CRD"))'),
+)
+SPACE_TO_DEPTH = (
+    fact(f"{_SHUFFLE.format(perm='(vec-of 0 3 5 1 2 4)', op='SpaceToDepth')} (= b (vec-get sr 3)) (> b 0) (>= c 0) "
+         "(>= h 0) (>= w 0) (= hb (vec-get sr 2)) (= wb (vec-get sr 4)) (>= hb 0) (>= wb 0) (= sr (vec-of n c hb b wb b)) "
+         "(= h (* hb b)) (= w (* wb b)) (= sy (vec-of n (* c (* b b)) hb wb))", "(union y (SpaceToDepth x b))"),
+)
 
 
 #: stacked(l, ua, sx, xs, n): the items of l are Unsqueeze(x_k, ua) of n values x_k of one shape sx, listed in xs
@@ -223,11 +210,11 @@ RULES = [
     Rule("depth-to-space", FAMILY, "exact", "openvino:DepthToSpaceFusion; pnnx:fuse_pixel_shuffle",
          "Reshape(Transpose(Reshape(x, 6-D), DCR or CRD perm), 4-D) -> DepthToSpace(x, b, mode) for a 4-D x whose "
          "shapes are exactly a pixel shuffle's (CRD: opset >= 11)",
-         _depth_to_space()),
+         DEPTH_TO_SPACE),
     Rule("space-to-depth", FAMILY, "exact", "onnxruntime:SpaceToDepthFusion (QNN EP node group)",
          "Reshape(Transpose(Reshape(x, [N, C, H/b, b, W/b, b]), [0, 3, 5, 1, 2, 4]), [N, C b², H/b, W/b]) -> "
          "SpaceToDepth(x, b) for a 4-D x",
-         _space_to_depth()),
+         SPACE_TO_DEPTH),
     Rule("stack-reshape-to-concat", FAMILY, "exact", "coreml:replace_stack_reshape",
          "Reshape(Concat([Unsqueeze(x_i, [a])...], a)) -> Concat([x_i...], a) when the Reshape merges axis a with "
          "the next one (n >= 2 x_i of one shape)",
