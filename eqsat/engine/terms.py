@@ -285,6 +285,8 @@ def declarations() -> str:
               "(relation cat-perm (TL IVec))", "(relation tsink-need (TL IVec))",
               "(relation untransposed (TL IVec TL i64))", "(relation stack-need (TL IVec))",
               "(relation stacked (TL IVec IVec TL i64))",
+              # Gelu forms (rewrites/activation.py): the h a fusion asks for, and y = x * 0.5 * h
+              "(relation gelu-h (T))", "(relation gelu-half (T T T))",
               # an order on constants (by content key, first seen first) for rules that pick sorted subsets
               "(function const-rank (T) i64 :merge (min old new))"]
     for name, (args, result) in LIST_FUNCTIONS.items():
