@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from eqsat.frontend import io
 from eqsat.errors import BadInputError, EqsatError
 from eqsat.options import Options
 from eqsat.engine.rule import RULESETS, Rule
 
+
+if TYPE_CHECKING:
+    from eqsat.session import Loaded
 
 @dataclasses.dataclass(frozen=True)
 class Probe:
@@ -102,13 +105,15 @@ def schedule_order(rules: Sequence[Rule]) -> list[Rule]:
     return sorted(rules, key=lambda r: RULESETS.index(r.ruleset))
 
 
-def find_culprit(model: io.ModelSource, options: Options | None = None, *, rules: Sequence[Rule] | None = None,
+def find_culprit(model: "io.ModelSource | Loaded", options: Options | None = None, *,
+                 rules: Sequence[Rule] | None = None,
                  source: str | None = None, max_culprits: int = 4, progress: Callable[[str], None] | None = None,
                  known_failure: tuple[str, Sequence[str]] | None = None, reference: Any = None,
                  **changes: Any) -> Bisection:
     """Optimize `model` as `eqsat.optimize` would under `options` (eqsat.options.Options, with `changes`:
     `target`, `allow`, `extra_rules`, `input_shapes`, ...); if verification fails, find the rule(s) whose
-    disabling makes it pass. `rules` replaces the rules the options select.
+    disabling makes it pass. `rules` replaces the rules the options select. `model` may be a session's
+    `Loaded` (eqsat.session.load): then nothing is read, checked or normalized again.
     `known_failure` (the failure summary and the rules fired of a failed run with every rule enabled,
     as `eqsat.optimize` has one in hand) stands for the first probe.
     Every probe verifies on the same inputs (`inputs`, `input_shapes`, as in `eqsat.optimize`) against the
@@ -117,13 +122,13 @@ def find_culprit(model: io.ModelSource, options: Options | None = None, *, rules
     Raises `BadInputError` for input that cannot be used (unreadable, or the original cannot run)."""
     from eqsat.rewrites.registry import select
 
-    options = (options or Options()).replace(**changes)
-    proto, label = io.load_proto(model, name=source)  # read and check once; every probe starts from it
-    if options.fix_input_shapes:
-        from eqsat.frontend.fix_shapes import fix_input_shapes as fix
+    from eqsat.session import Loaded, load
 
-        proto = fix(proto, options.fix_input_shapes, label)
-    probing = options.replace(fix_input_shapes=None, verify=True)
+    options = (options or Options()).replace(**changes)
+    # read, check and normalize once (or never: a session's Loaded); every probe saturates it anew
+    loaded = model if isinstance(model, Loaded) else load(model, options, source=source)
+    proto, label = loaded.original, loaded.label
+    probing = options.replace(verify=True)
     pool = tuple(rules) if rules is not None else select(options.allow, options.disable, options.extra_rules)
     order = {r.name: k for k, r in enumerate(schedule_order(pool))}
     say = progress or (lambda line: None)
@@ -143,7 +148,7 @@ def find_culprit(model: io.ModelSource, options: Options | None = None, *, rules
         if off in seen:  # the same rules disabled again (a second search): the answer is known
             return seen[off]
         start = time.perf_counter()
-        session = saturate(proto, probing, rules=[r for r in pool if r.name not in off], source=label)
+        session = saturate(loaded, probing, rules=[r for r in pool if r.name not in off])
         fired = tuple(sorted(session.saturation.rules_fired, key=lambda n: order.get(n, len(order))))
         try:
             result = session.extract(options=probing, reference=reference)

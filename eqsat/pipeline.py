@@ -93,12 +93,11 @@ def _drop_culprit(problem: str, session: Session, report: Report | None, referen
 
 
 def _bisect(session: Session, reference: Any, known_failure: tuple[str, tuple[str, ...]] | None = None) -> Any:
-    """`eqsat.bisect.find_culprit` on the session's model (already loaded, its input shapes fixed) under the
-    session's options."""
+    """`eqsat.bisect.find_culprit` on what the session saturated (read, checked and normalized once) under
+    the session's options."""
     from eqsat.bisect import find_culprit
 
-    return find_culprit(session.original, session.options.replace(fix_input_shapes=None), source=session.source,
-                        known_failure=known_failure, reference=reference)
+    return find_culprit(session.loaded, session.options, known_failure=known_failure, reference=reference)
 
 
 def _verification_failure(problem: str, session: Session, report: Report | None, reference: Any,

@@ -24,7 +24,7 @@ from eqsat.engine.rule import SOUNDNESS, Rule
 from eqsat.errors import InternalError
 from eqsat.options import Options
 from eqsat.engine.prepared import checkout
-from eqsat.engine.rule_closure import CONSTRUCTORS, present_constructors, usable_rules
+from eqsat.engine.rule_closure import CONSTRUCTORS, Usable, present_constructors, usable_rules
 from eqsat.engine.saturate import Limits, RunReport, run
 from eqsat.engine import terms
 
@@ -53,6 +53,7 @@ class Session:
     children: dict[tuple[str, str, int], "Session"] = dataclasses.field(default_factory=dict)  # by body key
     notes: tuple[str, ...] = ()        # what loading decided (Ifs inlined by eqsat.frontend.decided_ifs)
     options: Options = Options()       # what it was asked (extractions default to it)
+    loaded: "Loaded | None" = dataclasses.field(default=None, repr=False)  # what it saturated
 
     @property
     def roots(self) -> tuple[int, ...]:
@@ -175,10 +176,42 @@ class Session:
 _SYMBOL_CONFLICT = "Illegal merge attempted for function shape"
 
 
-def saturate(model: io.ModelSource, options: Options | None = None, *, rules: Sequence[Rule] | None = None,
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+    """A model read, checked and normalized once: what every saturation of it starts from (bisection's
+    probes saturate one Loaded again and again; the normalized IR is only read by encoding)."""
+
+    label: str
+    original: onnx.ModelProto          # as loaded (input shapes fixed when asked): the interface kept
+    work: "ir.Model"                   # normalized IR: what is encoded
+    normalized: onnx.ModelProto        # its proto: what lowering and the rule closure read
+    phases: dict[str, float]           # load and fold times
+
+
+def load(model: io.ModelSource, options: Options = Options(), *, source: str | None = None,
+         progress: Callable[[str], None] | None = None) -> Loaded:
+    """Read and check `model`, fix input shapes and upgrade the opset as `options` ask, and normalize it."""
+    note = progress or (lambda phase: None)
+    note("load")
+    start = time.perf_counter()
+    original, label = io.load_proto(model, name=source)
+    if options.fix_input_shapes:
+        from eqsat.frontend.fix_shapes import fix_input_shapes as fix
+
+        original = fix(original, options.fix_input_shapes, label)
+    upgraded = io.upgrade_opset(original, options.opset, label) if options.opset is not None else original
+    phases = {"load": time.perf_counter() - start}
+    note("fold")
+    start = time.perf_counter()
+    work, normalized = normalize.normalize_proto(upgraded, label)
+    phases["fold"] = time.perf_counter() - start
+    return Loaded(label, original, work, normalized, phases)
+
+
+def saturate(model: "io.ModelSource | Loaded", options: Options | None = None, *, rules: Sequence[Rule] | None = None,
              limits: Limits | None = None, source: str | None = None,
              progress: Callable[[str], None] | None = None, depth: int = 0,
-             backend: Backend | None = None, **changes: Any) -> Session:
+             lease: tuple[Backend, Usable] | None = None, **changes: Any) -> Session:
     """Load, normalize, encode and saturate `model` under `options` (eqsat.options.Options, with `changes`:
     `allow`, `disable`, `opset`, `fix_input_shapes`, limits, ...); the returned Session extracts on demand.
 
@@ -186,38 +219,29 @@ def saturate(model: io.ModelSource, options: Options | None = None, *, rules: Se
     `opset` upgrades the model first (onnx.version_converter) so that newer fused ops become available.
     `fix_input_shapes` makes those inputs' dims static first (eqsat.frontend.fix_shapes): the Session's original.
     `progress` is called with each phase's name as it starts (eqsat.view.display.Progress draws them).
+    `model` may be a `Loaded` (eqsat.session.load): it is saturated as it is, not read or normalized again.
     If/Loop/Scan bodies get Sessions of their own (eqsat.subgraphs; `depth` is the nesting level of `model`).
     The rules installed are those the model can use (eqsat.engine.rule_closure), in a backend kept for the process
-    (eqsat.engine.prepared); `backend` (a body's: its parent's) is used instead, between push and pop.
+    (eqsat.engine.prepared); `lease` (a body's: its parent's backend and the rule selection it holds) is used
+    instead, between push and pop.
     """
     from eqsat.rewrites.registry import select
 
-    phases: dict[str, float] = {}
     note = progress or (lambda phase: None)
-    note("load")
     options = (options or Options()).replace(**changes)
     limits = limits or Limits.from_options(options)
-    start = time.perf_counter()
-    original, label = io.load_proto(model, name=source)
-    if options.fix_input_shapes:
-        from eqsat.frontend.fix_shapes import fix_input_shapes as fix
-
-        original = fix(original, options.fix_input_shapes, label)
-    opset = options.opset
-    upgraded = io.upgrade_opset(original, opset, label) if opset is not None else original
-    phases["load"] = time.perf_counter() - start
-    note("fold")
-    start = time.perf_counter()
-    work, normalized = normalize.normalize_proto(upgraded, label)
-    phases["fold"] = time.perf_counter() - start
+    loaded = model if isinstance(model, Loaded) else load(model, options, source=source, progress=progress)
+    label, original, work, normalized = loaded.label, loaded.original, loaded.work, loaded.normalized
+    phases = dict(loaded.phases) if loaded is not model else {}
     rules = tuple(rules) if rules is not None else select(options.allow, options.disable, options.extra_rules)
     with contextlib.ExitStack() as lent:
-        if backend is None:  # the top-level model: a kept backend with the rules it (and its bodies) can use
+        if lease is not None:  # a body: its parent's backend and rules
+            backend, usable = lease
+        else:  # the top-level model: a kept backend with the rules it (and its bodies) can use
             note("install rules")
             start = time.perf_counter()
             usable = usable_rules(rules, present_constructors(normalized))
-            backend = lent.enter_context(checkout(usable.commands))
-            backend.constructors = usable.constructors
+            backend = lent.enter_context(checkout(usable))
             phases["install rules"] = time.perf_counter() - start
         bodies: tuple[Body, ...] = ()
         children: dict[tuple[str, str, int], Session] = {}
@@ -235,21 +259,21 @@ def saturate(model: io.ModelSource, options: Options | None = None, *, rules: Se
                     if backend.broken:  # an egglog panic in an earlier body: the same rules, anew
                         backend = prepared.like(backend)
                     children[body.key] = saturate(body.child, options.replace(fix_input_shapes=None, opset=None),
-                                                  source=body.where(), depth=depth + 1, backend=backend,
+                                                  source=body.where(), depth=depth + 1, lease=(backend, usable),
                                                   limits=limits, rules=rules)
                 except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
                     body.problem = problem_of(body.where(), exc)
             phases["saturate bodies"] = time.perf_counter() - start
         note("encode")
         start = time.perf_counter()
-        egraph, encoding, report = _saturate(backend, work, limits, phases, start, note)
+        egraph, encoding, report = _saturate(backend, usable, work, limits, phases, start, note)
     report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
     notes = tuple(work.meta.get(normalize.DECIDED_IFS, ()))
     return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies, children, notes,
-                   options)
+                   options, loaded)
 
 
-def _saturate(backend: Backend, work: "ir.Model", limits: Limits,
+def _saturate(backend: Backend, usable: Usable, work: "ir.Model", limits: Limits,
               phases: dict[str, float], start: float,
               note: Callable[[str], None]) -> tuple[EGraph, Encoding, RunReport]:
     """Encode `work` with symbolic shape facts and saturate it; if two of them meet in one e-class (dims the
@@ -257,7 +281,7 @@ def _saturate(backend: Backend, work: "ir.Model", limits: Limits,
     static shape facts only, in a fresh backend: as sound as before symbols, and the report says so."""
     encoding = encode(work)
     try:
-        egraph, report = _in_backend(backend, encoding, limits, phases, start, note)
+        egraph, report = _in_backend(backend, usable, encoding, limits, phases, start, note)
         if report.error is None or _SYMBOL_CONFLICT not in report.error:
             return egraph, encoding, report
         where = "saturation"
@@ -266,12 +290,12 @@ def _saturate(backend: Backend, work: "ir.Model", limits: Limits,
             raise
         where = "loading"
     encoding = encode(work, symbolic=False)
-    egraph, report = _in_backend(prepared.like(backend), encoding, limits, phases, start, note)
+    egraph, report = _in_backend(prepared.like(backend), usable, encoding, limits, phases, start, note)
     report.note = f"symbolic shape facts conflicted during {where}; saturated with static shape facts only"
     return egraph, encoding, report
 
 
-def _in_backend(backend: Backend, encoding: Encoding, limits: Limits,
+def _in_backend(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits,
                 phases: dict[str, float], start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
     """`_run` in `backend` (declarations and rules installed) between a push and a pop; a backend an earlier
     egglog panic broke is replaced by a fresh one with the same rules, and a pop that fails (a panic during
@@ -280,7 +304,7 @@ def _in_backend(backend: Backend, encoding: Encoding, limits: Limits,
         backend = prepared.like(backend)
     backend.push()
     try:
-        return _run(backend, encoding, limits, phases, start, note)
+        return _run(backend, usable, encoding, limits, phases, start, note)
     finally:
         try:
             backend.pop()
@@ -289,14 +313,15 @@ def _in_backend(backend: Backend, encoding: Encoding, limits: Limits,
                 raise
 
 
-def _run(backend: Backend, encoding: Encoding, limits: Limits, phases: dict[str, float],
+def _run(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, phases: dict[str, float],
          start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
-    """Load `encoding` into `backend` (declarations, rules and standard facts there), saturate, decode."""
+    """Load `encoding` into `backend` (declarations, `usable`'s rules and standard facts there), saturate,
+    decode."""
     backend.load(terms.model_facts(encoding.perms, encoding.opset))
     backend.load_rows(encoding.rows)
     loaded = {name for name, rows in backend.sizes().items() if rows} & CONSTRUCTORS
-    if not loaded <= backend.constructors:  # a rule left out could match: eqsat.engine.rule_closure missed one
-        raise InternalError(f"the encoding holds constructors {sorted(loaded - backend.constructors)} that the "
+    if not loaded <= usable.constructors:  # a rule left out could match: eqsat.engine.rule_closure missed one
+        raise InternalError(f"the encoding holds constructors {sorted(loaded - usable.constructors)} that the "
                             "rule selection did not expect")
     phases["encode"] = time.perf_counter() - start
     note("saturate")

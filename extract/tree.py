@@ -6,6 +6,11 @@ all its child classes are final, with value cost + sum of the children's values;
 (ties: lowest node id) finalizes its class. Each class is finalized once, after its chosen node's
 children, so the choice is acyclic by construction and cycles in the e-graph need no special care.
 O(E log N).
+
+Tree costs double-count shared sub-terms, so on deep residual graphs they grow exponentially with depth
+(about 10**2.2 per transformer layer) and would pass float64's range: a class's tree cost is capped at
+`TREE_COST_CAP`, so it stays finite whenever the class has a term of finite node costs. `inf` keeps one
+meaning: no acyclic term without an excluded (infinite-cost) node, which the ILP relies on.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from eqsat.extract.problem import Problem, bottom_up
 from eqsat.extract.result import ExtractionResult
 
 NAME = "tree"
+#: Largest tree cost a class is given (far below float64's 1.8e308; sums of a node's capped children stay
+#: finite up to ~1e8 children). Above it tree costs carry no ordering: they only say a term exists.
+TREE_COST_CAP = 1e300
 
 
 @dataclasses.dataclass
@@ -47,8 +55,15 @@ def solve(problem: Problem, costs: Sequence[float] | None = None) -> TreeSolutio
         choice[c] = n
         order.append(c)
 
+    def value(p: int) -> float:
+        total = cost[p] + sum(best[k] for k in full_children[p])
+        return total if total == math.inf and not _finite_parts(p) else min(total, TREE_COST_CAP)
+
+    def _finite_parts(p: int) -> bool:  # a sum that overflowed (finite parts), not an excluded node
+        return cost[p] < math.inf and all(best[k] < math.inf for k in full_children[p])
+
     bottom_up(((cost[n], n) for nodes in problem.class_nodes for n in nodes if not children[n]), node_class,
-              problem.parents, pending, done, lambda p: cost[p] + sum(best[k] for k in full_children[p]), finalize)
+              problem.parents, pending, done, value, finalize)
     return TreeSolution(choice, best, order)
 
 

@@ -440,6 +440,27 @@ def test_find_culprit_finds_two_independent_unsound_rules() -> None:
     assert found.summary().startswith("bisect: rules 'mul-drop', 'add-drop' are responsible (verification passes only")
 
 
+@pytest.mark.slow  # bisection: many whole runs
+def test_bisection_reads_and_normalizes_the_model_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`eqsat.optimize` that drops a rule: every probe saturates the session's loaded model; nothing is read,
+    checked or folded again (the original's outputs are computed once too: tests/test_verify_inputs.py)."""
+    from eqsat.frontend import io, normalize
+
+    calls = {"load_proto": 0, "normalize_proto": 0}
+    for module, name in ((io, "load_proto"), (normalize, "normalize_proto")):
+        real = getattr(module, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    result = eqsat.optimize(_scaled_sandwich(), extra_rules=[MUL_DROP])
+    assert result.bisection is not None and result.bisection.culprit == "mul-drop"
+    assert len(result.bisection.probes) >= 3
+    assert calls == {"load_proto": 1, "normalize_proto": 1}, calls
+
+
 def test_find_culprit_on_a_sound_optimization_has_nothing_to_do() -> None:
     from eqsat.bisect import find_culprit
 

@@ -77,15 +77,15 @@ def test_an_unexpected_constructor_is_an_internal_error(monkeypatch: pytest.Monk
 
 
 def test_a_kept_backend_is_lent_to_one_caller_at_a_time() -> None:
-    commands = usable_rules(select(), ALWAYS_PRESENT).commands
+    usable = usable_rules(select(), ALWAYS_PRESENT)
     prepared.clear()
-    with prepared.checkout(commands) as first:
-        with prepared.checkout(commands) as second:
+    with prepared.checkout(usable) as first:
+        with prepared.checkout(usable) as second:
             assert second is not first  # lent: the second caller gets one of its own
-    with prepared.checkout(commands) as again:
+    with prepared.checkout(usable) as again:
         assert again is first
         again.broken = True  # an egglog panic while lent
-    with prepared.checkout(commands) as after:
+    with prepared.checkout(usable) as after:
         assert after is not first
     prepared.clear()
 

@@ -55,7 +55,6 @@ class Backend:
         self._load_tables: set[str] = set()
         self.broken = False
         self.installed: tuple[str, ...] = ()  # the egglog rules installed (eqsat.engine.prepared)
-        self.constructors: frozenset[str] = frozenset()  # those the rules were chosen for (eqsat.engine.rule_closure)
 
     def declare(self) -> None:
         """Declare eqsat's sorts, constructors and analyses (eqsat.engine.terms) and the bulk path's load tables

@@ -61,7 +61,6 @@ class _Lowerer:
         self.consts: dict[int, tuple[np.ndarray, str]] = {}  # class -> (value in compute precision, dtype)
         self.graph_inputs = {v.name for v in source.graph.input}
         self.outputs = {v.name for v in source.graph.output}
-        self.opaque_protos = {f"{n.domain or 'ai.onnx'}::{n.op_type}#{i}": n for i, n in enumerate(source.graph.node)}
         self.ref_names = {rid: name for name, rid in enc.refs.items()}
         self.class_refs: dict[int, list[int]] = {}
         self.unbroadcast: set[int] = set()            # constant classes written without leading 1-dims
@@ -316,9 +315,10 @@ class _Lowerer:
                 self._typed_value_info(oc, names[k])
 
     def emit_opaque(self, cid: int, node: ENode) -> None:
-        original = self.opaque_protos.get(node.attrs[0])
-        if original is None:
+        kept = self.enc.opaque_nodes.get(node.attrs[0])  # the node encoding recorded under this key
+        if kept is None:
             raise LoweringError(f"opaque node {node.attrs[0]} has no original")
+        original = ir.serde.serialize_node(kept)
         proto = copy.deepcopy(original)
         del proto.metadata_props[:]
         self._provenance(proto, cid, also={original.name} if original.name else set())

@@ -5,7 +5,7 @@ the same rules serve every model that can use them. A graph is loaded into a pre
 push and a pop, so the backend comes back as it was, ready for the next model: a notebook's second
 `optimize` or `saturate` installs nothing, and a model's If/Loop/Scan bodies share their parent's backend.
 
-    with checkout(commands) as backend:     # `commands`: eqsat.engine.rule_closure.usable_commands(...)
+    with checkout(usable) as backend:       # `usable`: eqsat.engine.rule_closure.usable_rules(...)
         backend.push(); ...load, run, snapshot...; backend.pop()
 
 A backend is lent to one caller at a time (a second, concurrent caller gets a fresh one) and dropped when
@@ -21,6 +21,7 @@ import threading
 from typing import Iterator, Sequence
 
 from eqsat.engine.backend import Backend
+from eqsat.engine.rule_closure import Usable
 from eqsat.engine.saturate import install_rules
 from eqsat.engine.terms import standard_facts
 
@@ -32,28 +33,29 @@ _lent: set[int] = set()
 _lock = threading.Lock()
 
 
-def fresh(commands: Sequence[str], constructors: frozenset[str] = frozenset()) -> Backend:
-    """A new backend with the declarations, `commands` (egglog rules) and the standard facts installed;
-    `constructors`: those the rules were chosen for (eqsat.engine.rule_closure.Usable)."""
+def fresh(commands: Sequence[str]) -> Backend:
+    """A new backend with the declarations, `commands` (egglog rules) and the standard facts installed."""
     backend = Backend()
     backend.declare()
     install_rules(backend, commands)
     backend.load(standard_facts())
     backend.installed = tuple(commands)
-    backend.constructors = constructors
     return backend
 
 
 def like(backend: Backend) -> Backend:
-    """A new backend with `backend`'s rules and constructors: for a run that cannot use `backend` itself (an
-    egglog panic broke it, or a fallback run wants an empty one)."""
-    return fresh(backend.installed, backend.constructors)
+    """A new backend with `backend`'s rules: for a run that cannot use `backend` itself (an egglog panic broke
+    it, or a fallback run wants an empty one)."""
+    return fresh(backend.installed)
 
 
 @contextlib.contextmanager
-def checkout(commands: Sequence[str]) -> Iterator[Backend]:
-    """A prepared backend for `commands`: the kept one if it is free, else a new one (kept if none is)."""
-    key = tuple(commands)
+def checkout(usable: Usable) -> Iterator[Backend]:
+    """A prepared backend for a rule selection (its commands): the kept one if it is free, else a new one (kept
+    if none is). Kept backends are shared by every model whose selection has the same commands; what a run
+    assumes of its own model (the constructors the selection was made for) travels with the run, never on
+    the backend."""
+    key = tuple(usable.commands)
     with _lock:
         backend = _kept.get(key)
         if backend is not None and backend.broken:
