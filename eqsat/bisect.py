@@ -151,7 +151,7 @@ def find_culprit(model: "io.ModelSource | Loaded", options: Options | None = Non
         session = saturate(loaded, probing, rules=[r for r in pool if r.name not in off])
         fired = tuple(sorted(session.saturation.rules_fired, key=lambda n: order.get(n, len(order))))
         try:
-            result = session.extract(options=probing, reference=reference)
+            result = session.extract(options=probing, reference=reference, breakdown=False)
             ok, detail = result.report.verification.ok, result.report.verification.summary()
         except BadInputError:
             raise

@@ -89,6 +89,10 @@ def _drop_culprit(problem: str, session: Session, report: Report | None, referen
         f"with {'them' if len(bisection.culprits) > 1 else 'it'} ({problem.removeprefix(session.source + ': ')}); "
         f"dropped and re-optimized ({len(bisection.probes)} probes; --strict refuses instead)")
     result.bisection = bisection
+    from eqsat.breakdown import attach
+
+    with timed(result.report, "breakdown"):  # probes skip it: only the result kept is broken down
+        attach(result)
     return result
 
 

@@ -6,6 +6,8 @@ import collections
 import dataclasses
 from typing import Any
 
+from eqsat.breakdown import compute_ops
+
 #: Op types whose counts every report and benchmark shows.
 WATCHED_OPS = ("Transpose", "Cast", "QuantizeLinear", "DequantizeLinear", "BatchNormalization")
 
@@ -21,8 +23,9 @@ class Report:
     verification: Any = None    # eqsat.check.verify.VerifyReport, when verification ran
     notes: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a rule dropped as unsound on this model
-    breakdown: Any = None       # eqsat.view.display.Breakdown (cost before/after per op), when asked for
+    breakdown: Any = None       # eqsat.breakdown.Breakdown (cost before/after per op), computed by the pipeline
     subgraphs: Any = None       # eqsat.subgraphs.BodyStats, when the model has If/Loop/Scan bodies
+    ops_folded: collections.Counter[str] | None = None  # the input after constant folding (what was encoded)
 
     @property
     def nodes_before(self) -> int:
@@ -31,6 +34,27 @@ class Report:
     @property
     def nodes_after(self) -> int:
         return sum(self.ops_after.values())
+
+    @property
+    def ops_before_count(self) -> int:
+        """Nodes that compute in the input (Constant nodes not counted: lifting them is not an optimization)."""
+        return compute_ops(self.ops_before)
+
+    @property
+    def ops_after_count(self) -> int:
+        return compute_ops(self.ops_after)
+
+    def headline(self) -> dict[str, Any]:
+        """What the run achieved: ops (Constant nodes not counted) and Constant nodes before and after, and
+        the estimated cost before (the folded input) and after, with its change (None when unknown)."""
+        b = self.breakdown
+        return {"ops_before": self.ops_before_count, "ops_after": self.ops_after_count,
+                "constants_before": self.ops_before["Constant"], "constants_after": self.ops_after["Constant"],
+                "target": b.target if b is not None else getattr(self.extraction, "target", None),
+                "cost_before": b.cost_before if b is not None else None,
+                "cost_after": b.cost_after if b is not None else getattr(self.extraction, "dag_cost", None),
+                "cost_change": b.cost_change if b is not None else None,
+                "unit": b.unit if b is not None else ("s" if getattr(self.extraction, "target", None) else "")}
 
     @property
     def seconds(self) -> float:
@@ -46,8 +70,10 @@ class Report:
             "source": self.source,
             "nodes_before": self.nodes_before,
             "nodes_after": self.nodes_after,
+            "headline": self.headline(),
             "ops_before": dict(sorted(self.ops_before.items())),
             "ops_after": dict(sorted(self.ops_after.items())),
+            **({"ops_folded": dict(sorted(self.ops_folded.items()))} if self.ops_folded is not None else {}),
             "phases": {k: round(v, 6) for k, v in self.phases.items()},
             "notes": list(self.notes),
             "warnings": list(self.warnings),

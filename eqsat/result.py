@@ -16,6 +16,8 @@ from typing import Any, Iterator
 import onnx
 import onnx_ir as ir
 
+from eqsat import run_warnings
+from eqsat.errors import VerificationError
 from eqsat.frontend import interface, io
 from eqsat.report import Report
 
@@ -34,6 +36,7 @@ class Result:
     session: Any = dataclasses.field(default=None, repr=False)     # eqsat.session.Session it came from
     cost_model: Any = dataclasses.field(default=None, repr=False)  # the cost model the extraction used
     bisection: Any = dataclasses.field(default=None, repr=False)   # eqsat.bisect.Bisection, when a rule was dropped
+    pending_verification: bool = False  # a re-extraction not checked yet: verify() or save() checks it
 
     @property
     def verified(self) -> bool:
@@ -49,8 +52,33 @@ class Result:
     def model(self) -> ir.Model:
         return io.from_proto(self.proto)
 
+    def verify(self, *, input_shapes: Any = None, inputs: Any = None, strict: bool | None = None) -> Any:
+        """Check the model against the session's original (eqsat.check.verify, under the session's options
+        unless given) and record it in the report (`report.verification`, the warnings); return the
+        VerifyReport. A result whose outputs differ is not raised here: `save()` refuses it."""
+        from eqsat.check.verify import verify as run_verify
+
+        if self.session is None:
+            raise ValueError("this Result carries no Session: nothing to verify it against")
+        options = self.session.options
+        with timed(self.report, "verify"):
+            self.report.verification = run_verify(
+                self.session.original, self.proto, soundness=self.session.soundness, source=self.session.source,
+                input_shapes=options.input_shapes if input_shapes is None else input_shapes,
+                inputs=options.inputs if inputs is None else inputs,
+                strict=options.strict if strict is None else strict)
+        run_warnings.replace_verification(self.report.warnings, self.report.verification)
+        self.pending_verification = False
+        return self.report.verification
+
     def save(self, path: str | os.PathLike) -> None:
-        """Write the model atomically, once it passes the full checker and keeps the input's interface."""
+        """Write the model atomically, once it passes the full checker and keeps the input's interface.
+        A re-extraction not verified yet (`pending_verification`) is verified first, and a failure raises
+        VerificationError (nothing written)."""
+        if self.pending_verification and self.session is not None:
+            checked = self.verify()
+            if not checked.ok:
+                raise VerificationError(f"{self.session.source}: {checked.summary()}; output not written")
         original = self.session.original if self.session is not None else None
         if original is not None:
             interface.check(self.proto, original, self.session.source)

@@ -20,6 +20,8 @@ from eqsat.engine.backend import Backend
 from eqsat.engine.egraph import EGraph, decode
 from eqsat.engine.encode import Encoding, encode
 from eqsat.report import Report
+from eqsat import run_warnings
+from eqsat.breakdown import attach as attach_breakdown
 from eqsat.engine.rule import SOUNDNESS, Rule
 from eqsat.errors import InternalError
 from eqsat.options import Options
@@ -54,6 +56,7 @@ class Session:
     notes: tuple[str, ...] = ()        # what loading decided (Ifs inlined by eqsat.frontend.decided_ifs)
     options: Options = Options()       # what it was asked (extractions default to it)
     loaded: "Loaded | None" = dataclasses.field(default=None, repr=False)  # what it saturated
+    input_graph: EGraph | None = dataclasses.field(default=None, repr=False)  # the input, snapshot at load
 
     @property
     def roots(self) -> tuple[int, ...]:
@@ -67,18 +70,15 @@ class Session:
         return max(classes, key=SOUNDNESS.index, default="exact")
 
     def input_extraction(self) -> "ExtractionResult":
-        """The input graph as an extraction: the encoding loaded alone (no rule run) and decoded, every
-        e-class its one original e-node. Cost it like any extraction to compare before and after."""
+        """The input graph as an extraction: the encoding as loaded, before any rule ran (snapshot at load),
+        every e-class its one original e-node. Cost it like any extraction to compare before and after."""
         cached = self.__dict__.get("_input_extraction")
         if cached is None:
             from eqsat.extract.result import ExtractionResult
 
-            backend = Backend()
-            backend.declare()
-            backend.load(terms.static_facts(self.encoding.perms, self.encoding.opset))
-            backend.load_rows(self.encoding.rows)
-            graph = decode(backend.snapshot(), self.encoding.refs.values(),
-                           symbol_sizes=self.encoding.symbols.sizes())
+            graph = self.input_graph
+            if graph is None:
+                raise InternalError("the session holds no snapshot of its input graph")
             roots = tuple(graph.refs[r] for r in self.encoding.outputs)
             choice = {c.id: c.nodes[0] for c in graph.classes if c.nodes}
             cached = ExtractionResult(graph.with_roots(roots), choice, roots, "input", 0.0)
@@ -114,14 +114,18 @@ class Session:
 
     def extract(self, target: str | None = None, *, options: Options | None = None, verify: bool | None = None,
                 progress: Callable[[str], None] | None = None, reference: "Reference | None" = None,
-                **changes: Any) -> "Result":
+                breakdown: bool = True, **changes: Any) -> "Result":
         """Extract and lower the best graph for `target` (or for a custom `cost=fn(egraph, node)`), under
         `options` (default: the session's, verification off: a re-extraction is checked when asked) with
         `changes` (`cost`, `extractor`, `input_shapes`, `inputs`, `strict`: eqsat.options.Options fields).
         With `verify`, check it against the original on `inputs` (arrays by name) and inputs drawn with
         `input_shapes` (eqsat.check.verify.verify; `reference`: the original's outputs computed before). An original
         that no drawn input runs is not verified: a warning in the report, or with `strict` a BadInputError.
-        `progress` is called with each phase's name as it starts."""
+        `progress` is called with each phase's name as it starts. Without `options` or `verify` the result is
+        not verified yet: its report says so, and `Result.verify()` or `.save()` checks it. With `breakdown`
+        (off for bodies and bisection probes) the report gets the cost per op before and after
+        (eqsat.breakdown) and with it the headline's cost change."""
+        pending = options is None and verify is None and not changes.get("verify")
         options = (options or self.options.replace(verify=False)).replace(
             **changes, **({} if target is None else {"target": target}),
             **({} if verify is None else {"verify": verify}))
@@ -131,7 +135,8 @@ class Session:
         from eqsat.extract import extract as run_extractor
         from eqsat.extract.cost import load_target, roofline
 
-        report = Report(self.source, io.proto_op_histogram(self.original), notes=list(self.notes))
+        report = Report(self.source, io.proto_op_histogram(self.original), notes=list(self.notes),
+                        ops_folded=io.proto_op_histogram(self.normalized))
         report.phases.update(self.phases)
         report.saturation = self.saturation
         note = progress or (lambda phase: None)
@@ -152,7 +157,7 @@ class Session:
                 optimized: dict[tuple[str, str, int], object] = {}
                 for key, child in self.children.items():
                     try:
-                        optimized[key] = child.extract(options=options.replace(verify=False)).proto
+                        optimized[key] = child.extract(options=options.replace(verify=False), breakdown=False).proto
                     except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
                         optimized[key] = exc
                 report.subgraphs = put_back(model, self.bodies, optimized)
@@ -166,10 +171,15 @@ class Session:
                 report.verification = run_verify(self.original, model, soundness=self.soundness, source=self.source,
                                                  input_shapes=options.input_shapes, inputs=options.inputs,
                                                  strict=options.strict, reference=reference)
-            if report.verification.unverified:
-                report.warnings.append(f"not verified: {report.verification.unverified}; "
-                                       "pass --inputs FILE.npz or --input-shape to verify")
-        return Result(model, report, result, session=self, cost_model=cost_model)
+        run_warnings.add(report.warnings, run_warnings.of_saturation(self.saturation, options)
+                         + run_warnings.of_bodies(report.subgraphs) + run_warnings.of_verification(
+                             report.verification, pending=pending))
+        out = Result(model, report, result, session=self, cost_model=cost_model, pending_verification=pending)
+        if breakdown:
+            note("breakdown")
+            with timed(report, "breakdown"):
+                attach_breakdown(out)
+        return out
 
 
 #: egglog's complaint when two shape facts meet in one e-class.
@@ -266,37 +276,38 @@ def saturate(model: "io.ModelSource | Loaded", options: Options | None = None, *
             phases["saturate bodies"] = time.perf_counter() - start
         note("encode")
         start = time.perf_counter()
-        egraph, encoding, report = _saturate(backend, usable, work, limits, phases, start, note)
+        egraph, encoding, report, input_graph = _saturate(backend, usable, work, limits, phases, start, note)
     report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
     notes = tuple(work.meta.get(normalize.DECIDED_IFS, ()))
     return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies, children, notes,
-                   options, loaded)
+                   options, loaded, input_graph)
 
 
 def _saturate(backend: Backend, usable: Usable, work: "ir.Model", limits: Limits,
               phases: dict[str, float], start: float,
-              note: Callable[[str], None]) -> tuple[EGraph, Encoding, RunReport]:
+              note: Callable[[str], None]) -> tuple[EGraph, Encoding, RunReport, EGraph]:
     """Encode `work` with symbolic shape facts and saturate it; if two of them meet in one e-class (dims the
     symbol recovery could not prove equal: egglog's illegal merge, at loading or during the run), again on
     static shape facts only, in a fresh backend: as sound as before symbols, and the report says so."""
     encoding = encode(work)
     try:
-        egraph, report = _in_backend(backend, usable, encoding, limits, phases, start, note)
+        egraph, report, input_graph = _in_backend(backend, usable, encoding, limits, phases, start, note)
         if report.error is None or _SYMBOL_CONFLICT not in report.error:
-            return egraph, encoding, report
+            return egraph, encoding, report, input_graph
         where = "saturation"
     except Exception as exc:  # egglog's EggSmolError while loading the facts
         if _SYMBOL_CONFLICT not in str(exc):
             raise
         where = "loading"
     encoding = encode(work, symbolic=False)
-    egraph, report = _in_backend(prepared.like(backend), usable, encoding, limits, phases, start, note)
+    egraph, report, input_graph = _in_backend(prepared.like(backend), usable, encoding, limits, phases, start,
+                                              note)
     report.note = f"symbolic shape facts conflicted during {where}; saturated with static shape facts only"
-    return egraph, encoding, report
+    return egraph, encoding, report, input_graph
 
 
-def _in_backend(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits,
-                phases: dict[str, float], start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
+def _in_backend(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, phases: dict[str, float],
+                start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport, EGraph]:
     """`_run` in `backend` (declarations and rules installed) between a push and a pop; a backend an earlier
     egglog panic broke is replaced by a fresh one with the same rules, and a pop that fails (a panic during
     this run: the result is already decoded or fell back) leaves it marked broken (eqsat.engine.prepared drops it)."""
@@ -314,9 +325,9 @@ def _in_backend(backend: Backend, usable: Usable, encoding: Encoding, limits: Li
 
 
 def _run(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, phases: dict[str, float],
-         start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport]:
-    """Load `encoding` into `backend` (declarations, `usable`'s rules and standard facts there), saturate,
-    decode."""
+         start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport, EGraph]:
+    """Load `encoding` into `backend` (declarations, `usable`'s rules and standard facts there), snapshot
+    the input graph (every e-class its one original e-node: what the input costs), saturate, decode."""
     backend.load(terms.model_facts(encoding.perms, encoding.opset))
     backend.load_rows(encoding.rows)
     loaded = {name for name, rows in backend.sizes().items() if rows} & CONSTRUCTORS
@@ -324,6 +335,9 @@ def _run(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, p
         raise InternalError(f"the encoding holds constructors {sorted(loaded - usable.constructors)} that the "
                             "rule selection did not expect")
     phases["encode"] = time.perf_counter() - start
+    start = time.perf_counter()
+    input_graph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
+    phases["snapshot input"] = time.perf_counter() - start
     note("saturate")
     start = time.perf_counter()
     report = run(backend, limits)
@@ -335,12 +349,9 @@ def _run(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, p
     except BaseException as exc:  # the e-graph is unusable after a panic: extract the input as it was
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-        backend = Backend()
-        backend.declare()
-        backend.load_rows(encoding.rows)
-        egraph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
+        egraph = input_graph
         report.error = f"{report.error or type(exc).__name__}; fell back to the input graph"
     report.eclasses = sum(1 for c in egraph.classes if c.sort == "T")
     phases["decode"] = time.perf_counter() - start
-    return egraph, report
+    return egraph, report, input_graph
 

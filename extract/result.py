@@ -16,6 +16,7 @@ import numpy as np
 
 from eqsat.engine.egraph import EGraph, ENode
 from eqsat.errors import InternalError
+from eqsat.extract.units import format_cost
 
 #: A cost model (callable on one node) or precomputed costs indexed by node id.
 Costs = Union[Callable[[EGraph, ENode], float], Sequence[float], np.ndarray, Mapping[int, float]]
@@ -166,8 +167,10 @@ class ExtractionSummary:
 
     def to_text(self) -> str:
         target = f" for {self.target}" if self.target else ""
+        unit = "s" if self.target else ""  # a target's roofline costs seconds; a custom cost has no unit
         lines = [f"extraction {self.extractor}{target}: {self.chosen} of {self.enodes} e-nodes "
-                 f"({self.eclasses} e-classes), DAG cost {self.dag_cost:.6g}, tree cost {self.tree_cost:.6g}, "
+                 f"({self.eclasses} e-classes), DAG cost {format_cost(self.dag_cost, unit)}, tree cost "
+                 f"{format_cost(self.tree_cost, unit)} (shared sub-graphs counted once per use), "
                  f"{self.seconds * 1000:.0f} ms"]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)

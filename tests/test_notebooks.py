@@ -46,3 +46,24 @@ def test_notebook_runs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert seconds < limit, f"{name} took {seconds:.1f} s (limit {limit} s)"
     errors = [o for cell in book.cells if cell.cell_type == "code" for o in cell.outputs if o.output_type == "error"]
     assert not errors
+
+
+def test_the_notebook_extra_brings_what_the_notebooks_import() -> None:
+    """`pip install '.[notebook]'` (README): Jupyter to open and run them, and every package their cells import
+    that eqsat's own dependencies do not bring."""
+    import json
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extra = {re.split(r"[<>=\[ ]", d)[0].lower() for d in project["optional-dependencies"]["notebook"]}
+    assert {"jupyterlab", "nbconvert", "ipykernel"} <= extra
+    provided = extra | {re.split(r"[<>=\[ ]", d)[0].lower() for d in project["dependencies"]}
+    provided |= {"ipython"}  # ipykernel's dependency
+    stdlib = {"os", "io", "time", "pathlib", "json", "re", "math", "collections", "itertools", "functools"}
+    for name in TIME_LIMITS:
+        cells = json.loads((NOTEBOOKS / name).read_text())["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        imported = {m.lower() for m in re.findall(r"^\s*(?:import|from) (\w+)", code, re.M)}
+        missing = imported - provided - stdlib - {"eqsat", "onnx"}
+        assert not missing, f"{name} imports {sorted(missing)}: add them to the notebook extra"

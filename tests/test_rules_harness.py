@@ -7,11 +7,13 @@ import pytest
 from hypothesis import given
 
 import eqsat.rewrites.layout
+import eqsat.rewrites.elementwise
 import eqsat.rewrites.normalization
 from eqsat.ui import cli
 from eqsat.engine.rule import Rule, rw
 from eqsat import testing
 from eqsat.testing import soundness
+from eqsat.testing.cases import DrawnGraph, rule_case
 from eqsat.testing import (assert_rule_does_not_fire, assert_rule_sound, check_rules, make_model, op_counts,
                            optimize_with_rules, run)
 from tests.rule_graphs import model, node, transpose
@@ -137,6 +139,50 @@ def test_check_rules_reports_unsound_rule(bad_merge: None, monkeypatch: pytest.M
 def test_check_rules_reports_rule_without_property(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(testing.PROPERTIES, "relu-merge")
     assert check_rules(1, ["relu-merge"]) == ["relu-merge: no property in eqsat.testing.PROPERTIES"]
+
+
+BAD_NEG = Rule("bad-neg", "elementwise", "exact", "test", "Neg(x) -> x (wrong)", (rw("(Neg x)", "x"),),
+               ruleset="simplify")
+
+
+@rule_case
+def _neg_case(draw, st) -> testing.RuleCase:
+    g = DrawnGraph()
+    x = g.input("x", draw(testing.float_arrays(draw(testing.shapes(1, 3, 3)))))
+    g.node("Neg", [x], "y")
+    return g.case("bad-neg", ["y"])
+
+
+def test_cli_check_rules_shows_the_values_a_wrong_rule_changes(monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A planted wrong rule (Neg(x) -> x): the failure prints the shrunk graph, its inputs' dtypes, shapes and
+    values, and where the values differ."""
+    monkeypatch.setattr(eqsat.rewrites.elementwise, "RULES", [*eqsat.rewrites.elementwise.RULES, BAD_NEG])
+    monkeypatch.setitem(testing.PROPERTIES, "bad-neg", _neg_case)
+    assert cli.main(["check-rules", "--quick", "--rule", "bad-neg"]) == 1
+    out = capsys.readouterr().out
+    shown = out.split("shrunk input:")[1]
+    assert "Neg" in shown and "x: float32[" in shown
+    assert "worst at [" in out and "expected" in out and "got" in out
+    assert "checking bad-neg ..." in out and "FAILED bad-neg: AssertionError" in out
+    assert "1 rules checked with 10 examples each: 1 failed" in out
+
+
+def test_cli_check_rules_by_family(capsys: pytest.CaptureFixture[str]) -> None:
+    from eqsat.rewrites.registry import all_rules
+
+    assert cli.main(["check-rules", "--quick", "--family", "pool", "--examples", "2"]) == 0
+    out = capsys.readouterr().out
+    pool = [r.name for r in all_rules() if r.family == "pool"]
+    assert all(f"checked {name} in" in out for name in pool)
+    assert f"{len(pool)} rules checked with 2 examples each: all sound" in out
+    assert cli.main(["check-rules", "--family", "no-such-family"]) == 2
+
+
+def test_check_rules_reports_progress_within_a_rule() -> None:
+    seen: list[tuple[str, int, int]] = []
+    assert check_rules(3, ["relu-merge"], progress=lambda *a: seen.append(a)) == []
+    assert seen == [("relu-merge", 0, 3), ("relu-merge", 1, 3), ("relu-merge", 2, 3), ("relu-merge", 3, 3)]
 
 
 def test_cli_check_rules(capsys: pytest.CaptureFixture[str]) -> None:

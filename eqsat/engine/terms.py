@@ -178,6 +178,9 @@ LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
     "sum-of": ("IVec IVec", "IVec"),        # a + b elementwise (equal lengths)
 }
 
+#: Constructors whose ONNX op has another name (what reports show): the op lowering writes for them.
+ONNX_NAMES = {"ReshapeDyn": "Reshape"}
+
 #: Typed ops that are not in OPS (their inputs are lists or their result is an N).
 LIST_OPS = frozenset({"Concat", "Split"})
 

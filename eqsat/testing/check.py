@@ -35,12 +35,43 @@ for _family in FAMILIES:
     PROPERTIES.update(getattr(_family, "STATIC_PROPERTIES", {}))
 
 
+#: Examples per rule of `eqsat check-rules --quick` (the default is 100).
+QUICK_EXAMPLES = 10
+
+
+def rules_of_family(family: str) -> list[str]:
+    """The registered rules of `family` (rewrites/<family>.py), in registry order; KeyError if none."""
+    from eqsat.rewrites.registry import all_rules
+
+    names = [r.name for r in all_rules() if r.family == family]
+    if not names:
+        known = sorted({r.family for r in all_rules()})
+        raise KeyError(f"unknown family {family!r} (families: {', '.join(known)})")
+    return names
+
+
+def describe_case(case: RuleCase) -> str:
+    """A drawn input for people: the graph, each input's dtype and shape, and its values (a few when large)."""
+    import numpy as np
+
+    from eqsat.testing.soundness import _graph_text
+
+    lines = [f"rule {case.rule}" + (f" (with {', '.join(case.also)})" if case.also else "")
+             + (" with symbolic dims too" if case.symbolic else ""), "graph:", _graph_text(case.model), "inputs:"]
+    for name, value in case.feeds.items():
+        shown = np.array2string(value if value.size <= 64 else value.reshape(-1)[:64], precision=5, threshold=64)
+        more = f" (first 64 of {value.size})" if value.size > 64 else ""
+        lines.append(f"  {name}: {value.dtype.name}{list(value.shape)} = {shown}{more}")
+    return "\n".join(lines)
+
+
 def check_rules(examples: int = 100, rules: Sequence[str] | None = None, *, shrink: bool = True,
-                progress: Callable[[str], None] | None = None) -> list[str]:
+                progress: Callable[..., None] | None = None) -> list[str]:
     """Run each rule's property (`PROPERTIES`) on `examples` drawn graphs (derandomized: the same graphs
-    every run); return the failures, one message per failing rule, with hypothesis's counterexample
-    (shrunk unless `shrink` is False). A registered rule without a property is a failure too.
-    `progress` is called with each rule name before it runs."""
+    every run); return the failures, one message per failing rule: the error and the input that broke it
+    (hypothesis's counterexample, shrunk unless `shrink` is False: its graph, its inputs' dtypes, shapes and
+    values; the error names the values that differ). A registered rule without a property is a failure too.
+    `progress(name, drawn, total)` is called before each rule (drawn 0) and after each example it draws."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis.reporting import with_reporter
 
@@ -51,19 +82,28 @@ def check_rules(examples: int = 100, rules: Sequence[str] | None = None, *, shri
     failures: list[str] = []
     for name in names:
         if progress is not None:
-            progress(name)
+            progress(name, 0, examples)
         strategy = PROPERTIES.get(name)
         if strategy is None:
             failures.append(f"{name}: no property in eqsat.testing.PROPERTIES")
             continue
 
         phases = [p for p in Phase if shrink or p not in (Phase.shrink, Phase.explain)]
+        drawn: list[int] = [0]
+        failing: list[RuleCase] = []
 
         @settings(max_examples=examples, deadline=None, database=None, derandomize=True, print_blob=False,
                   suppress_health_check=list(HealthCheck), phases=phases)
         @given(strategy())
         def prop(case: RuleCase) -> None:
-            case.check()
+            drawn[0] += 1
+            if progress is not None and drawn[0] <= examples:
+                progress(name, drawn[0], examples)
+            try:
+                case.check()
+            except BaseException:
+                failing.append(case)  # the last one hypothesis replays is the shrunk one
+                raise
 
         report: list[str] = []
         try:
@@ -71,5 +111,7 @@ def check_rules(examples: int = 100, rules: Sequence[str] | None = None, *, shri
                 prop()
         except Exception as exc:  # a failed property: hypothesis re-raises the shrunk example's error
             detail = "\n".join(str(r) for r in report if r)
-            failures.append(f"{name}: {type(exc).__name__}: {exc}" + (f"\n{detail}" if detail else ""))
+            shrunk = ("\n" + ("shrunk input" if shrink else "failing input") + ":\n" + describe_case(failing[-1])
+                      if failing else "")
+            failures.append(f"{name}: {type(exc).__name__}: {exc}" + shrunk + (f"\n{detail}" if detail else ""))
     return failures

@@ -60,5 +60,5 @@ def optimize_with_rules(model: onnx.ModelProto | "ir.Model", rules: Sequence[str
     """Saturate with only the named rules (and the fact rules, see `saturate_with_rules`), extract for
     `target` without verification; return the result and `rules_fired` (rule name -> matches)."""
     session = saturate_with_rules(model, rules, allow=allow, without=without)
-    result = session.extract(target, extractor=extractor, verify=False)
+    result = session.extract(target, extractor=extractor, verify=False, breakdown=False)
     return result, session.saturation.rules_fired

@@ -56,14 +56,23 @@ def _difference(expected: np.ndarray, actual: np.ndarray, tolerance: float | Non
         allowed = tol * max(scale, 1e-3)
         how = f"max |diff| {diff:.3g} (allowed {allowed:.3g} = {tol:g} x scale {scale:.3g})"
         if diff <= allowed or bound is None:
-            return diff <= allowed, how
+            return diff <= allowed, how + ("" if diff <= allowed else _worst(e64, a64, finite))
         excess = np.abs(e64 - a64) - np.maximum(allowed, np.broadcast_to(bound, e64.shape))
         worst = float(np.max(excess[finite], initial=-1.0))
         return worst <= 0, f"{how}; within the normalization's forward error bound: {worst <= 0}"
     if np.array_equal(expected, actual):
         return True, "equal"
     wrong = int(np.count_nonzero(expected != actual))
-    return False, f"{wrong} of {expected.size} {expected.dtype} values differ (integer and bool values must be equal)"
+    where = tuple(int(i) for i in np.argwhere(expected != actual)[0])
+    return False, (f"{wrong} of {expected.size} {expected.dtype} values differ (integer and bool values must be "
+                   f"equal); first at {list(where)}: expected {expected[where]}, got {actual[where]}")
+
+
+def _worst(expected: np.ndarray, actual: np.ndarray, finite: np.ndarray) -> str:
+    """Where two float arrays differ most: the index, both values."""
+    gap = np.where(finite, np.abs(expected - actual), -1.0)
+    where = tuple(int(i) for i in np.unravel_index(int(np.argmax(gap)), gap.shape))
+    return f"; worst at {list(where)}: expected {expected[where]:.6g}, got {actual[where]:.6g}"
 
 
 #: Normalizations whose output is ill-conditioned on (nearly) constant rows: op -> first normalized axis.
@@ -403,7 +412,7 @@ def _check_session(proto: onnx.ModelProto, session: "Session", feeds: Mapping[st
                    tolerance: float | None, context: str, target: str, extractor: str) -> "Result":
     """The e-graph check, then the extracted model against `proto`, output by output."""
     assert_egraph_sound(session, feeds, tolerance=tolerance, context=context)
-    result = session.extract(target, extractor=extractor, verify=False)
+    result = session.extract(target, extractor=extractor, verify=False, breakdown=False)
     optimized = to_proto(result.model)
     expected, actual = run(proto, feeds), run(optimized, feeds)
     for out, ref, got in zip(proto.graph.output, expected, actual):

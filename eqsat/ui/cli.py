@@ -10,28 +10,70 @@ import sys
 from typing import Callable, Sequence
 
 import eqsat
+from eqsat import run_warnings
 from eqsat.ui import startup
 from eqsat.errors import BadInputError, EqsatError
 
 
-def _cmd_optimize(args: argparse.Namespace) -> int:
-    from eqsat.view.display import Progress, add_breakdown
-    from eqsat.pipeline import optimize
+def _output_of(args: argparse.Namespace) -> str:
+    """The output path: `eqsat optimize IN OUT` or `-o OUT` (both: they must agree); over the input only with
+    --force."""
+    given = [p for p in (args.output_path, args.output) if p]
+    if not given:
+        raise BadInputError(args.input, "no output given: eqsat optimize IN OUT (or -o OUT)")
+    if len(given) == 2 and os.path.abspath(given[0]) != os.path.abspath(given[1]):
+        raise BadInputError(given[1], f"two outputs given: {given[0]} and -o {given[1]}")
+    output = given[0]
+    if (os.path.exists(output) and os.path.exists(args.input) and os.path.samefile(output, args.input)
+            and not args.force):
+        raise BadInputError(output, "is the input file: pass --force to overwrite it")
+    return output
+
+
+def _optimize_kwargs(args: argparse.Namespace) -> dict:
+    """What the flags ask of eqsat.pipeline.optimize (the same for one model and for a folder's)."""
     from eqsat.check.verify_inputs import load_npz
 
+    return dict(verify=args.verify, target=args.target, extractor=args.extractor, time_limit=args.time_limit,
+                node_limit=args.node_limit, iter_limit=args.iter_limit, allow=args.allow, opset=args.opset,
+                disable=[rule for arg in args.disable for rule in arg.split(",") if rule], bisect=args.bisect,
+                input_shapes=_shapes("--input-shape", args.input_shape),
+                inputs=load_npz(args.inputs) if args.inputs else None,
+                fix_input_shapes=_shapes("--fix-input-shape", args.fix_input_shape), strict=args.strict)
+
+
+def _cmd_optimize_folder(args: argparse.Namespace) -> int:
+    from eqsat.ui import folder
+
+    output = args.output or args.output_path
+    if not output:
+        raise BadInputError(args.input, "a folder needs an output folder: eqsat optimize DIR -o OUTDIR")
+    if output.endswith(".onnx") and not os.path.isdir(output):
+        raise BadInputError(args.input, "is a directory: a folder of models is optimized into a folder "
+                                        "(eqsat optimize DIR -o OUTDIR), not into a .onnx file")
+    if args.report_json and args.report_json != "-":
+        _check_writable(args.report_json)
+    human = sys.stderr if args.report_json == "-" else sys.stdout
+    code, rows = folder.run(args.input, output, _optimize_kwargs(args), jobs=args.jobs, force=args.force,
+                            out=human, report=args.report)
+    if args.report_json:
+        _write_json(args.report_json, folder.folder_json(rows))
+    return code
+
+
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    from eqsat.view.display import Progress, headline_text
+    from eqsat.pipeline import optimize
+
+    if os.path.isdir(args.input):
+        return _cmd_optimize_folder(args)
+    args.output = _output_of(args)
     if args.report_json and args.report_json != "-":
         _check_writable(args.report_json)
     human = sys.stderr if args.report_json == "-" else sys.stdout  # stdout carries only the JSON then
     try:
         with Progress(args.input, sys.stderr) as progress:  # draws only on a terminal, erased when done
-            result = optimize(args.input, output=args.output, verify=args.verify, target=args.target,
-                              extractor=args.extractor, time_limit=args.time_limit, node_limit=args.node_limit,
-                              iter_limit=args.iter_limit, allow=args.allow, opset=args.opset,
-                              disable=[rule for arg in args.disable for rule in arg.split(",") if rule],
-                              progress=progress, bisect=args.bisect, input_shapes=_shapes("--input-shape", args.input_shape),
-                              inputs=load_npz(args.inputs) if args.inputs else None,
-                              fix_input_shapes=_shapes("--fix-input-shape", args.fix_input_shape),
-                              strict=args.strict)
+            result = optimize(args.input, output=args.output, progress=progress, **_optimize_kwargs(args))
     except EqsatError as exc:
         report = getattr(exc, "report", None)
         if report is not None and args.report:
@@ -46,9 +88,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             _write_json(args.report_json, data)
         raise
     for warning in result.report.warnings:  # a rule dropped as unsound on this model, a model not verified
-        print(f"eqsat: warning: {warning}", file=sys.stderr)
-    if args.report or args.report_json:
-        add_breakdown(result)  # estimated cost before and after, per op
+        if not run_warnings.asked_for(warning):  # --no-verify, --disable: the report says it, stderr need not
+            print(f"eqsat: warning: {warning}", file=sys.stderr)
     if args.report:
         print(result.report.to_text(), file=human)
     if args.report_json:
@@ -57,8 +98,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             data["bisection"] = result.bisection.to_dict()
         _write_json(args.report_json, data)
     if not args.report:
-        r = result.report
-        print(f"{args.output}: {r.nodes_before} -> {r.nodes_after} nodes in {r.seconds:.2f} s", file=human)
+        print(f"{args.output}: {headline_text(result.report)} in {result.report.seconds:.2f} s", file=human)
     return 0
 
 
@@ -138,20 +178,51 @@ def _cmd_targets(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_rules(args: argparse.Namespace) -> int:
+    import time
+
     from eqsat.testing import check_rules
+    from eqsat.testing.check import QUICK_EXAMPLES, rules_of_family
     from eqsat.rewrites.registry import all_rules
 
-    names = args.rule or None
+    names = list(args.rule)
     unknown = sorted(set(args.rule) - {r.name for r in all_rules()})
     if unknown:
         raise BadInputError("--rule", f"unknown rule(s): {', '.join(unknown)} (see `eqsat rules`)")
-    failures = check_rules(args.examples, names, progress=lambda name: print(f"checking {name} ...", flush=True))
+    for family in args.family:
+        try:
+            names += [n for n in rules_of_family(family) if n not in names]
+        except KeyError as exc:
+            raise BadInputError("--family", exc.args[0]) from None
+    examples = args.examples if args.examples is not None else (QUICK_EXAMPLES if args.quick else 100)
+    live = sys.stderr.isatty()
+    started = {"at": time.perf_counter(), "name": ""}
+
+    def progress(name: str, drawn: int, total: int) -> None:
+        if name != started["name"]:
+            _end_rule(started, live)
+            started.update(name=name, at=time.perf_counter())
+            print(f"checking {name} ...", end="" if live else "\n", flush=True)
+        if live:  # examples drawn out of the total, redrawn in place
+            print(f"\rchecking {name} ... {drawn}/{total} examples, {time.perf_counter() - started['at']:.1f} s",
+                  end="", flush=True)
+
+    failures = check_rules(examples, names or None, progress=progress, shrink=True)
+    _end_rule(started, live)
     for failure in failures:
         print(f"FAILED {failure}")
     checked = len(names) if names else "all"
-    print(f"{checked} rules checked with {args.examples} examples each: "
+    print(f"{checked} rules checked with {examples} examples each: "
           + (f"{len(failures)} failed" if failures else "all sound"))
     return 1 if failures else 0
+
+
+def _end_rule(started: dict, live: bool) -> None:
+    """The line of the rule just checked: its time."""
+    import time
+
+    if started["name"]:
+        print(f"{chr(13) if live else ''}checked {started['name']} in {time.perf_counter() - started['at']:.1f} s"
+              + (" " * 20 if live else ""), flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,8 +234,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     opt = sub.add_parser("optimize", help="optimize an ONNX model")
-    opt.add_argument("input", help="input .onnx file")
-    opt.add_argument("-o", "--output", required=True, help="output .onnx file (written only if verified)")
+    opt.add_argument("input", help="input .onnx file, or a folder of them (then the output is a folder)")
+    opt.add_argument("output_path", nargs="?", metavar="output",
+                     help="output .onnx file (written only if verified), or -o")
+    opt.add_argument("-o", "--output", help="output .onnx file, or the output folder for a folder of models")
+    opt.add_argument("--force", action="store_true", help="allow writing over the input file (or folder)")
+    opt.add_argument("--jobs", "-j", type=_non_negative(int), default=1, metavar="J",
+                     help="with a folder: optimize J models at a time, each in a process of its own (default: 1)")
     opt.add_argument("--target", default="cpu", help="hardware target the cost model describes (see `eqsat targets`)")
     opt.add_argument("--extractor", default="auto", choices=("auto", *EXTRACTORS),
                      help="extraction algorithm (default: auto = exact ILP, greedy-dag above 30k e-nodes)")
@@ -185,13 +261,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "exit 2 (default: write it unverified and warn)")
     opt.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                      help="check the result numerically against the input (default: on)")
+    opt.add_argument("--skip-verify", "--no-check", dest="verify", action="store_false",
+                     help="aliases of --no-verify (onnxsim's --skip-verify, onnxslim's --no-check)")
     opt.add_argument("--input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",
                      help="verify with this shape for input NAME (repeatable; default: sized from its dim names)")
     opt.add_argument("--inputs", metavar="FILE.npz",
                      help="verify on these arrays (keys: input names; inputs left out are drawn as usual)")
-    opt.add_argument("--fix-input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",
+    opt.add_argument("--fix-input-shape", "--overwrite-input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",
                      help="make input NAME static with these dims before optimizing (repeatable), so shape "
-                          "computations fold")
+                          "computations fold (--overwrite-input-shape: onnxsim's name)")
     opt.add_argument("--report", action="store_true", help="print a report of what was done")
     opt.add_argument("--report-json", metavar="FILE", help="write the report as JSON ('-' for stdout)")
     opt.set_defaults(run=_cmd_optimize)
@@ -213,9 +291,12 @@ def build_parser() -> argparse.ArgumentParser:
     targets.set_defaults(run=_cmd_targets)
 
     check = sub.add_parser("check-rules", help="check each rule's soundness on random graphs (needs hypothesis)")
-    check.add_argument("--examples", type=_non_negative(int), default=100, metavar="N",
-                       help="graphs drawn per rule (default: 100)")
+    check.add_argument("--examples", type=_non_negative(int), default=None, metavar="N",
+                       help="graphs drawn per rule (default: 100; with --quick: 10)")
+    check.add_argument("--quick", action="store_true", help="10 examples per rule: a first look in seconds")
     check.add_argument("--rule", action="append", default=[], metavar="RULE", help="check only this rule (repeatable)")
+    check.add_argument("--family", action="append", default=[], metavar="NAME",
+                       help="check the rules of this family (repeatable; see `eqsat rules`)")
     check.set_defaults(run=_cmd_check_rules)
     return parser
 

@@ -24,9 +24,13 @@ def describe(source: io.ModelSource) -> str:
         lines.append(f"file       {source} ({os.path.getsize(source):,} bytes)")
     lines.append(f"producer   {model.producer_name or '?'} {model.producer_version or ''}".rstrip())
     lines.append("opsets     " + ", ".join(f"{d or 'ai.onnx'}={v}" for d, v in sorted(model.opset_imports.items())))
-    lines.append(f"nodes      {len(graph)}; initializers {len(graph.initializers)} ({weights:,} bytes)")
+    ops = io.op_histogram(model)  # the graph's nodes and its If/Loop/Scan bodies
+    in_bodies = sum(ops.values()) - len(graph)
+    nodes = f"{len(graph)}" + (f" in the graph, {in_bodies} more in If/Loop/Scan bodies ({sum(ops.values())} in all)"
+                                if in_bodies else "")
+    lines.append(f"nodes      {nodes}; initializers {len(graph.initializers)} ({weights:,} bytes)")
     lines += [f"input      {v.name}: {_type_text(v)}" for v in graph.inputs]
     lines += [f"output     {v.name}: {_type_text(v)}" for v in graph.outputs]
-    lines.append("ops")
-    lines += [f"  {op:<28} {count}" for op, count in io.op_histogram(model).most_common()]
+    lines.append("ops" + (" (bodies included)" if in_bodies else ""))
+    lines += [f"  {op:<28} {count}" for op, count in ops.most_common()]
     return "\n".join(lines)

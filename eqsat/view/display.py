@@ -10,7 +10,8 @@ functions below return objects that display themselves (a `Picture` is SVG, a ta
   no Python package needed); without it a picture degrades to a node listing (HTML and text).
 - `egraph_picture(session)`: a small e-graph, one cluster per e-class (for teaching-size graphs).
 - `breakdown(result)`: estimated cost per op type before and after under the result's cost model, and how
-  many output nodes each rule produced; `add_breakdown(result)` stores it in the report (CLI `--report`).
+  many output nodes each rule produced (the pipeline computes it into the report: eqsat.breakdown);
+  `breakdown_text`, `breakdown_html` render it.
 - `egraph_stats(egraph)`: classes, e-nodes, e-nodes per op.
 - `report_text(report)` (what `Report.to_text` and `eqsat optimize --report` print), `report_html`,
   `result_html`, `session_html`.
@@ -34,7 +35,7 @@ from eqsat.metadata import PROVENANCE_KEY, RULES_KEY  # the node metadata loweri
 from eqsat.view.model_view import ModelGraph, changed_nodes, is_changed, kept_nodes, model_graph, short_attr  # noqa: F401
 from eqsat.view.progress import Progress  # noqa: F401 (changed_nodes, Progress: part of this module's API)
 from eqsat.view.tables import CHANGED_FILL, format_cost, html_table, percent_change, text_table
-from eqsat.engine.terms import PLUMBING_OPS
+from eqsat.engine.terms import PLUMBING_OPS  # noqa: F401 (what cost functions in notebook 02 leave out)
 
 #: Graphs above this many nodes (both sides of a comparison together) are listed, not drawn.
 MAX_DRAWN_NODES = 1500
@@ -354,8 +355,9 @@ def egraph_dot(egraph: Any, *, chosen: Mapping[int, int] | None = None) -> str:
     classes; `chosen` (class -> node, e.g. `result.extraction.choice`) draws those e-nodes green."""
     egraph = getattr(egraph, "egraph", egraph)
     lines = ["digraph egraph {", *_DOT_HEADER, "compound=true;"]
+    absent = {n.eclass for n in egraph.nodes if n.op == "Absent"}  # an omitted optional input: no box
     for c in egraph.classes:
-        if not c.nodes:
+        if not c.nodes or c.id in absent:
             continue
         fact = ("x".join(map(str, c.shape)) if c.shape else "") + (f" {c.dtype}" if c.dtype else "")
         rules = f"\nby {', '.join(c.rules)}" if c.rules else ""
@@ -368,9 +370,11 @@ def egraph_dot(egraph: Any, *, chosen: Mapping[int, int] | None = None) -> str:
             lines.append(f"e{nid} [label={_q(_enode_label(node))}{style}];")
         lines.append("}")
     for node in egraph.nodes:
+        if node.eclass in absent:
+            continue
         for child in dict.fromkeys(node.children):
             members = egraph.classes[child].nodes
-            if members:
+            if members and child not in absent:
                 lines.append(f"e{node.id} -> e{members[0]} [lhead=cluster_c{child}];")
     lines.append("}")
     return "\n".join(lines)
@@ -391,127 +395,43 @@ def egraph_picture(session_or_egraph: Any, *, chosen: Any = None, max_nodes: int
 # cost breakdown
 
 
-@dataclasses.dataclass(frozen=True)
-class OpCost:
-    op: str
-    nodes_before: int
-    cost_before: float
-    nodes_after: int
-    cost_after: float
+def breakdown(result: Any) -> Any:
+    """The estimated cost per op type before and after, and the output nodes each rule produced: the
+    `eqsat.breakdown.Breakdown` the pipeline computed into `result.report.breakdown`."""
+    found = getattr(result.report, "breakdown", None)
+    if found is None:
+        why = [n for n in result.report.notes if n.startswith("no cost breakdown")]
+        raise ValueError(why[0] if why else "this Result carries no cost breakdown (a body's or a probe's)")
+    return found
 
 
-@dataclasses.dataclass(frozen=True)
-class Breakdown:
-    """What a result is made of: estimated cost per op type before and after (under the cost model that
-    chose it), and how many output nodes each rule produced.
-
-    `cost_before` is the DAG cost of the input graph as encoded (after constant folding; every e-class
-    restricted to its original e-node), costed by the same model as the output; None when the Result
-    carries no Session to rebuild it from."""
-
-    target: str | None                 # None for a custom cost function
-    unit: str                          # "s" for the roofline targets, "" for custom cost functions
-    cost_before: float | None
-    cost_after: float
-    ops: tuple[OpCost, ...]            # most expensive after first
-    rules_in_output: Mapping[str, int]  # rule -> output nodes whose eqsat.rules name it
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "unit": self.unit, "cost_before": self.cost_before,
-                "cost_after": self.cost_after, "ops": [dataclasses.asdict(o) for o in self.ops],
-                "rules_in_output": dict(self.rules_in_output), "notes": list(self.notes)}
-
-    def to_text(self) -> str:
-        rows = [[o.op, o.nodes_before, o.nodes_after, format_cost(o.cost_before, self.unit),
-                 format_cost(o.cost_after, self.unit), percent_change(o.cost_before, o.cost_after)] for o in self.ops]
-        rows.append(["total", sum(o.nodes_before for o in self.ops), sum(o.nodes_after for o in self.ops),
-                     format_cost(self.cost_before, self.unit), format_cost(self.cost_after, self.unit),
-                     percent_change(self.cost_before, self.cost_after)])
-        title = f"estimated cost per op ({self.target or 'custom cost'})"
-        return title + "\n" + text_table(["op", "nodes before", "after", "cost before", "after", "change"], rows)
-
-    def _repr_html_(self) -> str:
-        return breakdown_html(self)
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.to_text())
+#: Kept for old notebooks: the pipeline computes the breakdown now, this returns it.
+add_breakdown = breakdown
 
 
-def _op_label(node: Any) -> str:
-    if node.op == "Opaque" and node.attrs:
-        domain, _, rest = str(node.attrs[0]).partition("::")
-        op = rest.split("#")[0]
-        return op if domain in ("", "ai.onnx") else f"{domain}::{op}"
-    return node.op
-
-
-def op_costs(extraction: Any, cost: Any) -> dict[str, tuple[int, float]]:
-    """op -> (e-nodes that become ONNX nodes, their summed cost) over an extraction's chosen e-nodes.
-    Leaves and constant-only classes (folded to initializers) are left out: they cost 0."""
-    egraph = extraction.egraph
-    out: dict[str, list] = {}
-    for node in extraction.chosen_nodes():
-        if node.op in PLUMBING_OPS or egraph.classes[node.eclass].constant:
-            continue
-        entry = out.setdefault(_op_label(node), [0, 0.0])
-        entry[0] += 1
-        entry[1] += float(cost(egraph, node))
-    return {op: (n, c) for op, (n, c) in out.items()}
-
-
-def rules_in_output(model: Any) -> dict[str, int]:
-    """rule -> how many nodes of `model` name it in their `eqsat.rules` metadata (most first)."""
-    counts = collections.Counter(r for n in model_graph(model).nodes for r in n.meta.get(RULES_KEY, "").split(",") if r)
-    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def breakdown(result: Any) -> Breakdown:
-    """The Breakdown of a Result (from `eqsat.optimize` or `Session.extract`)."""
-    from eqsat.extract.cost import Roofline, load_target, roofline
-
-    cost = getattr(result, "cost_model", None)
-    summary = result.report.extraction
-    if cost is None:
-        if summary is None or summary.target is None:
-            raise ValueError("this Result carries no cost model to break its cost down with")
-        cost = roofline(load_target(summary.target))
-    target = cost.target.name if isinstance(cost, Roofline) else None
-    unit = "s" if isinstance(cost, Roofline) else ""
-    after = op_costs(result.extraction, cost)
-    cost_after = result.extraction.dag_cost(cost)
-    notes = []
-    session = getattr(result, "session", None)
-    before: dict[str, tuple[int, float]] = {}
-    cost_before = None
-    if session is not None:
-        original = session.input_extraction()
-        before = op_costs(original, cost)
-        cost_before = original.dag_cost(cost)
-        notes.append("cost before: the input after constant folding, every e-class its original e-node, "
-                     "costed by the same model")
-    else:
-        notes.append("cost before unknown: the Result carries no Session")
-    ops = [OpCost(op, before.get(op, (0, 0.0))[0], before.get(op, (0, 0.0))[1],
-                  after.get(op, (0, 0.0))[0], after.get(op, (0, 0.0))[1]) for op in set(before) | set(after)]
-    ops.sort(key=lambda o: (-o.cost_after, -o.cost_before, o.op))
-    return Breakdown(target, unit, cost_before, cost_after, tuple(ops), rules_in_output(result.model), tuple(notes))
-
-
-def add_breakdown(result: Any) -> Breakdown:
-    """Compute `breakdown(result)` once and keep it in `result.report.breakdown` (reports show it)."""
-    if getattr(result.report, "breakdown", None) is None:
-        result.report.breakdown = breakdown(result)
-    return result.report.breakdown
-
-
-def breakdown_html(b: Breakdown) -> str:
+def _breakdown_rows(b: Any, total: bool = True) -> list[list[Any]]:
     rows = [[o.op, o.nodes_before, o.nodes_after, format_cost(o.cost_before, b.unit), format_cost(o.cost_after, b.unit),
              percent_change(o.cost_before, o.cost_after)] for o in b.ops]
-    rows.append(["total", sum(o.nodes_before for o in b.ops), sum(o.nodes_after for o in b.ops),
-                 format_cost(b.cost_before, b.unit), format_cost(b.cost_after, b.unit),
-                 percent_change(b.cost_before, b.cost_after)])
-    table = html_table(["op", "nodes before", "nodes after", "cost before", "cost after", "change"], rows,
+    if total:
+        rows.append(["total", sum(o.nodes_before for o in b.ops), sum(o.nodes_after for o in b.ops),
+                     format_cost(b.cost_before, b.unit), format_cost(b.cost_after, b.unit),
+                     percent_change(b.cost_before, b.cost_after)])
+    return rows
+
+
+#: The op table's header: "folded" is the input after constant folding (what was encoded).
+_BREAKDOWN_HEADER = ["op", "nodes folded", "after", "cost before", "after", "change"]
+
+
+def breakdown_text(b: Any) -> str:
+    """An `eqsat.breakdown.Breakdown` as a text table."""
+    title = f"estimated cost per op ({b.target or 'custom cost'})"
+    return title + "\n" + text_table(_BREAKDOWN_HEADER, _breakdown_rows(b))
+
+
+def breakdown_html(b: Any) -> str:
+    """An `eqsat.breakdown.Breakdown` as an HTML table."""
+    table = html_table(["op", "nodes folded", "nodes after", "cost before", "cost after", "change"], _breakdown_rows(b),
                        caption=f"estimated cost per op ({b.target or 'custom cost'})")
     notes = "".join(f'<div style="color:#777;font-size:11px">{html.escape(n)}</div>' for n in b.notes)
     return table + notes
@@ -521,22 +441,54 @@ def breakdown_html(b: Breakdown) -> str:
 # reports
 
 
+def headline_text(report: Any) -> str:
+    """One line: ops (Constant nodes not counted) before and after, Constant nodes lifted, estimated cost change."""
+    h = report.headline() if hasattr(report, "headline") else {}
+    if not h:
+        return f"{report.nodes_before} -> {report.nodes_after} nodes"
+    text = f"{h['ops_before']} -> {h['ops_after']} ops"
+    change = percent_change(h["ops_before"], h["ops_after"])
+    text += f" ({change})" if change else ""
+    if h["constants_before"] or h["constants_after"]:
+        text += f", Constant nodes {h['constants_before']} -> {h['constants_after']} (lifted to initializers, not counted)"
+    if h["cost_after"] is not None:
+        where = h["target"] or "custom cost"
+        text += f"; est. cost ({where}) {format_cost(h['cost_before'], h['unit'])} -> {format_cost(h['cost_after'], h['unit'])}"
+        change = percent_change(h["cost_before"], h["cost_after"])
+        text += f" ({change})" if change else ""
+    return text
+
+
 def _size_rows(report: Any) -> list[list[Any]]:
+    """Rows of input / folded / output: ops without Constant nodes, Constant nodes, watched ops, e-nodes, cost.
+    "folded" is what was encoded (after constant folding): the op table's "nodes folded" and "cost before"."""
+    folded_ops = getattr(report, "ops_folded", None)
     before, after = report.watched(report.ops_before), report.watched(report.ops_after)
-    rows: list[list[Any]] = [["nodes", report.nodes_before, report.nodes_after,
-                              percent_change(report.nodes_before, report.nodes_after)]]
-    rows += [[k, before[k], after[k], ""] for k in before if before[k] or after[k]]
+    folded = report.watched(folded_ops) if folded_ops is not None else {}
+    count = report.ops_before_count if hasattr(report, "ops_before_count") else report.nodes_before
+    count_after = report.ops_after_count if hasattr(report, "ops_after_count") else report.nodes_after
+    count_folded = (sum(n for op, n in folded_ops.items() if op != "Constant") if folded_ops is not None else "")
+    rows: list[list[Any]] = [["ops (no Constant)", count, count_folded, count_after,
+                              percent_change(count, count_after)]]
+    constants = [report.ops_before["Constant"], folded_ops["Constant"] if folded_ops is not None else "",
+                 report.ops_after["Constant"]]
+    if any(constants):
+        rows.append(["Constant nodes", *constants, ""])
+    rows += [[k, before[k], folded.get(k, ""), after[k], ""] for k in before if before[k] or after[k] or folded.get(k)]
     sat = report.saturation
     if sat is not None:
-        rows.append(["e-nodes", sat.enodes_loaded, sat.enodes, ""])
+        rows.append(["e-nodes", "", sat.enodes_loaded, sat.enodes, ""])
     b = getattr(report, "breakdown", None)
     if b is not None:
-        rows.append([f"est. cost ({b.target or 'custom'})", format_cost(b.cost_before, b.unit),
+        rows.append([f"est. cost ({b.target or 'custom'})", "", format_cost(b.cost_before, b.unit),
                      format_cost(b.cost_after, b.unit), percent_change(b.cost_before, b.cost_after)])
     elif report.extraction is not None:
-        rows.append([f"est. cost ({report.extraction.target or 'custom'})", "-",
+        rows.append([f"est. cost ({report.extraction.target or 'custom'})", "", "-",
                      format_cost(report.extraction.dag_cost, "s" if report.extraction.target else ""), ""])
     return rows
+
+
+_SIZE_HEADER = ["", "input", "folded", "after", "change"]
 
 
 def _rule_rows(report: Any) -> list[list[Any]]:
@@ -564,10 +516,14 @@ def _saturation_lines(sat: Any) -> list[str]:
 
 
 def report_text(report: Any) -> str:
-    """The report as text tables: sizes and estimated cost before/after, saturation, extraction,
-    verification, rules (matches during saturation, nodes of the output they produced), time per phase."""
-    lines = [f"eqsat report for {report.source}", ""]
-    lines.append(text_table(["", "before", "after", "change"], _size_rows(report)))
+    """The report as text: the headline and the warnings first, then tables: sizes and estimated cost of the
+    input, the folded input and the output, saturation, extraction, verification, rules (matches during
+    saturation, nodes of the output they produced), cost per op, time per phase, notes."""
+    lines = [f"eqsat report for {report.source}", f"  {headline_text(report)}"]
+    warnings = list(getattr(report, "warnings", ()))
+    lines += [f"  warning: {w}" for w in warnings]
+    lines.append("")
+    lines.append(text_table(_SIZE_HEADER, _size_rows(report)))
     lines.append("")
     if report.saturation is not None:
         lines += ["  " + line for line in _saturation_lines(report.saturation)]
@@ -577,8 +533,8 @@ def report_text(report: Any) -> str:
         lines += [f"  {'':<12} {line.strip()}" for line in ext[1:]]
     if getattr(report, "subgraphs", None) is not None:
         lines.append(f"  {'subgraphs':<12} {report.subgraphs.summary()} (node counts include bodies)")
-    if report.verification is not None:
-        lines.append(f"  {'verification':<12} {report.verification.summary()}")
+    lines.append(f"  {'verification':<12} " + (report.verification.summary() if report.verification is not None
+                                                else "not run"))
     rules = _rule_rows(report)
     if rules:
         lines += ["", text_table(["rule", "matches", "in output"], rules)]
@@ -586,17 +542,12 @@ def report_text(report: Any) -> str:
         lines += ["", "  rules fired: none"]
     b = getattr(report, "breakdown", None)
     if b is not None and b.ops:
-        lines += ["", text_table(["op", "nodes before", "after", "cost before", "after", "change"],
-                                 [[o.op, o.nodes_before, o.nodes_after, format_cost(o.cost_before, b.unit),
-                                   format_cost(o.cost_after, b.unit), percent_change(o.cost_before, o.cost_after)]
-                                  for o in b.ops])]
+        lines += ["", text_table(_BREAKDOWN_HEADER, _breakdown_rows(b, total=False))]
     phases = [[k, f"{v * 1000:.0f}"] for k, v in report.phases.items()] + [["total", f"{report.seconds * 1000:.0f}"]]
     lines += ["", text_table(["phase", "ms"], phases)]
     notes = list(report.notes) + (list(b.notes) if b is not None else [])
-    warnings = list(getattr(report, "warnings", ()))
-    if notes or warnings:
+    if notes:
         lines.append("")
-        lines += [f"  warning: {w}" for w in warnings]
         lines += [f"  note: {n}" for n in notes]
     return "\n".join(lines)
 
@@ -608,8 +559,11 @@ def _flex(*parts: str) -> str:
 
 def report_html(report: Any) -> str:
     """The report as HTML tables (what `Report._repr_html_` shows)."""
-    head = f'<div style="font-weight:bold;margin:4px 0">eqsat report for {html.escape(str(report.source))}</div>'
-    sizes = html_table(["", "before", "after", "change"], _size_rows(report), caption="sizes")
+    head = (f'<div style="font-weight:bold;margin:4px 0">eqsat report for {html.escape(str(report.source))}</div>'
+            f'<div style="margin:2px 0">{html.escape(headline_text(report))}</div>'
+            + "".join(f'<div style="color:#b71c1c;margin:2px 0">warning: {html.escape(w)}</div>'
+                      for w in getattr(report, "warnings", ())))
+    sizes = html_table(_SIZE_HEADER, _size_rows(report), caption="sizes")
     facts = []
     if report.saturation is not None:
         facts += [["saturation", line.split("   ", 1)[-1].strip()] for line in _saturation_lines(report.saturation)]
@@ -618,9 +572,7 @@ def report_html(report: Any) -> str:
         facts += [["", n] for n in report.extraction.notes]
     if getattr(report, "subgraphs", None) is not None:
         facts.append(["subgraphs", report.subgraphs.summary()])
-    if report.verification is not None:
-        facts.append(["verification", report.verification.summary()])
-    facts += [["warning", w] for w in getattr(report, "warnings", ())]
+    facts.append(["verification", report.verification.summary() if report.verification is not None else "not run"])
     facts += [["note", n] for n in report.notes]
     run = html_table(["", ""], facts, caption="run") if facts else ""
     rules = _rule_rows(report)
@@ -632,26 +584,13 @@ def report_html(report: Any) -> str:
     return head + _flex(sizes, run) + _flex(rule_table, costs, phases)
 
 
-def _try_breakdown(result: Any) -> None:
-    if getattr(result.report, "breakdown", None) is not None:
-        return
-    try:
-        add_breakdown(result)
-    except Exception as exc:  # a custom cost function that fails here should not hide the report
-        note = f"no cost breakdown: {type(exc).__name__}: {exc}"
-        if note not in result.report.notes:
-            result.report.notes.append(note)
-
-
 def result_text(result: Any) -> str:
-    """A Result as text: its report, with the cost breakdown."""
-    _try_breakdown(result)
+    """A Result as text: its report (the cost breakdown in it)."""
     return report_text(result.report)
 
 
 def result_html(result: Any, *, pictures: bool = True) -> str:
     """A Result: its report with the cost breakdown, and (collapsed) the input and output pictures."""
-    _try_breakdown(result)
     out = report_html(result.report)
     session = getattr(result, "session", None)
     if pictures and session is not None:

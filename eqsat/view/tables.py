@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import html
-import math
 from typing import Any, Iterable, Sequence
+
+from eqsat.extract.units import format_cost  # noqa: F401 (part of this module's API)
 
 
 
@@ -58,23 +59,6 @@ def _numeric(text: str) -> bool:
         return True
     except ValueError:
         return text.strip() in ("", "-")
-
-
-def format_cost(value: float | None, unit: str = "s") -> str:
-    """A cost for people: seconds as us/ms/s, anything else with 4 significant digits."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if unit != "s":
-        return f"{value:.4g}"
-    if value == 0:
-        return "0"
-    if not math.isfinite(value):
-        return str(value)
-    if abs(value) < 1e-3:
-        return f"{value * 1e6:.1f} us"
-    if abs(value) < 1:
-        return f"{value * 1e3:.2f} ms"
-    return f"{value:.3f} s"
 
 
 def percent_change(before: float | None, after: float | None) -> str:
