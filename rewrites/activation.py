@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import math
 
-from eqsat.engine.rule import Rule, fact, rw
+from eqsat.engine.rule import Rule, fact, need, rw
 
 #: Gelu needs opset 20, HardSwish 14.
 OPSET_GELU = "(= o (model-opset)) (>= o 20)"
 OPSET_HARDSWISH = "(= o (model-opset)) (>= o 14)"
-#: dtypes the fused activation kernels run exactly or in higher precision.
-ACT_DTYPES = ("FLOAT", "FLOAT16")
 #: How far a matched constant may be from its exact value (an fp16 rounding of sqrt 2 is 1.5e-4 off).
 TOL = 5e-4
 SQRT2 = math.sqrt(2.0)
@@ -51,33 +49,33 @@ def near(var: str, value: float, tol: float = TOL) -> str:
     return f"(< (abs (- {var} {value!r})) {tol!r})"
 
 
-def _gelu_forms(h: str) -> list[str]:
-    """The two association orders exporters write for x * 0.5 * h, each with x and h in either order."""
-    half = "(Scalar 0.5 dh sh)"
-    return [f"(Mul (Mul x {h}) {half})", f"(Mul (Mul {h} x) {half})",        # torch/BERT: (x * h) * 0.5
-            f"(Mul (Mul x {half}) {h})", f"(Mul {h} (Mul x {half}))"]        # GPT-2/TF: (x * 0.5) * h
+#: gelu-half(y, x, h): y = x * 0.5 * h in the two association orders exporters write, x and h in either order
+#: (torch/BERT: (x * h) * 0.5; GPT-2/TF: (x * 0.5) * h), for an h some Gelu fusion asks for (gelu-h).
+GELU_FORMS = (
+    fact("(gelu-h h) (= y (Mul (Mul x h) (Scalar 0.5 dh sh)))", "(gelu-half y x h)"),
+    fact("(gelu-h h) (= y (Mul (Mul h x) (Scalar 0.5 dh sh)))", "(gelu-half y x h)"),
+    fact("(gelu-h h) (= y (Mul (Mul x (Scalar 0.5 dh sh)) h))", "(gelu-half y x h)"),
+    fact("(gelu-h h) (= y (Mul h (Mul x (Scalar 0.5 dh sh))))", "(gelu-half y x h)"),
+)
+#: The guards both fusions share: a FLOAT x of the output's shape, opset >= 20.
+_GELU = f'(= s (shape x)) (= (shape y) s) (= (dtype x) "FLOAT") {OPSET_GELU}'
 
+GELU_FUSE = (
+    need("(= h (Add (Erf e) (Scalar 1.0 d1 s1)))", "(gelu-h h)"),
+    fact(f"(gelu-half y x h) (= h (Add (Erf (Div x (Scalar k dk sk))) (Scalar 1.0 d1 s1))) {near('k', SQRT2)} {_GELU}",
+         '(union y (Gelu x "none"))'),
+    fact(f"(gelu-half y x h) (= h (Add (Erf (Mul x (Scalar k dk sk))) (Scalar 1.0 d1 s1))) {near('k', 1 / SQRT2)} "
+         f"{_GELU}", '(union y (Gelu x "none"))'),
+)
 
-def _gelu_fuse() -> tuple:
-    rules = []
-    for scaled, guard in (("(Div x (Scalar k dk sk))", near("k", SQRT2)),
-                          ("(Mul x (Scalar k dk sk))", near("k", 1 / SQRT2))):
-        h = f"(Add (Erf {scaled}) (Scalar 1.0 d1 s1))"
-        for form in _gelu_forms(h):
-            rules.append(rw(form, '(Gelu x "none")', guard, "(= s (shape x)) (= (shape __root) s)",
-                            '(= (dtype x) "FLOAT")', OPSET_GELU))
-    return tuple(rules)
-
-
-def _gelu_tanh_fuse() -> tuple:
-    rules = []
-    for cube in ("(Pow x (Scalar 3.0 d3 s3))", "(Mul (Mul x x) x)", "(Mul x (Mul x x))"):
-        inner = f"(Mul (Add x (Mul {cube} (Scalar c1 dc1 sc1))) (Scalar c2 dc2 sc2))"
-        h = f"(Add (Tanh {inner}) (Scalar 1.0 d1 s1))"
-        for form in _gelu_forms(h):
-            rules.append(rw(form, '(Gelu x "tanh")', near("c1", TANH_CUBIC, 1e-4), near("c2", SQRT_2_OVER_PI),
-                            "(= s (shape x)) (= (shape __root) s)", '(= (dtype x) "FLOAT")', OPSET_GELU))
-    return tuple(rules)
+#: h = 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)), x^3 as Pow(x, 3) or x * x * x in either association.
+_TANH_H = ("(= h (Add (Tanh (Mul (Add x (Mul {cube} (Scalar c1 dc1 sc1))) (Scalar c2 dc2 sc2))) (Scalar 1.0 d1 s1))) "
+           f"{near('c1', TANH_CUBIC, 1e-4)} {near('c2', SQRT_2_OVER_PI)} {_GELU}")
+GELU_TANH_FUSE = (
+    need("(= h (Add (Tanh t) (Scalar 1.0 d1 s1)))", "(gelu-h h)"),
+    *(fact(f"(gelu-half y x h) {_TANH_H.format(cube=cube)}", '(union y (Gelu x "tanh"))')
+      for cube in ("(Pow x (Scalar 3.0 d3 s3))", "(Mul (Mul x x) x)", "(Mul x (Mul x x))")),
+)
 
 
 def _facts(*terms: str, shape: str = "s") -> str:
@@ -136,29 +134,30 @@ def _leaky_from_max() -> tuple:
     return tuple(rules)
 
 
-def _prelu_from_relu() -> tuple:
-    """relu(x) - a * relu(-x) = PRelu(x, a) and relu(x) + a * relu(-x) = PRelu(x, -a) (the Keras/TF export);
-    exact: for x < 0 the original computes 0 - a * (-x) (or 0 + a * (-x)), the same magnitude as a * x."""
-    rules = []
-    neg = "(Relu (Neg x))"
-    for dtype in ACT_DTYPES:
-        guard = f'(is-const a) (= (dtype x) "{dtype}") (= (shape __root) (shape x))'
-        for scaled in (f"(Mul {neg} a)", f"(Mul a {neg})"):
-            rules.append(rw(f"(Sub (Relu x) {scaled})", "(PRelu x a)", guard))
-            for form in (f"(Add (Relu x) {scaled})", f"(Add {scaled} (Relu x))"):
-                rules.append(fact(f"(= __root {form}) {guard} (= sa (shape a))",
-                                  f'(set (shape (Neg a)) sa) (set (dtype (Neg a)) "{dtype}") '
-                                  "(union __root (PRelu x (Neg a)))"))
-    return tuple(rules)
+#: relu(x) - a * relu(-x) = PRelu(x, a) and relu(x) + a * relu(-x) = PRelu(x, -a) (the Keras/TF export);
+#: exact: for x < 0 the original computes 0 - a * (-x) (or 0 + a * (-x)), the same magnitude as a * x.
+_PRELU = '(is-const a) (= dt (dtype x)) (dtype-group "activation" dt since) (= (shape __root) (shape x))'
+PRELU_FROM_RELU = (
+    rw("(Sub (Relu x) (Mul (Relu (Neg x)) a))", "(PRelu x a)", _PRELU),
+    rw("(Sub (Relu x) (Mul a (Relu (Neg x))))", "(PRelu x a)", _PRELU),
+    rw("(Add (Relu x) (Mul (Relu (Neg x)) a))", "(PRelu x (Neg a))", _PRELU),
+    rw("(Add (Relu x) (Mul a (Relu (Neg x))))", "(PRelu x (Neg a))", _PRELU),
+    rw("(Add (Mul (Relu (Neg x)) a) (Relu x))", "(PRelu x (Neg a))", _PRELU),
+    rw("(Add (Mul a (Relu (Neg x))) (Relu x))", "(PRelu x (Neg a))", _PRELU),
+)
 
 
 RULES = [
+    Rule("gelu-forms", "activation", "exact", "eqsat:analysis",
+         "gelu-half(y, x, h): y = x * 0.5 * h in the association orders exporters write, for the h a Gelu fusion asks "
+         "for (1 + erf(...) or 1 + tanh(...))",
+         GELU_FORMS, ruleset="analysis"),
     Rule("gelu-fuse", "activation", "fp-reassoc", "onnxruntime:GeluFusion",
          "x * 0.5 * (1 + erf(x / sqrt 2)) -> Gelu(x) in the exporters' association orders (FLOAT, opset >= 20)",
-         _gelu_fuse()),
+         GELU_FUSE),
     Rule("gelu-tanh-fuse", "activation", "fp-reassoc", "onnxruntime:FastGeluFusion",
          "0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) -> Gelu(x, approximate=tanh) (FLOAT, opset >= 20)",
-         _gelu_tanh_fuse()),
+         GELU_TANH_FUSE),
     Rule("gelu-decompose", "activation", "fp-reassoc", "onnx:Gelu function body",
          "Gelu(x) -> x * (1 + erf(x / sqrt 2)) * 0.5 (tanh form for approximate=tanh), FLOAT, for targets without Gelu",
          _gelu_decompose()),
@@ -171,11 +170,11 @@ RULES = [
          _leaky_from_max()),
     Rule("prelu-from-relu", "activation", "exact", "tf2onnx:PReLU (relu(x) - alpha * relu(-x))",
          "Relu(x) - a * Relu(-x) -> PRelu(x, a); Relu(x) + a * Relu(-x) -> PRelu(x, -a) for a constant a",
-         _prelu_from_relu()),
+         PRELU_FROM_RELU),
     Rule("prelu-to-leakyrelu", "activation", "exact", "coreml:prelu_to_lrelu",
          "PRelu(x, a) -> LeakyRelu(x, a) when the slope a is a single-element constant (FLOAT/FLOAT16)",
-         tuple(rw("(PRelu x (Scalar a da sa))", "(LeakyRelu x a)", f'(= (dtype x) "{dt}")',
-                  "(= (shape __root) (shape x))") for dt in ACT_DTYPES)),
+         (rw("(PRelu x (Scalar a da sa))", "(LeakyRelu x a)", '(= dt (dtype x)) (dtype-group "activation" dt since)',
+             "(= (shape __root) (shape x))"),)),
     Rule("clip-merge", "activation", "exact",
          "coreml:merge_consecutive_relus (clip); onnxoptimizer:fuse_consecutive_clips",
          "Clip(Clip(x, a, b), c, d) -> Clip(x, max(a, c), min(b, d)) when max(a, c) <= min(b, d)",

@@ -34,11 +34,6 @@ from __future__ import annotations
 from eqsat.engine.rule import Rule, rw
 from eqsat.rewrites.cleanup import rw_neutral
 
-#: Float dtypes (integer division truncates: never a multiplication by the reciprocal), with their largest
-#: finite value: 1 / c must not exceed it.
-FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.7976931348623157e308}
-#: Dtypes whose tensor constants may be inverted unseen (overflow only for subnormal elements, see above).
-TENSOR_RECIPROCAL = ("FLOAT", "DOUBLE")
 #: Guard of the identities: a constant may broadcast x to a larger shape.
 SAME_SHAPE = "(= (shape __root) (shape x))"
 #: Guards of mul-scalar-reassoc: c a single-element constant of rank <= the output's, a and b of the output's
@@ -50,11 +45,9 @@ RULES = [
     Rule("div-const-to-mul", "elementwise", "fp-reassoc", "tvm:DivToMul; onnxruntime:DivMulFusion",
          "Div(x, c) -> Mul(x, Reciprocal(c)) for a float constant c whose reciprocal does not overflow (a "
          "single-element c becomes Scalar(1 / c); a tensor c only in FLOAT/DOUBLE)",
-         tuple(rw(f'(Div x (Scalar v "{dt}" s))', f'(Mul x (Scalar (/ 1.0 v) "{dt}" s))', "(!= v 0.0)",
-                  f"(<= (abs (/ 1.0 v)) {top!r})")
-               for dt, top in FLOAT_MAX.items())
-         + tuple(rw("(Div x c)", "(Mul x (Reciprocal c))", "(= c (Const k))", f'(= (dtype c) "{dt}")')
-                 for dt in TENSOR_RECIPROCAL)),
+         (rw("(Div x (Scalar v dt s))", "(Mul x (Scalar (/ 1.0 v) dt s))", "(!= v 0.0) (= top (float-max dt))",
+             "(<= (abs (/ 1.0 v)) top)"),  # float dtypes only: integer division truncates
+          rw("(Div x c)", "(Mul x (Reciprocal c))", "(= c (Const k))", '(= dt (dtype c)) (dtype-group "tensor-reciprocal" dt since)'))),
     Rule("sub-zero", "elementwise", "exact", "coreml:noop_elimination",
          "x - 0 -> x (0 a scalar or a tensor of zeros) when the output shape is x's",
          (rw_neutral("(Sub x c)", "x", "(splat c 0.0)", SAME_SHAPE),), ruleset="simplify"),

@@ -18,7 +18,9 @@ pixel shuffles, stacks and one-hot products.
                                                       Gather(W, Clip(i, -d, d-1), 0), 0)
                                       W a finite constant [d, N], i INT32/INT64, opset >= 12
 
-Lists are matched element by element: the rules are generated for lists of up to MAX_LIST items. List
+Lists of any length are matched by walks over their suffixes (relations computed in the analysis ruleset:
+`cat-eq` for splices, `split-walk` for Split sizes, `untransposed` for transposed items, `stacked` for
+stacked values); each rewrite is one row that reads its walk's result. List
 classes keep list semantics (two list classes are only ever unioned when they are the same list: TAppend
 is the append function), so an Opaque node sharing a list with a Concat is never changed by these rules.
 
@@ -37,13 +39,10 @@ cheaper ONNX form than itself (ONNX has no interleaving Concat): it is not rewri
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Rule, fact, ones, rw
+from eqsat.engine.rule import Rule, fact, need, ones, rw
+from eqsat.engine.terms import DTYPE_GROUPS
 
 FAMILY = "tensor"
-#: Longest Concat input list the generated patterns match.
-MAX_LIST = 8
-
-
 def tlist(items: list[str], tail: str = "(TNil)") -> str:
     out = tail
     for item in reversed(items):
@@ -56,56 +55,38 @@ def _append() -> tuple:
             fact("(= l (TAppend a r)) (= a (TCons h t))", "(union (TAppend a r) (TCons h (TAppend t r)))"))
 
 
-def _concat_merge() -> tuple:
-    rules = []
-    for n in range(1, MAX_LIST + 1):
-        items = [f"e{k}" for k in range(n)]
-        for i in range(n):
-            flat = tlist(items[:i], f"(TAppend il {tlist(items[i + 1:])})")
-            rules.append(rw(f"(Concat {tlist(items)} ax)", f"(Concat {flat} ax)", f"(= e{i} (Concat il ax))"))
-    return tuple(rules)
+#: Concat(l ++ r, ax) = Concat(l2 ++ r, ax) for every list r, l a suffix of a Concat's list (cdim-demand walks
+#: them): an item that is a Concat along ax spliced in, then the lists that keep a head over such a tail.
+CONCAT_MERGE = (
+    need("(cdim-demand l ax) (= l (TCons h t)) (= h (Concat il ax))", "(cat-eq l (TAppend il t) ax)"),
+    need("(cdim-demand l ax) (= l (TCons h t)) (cat-eq t t2 ax)", "(cat-eq l (TCons h t2) ax)"),
+    rw("(Concat l ax)", "(Concat l2 ax)", "(cat-eq l l2 ax)"),
+)
 
+#: Out(Split(Concat(l0, ax), ax, sz), k) = l0[k] when every item's size along ax is sz[k]: split-walk(sp, l0, l, k)
+#: says the items before suffix l (k of them) fit; split-fits(sp, l0) that all of them do and sz has no more.
+SPLIT_CONCAT = (
+    need("(= sp (Split c ax sz)) (= c (Concat l0 ax)) (>= ax 0)", "(split-walk sp l0 l0 0)"),
+    need("(split-walk sp l0 l k) (= sp (Split c ax sz)) (= l (TCons h t)) (= s (shape h)) (< ax (vec-length s)) "
+         "(< k (vec-length sz)) (= (vec-get sz k) (vec-get s ax))", "(split-walk sp l0 t (+ k 1))"),
+    need("(split-walk sp l0 l k) (= l (TNil)) (= sp (Split c ax sz)) (= k (vec-length sz))", "(split-fits sp l0)"),
+    fact("(split-fits sp l0) (split-walk sp l0 l k) (= l (TCons h t))", "(union (Out sp k) h)"),
+)
 
-def _split_concat() -> tuple:
-    rules = []
-    for n in range(2, MAX_LIST + 1):
-        items = [f"e{k}" for k in range(n)]
-        guards = " ".join(f"(= s{k} (shape e{k})) (< ax (vec-length s{k})) (= (vec-get sz {k}) (vec-get s{k} ax))"
-                          for k in range(n))
-        rules.append(fact(f"(= sp (Split c ax sz)) (= c (Concat {tlist(items)} ax)) (>= ax 0) (= (vec-length sz) {n}) "
-                          f"{guards}", " ".join(f"(union (Out sp {k}) e{k})" for k in range(n))))
-    return tuple(rules)
-
-
-def _transpose_sink_concat() -> tuple:
-    rules = []
-    for n in range(1, MAX_LIST + 1):
-        items = [f"e{k}" for k in range(n)]
-        guards = " ".join(f"(= e{k} (Transpose a{k} p))" for k in range(n))
-        inner = tlist([f"a{k}" for k in range(n)])
-        rules.append(rw(f"(Concat {tlist(items)} ax)", f"(Transpose (Concat {inner} (vec-get p ax)) p)",
-                        f"{guards} (>= ax 0) (< ax (vec-length p))"))
-    return tuple(rules)
-
-
-#: Concats with one constant among transposed items, up to this many items.
-MAX_CONST_SINK = 3
-
-
-def _transpose_sink_concat_const() -> tuple:
-    """Concat of Transpose(a_k, p) items and one constant c of the same rank (at any position): the constant is
-    transposed by p^-1 at lowering, and the Concat sinks as in transpose-sink-concat."""
-    rules = []
-    for n in range(2, MAX_CONST_SINK + 1):
-        for j in range(n):
-            items = [f"e{k}" for k in range(n)]
-            guards = " ".join(f"(= e{k} (Transpose a{k} p))" for k in range(n) if k != j)
-            inner = tlist(["(Transpose c ip)" if k == j else f"a{k}" for k in range(n)])
-            rules.append(fact(
-                f"(= y (Concat {tlist(items)} ax)) {guards} (= c e{j}) (is-const c) (= (vec-length (shape c)) "
-                f"(vec-length p)) (>= ax 0) (< ax (vec-length p)) (= ip (inv-perm p))",
-                f"(union y (Transpose (Concat {inner} (vec-get p ax)) p))"))
-    return tuple(rules)
+#: untransposed(l, p, la, n): every item of l is Transpose(a, p) (la holds a) or a constant of rank |p| (la holds
+#: Transpose(c, p^-1), folded at lowering; n counts them); asked for (tsink-need) for the suffixes of a Concat's
+#: list when some item is a Transpose by p (cat-perm). Shared by transpose-sink-concat (n = 0) and -const (n = 1).
+CONCAT_TRANSPOSED = (
+    fact("(cdim-demand l ax) (= l (TCons h t)) (= h (Transpose a p))", "(cat-perm l p)"),
+    fact("(cdim-demand l ax) (= l (TCons h t)) (cat-perm t p)", "(cat-perm l p)"),
+    fact("(= y (Concat l ax)) (cat-perm l p)", "(tsink-need l p)"),
+    fact("(tsink-need l p) (= l (TCons h t))", "(tsink-need t p)"),
+    fact("(tsink-need l p) (= l (TNil))", "(untransposed l p l 0)"),
+    fact("(tsink-need l p) (= l (TCons h t)) (= h (Transpose a p)) (untransposed t p ta n)",
+         "(untransposed l p (TCons a ta) n)"),
+    fact("(tsink-need l p) (= l (TCons h t)) (is-const h) (= (vec-length (shape h)) (vec-length p)) "
+         "(= ip (inv-perm p)) (untransposed t p ta n)", "(untransposed l p (TCons (Transpose h ip) ta) (+ n 1))"),
+)
 
 
 def _transpose_sink_split() -> tuple:
@@ -114,55 +95,43 @@ def _transpose_sink_split() -> tuple:
 
 
 #: dtypes ONNX Runtime's CPU DepthToSpace / SpaceToDepth kernels take, with the first opset that has them.
-D2S_DTYPES = (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 11), ("INT8", 11))
-S2D_DTYPES = (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 1), ("INT8", 1))
+D2S_DTYPES = DTYPE_GROUPS["DepthToSpace"]
+S2D_DTYPES = DTYPE_GROUPS["SpaceToDepth"]
 
-#: Reshape -> Transpose -> Reshape over a 4-D x [n, c, h, w] (sr: the 6-D intermediate shape, sy: the output's).
+#: Reshape -> Transpose -> Reshape over a 4-D x [n, c, h, w] (sr: the 6-D intermediate shape, sy: the output's),
+#: of a dtype the op's kernel takes at the model's opset.
 _SHUFFLE = ("(= y (Reshape t s2 z2)) (= t (Transpose r {perm})) (= r (Reshape x s1 z1)) (= sx (shape x)) "
             "(= (vec-length sx) 4) (= n (vec-get sx 0)) (= c (vec-get sx 1)) (= h (vec-get sx 2)) "
-            "(= w (vec-get sx 3)) (= sr (shape r)) (= (vec-length sr) 6) (= sy (shape y)) (= dt (dtype x))")
+            "(= w (vec-get sx 3)) (= sr (shape r)) (= (vec-length sr) 6) (= sy (shape y)) (= dt (dtype x)) "
+            '(dtype-group "{op}" dt since) (= o (model-opset)) (>= o since)')
+
+DEPTH_TO_SPACE = (  # DCR, then CRD (opset >= 11); the 6-D intermediate binds b and cb = C / b²
+    fact(f"{_SHUFFLE.format(perm='(vec-of 0 3 4 1 5 2)', op='DepthToSpace')} (= b (vec-get sr 1)) (= cb (vec-get sr 3)) "
+         "(= sr (vec-of n b b cb h w)) (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) (= c (* (* b b) cb)) "
+         "(= sy (vec-of n cb (* h b) (* w b)))", '(union y (DepthToSpace x b "DCR"))'),
+    fact(f"{_SHUFFLE.format(perm='(vec-of 0 1 4 2 5 3)', op='DepthToSpace')} (>= o 11) (= b (vec-get sr 2)) "
+         "(= cb (vec-get sr 1)) (= sr (vec-of n cb b b h w)) (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) "
+         "(= c (* (* b b) cb)) (= sy (vec-of n cb (* h b) (* w b)))", '(union y (DepthToSpace x b "CRD"))'),
+)
+SPACE_TO_DEPTH = (
+    fact(f"{_SHUFFLE.format(perm='(vec-of 0 3 5 1 2 4)', op='SpaceToDepth')} (= b (vec-get sr 3)) (> b 0) (>= c 0) "
+         "(>= h 0) (>= w 0) (= hb (vec-get sr 2)) (= wb (vec-get sr 4)) (>= hb 0) (>= wb 0) (= sr (vec-of n c hb b wb b)) "
+         "(= h (* hb b)) (= w (* wb b)) (= sy (vec-of n (* c (* b b)) hb wb))", "(union y (SpaceToDepth x b))"),
+)
 
 
-def _dtype_guards(dtypes: tuple[tuple[str, int], ...], min_opset: int = 1) -> list[str]:
-    """One guard per dtype: the dtype, and the opset its kernel (and the op's form) needs."""
-    guards = []
-    for dt, since in dtypes:
-        opset = max(since, min_opset)
-        guards.append(f'(= dt "{dt}")' + (f" (= o (model-opset)) (>= o {opset})" if opset > 1 else ""))
-    return guards
-
-
-def _depth_to_space() -> tuple:
-    modes = (("DCR", "(vec-of 0 3 4 1 5 2)", "(= b (vec-get sr 1)) (= cb (vec-get sr 3)) (= sr (vec-of n b b cb h w))",
-              1),
-             ("CRD", "(vec-of 0 1 4 2 5 3)", "(= b (vec-get sr 2)) (= cb (vec-get sr 1)) (= sr (vec-of n cb b b h w))",
-              11))  # mode, perm, the 6-D intermediate (binds b and cb = C / b²), first opset
-    rules = []
-    for mode, perm, mid, opset in modes:
-        query = (f"{_SHUFFLE.format(perm=perm)} {mid} (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) (= c (* (* b b) cb)) "
-                 "(= sy (vec-of n cb (* h b) (* w b)))")
-        rules += [fact(f"{query} {guard}", f'(union y (DepthToSpace x b "{mode}"))')
-                  for guard in _dtype_guards(D2S_DTYPES, opset)]
-    return tuple(rules)
-
-
-def _space_to_depth() -> tuple:
-    query = (f"{_SHUFFLE.format(perm='(vec-of 0 3 5 1 2 4)')} (= b (vec-get sr 3)) (> b 0) (>= c 0) (>= h 0) (>= w 0) (= hb (vec-get sr 2)) "
-             "(= wb (vec-get sr 4)) (>= hb 0) (>= wb 0) (= sr (vec-of n c hb b wb b)) (= h (* hb b)) (= w (* wb b)) "
-             "(= sy (vec-of n (* c (* b b)) hb wb))")
-    return tuple(fact(f"{query} {guard}", "(union y (SpaceToDepth x b))") for guard in _dtype_guards(S2D_DTYPES))
-
-
-def _stack_reshape() -> tuple:
-    rules = []
-    for n in range(2, MAX_LIST + 1):
-        items = [f"e{k}" for k in range(n)]
-        guards = " ".join(f"(= e{k} (Unsqueeze x{k} ua)) (= (shape x{k}) sx)" for k in range(n))
-        xs = tlist([f"x{k}" for k in range(n)])
-        rules.append(rw(f"(Reshape (Concat {tlist(items)} a) s z)", f"(Concat {xs} a)",
-                        f"(= ua (vec-of a)) {guards} (>= a 0) (< a (vec-length sx))",
-                        f"(>= (vec-get sx a) 0) (= (shape __root) (vec-set sx a (* {n} (vec-get sx a))))"))
-    return tuple(rules)
+#: stacked(l, ua, sx, xs, n): the items of l are Unsqueeze(x_k, ua) of n values x_k of one shape sx, listed in xs
+#: (asked for the list of a Concat under a Reshape, and its suffixes).
+STACK_RESHAPE = (
+    need("(= y (Reshape c s z)) (= c (Concat l a))", "(stack-need l (vec-of a))"),
+    need("(stack-need l ua) (= l (TCons h t))", "(stack-need t ua)"),
+    need("(stack-need l ua) (= l (TCons h t)) (= t (TNil)) (= h (Unsqueeze x ua)) (= sx (shape x))",
+         "(stacked l ua sx (TCons x t) 1)"),
+    need("(stack-need l ua) (= l (TCons h t)) (= h (Unsqueeze x ua)) (= sx (shape x)) (stacked t ua sx xs n)",
+         "(stacked l ua sx (TCons x xs) (+ n 1))"),
+    rw("(Reshape (Concat l a) s z)", "(Concat xs a)", "(= ua (vec-of a)) (stacked l ua sx xs n) (>= n 2) (>= a 0)",
+       "(< a (vec-length sx)) (>= (vec-get sx a) 0) (= (shape __root) (vec-set sx a (* n (vec-get sx a))))"),
+)
 
 
 #: Gather's index dtypes (OneHot takes any numeric index, Gather only these).
@@ -217,33 +186,39 @@ RULES = [
          "tensor rules build)",
          _append(), ruleset="analysis"),
     Rule("concat-merge", FAMILY, "exact", "glow:ConcatNode merging; onnxruntime:ConcatSliceElimination",
-         "Concat([a, Concat([b, c], ax), d], ax) -> Concat([a, b, c, d], ax) (lists of up to 8 items)",
-         _concat_merge(), ruleset="simplify"),
+         "Concat([a, Concat([b, c], ax), d], ax) -> Concat([a, b, c, d], ax) (lists of any length)",
+         CONCAT_MERGE, ruleset="simplify"),
+    Rule("concat-transposed-items", FAMILY, "exact", "eqsat:analysis",
+         "untransposed(l, p, la, n): the items of a Concat's list l are Transpose(a, p) or n constants of rank |p| "
+         "(la: the a's and the constants transposed by p^-1), for the transpose-sink-concat rules",
+         CONCAT_TRANSPOSED, ruleset="analysis"),
     Rule("split-concat", FAMILY, "exact", "glow:SplitConcat; tvm:SimplifyExpr (split of concatenate)",
          "Out(Split(Concat(parts, ax), ax, sizes), k) -> parts[k] when sizes are the parts' sizes along ax",
-         _split_concat(), ruleset="simplify"),
+         SPLIT_CONCAT, ruleset="simplify"),
     Rule("transpose-sink-concat", FAMILY, "exact", "glow:sink-transpose (Concat); coremltools:reduce_transposes",
          "Concat([Transpose(a, p), Transpose(b, p), ...], ax) -> Transpose(Concat([a, b, ...], p[ax]), p)",
-         _transpose_sink_concat()),
+         (rw("(Concat l ax)", "(Transpose (Concat la (vec-get p ax)) p)",
+             "(untransposed l p la 0) (>= ax 0) (< ax (vec-length p))"),)),
     Rule("transpose-sink-concat-const", FAMILY, "exact", "glow:sink-transpose (Concat); coremltools:reduce_transposes",
          "Concat([Transpose(a, p), ..., c, ...], ax) -> Transpose(Concat([a, ..., Transpose(c, p^-1), ...], p[ax]), p) "
-         "for one constant c of the same rank among 2 or 3 items (its Transpose folds at lowering)",
-         _transpose_sink_concat_const()),
+         "for one constant c of the same rank among the items (its Transpose folds at lowering)",
+         (rw("(Concat l ax)", "(Transpose (Concat la (vec-get p ax)) p)",
+             "(untransposed l p la 1) (>= ax 0) (< ax (vec-length p))"),)),
     Rule("transpose-sink-split", FAMILY, "exact", "onnxruntime:TransposeOptimizer (Split); coreml:reduce_transposes",
          "Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)",
          _transpose_sink_split()),
     Rule("depth-to-space", FAMILY, "exact", "openvino:DepthToSpaceFusion; pnnx:fuse_pixel_shuffle",
          "Reshape(Transpose(Reshape(x, 6-D), DCR or CRD perm), 4-D) -> DepthToSpace(x, b, mode) for a 4-D x whose "
          "shapes are exactly a pixel shuffle's (CRD: opset >= 11)",
-         _depth_to_space()),
+         DEPTH_TO_SPACE),
     Rule("space-to-depth", FAMILY, "exact", "onnxruntime:SpaceToDepthFusion (QNN EP node group)",
          "Reshape(Transpose(Reshape(x, [N, C, H/b, b, W/b, b]), [0, 3, 5, 1, 2, 4]), [N, C b², H/b, W/b]) -> "
          "SpaceToDepth(x, b) for a 4-D x",
-         _space_to_depth()),
+         SPACE_TO_DEPTH),
     Rule("stack-reshape-to-concat", FAMILY, "exact", "coreml:replace_stack_reshape",
          "Reshape(Concat([Unsqueeze(x_i, [a])...], a)) -> Concat([x_i...], a) when the Reshape merges axis a with "
-         "the next one (n x_i of one shape, 2 to 8 of them)",
-         _stack_reshape()),
+         "the next one (n >= 2 x_i of one shape)",
+         STACK_RESHAPE),
     Rule("onehot-matmul-to-gather", FAMILY, "exact", "coreml:fuse_onehot_matmul_to_gather",
          "MatMul(OneHot(i, d, [0, 1], -1), W) -> Where(i in [-d, d-1], Gather(W, Clip(i, -d, d-1)), 0) for a "
          "finite constant W [d, N] and INT32/INT64 i (opset >= 12)",

@@ -50,6 +50,14 @@ def _gelu_tanh(*, cube: str = "pow", c1: float = 0.044715, opset: int = 20) -> o
     return model(nodes, X, initializers=inits, opset=opset)
 
 
+# ---- gelu-forms (the product forms both Gelu fusions read) ----
+
+@property_settings()
+@given(PROPERTIES["gelu-forms"]())
+def test_gelu_forms_property(case: RuleCase) -> None:
+    case.check()
+
+
 # ---- gelu-fuse ----
 
 @pytest.mark.parametrize("form", ["bert", "gpt"])

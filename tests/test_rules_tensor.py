@@ -102,6 +102,15 @@ def test_concat_merge_not_on_another_axis() -> None:
     assert_rule_does_not_fire(m, "list-append", also=["concat-merge"])
 
 
+def test_concat_merge_any_length() -> None:
+    """Two nested Concats in a list of ten items (lists longer than 8 were not merged before)."""
+    xs = [f"x{k}" for k in range(12)]
+    m = model([node("Concat", xs[:2], "i", axis=1), node("Concat", xs[2:4], "j", axis=1),
+               node("Concat", ["i", *xs[4:8], "j", *xs[8:]], "y", axis=1)], [(x, "FLOAT", (2, 1)) for x in xs])
+    result = assert_rule_sound(m, "concat-merge")
+    assert op_counts(result.model) == {"Concat": 1}
+
+
 @property_settings()
 @given(PROPERTIES["concat-merge"]())
 def test_concat_merge_property(case: RuleCase) -> None:
@@ -190,6 +199,23 @@ def test_transpose_sink_concat_const_not_with_two_constants() -> None:
 @property_settings()
 @given(PROPERTIES["transpose-sink-concat-const"]())
 def test_transpose_sink_concat_const_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- concat-transposed-items (the walk both transpose-sink-concat rules read) ----
+
+def test_concat_transposed_items_any_length() -> None:
+    """Nine transposed items (more than any per-length pattern had): one walk, one rewrite row."""
+    names = [f"x{k}" for k in range(9)]
+    m = model([*(transpose(x, f"t{x}", (1, 0)) for x in names), node("Concat", [f"t{x}" for x in names], "c", axis=0),
+               transpose("c", "y", (1, 0))], [(x, "FLOAT", (2, 3)) for x in names])
+    result = assert_rule_sound(m, "transpose-sink-concat", also=["transpose-merge", "transpose-identity"])
+    assert op_counts(result.model) == {"Concat": 1}
+
+
+@property_settings()
+@given(PROPERTIES["concat-transposed-items"]())
+def test_concat_transposed_items_property(case: RuleCase) -> None:
     case.check()
 
 

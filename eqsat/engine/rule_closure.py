@@ -31,7 +31,9 @@ from eqsat.engine.terms import LIST_FUNCTIONS, OPS, SPECIAL
 CONSTRUCTORS = frozenset(OPS) | frozenset(SPECIAL)
 #: Relations and functions that only rules set (never the encoder): a query reading one needs a usable rule
 #: that sets it (conv-merge reads `conv-site`, which only a rule matching a Conv sets).
-RULE_ONLY_FACTS = (frozenset({"conv-site", "bn-foldable", "cdim-demand", "cdim", "const-list"})
+RULE_ONLY_FACTS = (frozenset({"conv-site", "bn-foldable", "cdim-demand", "cdim", "const-list", "cat-eq", "split-walk",
+                               "split-fits", "cat-perm", "tsink-need", "untransposed", "stack-need", "stacked",
+                               "gelu-h", "gelu-half"})
                    | frozenset(LIST_FUNCTIONS) | frozenset(f"need-{name}" for name in LIST_FUNCTIONS))
 _TRACKED = CONSTRUCTORS | RULE_ONLY_FACTS
 #: Leaves and plumbing the encoder may create for any model (Scalar, Const, Opaque, lists, ...).

@@ -19,7 +19,7 @@ one), `const-value` (element k, flattened, of a `Const` of at most SMALL_CONST e
 `conv-fanout` (values two or more input Convs read: where conv-merge may join),
 `inv-perm` (inverse permutations), `lossless-cast` (dtype pairs whose conversion is exact for every value),
 `truncating-cast` (integer pairs (t1, t2), t2 no wider: Cast to t1 then t2 is Cast to t2), `wide-int`
-(integers of 32 or 64 bits).
+(integers of 32 or 64 bits), `dtype-group` (DTYPE_GROUPS: the dtypes a kernel takes, from an opset), `float-max`.
 """
 
 from __future__ import annotations
@@ -208,6 +208,19 @@ TRUNCATING_CASTS: tuple[tuple[str, str], ...] = tuple((a, b) for a in INT_BITS f
 #: Integers a float cast may round (narrower ones are exact in FLOAT).
 WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
 
+#: Dtype groups (`dtype-group` facts: group, dtype, first opset): the dtypes ONNX Runtime's CPU kernel of an op
+#: takes (DepthToSpace, SpaceToDepth), those the fused activations run exactly or in higher precision
+#: (activation), those whose tensor constants may be inverted unseen (tensor-reciprocal: overflow only for
+#: subnormal elements).
+DTYPE_GROUPS: dict[str, tuple[tuple[str, int], ...]] = {
+    "DepthToSpace": (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 11), ("INT8", 11)),
+    "SpaceToDepth": (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 1), ("INT8", 1)),
+    "activation": (("FLOAT", 1), ("FLOAT16", 1)),
+    "tensor-reciprocal": (("FLOAT", 1), ("DOUBLE", 1)),
+}
+#: Float dtypes with their largest finite value (`float-max`): 1 / c must not exceed it.
+FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.7976931348623157e308}
+
 #: `Const` tensors of at most this many elements get `const-value` facts (OneHot's [off, on] values).
 SMALL_CONST = 8
 
@@ -261,7 +274,8 @@ def declarations() -> str:
               "(relation positive (T))", "(relation is-const (T))", "(relation finite (T))",
               "(relation const-value (T i64 f64))", "(relation splat (T f64))", "(function inv-perm (IVec) IVec :no-merge)",
               "(relation lossless-cast (String String))", "(relation truncating-cast (String String))",
-              "(relation wide-int (String))", "(relation conv-fanout (T))",
+              "(relation wide-int (String))", "(relation dtype-group (String String i64))",
+              "(function float-max (String) f64 :no-merge)", "(relation conv-fanout (T))",
               "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))",
               "(relation bn-foldable (T T T T String))",
               "(function model-opset () i64 :no-merge)",
@@ -269,6 +283,13 @@ def declarations() -> str:
               # Concat shapes: cdim(l, ax) = sum of shape(h)[ax] over the list, computed on demand
               "(relation cdim-demand (TL i64))", "(function cdim (TL i64) i64 :no-merge)",
               "(relation const-list (TL))",
+              # Concat list walks (rewrites/tensor.py): splices, Split sizes, transposed and stacked items
+              "(relation cat-eq (TL TL i64))", "(relation split-walk (N TL TL i64))", "(relation split-fits (N TL))",
+              "(relation cat-perm (TL IVec))", "(relation tsink-need (TL IVec))",
+              "(relation untransposed (TL IVec TL i64))", "(relation stack-need (TL IVec))",
+              "(relation stacked (TL IVec IVec TL i64))",
+              # Gelu forms (rewrites/activation.py): the h a fusion asks for, and y = x * 0.5 * h
+              "(relation gelu-h (T))", "(relation gelu-half (T T T))",
               # an order on constants (by content key, first seen first) for rules that pick sorted subsets
               "(function const-rank (T) i64 :merge (min old new))"]
     for name, (args, result) in LIST_FUNCTIONS.items():
@@ -283,12 +304,14 @@ def static_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = 
 
 def standard_facts() -> list[str]:
     """The facts no model changes: inverse perms (all up to MAX_PERM_RANK), lossless and truncating casts, wide
-    integers. A prepared
+    integers, dtype groups and float maxima. A prepared
     backend (eqsat.engine.prepared) holds them below its push, so each run loads only its `model_facts`."""
     perms = sorted(p for r in range(1, MAX_PERM_RANK + 1) for p in itertools.permutations(range(r)))
     facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
     facts += [f"(lossless-cast {egg_str(a)} {egg_str(b)})" for a, b in LOSSLESS_CASTS]
     facts += [f"(truncating-cast {egg_str(a)} {egg_str(b)})" for a, b in TRUNCATING_CASTS]
+    facts += [f"(dtype-group {egg_str(g)} {egg_str(d)} {since})" for g, rows in DTYPE_GROUPS.items() for d, since in rows]
+    facts += [f"(set (float-max {egg_str(d)}) {egg_float(top)})" for d, top in FLOAT_MAX.items()]
     return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
 
 

@@ -31,7 +31,8 @@ def _gelu_product(draw: Callable, st: Any, g: DrawnGraph, x: str, h: str, dtype:
     return g.node("Mul", [xs, h] if form == 2 else [h, xs], "y")
 
 
-def _gelu(rule: str) -> Callable[[], Any]:
+def _gelu(rule: str, checked: str = "") -> Callable[[], Any]:
+    """Graphs where `rule` (a Gelu fusion) fires; `checked`: the rule the case checks instead (with `rule` also)."""
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         shape = draw(shapes(1, 3, 4))
@@ -54,7 +55,7 @@ def _gelu(rule: str) -> Callable[[], Any]:
             inner = g.node("Mul", [g.node("Add", [x, c], "p"), const_input(g, "c2", math.sqrt(2 / math.pi), dtype)], "u")
             h = g.node("Add", [g.node("Tanh", [inner], "t"), one], "h")
         out = _gelu_product(draw, st, g, x, h, dtype)
-        return g.case(rule, [out], opset=20)
+        return g.case(checked or rule, [out], opset=20, also=(rule,) if checked else ())
 
     return strategy
 
@@ -173,6 +174,7 @@ def _relu_clip_merge(draw: Callable, st: Any) -> RuleCase:
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "gelu-fuse": _gelu("gelu-fuse"),
+    "gelu-forms": _gelu("gelu-fuse", checked="gelu-forms"),
     "gelu-tanh-fuse": _gelu("gelu-tanh-fuse"),
     "gelu-decompose": _gelu_decompose,
     "hardswish-fuse": _hardswish_fuse,

@@ -63,7 +63,7 @@ def _split_concat(draw: Callable, st: Any) -> RuleCase:
 
 
 @rule_case
-def _transpose_sink_concat(draw: Callable, st: Any, constant: bool = False) -> RuleCase:
+def _transpose_sink_concat(draw: Callable, st: Any, constant: bool = False, rule: str = "") -> RuleCase:
     """Concat of 2 or 3 transposed inputs (the loader drops one-input Concats and identity Transposes); with
     `constant`, one of them (at a drawn position) a constant of the transposed shape instead."""
     n = draw(st.integers(2, 3))
@@ -83,7 +83,8 @@ def _transpose_sink_concat(draw: Callable, st: Any, constant: bool = False) -> R
             x = g.input(f"x{k}", draw(float_arrays(tuple(shape))))
             items.append(g.node("Transpose", [x], f"t{k}", perm=list(p)))
     g.node("Concat", items, "y", axis=axis)
-    return g.case("transpose-sink-concat-const" if constant else "transpose-sink-concat", ["y"])
+    return g.case(rule or ("transpose-sink-concat-const" if constant else "transpose-sink-concat"), ["y"],
+                  also=("transpose-sink-concat-const" if constant else "transpose-sink-concat",) if rule else ())
 
 
 @rule_case
@@ -227,6 +228,7 @@ STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "split-concat": _split_concat,
     "transpose-sink-concat": _transpose_sink_concat,
     "transpose-sink-concat-const": functools.partial(_transpose_sink_concat, constant=True),
+    "concat-transposed-items": functools.partial(_transpose_sink_concat, rule="concat-transposed-items"),
     "transpose-sink-split": _transpose_sink_split,
     "depth-to-space": _depth_to_space,
     "space-to-depth": _space_to_depth,
