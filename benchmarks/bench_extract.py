@@ -34,8 +34,9 @@ class Builder:
         self.members: list[list[int]] = []
         self.facts: list[tuple[tuple[int, ...] | None, str | None, bool]] = []
 
-    def new_class(self, shape: tuple[int, ...] | None = NCHW, dtype: str | None = "FLOAT",
-                  constant: bool = False) -> int:
+    def new_class(
+        self, shape: tuple[int, ...] | None = NCHW, dtype: str | None = "FLOAT", constant: bool = False
+    ) -> int:
         self.members.append([])
         self.facts.append((shape, dtype, constant))
         return len(self.members) - 1
@@ -61,15 +62,18 @@ def synthetic(blocks: int, residual_every: int = 4) -> EGraph:
     outputs: list[int] = []
     relus: list[int] = []
     for k in range(blocks):
-        c = lambda key, shape: b.node("Const", attrs=(f"{key}{k}",), shape=shape, constant=True)  # noqa: E731
+
+        def c(key: str, shape: tuple[int, ...], k: int = k) -> int:
+            return b.node("Const", attrs=(f"{key}{k}",), shape=shape, constant=True)
+
         s, bias, w, cb = c("s", ()), c("b", ()), c("w", (16, 16, 3, 3)), c("cb", (16,))
-        b.add(x, "Mul", (x, one))                                   # x = x * 1 (self-loop)
+        b.add(x, "Mul", (x, one))  # x = x * 1 (self-loop)
         t1 = b.node("Transpose", (x,), ((0, 2, 3, 1),), shape=NHWC)
-        b.add(x, "Transpose", (t1,), ((0, 3, 1, 2),))               # x = T(T(x)) (2-cycle)
+        b.add(x, "Transpose", (t1,), ((0, 3, 1, 2),))  # x = T(T(x)) (2-cycle)
         r = b.node("Relu", (t1,), shape=NHWC)
         t2 = b.node("Transpose", (r,), ((0, 3, 1, 2),))
-        b.add(t2, "Relu", (x,))                                     # relu sunk: T(relu(T(x))) = relu(x)
-        b.add(r, "Transpose", (t2,), ((0, 2, 3, 1),))               # relu(T(x)) = T(relu(x)) (2-cycle)
+        b.add(t2, "Relu", (x,))  # relu sunk: T(relu(T(x))) = relu(x)
+        b.add(r, "Transpose", (t2,), ((0, 2, 3, 1),))  # relu(T(x)) = T(relu(x)) (2-cycle)
         m = b.node("Mul", (t2, s))
         b.add(m, "Mul", (s, t2))
         a = b.node("Add", (m, bias))
@@ -79,7 +83,7 @@ def synthetic(blocks: int, residual_every: int = 4) -> EGraph:
         a2 = b.node("Add", (t2, bs))
         b.add(a2, "Add", (bs, t2))
         y = b.node("Conv", (a, w, cb), ((1, 1), (1, 1, 1, 1), 1))
-        b.add(y, "Conv", (a2, ws, cb), ((1, 1), (1, 1, 1, 1), 1))   # scale folded into the weights
+        b.add(y, "Conv", (a2, ws, cb), ((1, 1), (1, 1, 1, 1), 1))  # scale folded into the weights
         relus.append(t2)
         outputs.append(y)
         if k >= residual_every and k % residual_every == 0:
@@ -87,7 +91,7 @@ def synthetic(blocks: int, residual_every: int = 4) -> EGraph:
             wj = b.node("Const", attrs=(f"wj{k}",), shape=(16, 16, 3, 3), constant=True)
             absent = b.node("Absent", shape=None, dtype=None, constant=True)
             j = b.node("Conv", (skip, wj, absent), ((1, 1), (1, 1, 1, 1), 1))
-            b.add(j, "Mul", (via, s))                               # the trap: cheap if `via` is paid
+            b.add(j, "Mul", (via, s))  # the trap: cheap if `via` is paid
             z = b.node("Add", (y, j))
             b.add(z, "Add", (j, y))
             y = z
@@ -102,8 +106,10 @@ def blocks_for(enodes: int) -> int:
 
 def run(sizes: Sequence[int], target: str, repeat: int, time_limit: float) -> str:
     cost = roofline(target)
-    rows = ["| e-nodes | e-classes | extractor | time (ms, median) | DAG cost (us) | tree cost (us) | chosen | notes |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| e-nodes | e-classes | extractor | time (ms, median) | DAG cost (us) | tree cost (us) | chosen | notes |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for size in sizes:
         graph = synthetic(blocks_for(size))
         for name in EXTRACTORS:
@@ -117,9 +123,11 @@ def run(sizes: Sequence[int], target: str, repeat: int, time_limit: float) -> st
             assert result is not None
             result.check()
             notes = "; ".join(result.notes)
-            rows.append(f"| {graph.num_nodes} | {len(graph.classes)} | {name} | "
-                        f"{statistics.median(times) * 1000:.1f} | {result.dag_cost(cost) * 1e6:.1f} | "
-                        f"{result.tree_cost(cost) * 1e6:.4g} | {len(result.choice)} | {notes} |")
+            rows.append(
+                f"| {graph.num_nodes} | {len(graph.classes)} | {name} | "
+                f"{statistics.median(times) * 1000:.1f} | {result.dag_cost(cost) * 1e6:.1f} | "
+                f"{result.tree_cost(cost) * 1e6:.4g} | {len(result.choice)} | {notes} |"
+            )
     return "\n".join(rows)
 
 

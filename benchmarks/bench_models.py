@@ -69,8 +69,9 @@ def bench_model(path: Path, workdir: Path, repeat: int) -> Row:
         row.full_check = f"FAIL: {first_line(exc)}"
     cli_out = workdir / f"{path.stem}.cli.onnx"
     start = time.perf_counter()
-    done = subprocess.run([*_eqsat_command(), "optimize", str(path), "-o", str(cli_out), "--verify"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [*_eqsat_command(), "optimize", str(path), "-o", str(cli_out), "--verify"], capture_output=True, text=True
+    )
     seconds = time.perf_counter() - start
     row.cli = f"{seconds:.2f}" if done.returncode == 0 else f"exit {done.returncode} ({seconds:.2f} s)"
     return row
@@ -86,8 +87,16 @@ def render(rows: Sequence[Row]) -> str:
     reports = [row.report for row in rows if row.report is not None]
     phases = list(dict.fromkeys(p for report in reports for p in report.phases))
     watched = list(reports[0].watched(reports[0].ops_before)) if reports else []
-    header = (["model", "nodes", *watched, *(f"{p} s" for p in phases), "in-process s (no verify)",
-               "CLI s (with verify)", "max abs diff", "full check"])
+    header = [
+        "model",
+        "nodes",
+        *watched,
+        *(f"{p} s" for p in phases),
+        "in-process s (no verify)",
+        "CLI s (with verify)",
+        "max abs diff",
+        "full check",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         if row.report is None:
@@ -95,9 +104,16 @@ def render(rows: Sequence[Row]) -> str:
         else:
             r = row.report
             diff = f"{r.verification.max_abs_diff:.2g}" if r.verification is not None else "-"
-            cells = [row.model, f"{r.nodes_before}->{r.nodes_after}", *(_change(r, k) for k in watched),
-                     *(f"{r.phases[p]:.3f}" if p in r.phases else "-" for p in phases),
-                     f"{row.in_process:.3f}", row.cli, diff, row.full_check]
+            cells = [
+                row.model,
+                f"{r.nodes_before}->{r.nodes_after}",
+                *(_change(r, k) for k in watched),
+                *(f"{r.phases[p]:.3f}" if p in r.phases else "-" for p in phases),
+                f"{row.in_process:.3f}",
+                row.cli,
+                diff,
+                row.full_check,
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

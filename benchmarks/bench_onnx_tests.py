@@ -78,10 +78,17 @@ def cases(only: Sequence[str] = ()) -> list[Case]:
             continue
         model = case.model
         inputs, outputs = case.data_sets[0]
-        names = [v.name for v in model.graph.input
-                 if v.name not in {t.name for t in model.graph.initializer}]
-        result.append(Case(case.name, model.SerializeToString(), dict(zip(names, inputs)), list(outputs),
-                           float(case.rtol), float(case.atol)))
+        names = [v.name for v in model.graph.input if v.name not in {t.name for t in model.graph.initializer}]
+        result.append(
+            Case(
+                case.name,
+                model.SerializeToString(),
+                dict(zip(names, inputs)),
+                list(outputs),
+                float(case.rtol),
+                float(case.atol),
+            )
+        )
     return result + shipped_cases(only)
 
 
@@ -99,14 +106,20 @@ def shipped_cases(only: Sequence[str] = ()) -> list[Case]:
         for case_dir in sorted((data / folder).glob("*/")):
             name = f"{folder}/{case_dir.name}"
             sets = case_dir / "test_data_set_0"
-            if (only and not any(o in name for o in only)) or not (case_dir / "model.onnx").exists() \
-                    or not sets.is_dir():
+            if (
+                (only and not any(o in name for o in only))
+                or not (case_dir / "model.onnx").exists()
+                or not sets.is_dir()
+            ):
                 continue
             model = onnx.load(str(case_dir / "model.onnx"))
             initializers = {t.name for t in model.graph.initializer}
             fed = [v for v in model.graph.input if v.name not in initializers]
-            inputs = {v.name: _read_value(sets / f"input_{k}.pb", v.type) for k, v in enumerate(fed)
-                      if (sets / f"input_{k}.pb").exists()}
+            inputs = {
+                v.name: _read_value(sets / f"input_{k}.pb", v.type)
+                for k, v in enumerate(fed)
+                if (sets / f"input_{k}.pb").exists()
+            }
             outputs = [_read_value(sets / f"output_{k}.pb", v.type) for k, v in enumerate(model.graph.output)]
             result.append(Case(name, model.SerializeToString(), inputs, outputs, 1e-3, 1e-7))
     return result
@@ -119,10 +132,11 @@ def _read_value(path: Path, value_type: Any) -> Any:
 
     data = path.read_bytes()
     kind = value_type.WhichOneof("value")
-    proto, convert = {"sequence_type": (onnx.SequenceProto, numpy_helper.to_list),
-                      "optional_type": (onnx.OptionalProto, numpy_helper.to_optional),
-                      "map_type": (onnx.MapProto, numpy_helper.to_dict)}.get(
-                          kind, (onnx.TensorProto, numpy_helper.to_array))
+    proto, convert = {
+        "sequence_type": (onnx.SequenceProto, numpy_helper.to_list),
+        "optional_type": (onnx.OptionalProto, numpy_helper.to_optional),
+        "map_type": (onnx.MapProto, numpy_helper.to_dict),
+    }.get(kind, (onnx.TensorProto, numpy_helper.to_array))
     message = proto()
     message.ParseFromString(data)
     return convert(message)
@@ -159,7 +173,9 @@ def run_with(model: Any, feeds: dict[str, Any], runtime: str) -> list[Any]:
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         opts.log_severity_level = 4
-        return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)
+        return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(
+            None, feeds
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return list(ReferenceEvaluator(model).run(None, feeds))
@@ -174,17 +190,26 @@ def same(expected: Any, actual: Any, rtol: float, atol: float) -> bool:
     if expected is None or actual is None:
         return expected is None and actual is None
     if isinstance(expected, (list, tuple)):
-        return isinstance(actual, (list, tuple)) and len(expected) == len(actual) \
+        return (
+            isinstance(actual, (list, tuple))
+            and len(expected) == len(actual)
             and all(same(e, a, rtol, atol) for e, a in zip(expected, actual))
+        )
     if isinstance(expected, dict):
-        return isinstance(actual, dict) and expected.keys() == actual.keys() \
+        return (
+            isinstance(actual, dict)
+            and expected.keys() == actual.keys()
             and all(same(expected[k], actual[k], rtol, atol) for k in expected)
+        )
     e, a = np.asarray(expected), np.asarray(actual)
     if e.shape != a.shape:
         return False
     if e.dtype.kind in "fc" and a.dtype.kind in "fc":
-        return bool(np.allclose(e.astype(np.float64), a.astype(np.float64), rtol=max(rtol, 1e-4),
-                                atol=max(atol, 1e-6), equal_nan=True))
+        return bool(
+            np.allclose(
+                e.astype(np.float64), a.astype(np.float64), rtol=max(rtol, 1e-4), atol=max(atol, 1e-6), equal_nan=True
+            )
+        )
     if e.dtype.kind in "OSU" or a.dtype.kind in "OSU":
         return bool(np.array_equal(e.astype(str), a.astype(str)))
     return e.dtype == a.dtype and bool(np.array_equal(e, a))
@@ -238,15 +263,15 @@ def check_case(case: Case, timeout: float = 120.0) -> Outcome:
         err = io.StringIO()
         signal.alarm(int(timeout))
         try:
-            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
-                    warnings.catch_warnings():
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 code = cli.main(["optimize", str(source), "-o", str(target)])
         except _Timeout:
             return Outcome(case.name, "crash", f"timeout after {timeout:.0f} s", time.perf_counter() - start, ops)
         except BaseException as exc:  # MemoryError, SystemExit from argparse, ...
-            return Outcome(case.name, "crash", f"{type(exc).__name__}: {_first_line(exc)}",
-                           time.perf_counter() - start, ops)
+            return Outcome(
+                case.name, "crash", f"{type(exc).__name__}: {_first_line(exc)}", time.perf_counter() - start, ops
+            )
         finally:
             signal.alarm(0)
         seconds = time.perf_counter() - start
@@ -258,8 +283,14 @@ def check_case(case: Case, timeout: float = 120.0) -> Outcome:
         if code != 0:
             if code == 1:
                 return Outcome(case.name, "crash", message, seconds, ops)
-            return Outcome(case.name, "refused" if expected is not None else "refused-not-runnable",
-                           message, seconds, ops, runnable=expected is not None)
+            return Outcome(
+                case.name,
+                "refused" if expected is not None else "refused-not-runnable",
+                message,
+                seconds,
+                ops,
+                runnable=expected is not None,
+            )
         if not target.exists():
             return Outcome(case.name, "wrong", "exit 0 but nothing written", seconds, ops)
         written = onnx.load(str(target))
@@ -272,13 +303,18 @@ def check_case(case: Case, timeout: float = 120.0) -> Outcome:
         unverified = "not verified" in message
         kind = "written-unverified" if unverified else "written+verified"
         if expected is None:
-            return Outcome(case.name, kind, f"original not runnable on the test's inputs ({runtime}); {message}",
-                           seconds, ops, runnable=False)
+            return Outcome(
+                case.name,
+                kind,
+                f"original not runnable on the test's inputs ({runtime}); {message}",
+                seconds,
+                ops,
+                runnable=False,
+            )
         try:
             actual = run_with(written, case.inputs, runtime)
         except Exception as exc:
-            return Outcome(case.name, "wrong", f"the output does not run ({runtime}): {_first_line(exc)}",
-                           seconds, ops)
+            return Outcome(case.name, "wrong", f"the output does not run ({runtime}): {_first_line(exc)}", seconds, ops)
         names = [o.name for o in original.graph.output]
         random = RANDOM_OPS & {n.op_type for g in _graphs(original.graph) for n in g.node}
         for name, e, a in zip(names, expected, actual):
@@ -290,8 +326,9 @@ def check_case(case: Case, timeout: float = 120.0) -> Outcome:
 
 
 #: Ops whose outputs are random draws (Dropout only in training mode, but that is not worth telling apart).
-RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
-                        "Multinomial", "Dropout"})
+RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout"}
+)
 
 
 def _graphs(graph: Any) -> list[Any]:
@@ -330,8 +367,7 @@ def _check_in_worker(args: tuple[Case, float]) -> Outcome:
         return Outcome(case.name, "crash", f"benchmark: {type(exc).__name__}: {_first_line(exc)}")
 
 
-def run(selected: Sequence[Case], jobs: int = 2, timeout: float = 120.0,
-        progress: bool = True) -> list[Outcome]:
+def run(selected: Sequence[Case], jobs: int = 2, timeout: float = 120.0, progress: bool = True) -> list[Outcome]:
     """Each case in a worker process (memory-limited); a worker that dies counts its case as a crash."""
     outcomes: list[Outcome] = []
     ctx = multiprocessing.get_context("forkserver")
@@ -346,8 +382,11 @@ def run(selected: Sequence[Case], jobs: int = 2, timeout: float = 120.0,
                     outcomes.append(outcome)
                     done += 1
                     if progress and len(outcomes) % 50 == 0:
-                        print(f"  {len(outcomes)}/{len(selected)} cases, {time.perf_counter() - start:.0f} s",
-                              file=sys.stderr, flush=True)
+                        print(
+                            f"  {len(outcomes)}/{len(selected)} cases, {time.perf_counter() - start:.0f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
             except Exception as exc:  # the pool lost a worker
                 outcomes.append(Outcome(pending[done].name, "crash", f"worker died: {_first_line(exc)}"))
                 done += 1
@@ -365,9 +404,11 @@ def table(outcomes: Iterable[Outcome], show: Sequence[str] = BAD) -> str:
     verified = sum(o.outcome == "written+verified" for o in runnable)
     written = sum(o.outcome in ("written+verified", "written-unverified") for o in runnable)
     if runnable:
-        lines.append(f"\nof the {len(runnable)} cases whose original runs on the test's own inputs: {written} written "
-                     f"({100 * written / len(runnable):.1f}%), {verified} verified on eqsat's own inputs "
-                     f"({100 * verified / len(runnable):.1f}%)")
+        lines.append(
+            f"\nof the {len(runnable)} cases whose original runs on the test's own inputs: {written} written "
+            f"({100 * written / len(runnable):.1f}%), {verified} verified on eqsat's own inputs "
+            f"({100 * verified / len(runnable):.1f}%)"
+        )
     for name in show:
         listed = sorted((o for o in outcomes if o.outcome == name), key=lambda o: o.name)
         if listed:
@@ -380,13 +421,17 @@ def table(outcomes: Iterable[Outcome], show: Sequence[str] = BAD) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_onnx_tests",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_onnx_tests", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--only", nargs="*", default=(), help="cases whose name contains one of these")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per case (default 120)")
-    parser.add_argument("--list", nargs="*", default=list(BAD), choices=OUTCOMES,
-                        help="outcomes whose cases are listed (default: the failures)")
+    parser.add_argument(
+        "--list",
+        nargs="*",
+        default=list(BAD),
+        choices=OUTCOMES,
+        help="outcomes whose cases are listed (default: the failures)",
+    )
     args = parser.parse_args(argv)
     selected = cases(args.only)
     print(f"bench_onnx_tests: {len(selected)} node test cases, {args.jobs} jobs", file=sys.stderr, flush=True)

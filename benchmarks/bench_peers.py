@@ -76,8 +76,13 @@ def op_types(model: onnx.ModelProto) -> collections.Counter[str]:
 
 def counts(model: onnx.ModelProto) -> dict[str, int]:
     ops = op_types(model)
-    return {"nodes": sum(ops.values()), "Transpose": ops["Transpose"], "Cast": ops["Cast"],
-            "QDQ": ops["QuantizeLinear"] + ops["DequantizeLinear"], "BN": ops["BatchNormalization"]}
+    return {
+        "nodes": sum(ops.values()),
+        "Transpose": ops["Transpose"],
+        "Cast": ops["Cast"],
+        "QDQ": ops["QuantizeLinear"] + ops["DequantizeLinear"],
+        "BN": ops["BatchNormalization"],
+    }
 
 
 # ---- the tools: path -> optimized ModelProto ----
@@ -136,11 +141,22 @@ def _onnxslim(path: Path, workdir: Path, target: str) -> onnx.ModelProto:
 
 
 RUNNERS: dict[str, Callable[[Path, Path, str], onnx.ModelProto]] = {
-    "eqsat": _eqsat, "ort-basic": _ort_basic, "onnxoptimizer": _onnxoptimizer, "onnxscript": _onnxscript,
-    "onnxsim": _onnxsim, "onnxslim": _onnxslim}
+    "eqsat": _eqsat,
+    "ort-basic": _ort_basic,
+    "onnxoptimizer": _onnxoptimizer,
+    "onnxscript": _onnxscript,
+    "onnxsim": _onnxsim,
+    "onnxslim": _onnxslim,
+}
 #: The module each tool needs (tools whose module is missing are left out, with a note).
-MODULES = {"eqsat": "eqsat", "ort-basic": "onnxruntime", "onnxoptimizer": "onnxoptimizer",
-           "onnxscript": "onnxscript", "onnxsim": "onnxsim", "onnxslim": "onnxslim"}
+MODULES = {
+    "eqsat": "eqsat",
+    "ort-basic": "onnxruntime",
+    "onnxoptimizer": "onnxoptimizer",
+    "onnxscript": "onnxscript",
+    "onnxsim": "onnxsim",
+    "onnxslim": "onnxslim",
+}
 
 
 def available(tools: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -200,8 +216,9 @@ def _session(model: onnx.ModelProto, level: str):
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if level == "DIS"
-                                        else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    options.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL if level == "DIS" else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    )
     options.log_severity_level = 3
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
@@ -256,8 +273,9 @@ def _first_line(exc: BaseException) -> str:
     return f"failed: {type(exc).__name__}: {text[0][:160] if text else ''}"
 
 
-def bench_model(path: Path, tools: Sequence[str], workdir: Path, *, runs: int, repeat: int,
-                target: str, save: Path | None = None) -> list[Measure]:
+def bench_model(
+    path: Path, tools: Sequence[str], workdir: Path, *, runs: int, repeat: int, target: str, save: Path | None = None
+) -> list[Measure]:
     original = onnx.load(str(path))
     feeds = feeds_for(path, original)
     rows = [Measure("input", counts(original))]
@@ -320,13 +338,19 @@ def render(results: dict[str, list[Measure]]) -> str:
             all_ms = _cell(r.all_ms, ".2f")
             if r.all_ms is not None and r.all_ms == fastest:
                 all_ms = f"**{all_ms}**"
-            cells = [model if k == 0 else "", r.tool, shape,
-                     _cell(None if r.optimize_s is None else r.optimize_s * 1000, ".0f"),
-                     _cell(r.dis_ms, ".2f"), all_ms, _cell(r.diff, ".1e")]
+            cells = [
+                model if k == 0 else "",
+                r.tool,
+                shape,
+                _cell(None if r.optimize_s is None else r.optimize_s * 1000, ".0f"),
+                _cell(r.dis_ms, ".2f"),
+                all_ms,
+                _cell(r.diff, ".1e"),
+            ]
             if r.error:
                 footnotes.append(f"[{len(footnotes) + 1}] {model}, {r.tool}: {r.error}")
-                cells[2 if c is None else 3:] = [f"{r.error.split(':')[0]} [{len(footnotes)}]", "-", "-", "-", "-"]
-                del cells[len(header):]
+                cells[2 if c is None else 3 :] = [f"{r.error.split(':')[0]} [{len(footnotes)}]", "-", "-", "-", "-"]
+                del cells[len(header) :]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines + [""] + footnotes if footnotes else lines)
 
@@ -339,8 +363,9 @@ def summary(results: dict[str, list[Measure]]) -> str:
     for tool in tools:
         wins, ratios, times, failed = 0, [], [], 0
         for rows in results.values():
-            fewest = min((r.counts["nodes"] for r in rows if r.counts and r.tool != "input" and not r.error),
-                         default=None)
+            fewest = min(
+                (r.counts["nodes"] for r in rows if r.counts and r.tool != "input" and not r.error), default=None
+            )
             me = next(r for r in rows if r.tool == tool)
             if me.error:
                 failed += 1
@@ -384,8 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             with contextlib.suppress(Exception):
                 RUNNERS[tool](models[0], Path(tmp), args.target)
         for path in models:
-            results[path.stem] = bench_model(path, tools, Path(tmp), runs=args.runs, repeat=args.repeat,
-                                             target=args.target, save=args.save)
+            results[path.stem] = bench_model(
+                path, tools, Path(tmp), runs=args.runs, repeat=args.repeat, target=args.target, save=args.save
+            )
             print(f"benchmarked {path.name}", file=sys.stderr)
     print(render(results))
     print()

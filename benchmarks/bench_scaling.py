@@ -1,6 +1,6 @@
 """Scaling of the whole pipeline on synthetic graphs: time per phase and e-graph size.
 
-    python -m benchmarks.bench_scaling [--sizes 1000 5000 20000] [--extractor ilp] [--verify]
+python -m benchmarks.bench_scaling [--sizes 1000 5000 20000] [--extractor ilp] [--verify]
 """
 
 from __future__ import annotations
@@ -23,8 +23,11 @@ def main() -> None:
     parser.add_argument("--plot", default="scaling.png", help="where to save the time-per-phase plot ('' for none)")
     args = parser.parse_args()
     rows: list[tuple[int, dict[str, float], int]] = []
-    print("| ops in | ops out | Transpose in/out | e-nodes loaded/saturated | e-classes | stop | "
-          + " | ".join(PHASES) + " | total s | peak RSS MB |")
+    print(
+        "| ops in | ops out | Transpose in/out | e-nodes loaded/saturated | e-classes | stop | "
+        + " | ".join(PHASES)
+        + " | total s | peak RSS MB |"
+    )
     print("|" + "---|" * (len(PHASES) + 7))
     for size in args.sizes:
         model = block_chain(size)
@@ -35,9 +38,12 @@ def main() -> None:
         sat = r.saturation
         phases = " | ".join(f"{r.phases.get(p, 0.0):.2f}" for p in PHASES)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"| {r.nodes_before} | {r.nodes_after} | {r.ops_before['Transpose']}/{r.ops_after['Transpose']} | "
-              f"{sat.enodes_loaded}/{sat.enodes} | {sat.eclasses} | {sat.stop_reason} | {phases} | {total:.2f} | {rss:.0f} |",
-              flush=True)
+        print(
+            f"| {r.nodes_before} | {r.nodes_after} | {r.ops_before['Transpose']}/{r.ops_after['Transpose']} | "
+            f"{sat.enodes_loaded}/{sat.enodes} | {sat.eclasses} | {sat.stop_reason} | {phases} | "
+            f"{total:.2f} | {rss:.0f} |",
+            flush=True,
+        )
         rows.append((r.nodes_before, dict(r.phases), sat.enodes))
     if args.plot:
         save_plot(rows, args.plot)

@@ -38,12 +38,26 @@ class Row:
     ok: bool = False
 
     def cells(self) -> list[str]:
-        return [self.model, self.nodes, self.verified, self.deterministic, self.idempotent, self.stop,
-                f"{self.seconds:.1f}"]
+        return [
+            self.model,
+            self.nodes,
+            self.verified,
+            self.deterministic,
+            self.idempotent,
+            self.stop,
+            f"{self.seconds:.1f}",
+        ]
 
 
-HEADER = ["model", "nodes before -> after", "verified (max diff / allowed)", "byte-identical rerun",
-          "idempotent (2nd pass nodes)", "stop reason", "s"]
+HEADER = [
+    "model",
+    "nodes before -> after",
+    "verified (max diff / allowed)",
+    "byte-identical rerun",
+    "idempotent (2nd pass nodes)",
+    "stop reason",
+    "s",
+]
 
 
 def check(path: Path, target: str = "cpu", allow: Sequence[str] = ()) -> Row:
@@ -101,12 +115,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for path in paths:
         rows.append(check(path, args.target, args.allow))
-        print(f"  {path.name}: {'ok' if rows[-1].ok else 'PROBLEM'} ({rows[-1].seconds:.1f} s)", file=sys.stderr,
-              flush=True)
+        print(
+            f"  {path.name}: {'ok' if rows[-1].ok else 'PROBLEM'} ({rows[-1].seconds:.1f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
     print(table(rows))
     bad = [r.model for r in rows if not r.ok]
-    print(f"\n{len(rows) - len(bad)} of {len(rows)} models verified, deterministic and idempotent"
-          + (f"; problems: {', '.join(bad)}" if bad else ""))
+    print(
+        f"\n{len(rows) - len(bad)} of {len(rows)} models verified, deterministic and idempotent"
+        + (f"; problems: {', '.join(bad)}" if bad else "")
+    )
     return 1 if bad else 0
 
 

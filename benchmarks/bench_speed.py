@@ -36,8 +36,14 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 def _command(tool: str, model: Path, out: Path) -> list[str]:
     if tool == "eqsat":
         script = Path(sys.executable).with_name("eqsat")
-        return [str(script) if script.exists() else sys.executable, *([] if script.exists() else ["-m", "eqsat"]),
-                "optimize", str(model), "-o", str(out)]
+        return [
+            str(script) if script.exists() else sys.executable,
+            *([] if script.exists() else ["-m", "eqsat"]),
+            "optimize",
+            str(model),
+            "-o",
+            str(out),
+        ]
     return [shutil.which("onnxsim") or "onnxsim", str(model), str(out)]
 
 
@@ -89,8 +95,11 @@ def _warm_phases(model: Path) -> tuple[float, dict[str, float]]:
 
 def bench(models: Sequence[Path], repeat: int) -> str:
     _compile_sources()
-    rows = ["| model | eqsat CLI s | CLI phases s | onnxsim CLI s | ratio | ort-basic s | eqsat warm s | "
-            "phases (warm, ms) |", "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| model | eqsat CLI s | CLI phases s | onnxsim CLI s | ratio | ort-basic s | eqsat warm s | "
+        "phases (warm, ms) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     ratios: dict[str, list[float]] = {}
     warms: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,12 +121,16 @@ def bench(models: Sequence[Path], repeat: int) -> str:
                 warm, shown = float("nan"), f"refused: {first_line(exc)[:60]}"
             basic = _ort_basic(model, Path(tmp) / "ort.onnx")
             phases_s = _cli_phases(model, Path(tmp) / "phases.onnx")
-            rows.append(f"| {model.stem} | {ours:.2f} | {phases_s:.2f} | {theirs:.2f} | {ratio:.2f} | {basic:.3f} | "
-                        f"{warm:.3f} | {shown} |")
+            rows.append(
+                f"| {model.stem} | {ours:.2f} | {phases_s:.2f} | {theirs:.2f} | {ratio:.2f} | {basic:.3f} | "
+                f"{warm:.3f} | {shown} |"
+            )
             print(f"benchmarked {model.name}", file=sys.stderr)
     for folder in [f for f in ratios if f in warms]:  # in the order benchmarked
-        rows.append(f"| **median ({folder})** | | | | {statistics.median(ratios[folder]):.2f} | | "
-                    f"{statistics.median(warms[folder]):.3f} | |")
+        rows.append(
+            f"| **median ({folder})** | | | | {statistics.median(ratios[folder]):.2f} | | "
+            f"{statistics.median(warms[folder]):.3f} | |"
+        )
         rows.append(f"| **worst ({folder})** | | | | {max(ratios[folder]):.2f} | | {max(warms[folder]):.3f} | |")
     return "\n".join(rows)
 

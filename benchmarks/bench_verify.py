@@ -57,18 +57,26 @@ def bench_model(path: Path, work: Path, repeat: int) -> str:
     out, report = work / f"{path.stem}.opt.onnx", work / f"{path.stem}.json"
     runs = []
     for _ in range(repeat):
-        wall, peak, _ = _child([sys.executable, "-m", "eqsat", "optimize", str(path), "-o", str(out),
-                                "--report-json", str(report)])
+        wall, peak, _ = _child(
+            [sys.executable, "-m", "eqsat", "optimize", str(path), "-o", str(out), "--report-json", str(report)]
+        )
         data = json.loads(report.read_text())
         runs.append((wall, peak, data["phases"].get("verify", 0.0)))
     wall, peak, verify_s = min(runs)  # the least disturbed run
     verification = data.get("verification", {})
-    sizes = " and ".join(", ".join(f"{k}:{'x'.join(map(str, v)) or 'scalar'}" for k, v in a.items())
-                         for a in verification.get("assignments", [])) or verification.get("unverified", "")[:60]
+    sizes = (
+        " and ".join(
+            ", ".join(f"{k}:{'x'.join(map(str, v)) or 'scalar'}" for k, v in a.items())
+            for a in verification.get("assignments", [])
+        )
+        or verification.get("unverified", "")[:60]
+    )
     alone_wall, alone_peak, text = _child([sys.executable, "-c", VERIFY_ALONE, str(path), str(out)])
     seconds, before, after = text.split()[:3]
-    return (f"| {path.name} | {wall:.2f} | {verify_s:.3f} | {100 * verify_s / wall:.0f}% | {peak} | "
-            f"{float(seconds):.3f} | {after} (+{int(after) - int(before)}) | {sizes} |")
+    return (
+        f"| {path.name} | {wall:.2f} | {verify_s:.3f} | {100 * verify_s / wall:.0f}% | {peak} | "
+        f"{float(seconds):.3f} | {after} (+{int(after) - int(before)}) | {sizes} |"
+    )
 
 
 def node_tests() -> str:
@@ -88,7 +96,9 @@ def node_tests() -> str:
     for case in collect_testcases():
         if not case.data_sets:
             continue
-        inputs = [v.name for v in case.model.graph.input if v.name not in {t.name for t in case.model.graph.initializer}]
+        inputs = [
+            v.name for v in case.model.graph.input if v.name not in {t.name for t in case.model.graph.initializer}
+        ]
         try:
             session = ort.InferenceSession(case.model.SerializeToString(), options, providers=["CPUExecutionProvider"])
             session.run(None, dict(zip(inputs, case.data_sets[0][0])))
@@ -99,8 +109,10 @@ def node_tests() -> str:
             missed.append(case.name)
         else:
             runs += 1
-    return (f"ONNX backend node tests onnxruntime runs on their own inputs: {runs + unverified}; verification runs "
-            f"{runs}, not verified {unverified}: {', '.join(missed)}")
+    return (
+        f"ONNX backend node tests onnxruntime runs on their own inputs: {runs + unverified}; verification runs "
+        f"{runs}, not verified {unverified}: {', '.join(missed)}"
+    )
 
 
 def main() -> None:
@@ -116,8 +128,10 @@ def main() -> None:
         net = work / "dynamic_conv_net.onnx"
         net.write_bytes(dynamic_conv_net().SerializeToString())
         models = [net, *(p for folder in args.folders for p in sorted(Path(folder).glob("*.onnx")))]
-        print("| model | CLI wall s | verify s | share | CLI peak MB | verify alone s | verify alone peak MB "
-              "(+ over loading) | assignments |")
+        print(
+            "| model | CLI wall s | verify s | share | CLI peak MB | verify alone s | verify alone peak MB "
+            "(+ over loading) | assignments |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         for path in models:
             print(bench_model(path, work, args.repeat), flush=True)

@@ -6,7 +6,8 @@
 Graphs come from `eqsat.testing.onnx_graphs` and are checked by `eqsat.fuzz.check_case` (every e-node of
 the saturated e-graph evaluated and compared with its class, for e-graphs up to 3000 e-nodes; every
 extractor's result validated, lowered, checked and run against the original, at two sizes, neither 1, of
-every dynamic dim a graph declares: `batch`, `N`, `seq`, ... or unnamed, read by run-time shape chains). The summary also counts
+every dynamic dim a graph declares: `batch`, `N`, `seq`, ... or unnamed, read by run-time shape chains). The summary
+also counts
 how saturation stopped (a small graph that hits a limit is a rule set that does not terminate). Examples
 run in chunks of N (default 250) with seeds S, S+1, ...; the seed (random unless given) is printed
 first, and each chunk's seed, count and time as it finishes.
@@ -45,18 +46,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def progress(total: FuzzReport, part: FuzzReport) -> None:
         status = f"{len(part.failures)} FAILED" if part.failures else "ok"
-        print(f"  seed {part.seeds[0]}: {part.examples} examples {status} ({part.seconds:.0f} s); "
-              f"total {total.examples} examples, {len(total.failures)} failures, "
-              f"{time.perf_counter() - start:.0f} s", flush=True)
+        print(
+            f"  seed {part.seeds[0]}: {part.examples} examples {status} ({part.seconds:.0f} s); "
+            f"total {total.examples} examples, {len(total.failures)} failures, "
+            f"{time.perf_counter() - start:.0f} s",
+            flush=True,
+        )
         for failure in part.failures:
             print(failure.to_text(), flush=True)
 
-    report = fuzz(args.examples, seed, chunk=args.chunk or CHUNK, max_nodes=args.max_nodes or MAX_NODES,
-                  families=args.families.split(",") if args.families else None, jobs=args.jobs,
-                  shrink=not args.no_shrink, save_dir=args.save_dir, progress=progress)
+    report = fuzz(
+        args.examples,
+        seed,
+        chunk=args.chunk or CHUNK,
+        max_nodes=args.max_nodes or MAX_NODES,
+        families=args.families.split(",") if args.families else None,
+        jobs=args.jobs,
+        shrink=not args.no_shrink,
+        save_dir=args.save_dir,
+        progress=progress,
+    )
     print(report.to_text().split("\nFAILURE")[0])
-    print(f"fuzz: done in {time.perf_counter() - start:.0f} s: {report.examples} examples, seeds "
-          f"{seed}..{seed + len(report.seeds) - 1}, {len(report.failures)} unsound or failing", flush=True)
+    print(
+        f"fuzz: done in {time.perf_counter() - start:.0f} s: {report.examples} examples, seeds "
+        f"{seed}..{seed + len(report.seeds) - 1}, {len(report.failures)} unsound or failing",
+        flush=True,
+    )
     return 1 if report.failures else 0
 
 

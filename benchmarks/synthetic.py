@@ -16,24 +16,35 @@ def block_chain(num_ops: int, channels: int = 8, size: int = 8, seed: int = 0) -
     rng = np.random.default_rng(seed)
     nodes, inits = [], []
     weight = onh.from_array((rng.standard_normal((channels, channels, 3, 3)) * 0.1).astype(np.float32), "w")
-    inits += [weight, onh.from_array(np.array(0.5, np.float32), "half"), onh.from_array(np.array(0.1, np.float32), "tenth")]
+    inits += [
+        weight,
+        onh.from_array(np.array(0.5, np.float32), "half"),
+        onh.from_array(np.array(0.1, np.float32), "tenth"),
+    ]
     prev, residual = "x", "x"
     blocks = max(1, num_ops // OPS_PER_BLOCK)
     for b in range(blocks):
-        nodes += [oh.make_node("Transpose", [prev], [f"t{b}"], perm=[0, 2, 3, 1]),
-                  oh.make_node("Relu", [f"t{b}"], [f"r{b}"]),
-                  oh.make_node("Transpose", [f"r{b}"], [f"u{b}"], perm=[0, 3, 1, 2]),
-                  oh.make_node("Mul", [f"u{b}", "half"], [f"m{b}"]),
-                  oh.make_node("Add", [f"m{b}", "tenth"], [f"a{b}"]),
-                  oh.make_node("Conv", [f"a{b}", "w"], [f"c{b}"], pads=[1, 1, 1, 1])]
+        nodes += [
+            oh.make_node("Transpose", [prev], [f"t{b}"], perm=[0, 2, 3, 1]),
+            oh.make_node("Relu", [f"t{b}"], [f"r{b}"]),
+            oh.make_node("Transpose", [f"r{b}"], [f"u{b}"], perm=[0, 3, 1, 2]),
+            oh.make_node("Mul", [f"u{b}", "half"], [f"m{b}"]),
+            oh.make_node("Add", [f"m{b}", "tenth"], [f"a{b}"]),
+            oh.make_node("Conv", [f"a{b}", "w"], [f"c{b}"], pads=[1, 1, 1, 1]),
+        ]
         prev = f"c{b}"
         if b % 4 == 3:
             nodes.append(oh.make_node("Add", [prev, residual], [f"res{b}"]))
             prev = residual = f"res{b}"
     nodes.append(oh.make_node("Identity", [prev], ["y"]))
     shape = [1, channels, size, size]
-    graph = oh.make_graph(nodes, "synthetic", [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
-                          [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)], initializer=inits)
+    graph = oh.make_graph(
+        nodes,
+        "synthetic",
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)],
+        initializer=inits,
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10)
 
 
@@ -59,12 +70,21 @@ def dynamic_conv_net(blocks_per_stage: tuple[int, ...] = (9, 9, 10, 11), seed: i
         return out
 
     def conv_bn(x: str, cin: int, cout: int, k: int = 1, stride: int = 1, group: int = 1, act: str = "") -> str:
-        w = const((rng.standard_normal((cout, cin // group, k, k)) * (2 / (cin // group * k * k)) ** 0.5).astype(np.float32))
+        w = const(
+            (rng.standard_normal((cout, cin // group, k, k)) * (2 / (cin // group * k * k)) ** 0.5).astype(np.float32)
+        )
         y = op("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4, group=group)
-        y = op("BatchNormalization", [y, const(1 + 0.1 * rng.standard_normal(cout).astype(np.float32)),
-                                      const(0.1 * rng.standard_normal(cout).astype(np.float32)),
-                                      const(0.1 * rng.standard_normal(cout).astype(np.float32)),
-                                      const(1 + rng.random(cout).astype(np.float32))], epsilon=1e-5)
+        y = op(
+            "BatchNormalization",
+            [
+                y,
+                const(1 + 0.1 * rng.standard_normal(cout).astype(np.float32)),
+                const(0.1 * rng.standard_normal(cout).astype(np.float32)),
+                const(0.1 * rng.standard_normal(cout).astype(np.float32)),
+                const(1 + rng.random(cout).astype(np.float32)),
+            ],
+            epsilon=1e-5,
+        )
         if act == "relu":
             return op("Relu", [y])
         if act == "hswish":
@@ -76,18 +96,33 @@ def dynamic_conv_net(blocks_per_stage: tuple[int, ...] = (9, 9, 10, 11), seed: i
         h = conv_bn(x, cin, mid, act="hswish")
         h = conv_bn(h, mid, mid, k=3, stride=stride, group=mid, act="hswish")
         squeeze = op("GlobalAveragePool", [h])
-        s = op("Conv", [squeeze, const((rng.standard_normal((mid // 4, mid, 1, 1)) * 0.1).astype(np.float32)),
-                        const(np.zeros(mid // 4, np.float32))])
+        s = op(
+            "Conv",
+            [
+                squeeze,
+                const((rng.standard_normal((mid // 4, mid, 1, 1)) * 0.1).astype(np.float32)),
+                const(np.zeros(mid // 4, np.float32)),
+            ],
+        )
         s = op("Relu", [s])
-        s = op("Conv", [s, const((rng.standard_normal((mid, mid // 4, 1, 1)) * 0.1).astype(np.float32)),
-                        const(np.zeros(mid, np.float32))])
+        s = op(
+            "Conv",
+            [
+                s,
+                const((rng.standard_normal((mid, mid // 4, 1, 1)) * 0.1).astype(np.float32)),
+                const(np.zeros(mid, np.float32)),
+            ],
+        )
         h = op("Mul", [h, op("HardSigmoid", [s], alpha=0.2, beta=0.5)])
         h = conv_bn(h, mid, cout)
         return op("Add", [x, h]) if stride == 1 and cin == cout else h
 
     def upsample(x: str, factor: int) -> str:
-        return op("Resize", [x, const(np.zeros(0, np.float32)),
-                             const(np.array([1, 1, factor, factor], np.float32))], mode="nearest")
+        return op(
+            "Resize",
+            [x, const(np.zeros(0, np.float32)), const(np.array([1, 1, factor, factor], np.float32))],
+            mode="nearest",
+        )
 
     x = conv_bn("x", 3, 16, k=3, stride=2, act="hswish")
     widths, cin, stages = (16, 24, 40, 96), 16, []
@@ -97,24 +132,50 @@ def dynamic_conv_net(blocks_per_stage: tuple[int, ...] = (9, 9, 10, 11), seed: i
             cin = width
         stages.append((x, width))
     neck = 32
-    lateral = [op("Conv", [s, const((rng.standard_normal((neck, c, 1, 1)) * 0.1).astype(np.float32))])
-               for s, c in stages]
+    lateral = [
+        op("Conv", [s, const((rng.standard_normal((neck, c, 1, 1)) * 0.1).astype(np.float32))]) for s, c in stages
+    ]
     for level in range(len(lateral) - 2, -1, -1):  # coarse to fine
         lateral[level] = op("Add", [lateral[level], upsample(lateral[level + 1], 2)])
-    smooth = [op("Conv", [f, const((rng.standard_normal((neck // 4, neck, 3, 3)) * 0.05).astype(np.float32))],
-                 pads=[1, 1, 1, 1]) for f in lateral]
-    fused = op("Concat", [smooth[0], *(upsample(f, 2 ** k) for k, f in enumerate(smooth[1:], 1))], axis=1)
+    smooth = [
+        op(
+            "Conv",
+            [f, const((rng.standard_normal((neck // 4, neck, 3, 3)) * 0.05).astype(np.float32))],
+            pads=[1, 1, 1, 1],
+        )
+        for f in lateral
+    ]
+    fused = op("Concat", [smooth[0], *(upsample(f, 2**k) for k, f in enumerate(smooth[1:], 1))], axis=1)
     h = conv_bn(fused, neck, neck // 4, k=3, act="relu")
     for last in (False, True):
-        h = op("ConvTranspose", [h, const((rng.standard_normal((neck // 4, neck // 4 if not last else 1, 2, 2))
-                                            * 0.2).astype(np.float32))], strides=[2, 2])
+        h = op(
+            "ConvTranspose",
+            [h, const((rng.standard_normal((neck // 4, neck // 4 if not last else 1, 2, 2)) * 0.2).astype(np.float32))],
+            strides=[2, 2],
+        )
         if not last:
-            h = op("Relu", [op("BatchNormalization", [h, const(np.ones(neck // 4, np.float32)),
-                                                      const(np.zeros(neck // 4, np.float32)),
-                                                      const(np.zeros(neck // 4, np.float32)),
-                                                      const(np.ones(neck // 4, np.float32))])])
+            h = op(
+                "Relu",
+                [
+                    op(
+                        "BatchNormalization",
+                        [
+                            h,
+                            const(np.ones(neck // 4, np.float32)),
+                            const(np.zeros(neck // 4, np.float32)),
+                            const(np.zeros(neck // 4, np.float32)),
+                            const(np.ones(neck // 4, np.float32)),
+                        ],
+                    )
+                ],
+            )
     nodes.append(oh.make_node("Sigmoid", [h], ["maps"], name="maps"))
     float32 = onnx.TensorProto.FLOAT
-    graph = oh.make_graph(nodes, "dynamic_conv_net", [oh.make_tensor_value_info("x", float32, ["?", 3, "?", "?"])],
-                          [oh.make_tensor_value_info("maps", float32, ["?", 1, "?", "?"])], initializer=inits)
+    graph = oh.make_graph(
+        nodes,
+        "dynamic_conv_net",
+        [oh.make_tensor_value_info("x", float32, ["?", 3, "?", "?"])],
+        [oh.make_tensor_value_info("maps", float32, ["?", 1, "?", "?"])],
+        initializer=inits,
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 11)], ir_version=6)

@@ -7,7 +7,8 @@ Table of contents:
 - If/Loop/Scan bodies: optimized as graphs of their own, inside the same session (eqsat.subgraphs)
 - `eqsat.check.verify.verify(original, optimized)`: differential check of two models, at two sizes of each
   dynamic dim (`eqsat.check.verify_inputs`), on values their consumers accept (`eqsat.check.verify_values`,
-  `eqsat.check.verify_consumers`), within an element budget (`eqsat.check.verify_facts`); `eqsat.frontend.fix_shapes`: make
+  `eqsat.check.verify_consumers`), within an element budget (`eqsat.check.verify_facts`); `eqsat.frontend.fix_shapes`:
+  make
   chosen input dims static
 - `eqsat.view.display`: pictures and HTML tables for notebooks; `eqsat.testing`: helpers for rule authors
 (`eqsat.engine.saturate` and `eqsat.check.verify` are the modules, not functions.)
@@ -29,8 +30,17 @@ _CHECKOUT = _Path(__file__).resolve().parent.parent
 if (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "rewrites" / "__init__.py").is_file():
     __path__.append(str(_CHECKOUT))
 
-__all__ = ["BadInputError", "EqsatError", "InternalError", "Result", "VerificationError", "__version__",
-           "load", "optimize", "save"]
+__all__ = [
+    "BadInputError",
+    "EqsatError",
+    "InternalError",
+    "Result",
+    "VerificationError",
+    "__version__",
+    "load",
+    "optimize",
+    "save",
+]
 
 
 def __getattr__(name: str):  # heavy modules (onnx, onnxruntime, egglog) load on first use only

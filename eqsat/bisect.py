@@ -36,14 +36,15 @@ from eqsat.engine.rule import RULESETS, Rule
 if TYPE_CHECKING:
     from eqsat.session import Loaded
 
+
 @dataclasses.dataclass(frozen=True)
 class Probe:
     """One re-saturation: the rules disabled (beyond the caller's own), and whether it verified."""
 
     disabled: tuple[str, ...]
     ok: bool
-    detail: str                          # the verification summary, or the error that stood for it
-    fired: tuple[str, ...] = ()          # rules that fired in this probe
+    detail: str  # the verification summary, or the error that stood for it
+    fired: tuple[str, ...] = ()  # rules that fired in this probe
     seconds: float = 0.0
 
 
@@ -52,12 +53,12 @@ class Bisection:
     """What `find_culprit` found. `culprits` empty: no rule explains the failure (or there was none)."""
 
     source: str
-    failed: bool                         # the run with every rule enabled failed verification
-    failure: str                         # its verification summary
-    fired: tuple[str, ...]               # the rules that fired in it: the candidates
-    culprits: tuple[str, ...] = ()       # disabling these (together) makes verification pass ...
-    confirmed: bool = False              # ... as the last probe showed
-    needs: tuple[str, ...] = ()          # smallest enabled prefix of candidates that failed (last culprit)
+    failed: bool  # the run with every rule enabled failed verification
+    failure: str  # its verification summary
+    fired: tuple[str, ...]  # the rules that fired in it: the candidates
+    culprits: tuple[str, ...] = ()  # disabling these (together) makes verification pass ...
+    confirmed: bool = False  # ... as the last probe showed
+    needs: tuple[str, ...] = ()  # smallest enabled prefix of candidates that failed (last culprit)
     probes: list[Probe] = dataclasses.field(default_factory=list)
     #: the Result of the confirming probe (culprits disabled, verified), when `confirmed`: what
     #: `eqsat.optimize` writes when it drops the culprits (not in `to_dict`)
@@ -74,20 +75,30 @@ class Bisection:
             return "bisect: verification passes with every rule enabled; nothing to bisect"
         n = len(self.probes)
         if self.confirmed and len(self.culprits) == 1:
-            return (f"bisect: rule {self.culprits[0]!r} is responsible "
-                    f"(disabling it alone makes verification pass; {n} probes)")
+            return (
+                f"bisect: rule {self.culprits[0]!r} is responsible "
+                f"(disabling it alone makes verification pass; {n} probes)"
+            )
         if self.confirmed:
             names = ", ".join(repr(c) for c in self.culprits)
-            return f"bisect: rules {names} are responsible (verification passes only with all of them disabled; {n} probes)"
+            return (
+                f"bisect: rules {names} are responsible "
+                f"(verification passes only with all of them disabled; {n} probes)"
+            )
         if self.culprits:
             names = ", ".join(repr(c) for c in self.culprits)
             return f"bisect: rules {names} are involved, but verification still fails without them ({n} probes)"
-        return (f"bisect: no rule is responsible: verification fails with every fired rule disabled "
-                f"(a bug in encoding, extraction or lowering; {n} probes)")
+        return (
+            f"bisect: no rule is responsible: verification fails with every fired rule disabled "
+            f"(a bug in encoding, extraction or lowering; {n} probes)"
+        )
 
     def to_text(self) -> str:
-        lines = [self.summary(), f"  failure: {self.failure}",
-                 f"  candidates ({len(self.fired)} fired): {', '.join(self.fired) or 'none'}"]
+        lines = [
+            self.summary(),
+            f"  failure: {self.failure}",
+            f"  candidates ({len(self.fired)} fired): {', '.join(self.fired) or 'none'}",
+        ]
         if self.needs:
             lines.append(f"  smallest failing prefix: {', '.join(self.needs)}")
         for k, p in enumerate(self.probes):
@@ -105,11 +116,18 @@ def schedule_order(rules: Sequence[Rule]) -> list[Rule]:
     return sorted(rules, key=lambda r: RULESETS.index(r.ruleset))
 
 
-def find_culprit(model: "io.ModelSource | Loaded", options: Options | None = None, *,
-                 rules: Sequence[Rule] | None = None,
-                 source: str | None = None, max_culprits: int = 4, progress: Callable[[str], None] | None = None,
-                 known_failure: tuple[str, Sequence[str]] | None = None, reference: Any = None,
-                 **changes: Any) -> Bisection:
+def find_culprit(
+    model: "io.ModelSource | Loaded",
+    options: Options | None = None,
+    *,
+    rules: Sequence[Rule] | None = None,
+    source: str | None = None,
+    max_culprits: int = 4,
+    progress: Callable[[str], None] | None = None,
+    known_failure: tuple[str, Sequence[str]] | None = None,
+    reference: Any = None,
+    **changes: Any,
+) -> Bisection:
     """Optimize `model` as `eqsat.optimize` would under `options` (eqsat.options.Options, with `changes`:
     `target`, `allow`, `extra_rules`, `input_shapes`, ...); if verification fails, find the rule(s) whose
     disabling makes it pass. `rules` replaces the rules the options select. `model` may be a session's
@@ -135,8 +153,9 @@ def find_culprit(model: "io.ModelSource | Loaded", options: Options | None = Non
     if reference is None or reference.unverified:
         from eqsat.check.verify import expected_outputs
 
-        reference = expected_outputs(proto, source=label, input_shapes=options.input_shapes, inputs=options.inputs,
-                                     strict=True)
+        reference = expected_outputs(
+            proto, source=label, input_shapes=options.input_shapes, inputs=options.inputs, strict=True
+        )
 
     seen: dict[frozenset[str], Probe] = {}
     passing: dict[frozenset[str], Any] = {}  # Result of each probe that verified
@@ -157,14 +176,16 @@ def find_culprit(model: "io.ModelSource | Loaded", options: Options | None = Non
             raise
         except EqsatError as exc:  # the optimized model cannot run, or lowering failed: a failure too
             ok, detail = False, str(exc)
-        found = Probe(tuple(sorted(off, key=lambda n: order.get(n, len(order)))), ok, detail, fired,
-                      time.perf_counter() - start)
+        found = Probe(
+            tuple(sorted(off, key=lambda n: order.get(n, len(order)))), ok, detail, fired, time.perf_counter() - start
+        )
         if ok:
             passing[off] = result
         bisection.probes.append(found)
         seen[off] = found
-        say(f"probe {len(bisection.probes) - 1}: {'pass' if ok else 'FAIL'} with "
-            f"{len(found.disabled)} rule(s) disabled")
+        say(
+            f"probe {len(bisection.probes) - 1}: {'pass' if ok else 'FAIL'} with {len(found.disabled)} rule(s) disabled"
+        )
         return found
 
     bisection = Bisection(label, False, "", ())

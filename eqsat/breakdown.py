@@ -37,11 +37,11 @@ class Breakdown:
     restricted to its original e-node), costed by the same model as the output; None when the Result
     carries no Session to rebuild it from."""
 
-    target: str | None                 # None for a custom cost function
-    unit: str                          # "s" for the roofline targets, "" for custom cost functions
+    target: str | None  # None for a custom cost function
+    unit: str  # "s" for the roofline targets, "" for custom cost functions
     cost_before: float | None
     cost_after: float
-    ops: tuple[OpCost, ...]            # most expensive after first
+    ops: tuple[OpCost, ...]  # most expensive after first
     rules_in_output: Mapping[str, int]  # rule -> output nodes whose eqsat.rules name it
     notes: tuple[str, ...] = ()
 
@@ -53,9 +53,15 @@ class Breakdown:
         return (self.cost_after - self.cost_before) / self.cost_before
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "unit": self.unit, "cost_before": self.cost_before,
-                "cost_after": self.cost_after, "ops": [dataclasses.asdict(o) for o in self.ops],
-                "rules_in_output": dict(self.rules_in_output), "notes": list(self.notes)}
+        return {
+            "target": self.target,
+            "unit": self.unit,
+            "cost_before": self.cost_before,
+            "cost_after": self.cost_after,
+            "ops": [dataclasses.asdict(o) for o in self.ops],
+            "rules_in_output": dict(self.rules_in_output),
+            "notes": list(self.notes),
+        }
 
     def to_text(self) -> str:
         from eqsat.view.display import breakdown_text
@@ -134,12 +140,21 @@ def breakdown(result: Any) -> Breakdown:
         original = session.input_extraction()
         before = op_costs(original, cost)
         cost_before = original.dag_cost(cost)
-        notes.append("cost before: the input after constant folding, every e-class its original e-node, "
-                     "costed by the same model")
+        notes.append(
+            "cost before: the input after constant folding, every e-class its original e-node, costed by the same model"
+        )
     else:
         notes.append("cost before unknown: the Result carries no Session")
-    ops = [OpCost(op, before.get(op, (0, 0.0))[0], before.get(op, (0, 0.0))[1],
-                  after.get(op, (0, 0.0))[0], after.get(op, (0, 0.0))[1]) for op in set(before) | set(after)]
+    ops = [
+        OpCost(
+            op,
+            before.get(op, (0, 0.0))[0],
+            before.get(op, (0, 0.0))[1],
+            after.get(op, (0, 0.0))[0],
+            after.get(op, (0, 0.0))[1],
+        )
+        for op in set(before) | set(after)
+    ]
     ops.sort(key=lambda o: (-o.cost_after, -o.cost_before, o.op))
     return Breakdown(target, unit, cost_before, cost_after, tuple(ops), rules_in_output(result.proto), tuple(notes))
 

@@ -43,21 +43,21 @@ EGRAPH_CHECK_MAX_ENODES = 3000
 class Checked:
     """What `check_case` saw on a sound example."""
 
-    fired: dict[str, int]          # rule -> matches
-    stop_reason: str               # saturated, iteration-limit, node-limit, ...
+    fired: dict[str, int]  # rule -> matches
+    stop_reason: str  # saturated, iteration-limit, node-limit, ...
     enodes: int
-    egraph_checked: bool           # every e-node evaluated (the e-graph was small enough)
+    egraph_checked: bool  # every e-node evaluated (the e-graph was small enough)
 
 
 @dataclasses.dataclass
 class Failure:
     """One unsound (or crashing) example, after shrinking."""
 
-    seed: int                   # the chunk's seed: fuzz(examples=chunk, seed=seed) replays it
+    seed: int  # the chunk's seed: fuzz(examples=chunk, seed=seed) replays it
     allow: tuple[str, ...]
-    error: str                  # what the property said
-    case: str                   # the failing graph (onnx text) and its inputs
-    saved: str | None = None    # the failing model (.onnx) and its inputs (.npz), when saved
+    error: str  # what the property said
+    case: str  # the failing graph (onnx text) and its inputs
+    saved: str | None = None  # the failing model (.onnx) and its inputs (.npz), when saved
 
     def to_text(self) -> str:
         lines = [f"FAILURE (seed {self.seed}, allow {list(self.allow)}): {self.error}", self.case]
@@ -72,10 +72,10 @@ class FuzzReport:
     seeds: list[int] = dataclasses.field(default_factory=list)
     failures: list[Failure] = dataclasses.field(default_factory=list)
     rules_fired: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # examples per rule
-    ops: collections.Counter = dataclasses.field(default_factory=collections.Counter)          # nodes per op type
-    stops: collections.Counter = dataclasses.field(default_factory=collections.Counter)        # examples per stop reason
-    largest: tuple[int, int, int] = (0, 0, 0)   # (e-nodes, seed, example index) of the largest e-graph
-    unchecked_egraphs: int = 0                  # e-graphs too large to evaluate e-node by e-node
+    ops: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # nodes per op type
+    stops: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # examples per stop reason
+    largest: tuple[int, int, int] = (0, 0, 0)  # (e-nodes, seed, example index) of the largest e-graph
+    unchecked_egraphs: int = 0  # e-graphs too large to evaluate e-node by e-node
     seconds: float = 0.0
 
     def merge(self, other: "FuzzReport") -> None:
@@ -91,16 +91,23 @@ class FuzzReport:
 
     def to_text(self) -> str:
         seeds = f"{min(self.seeds)}..{max(self.seeds)}" if self.seeds else "none"
-        lines = [f"fuzz: {self.examples} examples, seeds {seeds} ({len(self.seeds)} chunks), "
-                 f"{len(self.failures)} failures, {self.seconds:.0f} s of checking"]
+        lines = [
+            f"fuzz: {self.examples} examples, seeds {seeds} ({len(self.seeds)} chunks), "
+            f"{len(self.failures)} failures, {self.seconds:.0f} s of checking"
+        ]
         if self.stops:
-            lines.append("saturation stopped: " + ", ".join(f"{k} {v}" for k, v in self.stops.most_common())
-                         + f"; largest e-graph {self.largest[0]} e-nodes (seed {self.largest[1]}, example "
-                         f"{self.largest[2]}); {self.unchecked_egraphs} e-graphs above {EGRAPH_CHECK_MAX_ENODES} "
-                         "e-nodes checked through their extractions only")
+            lines.append(
+                "saturation stopped: "
+                + ", ".join(f"{k} {v}" for k, v in self.stops.most_common())
+                + f"; largest e-graph {self.largest[0]} e-nodes (seed {self.largest[1]}, example "
+                f"{self.largest[2]}); {self.unchecked_egraphs} e-graphs above {EGRAPH_CHECK_MAX_ENODES} "
+                "e-nodes checked through their extractions only"
+            )
         if self.rules_fired:
-            lines.append(f"rules fired ({len(self.rules_fired)}), examples each: "
-                         + ", ".join(f"{k} {v}" for k, v in self.rules_fired.most_common()))
+            lines.append(
+                f"rules fired ({len(self.rules_fired)}), examples each: "
+                + ", ".join(f"{k} {v}" for k, v in self.rules_fired.most_common())
+            )
         if self.ops:
             lines.append("ops drawn, nodes each: " + ", ".join(f"{k} {v}" for k, v in self.ops.most_common()))
         for f in self.failures:
@@ -108,8 +115,13 @@ class FuzzReport:
         return "\n".join(lines)
 
 
-def check_case(case: Any, *, extractors: Sequence[str] = ("ilp", "greedy-dag", "tree"), target: str = "cpu",
-               egraph_check_max_enodes: int = EGRAPH_CHECK_MAX_ENODES) -> Checked:
+def check_case(
+    case: Any,
+    *,
+    extractors: Sequence[str] = ("ilp", "greedy-dag", "tree"),
+    target: str = "cpu",
+    egraph_check_max_enodes: int = EGRAPH_CHECK_MAX_ENODES,
+) -> Checked:
     """The fuzz property on a `GraphCase`; returns what it saw (rules fired, how saturation stopped).
 
     Raises AssertionError naming the problem: saturation failed inside egglog, an e-class whose e-nodes
@@ -135,7 +147,9 @@ def check_case(case: Any, *, extractors: Sequence[str] = ("ilp", "greedy-dag", "
         try:
             expected.append(run(proto, feeds))
         except Exception as exc:  # noqa: BLE001 - the drawn graph, not eqsat
-            raise AssertionError(f"the original does not run at {_shapes(feeds)} (a bug of the strategy): {exc}")
+            raise AssertionError(
+                f"the original does not run at {_shapes(feeds)} (a bug of the strategy): {exc}"
+            ) from exc
     names = [o.name for o in proto.graph.output]
     costs: dict[str, tuple[float, tuple[str, ...]]] = {}
     for name in extractors:
@@ -144,7 +158,9 @@ def check_case(case: Any, *, extractors: Sequence[str] = ("ilp", "greedy-dag", "
         try:
             onnx.checker.check_model(optimized, full_check=True)
         except Exception as exc:
-            raise AssertionError(f"{name}: the optimized model fails the ONNX checker: {exc}; rules fired: {fired}")
+            raise AssertionError(
+                f"{name}: the optimized model fails the ONNX checker: {exc}; rules fired: {fired}"
+            ) from exc
         dead = _dead_initializers(optimized)
         if dead:
             raise AssertionError(f"{name}: initializers nothing reads in the output: {dead[:5]}; rules fired: {fired}")
@@ -154,22 +170,28 @@ def check_case(case: Any, *, extractors: Sequence[str] = ("ilp", "greedy-dag", "
             try:
                 actual = run(optimized, feeds)
             except Exception as exc:  # noqa: BLE001 - the original ran on these inputs
-                raise AssertionError(f"{name}: the optimized model fails at {_shapes(feeds)} where the original "
-                                     f"runs: {exc}; rules fired: {fired}\noptimized:\n"
-                                     f"{onnx.printer.to_text(optimized.graph)}") from exc
+                raise AssertionError(
+                    f"{name}: the optimized model fails at {_shapes(feeds)} where the original "
+                    f"runs: {exc}; rules fired: {fired}\noptimized:\n"
+                    f"{onnx.printer.to_text(optimized.graph)}"
+                ) from exc
             for check in compare(names, want, actual, session.soundness):
                 if not check.ok:
-                    raise AssertionError(f"{name}: output {check.name!r} differs at {_shapes(feeds)}: {check.problem} "
-                                         f"max |diff| {check.max_abs_diff:.3g} > allowed {check.allowed:.3g} "
-                                         f"{check.where}; rules fired: {fired}\noptimized:\n"
-                                         f"{onnx.printer.to_text(optimized.graph)}")
+                    raise AssertionError(
+                        f"{name}: output {check.name!r} differs at {_shapes(feeds)}: {check.problem} "
+                        f"max |diff| {check.max_abs_diff:.3g} > allowed {check.allowed:.3g} "
+                        f"{check.where}; rules fired: {fired}\noptimized:\n"
+                        f"{onnx.printer.to_text(optimized.graph)}"
+                    )
         summary = result.report.extraction
         costs[name] = (summary.dag_cost, tuple(summary.notes))
     if "ilp" in costs and not costs["ilp"][1]:
         best = min(c for c, _ in costs.values())
         if costs["ilp"][0] > best * (1 + 1e-6) + 1e-15:
-            raise AssertionError(f"ilp (proven optimal) DAG cost {costs['ilp'][0]:.6g} is above another "
-                                 f"extractor's: { {k: v[0] for k, v in costs.items()} }")
+            raise AssertionError(
+                f"ilp (proven optimal) DAG cost {costs['ilp'][0]:.6g} is above another "
+                f"extractor's: { {k: v[0] for k, v in costs.items()} }"
+            )
     return Checked(fired, session.saturation.stop_reason, enodes, enodes <= egraph_check_max_enodes)
 
 
@@ -187,8 +209,9 @@ def _dead_initializers(model: onnx.ModelProto) -> list[str]:
     return [t.name for t in model.graph.initializer if t.name not in used]
 
 
-def _chunk(seed: int, examples: int, max_nodes: int, families: Sequence[str] | None, shrink: bool,
-           save_dir: str | None) -> FuzzReport:
+def _chunk(
+    seed: int, examples: int, max_nodes: int, families: Sequence[str] | None, shrink: bool, save_dir: str | None
+) -> FuzzReport:
     """One hypothesis run of `examples` graphs with `seed` (runs in a worker process with --jobs)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
@@ -202,8 +225,15 @@ def _chunk(seed: int, examples: int, max_nodes: int, families: Sequence[str] | N
     phases = [p for p in Phase if shrink or p not in (Phase.shrink, Phase.explain)]
 
     @hypothesis_seed(seed)
-    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
-              phases=phases, print_blob=False, report_multiple_bugs=False)
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=phases,
+        print_blob=False,
+        report_multiple_bugs=False,
+    )
     @given(onnx_graphs(max_nodes, families=families or GRAPH_FAMILIES, allow=allow))
     def prop(case: Any) -> None:
         counting = not state["failed"]
@@ -230,8 +260,7 @@ def _chunk(seed: int, examples: int, max_nodes: int, families: Sequence[str] | N
         case = state["last"]
         error = f"{type(exc).__name__}: {exc}".strip()
         saved = _save(case, Path(save_dir), seed) if case is not None and save_dir else None
-        report.failures.append(Failure(seed, allow, error, repr(case) if case is not None else "\n".join(lines),
-                                       saved))
+        report.failures.append(Failure(seed, allow, error, repr(case) if case is not None else "\n".join(lines), saved))
     report.seconds = time.perf_counter() - start
     return report
 
@@ -244,16 +273,26 @@ def _save(case: Any, folder: Path, seed: int) -> str:
     return str(stem)
 
 
-def fuzz(examples: int, seed: int = 0, *, chunk: int = CHUNK, max_nodes: int = MAX_NODES,
-         families: Sequence[str] | None = None, jobs: int = 1, shrink: bool = True, save_dir: str | None = None,
-         progress: Callable[[FuzzReport, FuzzReport], None] | None = None) -> FuzzReport:
+def fuzz(
+    examples: int,
+    seed: int = 0,
+    *,
+    chunk: int = CHUNK,
+    max_nodes: int = MAX_NODES,
+    families: Sequence[str] | None = None,
+    jobs: int = 1,
+    shrink: bool = True,
+    save_dir: str | None = None,
+    progress: Callable[[FuzzReport, FuzzReport], None] | None = None,
+) -> FuzzReport:
     """Check `examples` random graphs in chunks of `chunk` (seeds `seed`, `seed + 1`, ...), on `jobs`
     processes; failures are shrunk (unless not `shrink`) and saved to `save_dir`. `progress(total,
     chunk_report)` is called after each chunk."""
     sizes = [min(chunk, examples - k) for k in range(0, examples, chunk)]
     total = FuzzReport()
-    args = [(seed + i, n, max_nodes, tuple(families) if families else None, shrink, save_dir)
-            for i, n in enumerate(sizes)]
+    args = [
+        (seed + i, n, max_nodes, tuple(families) if families else None, shrink, save_dir) for i, n in enumerate(sizes)
+    ]
     if jobs <= 1:
         for a in args:
             part = _chunk(*a)

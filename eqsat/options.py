@@ -19,20 +19,20 @@ class Options:
 
     target: str = "cpu"
     extractor: str = "auto"
-    cost: Callable[..., float] | None = None           # a Python cost model instead of the target's
-    time_limit: float | None = None                    # saturation limits (None: the defaults)
+    cost: Callable[..., float] | None = None  # a Python cost model instead of the target's
+    time_limit: float | None = None  # saturation limits (None: the defaults)
     node_limit: int | None = None
     iter_limit: int | None = None
-    allow: tuple[str, ...] = ()                        # soundness classes admitted beyond the default
-    disable: tuple[str, ...] = ()                      # rules left out
-    extra_rules: tuple[Any, ...] = ()                  # eqsat.engine.rule.Rule records run alongside
-    opset: int | None = None                           # upgrade to this opset first
+    allow: tuple[str, ...] = ()  # soundness classes admitted beyond the default
+    disable: tuple[str, ...] = ()  # rules left out
+    extra_rules: tuple[Any, ...] = ()  # eqsat.engine.rule.Rule records run alongside
+    opset: int | None = None  # upgrade to this opset first
     verify: bool = True
-    strict: bool = False                               # refuse instead of dropping a rule or not verifying
-    bisect: bool = False                               # name the rule behind a failed verification
-    input_shapes: Mapping[str, Sequence[int]] | None = None        # verification: sizes by input name
-    inputs: Mapping[str, Any] | None = None                       # verification: arrays by input name
-    fix_input_shapes: Mapping[str, Sequence[int]] | None = None    # dims written into the model first
+    strict: bool = False  # refuse instead of dropping a rule or not verifying
+    bisect: bool = False  # name the rule behind a failed verification
+    input_shapes: Mapping[str, Sequence[int]] | None = None  # verification: sizes by input name
+    inputs: Mapping[str, Any] | None = None  # verification: arrays by input name
+    fix_input_shapes: Mapping[str, Sequence[int]] | None = None  # dims written into the model first
 
     def __post_init__(self) -> None:
         for name in ("allow", "disable", "extra_rules"):  # any sequence in, a tuple kept

@@ -17,14 +17,28 @@ if TYPE_CHECKING:
 __all__ = ["Result", "optimize"]  # Result lives in eqsat.result (Session.extract builds it too)
 
 
-def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "auto",
-             cost: Callable | None = None, time_limit: float | None = None, node_limit: int | None = None,
-             iter_limit: int | None = None, allow: Sequence[str] = (), disable: Sequence[str] = (),
-             opset: int | None = None, verify: bool = True, output: str | os.PathLike | None = None,
-             progress: Callable[[str], None] | None = None, extra_rules: Sequence[Any] = (),
-             bisect: bool = False, input_shapes: Mapping[str, Sequence[int]] | None = None,
-             inputs: Mapping[str, Any] | None = None,
-             fix_input_shapes: Mapping[str, Sequence[int]] | None = None, strict: bool = False) -> Result:
+def optimize(
+    model: io.ModelSource,
+    *,
+    target: str = "cpu",
+    extractor: str = "auto",
+    cost: Callable | None = None,
+    time_limit: float | None = None,
+    node_limit: int | None = None,
+    iter_limit: int | None = None,
+    allow: Sequence[str] = (),
+    disable: Sequence[str] = (),
+    opset: int | None = None,
+    verify: bool = True,
+    output: str | os.PathLike | None = None,
+    progress: Callable[[str], None] | None = None,
+    extra_rules: Sequence[Any] = (),
+    bisect: bool = False,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    fix_input_shapes: Mapping[str, Sequence[int]] | None = None,
+    strict: bool = False,
+) -> Result:
     """Optimize `model` (a path, ModelProto or ir.Model) for `target` and return the result.
 
     With `verify` (the default) both models run on seeded inputs and a difference beyond tolerance raises
@@ -45,10 +59,24 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     """
     from eqsat.session import saturate
 
-    options = Options(target=target, extractor=extractor, cost=cost, time_limit=time_limit, node_limit=node_limit,
-                      iter_limit=iter_limit, allow=tuple(allow), disable=tuple(disable),
-                      extra_rules=tuple(extra_rules), opset=opset, verify=verify, strict=strict, bisect=bisect,
-                      input_shapes=input_shapes, inputs=inputs, fix_input_shapes=fix_input_shapes)
+    options = Options(
+        target=target,
+        extractor=extractor,
+        cost=cost,
+        time_limit=time_limit,
+        node_limit=node_limit,
+        iter_limit=iter_limit,
+        allow=tuple(allow),
+        disable=tuple(disable),
+        extra_rules=tuple(extra_rules),
+        opset=opset,
+        verify=verify,
+        strict=strict,
+        bisect=bisect,
+        input_shapes=input_shapes,
+        inputs=inputs,
+        fix_input_shapes=fix_input_shapes,
+    )
     session = saturate(model, options, progress=progress)
     try:
         result = session.extract(options=options, progress=progress)
@@ -59,8 +87,9 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     else:
         reference = result.report.verification.reference if verify else None  # reused by every probe
         if verify and not result.report.verification.ok:
-            result = _drop_culprit(f"{session.source}: {result.report.verification.summary()}", session,
-                                   result.report, reference, progress)
+            result = _drop_culprit(
+                f"{session.source}: {result.report.verification.summary()}", session, result.report, reference, progress
+            )
     report = result.report
     if output is not None:
         if progress is not None:
@@ -70,8 +99,9 @@ def optimize(model: io.ModelSource, *, target: str = "cpu", extractor: str = "au
     return result
 
 
-def _drop_culprit(problem: str, session: Session, report: Report | None, reference: Any,
-                  progress: Callable[[str], None] | None) -> Result:
+def _drop_culprit(
+    problem: str, session: Session, report: Report | None, reference: Any, progress: Callable[[str], None] | None
+) -> Result:
     """After a failed verification: unless `strict`, bisect to the rule(s) responsible and return the verified
     result of the run without them, with a warning in its report; otherwise raise the VerificationError."""
     fired = session.saturation.rules_fired
@@ -87,7 +117,8 @@ def _drop_culprit(problem: str, session: Session, report: Report | None, referen
     result.report.warnings.append(
         f"rule{'s' if len(bisection.culprits) > 1 else ''} {names} unsound on this model: verification failed "
         f"with {'them' if len(bisection.culprits) > 1 else 'it'} ({problem.removeprefix(session.source + ': ')}); "
-        f"dropped and re-optimized ({len(bisection.probes)} probes; --strict refuses instead)")
+        f"dropped and re-optimized ({len(bisection.probes)} probes; --strict refuses instead)"
+    )
     result.bisection = bisection
     from eqsat.breakdown import attach
 
@@ -104,8 +135,14 @@ def _bisect(session: Session, reference: Any, known_failure: tuple[str, tuple[st
     return find_culprit(session.loaded, session.options, known_failure=known_failure, reference=reference)
 
 
-def _verification_failure(problem: str, session: Session, report: Report | None, reference: Any,
-                          progress: Callable[[str], None] | None, bisection: Any = None) -> VerificationError:
+def _verification_failure(
+    problem: str,
+    session: Session,
+    report: Report | None,
+    reference: Any,
+    progress: Callable[[str], None] | None,
+    bisection: Any = None,
+) -> VerificationError:
     """The error for a failed verification: the problem, the rules that fired, and with `bisect` (or a
     `bisection` already made) the rule responsible (one line)."""
     fired = ", ".join(session.saturation.rules_fired) or "none"

@@ -18,13 +18,13 @@ class Report:
     ops_before: collections.Counter[str]
     ops_after: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     phases: dict[str, float] = dataclasses.field(default_factory=dict)
-    saturation: Any = None      # eqsat.engine.saturate.RunReport, when the engine ran
-    extraction: Any = None      # extract.ExtractionSummary, when the engine ran
-    verification: Any = None    # eqsat.check.verify.VerifyReport, when verification ran
+    saturation: Any = None  # eqsat.engine.saturate.RunReport, when the engine ran
+    extraction: Any = None  # extract.ExtractionSummary, when the engine ran
+    verification: Any = None  # eqsat.check.verify.VerifyReport, when verification ran
     notes: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)  # e.g. a rule dropped as unsound on this model
-    breakdown: Any = None       # eqsat.breakdown.Breakdown (cost before/after per op), computed by the pipeline
-    subgraphs: Any = None       # eqsat.subgraphs.BodyStats, when the model has If/Loop/Scan bodies
+    breakdown: Any = None  # eqsat.breakdown.Breakdown (cost before/after per op), computed by the pipeline
+    subgraphs: Any = None  # eqsat.subgraphs.BodyStats, when the model has If/Loop/Scan bodies
     ops_folded: collections.Counter[str] | None = None  # the input after constant folding (what was encoded)
 
     @property
@@ -48,22 +48,29 @@ class Report:
         """What the run achieved: ops (Constant nodes not counted) and Constant nodes before and after, and
         the estimated cost before (the folded input) and after, with its change (None when unknown)."""
         b = self.breakdown
-        return {"ops_before": self.ops_before_count, "ops_after": self.ops_after_count,
-                "constants_before": self.ops_before["Constant"], "constants_after": self.ops_after["Constant"],
-                "target": b.target if b is not None else getattr(self.extraction, "target", None),
-                "cost_before": b.cost_before if b is not None else None,
-                "cost_after": b.cost_after if b is not None else getattr(self.extraction, "dag_cost", None),
-                "cost_change": b.cost_change if b is not None else None,
-                "unit": b.unit if b is not None else ("s" if getattr(self.extraction, "target", None) else "")}
+        return {
+            "ops_before": self.ops_before_count,
+            "ops_after": self.ops_after_count,
+            "constants_before": self.ops_before["Constant"],
+            "constants_after": self.ops_after["Constant"],
+            "target": b.target if b is not None else getattr(self.extraction, "target", None),
+            "cost_before": b.cost_before if b is not None else None,
+            "cost_after": b.cost_after if b is not None else getattr(self.extraction, "dag_cost", None),
+            "cost_change": b.cost_change if b is not None else None,
+            "unit": b.unit if b is not None else ("s" if getattr(self.extraction, "target", None) else ""),
+        }
 
     @property
     def seconds(self) -> float:
         return sum(self.phases.values())
 
     def watched(self, ops: collections.Counter[str]) -> dict[str, int]:
-        return {"Transpose": ops["Transpose"], "Cast": ops["Cast"],
-                "QDQ": ops["QuantizeLinear"] + ops["DequantizeLinear"],
-                "BatchNormalization": ops["BatchNormalization"]}
+        return {
+            "Transpose": ops["Transpose"],
+            "Cast": ops["Cast"],
+            "QDQ": ops["QuantizeLinear"] + ops["DequantizeLinear"],
+            "BatchNormalization": ops["BatchNormalization"],
+        }
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -33,9 +33,9 @@ class Result:
     proto: onnx.ModelProto
     report: Report
     extraction: Any = None  # eqsat.extract.result.ExtractionResult
-    session: Any = dataclasses.field(default=None, repr=False)     # eqsat.session.Session it came from
+    session: Any = dataclasses.field(default=None, repr=False)  # eqsat.session.Session it came from
     cost_model: Any = dataclasses.field(default=None, repr=False)  # the cost model the extraction used
-    bisection: Any = dataclasses.field(default=None, repr=False)   # eqsat.bisect.Bisection, when a rule was dropped
+    bisection: Any = dataclasses.field(default=None, repr=False)  # eqsat.bisect.Bisection, when a rule was dropped
     pending_verification: bool = False  # a re-extraction not checked yet: verify() or save() checks it
 
     @property
@@ -63,10 +63,14 @@ class Result:
         options = self.session.options
         with timed(self.report, "verify"):
             self.report.verification = run_verify(
-                self.session.original, self.proto, soundness=self.session.soundness, source=self.session.source,
+                self.session.original,
+                self.proto,
+                soundness=self.session.soundness,
+                source=self.session.source,
                 input_shapes=options.input_shapes if input_shapes is None else input_shapes,
                 inputs=options.inputs if inputs is None else inputs,
-                strict=options.strict if strict is None else strict)
+                strict=options.strict if strict is None else strict,
+            )
         run_warnings.replace_verification(self.report.warnings, self.report.verification)
         self.pending_verification = False
         return self.report.verification

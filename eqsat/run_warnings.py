@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 #: The warning of a re-extraction (`Session.extract` without `verify`): `Result.verify()` or `.save()` check it.
-PENDING_VERIFICATION = ("not verified: a re-extraction is checked only when asked; Result.verify() or .save() "
-                        "verifies it")
+PENDING_VERIFICATION = (
+    "not verified: a re-extraction is checked only when asked; Result.verify() or .save() verifies it"
+)
 VERIFICATION_OFF = "not verified: verification was off (--no-verify / verify=False)"
 
 
@@ -34,13 +35,17 @@ def of_saturation(saturation: Any, options: Any) -> list[str]:
     if options.disable:
         found.append(f"rule set restricted: disabled {', '.join(options.disable)}")
     if saturation.stop_reason == "node-limit":
-        found.append(f"node limit hit: saturation stopped at {saturation.enodes} e-nodes (limit "
-                     f"{saturation.limits.nodes}) after {saturation.iterations} iterations; the best graph found "
-                     "so far was extracted (raise --node-limit to explore further)")
+        found.append(
+            f"node limit hit: saturation stopped at {saturation.enodes} e-nodes (limit "
+            f"{saturation.limits.nodes}) after {saturation.iterations} iterations; the best graph found "
+            "so far was extracted (raise --node-limit to explore further)"
+        )
     elif saturation.stop_reason == "time-limit":
-        found.append(f"time limit hit: saturation stopped after {saturation.seconds:.2f} s (limit "
-                     f"{saturation.limits.seconds:g} s) and {saturation.iterations} iterations; the best graph "
-                     "found so far was extracted, and it may differ run to run")
+        found.append(
+            f"time limit hit: saturation stopped after {saturation.seconds:.2f} s (limit "
+            f"{saturation.limits.seconds:g} s) and {saturation.iterations} iterations; the best graph "
+            "found so far was extracted, and it may differ run to run"
+        )
     if saturation.error:
         found.append(f"egglog failed: {saturation.error}")
     return found

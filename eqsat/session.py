@@ -1,8 +1,8 @@
 """Saturate once, extract many times: the e-graph engine behind `eqsat.optimize` and notebooks.
 
-    s = saturate("model.onnx")                 # load, fold, encode, saturate, decode
-    s.extract(target="npu")                    # re-extract in milliseconds: a new Result each time
-    s.extract(cost=my_cost_fn, extractor="greedy-dag")
+s = saturate("model.onnx")                 # load, fold, encode, saturate, decode
+s.extract(target="npu")                    # re-extract in milliseconds: a new Result each time
+s.extract(cost=my_cost_fn, extractor="greedy-dag")
 """
 
 from __future__ import annotations
@@ -44,17 +44,17 @@ class Session:
     """A saturated e-graph and everything needed to lower any extraction of it."""
 
     source: str
-    original: onnx.ModelProto          # the input as loaded
-    normalized: onnx.ModelProto        # after folding: what was encoded
+    original: onnx.ModelProto  # the input as loaded
+    normalized: onnx.ModelProto  # after folding: what was encoded
     encoding: Encoding
     egraph: EGraph
     saturation: RunReport
     rules: tuple[Rule, ...]
     phases: dict[str, float]
-    bodies: tuple["Body", ...] = ()    # If/Loop/Scan bodies of the top-level graph (eqsat.subgraphs)
+    bodies: tuple["Body", ...] = ()  # If/Loop/Scan bodies of the top-level graph (eqsat.subgraphs)
     children: dict[tuple[str, str, int], "Session"] = dataclasses.field(default_factory=dict)  # by body key
-    notes: tuple[str, ...] = ()        # what loading decided (Ifs inlined by eqsat.frontend.decided_ifs)
-    options: Options = Options()       # what it was asked (extractions default to it)
+    notes: tuple[str, ...] = ()  # what loading decided (Ifs inlined by eqsat.frontend.decided_ifs)
+    options: Options = Options()  # what it was asked (extractions default to it)
     loaded: "Loaded | None" = dataclasses.field(default=None, repr=False)  # what it saturated
     input_graph: EGraph | None = dataclasses.field(default=None, repr=False)  # the input, snapshot at load
 
@@ -97,10 +97,13 @@ class Session:
         before = original.dag_cost(cost)
         if own <= before:
             return result
-        why = (f"input kept: the {result.extractor} choice costs {own:.6g} as a graph of its own ({estimate:.6g} "
-               f"estimated among its alternatives), the input {before:.6g}")
-        return dataclasses.replace(original, extractor=result.extractor, seconds=result.seconds,
-                                   notes=result.notes + (why,))
+        why = (
+            f"input kept: the {result.extractor} choice costs {own:.6g} as a graph of its own ({estimate:.6g} "
+            f"estimated among its alternatives), the input {before:.6g}"
+        )
+        return dataclasses.replace(
+            original, extractor=result.extractor, seconds=result.seconds, notes=result.notes + (why,)
+        )
 
     def _repr_html_(self) -> str:
         from eqsat.view.display import session_html
@@ -112,9 +115,17 @@ class Session:
 
         p.text(f"Session({self.source!r})\n{self.saturation.to_text()}\n{egraph_stats(self.egraph).to_text()}")
 
-    def extract(self, target: str | None = None, *, options: Options | None = None, verify: bool | None = None,
-                progress: Callable[[str], None] | None = None, reference: "Reference | None" = None,
-                breakdown: bool = True, **changes: Any) -> "Result":
+    def extract(
+        self,
+        target: str | None = None,
+        *,
+        options: Options | None = None,
+        verify: bool | None = None,
+        progress: Callable[[str], None] | None = None,
+        reference: "Reference | None" = None,
+        breakdown: bool = True,
+        **changes: Any,
+    ) -> "Result":
         """Extract and lower the best graph for `target` (or for a custom `cost=fn(egraph, node)`), under
         `options` (default: the session's, verification off: a re-extraction is checked when asked) with
         `changes` (`cost`, `extractor`, `input_shapes`, `inputs`, `strict`: eqsat.options.Options fields).
@@ -127,24 +138,31 @@ class Session:
         (eqsat.breakdown) and with it the headline's cost change."""
         pending = options is None and verify is None and not changes.get("verify")
         options = (options or self.options.replace(verify=False)).replace(
-            **changes, **({} if target is None else {"target": target}),
-            **({} if verify is None else {"verify": verify}))
+            **changes,
+            **({} if target is None else {"target": target}),
+            **({} if verify is None else {"verify": verify}),
+        )
         target, cost, extractor = options.target, options.cost, options.extractor
         from eqsat.engine.lower import lower
         from eqsat.result import Result, timed
         from eqsat.extract import extract as run_extractor
         from eqsat.extract.cost import load_target, roofline
 
-        report = Report(self.source, io.proto_op_histogram(self.original), notes=list(self.notes),
-                        ops_folded=io.proto_op_histogram(self.normalized))
+        report = Report(
+            self.source,
+            io.proto_op_histogram(self.original),
+            notes=list(self.notes),
+            ops_folded=io.proto_op_histogram(self.normalized),
+        )
         report.phases.update(self.phases)
         report.saturation = self.saturation
         note = progress or (lambda phase: None)
         note("extract")
         with timed(report, "extract"):
             cost_model = cost if cost is not None else roofline(load_target(target))
-            result = self._never_dearer_than_input(run_extractor(self.egraph, self.roots, cost_model,
-                                                                 extractor=extractor), cost_model)
+            result = self._never_dearer_than_input(
+                run_extractor(self.egraph, self.roots, cost_model, extractor=extractor), cost_model
+            )
         report.extraction = result.summary(cost_model, target if cost is None else None)
         note("lower")
         with timed(report, "lower"):
@@ -168,12 +186,22 @@ class Session:
 
             note("verify")
             with timed(report, "verify"):
-                report.verification = run_verify(self.original, model, soundness=self.soundness, source=self.source,
-                                                 input_shapes=options.input_shapes, inputs=options.inputs,
-                                                 strict=options.strict, reference=reference)
-        run_warnings.add(report.warnings, run_warnings.of_saturation(self.saturation, options)
-                         + run_warnings.of_bodies(report.subgraphs) + run_warnings.of_verification(
-                             report.verification, pending=pending))
+                report.verification = run_verify(
+                    self.original,
+                    model,
+                    soundness=self.soundness,
+                    source=self.source,
+                    input_shapes=options.input_shapes,
+                    inputs=options.inputs,
+                    strict=options.strict,
+                    reference=reference,
+                )
+        run_warnings.add(
+            report.warnings,
+            run_warnings.of_saturation(self.saturation, options)
+            + run_warnings.of_bodies(report.subgraphs)
+            + run_warnings.of_verification(report.verification, pending=pending),
+        )
         out = Result(model, report, result, session=self, cost_model=cost_model, pending_verification=pending)
         if breakdown:
             note("breakdown")
@@ -192,15 +220,21 @@ class Loaded:
     probes saturate one Loaded again and again; the normalized IR is only read by encoding)."""
 
     label: str
-    original: onnx.ModelProto          # as loaded (input shapes fixed when asked): the interface kept
-    work: "ir.Model"                   # normalized IR: what is encoded
-    normalized: onnx.ModelProto        # its proto: what lowering and the rule closure read
-    phases: dict[str, float]           # load and fold times
+    original: onnx.ModelProto  # as loaded (input shapes fixed when asked): the interface kept
+    work: "ir.Model"  # normalized IR: what is encoded
+    normalized: onnx.ModelProto  # its proto: what lowering and the rule closure read
+    phases: dict[str, float]  # load and fold times
 
 
-def load(model: io.ModelSource, options: Options = Options(), *, source: str | None = None,
-         progress: Callable[[str], None] | None = None) -> Loaded:
+def load(
+    model: io.ModelSource,
+    options: Options | None = None,
+    *,
+    source: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Loaded:
     """Read and check `model`, fix input shapes and upgrade the opset as `options` ask, and normalize it."""
+    options = options or Options()
     note = progress or (lambda phase: None)
     note("load")
     start = time.perf_counter()
@@ -218,10 +252,18 @@ def load(model: io.ModelSource, options: Options = Options(), *, source: str | N
     return Loaded(label, original, work, normalized, phases)
 
 
-def saturate(model: "io.ModelSource | Loaded", options: Options | None = None, *, rules: Sequence[Rule] | None = None,
-             limits: Limits | None = None, source: str | None = None,
-             progress: Callable[[str], None] | None = None, depth: int = 0,
-             lease: tuple[Backend, Usable] | None = None, **changes: Any) -> Session:
+def saturate(
+    model: "io.ModelSource | Loaded",
+    options: Options | None = None,
+    *,
+    rules: Sequence[Rule] | None = None,
+    limits: Limits | None = None,
+    source: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    depth: int = 0,
+    lease: tuple[Backend, Usable] | None = None,
+    **changes: Any,
+) -> Session:
     """Load, normalize, encode and saturate `model` under `options` (eqsat.options.Options, with `changes`:
     `allow`, `disable`, `opset`, `fix_input_shapes`, limits, ...); the returned Session extracts on demand.
 
@@ -255,8 +297,11 @@ def saturate(model: "io.ModelSource | Loaded", options: Options | None = None, *
             phases["install rules"] = time.perf_counter() - start
         bodies: tuple[Body, ...] = ()
         children: dict[tuple[str, str, int], Session] = {}
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-               for n in normalized.graph.node for a in n.attribute):
+        if any(
+            a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+            for n in normalized.graph.node
+            for a in n.attribute
+        ):
             from eqsat.subgraphs import bodies_of, problem_of
 
             note("saturate bodies")
@@ -268,9 +313,15 @@ def saturate(model: "io.ModelSource | Loaded", options: Options | None = None, *
                 try:
                     if backend.broken:  # an egglog panic in an earlier body: the same rules, anew
                         backend = prepared.like(backend)
-                    children[body.key] = saturate(body.child, options.replace(fix_input_shapes=None, opset=None),
-                                                  source=body.where(), depth=depth + 1, lease=(backend, usable),
-                                                  limits=limits, rules=rules)
+                    children[body.key] = saturate(
+                        body.child,
+                        options.replace(fix_input_shapes=None, opset=None),
+                        source=body.where(),
+                        depth=depth + 1,
+                        lease=(backend, usable),
+                        limits=limits,
+                        rules=rules,
+                    )
                 except Exception as exc:  # noqa: BLE001 - any failure keeps the body as it was
                     body.problem = problem_of(body.where(), exc)
             phases["saturate bodies"] = time.perf_counter() - start
@@ -279,13 +330,33 @@ def saturate(model: "io.ModelSource | Loaded", options: Options | None = None, *
         egraph, encoding, report, input_graph = _saturate(backend, usable, work, limits, phases, start, note)
     report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
     notes = tuple(work.meta.get(normalize.DECIDED_IFS, ()))
-    return Session(label, original, normalized, encoding, egraph, report, rules, phases, bodies, children, notes,
-                   options, loaded, input_graph)
+    return Session(
+        label,
+        original,
+        normalized,
+        encoding,
+        egraph,
+        report,
+        rules,
+        phases,
+        bodies,
+        children,
+        notes,
+        options,
+        loaded,
+        input_graph,
+    )
 
 
-def _saturate(backend: Backend, usable: Usable, work: "ir.Model", limits: Limits,
-              phases: dict[str, float], start: float,
-              note: Callable[[str], None]) -> tuple[EGraph, Encoding, RunReport, EGraph]:
+def _saturate(
+    backend: Backend,
+    usable: Usable,
+    work: "ir.Model",
+    limits: Limits,
+    phases: dict[str, float],
+    start: float,
+    note: Callable[[str], None],
+) -> tuple[EGraph, Encoding, RunReport, EGraph]:
     """Encode `work` with symbolic shape facts and saturate it; if two of them meet in one e-class (dims the
     symbol recovery could not prove equal: egglog's illegal merge, at loading or during the run), again on
     static shape facts only, in a fresh backend: as sound as before symbols, and the report says so."""
@@ -300,14 +371,20 @@ def _saturate(backend: Backend, usable: Usable, work: "ir.Model", limits: Limits
             raise
         where = "loading"
     encoding = encode(work, symbolic=False)
-    egraph, report, input_graph = _in_backend(prepared.like(backend), usable, encoding, limits, phases, start,
-                                              note)
+    egraph, report, input_graph = _in_backend(prepared.like(backend), usable, encoding, limits, phases, start, note)
     report.note = f"symbolic shape facts conflicted during {where}; saturated with static shape facts only"
     return egraph, encoding, report, input_graph
 
 
-def _in_backend(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, phases: dict[str, float],
-                start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport, EGraph]:
+def _in_backend(
+    backend: Backend,
+    usable: Usable,
+    encoding: Encoding,
+    limits: Limits,
+    phases: dict[str, float],
+    start: float,
+    note: Callable[[str], None],
+) -> tuple[EGraph, RunReport, EGraph]:
     """`_run` in `backend` (declarations and rules installed) between a push and a pop; a backend an earlier
     egglog panic broke is replaced by a fresh one with the same rules, and a pop that fails (a panic during
     this run: the result is already decoded or fell back) leaves it marked broken (eqsat.engine.prepared drops it)."""
@@ -324,16 +401,25 @@ def _in_backend(backend: Backend, usable: Usable, encoding: Encoding, limits: Li
                 raise
 
 
-def _run(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, phases: dict[str, float],
-         start: float, note: Callable[[str], None]) -> tuple[EGraph, RunReport, EGraph]:
+def _run(
+    backend: Backend,
+    usable: Usable,
+    encoding: Encoding,
+    limits: Limits,
+    phases: dict[str, float],
+    start: float,
+    note: Callable[[str], None],
+) -> tuple[EGraph, RunReport, EGraph]:
     """Load `encoding` into `backend` (declarations, `usable`'s rules and standard facts there), snapshot
     the input graph (every e-class its one original e-node: what the input costs), saturate, decode."""
     backend.load(terms.model_facts(encoding.perms, encoding.opset))
     backend.load_rows(encoding.rows)
     loaded = {name for name, rows in backend.sizes().items() if rows} & CONSTRUCTORS
     if not loaded <= usable.constructors:  # a rule left out could match: eqsat.engine.rule_closure missed one
-        raise InternalError(f"the encoding holds constructors {sorted(loaded - usable.constructors)} that the "
-                            "rule selection did not expect")
+        raise InternalError(
+            f"the encoding holds constructors {sorted(loaded - usable.constructors)} that the "
+            "rule selection did not expect"
+        )
     phases["encode"] = time.perf_counter() - start
     start = time.perf_counter()
     input_graph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
@@ -354,4 +440,3 @@ def _run(backend: Backend, usable: Usable, encoding: Encoding, limits: Limits, p
     report.eclasses = sum(1 for c in egraph.classes if c.sort == "T")
     phases["decode"] = time.perf_counter() - start
     return egraph, report, input_graph
-

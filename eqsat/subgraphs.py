@@ -42,10 +42,10 @@ class Body:
     """One body of a node: where it sits, the body as a model of its own (what a child Session optimizes),
     and what became of it: its optimized model, or why it is kept as it was."""
 
-    key: tuple[str, str, int]           # (node's first output, attribute name, index among GRAPHS)
-    node: str                           # node name (reports)
+    key: tuple[str, str, int]  # (node's first output, attribute name, index among GRAPHS)
+    node: str  # node name (reports)
     child: onnx.ModelProto | None = None
-    problem: str | None = None          # why it is kept as it was
+    problem: str | None = None  # why it is kept as it was
 
     def where(self, attr: str | None = None) -> str:
         return f"{self.node}.{attr or self.key[1]}"
@@ -65,8 +65,10 @@ class BodyStats:
         return dataclasses.asdict(self)
 
     def summary(self) -> str:
-        text = (f"{self.optimized} of {self.optimized + self.kept} bodies optimized, "
-                f"{self.nodes_before} -> {self.nodes_after} nodes in bodies")
+        text = (
+            f"{self.optimized} of {self.optimized + self.kept} bodies optimized, "
+            f"{self.nodes_before} -> {self.nodes_after} nodes in bodies"
+        )
         return text + (f"; kept: {'; '.join(self.problems)}" if self.problems else "")
 
 
@@ -164,8 +166,14 @@ def standalone(model: onnx.ModelProto, body: onnx.GraphProto) -> onnx.ModelProto
                 raise ValueError(f"output {o.name!r} has no type")
             o = helper.make_value_info(o.name, inner_types[o.name])
         out_infos.append(o)
-    graph = helper.make_graph(list(body.node), body.name or "body", inputs, out_infos, [*body.initializer, *inits],
-                              value_info=list(body.value_info))
+    graph = helper.make_graph(
+        list(body.node),
+        body.name or "body",
+        inputs,
+        out_infos,
+        [*body.initializer, *inits],
+        value_info=list(body.value_info),
+    )
     graph.sparse_initializer.extend(body.sparse_initializer)
     child = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
     child.functions.extend(model.functions)
@@ -173,8 +181,9 @@ def standalone(model: onnx.ModelProto, body: onnx.GraphProto) -> onnx.ModelProto
 
 
 # ---- putting back ----
-def put_back(model: onnx.ModelProto, bodies: Sequence[Body], optimized: Mapping[tuple[str, str, int], Any]
-             ) -> BodyStats:
+def put_back(
+    model: onnx.ModelProto, bodies: Sequence[Body], optimized: Mapping[tuple[str, str, int], Any]
+) -> BodyStats:
     """Put each body's optimized model (`optimized[body.key]`: a ModelProto, or the exception its child
     raised) into `model` (the lowered model, in place) where it came from; bodies without one, or whose
     child failed or grew, stay as they were. Every body node ends up with provenance metadata."""
@@ -245,8 +254,15 @@ def _optimized(model: onnx.ModelProto, graph: onnx.GraphProto, child: onnx.Model
         raise ValueError("the optimized body's outputs differ")
     outer_inits = {t.name: t for t in model.graph.initializer}
     kept = [t for t in out.initializer if not (t.name in outer_inits and t == outer_inits[t.name])]
-    new = helper.make_graph(list(out.node), graph.name, list(graph.input), list(graph.output), kept,
-                            doc_string=graph.doc_string or None, value_info=list(out.value_info))
+    new = helper.make_graph(
+        list(out.node),
+        graph.name,
+        list(graph.input),
+        list(graph.output),
+        kept,
+        doc_string=graph.doc_string or None,
+        value_info=list(out.value_info),
+    )
     # names defined anywhere outside this body (the outer names it reads among them) must not be redefined
     elsewhere = _defined(model.graph) - _defined(graph)
     protected = {v.name for v in graph.input} | {v.name for v in graph.output}

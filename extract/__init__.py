@@ -22,15 +22,31 @@ if TYPE_CHECKING:
     from eqsat.extract.cost import CostModel, Roofline, Target, TargetError, load_target, roofline, targets
     from eqsat.extract.result import ExtractionError, ExtractionResult, ExtractionSummary
 
-__all__ = ["EXTRACTORS", "CostModel", "ExtractionError", "ExtractionResult", "ExtractionSummary",
-           "Extractor", "ExtractorInfo", "Roofline", "Target", "TargetError", "extract", "load_target", "roofline",
-           "targets"]
+__all__ = [
+    "EXTRACTORS",
+    "CostModel",
+    "ExtractionError",
+    "ExtractionResult",
+    "ExtractionSummary",
+    "Extractor",
+    "ExtractorInfo",
+    "Roofline",
+    "Target",
+    "TargetError",
+    "extract",
+    "load_target",
+    "roofline",
+    "targets",
+]
 
 #: Names re-exported from cost.py and result.py, loaded on first use: the registry below is all the CLI
 #: needs to build its parser (cost.py and result.py import onnx_ir through eqsat.engine.egraph).
-_LAZY = {**dict.fromkeys(("CostModel", "Roofline", "Target", "TargetError", "load_target", "roofline", "targets"),
-                         "eqsat.extract.cost"),
-         **dict.fromkeys(("ExtractionError", "ExtractionResult", "ExtractionSummary"), "eqsat.extract.result")}
+_LAZY = {
+    **dict.fromkeys(
+        ("CostModel", "Roofline", "Target", "TargetError", "load_target", "roofline", "targets"), "eqsat.extract.cost"
+    ),
+    **dict.fromkeys(("ExtractionError", "ExtractionResult", "ExtractionSummary"), "eqsat.extract.result"),
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -45,8 +61,7 @@ class Extractor(Protocol):
     one term DAG for `roots` whose every choice is an e-node of its class (`ExtractionResult.check()`).
     Options are keyword-only (ilp's `time_limit`)."""
 
-    def extract(self, egraph: "EGraph", roots: Sequence[int], cost: "CostModel", /) -> "ExtractionResult":
-        ...
+    def extract(self, egraph: "EGraph", roots: Sequence[int], cost: "CostModel", /) -> "ExtractionResult": ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,23 +80,42 @@ class ExtractorInfo:
         return module
 
 
-EXTRACTORS: Mapping[str, ExtractorInfo] = {info.name: info for info in (
-    ExtractorInfo("tree", "eqsat.extract.tree", "tree cost",
-                  "bottom-up least tree cost (Knuth/Dijkstra); over-counts shared sub-terms"),
-    ExtractorInfo("greedy-dag", "eqsat.extract.greedy_dag", "none",
-                  "union-cost greedy + refinement; DAG cost never above tree's"),
-    ExtractorInfo("ilp", "eqsat.extract.ilp", "DAG cost (exact with cycle cuts; within an acyclic pre-filter "
-                  "if they do not converge, as notes say)",
-                  "0-1 program with HiGHS, lazy cycle cuts, time limit (default 10 s)"),
-)}
+EXTRACTORS: Mapping[str, ExtractorInfo] = {
+    info.name: info
+    for info in (
+        ExtractorInfo(
+            "tree",
+            "eqsat.extract.tree",
+            "tree cost",
+            "bottom-up least tree cost (Knuth/Dijkstra); over-counts shared sub-terms",
+        ),
+        ExtractorInfo(
+            "greedy-dag",
+            "eqsat.extract.greedy_dag",
+            "none",
+            "union-cost greedy + refinement; DAG cost never above tree's",
+        ),
+        ExtractorInfo(
+            "ilp",
+            "eqsat.extract.ilp",
+            "DAG cost (exact with cycle cuts; within an acyclic pre-filter if they do not converge, as notes say)",
+            "0-1 program with HiGHS, lazy cycle cuts, time limit (default 10 s)",
+        ),
+    )
+}
 
 
 #: `auto` runs the exact ILP up to this many e-nodes and greedy-dag above (HiGHS took 3.6 s at 67k).
 AUTO_ILP_MAX_ENODES = 30_000
 
 
-def extract(egraph: "EGraph", roots: Sequence[int] | None, cost: "CostModel | Target | str",
-            extractor: str = "auto", **options: Any) -> "ExtractionResult":
+def extract(
+    egraph: "EGraph",
+    roots: Sequence[int] | None,
+    cost: "CostModel | Target | str",
+    extractor: str = "auto",
+    **options: Any,
+) -> "ExtractionResult":
     """Extract one term DAG for `roots` (default: `egraph.roots`) under `cost` (a cost model, a Target or
     a target name) with the named extractor; `options` go to the extractor (e.g. `time_limit` for ilp).
 

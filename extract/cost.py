@@ -69,6 +69,23 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
+from eqsat.extract.op_traits import (
+    DTYPE_BYTES,
+    DEFAULT_DTYPE,
+    DEFAULT_NUMEL,
+    DEFAULT_KERNEL,
+    VIEW_OPS,
+    MOVE_OPS,
+    ELEMENTWISE_FLOPS,
+    REDUCE_FLOPS,
+    LAYOUT_OPS,
+    INDEXED_READ_OPS,
+    QUANT_TYPES,
+    QDQ_OPS,
+    QUANT_OTHER,
+    CONV_WEIGHT,
+    MATMUL_RHS,
+)
 from eqsat.extract.target_schema import check_keys
 from eqsat.engine.egraph import EGraph, ENode
 from eqsat.errors import BadInputError
@@ -77,58 +94,6 @@ from eqsat.engine.terms import PLUMBING_OPS
 CostModel = Callable[[EGraph, ENode], float]
 
 TARGET_DIR = Path(__file__).with_name("targets")
-
-#: Bytes per element of each ONNX DataType name.
-DTYPE_BYTES: Mapping[str, float] = {
-    "FLOAT": 4, "DOUBLE": 8, "FLOAT16": 2, "BFLOAT16": 2, "INT8": 1, "UINT8": 1, "INT16": 2, "UINT16": 2,
-    "INT32": 4, "UINT32": 4, "INT64": 8, "UINT64": 8, "BOOL": 1, "STRING": 8, "COMPLEX64": 8,
-    "COMPLEX128": 16, "FLOAT8E4M3FN": 1, "FLOAT8E4M3FNUZ": 1, "FLOAT8E5M2": 1, "FLOAT8E5M2FNUZ": 1,
-    "INT4": 0.5, "UINT4": 0.5, "FLOAT4E2M1": 0.5,
-}
-DEFAULT_DTYPE = "FLOAT"
-#: Elements assumed for a tensor whose shape is unknown and cannot be estimated from its inputs.
-DEFAULT_NUMEL = 1024
-
-#: Multiply-accumulates per conv output assumed when the weight shape is unknown (3x3 over 16 channels).
-DEFAULT_KERNEL = 144.0
-#: Ops that move no data (a new view of the same buffer).
-VIEW_OPS = frozenset({"Reshape", "ReshapeDyn", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
-#: Ops that only move or convert data: bytes, no FLOPs. Transpose is one: it is never free.
-MOVE_OPS = frozenset({"Transpose", "Pad", "Concat", "Cast", "CastLike", "Slice", "Gather", "GatherElements",
-                      "GatherND", "Split", "Expand", "Tile", "Resize", "DepthToSpace", "SpaceToDepth",
-                      "ScatterND", "ScatterElements", "Shape", "Size", "ConstantOfShape", "ReverseSequence"})
-#: FLOPs per output element of elementwise ops (unknown ops default to 1).
-ELEMENTWISE_FLOPS: Mapping[str, float] = {
-    "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Relu": 1, "LeakyRelu": 2, "PRelu": 2, "Clip": 2, "Max": 1,
-    "Min": 1, "Abs": 1, "Neg": 1, "Sqrt": 4, "Reciprocal": 4, "Pow": 8, "Exp": 8, "Log": 8, "Erf": 8,
-    "Tanh": 8, "Sigmoid": 8, "HardSigmoid": 3, "HardSwish": 4, "Gelu": 10, "Elu": 8, "Selu": 8,
-    "Softplus": 8, "Mish": 16, "Where": 1, "Equal": 1, "Less": 1, "Greater": 1, "Not": 1, "And": 1,
-    "Or": 1, "Sin": 8, "Cos": 8, "Floor": 1, "Ceil": 1, "Round": 1, "Sign": 1, "Mod": 4,
-    "QuantizeLinear": 3, "DequantizeLinear": 2, "DynamicQuantizeLinear": 5,
-}
-#: FLOPs per input element of reductions, pools and normalizations.
-REDUCE_FLOPS: Mapping[str, float] = {
-    "ReduceMean": 1, "ReduceSum": 1, "ReduceMax": 1, "ReduceMin": 1, "ReduceProd": 1, "ReduceL1": 2,
-    "ReduceL2": 2, "ReduceSumSquare": 2, "ReduceLogSumExp": 9, "ReduceLogSum": 2, "ArgMax": 1, "ArgMin": 1,
-    "GlobalAveragePool": 1, "GlobalMaxPool": 1, "AveragePool": 9, "MaxPool": 9, "LpPool": 18,
-    "BatchNormalization": 2, "LayerNormalization": 8, "InstanceNormalization": 8, "GroupNormalization": 8,
-    "RMSNormalization": 5, "SimplifiedLayerNormalization": 5, "LpNormalization": 4, "Softmax": 5,
-    "LogSoftmax": 6, "Hardmax": 2, "CumSum": 1, "TopK": 4,
-}
-#: Ops that imply an NCHW memory layout in ONNX.
-LAYOUT_OPS = frozenset({"Conv", "ConvInteger", "QLinearConv", "ConvTranspose", "AveragePool", "MaxPool",
-                        "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization", "InstanceNormalization",
-                        "Resize", "LpPool"})
-#: Ops that read only the elements they index (data input first): as many bytes as they write.
-INDEXED_READ_OPS = frozenset({"Gather", "GatherElements", "GatherND"})
-#: Types of quantized tensors that a target's `[quant]` preference speaks of (int32 bias DQ nodes excepted).
-QUANT_TYPES = frozenset({"UINT8", "INT8", "UINT16", "INT16", "UINT4", "INT4"})
-QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
-#: What a Q/DQ outside a target's quantized types costs: as an unsupported op, or one conversion pass more.
-QUANT_OTHER = ("unsupported", "convert")
-#: Tensor-input index of the weight (conv) or right operand (matmul) of the contraction ops.
-CONV_WEIGHT = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3, "ConvTranspose": 1}
-MATMUL_RHS = {"MatMul": 1, "MatMulInteger": 1, "QLinearMatMul": 3, "Gemm": 1, "FusedMatMul": 1}
 
 
 class TargetError(BadInputError):
@@ -147,16 +112,16 @@ class FusedPattern:
     producers: frozenset[str]
     consumers: frozenset[str]
     other_inputs: str = "constant"  # "constant": the consumer's other inputs must be constant; "any"
-    mode: str = "free"              # "free": reads its constants only; "epilogue": compute and traffic, no launch
+    mode: str = "free"  # "free": reads its constants only; "epilogue": compute and traffic, no launch
 
 
 @dataclasses.dataclass(frozen=True)
 class BlockedLayout:
     """A blocked activation layout a CPU runtime keeps between its kernels (ONNX Runtime's NCHWc)."""
 
-    producers: frozenset[str]       # ops that produce blocked outputs from plain NCHW inputs
-    ops: frozenset[str]             # ops that consume (and produce) blocked activations
-    block: int = 1                  # channels per block: producers whose output channels are not a multiple stay NCHW
+    producers: frozenset[str]  # ops that produce blocked outputs from plain NCHW inputs
+    ops: frozenset[str]  # ops that consume (and produce) blocked activations
+    block: int = 1  # channels per block: producers whose output channels are not a multiple stay NCHW
     dtypes: frozenset[str] = frozenset({"FLOAT"})
 
 
@@ -166,27 +131,27 @@ class Target:
 
     name: str
     description: str
-    peak: Mapping[str, float]              # FLOP/s per ONNX dtype name; "default" for others
-    bandwidth: float                       # bytes/s
-    launch: float                          # seconds per op
-    supported_ops: frozenset[str] | None   # None: every op
-    unsupported_penalty: float = 0.0       # seconds per unsupported op (host round trip)
-    fallback_peak: float = 1e11            # FLOP/s of the host that runs unsupported ops
-    fallback_bandwidth: float = 1e10       # bytes/s of that host
+    peak: Mapping[str, float]  # FLOP/s per ONNX dtype name; "default" for others
+    bandwidth: float  # bytes/s
+    launch: float  # seconds per op
+    supported_ops: frozenset[str] | None  # None: every op
+    unsupported_penalty: float = 0.0  # seconds per unsupported op (host round trip)
+    fallback_peak: float = 1e11  # FLOP/s of the host that runs unsupported ops
+    fallback_bandwidth: float = 1e10  # bytes/s of that host
     fused: tuple[FusedPattern, ...] = ()
-    layout: str = "any"                    # "NCHW", "NHWC" or "any"
-    layout_penalty: float = 0.0            # extra activation traffic of a non-preferred layout
-    view_fraction: float = 0.05            # cost of a view op, as a fraction of `launch`
+    layout: str = "any"  # "NCHW", "NHWC" or "any"
+    layout_penalty: float = 0.0  # extra activation traffic of a non-preferred layout
+    view_fraction: float = 0.05  # cost of a view op, as a fraction of `launch`
     qdq_ops: frozenset[str] = frozenset()  # ops run as one integer kernel inside DQ -> op -> Q
-    blocked: BlockedLayout | None = None   # blocked activation layout (NCHWc) and the ops that keep it
+    blocked: BlockedLayout | None = None  # blocked activation layout (NCHWc) and the ops that keep it
     serial_ops: frozenset[str] = frozenset()  # one thread per output looping over the window
-    serial_step: float = 0.0               # seconds per step of that loop
+    serial_step: float = 0.0  # seconds per step of that loop
     relayout_ops: frozenset[str] = frozenset()  # ops whose kernels take only inputs of `relayout_ranks`
     relayout_ranks: frozenset[int] = frozenset()
     quant_types: frozenset[str] | None = None  # quantized types taken natively by Q/DQ (None: every type)
-    quant_symmetric: bool = False          # ... with zero point 0 only
-    quant_other: str = "convert"           # cost of any other Q/DQ: "unsupported" or "convert" (see QUANT_OTHER)
-    tie_break: float = 0.0                 # seconds per input an op reads and per constant it computes (ties)
+    quant_symmetric: bool = False  # ... with zero point 0 only
+    quant_other: str = "convert"  # cost of any other Q/DQ: "unsupported" or "convert" (see QUANT_OTHER)
+    tie_break: float = 0.0  # seconds per input an op reads and per constant it computes (ties)
     source: str = ""
 
     def peak_for(self, dtype: str) -> float | None:
@@ -221,15 +186,27 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
     ops = data.get("supported_ops", "*")
     fallback = data.get("fallback", {})
     target = Target(
-        name=str(data["name"]), description=str(data.get("description", "")),
-        peak={str(k): float(v) for k, v in data["peak"].items()}, bandwidth=float(data["bandwidth"]),
-        launch=float(data["launch"]), supported_ops=None if ops == "*" else frozenset(map(str, ops)),
+        name=str(data["name"]),
+        description=str(data.get("description", "")),
+        peak={str(k): float(v) for k, v in data["peak"].items()},
+        bandwidth=float(data["bandwidth"]),
+        launch=float(data["launch"]),
+        supported_ops=None if ops == "*" else frozenset(map(str, ops)),
         unsupported_penalty=float(data.get("unsupported_penalty", 0.0)),
-        fallback_peak=float(fallback.get("peak", 1e11)), fallback_bandwidth=float(fallback.get("bandwidth", 1e10)),
-        fused=tuple(FusedPattern(str(f["name"]), frozenset(f["producers"]), frozenset(f["consumers"]),
-                                 str(f.get("other_inputs", "constant")), str(f.get("mode", "free")))
-                    for f in data.get("fused", ())),
-        layout=str(data.get("layout", "any")), layout_penalty=float(data.get("layout_penalty", 0.0)),
+        fallback_peak=float(fallback.get("peak", 1e11)),
+        fallback_bandwidth=float(fallback.get("bandwidth", 1e10)),
+        fused=tuple(
+            FusedPattern(
+                str(f["name"]),
+                frozenset(f["producers"]),
+                frozenset(f["consumers"]),
+                str(f.get("other_inputs", "constant")),
+                str(f.get("mode", "free")),
+            )
+            for f in data.get("fused", ())
+        ),
+        layout=str(data.get("layout", "any")),
+        layout_penalty=float(data.get("layout_penalty", 0.0)),
         view_fraction=float(data.get("view_fraction", 0.05)),
         qdq_ops=frozenset(map(str, data.get("qdq", {}).get("ops", ()))),
         blocked=_blocked_from_dict(data["blocked_layout"]) if "blocked_layout" in data else None,
@@ -240,19 +217,30 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
         quant_types=frozenset(map(str, data["quant"]["types"])) if "types" in data.get("quant", {}) else None,
         quant_symmetric=bool(data.get("quant", {}).get("symmetric", False)),
         quant_other=str(data.get("quant", {}).get("other", "convert")),
-        tie_break=float(data.get("tie_break", 0.0)), source=source)
+        tie_break=float(data.get("tie_break", 0.0)),
+        source=source,
+    )
     _validate(target)
     return target
 
 
 def _blocked_from_dict(data: Mapping[str, Any]) -> BlockedLayout:
-    return BlockedLayout(frozenset(map(str, data["producers"])), frozenset(map(str, data["ops"])),
-                         int(data.get("block", 1)), frozenset(map(str, data.get("dtypes", ("FLOAT",)))))
+    return BlockedLayout(
+        frozenset(map(str, data["producers"])),
+        frozenset(map(str, data["ops"])),
+        int(data.get("block", 1)),
+        frozenset(map(str, data.get("dtypes", ("FLOAT",)))),
+    )
 
 
 def _validate(t: Target) -> None:
-    positive = {"bandwidth": t.bandwidth, "launch": t.launch, "fallback.peak": t.fallback_peak,
-                "fallback.bandwidth": t.fallback_bandwidth, "view_fraction": t.view_fraction}
+    positive = {
+        "bandwidth": t.bandwidth,
+        "launch": t.launch,
+        "fallback.peak": t.fallback_peak,
+        "fallback.bandwidth": t.fallback_bandwidth,
+        "view_fraction": t.view_fraction,
+    }
     positive.update({f"peak.{k}": v for k, v in t.peak.items()})
     for key, value in positive.items():
         if not (value > 0 and math.isfinite(value)):
@@ -296,8 +284,9 @@ def node_costs(egraph: EGraph, cost: CostModel) -> np.ndarray:
     bad = np.flatnonzero(np.isnan(out) | (out < 0))
     if bad.size:
         n = egraph.nodes[int(bad[0])]
-        raise ValueError(f"cost model returned {out[bad[0]]} for node {n.id} ({n.op}) of class {n.eclass}: "
-                         "costs must be >= 0")
+        raise ValueError(
+            f"cost model returned {out[bad[0]]} for node {n.id} ({n.op}) of class {n.eclass}: costs must be >= 0"
+        )
     return out
 
 
@@ -309,16 +298,16 @@ def node_costs(egraph: EGraph, cost: CostModel) -> np.ndarray:
 class _GraphFacts:
     """Per-class facts the roofline model derives once per e-graph."""
 
-    numel: list[float]          # elements: from the shape, else estimated from the inputs (see _estimate)
-    elt_bytes: list[float]      # bytes per element (dtype size, or the default's)
+    numel: list[float]  # elements: from the shape, else estimated from the inputs (see _estimate)
+    elt_bytes: list[float]  # bytes per element (dtype size, or the default's)
     dtype: list[str | None]
-    fused: list[int]            # per class: bitmask of fused patterns whose producer output it can be
-    dq: list[int]               # per class: a DequantizeLinear node in it (node id), else -1
-    q: list[int]                # per class: a QuantizeLinear node reading it (node id), else -1
-    unit: list[bool]            # per node: a QDQ node unit of the target (see _qdq_facts)
-    dq_used: list[bool]         # per class: a DQ output with consumers (which absorb it or pay for it)
-    q_paid: list[bool]          # per class: its producer absorbs (unit) or pays for a Q reading it
-    blocked: list[bool]         # per class: holds an activation in the target's blocked layout
+    fused: list[int]  # per class: bitmask of fused patterns whose producer output it can be
+    dq: list[int]  # per class: a DequantizeLinear node in it (node id), else -1
+    q: list[int]  # per class: a QuantizeLinear node reading it (node id), else -1
+    unit: list[bool]  # per node: a QDQ node unit of the target (see _qdq_facts)
+    dq_used: list[bool]  # per class: a DQ output with consumers (which absorb it or pay for it)
+    q_paid: list[bool]  # per class: its producer absorbs (unit) or pays for a Q reading it
+    blocked: list[bool]  # per class: holds an activation in the target's blocked layout
 
 
 class Roofline:
@@ -336,8 +325,9 @@ class Roofline:
 
     def node_costs(self, egraph: EGraph) -> np.ndarray:
         facts = self._graph_facts(egraph)
-        return np.fromiter((self._cost(egraph, facts, n) for n in egraph.nodes), dtype=np.float64,
-                           count=len(egraph.nodes))
+        return np.fromiter(
+            (self._cost(egraph, facts, n) for n in egraph.nodes), dtype=np.float64, count=len(egraph.nodes)
+        )
 
     # ---- per-graph facts ----
     def _graph_facts(self, egraph: EGraph) -> _GraphFacts:
@@ -346,8 +336,14 @@ class Roofline:
         numel = _estimate_numel(egraph)
         dtype = [c.dtype for c in egraph.classes]
         elt = [float(DTYPE_BYTES.get(d or DEFAULT_DTYPE, 4)) for d in dtype]
-        facts = _GraphFacts(numel, elt, dtype, _fusable_classes(egraph, self.target.fused),
-                            *_qdq_facts(egraph, self.target.qdq_ops), _blocked_classes(egraph, self.target.blocked))
+        facts = _GraphFacts(
+            numel,
+            elt,
+            dtype,
+            _fusable_classes(egraph, self.target.fused),
+            *_qdq_facts(egraph, self.target.qdq_ops),
+            _blocked_classes(egraph, self.target.blocked),
+        )
         self._facts = (weakref.ref(egraph), facts)
         return facts
 
@@ -462,8 +458,11 @@ class Roofline:
         in_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in ins)
         out_bytes = out_numel * self._elt_bytes(f, n, ins)
         flops = _flops(g, f, n, ins, out_numel)
-        return (t.unsupported_penalty + t.launch
-                + max(flops / t.fallback_peak, (in_bytes + out_bytes) / t.fallback_bandwidth))
+        return (
+            t.unsupported_penalty
+            + t.launch
+            + max(flops / t.fallback_peak, (in_bytes + out_bytes) / t.fallback_bandwidth)
+        )
 
     def _span(self, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
         """Work-span bound of a serial-window kernel: window elements (input / output) x step."""
@@ -528,8 +527,11 @@ class Roofline:
             if k is not None:
                 ins = [c for c in n.children if g.classes[c].sort == "T"]  # as _fused_input indexes them
                 others = [c for j, c in enumerate(ins) if j != k and not _absent(g, c)]
-                return (pattern.mode, [c for c in others if not g.classes[c].constant],
-                        [c for c in others if g.classes[c].constant])
+                return (
+                    pattern.mode,
+                    [c for c in others if not g.classes[c].constant],
+                    [c for c in others if g.classes[c].constant],
+                )
         return None
 
 
@@ -748,8 +750,14 @@ def _blocked_classes(g: EGraph, layout: BlockedLayout | None) -> list[bool]:
     work: list[int] = []
     for n in g.nodes:
         shape = g.classes[n.eclass].sizes
-        if (n.op in layout.producers and eligible(n) and not blocked[n.eclass]
-                and shape is not None and len(shape) >= 3 and shape[1] % layout.block == 0):
+        if (
+            n.op in layout.producers
+            and eligible(n)
+            and not blocked[n.eclass]
+            and shape is not None
+            and len(shape) >= 3
+            and shape[1] % layout.block == 0
+        ):
             blocked[n.eclass] = True
             work.append(n.eclass)
     while work:
@@ -771,7 +779,7 @@ def _fused_input(g: EGraph, mask: list[int], i: int, p: FusedPattern, n: ENode) 
     ins = [c for c in n.children if g.classes[c].sort == "T"]
     for k, c in enumerate(ins):
         if mask[c] >> i & 1:
-            others = ins[:k] + ins[k + 1:]
+            others = ins[:k] + ins[k + 1 :]
             if p.other_inputs == "any" or all(g.classes[o].constant for o in others):
                 return k
     return None

@@ -86,13 +86,21 @@ def union_greedy(problem: Problem) -> dict[int, int]:
             nbits += 1
         mask[c] = m
 
-    bottom_up(((cost[n], n) for nodes in problem.class_nodes for n in nodes if not children[n]), node_class,
-              problem.parents, pending, done, lambda p: cost[p] + union_cost(children[p]), finalize)
+    bottom_up(
+        ((cost[n], n) for nodes in problem.class_nodes for n in nodes if not children[n]),
+        node_class,
+        problem.parents,
+        pending,
+        done,
+        lambda p: cost[p] + union_cost(children[p]),
+        finalize,
+    )
     return choice
 
 
-def refine(problem: Problem, choice: Mapping[int, int], passes: int = 3,
-           walk_limit: int = 256) -> tuple[dict[int, int], float]:
+def refine(
+    problem: Problem, choice: Mapping[int, int], passes: int = 3, walk_limit: int = 256
+) -> tuple[dict[int, int], float]:
     """Step 2: switch classes to nodes whose children the DAG already pays for, when that lowers the DAG
     cost: gain = cost(old) - cost(new) + cost of the classes only the old node kept alive (reference
     counts; the cascade is walked at most `walk_limit` steps, which only underestimates the gain). A new
@@ -144,8 +152,11 @@ def _refine_pass(problem: Problem, choice: dict[int, int], order: list[int], wal
         i, old = pos[c], choice[c]
         if refs[c] == 0:
             continue  # freed by an earlier switch in this pass
-        candidates = [n for n in problem.class_nodes[c] if n != old
-                      and all(refs.get(k, 0) > 0 and pos[k] < i for k in children[n])]
+        candidates = [
+            n
+            for n in problem.class_nodes[c]
+            if n != old and all(refs.get(k, 0) > 0 and pos[k] < i for k in children[n])
+        ]
         if not candidates:
             continue
         pick, pick_gain = old, 0.0

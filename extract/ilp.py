@@ -53,13 +53,13 @@ MIP_REL_GAP = 1e-7
 class _Model:
     """The reduced 0-1 program: model nodes (x) and classes (y), with their rows."""
 
-    nodes: list[int]                 # global node ids of the x variables
-    classes: list[int]               # global class ids of the y variables
+    nodes: list[int]  # global node ids of the x variables
+    classes: list[int]  # global class ids of the y variables
     class_index: dict[int, int]
-    class_nodes: list[list[int]]     # per model class: positions in `nodes`
-    node_kids: list[list[int]]       # per model node: model classes of its (non-fixed) children
-    roots: list[int]                 # model classes that must be used
-    fixed: dict[int, int]            # class -> node, for classes fixed to their zero-cost tree choice
+    class_nodes: list[list[int]]  # per model class: positions in `nodes`
+    node_kids: list[list[int]]  # per model node: model classes of its (non-fixed) children
+    roots: list[int]  # model classes that must be used
+    fixed: dict[int, int]  # class -> node, for classes fixed to their zero-cost tree choice
     requires: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # (e, c): y_e >= y_c
     cuts: list[tuple[list[int], int]] = dataclasses.field(default_factory=list)  # (x positions, rhs)
     cut_keys: set[frozenset[int]] = dataclasses.field(default_factory=set)
@@ -98,15 +98,24 @@ def _build_model(problem: Problem, tsol: tree.TreeSolution) -> _Model:
     class_nodes: list[list[int]] = [[] for _ in classes]
     node_kids: list[list[int]] = []
     for j, c in enumerate(classes):
-        candidates = [(n, frozenset(index[k] for k in problem.node_children[n] if k not in fixed))
-                      for n in problem.class_nodes[c]
-                      if all(best[k] < math.inf for k in problem.node_children[n])]
+        candidates = [
+            (n, frozenset(index[k] for k in problem.node_children[n] if k not in fixed))
+            for n in problem.class_nodes[c]
+            if all(best[k] < math.inf for k in problem.node_children[n])
+        ]
         for n, kids in _undominated(candidates, problem.cost_list):
             class_nodes[j].append(len(nodes))
             nodes.append(n)
             node_kids.append(sorted(kids))
-    model = _Model(nodes, classes, index, class_nodes, node_kids,
-                   sorted({index[r] for r in problem.roots if r not in fixed}), fixed)
+    model = _Model(
+        nodes,
+        classes,
+        index,
+        class_nodes,
+        node_kids,
+        sorted({index[r] for r in problem.roots if r not in fixed}),
+        fixed,
+    )
     model.requires = _requirements(model, tsol.order)
     for j in range(len(classes)):  # pairs of classes pointing at each other
         for i in class_nodes[j]:
@@ -116,8 +125,9 @@ def _build_model(problem: Problem, tsol: tree.TreeSolution) -> _Model:
     return model
 
 
-def _requirements(model: _Model, tree_order: list[int], max_passes: int = 30,
-                  max_bytes: float = 2e8) -> list[tuple[int, int]]:
+def _requirements(
+    model: _Model, tree_order: list[int], max_passes: int = 30, max_bytes: float = 2e8
+) -> list[tuple[int, int]]:
     """Pairs (e, c) of model classes such that every acyclic term of c contains e (immediate ones only).
 
     Req(c) is the greatest fixpoint of Req(c) = AND over nodes of OR over children d of ({d} | Req(d)),
@@ -203,18 +213,24 @@ def _required_cost(model: _Model, problem: Problem, tree_order: list[int], passe
                 stack.append(e)
     cost = problem.cost_list
     readers = [0] * len(model.classes)
-    for j, nodes in enumerate(model.class_nodes):
+    for nodes in model.class_nodes:
         for d in {d for i in nodes for d in model.node_kids[i]}:
             readers[d] += 1
     value = [0.0] * len(model.classes)
 
     def cheapest(j: int) -> float:
-        return min((cost[model.nodes[i]] + sum(value[d] / readers[d] for d in model.node_kids[i] if d not in required)
-                    for i in model.class_nodes[j]), default=0.0)
+        return min(
+            (
+                cost[model.nodes[i]] + sum(value[d] / readers[d] for d in model.node_kids[i] if d not in required)
+                for i in model.class_nodes[j]
+            ),
+            default=0.0,
+        )
 
     rank = {c: r for r, c in enumerate(tree_order)}
-    order = sorted((j for j in range(len(model.classes)) if j not in required),
-                   key=lambda j: rank.get(model.classes[j], len(rank)))
+    order = sorted(
+        (j for j in range(len(model.classes)) if j not in required), key=lambda j: rank.get(model.classes[j], len(rank))
+    )
     for _ in range(passes):
         changed = False
         for j in order:
@@ -271,8 +287,7 @@ def _quiet_highs() -> tuple[Any, type]:
     return highspy, QuietHighs
 
 
-def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | None = None
-           ) -> tuple[_Solution, float]:
+def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | None = None) -> tuple[_Solution, float]:
     """Solve the program (only the x in `keep`, if given) with HiGHS; returns the solution and the cost
     scale (objective values times the scale are in cost units)."""
     nx, ny = len(model.nodes), len(model.classes)
@@ -283,23 +298,30 @@ def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | N
     req = np.asarray(model.requires, dtype=np.int64).reshape(-1, 2)
     ne, nr = edge_x.size, len(req)
     # rows: [classes: sum x - y = 0] [edges: x - y_d <= 0] [requirements: y_e - y_c >= 0] [cuts]
-    rows = [owner, np.arange(ny), ny + np.arange(ne), ny + np.arange(ne), ny + ne + np.arange(nr),
-            ny + ne + np.arange(nr)]
+    rows = [
+        owner,
+        np.arange(ny),
+        ny + np.arange(ne),
+        ny + np.arange(ne),
+        ny + ne + np.arange(nr),
+        ny + ne + np.arange(nr),
+    ]
     cols = [xs_sorted, nx + np.arange(ny), edge_x, nx + edge_d, nx + req[:, 0], nx + req[:, 1]]
     vals = [np.ones(nx), -np.ones(ny), np.ones(ne), -np.ones(ne), np.ones(nr), -np.ones(nr)]
     lo = [np.zeros(ny), np.full(ne, -np.inf), np.zeros(nr)]
     hi = [np.zeros(ny), np.zeros(ne), np.full(nr, np.inf)]
     base = ny + ne + nr
     if keep is None:
-        for k, (xs, rhs) in enumerate(model.cuts):
+        for k, (xs, _rhs) in enumerate(model.cuts):
             rows.append(np.full(len(xs), base + k))
             cols.append(np.asarray(xs, dtype=np.int64))
             vals.append(np.ones(len(xs)))
         lo.append(np.full(len(model.cuts), -np.inf))
         hi.append(np.asarray([float(rhs) for _, rhs in model.cuts]))
     lo_all, hi_all = np.concatenate(lo), np.concatenate(hi)
-    starts, index, value = _row_wise(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
-                                     lo_all.size, nx + ny)
+    starts, index, value = _row_wise(
+        np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), lo_all.size, nx + ny
+    )
     lb = np.zeros(nx + ny)
     ub = np.ones(nx + ny)
     lb[[nx + j for j in model.roots]] = 1.0
@@ -317,19 +339,31 @@ def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | N
     h.addVars(n, lb, ub)
     h.changeColsCost(n, every, c)
     h.changeColsIntegrality(n, every, np.full(n, highspy.HighsVarType.kInteger))
-    h.addRows(lo_all.size, np.where(np.isinf(lo_all), -highspy.kHighsInf, lo_all),
-              np.where(np.isinf(hi_all), highspy.kHighsInf, hi_all), index.size, starts, index, value)
+    h.addRows(
+        lo_all.size,
+        np.where(np.isinf(lo_all), -highspy.kHighsInf, lo_all),
+        np.where(np.isinf(hi_all), highspy.kHighsInf, hi_all),
+        index.size,
+        starts,
+        index,
+        value,
+    )
     h.run()
     status, info = h.getModelStatus(), h.getInfo()
     feasible = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
     x = np.asarray(h.getSolution().col_value) if feasible else None
-    solution = _Solution(x, status == highspy.HighsModelStatus.kOptimal and feasible,
-                         h.modelStatusToString(status), float(info.mip_dual_bound))
+    solution = _Solution(
+        x,
+        status == highspy.HighsModelStatus.kOptimal and feasible,
+        h.modelStatusToString(status),
+        float(info.mip_dual_bound),
+    )
     return solution, (top if top > 0 else 1.0)
 
 
-def _row_wise(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, num_rows: int, num_cols: int
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _row_wise(
+    rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, num_rows: int, num_cols: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Coordinate entries as compressed rows (starts, column indices, values), duplicates summed."""
     keys, where = np.unique(rows * num_cols + cols, return_inverse=True)
     summed = np.bincount(where.ravel(), weights=vals, minlength=keys.size)
@@ -352,8 +386,9 @@ def _cycles(model: _Model, problem: Problem, choice: dict[int, int]) -> list[lis
     """Strongly connected components (as model classes, size >= 2) of the chosen graph reachable from the
     roots."""
     kids = problem.node_children
-    comps = strongly_connected((r for r in problem.roots if r in choice),
-                               lambda c: (w for w in kids[choice[c]] if w in choice))
+    comps = strongly_connected(
+        (r for r in problem.roots if r in choice), lambda c: (w for w in kids[choice[c]] if w in choice)
+    )
     return [[model.class_index[c] for c in comp] for comp in comps]
 
 
@@ -367,13 +402,13 @@ def _one_cycle(model: _Model, comp: list[int], choice_x: dict[int, int]) -> list
         seen[c] = len(path)
         path.append(c)
         c = next(d for d in model.node_kids[choice_x[c]] if d in members)
-    return path[seen[c]:]
+    return path[seen[c] :]
 
 
 def _repair(problem: Problem, choice: dict[int, int]) -> dict[int, int]:
     """An acyclic choice close to a (cyclic) solution: tree extraction with its nodes made nearly free."""
     costs = list(problem.cost_list)
-    for c, n in choice.items():
+    for n in choice.values():
         costs[n] *= 1e-3
     repaired = tree.solve(problem, costs).choice
     return greedy_dag.refine(problem, repaired)[0]
@@ -402,9 +437,16 @@ def _heights(problem: Problem, model: _Model, anchor: dict[int, int]) -> list[fl
     def finalize(j: int, i: int, value: float) -> None:
         h[j] = value
 
-    bottom_up(((0.0, i) for i, kids in enumerate(model.node_kids) if not kids and not done[owner[i]]), owner, parents,
-              pending, done, lambda p: 1 + max(h[d] for d in model.node_kids[p]), finalize,
-              ready=[j for j in range(len(model.classes)) if done[j]])
+    bottom_up(
+        ((0.0, i) for i, kids in enumerate(model.node_kids) if not kids and not done[owner[i]]),
+        owner,
+        parents,
+        pending,
+        done,
+        lambda p: 1 + max(h[d] for d in model.node_kids[p]),
+        finalize,
+        ready=[j for j in range(len(model.classes)) if done[j]],
+    )
     return h
 
 
@@ -431,8 +473,14 @@ class _Best:
             self.choice, self.cost, self.source = choice, cost, source
 
 
-def extract(egraph: EGraph, roots: Sequence[int], cost: CostModel, *, time_limit: float = DEFAULT_TIME_LIMIT,
-            max_rounds: int = DEFAULT_MAX_ROUNDS) -> ExtractionResult:
+def extract(
+    egraph: EGraph,
+    roots: Sequence[int],
+    cost: CostModel,
+    *,
+    time_limit: float = DEFAULT_TIME_LIMIT,
+    max_rounds: int = DEFAULT_MAX_ROUNDS,
+) -> ExtractionResult:
     """Exact DAG-cost extraction for `roots` within `time_limit` seconds (see the module docstring)."""
     problem = Problem.build(egraph, roots, cost, time.perf_counter())
     deadline = problem.started + time_limit
@@ -444,8 +492,11 @@ def extract(egraph: EGraph, roots: Sequence[int], cost: CostModel, *, time_limit
         return problem.finish(tsol.choice, NAME, ["every root has a zero-cost term"] if problem.roots else [])
     lower = _required_cost(model, problem, tsol.order)
     if best.cost <= lower * (1 + 1e-9):
-        return problem.finish(best.choice, NAME, [f"the greedy-dag choice is optimal: its DAG cost {best.cost:.6g} "
-                                                  "equals a lower bound (HiGHS not run)"])
+        return problem.finish(
+            best.choice,
+            NAME,
+            [f"the greedy-dag choice is optimal: its DAG cost {best.cost:.6g} equals a lower bound (HiGHS not run)"],
+        )
     notes: list[str] = []
     rounds, proven = 0, False
     while rounds < max_rounds and time.perf_counter() < problem.started + time_limit / 2:
@@ -474,8 +525,7 @@ def extract(egraph: EGraph, roots: Sequence[int], cost: CostModel, *, time_limit
     if not proven:
         _filtered(problem, model, best, deadline, rounds, notes)
         gap = (best.cost - best.lower) / best.cost if best.cost > 0 else 0.0
-        notes.append(f"returned {best.source}: DAG cost {best.cost:.6g}, lower bound {best.lower:.6g} "
-                     f"(gap {gap:.2%})")
+        notes.append(f"returned {best.source}: DAG cost {best.cost:.6g}, lower bound {best.lower:.6g} (gap {gap:.2%})")
     if rounds > 1:
         notes.append(f"{rounds} rounds of cycle cuts ({len(model.cuts)} cuts)")
     return problem.finish(best.choice, NAME, notes)
@@ -486,8 +536,7 @@ def _x_choice(model: _Model, choice: dict[int, int]) -> dict[int, int]:
     return {j: xpos[choice[c]] for j, c in enumerate(model.classes) if c in choice}
 
 
-def _filtered(problem: Problem, model: _Model, best: _Best, deadline: float, rounds: int,
-              notes: list[str]) -> None:
+def _filtered(problem: Problem, model: _Model, best: _Best, deadline: float, rounds: int, notes: list[str]) -> None:
     """Solve within the acyclic pre-filter anchored on the best choice (so never worse than it)."""
     remaining = deadline - time.perf_counter()
     if remaining <= 0.01:
@@ -502,6 +551,8 @@ def _filtered(problem: Problem, model: _Model, best: _Best, deadline: float, rou
         return
     choice = _decode(model, problem, res.x)
     exact = "optimal" if res.optimal else "best found (time limit)"
-    notes.append(f"{why}: {exact} within an acyclic pre-filter anchored on the incumbent "
-                 f"({dropped} of {len(model.nodes)} nodes excluded)")
+    notes.append(
+        f"{why}: {exact} within an acyclic pre-filter anchored on the incumbent "
+        f"({dropped} of {len(model.nodes)} nodes excluded)"
+    )
     best.offer(choice, problem.dag_cost(choice), "the pre-filtered ILP solution")

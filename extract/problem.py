@@ -26,17 +26,16 @@ class Problem:
 
     egraph: EGraph
     roots: tuple[int, ...]
-    cost: np.ndarray                    # per node
-    cost_list: list[float]              # the same, as Python floats (faster to index in loops)
+    cost: np.ndarray  # per node
+    cost_list: list[float]  # the same, as Python floats (faster to index in loops)
     node_class: list[int]
     node_children: list[tuple[int, ...]]  # distinct child classes, in first-use order
-    class_nodes: list[list[int]]        # usable nodes per class, by node id
-    parents: list[list[int]]            # usable nodes having the class as a child
-    started: float                      # perf_counter() when the extraction started
+    class_nodes: list[list[int]]  # usable nodes per class, by node id
+    parents: list[list[int]]  # usable nodes having the class as a child
+    started: float  # perf_counter() when the extraction started
 
     @classmethod
-    def build(cls, egraph: EGraph, roots: Sequence[int], cost: CostModel,
-              started: float | None = None) -> "Problem":
+    def build(cls, egraph: EGraph, roots: Sequence[int], cost: CostModel, started: float | None = None) -> "Problem":
         started = time.perf_counter() if started is None else started
         roots = tuple(int(r) for r in roots)
         for r in roots:
@@ -64,20 +63,27 @@ class Problem:
     def finish(self, choice: Mapping[int, int], name: str, notes: Sequence[str] = ()) -> ExtractionResult:
         """The result: `choice` restricted to the classes the roots reach, timed from `started`."""
         kept = restrict(self, choice)
-        return ExtractionResult(self.egraph, kept, self.roots, name, time.perf_counter() - self.started,
-                                tuple(notes))
+        return ExtractionResult(self.egraph, kept, self.roots, name, time.perf_counter() - self.started, tuple(notes))
 
     def unextractable_roots(self, choice: Mapping[int, int]) -> ExtractionError | None:
         missing = [r for r in self.roots if r not in choice]
         if not missing:
             return None
-        return ExtractionError(f"extraction: root class {missing[0]} has no acyclic term of finite cost "
-                               f"({len(missing)} such root(s))")
+        return ExtractionError(
+            f"extraction: root class {missing[0]} has no acyclic term of finite cost ({len(missing)} such root(s))"
+        )
 
 
-def bottom_up(leaves: Iterable[tuple[float, int]], node_class: Sequence[int], parents: Sequence[Iterable[int]],
-              pending: list[int], done: list[bool], value: Callable[[int], float],
-              finalize: Callable[[int, int, float], None], ready: Iterable[int] = ()) -> None:
+def bottom_up(
+    leaves: Iterable[tuple[float, int]],
+    node_class: Sequence[int],
+    parents: Sequence[Iterable[int]],
+    pending: list[int],
+    done: list[bool],
+    value: Callable[[int], float],
+    finalize: Callable[[int, int, float], None],
+    ready: Iterable[int] = (),
+) -> None:
     """Knuth's generalization of Dijkstra, the loop the extractors share: candidate nodes in a heap by
     value, starting from `leaves` ((value, node) pairs); the first candidate popped for a class finalizes
     it (`finalize(class, node, value)`, `done[class]` set); a parent node whose `pending` count of

@@ -47,8 +47,9 @@ class ExtractionResult:
             if not 0 <= nid < len(nodes):
                 raise self._error(f"class {cid}: chosen node {nid} does not exist")
             if nodes[nid].eclass != cid:
-                raise self._error(f"class {cid}: chosen node {nid} ({nodes[nid].op}) belongs to class "
-                                  f"{nodes[nid].eclass}")
+                raise self._error(
+                    f"class {cid}: chosen node {nid} ({nodes[nid].op}) belongs to class {nodes[nid].eclass}"
+                )
         for r in self.roots:
             if r not in self.choice:
                 raise self._error(f"root class {r} has no chosen node")
@@ -83,13 +84,15 @@ class ExtractionResult:
                 if seen == 2:
                     continue
                 if seen == 1:
-                    path = [c for c, _ in stack[next(k for k, (c, _) in enumerate(stack) if c == child):]]
-                    raise self._error("chosen graph has a cycle through classes "
-                                      + " -> ".join(map(str, path + [child])))
+                    path = [c for c, _ in stack[next(k for k, (c, _) in enumerate(stack) if c == child) :]]
+                    raise self._error(
+                        "chosen graph has a cycle through classes " + " -> ".join(map(str, path + [child]))
+                    )
                 if child not in choice:
                     n = nodes[choice[cid]]
-                    raise self._error(f"class {cid}: chosen node {n.id} ({n.op}) has child class {child} "
-                                      "with no chosen node")
+                    raise self._error(
+                        f"class {cid}: chosen node {n.id} ({n.op}) has child class {child} with no chosen node"
+                    )
                 state[child] = 1
                 stack.append((child, 0))
         return order
@@ -105,13 +108,20 @@ class ExtractionResult:
         order = self.reachable()
         index = {c: k for k, c in enumerate(order)}
         old = self.egraph
-        nodes = tuple(dataclasses.replace(old.nodes[self.choice[c]], id=k, eclass=k,
-                                          children=tuple(index[x] for x in old.nodes[self.choice[c]].children))
-                      for k, c in enumerate(order))
+        nodes = tuple(
+            dataclasses.replace(
+                old.nodes[self.choice[c]],
+                id=k,
+                eclass=k,
+                children=tuple(index[x] for x in old.nodes[self.choice[c]].children),
+            )
+            for k, c in enumerate(order)
+        )
         classes = tuple(dataclasses.replace(old.classes[c], id=k, nodes=(k,)) for k, c in enumerate(order))
         roots = tuple(index[r] for r in self.roots)
-        return dataclasses.replace(self, egraph=EGraph(nodes, classes, roots), choice={k: k for k in range(len(order))},
-                                   roots=roots)
+        return dataclasses.replace(
+            self, egraph=EGraph(nodes, classes, roots), choice={k: k for k in range(len(order))}, roots=roots
+        )
 
     # ---- costs (the same for every extractor) ----
     def dag_cost(self, cost: Costs) -> float:
@@ -141,9 +151,17 @@ class ExtractionResult:
         ops: dict[str, int] = {}
         for n in self.chosen_nodes():
             ops[n.op] = ops.get(n.op, 0) + 1
-        return ExtractionSummary(self.extractor, target, self.seconds, self.dag_cost(cost),
-                                 self.tree_cost(cost), len(self.egraph.classes), len(self.egraph.nodes),
-                                 sum(ops.values()), self.notes)
+        return ExtractionSummary(
+            self.extractor,
+            target,
+            self.seconds,
+            self.dag_cost(cost),
+            self.tree_cost(cost),
+            len(self.egraph.classes),
+            len(self.egraph.nodes),
+            sum(ops.values()),
+            self.notes,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,16 +179,26 @@ class ExtractionSummary:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"extractor": self.extractor, "target": self.target, "seconds": round(self.seconds, 6),
-                "dag_cost": self.dag_cost, "tree_cost": self.tree_cost, "eclasses": self.eclasses,
-                "enodes": self.enodes, "chosen": self.chosen, "notes": list(self.notes)}
+        return {
+            "extractor": self.extractor,
+            "target": self.target,
+            "seconds": round(self.seconds, 6),
+            "dag_cost": self.dag_cost,
+            "tree_cost": self.tree_cost,
+            "eclasses": self.eclasses,
+            "enodes": self.enodes,
+            "chosen": self.chosen,
+            "notes": list(self.notes),
+        }
 
     def to_text(self) -> str:
         target = f" for {self.target}" if self.target else ""
         unit = "s" if self.target else ""  # a target's roofline costs seconds; a custom cost has no unit
-        lines = [f"extraction {self.extractor}{target}: {self.chosen} of {self.enodes} e-nodes "
-                 f"({self.eclasses} e-classes), DAG cost {format_cost(self.dag_cost, unit)}, tree cost "
-                 f"{format_cost(self.tree_cost, unit)} (shared sub-graphs counted once per use), "
-                 f"{self.seconds * 1000:.0f} ms"]
+        lines = [
+            f"extraction {self.extractor}{target}: {self.chosen} of {self.enodes} e-nodes "
+            f"({self.eclasses} e-classes), DAG cost {format_cost(self.dag_cost, unit)}, tree cost "
+            f"{format_cost(self.tree_cost, unit)} (shared sub-graphs counted once per use), "
+            f"{self.seconds * 1000:.0f} ms"
+        ]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)

@@ -7,8 +7,20 @@ from typing import Any, Mapping
 
 #: The keys a target TOML may hold: top-level keys, and per table (None: any key, as dtype names in [peak]).
 TARGET_SCHEMA: Mapping[str, Mapping[str, Any] | None] = {
-    "": dict.fromkeys(("name", "description", "bandwidth", "launch", "view_fraction", "supported_ops",
-                       "unsupported_penalty", "layout", "layout_penalty", "tie_break")),
+    "": dict.fromkeys(
+        (
+            "name",
+            "description",
+            "bandwidth",
+            "launch",
+            "view_fraction",
+            "supported_ops",
+            "unsupported_penalty",
+            "layout",
+            "layout_penalty",
+            "tie_break",
+        )
+    ),
     "peak": None,
     "fallback": dict.fromkeys(("peak", "bandwidth")),
     "fused": dict.fromkeys(("name", "producers", "consumers", "other_inputs", "mode")),
@@ -33,5 +45,7 @@ def check_keys(data: Mapping[str, Any]) -> None:
                     raise ValueError(f"unknown key {unknown[0]!r} in [{key}] (known: {', '.join(known or ())})")
         elif key not in TARGET_SCHEMA[""]:
             kind = "table" if isinstance(value, (dict, list)) else "key"
-            raise ValueError(f"unknown {kind} {key!r} (known keys: {', '.join(TARGET_SCHEMA[''] or ())}; "
-                             f"tables: {', '.join(k for k in TARGET_SCHEMA if k)})")
+            raise ValueError(
+                f"unknown {kind} {key!r} (known keys: {', '.join(TARGET_SCHEMA[''] or ())}; "
+                f"tables: {', '.join(k for k in TARGET_SCHEMA if k)})"
+            )

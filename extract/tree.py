@@ -33,9 +33,9 @@ TREE_COST_CAP = 1e300
 
 @dataclasses.dataclass
 class TreeSolution:
-    choice: dict[int, int]   # class -> node, for every class with an acyclic finite-cost term
-    best: list[float]        # per class: least tree cost (inf if none)
-    order: list[int]         # classes in finalization order (children before parents)
+    choice: dict[int, int]  # class -> node, for every class with an acyclic finite-cost term
+    best: list[float]  # per class: least tree cost (inf if none)
+    order: list[int]  # classes in finalization order (children before parents)
 
 
 def solve(problem: Problem, costs: Sequence[float] | None = None) -> TreeSolution:
@@ -62,8 +62,15 @@ def solve(problem: Problem, costs: Sequence[float] | None = None) -> TreeSolutio
     def _finite_parts(p: int) -> bool:  # a sum that overflowed (finite parts), not an excluded node
         return cost[p] < math.inf and all(best[k] < math.inf for k in full_children[p])
 
-    bottom_up(((cost[n], n) for nodes in problem.class_nodes for n in nodes if not children[n]), node_class,
-              problem.parents, pending, done, value, finalize)
+    bottom_up(
+        ((cost[n], n) for nodes in problem.class_nodes for n in nodes if not children[n]),
+        node_class,
+        problem.parents,
+        pending,
+        done,
+        value,
+        finalize,
+    )
     return TreeSolution(choice, best, order)
 
 

@@ -62,19 +62,28 @@ _GELU = f'(= s (shape x)) (= (shape y) s) (= (dtype x) "FLOAT") {OPSET_GELU}'
 
 GELU_FUSE = (
     need("(= h (Add (Erf e) (Scalar 1.0 d1 s1)))", "(gelu-h h)"),
-    fact(f"(gelu-half y x h) (= h (Add (Erf (Div x (Scalar k dk sk))) (Scalar 1.0 d1 s1))) {near('k', SQRT2)} {_GELU}",
-         '(union y (Gelu x "none"))'),
-    fact(f"(gelu-half y x h) (= h (Add (Erf (Mul x (Scalar k dk sk))) (Scalar 1.0 d1 s1))) {near('k', 1 / SQRT2)} "
-         f"{_GELU}", '(union y (Gelu x "none"))'),
+    fact(
+        f"(gelu-half y x h) (= h (Add (Erf (Div x (Scalar k dk sk))) (Scalar 1.0 d1 s1))) {near('k', SQRT2)} {_GELU}",
+        '(union y (Gelu x "none"))',
+    ),
+    fact(
+        f"(gelu-half y x h) (= h (Add (Erf (Mul x (Scalar k dk sk))) (Scalar 1.0 d1 s1))) {near('k', 1 / SQRT2)} "
+        f"{_GELU}",
+        '(union y (Gelu x "none"))',
+    ),
 )
 
 #: h = 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)), x^3 as Pow(x, 3) or x * x * x in either association.
-_TANH_H = ("(= h (Add (Tanh (Mul (Add x (Mul {cube} (Scalar c1 dc1 sc1))) (Scalar c2 dc2 sc2))) (Scalar 1.0 d1 s1))) "
-           f"{near('c1', TANH_CUBIC, 1e-4)} {near('c2', SQRT_2_OVER_PI)} {_GELU}")
+_TANH_H = (
+    "(= h (Add (Tanh (Mul (Add x (Mul {cube} (Scalar c1 dc1 sc1))) (Scalar c2 dc2 sc2))) (Scalar 1.0 d1 s1))) "
+    f"{near('c1', TANH_CUBIC, 1e-4)} {near('c2', SQRT_2_OVER_PI)} {_GELU}"
+)
 GELU_TANH_FUSE = (
     need("(= h (Add (Tanh t) (Scalar 1.0 d1 s1)))", "(gelu-h h)"),
-    *(fact(f"(gelu-half y x h) {_TANH_H.format(cube=cube)}", '(union y (Gelu x "tanh"))')
-      for cube in ("(Pow x (Scalar 3.0 d3 s3))", "(Mul (Mul x x) x)", "(Mul x (Mul x x))")),
+    *(
+        fact(f"(gelu-half y x h) {_TANH_H.format(cube=cube)}", '(union y (Gelu x "tanh"))')
+        for cube in ("(Pow x (Scalar 3.0 d3 s3))", "(Mul (Mul x x) x)", "(Mul x (Mul x x))")
+    ),
 )
 
 
@@ -85,18 +94,23 @@ def _facts(*terms: str, shape: str = "s") -> str:
 def _gelu_decompose() -> tuple:
     """Gelu (FLOAT) -> (x * h) * 0.5 with h = 1 + erf(x / sqrt 2) or 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3));
     rank-0 scalars, x^3 as x * x * x (targets without Pow)."""
+
     def sc(value: float) -> str:
         return f'(Scalar {value!r} "FLOAT" (vec-empty))'
 
     def scalars(*values: float) -> str:
         return " ".join(f'(set (shape {sc(v)}) (vec-empty)) (set (dtype {sc(v)}) "FLOAT")' for v in values)
 
-    erf = (f"(let u (Mul x {sc(1 / SQRT2)})) (let e (Erf u)) (let h (Add e {sc(1.0)})) (let xh (Mul x h)) "
-           f"{_facts('u', 'e', 'h', 'xh')} {scalars(0.5, 1.0, 1 / SQRT2)} (union __root (Mul xh {sc(0.5)}))")
-    tanh = (f"(let x2 (Mul x x)) (let x3 (Mul x2 x)) (let c (Mul x3 {sc(TANH_CUBIC)})) (let p (Add x c)) "
-            f"(let u (Mul p {sc(SQRT_2_OVER_PI)})) (let t (Tanh u)) (let h (Add t {sc(1.0)})) (let xh (Mul x h)) "
-            f"{_facts('x2', 'x3', 'c', 'p', 'u', 't', 'h', 'xh')} {scalars(0.5, 1.0, TANH_CUBIC, SQRT_2_OVER_PI)} "
-            f"(union __root (Mul xh {sc(0.5)}))")
+    erf = (
+        f"(let u (Mul x {sc(1 / SQRT2)})) (let e (Erf u)) (let h (Add e {sc(1.0)})) (let xh (Mul x h)) "
+        f"{_facts('u', 'e', 'h', 'xh')} {scalars(0.5, 1.0, 1 / SQRT2)} (union __root (Mul xh {sc(0.5)}))"
+    )
+    tanh = (
+        f"(let x2 (Mul x x)) (let x3 (Mul x2 x)) (let c (Mul x3 {sc(TANH_CUBIC)})) (let p (Add x c)) "
+        f"(let u (Mul p {sc(SQRT_2_OVER_PI)})) (let t (Tanh u)) (let h (Add t {sc(1.0)})) (let xh (Mul x h)) "
+        f"{_facts('x2', 'x3', 'c', 'p', 'u', 't', 'h', 'xh')} {scalars(0.5, 1.0, TANH_CUBIC, SQRT_2_OVER_PI)} "
+        f"(union __root (Mul xh {sc(0.5)}))"
+    )
     guard = '(= s (shape x)) (= (dtype x) "FLOAT")'
     return (fact(f'(= __root (Gelu x "none")) {guard}', erf), fact(f'(= __root (Gelu x "tanh")) {guard}', tanh))
 
@@ -117,11 +131,24 @@ def _hardswish_fuse() -> tuple:
     rules = []
     guard = '(= three 3.0) (= (dtype x) "FLOAT") (= s (shape x)) (= (shape __root) s)'
     for form, scale in _hardswish_forms():
-        rules.append(fact(f"(= __root {form}) {guard} {scale}",
-                          f"(let hs (HardSigmoid x {1 / 6!r} 0.5)) {_facts('hs')} (union __root (Mul x hs))"))
+        rules.append(
+            fact(
+                f"(= __root {form}) {guard} {scale}",
+                f"(let hs (HardSigmoid x {1 / 6!r} 0.5)) {_facts('hs')} (union __root (Mul x hs))",
+            )
+        )
     for form in ("(Mul x (HardSigmoid x a b))", "(Mul (HardSigmoid x a b) x)"):
-        rules.append(rw(form, "(HardSwish x)", near("a", 1 / 6, 1e-6), "(= b 0.5)", '(= (dtype x) "FLOAT")',
-                        "(= (shape __root) (shape x))", OPSET_HARDSWISH))
+        rules.append(
+            rw(
+                form,
+                "(HardSwish x)",
+                near("a", 1 / 6, 1e-6),
+                "(= b 0.5)",
+                '(= (dtype x) "FLOAT")',
+                "(= (shape __root) (shape x))",
+                OPSET_HARDSWISH,
+            )
+        )
     return tuple(rules)
 
 
@@ -129,8 +156,14 @@ def _leaky_from_max() -> tuple:
     rules = []
     for scaled in ("(Mul x (Scalar a da sa))", "(Mul (Scalar a da sa) x)"):
         for form in (f"(Max x {scaled})", f"(Max {scaled} x)"):
-            rules.append(rw(form, "(LeakyRelu x a)", "(> a 0.0) (< a 1.0) (= dt (dtype x))",
-                            '(!= dt "DOUBLE") (!= dt "BFLOAT16") (= (shape __root) (shape x))'))
+            rules.append(
+                rw(
+                    form,
+                    "(LeakyRelu x a)",
+                    "(> a 0.0) (< a 1.0) (= dt (dtype x))",
+                    '(!= dt "DOUBLE") (!= dt "BFLOAT16") (= (shape __root) (shape x))',
+                )
+            )
     return tuple(rules)
 
 
@@ -148,39 +181,97 @@ PRELU_FROM_RELU = (
 
 
 RULES = [
-    Rule("gelu-forms", "activation", "exact", "eqsat:analysis",
-         "gelu-half(y, x, h): y = x * 0.5 * h in the association orders exporters write, for the h a Gelu fusion asks "
-         "for (1 + erf(...) or 1 + tanh(...))",
-         GELU_FORMS, ruleset="analysis"),
-    Rule("gelu-fuse", "activation", "fp-reassoc", "onnxruntime:GeluFusion",
-         "x * 0.5 * (1 + erf(x / sqrt 2)) -> Gelu(x) in the exporters' association orders (FLOAT, opset >= 20)",
-         GELU_FUSE),
-    Rule("gelu-tanh-fuse", "activation", "fp-reassoc", "onnxruntime:FastGeluFusion",
-         "0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) -> Gelu(x, approximate=tanh) (FLOAT, opset >= 20)",
-         GELU_TANH_FUSE),
-    Rule("gelu-decompose", "activation", "fp-reassoc", "onnx:Gelu function body",
-         "Gelu(x) -> x * (1 + erf(x / sqrt 2)) * 0.5 (tanh form for approximate=tanh), FLOAT, for targets without Gelu",
-         _gelu_decompose()),
-    Rule("hardswish-fuse", "activation", "fp-reassoc", "onnxruntime:HardSwish fusion; coreml:fuse_hard_swish",
-         "x * Clip(x + 3, 0, 6) / 6 -> x * HardSigmoid(x, 1/6, 0.5), and x * HardSigmoid(x, 1/6, 0.5) -> "
-         "HardSwish(x) at opset >= 14 (FLOAT)",
-         _hardswish_fuse()),
-    Rule("leakyrelu-from-max", "activation", "exact", "tf2onnx:LeakyRelu (max(x, alpha * x))",
-         "Max(x, Mul(x, a)) -> LeakyRelu(x, a) when 0 < a < 1 (FLOAT/FLOAT16: alpha is exact as float32)",
-         _leaky_from_max()),
-    Rule("prelu-from-relu", "activation", "exact", "tf2onnx:PReLU (relu(x) - alpha * relu(-x))",
-         "Relu(x) - a * Relu(-x) -> PRelu(x, a); Relu(x) + a * Relu(-x) -> PRelu(x, -a) for a constant a",
-         PRELU_FROM_RELU),
-    Rule("prelu-to-leakyrelu", "activation", "exact", "coreml:prelu_to_lrelu",
-         "PRelu(x, a) -> LeakyRelu(x, a) when the slope a is a single-element constant (FLOAT/FLOAT16)",
-         (rw("(PRelu x (Scalar a da sa))", "(LeakyRelu x a)", '(= dt (dtype x)) (dtype-group "activation" dt since)',
-             "(= (shape __root) (shape x))"),)),
-    Rule("clip-merge", "activation", "exact",
-         "coreml:merge_consecutive_relus (clip); onnxoptimizer:fuse_consecutive_clips",
-         "Clip(Clip(x, a, b), c, d) -> Clip(x, max(a, c), min(b, d)) when max(a, c) <= min(b, d)",
-         (rw("(Clip (Clip x a b) c d)", "(Clip x (max a c) (min b d))", "(<= (max a c) (min b d))"),)),
-    Rule("relu-clip-merge", "activation", "exact", "coreml:merge_consecutive_relus (clip)",
-         "Relu(Clip(x, a, b)) and Clip(Relu(x), a, b) -> Clip(x, max(a, 0), b) when max(a, 0) <= b",
-         (rw("(Relu (Clip x a b))", "(Clip x (max a 0.0) b)", "(<= (max a 0.0) b)"),
-          rw("(Clip (Relu x) a b)", "(Clip x (max a 0.0) b)", "(<= (max a 0.0) b)"))),
+    Rule(
+        "gelu-forms",
+        "activation",
+        "exact",
+        "eqsat:analysis",
+        "gelu-half(y, x, h): y = x * 0.5 * h in the association orders exporters write, for the h a Gelu fusion asks "
+        "for (1 + erf(...) or 1 + tanh(...))",
+        GELU_FORMS,
+        ruleset="analysis",
+    ),
+    Rule(
+        "gelu-fuse",
+        "activation",
+        "fp-reassoc",
+        "onnxruntime:GeluFusion",
+        "x * 0.5 * (1 + erf(x / sqrt 2)) -> Gelu(x) in the exporters' association orders (FLOAT, opset >= 20)",
+        GELU_FUSE,
+    ),
+    Rule(
+        "gelu-tanh-fuse",
+        "activation",
+        "fp-reassoc",
+        "onnxruntime:FastGeluFusion",
+        "0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) -> Gelu(x, approximate=tanh) (FLOAT, opset >= 20)",
+        GELU_TANH_FUSE,
+    ),
+    Rule(
+        "gelu-decompose",
+        "activation",
+        "fp-reassoc",
+        "onnx:Gelu function body",
+        "Gelu(x) -> x * (1 + erf(x / sqrt 2)) * 0.5 (tanh form for approximate=tanh), FLOAT, for targets without Gelu",
+        _gelu_decompose(),
+    ),
+    Rule(
+        "hardswish-fuse",
+        "activation",
+        "fp-reassoc",
+        "onnxruntime:HardSwish fusion; coreml:fuse_hard_swish",
+        "x * Clip(x + 3, 0, 6) / 6 -> x * HardSigmoid(x, 1/6, 0.5), and x * HardSigmoid(x, 1/6, 0.5) -> "
+        "HardSwish(x) at opset >= 14 (FLOAT)",
+        _hardswish_fuse(),
+    ),
+    Rule(
+        "leakyrelu-from-max",
+        "activation",
+        "exact",
+        "tf2onnx:LeakyRelu (max(x, alpha * x))",
+        "Max(x, Mul(x, a)) -> LeakyRelu(x, a) when 0 < a < 1 (FLOAT/FLOAT16: alpha is exact as float32)",
+        _leaky_from_max(),
+    ),
+    Rule(
+        "prelu-from-relu",
+        "activation",
+        "exact",
+        "tf2onnx:PReLU (relu(x) - alpha * relu(-x))",
+        "Relu(x) - a * Relu(-x) -> PRelu(x, a); Relu(x) + a * Relu(-x) -> PRelu(x, -a) for a constant a",
+        PRELU_FROM_RELU,
+    ),
+    Rule(
+        "prelu-to-leakyrelu",
+        "activation",
+        "exact",
+        "coreml:prelu_to_lrelu",
+        "PRelu(x, a) -> LeakyRelu(x, a) when the slope a is a single-element constant (FLOAT/FLOAT16)",
+        (
+            rw(
+                "(PRelu x (Scalar a da sa))",
+                "(LeakyRelu x a)",
+                '(= dt (dtype x)) (dtype-group "activation" dt since)',
+                "(= (shape __root) (shape x))",
+            ),
+        ),
+    ),
+    Rule(
+        "clip-merge",
+        "activation",
+        "exact",
+        "coreml:merge_consecutive_relus (clip); onnxoptimizer:fuse_consecutive_clips",
+        "Clip(Clip(x, a, b), c, d) -> Clip(x, max(a, c), min(b, d)) when max(a, c) <= min(b, d)",
+        (rw("(Clip (Clip x a b) c d)", "(Clip x (max a c) (min b d))", "(<= (max a c) (min b d))"),),
+    ),
+    Rule(
+        "relu-clip-merge",
+        "activation",
+        "exact",
+        "coreml:merge_consecutive_relus (clip)",
+        "Relu(Clip(x, a, b)) and Clip(Relu(x), a, b) -> Clip(x, max(a, 0), b) when max(a, 0) <= b",
+        (
+            rw("(Relu (Clip x a b))", "(Clip x (max a 0.0) b)", "(<= (max a 0.0) b)"),
+            rw("(Clip (Relu x) a b)", "(Clip x (max a 0.0) b)", "(<= (max a 0.0) b)"),
+        ),
+    ),
 ]

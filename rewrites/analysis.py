@@ -34,109 +34,195 @@ LIST_ROWS = (
     # elements(v): the set of v's elements, inserting the last into the set of the others
     fact("(need-elements v) (> (vec-length v) 0)", "(need-elements (vec-pop v))"),
     fact("(need-elements v) (= (vec-length v) 0)", "(set (elements v) (set-empty))"),
-    fact(f"(need-elements v) {_LAST.format(v='v')} (= r (elements (vec-pop v)))", "(set (elements v) (set-insert r l))"),
+    fact(
+        f"(need-elements v) {_LAST.format(v='v')} (= r (elements (vec-pop v)))", "(set (elements v) (set-insert r l))"
+    ),
     # ascending(s): s's largest element pushed after the others in increasing order
     fact("(need-ascending s) (= n (set-length s)) (> n 0)", "(need-ascending (set-remove s (set-get s (- n 1))))"),
     fact("(need-ascending s) (= (set-length s) 0)", "(set (ascending s) (vec-empty))"),
-    fact("(need-ascending s) (= n (set-length s)) (> n 0) (= l (set-get s (- n 1))) (= r (ascending (set-remove s l)))",
-         "(set (ascending s) (vec-push r l))"),
+    fact(
+        "(need-ascending s) (= n (set-length s)) (> n 0) (= l (set-get s (- n 1))) (= r (ascending (set-remove s l)))",
+        "(set (ascending s) (vec-push r l))",
+    ),
     # merged(a, b): the ascending list of the union of their elements (merged(v, []) sorts v)
     fact("(need-merged a b)", "(need-elements a) (need-elements b)"),
     fact("(need-merged a b) (= sa (elements a)) (= sb (elements b))", "(need-ascending (set-union sa sb))"),
-    fact("(need-merged a b) (= sa (elements a)) (= sb (elements b)) (= r (ascending (set-union sa sb)))",
-         "(set (merged a b) r)"),
+    fact(
+        "(need-merged a b) (= sa (elements a)) (= sb (elements b)) (= r (ascending (set-union sa sb)))",
+        "(set (merged a b) r)",
+    ),
     # drop-at(v, ix): remove the last position first, so the others do not move
-    fact(f"(need-drop-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v))",
-         "(need-drop-at (vec-remove v l) (vec-pop ix))"),
+    fact(
+        f"(need-drop-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v))",
+        "(need-drop-at (vec-remove v l) (vec-pop ix))",
+    ),
     fact("(need-drop-at v ix) (= (vec-length ix) 0)", "(set (drop-at v ix) v)"),
-    fact(f"(need-drop-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v)) "
-         "(= r (drop-at (vec-remove v l) (vec-pop ix)))", "(set (drop-at v ix) r)"),
+    fact(
+        f"(need-drop-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v)) "
+        "(= r (drop-at (vec-remove v l) (vec-pop ix)))",
+        "(set (drop-at v ix) r)",
+    ),
     # ones-at(v, ix): set the last position to 1, then the others
-    fact(f"(need-ones-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v))",
-         "(need-ones-at (vec-set v l 1) (vec-pop ix))"),
+    fact(
+        f"(need-ones-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v))",
+        "(need-ones-at (vec-set v l 1) (vec-pop ix))",
+    ),
     fact("(need-ones-at v ix) (= (vec-length ix) 0)", "(set (ones-at v ix) v)"),
-    fact(f"(need-ones-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v)) "
-         "(= r (ones-at (vec-set v l 1) (vec-pop ix)))", "(set (ones-at v ix) r)"),
+    fact(
+        f"(need-ones-at v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v)) "
+        "(= r (ones-at (vec-set v l 1) (vec-pop ix)))",
+        "(set (ones-at v ix) r)",
+    ),
     # index-map(k): the map of the others, grown to length l + 1, with m[l] = n - 1 (k increasing)
     fact("(need-index-map k) (> (vec-length k) 0)", "(need-index-map (vec-pop k))"),
     fact("(need-index-map k) (= (vec-length k) 0)", "(set (index-map k) (vec-empty))"),
-    fact(f"(need-index-map k) {_LAST.format(v='k')} (= r (index-map (vec-pop k))) (>= l (vec-length r))",
-         "(set (index-map k) (vec-set (vec-append r (vec-range (- (+ l 1) (vec-length r)))) l (- n 1)))"),
+    fact(
+        f"(need-index-map k) {_LAST.format(v='k')} (= r (index-map (vec-pop k))) (>= l (vec-length r))",
+        "(set (index-map k) (vec-set (vec-append r (vec-range (- (+ l 1) (vec-length r)))) l (- n 1)))",
+    ),
     # sum-of(a, b): the sums of the others with a[n - 1] + b[n - 1] pushed after them
-    fact("(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b))", "(need-sum-of (vec-pop a) (vec-pop b))"),
+    fact(
+        "(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b))", "(need-sum-of (vec-pop a) (vec-pop b))"
+    ),
     fact("(need-sum-of a b) (= (vec-length a) 0) (= (vec-length b) 0)", "(set (sum-of a b) a)"),
-    fact("(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b)) (= r (sum-of (vec-pop a) (vec-pop b)))",
-         "(set (sum-of a b) (vec-push r (+ (vec-get a (- n 1)) (vec-get b (- n 1)))))"),
+    fact(
+        "(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b)) (= r (sum-of (vec-pop a) (vec-pop b)))",
+        "(set (sum-of a b) (vec-push r (+ (vec-get a (- n 1)) (vec-get b (- n 1)))))",
+    ),
     # dims-product(v, ix): v[l] times the product of the others, declined at a symbol (a negative dim)
     fact("(need-dims-product v ix) (> (vec-length ix) 0)", "(need-dims-product v (vec-pop ix))"),
     fact("(need-dims-product v ix) (= (vec-length ix) 0)", "(set (dims-product v ix) 1)"),
-    fact(f"(need-dims-product v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v)) (>= (vec-get v l) 0) "
-         "(= r (dims-product v (vec-pop ix)))", "(set (dims-product v ix) (* r (vec-get v l)))"),
+    fact(
+        f"(need-dims-product v ix) {_LAST.format(v='ix')} (>= l 0) (< l (vec-length v)) (>= (vec-get v l) 0) "
+        "(= r (dims-product v (vec-pop ix)))",
+        "(set (dims-product v ix) (* r (vec-get v l)))",
+    ),
 )
 
 RULES = [
-    Rule("shape-unary", "analysis", "exact", "eqsat:analysis",
-         "shape(U(x)) = shape(x) and dtype(U(x)) = dtype(x) for elementwise U (Cast: dtype(Cast(x, t)) = t)",
-         tuple(fact(f"(= y {op_pattern(op, 'x')}) (= s (shape x))", "(set (shape y) s)")
-               for op in sorted(UNARY) + list(PARAM_UNARY))
-         + tuple(fact(f"(= y {op_pattern(op, 'x')}) (= d (dtype x))", "(set (dtype y) d)")
-                 for op in sorted(UNARY - {"IsNaN"}) + [o for o in PARAM_UNARY if o != "Cast"])
-         + (fact("(= y (Cast x t))", "(set (dtype y) t)"),),
-         ruleset="analysis"),
-    Rule("shape-transpose", "analysis", "exact", "eqsat:analysis",
-         "shape(Transpose(x, p))[i] = shape(x)[p[i]]; dtype kept",
-         (fact("(= y (Transpose x p)) (= s (shape x)) (= (vec-length s) (vec-length p))",
-               '(set (shape y) (unstable-vec-map (unstable-fn "vec-get" s) p))'),
-          fact("(= y (Transpose x p)) (= d (dtype x))", "(set (dtype y) d)")),
-         ruleset="analysis"),
-    Rule("shape-binary", "analysis", "exact", "eqsat:analysis",
-         "shape(B(a, b)) = shape(a) when shape(a) = shape(b); dtype(B(a, b)) = dtype(a) (BOOL for comparisons)",
-         tuple(fact(f"(= y ({op} a b)) (= s (shape a)) (= s (shape b))", "(set (shape y) s)") for op in sorted(BINARY))
-         + tuple(fact(f"(= y ({op} a b)) (= d (dtype a))", "(set (dtype y) d)")
-                 for op in sorted(BINARY - _COMPARISONS - {"And", "Or", "Xor"}))
-         + tuple(fact(f"(= y ({op} a b))", '(set (dtype y) "BOOL")') for op in sorted(_COMPARISONS)),
-         ruleset="analysis"),
-    Rule("shape-concat-split", "analysis", "exact", "eqsat:analysis",
-         "shape(Concat(l, ax)) = shape(l[0]) with axis ax the sum over l; shape(Out(Split(x, ax, sz), k)) = "
-         "shape(x) with axis ax = sz[k]; dtypes kept",
-         (fact("(= y (Concat l ax))", "(cdim-demand l ax)"),
-          fact("(cdim-demand l ax) (= l (TCons h t))", "(cdim-demand t ax)"),
-          fact("(cdim-demand l ax) (= l (TNil))", "(set (cdim l ax) 0)"),
-          fact("(cdim-demand l ax) (= l (TCons h t)) (= s (shape h)) (>= ax 0) (< ax (vec-length s)) "
-               "(>= (vec-get s ax) 0) (= d (cdim t ax))", "(set (cdim l ax) (+ d (vec-get s ax)))"),
-          fact("(= y (Concat l ax)) (= l (TCons h t)) (= s (shape h)) (>= ax 0) (< ax (vec-length s)) "
-               "(= d (cdim l ax))", "(set (shape y) (vec-set s ax d))"),
-          fact("(= y (Concat l ax)) (= l (TCons h t)) (= d (dtype h))", "(set (dtype y) d)"),
-          fact("(= o (Out n k)) (= n (Split x ax sz)) (= s (shape x)) (>= ax 0) (< ax (vec-length s)) (>= k 0) "
-               "(< k (vec-length sz))", "(set (shape o) (vec-set s ax (vec-get sz k)))"),
-          fact("(= o (Out n k)) (= n (Split x ax sz)) (= d (dtype x))", "(set (dtype o) d)")),
-         ruleset="analysis"),
-    Rule("constant-terms", "analysis", "exact", "eqsat:analysis",
-         "is-const(c) for constants and for Transpose/Reshape/Cast/elementwise ops over constants",
-         (fact("(= y (Const k))", "(is-const y)"),
-          fact("(= y (Scalar v d s))", "(is-const y)"),
-          fact("(= y (Transpose c p)) (is-const c)", "(is-const y)"),
-          fact("(= y (Reshape c s z)) (is-const c)", "(is-const y)"),
-          fact("(= y (Cast c t)) (is-const c)", "(is-const y)"),
-          fact("(= l (TNil))", "(const-list l)"),
-          fact("(= l (TCons h t)) (is-const h) (const-list t)", "(const-list l)"),
-          fact("(= y (Concat l ax)) (const-list l)", "(is-const y)"))
-         + tuple(fact(f"(= y ({op} c)) (is-const c)", "(is-const y)") for op in _CONST_FOLDABLE_UNARY)
-         + tuple(fact(f"(= y ({op} c d)) (is-const c) (is-const d)", "(is-const y)") for op in sorted(BINARY)),
-         ruleset="analysis"),
-    Rule("splat-facts", "analysis", "exact", "eqsat:analysis",
-         "splat(c, v) (every element of c is v) for a Scalar v, and through Reshape/Transpose/Expand/Identity "
-         "(loaded constants of equal elements get it from the loader)",
-         (fact("(= y (Scalar v d s))", "(splat y v)"),
-          fact("(= y (Reshape c s z)) (splat c v)", "(splat y v)"),
-          fact("(= y (Transpose c p)) (splat c v)", "(splat y v)"),
-          fact("(= y (Expand c s)) (splat c v)", "(splat y v)"),
-          fact("(= y (Identity c)) (splat c v)", "(splat y v)")),
-         ruleset="analysis"),
-    Rule(NEED_RULE, "analysis", "exact", "eqsat:analysis",
-         "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix): functions "
-         "of lists and sum-of(a, b) computed by recursion where a rule's need row asks for them (any length)",
-         LIST_ROWS, ruleset="analysis"),
+    Rule(
+        "shape-unary",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "shape(U(x)) = shape(x) and dtype(U(x)) = dtype(x) for elementwise U (Cast: dtype(Cast(x, t)) = t)",
+        tuple(
+            fact(f"(= y {op_pattern(op, 'x')}) (= s (shape x))", "(set (shape y) s)")
+            for op in sorted(UNARY) + list(PARAM_UNARY)
+        )
+        + tuple(
+            fact(f"(= y {op_pattern(op, 'x')}) (= d (dtype x))", "(set (dtype y) d)")
+            for op in sorted(UNARY - {"IsNaN"}) + [o for o in PARAM_UNARY if o != "Cast"]
+        )
+        + (fact("(= y (Cast x t))", "(set (dtype y) t)"),),
+        ruleset="analysis",
+    ),
+    Rule(
+        "shape-transpose",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "shape(Transpose(x, p))[i] = shape(x)[p[i]]; dtype kept",
+        (
+            fact(
+                "(= y (Transpose x p)) (= s (shape x)) (= (vec-length s) (vec-length p))",
+                '(set (shape y) (unstable-vec-map (unstable-fn "vec-get" s) p))',
+            ),
+            fact("(= y (Transpose x p)) (= d (dtype x))", "(set (dtype y) d)"),
+        ),
+        ruleset="analysis",
+    ),
+    Rule(
+        "shape-binary",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "shape(B(a, b)) = shape(a) when shape(a) = shape(b); dtype(B(a, b)) = dtype(a) (BOOL for comparisons)",
+        tuple(fact(f"(= y ({op} a b)) (= s (shape a)) (= s (shape b))", "(set (shape y) s)") for op in sorted(BINARY))
+        + tuple(
+            fact(f"(= y ({op} a b)) (= d (dtype a))", "(set (dtype y) d)")
+            for op in sorted(BINARY - _COMPARISONS - {"And", "Or", "Xor"})
+        )
+        + tuple(fact(f"(= y ({op} a b))", '(set (dtype y) "BOOL")') for op in sorted(_COMPARISONS)),
+        ruleset="analysis",
+    ),
+    Rule(
+        "shape-concat-split",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "shape(Concat(l, ax)) = shape(l[0]) with axis ax the sum over l; shape(Out(Split(x, ax, sz), k)) = "
+        "shape(x) with axis ax = sz[k]; dtypes kept",
+        (
+            fact("(= y (Concat l ax))", "(cdim-demand l ax)"),
+            fact("(cdim-demand l ax) (= l (TCons h t))", "(cdim-demand t ax)"),
+            fact("(cdim-demand l ax) (= l (TNil))", "(set (cdim l ax) 0)"),
+            fact(
+                "(cdim-demand l ax) (= l (TCons h t)) (= s (shape h)) (>= ax 0) (< ax (vec-length s)) "
+                "(>= (vec-get s ax) 0) (= d (cdim t ax))",
+                "(set (cdim l ax) (+ d (vec-get s ax)))",
+            ),
+            fact(
+                "(= y (Concat l ax)) (= l (TCons h t)) (= s (shape h)) (>= ax 0) (< ax (vec-length s)) "
+                "(= d (cdim l ax))",
+                "(set (shape y) (vec-set s ax d))",
+            ),
+            fact("(= y (Concat l ax)) (= l (TCons h t)) (= d (dtype h))", "(set (dtype y) d)"),
+            fact(
+                "(= o (Out n k)) (= n (Split x ax sz)) (= s (shape x)) (>= ax 0) (< ax (vec-length s)) (>= k 0) "
+                "(< k (vec-length sz))",
+                "(set (shape o) (vec-set s ax (vec-get sz k)))",
+            ),
+            fact("(= o (Out n k)) (= n (Split x ax sz)) (= d (dtype x))", "(set (dtype o) d)"),
+        ),
+        ruleset="analysis",
+    ),
+    Rule(
+        "constant-terms",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "is-const(c) for constants and for Transpose/Reshape/Cast/elementwise ops over constants",
+        (
+            fact("(= y (Const k))", "(is-const y)"),
+            fact("(= y (Scalar v d s))", "(is-const y)"),
+            fact("(= y (Transpose c p)) (is-const c)", "(is-const y)"),
+            fact("(= y (Reshape c s z)) (is-const c)", "(is-const y)"),
+            fact("(= y (Cast c t)) (is-const c)", "(is-const y)"),
+            fact("(= l (TNil))", "(const-list l)"),
+            fact("(= l (TCons h t)) (is-const h) (const-list t)", "(const-list l)"),
+            fact("(= y (Concat l ax)) (const-list l)", "(is-const y)"),
+        )
+        + tuple(fact(f"(= y ({op} c)) (is-const c)", "(is-const y)") for op in _CONST_FOLDABLE_UNARY)
+        + tuple(fact(f"(= y ({op} c d)) (is-const c) (is-const d)", "(is-const y)") for op in sorted(BINARY)),
+        ruleset="analysis",
+    ),
+    Rule(
+        "splat-facts",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "splat(c, v) (every element of c is v) for a Scalar v, and through Reshape/Transpose/Expand/Identity "
+        "(loaded constants of equal elements get it from the loader)",
+        (
+            fact("(= y (Scalar v d s))", "(splat y v)"),
+            fact("(= y (Reshape c s z)) (splat c v)", "(splat y v)"),
+            fact("(= y (Transpose c p)) (splat c v)", "(splat y v)"),
+            fact("(= y (Expand c s)) (splat c v)", "(splat y v)"),
+            fact("(= y (Identity c)) (splat c v)", "(splat y v)"),
+        ),
+        ruleset="analysis",
+    ),
+    Rule(
+        NEED_RULE,
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix): "
+        "functions of lists and sum-of(a, b) computed by recursion where a rule's need row asks for them (any length)",
+        LIST_ROWS,
+        ruleset="analysis",
+    ),
 ]
 
 assert all(op in OPS for op in PARAM_UNARY)

@@ -57,41 +57,91 @@ NARROW_BINARY = ("Add", "Sub", "Mul", "Div")
 
 def _narrow_arith() -> tuple:
     fp16 = '(= (dtype a) "FLOAT16")'
-    rules = [rw(f'(Cast ({op} (Cast a "FLOAT") (Cast b "FLOAT")) "FLOAT16")', f"({op} a b)",
-                fp16, '(= (dtype b) "FLOAT16")') for op in NARROW_BINARY]
+    rules = [
+        rw(f'(Cast ({op} (Cast a "FLOAT") (Cast b "FLOAT")) "FLOAT16")', f"({op} a b)", fp16, '(= (dtype b) "FLOAT16")')
+        for op in NARROW_BINARY
+    ]
     rules.append(rw('(Cast (Sqrt (Cast a "FLOAT")) "FLOAT16")', "(Sqrt a)", fp16))
     rules.append(rw('(Cast (Pow (Cast a "FLOAT") (Scalar 2.0 de se)) "FLOAT16")', "(Mul a a)", fp16))
     return tuple(rules)
 
 
 RULES = [
-    Rule("cast-noop", "cast", "exact", "onnxoptimizer:eliminate_nop_cast",
-         "Cast(x, t) -> x when dtype(x) = t",
-         (rw("(Cast x t)", "x", "(= (dtype x) t)"),), ruleset="simplify"),
-    Rule("cast-chain-lossless", "cast", "exact", "coreml:merge_consecutive_casts",
-         "Cast(Cast(x, t1), t2) -> Cast(x, t2) when every value of dtype(x) is exact in t1",
-         (rw("(Cast (Cast x t1) t2)", "(Cast x t2)", "(lossless-cast (dtype x) t1)"),), ruleset="simplify"),
-    Rule("cast-fp16-roundtrip", "cast", "precision-changing", "ort:cast-elimination (fp16)",
-         "Cast(Cast(x, FLOAT16|BFLOAT16), FLOAT) -> x when dtype(x) = FLOAT (drops the fp16 rounding)",
-         (rw('(Cast (Cast x "FLOAT16") "FLOAT")', "x", '(= (dtype x) "FLOAT")'),
-          rw('(Cast (Cast x "BFLOAT16") "FLOAT")', "x", '(= (dtype x) "FLOAT")')), ruleset="simplify"),
-    Rule("cast-int-truncate-chain", "cast", "exact", "coreml:merge_consecutive_casts (integer truncation)",
-         "Cast(Cast(x, t1), t2) -> Cast(x, t2) for integer x, t1, t2 with bits(t2) <= bits(t1) (wrap-around keeps the "
-         "low bits)",
-         (rw("(Cast (Cast x t1) t2)", "(Cast x t2)", '(truncating-cast t1 t2) (= dx (dtype x)) (lossless-cast dx "INT64")'),),
-         ruleset="simplify"),
-    Rule("cast-int-via-float-to-half", "cast", "exact", "coreml:merge_consecutive_casts (int -> fp32 -> fp16)",
-         "Cast(Cast(x, FLOAT|DOUBLE), FLOAT16) -> Cast(x, FLOAT16) for integer x of 32 or 64 bits (every integer the "
-         "first cast rounds overflows FLOAT16 either way; not BFLOAT16)",
-         (rw('(Cast (Cast x "FLOAT") "FLOAT16")', '(Cast x "FLOAT16")', "(= d (dtype x)) (wide-int d)"),
-          rw('(Cast (Cast x "DOUBLE") "FLOAT16")', '(Cast x "FLOAT16")', "(= d (dtype x)) (wide-int d)")),
-         ruleset="simplify"),
-    Rule("cast-sink-reshape", "cast", "exact", "onnxruntime:CastElimination (reshape); coreml:cast_optimization",
-         "Cast(Reshape(x, s), t) -> Reshape(Cast(x, t), s)",
-         (rw("(Cast (Reshape x s z) t)", "(Reshape (Cast x t) s z)"),)),
-    Rule("cast-fp16-arith", "cast", "exact", "eqsat (innocuous double rounding: Figueroa 1995); onnxconverter-common "
-         "float16 islands",
-         "Cast(B(Cast(a, FLOAT), Cast(b, FLOAT)), FLOAT16) -> B(a, b) for fp16 a, b and B in Add/Sub/Mul/Div (and Sqrt; "
-         "Pow(., 2) as Mul): fp32 has enough bits that rounding twice equals rounding once",
-         _narrow_arith(), ruleset="simplify"),
+    Rule(
+        "cast-noop",
+        "cast",
+        "exact",
+        "onnxoptimizer:eliminate_nop_cast",
+        "Cast(x, t) -> x when dtype(x) = t",
+        (rw("(Cast x t)", "x", "(= (dtype x) t)"),),
+        ruleset="simplify",
+    ),
+    Rule(
+        "cast-chain-lossless",
+        "cast",
+        "exact",
+        "coreml:merge_consecutive_casts",
+        "Cast(Cast(x, t1), t2) -> Cast(x, t2) when every value of dtype(x) is exact in t1",
+        (rw("(Cast (Cast x t1) t2)", "(Cast x t2)", "(lossless-cast (dtype x) t1)"),),
+        ruleset="simplify",
+    ),
+    Rule(
+        "cast-fp16-roundtrip",
+        "cast",
+        "precision-changing",
+        "ort:cast-elimination (fp16)",
+        "Cast(Cast(x, FLOAT16|BFLOAT16), FLOAT) -> x when dtype(x) = FLOAT (drops the fp16 rounding)",
+        (
+            rw('(Cast (Cast x "FLOAT16") "FLOAT")', "x", '(= (dtype x) "FLOAT")'),
+            rw('(Cast (Cast x "BFLOAT16") "FLOAT")', "x", '(= (dtype x) "FLOAT")'),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "cast-int-truncate-chain",
+        "cast",
+        "exact",
+        "coreml:merge_consecutive_casts (integer truncation)",
+        "Cast(Cast(x, t1), t2) -> Cast(x, t2) for integer x, t1, t2 with bits(t2) <= bits(t1) (wrap-around keeps the "
+        "low bits)",
+        (
+            rw(
+                "(Cast (Cast x t1) t2)",
+                "(Cast x t2)",
+                '(truncating-cast t1 t2) (= dx (dtype x)) (lossless-cast dx "INT64")',
+            ),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "cast-int-via-float-to-half",
+        "cast",
+        "exact",
+        "coreml:merge_consecutive_casts (int -> fp32 -> fp16)",
+        "Cast(Cast(x, FLOAT|DOUBLE), FLOAT16) -> Cast(x, FLOAT16) for integer x of 32 or 64 bits (every integer the "
+        "first cast rounds overflows FLOAT16 either way; not BFLOAT16)",
+        (
+            rw('(Cast (Cast x "FLOAT") "FLOAT16")', '(Cast x "FLOAT16")', "(= d (dtype x)) (wide-int d)"),
+            rw('(Cast (Cast x "DOUBLE") "FLOAT16")', '(Cast x "FLOAT16")', "(= d (dtype x)) (wide-int d)"),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "cast-sink-reshape",
+        "cast",
+        "exact",
+        "onnxruntime:CastElimination (reshape); coreml:cast_optimization",
+        "Cast(Reshape(x, s), t) -> Reshape(Cast(x, t), s)",
+        (rw("(Cast (Reshape x s z) t)", "(Reshape (Cast x t) s z)"),),
+    ),
+    Rule(
+        "cast-fp16-arith",
+        "cast",
+        "exact",
+        "eqsat (innocuous double rounding: Figueroa 1995); onnxconverter-common float16 islands",
+        "Cast(B(Cast(a, FLOAT), Cast(b, FLOAT)), FLOAT16) -> B(a, b) for fp16 a, b and B in Add/Sub/Mul/Div (and Sqrt; "
+        "Pow(., 2) as Mul): fp32 has enough bits that rounding twice equals rounding once",
+        _narrow_arith(),
+        ruleset="simplify",
+    ),
 ]

@@ -71,7 +71,7 @@ from eqsat.rewrites.tensor import tlist
 
 FAMILY = "conv"
 FLOATS = ("FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16")
-PAD_RANKS = (3, 4, 5)          # Conv1d, Conv2d, Conv3d (pads are laid out per rank)
+PAD_RANKS = (3, 4, 5)  # Conv1d, Conv2d, Conv3d (pads are laid out per rank)
 KINDS = ("Conv", "ConvTranspose")
 
 
@@ -85,8 +85,10 @@ def conv(kind: str, w: str = "w", b: str = "b", x: str = "x") -> str:
 def per_channel(c: str, ref: str) -> str:
     """Guards: `c` is a constant shaped like shape `ref` with every axis but 1 set to 1 (binds s_c)."""
     s = f"s_{c}"
-    return (f"(is-const {c}) (= {s} (shape {c})) (> (vec-length {ref}) 1) (= (vec-length {s}) (vec-length {ref})) "
-            f"(= {s} (vec-set {ones(ref)} 1 (vec-get {s} 1)))")
+    return (
+        f"(is-const {c}) (= {s} (shape {c})) (> (vec-length {ref}) 1) (= (vec-length {s}) (vec-length {ref})) "
+        f"(= {s} (vec-set {ones(ref)} 1 (vec-get {s} 1)))"
+    )
 
 
 def flat(c: str) -> str:
@@ -106,12 +108,17 @@ def weight_forms(axis: str, op: str, v: str, channels: str | None, full: str) ->
     if axis == "0":
         return [("", axis0)]
     axis1 = f"({op} w (Reshape {v} (vec-set {ones('sw')} 1 -1) 0))"
-    grouped = (f"(Reshape ({op} (Reshape w (vec-append (vec-of g -1) (vec-remove sw 0)) 0) "
-               f"(Reshape {v} (vec-append (vec-of g 1 -1) (vec-remove (vec-remove {ones('sw')} 0) 0)) 0)) sw 0)")
+    grouped = (
+        f"(Reshape ({op} (Reshape w (vec-append (vec-of g -1) (vec-remove sw 0)) 0) "
+        f"(Reshape {v} (vec-append (vec-of g 1 -1) (vec-remove (vec-remove {ones('sw')} 0) 0)) 0)) sw 0)"
+    )
     if channels is None:
         return [("(= g 1)", axis1), ("(> g 1)", grouped)]
-    return [("(= g 1)", axis1), (f"(> g 1) (= {channels} 1)", axis0),
-            (f"(> g 1) (= {channels} {full}) (> {full} 1)", grouped)]
+    return [
+        ("(= g 1)", axis1),
+        (f"(> g 1) (= {channels} 1)", axis0),
+        (f"(> g 1) (= {channels} {full}) (> {full} 1)", grouped),
+    ]
 
 
 OUT_AXIS = {"Conv": "0", "ConvTranspose": "grouped"}
@@ -135,10 +142,13 @@ def _zero_bias() -> tuple:
     consumers = [f"(= p {e}) (is-const c)" for e in FOLD_CONSUMERS]
     consumers.append("(= p (BatchNormalization y gamma beta mean var eps mom))")
     return tuple(
-        fact(f"(= y {conv(kind, b='(Absent)')}) {consumer} {ANY_WEIGHTS} (= sy (shape y)) (> (vec-length sy) 1) "
-             "(= co (vec-get sy 1)) (>= co 0)",
-             f"(let nb {ZERO}) (union y {conv(kind, b='nb')}) (set (shape nb) (vec-of co)) (set (dtype nb) wdt)")
-        for kind, consumer in itertools.product(KINDS, consumers))
+        fact(
+            f"(= y {conv(kind, b='(Absent)')}) {consumer} {ANY_WEIGHTS} (= sy (shape y)) (> (vec-length sy) 1) "
+            "(= co (vec-get sy 1)) (>= co 0)",
+            f"(let nb {ZERO}) (union y {conv(kind, b='nb')}) (set (shape nb) (vec-of co)) (set (dtype nb) wdt)",
+        )
+        for kind, consumer in itertools.product(KINDS, consumers)
+    )
 
 
 def _bias_fold() -> tuple:
@@ -147,13 +157,22 @@ def _bias_fold() -> tuple:
     for kind in KINDS:
         base = f"(= cv {conv(kind)}) {BIAS} (= sy (shape y)) (= sy (shape cv)) {per_channel('c', 'sy')}"
         for expr, bias in (("(Add cv c)", "(Add b vf)"), ("(Sub cv c)", "(Sub b vf)")):
-            rules.append(fact(f"(= y {expr}) {base}", f"(let vf {flat('c')}) (let nb {bias}) "
-                                                      f"(union y {conv(kind, 'w', 'nb')}) (set (shape nb) sb) "
-                                                      "(set (dtype nb) bdt)"))
-        rules.append(fact(f"(= y (Sub c cv)) {base} {WEIGHTS}",
-                          f"(let vf {flat('c')}) (let nb (Sub vf b)) (let nw (Neg w)) "
-                          f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nb) sb) (set (shape nw) sw) "
-                          "(set (dtype nb) bdt) (set (dtype nw) wdt)"))
+            rules.append(
+                fact(
+                    f"(= y {expr}) {base}",
+                    f"(let vf {flat('c')}) (let nb {bias}) "
+                    f"(union y {conv(kind, 'w', 'nb')}) (set (shape nb) sb) "
+                    "(set (dtype nb) bdt)",
+                )
+            )
+        rules.append(
+            fact(
+                f"(= y (Sub c cv)) {base} {WEIGHTS}",
+                f"(let vf {flat('c')}) (let nb (Sub vf b)) (let nw (Neg w)) "
+                f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nb) sb) (set (shape nw) sw) "
+                "(set (dtype nb) bdt) (set (dtype nw) wdt)",
+            )
+        )
     return tuple(rules)
 
 
@@ -161,21 +180,29 @@ def _output_scale(op: str, guard: str = "") -> tuple:
     """Conv(x, W, B) op c -> Conv(x, W op c, B op c) for c per output channel (or scalar)."""
     rules = []
     for kind in KINDS:
-        base = (f"(= y ({op} cv c)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} (= sy (shape y)) (= sy (shape cv)) "
-                f"{per_channel('c', 'sy')} {guard}")
+        base = (
+            f"(= y ({op} cv c)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} (= sy (shape y)) (= sy (shape cv)) "
+            f"{per_channel('c', 'sy')} {guard}"
+        )
         for extra, weight in weight_forms(OUT_AXIS[kind], op, "vf", "(vec-get s_c 1)", "(vec-get sy 1)"):
-            rules.append(fact(f"{base} {extra}",
-                              f"(let vf {flat('c')}) (let nw {weight}) (let nb ({op} b vf)) "
-                              f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
-                              "(set (dtype nw) wdt) (set (dtype nb) bdt)"))
+            rules.append(
+                fact(
+                    f"{base} {extra}",
+                    f"(let vf {flat('c')}) (let nw {weight}) (let nb ({op} b vf)) "
+                    f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
+                    "(set (dtype nw) wdt) (set (dtype nb) bdt)",
+                )
+            )
     return tuple(rules)
 
 
 F = "(Div gamma (Sqrt (Add var (Scalar eps dt (vec-of 1)))))"  # gamma / sqrt(var + eps), shape [C]
 #: constant statistics of one dtype (BatchNormalization-15 allows the scale and the statistics other dtypes
 #: than X: those mixed forms are left alone, as the folded arithmetic would mix dtypes).
-BN_PARAMS = ("(is-const gamma) (is-const beta) (is-const mean) (is-const var) (= dt (dtype var)) (= dt (dtype mean)) "
-             "(= dt (dtype gamma)) (= dt (dtype beta))")
+BN_PARAMS = (
+    "(is-const gamma) (is-const beta) (is-const mean) (is-const var) (= dt (dtype var)) (= dt (dtype mean)) "
+    "(= dt (dtype gamma)) (= dt (dtype beta))"
+)
 #: A batch norm's parameters pass BN_PARAMS with dtype dt (the analysis rule bn-foldable sets it). Keyed on
 #: the parameters, not on the batch norm's e-class: another batch norm in that class may have other ones.
 FOLDABLE = "(bn-foldable gamma beta mean var dt)"
@@ -200,37 +227,52 @@ def _bn_fold() -> tuple:
     e-nodes."""
     rules = []
     for kind, unmarked in itertools.product(KINDS, NOT_COMPOSED):
-        base = (f"(= y (BatchNormalization cv gamma beta mean var eps mom)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} "
-                f"{FOLDABLE} (= dt wdt) (= dt bdt) {unmarked}")
+        base = (
+            f"(= y (BatchNormalization cv gamma beta mean var eps mom)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} "
+            f"{FOLDABLE} (= dt wdt) (= dt bdt) {unmarked}"
+        )
         for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", None, ""):
-            rules.append(fact(f"{base} {extra}",
-                              f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mean) f) beta)) "
-                              f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
-                              "(set (dtype nw) wdt) (set (dtype nb) bdt)"))
+            rules.append(
+                fact(
+                    f"{base} {extra}",
+                    f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mean) f) beta)) "
+                    f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
+                    "(set (dtype nw) wdt) (set (dtype nb) bdt)",
+                )
+            )
     return tuple(rules)
 
 
 def _bn_decompose() -> tuple:
     """The batch norms bn-compose builds (NOT_COMPOSED) are not decomposed: that would loop (new constants)."""
-    return tuple(fact(f"(= y (BatchNormalization x gamma beta mean var eps mom)) {FOLDABLE} (= dt (dtype x)) "
-                      f"(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) {unmarked}",
-                      f"(let f {F}) (let view (vec-set {ones('sx')} 1 -1)) "
-                      f"(let ch (vec-set {ones('sx')} 1 (vec-get sx 1))) "
-                      "(let sc (Reshape f view 0)) (let sh (Reshape (Sub beta (Mul mean f)) view 0)) (let xs (Mul x sc)) "
-                      "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)")
-                 for unmarked in NOT_COMPOSED)
+    return tuple(
+        fact(
+            f"(= y (BatchNormalization x gamma beta mean var eps mom)) {FOLDABLE} (= dt (dtype x)) "
+            f"(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) {unmarked}",
+            f"(let f {F}) (let view (vec-set {ones('sx')} 1 -1)) "
+            f"(let ch (vec-set {ones('sx')} 1 (vec-get sx 1))) "
+            "(let sc (Reshape f view 0)) (let sh (Reshape (Sub beta (Mul mean f)) view 0)) (let xs (Mul x sc)) "
+            "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)",
+        )
+        for unmarked in NOT_COMPOSED
+    )
 
 
 def _bn_compose() -> tuple:
     rules = []
     for dt in FLOATS:
-        rules.append(fact(
-            f'(= y (Add m t)) (= m (Mul x s)) (= (dtype x) "{dt}") (= sx (shape x)) (= sx (shape y)) '
-            f"(= sx (shape m)) {per_channel('s', 'sx')} {per_channel('t', 'sx')} (= c (vec-get sx 1)) (>= c 0)",
-            f'(let one (Scalar 1.0 "{dt}" (vec-of c))) (let zero (Scalar 0.0 "{dt}" (vec-of c))) '
-            f"(let sc (Mul {flat('s')} one)) (let sh (Mul {flat('t')} one)) "
-            f"(union y (BatchNormalization x sc sh zero one {COMPOSED_EPS!r} {COMPOSED_MOMENTUM!r})) "
-            + " ".join(f'(set (shape {e}) (vec-of c)) (set (dtype {e}) "{dt}")' for e in ("sc", "sh", "zero", "one"))))
+        rules.append(
+            fact(
+                f'(= y (Add m t)) (= m (Mul x s)) (= (dtype x) "{dt}") (= sx (shape x)) (= sx (shape y)) '
+                f"(= sx (shape m)) {per_channel('s', 'sx')} {per_channel('t', 'sx')} (= c (vec-get sx 1)) (>= c 0)",
+                f'(let one (Scalar 1.0 "{dt}" (vec-of c))) (let zero (Scalar 0.0 "{dt}" (vec-of c))) '
+                f"(let sc (Mul {flat('s')} one)) (let sh (Mul {flat('t')} one)) "
+                f"(union y (BatchNormalization x sc sh zero one {COMPOSED_EPS!r} {COMPOSED_MOMENTUM!r})) "
+                + " ".join(
+                    f'(set (shape {e}) (vec-of c)) (set (dtype {e}) "{dt}")' for e in ("sc", "sh", "zero", "one")
+                ),
+            )
+        )
     return tuple(rules)
 
 
@@ -238,12 +280,19 @@ def _input_scale() -> tuple:
     """Conv(x * s, W, B) -> Conv(x, W scaled along its input-channel axis, B)."""
     rules = []
     for kind in KINDS:
-        base = (f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) {WEIGHTS} (= sx (shape x)) (= sx (shape xs)) "
-                f"{per_channel('s', 'sx')} (finite s)")
+        base = (
+            f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) {WEIGHTS} (= sx (shape x)) (= sx (shape xs)) "
+            f"{per_channel('s', 'sx')} (finite s)"
+        )
         for extra, weight in weight_forms(IN_AXIS[kind], "Mul", "vf", "(vec-get s_s 1)", "(vec-get sx 1)"):
-            rules.append(fact(f"{base} {extra}", f"(let vf {flat('s')}) (let nw {weight}) "
-                                                 f"(union y {conv(kind, 'nw')}) (set (shape nw) sw) "
-                                                 "(set (dtype nw) wdt)"))
+            rules.append(
+                fact(
+                    f"{base} {extra}",
+                    f"(let vf {flat('s')}) (let nw {weight}) "
+                    f"(union y {conv(kind, 'nw')}) (set (shape nw) sw) "
+                    "(set (dtype nw) wdt)",
+                )
+            )
     return tuple(rules)
 
 
@@ -251,12 +300,20 @@ def _through_activation(act: str, params: str) -> tuple:
     """act(Conv) * c -> act(Conv * c) (backward) and Conv(act(x * s)) -> Conv(act(x) * s) (forward), c, s > 0."""
     rules = []
     for kind in KINDS:
-        rules.append(fact(f"(= y (Mul a c)) (= a ({act} cv{params})) (= cv {conv(kind)}) (is-const c) (positive c) "
-                          "(= sy (shape y))",
-                          f"(union y ({act} (Mul cv c){params})) (set (shape (Mul cv c)) sy)"))
-        rules.append(fact(f"(= y {conv(kind, x='r')}) (= r ({act} xs{params})) (= xs (Mul x s)) (is-const s) "
-                          "(positive s) (= sr (shape r))",
-                          f"(union r (Mul ({act} x{params}) s)) (set (shape (Mul ({act} x{params}) s)) sr)"))
+        rules.append(
+            fact(
+                f"(= y (Mul a c)) (= a ({act} cv{params})) (= cv {conv(kind)}) (is-const c) (positive c) "
+                "(= sy (shape y))",
+                f"(union y ({act} (Mul cv c){params})) (set (shape (Mul cv c)) sy)",
+            )
+        )
+        rules.append(
+            fact(
+                f"(= y {conv(kind, x='r')}) (= r ({act} xs{params})) (= xs (Mul x s)) (is-const s) "
+                "(positive s) (= sr (shape r))",
+                f"(union r (Mul ({act} x{params}) s)) (set (shape (Mul ({act} x{params}) s)) sr)",
+            )
+        )
     return tuple(rules)
 
 
@@ -266,15 +323,23 @@ def _scale_through_add() -> tuple:
     for kind, add, conv_first in itertools.product(KINDS, ("Add", "Sub"), (True, False)):
         inner = f"({add} cv o)" if conv_first else f"({add} o cv)"
         out = f"({add} (Mul cv c) (Mul o c))" if conv_first else f"({add} (Mul o c) (Mul cv c))"
-        rules.append(fact(f"(= y (Mul a c)) (= a {inner}) (= cv {conv(kind)}) (is-const w) (is-const c) "
-                          "(= sy (shape y)) (= sy (shape a)) (= sy (shape cv))",
-                          f"(union y {out}) (set (shape (Mul cv c)) sy)"))
+        rules.append(
+            fact(
+                f"(= y (Mul a c)) (= a {inner}) (= cv {conv(kind)}) (is-const w) (is-const c) "
+                "(= sy (shape y)) (= sy (shape a)) (= sy (shape cv))",
+                f"(union y {out}) (set (shape (Mul cv c)) sy)",
+            )
+        )
     hoisted = "(Mul (Add x (Div t s)) s)"
     for kind, leaf, act in itertools.product(KINDS, ("(Const tk)", "(Scalar tv tdt tsh)"), ("Relu", "LeakyRelu")):
         feeds = f"(= y {conv(kind, x='r')}) (= r ({act} m{' alpha' if act == 'LeakyRelu' else ''}))"
-        rules.append(fact(f"{feeds} (= m (Add xs t)) (= xs (Mul x s)) (= t {leaf}) (is-const s) (positive s) "
-                          "(= sx (shape x)) (= sx (shape m)) (= sx (shape xs))",
-                          f"(union m {hoisted}) (set (shape (Add x (Div t s))) sx)"))
+        rules.append(
+            fact(
+                f"{feeds} (= m (Add xs t)) (= xs (Mul x s)) (= t {leaf}) (is-const s) (positive s) "
+                "(= sx (shape x)) (= sx (shape m)) (= sx (shape xs))",
+                f"(union m {hoisted}) (set (shape (Add x (Div t s))) sx)",
+            )
+        )
     return tuple(rules)
 
 
@@ -284,14 +349,23 @@ def _pad_merge() -> tuple:
         n = r - 2
         zero = " ".join(f"(= (vec-get pp {i}) 0)" for i in (0, 1, r, r + 1))
         nonneg = " ".join(f"(>= (vec-get pp {i}) 0)" for i in [*range(2, r), *range(r + 2, 2 * r)])
-        base = (f'(= y (Conv xp w b "NOTSET" dl g ks pc st)) (= xp (Pad x pp 0.0 "constant")) '
-                f"(= (vec-length pp) {2 * r}) {zero} {nonneg}")
+        base = (
+            f'(= y (Conv xp w b "NOTSET" dl g ks pc st)) (= xp (Pad x pp 0.0 "constant")) '
+            f"(= (vec-length pp) {2 * r}) {zero} {nonneg}"
+        )
         spatial = [f"(vec-get pp {2 + i})" for i in range(n)] + [f"(vec-get pp {r + 2 + i})" for i in range(n)]
         summed = [f"(+ (vec-get pc {i}) {p})" for i, p in enumerate(spatial)]
-        rules.append(fact(f"{base} (= pc (vec-empty))",
-                          f'(union y (Conv x w b "NOTSET" dl g ks (vec-of {" ".join(spatial)}) st))'))
-        rules.append(fact(f"{base} (= (vec-length pc) {2 * n})",
-                          f'(union y (Conv x w b "NOTSET" dl g ks (vec-of {" ".join(summed)}) st))'))
+        rules.append(
+            fact(
+                f"{base} (= pc (vec-empty))", f'(union y (Conv x w b "NOTSET" dl g ks (vec-of {" ".join(spatial)}) st))'
+            )
+        )
+        rules.append(
+            fact(
+                f"{base} (= (vec-length pc) {2 * n})",
+                f'(union y (Conv x w b "NOTSET" dl g ks (vec-of {" ".join(summed)}) st))',
+            )
+        )
     return tuple(rules)
 
 
@@ -301,9 +375,10 @@ LEAVES = ("(Const k)", "(Scalar v d s)", "(Transpose (Const k) p)")
 def _const_last() -> tuple:
     """Constant leaves (and layout's transposed leaves) only: constant arithmetic that rules build is written
     constant-last already, and swapping every constant-constant product would double those terms."""
-    return tuple(fact(f"(= y ({op} c x)) (= c {leaf}) (= sy (shape y))",
-                      f"(union y ({op} x c)) (set (shape ({op} x c)) sy)")
-                 for op, leaf in itertools.product(("Add", "Mul"), LEAVES))
+    return tuple(
+        fact(f"(= y ({op} c x)) (= c {leaf}) (= sy (shape y))", f"(union y ({op} x c)) (set (shape ({op} x c)) sy)")
+        for op, leaf in itertools.product(("Add", "Mul"), LEAVES)
+    )
 
 
 def _broadcast_shape() -> tuple:
@@ -322,8 +397,10 @@ def _finite_facts() -> tuple:
     x / 0 = inf reaches a fold's weights as W * inf, whose sums are NaN)."""
     return (
         fact("(= y (Scalar v d s)) (< (abs v) inf)", "(finite y)"),
-        *(fact(f"(= y ({op} c{params})) (finite c)", "(finite y)")
-          for op, params in (("Reshape", " s z"), ("Transpose", " p"), ("Neg", ""), ("Abs", ""), ("Identity", ""))),
+        *(
+            fact(f"(= y ({op} c{params})) (finite c)", "(finite y)")
+            for op, params in (("Reshape", " s z"), ("Transpose", " p"), ("Neg", ""), ("Abs", ""), ("Identity", ""))
+        ),
         fact("(= y (Sqrt c)) (finite c) (positive c)", "(finite y)"),
         fact("(= y (Reciprocal c)) (finite c) (positive c)", "(finite y)"),
         *(fact(f"(= y ({op} a b)) (finite a) (finite b)", "(finite y)") for op in ("Add", "Sub", "Mul")),
@@ -365,8 +442,12 @@ def _merge(n: int, bias: bool) -> "Egglog":
     total = "(+ " * (n - 1) + "(vec-get sw0 0)" + "".join(f" (vec-get sw{k} 0))" for k in range(1, n))
     acts = [f"(let wc (Concat {tlist([f'w{k}' for k in ks])} 0))"]
     acts.append(f"(let bc (Concat {tlist(b)} 0))" if bias else "(let bc (Absent))")
-    acts += ["(let mc (Conv x wc bc ap dl 1 ks pd st))", f"(set (shape mc) (vec-set sy0 1 {total}))",
-             "(set (dtype mc) dt)", f"(let sp (Split mc 1 {sizes}))"]
+    acts += [
+        "(let mc (Conv x wc bc ap dl 1 ks pd st))",
+        f"(set (shape mc) (vec-set sy0 1 {total}))",
+        "(set (dtype mc) dt)",
+        f"(let sp (Split mc 1 {sizes}))",
+    ]
     acts += [f"(union y{k} (Out sp {k}))" for k in ks]
     return fact(q, " ".join(acts))
 
@@ -376,18 +457,22 @@ def _merge_sites() -> "Egglog":
     several convs of the input graph read (`conv-fanout`, from the loader): the merges
     join this small relation (a class holds several Conv e-nodes once folds ran: joining them directly multiplies
     them per merged conv)."""
-    return fact("(conv-fanout x) (= y (Conv x w b ap dl 1 ks pd st)) (= w (Const c)) (= r (const-rank w))",
-                "(conv-site x ap dl ks pd st r y w b)")
+    return fact(
+        "(conv-fanout x) (= y (Conv x w b ap dl 1 ks pd st)) (= w (Const c)) (= r (const-rank w))",
+        "(conv-site x ap dl ks pd st r y w b)",
+    )
 
 
 def _merge_zero_bias() -> "Egglog":
     """A bias-less conv next to a mergeable conv with a constant bias gets an explicit zero bias (so that the
     biased merge covers it)."""
-    return fact("(conv-site x ap dl ks pd st r y w ab) (= ab (Absent)) (conv-site x ap dl ks pd st rv z v b) "
-                "(is-const b) (!= r rv) (= sw (shape w)) (= sv (shape v)) "
-                "(>= (vec-length sw) 3) (= (vec-remove sw 0) (vec-remove sv 0)) (= dt (dtype w)) (= dt (dtype v))",
-                "(let co (vec-get sw 0)) (let nb (Scalar 0.0 dt (vec-of co))) "
-                "(union y (Conv x w nb ap dl 1 ks pd st)) (set (shape nb) (vec-of co)) (set (dtype nb) dt)")
+    return fact(
+        "(conv-site x ap dl ks pd st r y w ab) (= ab (Absent)) (conv-site x ap dl ks pd st rv z v b) "
+        "(is-const b) (!= r rv) (= sw (shape w)) (= sv (shape v)) "
+        "(>= (vec-length sw) 3) (= (vec-remove sw 0) (vec-remove sv 0)) (= dt (dtype w)) (= dt (dtype v))",
+        "(let co (vec-get sw 0)) (let nb (Scalar 0.0 dt (vec-of co))) "
+        "(union y (Conv x w nb ap dl 1 ks pd st)) (set (shape nb) (vec-of co)) (set (dtype nb) dt)",
+    )
 
 
 #: Activations a conv runs as its epilogue on some target (extract/targets/*.toml `fused`).
@@ -398,88 +483,194 @@ def _merge_epilogue() -> tuple:
     """act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k): the merged conv keeps
     its activation as an epilogue (without this form, an activation after the Split is costed as fused with the
     original conv its class still holds, though no runtime fuses it)."""
-    return tuple(fact(f"(= y {op_pattern(act, 'o')}) (= o (Out sp k)) (= sp (Split mc 1 sz)) "
-                      "(= mc (Conv x w b ap dl g ks pd st))",
-                      f"(union y (Out (Split {op_pattern(act, 'mc')} 1 sz) k))")
-                 for act in EPILOGUES)
+    return tuple(
+        fact(
+            f"(= y {op_pattern(act, 'o')}) (= o (Out sp k)) (= sp (Split mc 1 sz)) "
+            "(= mc (Conv x w b ap dl g ks pd st))",
+            f"(union y (Out (Split {op_pattern(act, 'mc')} 1 sz) k))",
+        )
+        for act in EPILOGUES
+    )
 
 
 RULES = [
-    Rule("conv-merge-sites", FAMILY, "exact", "eqsat:analysis",
-         "conv-site(x, attributes, rank of W, y, W, B) for each group-1 Conv with a loaded constant W whose input x "
-         "several input Convs read (the relation conv-merge joins)",
-         (_merge_sites(),), ruleset="analysis"),
-    Rule("conv-zero-bias", FAMILY, "exact", "onnxruntime:ConvAddFusion (bias creation)",
-         "Conv(x, W) -> Conv(x, W, zeros[C_out]) when its output meets a constant (+, -, *, /) or a "
-         "BatchNormalization, so that the folds see a bias (Conv and ConvTranspose)",
-         _zero_bias()),
-    Rule("conv-bias-fold", FAMILY, "fp-reassoc", "onnxruntime:ConvAddFusion; coreml:fuse_conv_bias",
-         "Conv(x, W, B) +/- c -> Conv(x, W, B +/- c) and c - Conv(x, W, B) -> Conv(x, -W, c - B) for c per output "
-         "channel or scalar (Conv and ConvTranspose)",
-         _bias_fold()),
-    Rule("conv-scale-fold", FAMILY, "fp-reassoc", "tvm:BackwardFoldScaleAxis; onnxruntime:ConvMulFusion; "
-         "coreml:fuse_conv_scale",
-         "Conv(x, W, B) * c -> Conv(x, W * c, B * c) for c per output channel or scalar (ConvTranspose: W axis 1 "
-         "per group)",
-         _output_scale("Mul", guard="(finite c)")),
-    Rule("conv-div-fold", FAMILY, "fp-reassoc", "tvm:BackwardFoldScaleAxis; coreml:fuse_conv_scale",
-         "Conv(x, W, B) / c -> Conv(x, W / c, B / c) for a positive c per output channel or scalar (never c / Conv)",
-         _output_scale("Div", guard="(positive c) (finite c)")),
-    Rule("bn-foldable", FAMILY, "exact", "eqsat:analysis",
-         "bn-foldable(scale, bias, mean, variance, dtype) for each BatchNormalization whose four parameters are "
-         "constants of one dtype (the relation conv-bn-fold and bn-decompose join)",
-         (_bn_foldable(),), ruleset="analysis"),
-    Rule("conv-bn-fold", FAMILY, "fp-reassoc", "onnxruntime:ConvBNFusion; coreml:fuse_conv_batchnorm",
-         "BatchNormalization(Conv(x, W, B)) -> Conv(x, W * f, (B - mean) * f + beta), f = gamma / sqrt(var + eps) "
-         "(Conv and ConvTranspose, grouped included)",
-         _bn_fold()),
-    Rule("bn-decompose", FAMILY, "fp-reassoc", "tvm:SimplifyInference; glow:lowerBatchNormalizationNode",
-         "BatchNormalization(x) -> x * f + (beta - mean * f) with f = gamma / sqrt(var + eps) per channel",
-         _bn_decompose()),
-    Rule("bn-compose", FAMILY, "exact", "coreml:fuse_mul_add_to_batchnorm (inverse of tvm:SimplifyInference)",
-         "x * s + t -> BatchNormalization(x, s, t, mean 0, var 1, eps 0, momentum 1) for s, t per channel (axis 1) "
-         "or scalar",
-         _bn_compose()),
-    Rule("conv-input-scale-fold", FAMILY, "fp-reassoc", "tvm:ForwardFoldScaleAxis",
-         "Conv(x * s, W, B) -> Conv(x, W * s along the input-channel axis, B) for s per input channel or scalar "
-         "(grouped and depthwise mapped per group; ConvTranspose: W axis 0)",
-         _input_scale()),
-    Rule("scale-through-relu", FAMILY, "exact", "tvm:FoldScaleAxis (relu)",
-         "Relu(Conv) * c -> Relu(Conv * c) and Conv(Relu(x * s)) -> Conv(Relu(x) * s) for positive constants c, s",
-         _through_activation("Relu", "")),
-    Rule("scale-through-leaky-relu", FAMILY, "fp-reassoc", "tvm:FoldScaleAxis (leaky_relu)",
-         "LeakyRelu(Conv) * c -> LeakyRelu(Conv * c) and Conv(LeakyRelu(x * s)) -> Conv(LeakyRelu(x) * s), c, s > 0",
-         _through_activation("LeakyRelu", " alpha")),
-    Rule("scale-through-add", FAMILY, "fp-reassoc", "tvm:FoldScaleAxis (add)",
-         "(Conv +/- y) * c -> Conv * c +/- y * c (backward); x * s + t -> (x + t / s) * s for a positive s and a "
-         "constant leaf t when it feeds a Conv through Relu/LeakyRelu (forward)",
-         _scale_through_add()),
-    Rule("conv-pad-merge", FAMILY, "exact", "onnxruntime:PadFusion; tvm:FoldExplicitPadding",
-         "Conv(Pad(x, p, constant 0), W, B, pads) -> Conv(x, W, B, pads + spatial p) when p is 0 on N and C and "
-         "non-negative (Conv only: not MaxPool, whose padding is -inf)",
-         _pad_merge()),
-    Rule("const-operand-last", FAMILY, "exact", "coreml:canonicalize (constant operand second)",
-         "c * x -> x * c and c + x -> x + c for a constant leaf c, or a transposed one (the folds match one "
-         "operand order)",
-         _const_last()),
-    Rule("conv-merge", FAMILY, "fp-reassoc", "tensat:multi-pattern (conv with shared input); "
-         "tvm:CombineParallelConv2D",
-         "Conv(x, W1, B1), Conv(x, W2, B2), ... -> Out(Split(Conv(x, Concat(W, 0), Concat(B, 0)), 1, [C1, C2, ...]), "
-         "k) for 2 to 4 group-1 convs with identical attributes, constant weights and constant or absent biases",
-         tuple(_merge(n, bias) for bias in (False, True) for n in range(2, MAX_MERGE + 1)) + (_merge_zero_bias(),)),
-    Rule("conv-merge-epilogue", FAMILY, "exact", "tensat:multi-pattern; tvm:CombineParallelConv2D (activation)",
-         "act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k) for act Relu, LeakyRelu, "
-         "Clip, Sigmoid, Tanh or HardSigmoid: a merged conv keeps its activation as an epilogue",
-         _merge_epilogue()),
-    Rule("scale-broadcast-shape", FAMILY, "exact", "eqsat:analysis",
-         "shape(B(a, b)) = shape(a) for Add/Sub/Mul/Div when b is all ones at a's rank (and symmetrically)",
-         _broadcast_shape(), ruleset="analysis"),
-    Rule("scale-finite-facts", FAMILY, "exact", "eqsat:analysis",
-         "finite(c) for a finite Scalar; through Reshape/Transpose/Neg/Abs/Identity, Add/Sub/Mul of finites, and "
-         "Sqrt/Reciprocal/Div by a positive finite (the guard of the conv scale folds: never W * inf)",
-         _finite_facts(), ruleset="analysis"),
-    Rule("scale-positive-facts", FAMILY, "exact", "eqsat:analysis",
-         "positive(Scalar v) for v > 0; positive through Reshape/Transpose/Sqrt/Reciprocal and Mul/Div/Add of "
-         "positives",
-         _positive_facts(), ruleset="analysis"),
+    Rule(
+        "conv-merge-sites",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "conv-site(x, attributes, rank of W, y, W, B) for each group-1 Conv with a loaded constant W whose input x "
+        "several input Convs read (the relation conv-merge joins)",
+        (_merge_sites(),),
+        ruleset="analysis",
+    ),
+    Rule(
+        "conv-zero-bias",
+        FAMILY,
+        "exact",
+        "onnxruntime:ConvAddFusion (bias creation)",
+        "Conv(x, W) -> Conv(x, W, zeros[C_out]) when its output meets a constant (+, -, *, /) or a "
+        "BatchNormalization, so that the folds see a bias (Conv and ConvTranspose)",
+        _zero_bias(),
+    ),
+    Rule(
+        "conv-bias-fold",
+        FAMILY,
+        "fp-reassoc",
+        "onnxruntime:ConvAddFusion; coreml:fuse_conv_bias",
+        "Conv(x, W, B) +/- c -> Conv(x, W, B +/- c) and c - Conv(x, W, B) -> Conv(x, -W, c - B) for c per output "
+        "channel or scalar (Conv and ConvTranspose)",
+        _bias_fold(),
+    ),
+    Rule(
+        "conv-scale-fold",
+        FAMILY,
+        "fp-reassoc",
+        "tvm:BackwardFoldScaleAxis; onnxruntime:ConvMulFusion; coreml:fuse_conv_scale",
+        "Conv(x, W, B) * c -> Conv(x, W * c, B * c) for c per output channel or scalar (ConvTranspose: W axis 1 "
+        "per group)",
+        _output_scale("Mul", guard="(finite c)"),
+    ),
+    Rule(
+        "conv-div-fold",
+        FAMILY,
+        "fp-reassoc",
+        "tvm:BackwardFoldScaleAxis; coreml:fuse_conv_scale",
+        "Conv(x, W, B) / c -> Conv(x, W / c, B / c) for a positive c per output channel or scalar (never c / Conv)",
+        _output_scale("Div", guard="(positive c) (finite c)"),
+    ),
+    Rule(
+        "bn-foldable",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "bn-foldable(scale, bias, mean, variance, dtype) for each BatchNormalization whose four parameters are "
+        "constants of one dtype (the relation conv-bn-fold and bn-decompose join)",
+        (_bn_foldable(),),
+        ruleset="analysis",
+    ),
+    Rule(
+        "conv-bn-fold",
+        FAMILY,
+        "fp-reassoc",
+        "onnxruntime:ConvBNFusion; coreml:fuse_conv_batchnorm",
+        "BatchNormalization(Conv(x, W, B)) -> Conv(x, W * f, (B - mean) * f + beta), f = gamma / sqrt(var + eps) "
+        "(Conv and ConvTranspose, grouped included)",
+        _bn_fold(),
+    ),
+    Rule(
+        "bn-decompose",
+        FAMILY,
+        "fp-reassoc",
+        "tvm:SimplifyInference; glow:lowerBatchNormalizationNode",
+        "BatchNormalization(x) -> x * f + (beta - mean * f) with f = gamma / sqrt(var + eps) per channel",
+        _bn_decompose(),
+    ),
+    Rule(
+        "bn-compose",
+        FAMILY,
+        "exact",
+        "coreml:fuse_mul_add_to_batchnorm (inverse of tvm:SimplifyInference)",
+        "x * s + t -> BatchNormalization(x, s, t, mean 0, var 1, eps 0, momentum 1) for s, t per channel (axis 1) "
+        "or scalar",
+        _bn_compose(),
+    ),
+    Rule(
+        "conv-input-scale-fold",
+        FAMILY,
+        "fp-reassoc",
+        "tvm:ForwardFoldScaleAxis",
+        "Conv(x * s, W, B) -> Conv(x, W * s along the input-channel axis, B) for s per input channel or scalar "
+        "(grouped and depthwise mapped per group; ConvTranspose: W axis 0)",
+        _input_scale(),
+    ),
+    Rule(
+        "scale-through-relu",
+        FAMILY,
+        "exact",
+        "tvm:FoldScaleAxis (relu)",
+        "Relu(Conv) * c -> Relu(Conv * c) and Conv(Relu(x * s)) -> Conv(Relu(x) * s) for positive constants c, s",
+        _through_activation("Relu", ""),
+    ),
+    Rule(
+        "scale-through-leaky-relu",
+        FAMILY,
+        "fp-reassoc",
+        "tvm:FoldScaleAxis (leaky_relu)",
+        "LeakyRelu(Conv) * c -> LeakyRelu(Conv * c) and Conv(LeakyRelu(x * s)) -> Conv(LeakyRelu(x) * s), c, s > 0",
+        _through_activation("LeakyRelu", " alpha"),
+    ),
+    Rule(
+        "scale-through-add",
+        FAMILY,
+        "fp-reassoc",
+        "tvm:FoldScaleAxis (add)",
+        "(Conv +/- y) * c -> Conv * c +/- y * c (backward); x * s + t -> (x + t / s) * s for a positive s and a "
+        "constant leaf t when it feeds a Conv through Relu/LeakyRelu (forward)",
+        _scale_through_add(),
+    ),
+    Rule(
+        "conv-pad-merge",
+        FAMILY,
+        "exact",
+        "onnxruntime:PadFusion; tvm:FoldExplicitPadding",
+        "Conv(Pad(x, p, constant 0), W, B, pads) -> Conv(x, W, B, pads + spatial p) when p is 0 on N and C and "
+        "non-negative (Conv only: not MaxPool, whose padding is -inf)",
+        _pad_merge(),
+    ),
+    Rule(
+        "const-operand-last",
+        FAMILY,
+        "exact",
+        "coreml:canonicalize (constant operand second)",
+        "c * x -> x * c and c + x -> x + c for a constant leaf c, or a transposed one (the folds match one "
+        "operand order)",
+        _const_last(),
+    ),
+    Rule(
+        "conv-merge",
+        FAMILY,
+        "fp-reassoc",
+        "tensat:multi-pattern (conv with shared input); tvm:CombineParallelConv2D",
+        "Conv(x, W1, B1), Conv(x, W2, B2), ... -> Out(Split(Conv(x, Concat(W, 0), Concat(B, 0)), 1, [C1, C2, ...]), "
+        "k) for 2 to 4 group-1 convs with identical attributes, constant weights and constant or absent biases",
+        tuple(_merge(n, bias) for bias in (False, True) for n in range(2, MAX_MERGE + 1)) + (_merge_zero_bias(),),
+    ),
+    Rule(
+        "conv-merge-epilogue",
+        FAMILY,
+        "exact",
+        "tensat:multi-pattern; tvm:CombineParallelConv2D (activation)",
+        "act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k) for act Relu, LeakyRelu, "
+        "Clip, Sigmoid, Tanh or HardSigmoid: a merged conv keeps its activation as an epilogue",
+        _merge_epilogue(),
+    ),
+    Rule(
+        "scale-broadcast-shape",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "shape(B(a, b)) = shape(a) for Add/Sub/Mul/Div when b is all ones at a's rank (and symmetrically)",
+        _broadcast_shape(),
+        ruleset="analysis",
+    ),
+    Rule(
+        "scale-finite-facts",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "finite(c) for a finite Scalar; through Reshape/Transpose/Neg/Abs/Identity, Add/Sub/Mul of finites, and "
+        "Sqrt/Reciprocal/Div by a positive finite (the guard of the conv scale folds: never W * inf)",
+        _finite_facts(),
+        ruleset="analysis",
+    ),
+    Rule(
+        "scale-positive-facts",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "positive(Scalar v) for v > 0; positive through Reshape/Transpose/Sqrt/Reciprocal and Mul/Div/Add of positives",
+        _positive_facts(),
+        ruleset="analysis",
+    ),
 ]

@@ -38,54 +38,154 @@ from eqsat.rewrites.cleanup import rw_neutral
 SAME_SHAPE = "(= (shape __root) (shape x))"
 #: Guards of mul-scalar-reassoc: c a single-element constant of rank <= the output's, a and b of the output's
 #: shape (so a * b has it too: shape-binary sets it).
-REASSOC = ("(= c (Scalar v d sc))", "(= s (shape __root))", "(= s (shape a))", "(= s (shape b))",
-           "(<= (vec-length sc) (vec-length s))")
+REASSOC = (
+    "(= c (Scalar v d sc))",
+    "(= s (shape __root))",
+    "(= s (shape a))",
+    "(= s (shape b))",
+    "(<= (vec-length sc) (vec-length s))",
+)
 
 RULES = [
-    Rule("div-const-to-mul", "elementwise", "fp-reassoc", "tvm:DivToMul; onnxruntime:DivMulFusion",
-         "Div(x, c) -> Mul(x, Reciprocal(c)) for a float constant c whose reciprocal does not overflow (a "
-         "single-element c becomes Scalar(1 / c); a tensor c only in FLOAT/DOUBLE)",
-         (rw("(Div x (Scalar v dt s))", "(Mul x (Scalar (/ 1.0 v) dt s))", "(!= v 0.0) (= top (float-max dt))",
-             "(<= (abs (/ 1.0 v)) top)"),  # float dtypes only: integer division truncates
-          rw("(Div x c)", "(Mul x (Reciprocal c))", "(= c (Const k))", '(= dt (dtype c)) (dtype-group "tensor-reciprocal" dt since)'))),
-    Rule("sub-zero", "elementwise", "exact", "coreml:noop_elimination",
-         "x - 0 -> x (0 a scalar or a tensor of zeros) when the output shape is x's",
-         (rw_neutral("(Sub x c)", "x", "(splat c 0.0)", SAME_SHAPE),), ruleset="simplify"),
-    Rule("div-one", "elementwise", "exact", "coreml:noop_elimination",
-         "x / 1 -> x (1 a scalar or a tensor of ones) when the output shape is x's",
-         (rw_neutral("(Div x c)", "x", "(splat c 1.0)", SAME_SHAPE),), ruleset="simplify"),
-    Rule("pow-one", "elementwise", "exact", "coreml:noop_elimination; tvm:SimplifyExpr (power 1)",
-         "Pow(x, 1) -> x (1 a scalar or a tensor of ones, any exponent dtype) when the output shape is x's",
-         (rw_neutral("(Pow x c)", "x", "(splat c 1.0)", SAME_SHAPE),), ruleset="simplify"),
-    Rule("or-false", "elementwise", "exact", "tvm:SimplifyExpr (logical identities)",
-         "Or(x, false) -> x (either operand order) when the output shape is x's",
-         (rw_neutral("(Or x c)", "x", "(splat c 0.0)", SAME_SHAPE),
-          rw_neutral("(Or c x)", "x", "(splat c 0.0)", SAME_SHAPE)), ruleset="simplify"),
-    Rule("and-true", "elementwise", "exact", "tvm:SimplifyExpr (logical identities)",
-         "And(x, true) -> x (either operand order) when the output shape is x's",
-         (rw_neutral("(And x c)", "x", "(splat c 1.0)", SAME_SHAPE),
-          rw_neutral("(And c x)", "x", "(splat c 1.0)", SAME_SHAPE)), ruleset="simplify"),
-    Rule("mul-neg-one", "elementwise", "exact", "tvm:SimplifyExpr (x * -1 as -x); tf2onnx:PReLU (relu(x * -1))",
-         "x * -1 -> Neg(x) (-1 a scalar or a tensor of -1, either operand order) when the output shape is x's",
-         (rw("(Mul x c)", "(Neg x)", "(splat c -1.0)", SAME_SHAPE),
-          rw("(Mul c x)", "(Neg x)", "(splat c -1.0)", SAME_SHAPE)), ruleset="simplify"),
-    Rule("mul-scalar-reassoc", "elementwise", "fp-reassoc", "tvm:SimplifyExpr (reassociate constant products); "
-         "onnxruntime:GeluFusion (operand orders)",
-         "a * (b * c) -> (a * b) * c and (a * c) * b -> (a * b) * c for a single-element constant c and a, b of the "
-         "output's shape (one canonical place for a scale: the outermost product)",
-         (rw("(Mul a (Mul b c))", "(Mul (Mul a b) c)", *REASSOC),
-          rw("(Mul (Mul a c) b)", "(Mul (Mul a b) c)", *REASSOC))),
-    Rule("add-scaled-last", "elementwise", "exact", "onnxruntime:FastGeluFusion (operand orders)",
-         "p * c + x -> x + p * c for a single-element constant c (the scaled term second: one operand order for "
-         "the fusions)",
-         (rw("(Add (Mul p c) x)", "(Add x (Mul p c))", "(= c (Scalar v d sc))", "(= (shape __root) (shape x))",
-             "(= (shape __root) (shape p))"),)),
-    Rule("neg-neg", "elementwise", "exact", "tvm:SimplifyExpr; onnxruntime:NegNegElimination",
-         "Neg(Neg(x)) -> x", (rw("(Neg (Neg x))", "x"),), ruleset="simplify"),
-    Rule("where-not-swap", "elementwise", "exact", "onnxoptimizer:rewrite_where",
-         "Where(Not(c), a, b) -> Where(c, b, a)", (rw("(Where (Not c) a b)", "(Where c b a)"),), ruleset="simplify"),
-    Rule("logical-self", "elementwise", "exact", "onnxoptimizer:eliminate_consecutive_idempotent_ops (And/Or); "
-         "tvm:SimplifyExpr",
-         "And(a, a) -> a and Or(a, a) -> a (the output is a's shape)",
-         (rw_neutral("(And a a)", "a"), rw_neutral("(Or a a)", "a")), ruleset="simplify"),
+    Rule(
+        "div-const-to-mul",
+        "elementwise",
+        "fp-reassoc",
+        "tvm:DivToMul; onnxruntime:DivMulFusion",
+        "Div(x, c) -> Mul(x, Reciprocal(c)) for a float constant c whose reciprocal does not overflow (a "
+        "single-element c becomes Scalar(1 / c); a tensor c only in FLOAT/DOUBLE)",
+        (
+            rw(
+                "(Div x (Scalar v dt s))",
+                "(Mul x (Scalar (/ 1.0 v) dt s))",
+                "(!= v 0.0) (= top (float-max dt))",
+                "(<= (abs (/ 1.0 v)) top)",
+            ),  # float dtypes only: integer division truncates
+            rw(
+                "(Div x c)",
+                "(Mul x (Reciprocal c))",
+                "(= c (Const k))",
+                '(= dt (dtype c)) (dtype-group "tensor-reciprocal" dt since)',
+            ),
+        ),
+    ),
+    Rule(
+        "sub-zero",
+        "elementwise",
+        "exact",
+        "coreml:noop_elimination",
+        "x - 0 -> x (0 a scalar or a tensor of zeros) when the output shape is x's",
+        (rw_neutral("(Sub x c)", "x", "(splat c 0.0)", SAME_SHAPE),),
+        ruleset="simplify",
+    ),
+    Rule(
+        "div-one",
+        "elementwise",
+        "exact",
+        "coreml:noop_elimination",
+        "x / 1 -> x (1 a scalar or a tensor of ones) when the output shape is x's",
+        (rw_neutral("(Div x c)", "x", "(splat c 1.0)", SAME_SHAPE),),
+        ruleset="simplify",
+    ),
+    Rule(
+        "pow-one",
+        "elementwise",
+        "exact",
+        "coreml:noop_elimination; tvm:SimplifyExpr (power 1)",
+        "Pow(x, 1) -> x (1 a scalar or a tensor of ones, any exponent dtype) when the output shape is x's",
+        (rw_neutral("(Pow x c)", "x", "(splat c 1.0)", SAME_SHAPE),),
+        ruleset="simplify",
+    ),
+    Rule(
+        "or-false",
+        "elementwise",
+        "exact",
+        "tvm:SimplifyExpr (logical identities)",
+        "Or(x, false) -> x (either operand order) when the output shape is x's",
+        (
+            rw_neutral("(Or x c)", "x", "(splat c 0.0)", SAME_SHAPE),
+            rw_neutral("(Or c x)", "x", "(splat c 0.0)", SAME_SHAPE),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "and-true",
+        "elementwise",
+        "exact",
+        "tvm:SimplifyExpr (logical identities)",
+        "And(x, true) -> x (either operand order) when the output shape is x's",
+        (
+            rw_neutral("(And x c)", "x", "(splat c 1.0)", SAME_SHAPE),
+            rw_neutral("(And c x)", "x", "(splat c 1.0)", SAME_SHAPE),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "mul-neg-one",
+        "elementwise",
+        "exact",
+        "tvm:SimplifyExpr (x * -1 as -x); tf2onnx:PReLU (relu(x * -1))",
+        "x * -1 -> Neg(x) (-1 a scalar or a tensor of -1, either operand order) when the output shape is x's",
+        (
+            rw("(Mul x c)", "(Neg x)", "(splat c -1.0)", SAME_SHAPE),
+            rw("(Mul c x)", "(Neg x)", "(splat c -1.0)", SAME_SHAPE),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "mul-scalar-reassoc",
+        "elementwise",
+        "fp-reassoc",
+        "tvm:SimplifyExpr (reassociate constant products); onnxruntime:GeluFusion (operand orders)",
+        "a * (b * c) -> (a * b) * c and (a * c) * b -> (a * b) * c for a single-element constant c and a, b of the "
+        "output's shape (one canonical place for a scale: the outermost product)",
+        (
+            rw("(Mul a (Mul b c))", "(Mul (Mul a b) c)", *REASSOC),
+            rw("(Mul (Mul a c) b)", "(Mul (Mul a b) c)", *REASSOC),
+        ),
+    ),
+    Rule(
+        "add-scaled-last",
+        "elementwise",
+        "exact",
+        "onnxruntime:FastGeluFusion (operand orders)",
+        "p * c + x -> x + p * c for a single-element constant c (the scaled term second: one operand order for "
+        "the fusions)",
+        (
+            rw(
+                "(Add (Mul p c) x)",
+                "(Add x (Mul p c))",
+                "(= c (Scalar v d sc))",
+                "(= (shape __root) (shape x))",
+                "(= (shape __root) (shape p))",
+            ),
+        ),
+    ),
+    Rule(
+        "neg-neg",
+        "elementwise",
+        "exact",
+        "tvm:SimplifyExpr; onnxruntime:NegNegElimination",
+        "Neg(Neg(x)) -> x",
+        (rw("(Neg (Neg x))", "x"),),
+        ruleset="simplify",
+    ),
+    Rule(
+        "where-not-swap",
+        "elementwise",
+        "exact",
+        "onnxoptimizer:rewrite_where",
+        "Where(Not(c), a, b) -> Where(c, b, a)",
+        (rw("(Where (Not c) a b)", "(Where c b a)"),),
+        ruleset="simplify",
+    ),
+    Rule(
+        "logical-self",
+        "elementwise",
+        "exact",
+        "onnxoptimizer:eliminate_consecutive_idempotent_ops (And/Or); tvm:SimplifyExpr",
+        "And(a, a) -> a and Or(a, a) -> a (the output is a's shape)",
+        (rw_neutral("(And a a)", "a"), rw_neutral("(Or a a)", "a")),
+        ruleset="simplify",
+    ),
 ]

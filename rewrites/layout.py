@@ -54,8 +54,10 @@ PARAM_UNARY = ("LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Clip", "Cast")
 REDUCE_OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare")
 
 #: R(Transpose(x, p), ax, kd) with 0 < |ax| < |p| = rank of x (ax sorted, non-negative: normalized at load).
-_SINK = ("(= __root ({op} (Transpose x p) ax kd)) (= n (vec-length ax)) (> n 0) (= r (vec-length p)) (< n r) "
-         "(>= (vec-get ax 0) 0) (< (vec-get ax (- n 1)) r) (= sx (shape x)) (= (vec-length sx) r) (= dx (dtype x))")
+_SINK = (
+    "(= __root ({op} (Transpose x p) ax kd)) (= n (vec-length ax)) (> n 0) (= r (vec-length p)) (< n r) "
+    "(>= (vec-get ax 0) 0) (< (vec-get ax (- n 1)) r) (= sx (shape x)) (= (vec-length sx) r) (= dx (dtype x))"
+)
 #: ... the reduced axes of x, sorted: ax2 = sorted p[ax]
 _SINK_AXES = '(= ax2 (merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (vec-empty)))'
 #: ... keepdims = 0: the kept axes of x (sorted), their places m (m[kept[i]] = i), p without ax
@@ -71,14 +73,20 @@ def _reduce_sink(op: str) -> tuple:
         need(sink, '(need-merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (vec-empty)) (need-drop-at p ax)'),
         need(f"{sink} {_SINK_AXES}", "(need-ones-at sx ax2) (need-drop-at sx ax2) (need-drop-at (vec-range r) ax2)"),
         need(f"{sink} {_SINK_AXES} (= kept (drop-at (vec-range r) ax2))", "(need-index-map kept)"),
-        fact(f"{sink} (= kd 1) {_SINK_AXES} (= so (ones-at sx ax2))",
-             f"(let red ({op} x ax2 1)) (set (shape red) so) (set (dtype red) dx) (union __root (Transpose red p))"),
-        fact(f"{sink} (= kd 0) {_SINK_AXES} (= so (drop-at sx ax2)) {_SINK_KEPT}",
-             f"(let red ({op} x ax2 0)) (set (shape red) so) (set (dtype red) dx) "
-             '(union __root (Transpose red (unstable-vec-map (unstable-fn "vec-get" m) pr)))'),
+        fact(
+            f"{sink} (= kd 1) {_SINK_AXES} (= so (ones-at sx ax2))",
+            f"(let red ({op} x ax2 1)) (set (shape red) so) (set (dtype red) dx) (union __root (Transpose red p))",
+        ),
+        fact(
+            f"{sink} (= kd 0) {_SINK_AXES} (= so (drop-at sx ax2)) {_SINK_KEPT}",
+            f"(let red ({op} x ax2 0)) (set (shape red) so) (set (dtype red) dx) "
+            '(union __root (Transpose red (unstable-vec-map (unstable-fn "vec-get" m) pr)))',
+        ),
         # every axis reduced (listed, or the empty list with noop_with_empty_axes = 0): the layout is gone
-        fact(f"(= __root ({op} (Transpose x p) ax kd)) (= n (vec-length ax)) (= 0 (* n (- n (vec-length p))))",
-             f"(union __root ({op} x ax kd))"),
+        fact(
+            f"(= __root ({op} (Transpose x p) ax kd)) (= n (vec-length ax)) (= 0 (* n (- n (vec-length p))))",
+            f"(union __root ({op} x ax kd))",
+        ),
     )
 
 
@@ -87,9 +95,11 @@ def _moves_no_data(rank: int) -> str:
     from increasing axes of x. With q_i = p[i] + 1 for such an axis and 0 for a size-1 one, every q_i is 0
     or above the largest q before it (the running max m). O(rank) atoms: egglog compiles a rule in time
     growing with its atoms, and the pairwise form cost 11 ms per rank-6 rule."""
+
     def not_one(i: int) -> str:  # 0 when so[i] is 1, else 1
         d = f"(vec-get so {i})"
         return f"(min 1 (* (- {d} 1) (- {d} 1)))"
+
     guards = [f"(= q{i} (* {not_one(i)} (+ (vec-get p {i}) 1)))" for i in range(rank)]
     for i in range(1, rank):
         guards.append(f"(>= (* q{i} (- q{i} {'q0' if i == 1 else f'm{i - 1}'})) 0)")
@@ -110,8 +120,10 @@ def _reshape_targets(rank: int) -> list[tuple[str, str]]:
     total = "(vec-get n 0)"
     for i in range(1, rank):
         total = f"(+ {total} (vec-get n {i}))"
-    return [("so", '(= so (unstable-vec-map (unstable-fn "max" 0) so))'),
-            (_SYMBOLS_AS_MINUS_ONE, f"(= n {marks}) (= {total} -1)")]
+    return [
+        ("so", '(= so (unstable-vec-map (unstable-fn "max" 0) so))'),
+        (_SYMBOLS_AS_MINUS_ONE, f"(= n {marks}) (= {total} -1)"),
+    ]
 
 
 #: A Reshape with a static target, or with one computed at run time: the rules read shape facts only.
@@ -122,29 +134,37 @@ _RESHAPES = ("(Reshape {x} s{k} z{k})", "(ReshapeDyn {x} t{k} z{k})")
 #: merges x's leading two axes (its other dims are x's: sr[1:] = sx[2:]), the Transpose keeps the merged axis in
 #: front, and the last Reshape splits it back into x's two axes (its other dims are the Transpose's: sy[2:] =
 #: sr[p[1:]]).
-_RTR = ("(= sx (shape x)) (= sr (shape r)) (= sy (shape y)) (= n (vec-length sx)) (>= n 3) (= (vec-length sr) (- n 1)) "
-        "(= (vec-length sy) n) (= (vec-length p) (- n 1)) (= (vec-get p 0) 0) "
-        "(= (vec-remove sr 0) (vec-remove (vec-remove sx 0) 0)) (= (vec-get sy 0) (vec-get sx 0)) "
-        "(= (vec-get sy 1) (vec-get sx 1)) "
-        '(= (vec-remove (vec-remove sy 0) 0) (unstable-vec-map (unstable-fn "vec-get" sr) (vec-remove p 0)))')
+_RTR = (
+    "(= sx (shape x)) (= sr (shape r)) (= sy (shape y)) (= n (vec-length sx)) (>= n 3) (= (vec-length sr) (- n 1)) "
+    "(= (vec-length sy) n) (= (vec-length p) (- n 1)) (= (vec-get p 0) 0) "
+    "(= (vec-remove sr 0) (vec-remove (vec-remove sx 0) 0)) (= (vec-get sy 0) (vec-get sx 0)) "
+    "(= (vec-get sy 1) (vec-get sx 1)) "
+    '(= (vec-remove (vec-remove sy 0) 0) (unstable-vec-map (unstable-fn "vec-get" sr) (vec-remove p 0)))'
+)
 #: The Transpose of x: [0, 1, 1 + p[1:]]
 _RTR_PERM = '(vec-append (vec-of 0 1) (unstable-vec-map (unstable-fn "+" 1) (vec-remove p 0)))'
 
 
 def _reshape_transpose_reshape(inner: str, outer: str) -> Egglog:
-    return fact(f"(= y {outer.format(x='tp', k=2)}) (= tp (Transpose r p)) (= r {inner.format(x='x', k=1)}) {_RTR}",
-                f"(union y (Transpose x {_RTR_PERM}))")
+    return fact(
+        f"(= y {outer.format(x='tp', k=2)}) (= tp (Transpose r p)) (= r {inner.format(x='x', k=1)}) {_RTR}",
+        f"(union y (Transpose x {_RTR_PERM}))",
+    )
 
 
 #: Squeeze(Squeeze(x, a), b): b indexes the inner output, whose axis i is x's axis k[i], k = x's axes without a
 #: (drop-at(range(l), a) for any l long enough); the merged axes are a and those, in increasing order.
-_SQUEEZES = ("(= __root (Squeeze (Squeeze x a) b)) (= na (vec-length a)) (> na 0) (= nb (vec-length b)) (> nb 0) "
-             "(= l (+ (+ (vec-get a (- na 1)) (vec-get b (- nb 1))) (+ na 1)))")
+_SQUEEZES = (
+    "(= __root (Squeeze (Squeeze x a) b)) (= na (vec-length a)) (> na 0) (= nb (vec-length b)) (> nb 0) "
+    "(= l (+ (+ (vec-get a (- na 1)) (vec-get b (- nb 1))) (+ na 1)))"
+)
 _SQUEEZE_KEPT = "(= k (drop-at (vec-range l) a)) (< (vec-get b (- nb 1)) (vec-length k))"
 #: Unsqueeze(Unsqueeze(x, a), b): a indexes the inner output, whose axis i is the output's axis k[i], k = the
 #: output's axes without b; the merged axes are b and those.
-_UNSQUEEZES = ("(= __root (Unsqueeze (Unsqueeze x a) b)) (= na (vec-length a)) (> na 0) (= nb (vec-length b)) "
-               "(> nb 0) (= l (+ (+ (vec-get a (- na 1)) (vec-get b (- nb 1))) (+ nb 1)))")
+_UNSQUEEZES = (
+    "(= __root (Unsqueeze (Unsqueeze x a) b)) (= na (vec-length a)) (> na 0) (= nb (vec-length b)) "
+    "(> nb 0) (= l (+ (+ (vec-get a (- na 1)) (vec-get b (- nb 1))) (+ nb 1)))"
+)
 _UNSQUEEZE_KEPT = "(= k (drop-at (vec-range l) b)) (< (vec-get a (- na 1)) (vec-length k))"
 _MAPPED = '(unstable-vec-map (unstable-fn "vec-get" k) {})'
 
@@ -164,99 +184,200 @@ def _sink_broadcast() -> tuple:
         for first in (True, False):
             pattern = f"({op} t c)" if first else f"({op} c t)"
             inner = f"({op} a cp)" if first else f"({op} cp a)"
-            rules.append(fact(
-                f"(= y {pattern}) (= t (Transpose a p)) (= c (Input nm)) (= sc (shape c)) (= r (vec-length p)) "
-                "(= k (vec-length sc)) (< k r) (= (shape y) (shape t)) (= ip (inv-perm p)) (= sa (shape a)) "
-                "(= dc (dtype c))",
-                "(let u (Unsqueeze c (vec-range (- r k)))) "
-                f"(set (shape u) (vec-append {ones('(vec-range (- r k))')} sc)) (set (dtype u) dc) "
-                f"(let cp (Transpose u ip)) (let b {inner}) (set (shape b) sa) (union y (Transpose b p))"))
+            rules.append(
+                fact(
+                    f"(= y {pattern}) (= t (Transpose a p)) (= c (Input nm)) (= sc (shape c)) (= r (vec-length p)) "
+                    "(= k (vec-length sc)) (< k r) (= (shape y) (shape t)) (= ip (inv-perm p)) (= sa (shape a)) "
+                    "(= dc (dtype c))",
+                    "(let u (Unsqueeze c (vec-range (- r k)))) "
+                    f"(set (shape u) (vec-append {ones('(vec-range (- r k))')} sc)) (set (dtype u) dc) "
+                    f"(let cp (Transpose u ip)) (let b {inner}) (set (shape b) sa) (union y (Transpose b p))",
+                )
+            )
     return tuple(rules)
 
 
 #: pads' with pads'[j] = pads[ip[j]] and pads'[r + j] = pads[r + ip[j]] (begins, then ends, in x's axis order)
-_PADS_REMAPPED = '(unstable-vec-map (unstable-fn "vec-get" pads) (vec-append ip (unstable-vec-map (unstable-fn "+" r) ip)))'
+_PADS_REMAPPED = (
+    '(unstable-vec-map (unstable-fn "vec-get" pads) (vec-append ip (unstable-vec-map (unstable-fn "+" r) ip)))'
+)
 
 
 RULES = [
-    Rule("transpose-merge", "layout", "exact", "glow:MergeTransposes; coreml:merge_consecutive_transposes",
-         "Transpose(Transpose(x, p), q) -> Transpose(x, p o q)",
-         (rw("(Transpose (Transpose x p) q)", f"(Transpose x {COMPOSE})", "(= (vec-length p) (vec-length q))"),),
-         ruleset="simplify"),
-    Rule("transpose-identity", "layout", "exact", "onnxoptimizer:eliminate_nop_transpose",
-         "Transpose(x, p) -> x for the identity perm, or when every dim of x is 1",
-         (rw("(Transpose x p)", "x", "(= p (vec-range (vec-length p)))"),
-          rw("(Transpose x p)", "x", "(= s (shape x))", f"(= s {ones('s')})")),
-         ruleset="simplify"),
-    Rule("transpose-sink-unary", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes",
-         "U(Transpose(x, p)) -> Transpose(U(x), p) for unary elementwise U (Relu, Clip, Cast, Sigmoid, ...)",
-         tuple(rw(op_pattern(op, "(Transpose x p)"), f"(Transpose {op_pattern(op, 'x')} p)")
-               for op in sorted(UNARY) + list(PARAM_UNARY))),
-    Rule("transpose-sink-binary", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes",
-         "B(Transpose(a, p), Transpose(b, p)) -> Transpose(B(a, b), p) for binary elementwise B",
-         tuple(rw(f"({op} (Transpose a p) (Transpose b p))", f"(Transpose ({op} a b) p)") for op in sorted(BINARY))),
-    Rule("transpose-sink-binary-const", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes",
-         "B(Transpose(a, p), c) -> Transpose(B(a, Transpose(c, p^-1)), p) for a constant c of the same rank "
-         "that does not enlarge the output (either operand order)",
-         tuple(
-             fact(f"(= y ({op} (Transpose a p) c)) (is-const c) (= (vec-length (shape c)) (vec-length p)) "
-                  "(= (shape y) (shape (Transpose a p))) (= ip (inv-perm p)) (= sa (shape a))",
-                  f"(union y (Transpose ({op} a (Transpose c ip)) p)) (set (shape ({op} a (Transpose c ip))) sa)")
-             for op in sorted(BINARY)
-         ) + tuple(
-             fact(f"(= y ({op} c (Transpose a p))) (is-const c) (= (vec-length (shape c)) (vec-length p)) "
-                  "(= (shape y) (shape (Transpose a p))) (= ip (inv-perm p)) (= sa (shape a))",
-                  f"(union y (Transpose ({op} (Transpose c ip) a) p)) (set (shape ({op} (Transpose c ip) a)) sa)")
-             for op in sorted(BINARY)
-         )),
-    Rule("transpose-sink-binary-broadcast", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes; "
-         "onnxruntime:TransposeOptimizer (broadcast inputs)",
-         "B(Transpose(a, p), c) -> Transpose(B(a, Transpose(Unsqueeze(c, leading axes), p^-1)), p) for B in Add, Sub, "
-         "Mul, Div and a graph input c of lower rank that does not enlarge the output",
-         _sink_broadcast()),
-    Rule("transpose-sink-reduce", "layout", "fp-reassoc", "glow:SinkTranspose; coreml:reduce_transposes; "
-         "onnxruntime:TransposeOptimizer (reduce)",
-         "R(Transpose(x, p), axes, kd) -> Transpose(R(x, sorted p[axes], kd), p or, for kd = 0, p without the "
-         "reduced positions renumbered) for a reduction R; R(x, all axes) when every axis is reduced",
-         tuple(row for op in REDUCE_OPS for row in _reduce_sink(op))),
-    Rule("transpose-to-reshape", "layout", "exact", "onnxruntime:TransposeOptimizer (transpose as reshape); "
-         "coreml:transpose -> reshape",
-         "Transpose(x, p) -> Reshape(x, shape(out)) when p moves no data (the axes of size > 1 keep their order)",
-         tuple(rw("(Transpose x p)", f"(Reshape x {target} 0)", f"(= (vec-length p) {r})", "(= s (shape x))",
-                  f"(= (vec-length s) {r})", f"(!= s {ones('s')})", "(= so (shape __root))",
-                  "(vec-not-contains so 0)", _moves_no_data(r), guard)
-               for r in range(2, MAX_RANK + 1) for target, guard in _reshape_targets(r))),
-    Rule("reshape-transpose-reshape", "layout", "exact", "onnxruntime:ReshapeFusion (attention transposes); "
-         "coreml:reduce_transposes",
-         "Reshape(Transpose(Reshape(x, [a*b, c, ...]), p), [a, b, ...]) -> Transpose(x, [0, 1, 1 + p[1:]]) when "
-         "p[0] = 0 and the reshapes only merge and split x's leading two axes (targets static or run-time)",
-         tuple(_reshape_transpose_reshape(inner, outer) for inner in _RESHAPES for outer in _RESHAPES)),
-    Rule("squeeze-unsqueeze-cancel", "layout", "exact", "onnxoptimizer:eliminate_nop_squeeze_unsqueeze; "
-         "tvm:SimplifyExpr (squeeze/expand_dims)",
-         "Squeeze(Unsqueeze(x, a), a) -> x and Unsqueeze(Squeeze(x, a), a) -> x (a non-empty), or any such pair "
-         "whose output has x's shape",
-         (rw("(Squeeze (Unsqueeze x a) a)", "x"),
-          rw("(Unsqueeze (Squeeze x a) a)", "x", "(> (vec-length a) 0)"),
-          rw("(Squeeze (Unsqueeze x a) b)", "x", "(= (shape __root) (shape x))"),
-          rw("(Unsqueeze (Squeeze x b) a)", "x", "(= (shape __root) (shape x))")),
-         ruleset="simplify"),
-    Rule("squeeze-merge", "layout", "exact", "onnxoptimizer:fuse_consecutive_squeezes",
-         "Squeeze(Squeeze(x, a), b) -> Squeeze(x, sorted(a + b mapped to x's axes)) (any number of axes); "
-         "Squeeze(Squeeze(x, a)) -> Squeeze(x) (no axes: every dim that is 1 at run time)",
-         (need(_SQUEEZES, "(need-drop-at (vec-range l) a)"),
-          need(f"{_SQUEEZES} {_SQUEEZE_KEPT}", f"(need-merged a {_MAPPED.format('b')})"),
-          fact(f"{_SQUEEZES} {_SQUEEZE_KEPT} (= c (merged a {_MAPPED.format('b')}))", "(union __root (Squeeze x c))"),
-          rw("(Squeeze (Squeeze x a) (vec-empty))", "(Squeeze x (vec-empty))")),
-         ruleset="simplify"),
-    Rule("unsqueeze-merge", "layout", "exact", "onnxoptimizer:fuse_consecutive_unsqueezes",
-         "Unsqueeze(Unsqueeze(x, a), b) -> Unsqueeze(x, sorted(b + a mapped to the output's axes)) (any number of axes)",
-         (need(_UNSQUEEZES, "(need-drop-at (vec-range l) b)"),
-          need(f"{_UNSQUEEZES} {_UNSQUEEZE_KEPT}", f"(need-merged b {_MAPPED.format('a')})"),
-          fact(f"{_UNSQUEEZES} {_UNSQUEEZE_KEPT} (= c (merged b {_MAPPED.format('a')}))",
-               "(union __root (Unsqueeze x c))")),
-         ruleset="simplify"),
-    Rule("transpose-sink-pad", "layout", "exact", "glow:SinkTranspose; coreml:reduce_transposes",
-         "Pad(Transpose(x, p), pads) -> Transpose(Pad(x, pads permuted by p^-1), p)",
-         (rw("(Pad (Transpose x p) pads v mode)", f"(Transpose (Pad x {_PADS_REMAPPED} v mode) p)",
-             "(= r (vec-length p))", "(= (vec-length pads) (* 2 r))", "(= ip (inv-perm p))"),)),
+    Rule(
+        "transpose-merge",
+        "layout",
+        "exact",
+        "glow:MergeTransposes; coreml:merge_consecutive_transposes",
+        "Transpose(Transpose(x, p), q) -> Transpose(x, p o q)",
+        (rw("(Transpose (Transpose x p) q)", f"(Transpose x {COMPOSE})", "(= (vec-length p) (vec-length q))"),),
+        ruleset="simplify",
+    ),
+    Rule(
+        "transpose-identity",
+        "layout",
+        "exact",
+        "onnxoptimizer:eliminate_nop_transpose",
+        "Transpose(x, p) -> x for the identity perm, or when every dim of x is 1",
+        (
+            rw("(Transpose x p)", "x", "(= p (vec-range (vec-length p)))"),
+            rw("(Transpose x p)", "x", "(= s (shape x))", f"(= s {ones('s')})"),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "transpose-sink-unary",
+        "layout",
+        "exact",
+        "glow:SinkTranspose; coreml:reduce_transposes",
+        "U(Transpose(x, p)) -> Transpose(U(x), p) for unary elementwise U (Relu, Clip, Cast, Sigmoid, ...)",
+        tuple(
+            rw(op_pattern(op, "(Transpose x p)"), f"(Transpose {op_pattern(op, 'x')} p)")
+            for op in sorted(UNARY) + list(PARAM_UNARY)
+        ),
+    ),
+    Rule(
+        "transpose-sink-binary",
+        "layout",
+        "exact",
+        "glow:SinkTranspose; coreml:reduce_transposes",
+        "B(Transpose(a, p), Transpose(b, p)) -> Transpose(B(a, b), p) for binary elementwise B",
+        tuple(rw(f"({op} (Transpose a p) (Transpose b p))", f"(Transpose ({op} a b) p)") for op in sorted(BINARY)),
+    ),
+    Rule(
+        "transpose-sink-binary-const",
+        "layout",
+        "exact",
+        "glow:SinkTranspose; coreml:reduce_transposes",
+        "B(Transpose(a, p), c) -> Transpose(B(a, Transpose(c, p^-1)), p) for a constant c of the same rank "
+        "that does not enlarge the output (either operand order)",
+        tuple(
+            fact(
+                f"(= y ({op} (Transpose a p) c)) (is-const c) (= (vec-length (shape c)) (vec-length p)) "
+                "(= (shape y) (shape (Transpose a p))) (= ip (inv-perm p)) (= sa (shape a))",
+                f"(union y (Transpose ({op} a (Transpose c ip)) p)) (set (shape ({op} a (Transpose c ip))) sa)",
+            )
+            for op in sorted(BINARY)
+        )
+        + tuple(
+            fact(
+                f"(= y ({op} c (Transpose a p))) (is-const c) (= (vec-length (shape c)) (vec-length p)) "
+                "(= (shape y) (shape (Transpose a p))) (= ip (inv-perm p)) (= sa (shape a))",
+                f"(union y (Transpose ({op} (Transpose c ip) a) p)) (set (shape ({op} (Transpose c ip) a)) sa)",
+            )
+            for op in sorted(BINARY)
+        ),
+    ),
+    Rule(
+        "transpose-sink-binary-broadcast",
+        "layout",
+        "exact",
+        "glow:SinkTranspose; coreml:reduce_transposes; onnxruntime:TransposeOptimizer (broadcast inputs)",
+        "B(Transpose(a, p), c) -> Transpose(B(a, Transpose(Unsqueeze(c, leading axes), p^-1)), p) for B in Add, Sub, "
+        "Mul, Div and a graph input c of lower rank that does not enlarge the output",
+        _sink_broadcast(),
+    ),
+    Rule(
+        "transpose-sink-reduce",
+        "layout",
+        "fp-reassoc",
+        "glow:SinkTranspose; coreml:reduce_transposes; onnxruntime:TransposeOptimizer (reduce)",
+        "R(Transpose(x, p), axes, kd) -> Transpose(R(x, sorted p[axes], kd), p or, for kd = 0, p without the "
+        "reduced positions renumbered) for a reduction R; R(x, all axes) when every axis is reduced",
+        tuple(row for op in REDUCE_OPS for row in _reduce_sink(op)),
+    ),
+    Rule(
+        "transpose-to-reshape",
+        "layout",
+        "exact",
+        "onnxruntime:TransposeOptimizer (transpose as reshape); coreml:transpose -> reshape",
+        "Transpose(x, p) -> Reshape(x, shape(out)) when p moves no data (the axes of size > 1 keep their order)",
+        tuple(
+            rw(
+                "(Transpose x p)",
+                f"(Reshape x {target} 0)",
+                f"(= (vec-length p) {r})",
+                "(= s (shape x))",
+                f"(= (vec-length s) {r})",
+                f"(!= s {ones('s')})",
+                "(= so (shape __root))",
+                "(vec-not-contains so 0)",
+                _moves_no_data(r),
+                guard,
+            )
+            for r in range(2, MAX_RANK + 1)
+            for target, guard in _reshape_targets(r)
+        ),
+    ),
+    Rule(
+        "reshape-transpose-reshape",
+        "layout",
+        "exact",
+        "onnxruntime:ReshapeFusion (attention transposes); coreml:reduce_transposes",
+        "Reshape(Transpose(Reshape(x, [a*b, c, ...]), p), [a, b, ...]) -> Transpose(x, [0, 1, 1 + p[1:]]) when "
+        "p[0] = 0 and the reshapes only merge and split x's leading two axes (targets static or run-time)",
+        tuple(_reshape_transpose_reshape(inner, outer) for inner in _RESHAPES for outer in _RESHAPES),
+    ),
+    Rule(
+        "squeeze-unsqueeze-cancel",
+        "layout",
+        "exact",
+        "onnxoptimizer:eliminate_nop_squeeze_unsqueeze; tvm:SimplifyExpr (squeeze/expand_dims)",
+        "Squeeze(Unsqueeze(x, a), a) -> x and Unsqueeze(Squeeze(x, a), a) -> x (a non-empty), or any such pair "
+        "whose output has x's shape",
+        (
+            rw("(Squeeze (Unsqueeze x a) a)", "x"),
+            rw("(Unsqueeze (Squeeze x a) a)", "x", "(> (vec-length a) 0)"),
+            rw("(Squeeze (Unsqueeze x a) b)", "x", "(= (shape __root) (shape x))"),
+            rw("(Unsqueeze (Squeeze x b) a)", "x", "(= (shape __root) (shape x))"),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "squeeze-merge",
+        "layout",
+        "exact",
+        "onnxoptimizer:fuse_consecutive_squeezes",
+        "Squeeze(Squeeze(x, a), b) -> Squeeze(x, sorted(a + b mapped to x's axes)) (any number of axes); "
+        "Squeeze(Squeeze(x, a)) -> Squeeze(x) (no axes: every dim that is 1 at run time)",
+        (
+            need(_SQUEEZES, "(need-drop-at (vec-range l) a)"),
+            need(f"{_SQUEEZES} {_SQUEEZE_KEPT}", f"(need-merged a {_MAPPED.format('b')})"),
+            fact(f"{_SQUEEZES} {_SQUEEZE_KEPT} (= c (merged a {_MAPPED.format('b')}))", "(union __root (Squeeze x c))"),
+            rw("(Squeeze (Squeeze x a) (vec-empty))", "(Squeeze x (vec-empty))"),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "unsqueeze-merge",
+        "layout",
+        "exact",
+        "onnxoptimizer:fuse_consecutive_unsqueezes",
+        "Unsqueeze(Unsqueeze(x, a), b) -> Unsqueeze(x, sorted(b + a mapped to the output's axes)) (any number of axes)",
+        (
+            need(_UNSQUEEZES, "(need-drop-at (vec-range l) b)"),
+            need(f"{_UNSQUEEZES} {_UNSQUEEZE_KEPT}", f"(need-merged b {_MAPPED.format('a')})"),
+            fact(
+                f"{_UNSQUEEZES} {_UNSQUEEZE_KEPT} (= c (merged b {_MAPPED.format('a')}))",
+                "(union __root (Unsqueeze x c))",
+            ),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "transpose-sink-pad",
+        "layout",
+        "exact",
+        "glow:SinkTranspose; coreml:reduce_transposes",
+        "Pad(Transpose(x, p), pads) -> Transpose(Pad(x, pads permuted by p^-1), p)",
+        (
+            rw(
+                "(Pad (Transpose x p) pads v mode)",
+                f"(Transpose (Pad x {_PADS_REMAPPED} v mode) p)",
+                "(= r (vec-length p))",
+                "(= (vec-length pads) (* 2 r))",
+                "(= ip (inv-perm p))",
+            ),
+        ),
+    ),
 ]

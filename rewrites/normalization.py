@@ -70,8 +70,10 @@ def _moment_forms() -> tuple:
     """Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v)) for d = x - ReduceMean(x):
     the variants exporters write, in the form the fusions match (the exponent must not broadcast d)."""
     d = "(= d (Sub x (ReduceMean x ax 1)))"
-    return (fact(f"(= __root (Pow d (Scalar 2.0 pd ps))) {d} (= (shape __root) (shape d))", "(union __root (Mul d d))"),
-            fact(f"(= __root (Mul d (Reciprocal q))) (= q (Sqrt v)) {d}", "(union __root (Div d q))"))
+    return (
+        fact(f"(= __root (Pow d (Scalar 2.0 pd ps))) {d} (= (shape __root) (shape d))", "(union __root (Mul d d))"),
+        fact(f"(= __root (Mul d (Reciprocal q))) (= q (Sqrt v)) {d}", "(union __root (Div d q))"),
+    )
 
 
 def trailing(a: str, n: str) -> str:
@@ -89,14 +91,18 @@ def _ln_core() -> tuple:
     they are the trailing ones exactly when they equal a, a+1, ..., r-1) -> LayerNormalization(axis=a).
     The normalized dims nd must be static (the scale is a tensor of shape nd) and not all 1 (a single
     element: see _in_core)."""
-    return tuple(fact(
-        f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (<= n r) (= a (- r n)) "
-        f"(= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "
-        f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
-        f"(= (shape __root) s) "
-        f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
-        "(let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
-        "(union __root (LayerNormalization x one (Absent) a eps 1))") for pattern in _moments())
+    return tuple(
+        fact(
+            f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (<= n r) (= a (- r n)) "
+            f"(= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "
+            f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
+            f"(= (shape __root) s) "
+            f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
+            "(let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
+            "(union __root (LayerNormalization x one (Absent) a eps 1))",
+        )
+        for pattern in _moments()
+    )
 
 
 def _ln_transposed() -> tuple:
@@ -104,18 +110,24 @@ def _ln_transposed() -> tuple:
     Transpose(x, p), axis=r-n), p^-1) with p = (the other axes in order) + (the normalized ones): a channels-first
     LayerNorm (ConvNeXt) as one kernel between two transposes; the extractor weighs them against the
     primitives. Same guards as _ln_core (static normalized dims, not all 1; inverse perms exist up to rank 5)."""
-    perm = ('(vec-append (vec-range a) (vec-append (unstable-vec-map (unstable-fn "+" (+ a n)) '
-            '(vec-range (- r (+ a n)))) ax))')
-    return tuple(fact(
-        f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (= a (vec-get ax 0)) "
-        f"(>= a 0) (< (+ a n) r) (= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "
-        f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
-        f"(= (shape __root) s) (= p {perm}) (= ip (inv-perm p)) "
-        f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
-        "(let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
-        "(let xt (Transpose x p)) (let ln (LayerNormalization xt one (Absent) (- r n) eps 1)) "
-        '(set (shape ln) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype ln) dt) '
-        "(union __root (Transpose ln ip))") for pattern in _moments())
+    perm = (
+        '(vec-append (vec-range a) (vec-append (unstable-vec-map (unstable-fn "+" (+ a n)) '
+        "(vec-range (- r (+ a n)))) ax))"
+    )
+    return tuple(
+        fact(
+            f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (= a (vec-get ax 0)) "
+            f"(>= a 0) (< (+ a n) r) (= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "
+            f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
+            f"(= (shape __root) s) (= p {perm}) (= ip (inv-perm p)) "
+            f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
+            "(let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
+            "(let xt (Transpose x p)) (let ln (LayerNormalization xt one (Absent) (- r n) eps 1)) "
+            '(set (shape ln) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype ln) dt) '
+            "(union __root (Transpose ln ip))",
+        )
+        for pattern in _moments()
+    )
 
 
 def _ln_affine(op: str) -> tuple:
@@ -124,41 +136,58 @@ def _ln_affine(op: str) -> tuple:
     (1, .., 1) + nd) reshaped to nd (never a Reshape of a c already of shape nd: the decomposition and this
     rule would build ever longer Reshape chains)."""
     rules = []
-    ln = ("(LayerNormalization x (Scalar 1.0 dt sd) (Absent) a eps st)" if op == "Mul"
-          else "(LayerNormalization x sc (Absent) a eps st)")
+    ln = (
+        "(LayerNormalization x (Scalar 1.0 dt sd) (Absent) a eps st)"
+        if op == "Mul"
+        else "(LayerNormalization x sc (Absent) a eps st)"
+    )
     bind = "" if op == "Mul" else "(= sd (shape sc)) "
     for direct in (True, False):
         cr = "c" if direct else "cr"
-        new = (f"(LayerNormalization x {cr} (Absent) a eps st)" if op == "Mul"
-               else f"(LayerNormalization x sc {cr} a eps st)")
+        new = (
+            f"(LayerNormalization x {cr} (Absent) a eps st)"
+            if op == "Mul"
+            else f"(LayerNormalization x sc {cr} a eps st)"
+        )
         reshape = "" if direct else "(let cr (Reshape c sd 0)) (set (shape cr) sd) (set (dtype cr) ct) "
         shape = "(= (shape c) sd)" if direct else f"(> a 0) (= (shape c) (vec-append {ones('(vec-range a)')} sd))"
         for pattern in _both(op, ln, "c"):
-            rules.append(fact(
-                f"(= __root {pattern}) {bind}(is-const c) (= ct (dtype c)) (= sx (shape x)) (= r (vec-length sx)) "
-                f"(= n (vec-length sd)) (>= n 1) (= a (- r n)) (>= a 0) (= sd {normalized_dims('sx', 'a', 'n')}) "
-                f"{shape}",
-                f"{reshape}(union __root {new})"))
+            rules.append(
+                fact(
+                    f"(= __root {pattern}) {bind}(is-const c) (= ct (dtype c)) (= sx (shape x)) (= r (vec-length sx)) "
+                    f"(= n (vec-length sd)) (>= n 1) (= a (- r n)) (>= a 0) (= sd {normalized_dims('sx', 'a', 'n')}) "
+                    f"{shape}",
+                    f"{reshape}(union __root {new})",
+                )
+            )
     return tuple(rules)
 
 
 def _ln_decompose() -> tuple:
     """LayerNormalization over the last axis (FLOAT, stash_type 1) -> primitives; with and without B."""
-    body = ('(let sm (vec-set sx a 1)) '
-            '(let m (ReduceMean x (vec-of a) 1)) (set (shape m) sm) (set (dtype m) "FLOAT") '
-            '(let d (Sub x m)) (set (shape d) sx) (set (dtype d) "FLOAT") '
-            '(let d2 (Mul d d)) (set (shape d2) sx) (set (dtype d2) "FLOAT") '
-            '(let v (ReduceMean d2 (vec-of a) 1)) (set (shape v) sm) (set (dtype v) "FLOAT") '
-            '(let ep (Scalar eps "FLOAT" (vec-empty))) (set (shape ep) (vec-empty)) (set (dtype ep) "FLOAT") '
-            '(let ve (Add v ep)) (set (shape ve) sm) (set (dtype ve) "FLOAT") '
-            '(let q (Sqrt ve)) (set (shape q) sm) (set (dtype q) "FLOAT") '
-            '(let n (Div d q)) (set (shape n) sx) (set (dtype n) "FLOAT") '
-            '(let y (Mul n sc)) (set (shape y) sx) (set (dtype y) "FLOAT") ')
-    guard = ('(= sx (shape x)) (= r (vec-length sx)) (>= r 1) (= a (- r 1)) (= (dtype x) "FLOAT") '
-             '(= (shape sc) (vec-of (vec-get sx a)))')
-    return (fact(f"(= __root (LayerNormalization x sc b a eps 1)) {guard} (= (shape b) (shape sc))",
-                 f"{body}(union __root (Add y b))"),
-            fact(f"(= __root (LayerNormalization x sc (Absent) a eps 1)) {guard}", f"{body}(union __root y)"))
+    body = (
+        "(let sm (vec-set sx a 1)) "
+        '(let m (ReduceMean x (vec-of a) 1)) (set (shape m) sm) (set (dtype m) "FLOAT") '
+        '(let d (Sub x m)) (set (shape d) sx) (set (dtype d) "FLOAT") '
+        '(let d2 (Mul d d)) (set (shape d2) sx) (set (dtype d2) "FLOAT") '
+        '(let v (ReduceMean d2 (vec-of a) 1)) (set (shape v) sm) (set (dtype v) "FLOAT") '
+        '(let ep (Scalar eps "FLOAT" (vec-empty))) (set (shape ep) (vec-empty)) (set (dtype ep) "FLOAT") '
+        '(let ve (Add v ep)) (set (shape ve) sm) (set (dtype ve) "FLOAT") '
+        '(let q (Sqrt ve)) (set (shape q) sm) (set (dtype q) "FLOAT") '
+        '(let n (Div d q)) (set (shape n) sx) (set (dtype n) "FLOAT") '
+        '(let y (Mul n sc)) (set (shape y) sx) (set (dtype y) "FLOAT") '
+    )
+    guard = (
+        '(= sx (shape x)) (= r (vec-length sx)) (>= r 1) (= a (- r 1)) (= (dtype x) "FLOAT") '
+        "(= (shape sc) (vec-of (vec-get sx a)))"
+    )
+    return (
+        fact(
+            f"(= __root (LayerNormalization x sc b a eps 1)) {guard} (= (shape b) (shape sc))",
+            f"{body}(union __root (Add y b))",
+        ),
+        fact(f"(= __root (LayerNormalization x sc (Absent) a eps 1)) {guard}", f"{body}(union __root y)"),
+    )
 
 
 def _in_core() -> tuple:
@@ -167,14 +196,19 @@ def _in_core() -> tuple:
     Not over a single element (here: a first spatial dim of 1): the decomposition is exactly 0 there, while
     the fused kernels' variance (E[x^2] - E[x]^2) leaves a rounding residue that 1 / sqrt(eps) amplifies
     (fuzz seed 20003: 3e-5 absolute on an output of 0.015). Same guard for LayerNorm's last axis."""
-    return tuple(fact(
-        f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 3) (> (vec-get s 2) 1) (>= (vec-get s 1) 0) (= (vec-length ax) (- r 2)) "
-        f"(= (vec-get ax 0) 2) "
-        f"(= (vec-get ax (- r 3)) (- r 1)) (= (shape __root) s) (= dt (dtype x)) {FUSED_DTYPES} "
-        "(= o (model-opset)) (>= o 6)",
-        "(let cs (vec-of (vec-get s 1))) (let one (Scalar 1.0 dt cs)) (let zero (Scalar 0.0 dt cs)) "
-        "(set (shape one) cs) (set (dtype one) dt) (set (shape zero) cs) (set (dtype zero) dt) "
-        "(union __root (InstanceNormalization x one zero eps))") for pattern in _moments())
+    return tuple(
+        fact(
+            f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 3) (> (vec-get s 2) 1) (>= (vec-get s 1) 0) "
+            f"(= (vec-length ax) (- r 2)) "
+            f"(= (vec-get ax 0) 2) "
+            f"(= (vec-get ax (- r 3)) (- r 1)) (= (shape __root) s) (= dt (dtype x)) {FUSED_DTYPES} "
+            "(= o (model-opset)) (>= o 6)",
+            "(let cs (vec-of (vec-get s 1))) (let one (Scalar 1.0 dt cs)) (let zero (Scalar 0.0 dt cs)) "
+            "(set (shape one) cs) (set (dtype one) dt) (set (shape zero) cs) (set (dtype zero) dt) "
+            "(union __root (InstanceNormalization x one zero eps))",
+        )
+        for pattern in _moments()
+    )
 
 
 def _in_channels_last() -> tuple:
@@ -182,29 +216,38 @@ def _in_channels_last() -> tuple:
     Transpose(x, [0, r-1, 1, ..., r-2])), [0, 2, ..., r-1, 1]): TF's channels-last InstanceNorm as the kernel
     between two transposes. Guards as _in_core with the channel last (static) and the spatial axes 1..r-2."""
     perm = '(vec-append (vec-of 0 (- r 1)) (unstable-vec-map (unstable-fn "+" 1) (vec-range (- r 2))))'
-    return tuple(fact(
-        f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 3) (> (vec-get s 1) 1) (>= (vec-get s (- r 1)) 0) "
-        f"(= (vec-length ax) (- r 2)) (= (vec-get ax 0) 1) (= (vec-get ax (- r 3)) (- r 2)) (= (shape __root) s) "
-        f"(= dt (dtype x)) {FUSED_DTYPES} (= o (model-opset)) (>= o 6) (= p {perm}) (= ip (inv-perm p))",
-        "(let cs (vec-of (vec-get s (- r 1)))) (let one (Scalar 1.0 dt cs)) (let zero (Scalar 0.0 dt cs)) "
-        "(set (shape one) cs) (set (dtype one) dt) (set (shape zero) cs) (set (dtype zero) dt) "
-        "(let xt (Transpose x p)) (let nrm (InstanceNormalization xt one zero eps)) "
-        '(set (shape nrm) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype nrm) dt) '
-        "(union __root (Transpose nrm ip))") for pattern in _moments())
+    return tuple(
+        fact(
+            f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 3) (> (vec-get s 1) 1) (>= (vec-get s (- r 1)) 0) "
+            f"(= (vec-length ax) (- r 2)) (= (vec-get ax 0) 1) (= (vec-get ax (- r 3)) (- r 2)) (= (shape __root) s) "
+            f"(= dt (dtype x)) {FUSED_DTYPES} (= o (model-opset)) (>= o 6) (= p {perm}) (= ip (inv-perm p))",
+            "(let cs (vec-of (vec-get s (- r 1)))) (let one (Scalar 1.0 dt cs)) (let zero (Scalar 0.0 dt cs)) "
+            "(set (shape one) cs) (set (dtype one) dt) (set (shape zero) cs) (set (dtype zero) dt) "
+            "(let xt (Transpose x p)) (let nrm (InstanceNormalization xt one zero eps)) "
+            '(set (shape nrm) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype nrm) dt) '
+            "(union __root (Transpose nrm ip))",
+        )
+        for pattern in _moments()
+    )
 
 
 def _in_affine(op: str) -> tuple:
     """Mul(IN(x, 1, 0), c) -> IN(x, c', 0) and Add(IN(x, s, 0), c) -> IN(x, s, c'): per-channel constants."""
     if op == "Mul":
-        inorm, new = ("(InstanceNormalization x (Scalar 1.0 dt cs) (Scalar 0.0 dt cs) eps)",
-                      "(InstanceNormalization x cr (Scalar 0.0 dt cs) eps)")
+        inorm, new = (
+            "(InstanceNormalization x (Scalar 1.0 dt cs) (Scalar 0.0 dt cs) eps)",
+            "(InstanceNormalization x cr (Scalar 0.0 dt cs) eps)",
+        )
     else:
         inorm, new = ("(InstanceNormalization x sc (Scalar 0.0 dt cs) eps)", "(InstanceNormalization x sc cr eps)")
-    return tuple(fact(
-        f"(= __root {pattern}) (is-const c) (= sx (shape x)) (>= (vec-length sx) 3) (= (vec-length cs) 1) "
-        f"(= (shape c) (vec-set {ones('sx')} 1 (vec-get cs 0)))",
-        f"(let cr (Reshape c cs 0)) (set (shape cr) cs) (set (dtype cr) dt) (union __root {new})")
-        for pattern in _both(op, inorm, "c"))
+    return tuple(
+        fact(
+            f"(= __root {pattern}) (is-const c) (= sx (shape x)) (>= (vec-length sx) 3) (= (vec-length cs) 1) "
+            f"(= (shape c) (vec-set {ones('sx')} 1 (vec-get cs 0)))",
+            f"(let cr (Reshape c cs 0)) (set (shape cr) cs) (set (dtype cr) dt) (union __root {new})",
+        )
+        for pattern in _both(op, inorm, "c")
+    )
 
 
 #: The variance-plus-epsilon of a normalization: Add(ReduceMean(q, ax, keepdims), eps).
@@ -215,10 +258,14 @@ def _rsqrt_forms() -> tuple:
     """Pow(ve, -0.5) and Div(1, Sqrt(ve)) -> Reciprocal(Sqrt(ve)), Pow(ve, 0.5) -> Sqrt(ve): the forms the
     fusions match, for ve the variance plus epsilon (the exponent / numerator must not broadcast: the output
     shape is ve's)."""
-    return tuple(fact(f"(= __root {pattern}) {_VE} (= (shape __root) (shape ve))", f"(union __root {target})")
-                 for pattern, target in (("(Pow ve (Scalar -0.5 pd ps))", "(Reciprocal (Sqrt ve))"),
-                                         ("(Div (Scalar 1.0 od os) (Sqrt ve))", "(Reciprocal (Sqrt ve))"),
-                                         ("(Pow ve (Scalar 0.5 pd ps))", "(Sqrt ve)")))
+    return tuple(
+        fact(f"(= __root {pattern}) {_VE} (= (shape __root) (shape ve))", f"(union __root {target})")
+        for pattern, target in (
+            ("(Pow ve (Scalar -0.5 pd ps))", "(Reciprocal (Sqrt ve))"),
+            ("(Div (Scalar 1.0 od os) (Sqrt ve))", "(Reciprocal (Sqrt ve))"),
+            ("(Pow ve (Scalar 0.5 pd ps))", "(Sqrt ve)"),
+        )
+    )
 
 
 def _unfold_shift() -> tuple:
@@ -228,94 +275,177 @@ def _unfold_shift() -> tuple:
     into it, so (x - m) has x's shape and (x - m)*k has x*k's."""
     rules = []
     for xk, mk in (("(Mul x k)", "(Mul m k)"),):  # as TF and coremltools write it (x * k, mean * k)
-        for pattern, shifted in ((f"(Add {xk} (Sub b {mk}))", True), (f"(Add (Sub b {mk}) {xk})", True),
-                                 (f"(Sub {xk} {mk})", False), (f"(Add {xk} (Neg {mk}))", False),
-                                 (f"(Add (Neg {mk}) {xk})", False)):
+        for pattern, shifted in (
+            (f"(Add {xk} (Sub b {mk}))", True),
+            (f"(Add (Sub b {mk}) {xk})", True),
+            (f"(Sub {xk} {mk})", False),
+            (f"(Add {xk} (Neg {mk}))", False),
+            (f"(Add (Neg {mk}) {xk})", False),
+        ):
             scaled = "(let dk (Mul d k)) (set (shape dk) sk) (set (dtype dk) dt) "
-            rules.append(fact(
-                f"(= __root {pattern}) (= m (ReduceMean x ax 1)) (= xk {xk}) (= sx (shape x)) (= sk (shape xk)) "
-                f"(= (vec-length (shape m)) (vec-length sx)) (= dt (dtype x)) {FUSED_DTYPES} (= sr (shape __root))",
-                "(let d (Sub x m)) (set (shape d) sx) (set (dtype d) dt) " + scaled
-                + ("(let y (Add dk b)) (set (shape y) sr) (set (dtype y) dt) (union __root y)" if shifted
-                   else "(union __root dk)")))
+            rules.append(
+                fact(
+                    f"(= __root {pattern}) (= m (ReduceMean x ax 1)) (= xk {xk}) (= sx (shape x)) (= sk (shape xk)) "
+                    f"(= (vec-length (shape m)) (vec-length sx)) (= dt (dtype x)) {FUSED_DTYPES} (= sr (shape __root))",
+                    "(let d (Sub x m)) (set (shape d) sx) (set (dtype d) dt) "
+                    + scaled
+                    + (
+                        "(let y (Add dk b)) (set (shape y) sr) (set (dtype y) dt) (union __root y)"
+                        if shifted
+                        else "(union __root dk)"
+                    ),
+                )
+            )
     return tuple(rules)
 
 
 def _regroup_scale() -> tuple:
     """(x - m) * (g * r) -> ((x - m) * r) * g for r = Reciprocal(Sqrt(ve)) of m's shape and a constant g:
     the gamma of a folded normalization moved outside, where the scale fusions find it."""
-    return tuple(fact(
-        f"(= __root (Mul d {k})) (= d (Sub x m)) (= m (ReduceMean x ax 1)) (= r (Reciprocal (Sqrt ve))) {_VE} "
-        f"(is-const g) (= (shape r) (shape m)) (= sx (shape x)) (= (shape d) sx) (= dt (dtype x)) {FUSED_DTYPES}",
-        "(let dr (Mul d r)) (set (shape dr) sx) (set (dtype dr) dt) (union __root (Mul dr g))")
-        for k in ("(Mul g r)", "(Mul r g)"))
+    return tuple(
+        fact(
+            f"(= __root (Mul d {k})) (= d (Sub x m)) (= m (ReduceMean x ax 1)) (= r (Reciprocal (Sqrt ve))) {_VE} "
+            f"(is-const g) (= (shape r) (shape m)) (= sx (shape x)) (= (shape d) sx) (= dt (dtype x)) {FUSED_DTYPES}",
+            "(let dr (Mul d r)) (set (shape dr) sx) (set (dtype dr) dt) (union __root (Mul dr g))",
+        )
+        for k in ("(Mul g r)", "(Mul r g)")
+    )
 
 
 def _distribute_affine() -> tuple:
     """(n + b) * g -> n*g + b*g for n = LN(x, 1, -) or IN(x, 1, 0) and constants b, g of one shape that
     broadcast into n's (b*g is evaluated at lowering): the scale and bias fusions then take both. Constant-first
     operands (b + n, g * (n + b)) are turned constant-last by const-operand-last (conv family)."""
-    norms = ("(LayerNormalization x (Scalar 1.0 dt sd) (Absent) a eps st)",
-             "(InstanceNormalization x (Scalar 1.0 dt sd) (Scalar 0.0 dt sd) eps)")
-    return tuple(fact(
-        f"(= __root {mul}) (= nb {add}) (= nrm {norm}) (is-const b) (is-const g) (= sb (shape b)) "
-        "(= sb (shape g)) (= sn (shape nrm)) (= (shape nb) sn) (= (shape __root) sn) (= bt (dtype b))",
-        "(let ng (Mul nrm g)) (set (shape ng) sn) (set (dtype ng) dt) "
-        "(let bg (Mul b g)) (set (shape bg) sb) (set (dtype bg) bt) (union __root (Add ng bg))")
-        for norm in norms for add in ("(Add nrm b)",) for mul in ("(Mul nb g)",))
+    norms = (
+        "(LayerNormalization x (Scalar 1.0 dt sd) (Absent) a eps st)",
+        "(InstanceNormalization x (Scalar 1.0 dt sd) (Scalar 0.0 dt sd) eps)",
+    )
+    return tuple(
+        fact(
+            f"(= __root {mul}) (= nb {add}) (= nrm {norm}) (is-const b) (is-const g) (= sb (shape b)) "
+            "(= sb (shape g)) (= sn (shape nrm)) (= (shape nb) sn) (= (shape __root) sn) (= bt (dtype b))",
+            "(let ng (Mul nrm g)) (set (shape ng) sn) (set (dtype ng) dt) "
+            "(let bg (Mul b g)) (set (shape bg) sb) (set (dtype bg) bt) (union __root (Add ng bg))",
+        )
+        for norm in norms
+        for add in ("(Add nrm b)",)
+        for mul in ("(Mul nb g)",)
+    )
 
 
 RULES = [
-    Rule("layernorm-fuse", "normalization", "fp-reassoc",
-         "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
-         "Div(Sub(x, mean), Sqrt(Add(ReduceMean(Pow(Sub(x, mean), 2)), eps))) -> LayerNormalization(x, 1, -, eps) "
-         "over the trailing axes a..r-1 (one or several, static dims; Pow / Reciprocal variants via norm-moment-forms), "
-         "keepdims, opset >= 17",
-         _ln_core()),
-    Rule("layernorm-fuse-transposed", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
-         "the LayerNorm moments over contiguous non-trailing axes (a channels-first LayerNorm) -> "
-         "Transpose(LayerNormalization(Transpose(x, normalized axes last)), back), static normalized dims, opset >= 17",
-         _ln_transposed()),
-    Rule("layernorm-fuse-scale", "normalization", "fp-reassoc",
-         "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
-         "Mul(LayerNormalization(x, 1, -), g) -> LayerNormalization(x, g, -) for a constant g of shape (1, ..., 1, D)",
-         _ln_affine("Mul")),
-    Rule("layernorm-fuse-bias", "normalization", "fp-reassoc",
-         "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
-         "Add(LayerNormalization(x, s, -), b) -> LayerNormalization(x, s, b) for a constant b of shape (1, ..., 1, D)",
-         _ln_affine("Add")),
-    Rule("layernorm-decompose", "normalization", "fp-reassoc", "onnx:LayerNormalization function body",
-         "LayerNormalization(x, s, b) over the last axis (FLOAT) -> "
-         "Add(Mul(Div(Sub(x, mean), Sqrt(Add(var, eps))), s), b)",
-         _ln_decompose()),
-    Rule("instancenorm-fuse", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
-         "Div(Sub(x, mean), Sqrt(Add(var, eps))) over the spatial axes 2..r-1 -> InstanceNormalization(x, 1, 0, eps)",
-         _in_core()),
-    Rule("instancenorm-fuse-channels-last", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
-         "the InstanceNorm moments over the axes 1..r-2 of a channels-last tensor -> Transpose(InstanceNormalization("
-         "Transpose(x, channels first)), back) for a static channel dim",
-         _in_channels_last()),
-    Rule("instancenorm-fuse-affine", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
-         "Mul(InstanceNormalization(x, 1, 0), g) -> InstanceNormalization(x, g, 0); "
-         "Add(InstanceNormalization(x, s, 0), b) -> InstanceNormalization(x, s, b) for per-channel constants",
-         _in_affine("Mul") + _in_affine("Add")),
-    Rule("norm-moment-forms", "normalization", "fp-reassoc", "onnxruntime:LayerNormFusion (its pattern variants)",
-         "Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v)) for d = x - ReduceMean(x): "
-         "the exporters' variants in the one form the LayerNorm/InstanceNorm fusions match",
-         _moment_forms()),
-    Rule("norm-rsqrt-forms", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
-         "Pow(v + eps, -0.5) and Div(1, Sqrt(v + eps)) -> Reciprocal(Sqrt(v + eps)), Pow(v + eps, 0.5) -> "
-         "Sqrt(v + eps) for a variance v = ReduceMean(., keepdims) (Pow: pow and sqrt round differently; Div: exact)",
-         _rsqrt_forms()),
-    Rule("norm-unfold-shift", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
-         "x*k + (b - m*k) -> (x - m)*k + b; x*k - m*k and x*k + -(m*k) -> (x - m)*k for m = ReduceMean(x, "
-         "keepdims): the folded normalization x*(g*rsqrt(v+eps)) + (b - m*g*rsqrt(v+eps))",
-         _unfold_shift()),
-    Rule("norm-regroup-scale", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
-         "(x - m) * (g * Reciprocal(Sqrt(v + eps))) -> ((x - m) * Reciprocal(Sqrt(v + eps))) * g for a constant g",
-         _regroup_scale()),
-    Rule("norm-distribute-affine", "normalization", "fp-reassoc", "coreml:fuse_layernorm_or_instancenorm",
-         "(n + b) * g -> n*g + b*g for n = LayerNormalization(x, 1, -) or InstanceNormalization(x, 1, 0) and "
-         "constants b, g of one shape (b*g is folded at lowering)",
-         _distribute_affine()),
+    Rule(
+        "layernorm-fuse",
+        "normalization",
+        "fp-reassoc",
+        "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
+        "Div(Sub(x, mean), Sqrt(Add(ReduceMean(Pow(Sub(x, mean), 2)), eps))) -> LayerNormalization(x, 1, -, eps) "
+        "over the trailing axes a..r-1 (one or several, static dims; Pow / Reciprocal variants via norm-moment-forms), "
+        "keepdims, opset >= 17",
+        _ln_core(),
+    ),
+    Rule(
+        "layernorm-fuse-transposed",
+        "normalization",
+        "fp-reassoc",
+        "coreml:fuse_layernorm_or_instancenorm",
+        "the LayerNorm moments over contiguous non-trailing axes (a channels-first LayerNorm) -> "
+        "Transpose(LayerNormalization(Transpose(x, normalized axes last)), back), static normalized dims, opset >= 17",
+        _ln_transposed(),
+    ),
+    Rule(
+        "layernorm-fuse-scale",
+        "normalization",
+        "fp-reassoc",
+        "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
+        "Mul(LayerNormalization(x, 1, -), g) -> LayerNormalization(x, g, -) for a constant g of shape (1, ..., 1, D)",
+        _ln_affine("Mul"),
+    ),
+    Rule(
+        "layernorm-fuse-bias",
+        "normalization",
+        "fp-reassoc",
+        "onnxruntime:LayerNormFusion; coreml:fuse_layernorm_or_instancenorm",
+        "Add(LayerNormalization(x, s, -), b) -> LayerNormalization(x, s, b) for a constant b of shape (1, ..., 1, D)",
+        _ln_affine("Add"),
+    ),
+    Rule(
+        "layernorm-decompose",
+        "normalization",
+        "fp-reassoc",
+        "onnx:LayerNormalization function body",
+        "LayerNormalization(x, s, b) over the last axis (FLOAT) -> "
+        "Add(Mul(Div(Sub(x, mean), Sqrt(Add(var, eps))), s), b)",
+        _ln_decompose(),
+    ),
+    Rule(
+        "instancenorm-fuse",
+        "normalization",
+        "fp-reassoc",
+        "coreml:fuse_layernorm_or_instancenorm",
+        "Div(Sub(x, mean), Sqrt(Add(var, eps))) over the spatial axes 2..r-1 -> InstanceNormalization(x, 1, 0, eps)",
+        _in_core(),
+    ),
+    Rule(
+        "instancenorm-fuse-channels-last",
+        "normalization",
+        "fp-reassoc",
+        "coreml:fuse_layernorm_or_instancenorm",
+        "the InstanceNorm moments over the axes 1..r-2 of a channels-last tensor -> Transpose(InstanceNormalization("
+        "Transpose(x, channels first)), back) for a static channel dim",
+        _in_channels_last(),
+    ),
+    Rule(
+        "instancenorm-fuse-affine",
+        "normalization",
+        "fp-reassoc",
+        "coreml:fuse_layernorm_or_instancenorm",
+        "Mul(InstanceNormalization(x, 1, 0), g) -> InstanceNormalization(x, g, 0); "
+        "Add(InstanceNormalization(x, s, 0), b) -> InstanceNormalization(x, s, b) for per-channel constants",
+        _in_affine("Mul") + _in_affine("Add"),
+    ),
+    Rule(
+        "norm-moment-forms",
+        "normalization",
+        "fp-reassoc",
+        "onnxruntime:LayerNormFusion (its pattern variants)",
+        "Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v)) for d = x - ReduceMean(x): "
+        "the exporters' variants in the one form the LayerNorm/InstanceNorm fusions match",
+        _moment_forms(),
+    ),
+    Rule(
+        "norm-rsqrt-forms",
+        "normalization",
+        "fp-reassoc",
+        "coreml:fuse_layernorm_or_instancenorm",
+        "Pow(v + eps, -0.5) and Div(1, Sqrt(v + eps)) -> Reciprocal(Sqrt(v + eps)), Pow(v + eps, 0.5) -> "
+        "Sqrt(v + eps) for a variance v = ReduceMean(., keepdims) (Pow: pow and sqrt round differently; Div: exact)",
+        _rsqrt_forms(),
+    ),
+    Rule(
+        "norm-unfold-shift",
+        "normalization",
+        "fp-reassoc",
+        "coreml:fuse_layernorm_or_instancenorm",
+        "x*k + (b - m*k) -> (x - m)*k + b; x*k - m*k and x*k + -(m*k) -> (x - m)*k for m = ReduceMean(x, "
+        "keepdims): the folded normalization x*(g*rsqrt(v+eps)) + (b - m*g*rsqrt(v+eps))",
+        _unfold_shift(),
+    ),
+    Rule(
+        "norm-regroup-scale",
+        "normalization",
+        "fp-reassoc",
+        "coreml:fuse_layernorm_or_instancenorm",
+        "(x - m) * (g * Reciprocal(Sqrt(v + eps))) -> ((x - m) * Reciprocal(Sqrt(v + eps))) * g for a constant g",
+        _regroup_scale(),
+    ),
+    Rule(
+        "norm-distribute-affine",
+        "normalization",
+        "fp-reassoc",
+        "coreml:fuse_layernorm_or_instancenorm",
+        "(n + b) * g -> n*g + b*g for n = LayerNormalization(x, 1, -) or InstanceNormalization(x, 1, 0) and "
+        "constants b, g of one shape (b*g is folded at lowering)",
+        _distribute_affine(),
+    ),
 ]

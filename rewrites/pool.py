@@ -40,24 +40,43 @@ def _pad_pool(op: str, value: str, tail: str) -> tuple:
         zero = " ".join(f"(= (vec-get pp {i}) 0)" for i in (0, 1, r, r + 1))
         nonneg = " ".join(f"(>= (vec-get pp {i}) 0)" for i in [*range(2, r), *range(r + 2, 2 * r)])
         spatial = [f"(vec-get pp {2 + i})" for i in range(n)] + [f"(vec-get pp {r + 2 + i})" for i in range(n)]
-        base = (f'(= y ({op} xp "NOTSET" 0 dl ks pc st {tail})) (= xp (Pad x pp {value} "constant")) '
-                f"(= (vec-length pp) {2 * r}) (= (vec-length ks) {n}) {zero} {nonneg} {_no_dilation('dl')}")
-        for summed, guard in ((spatial, "(= pc (vec-empty))"),
-                              ([f"(+ (vec-get pc {i}) {p})" for i, p in enumerate(spatial)],
-                               f"(= (vec-length pc) {2 * n})")):
+        base = (
+            f'(= y ({op} xp "NOTSET" 0 dl ks pc st {tail})) (= xp (Pad x pp {value} "constant")) '
+            f"(= (vec-length pp) {2 * r}) (= (vec-length ks) {n}) {zero} {nonneg} {_no_dilation('dl')}"
+        )
+        for summed, guard in (
+            (spatial, "(= pc (vec-empty))"),
+            ([f"(+ (vec-get pc {i}) {p})" for i, p in enumerate(spatial)], f"(= (vec-length pc) {2 * n})"),
+        ):
             below = " ".join(f"(< {summed[i]} (vec-get ks {i % n}))" for i in range(2 * n))
-            rules.append(fact(f"{base} {guard} {below}",
-                              f'(union y ({op} x "NOTSET" 0 dl ks (vec-of {" ".join(summed)}) st {tail}))'))
+            rules.append(
+                fact(
+                    f"{base} {guard} {below}",
+                    f'(union y ({op} x "NOTSET" 0 dl ks (vec-of {" ".join(summed)}) st {tail}))',
+                )
+            )
     return tuple(rules)
 
 
 RULES = [
-    Rule("pad-avgpool-merge", FAMILY, "exact", "onnxoptimizer:fuse_pad_into_pool; onnxruntime:PadFusion",
-         "AveragePool(Pad(x, p, constant 0), pads, count_include_pad=1) -> AveragePool(x, pads + spatial p) for p 0 on "
-         "N and C and non-negative, auto_pad NOTSET, ceil_mode 0, no dilation, summed pads below the kernel",
-         _pad_pool("AveragePool", "0.0", "1"), ruleset="simplify"),
-    Rule("pad-maxpool-merge", FAMILY, "exact", "onnxoptimizer:fuse_pad_into_pool (-inf pads only)",
-         "MaxPool(Pad(x, p, constant -inf), pads) -> MaxPool(x, pads + spatial p) (same conditions; a zero Pad never: "
-         "MaxPool pads with -inf)",
-         _pad_pool("MaxPool", "-inf", "so"), ruleset="simplify"),
+    Rule(
+        "pad-avgpool-merge",
+        FAMILY,
+        "exact",
+        "onnxoptimizer:fuse_pad_into_pool; onnxruntime:PadFusion",
+        "AveragePool(Pad(x, p, constant 0), pads, count_include_pad=1) -> AveragePool(x, pads + spatial p) for p 0 on "
+        "N and C and non-negative, auto_pad NOTSET, ceil_mode 0, no dilation, summed pads below the kernel",
+        _pad_pool("AveragePool", "0.0", "1"),
+        ruleset="simplify",
+    ),
+    Rule(
+        "pad-maxpool-merge",
+        FAMILY,
+        "exact",
+        "onnxoptimizer:fuse_pad_into_pool (-inf pads only)",
+        "MaxPool(Pad(x, p, constant -inf), pads) -> MaxPool(x, pads + spatial p) (same conditions; a zero Pad never: "
+        "MaxPool pads with -inf)",
+        _pad_pool("MaxPool", "-inf", "so"),
+        ruleset="simplify",
+    ),
 ]

@@ -12,15 +12,21 @@ across layout ops (so that pairs meet), rescale chains merged, and the lossy rew
     Reshape(DequantizeLinear(x, s, z), shape)                -> DequantizeLinear(Reshape(x, shape), s, z) s per tensor
     QuantizeLinear(Reshape(x, shape), s, z)                  -> Reshape(QuantizeLinear(x, s, z), shape)   s per tensor
     DequantizeLinear(QuantizeLinear(x, s, z UINT8, a), s, z UINT8, a)
-                                                             <-> DequantizeLinear(QuantizeLinear(x, s, z - 128 INT8, a), s, z - 128 INT8, a)
-                                                                any 8-bit z (uint8 0 <-> int8 -128), per tensor or per axis
-    DequantizeLinear(W, s, z UINT8, a)                       -> DequantizeLinear(Cast(Cast(W, INT32) - 128, INT8), s, z - 128 INT8, a)
+                                                             <-> DequantizeLinear(QuantizeLinear(x, s, z - 128 INT8,
+                                                             a), s, z - 128 INT8, a)
+                                                                any 8-bit z (uint8 0 <-> int8 -128), per tensor or per
+                                                                axis
+    DequantizeLinear(W, s, z UINT8, a)                       -> DequantizeLinear(Cast(Cast(W, INT32) - 128, INT8), s,
+    z - 128 INT8, a)
                                                                 W a uint8 constant (folded when lowered)
     DequantizeLinear(QuantizeLinear(DequantizeLinear(x, s1, z1), s2, z2), s2, z2) -> DequantizeLinear(x, s1, z1)
                                                                 s1 = k s2 (k a positive integer), the middle clamp never
-                                                                triggers; so a rescale chain Q3(DQ(Q2(DQ(x)))) is Q3(DQ(x))
-                                                                the same with s1 / s2 not an integer: precision-changing,
-                                                                off by default (the intermediate rounding, <= s2 / 2, dropped)
+                                                                triggers; so a rescale chain Q3(DQ(Q2(DQ(x)))) is
+                                                                Q3(DQ(x))
+                                                                the same with s1 / s2 not an integer:
+                                                                precision-changing,
+                                                                off by default (the intermediate rounding, <= s2 / 2,
+                                                                dropped)
 
 Why Q(DQ(x)) is exact: DQ computes (x - z) * s, Q divides by s, rounds and adds z back. For 8-bit x the
 integer n = x - z has |n| <= 255, so the two float32 roundings leave n(1 + e) with |n e| < 255 * 2^-23,
@@ -42,7 +48,8 @@ scales would need their axis remapped and are left alone. Q/DQ never fold as con
 
 Why the zero-point shift is exact: with r = round(x / s), Q to uint8 with zero point z stores
 clamp(r + z, 0, 255) and Q to int8 with zero point z - 128 stores clamp(r + z - 128, -128, 127): the same
-clamp, offset by 128 (per axis: per channel, the same). DQ subtracts the zero point again, so both pairs give the same integer n times
+clamp, offset by 128 (per axis: per channel, the same). DQ subtracts the zero point again, so both pairs give the same
+integer n times
 the same s: bit-identical, NaN and infinities included (ONNX Runtime and onnx.reference saturate them alike in
 both types). The rule matches the DQ-of-Q pair, never a lone Q or DQ (that would change the type a neighbour
 sees): a Q that something else also reads (a graph output, an opaque op) stays for that reader, and the DQ's
@@ -80,19 +87,29 @@ def _sink(layout: str, params: str) -> tuple:
     shape_fact = "(set (shape t) sr)" if layout == "Reshape" else ""
     bind = "(= sr (shape __root))" if layout == "Reshape" else ""
     return (
-        fact(f"(= __root ({layout} (DequantizeLinear x {PER_TENSOR} z a) {params})) (= dx (dtype x)) {bind}",
-             f"(let t ({layout} x {params})) (set (dtype t) dx) {shape_fact} "
-             f"(union __root (DequantizeLinear t {PER_TENSOR} z a))"),
-        fact(f"(= __root (QuantizeLinear ({layout} y {params}) {PER_TENSOR} z a)) (= dq (dtype __root)) "
-             "(= sy (shape y))",
-             f"(let q (QuantizeLinear y {PER_TENSOR} z a)) (set (dtype q) dq) (set (shape q) sy) "
-             f"(union __root ({layout} q {params}))"),
+        fact(
+            f"(= __root ({layout} (DequantizeLinear x {PER_TENSOR} z a) {params})) (= dx (dtype x)) {bind}",
+            f"(let t ({layout} x {params})) (set (dtype t) dx) {shape_fact} "
+            f"(union __root (DequantizeLinear t {PER_TENSOR} z a))",
+        ),
+        fact(
+            f"(= __root (QuantizeLinear ({layout} y {params}) {PER_TENSOR} z a)) (= dq (dtype __root)) "
+            "(= sy (shape y))",
+            f"(let q (QuantizeLinear y {PER_TENSOR} z a)) (set (dtype q) dq) (set (shape q) sy) "
+            f"(union __root ({layout} q {params}))",
+        ),
     )
 
 
 #: Integer ranges of QuantizeLinear's output types (float8 types saturate to their own ranges: left alone).
-QUANT_RANGES = {"UINT8": (0, 255), "INT8": (-128, 127), "UINT16": (0, 65535), "INT16": (-32768, 32767),
-                "UINT4": (0, 15), "INT4": (-8, 7)}
+QUANT_RANGES = {
+    "UINT8": (0, 255),
+    "INT8": (-128, 127),
+    "UINT16": (0, 65535),
+    "INT16": (-32768, 32767),
+    "UINT4": (0, 15),
+    "INT4": (-8, 7),
+}
 
 
 def _dq_q_drop() -> tuple:
@@ -104,9 +121,13 @@ def _dq_q_drop() -> tuple:
         for zp, zv in (("(Scalar zv zd zs)", "zv"), ("(Absent)", "0.0")):
             q = f"(QuantizeLinear x {PER_TENSOR} {zp} a)"
             clip = f"(Clip x (* (- {float(lo)} {zv}) sv) (* (- {float(hi)} {zv}) sv))"
-            rules.append(fact(f"(= __root (DequantizeLinear q {PER_TENSOR} {zp} a)) (= q {q}) (= (dtype q) \"{qt}\") "
-                              "(> sv 0.0) (= dx (dtype x)) (= (dtype __root) dx)",
-                              f"(union __root {clip})"))
+            rules.append(
+                fact(
+                    f'(= __root (DequantizeLinear q {PER_TENSOR} {zp} a)) (= q {q}) (= (dtype q) "{qt}") '
+                    "(> sv 0.0) (= dx (dtype x)) (= (dtype __root) dx)",
+                    f"(union __root {clip})",
+                )
+            )
     return tuple(rules)
 
 
@@ -124,10 +145,12 @@ def _scalar_facts(var: str, value: str, qtype: str, shape: str) -> str:
 def _shifted_tensor(var: str, src: str, shape: str, op: str, qtype: str) -> str:
     """`var` = Cast(src as INT32 op 128, qtype) with its facts: a tensor zero point (or weight) shifted into the
     other 8-bit type, computed at lowering (every value fits: 0..255 - 128 and -128..127 + 128)."""
-    return (f'(let {var}32 (Cast {src} "INT32")) (set (shape {var}32) {shape}) (set (dtype {var}32) "INT32") '
-            + _scalar_facts(f"{var}c", str(SHIFT), "INT32", "(vec-empty)")
-            + f'(let {var}d ({op} {var}32 {var}c)) (set (shape {var}d) {shape}) (set (dtype {var}d) "INT32") '
-            f'(let {var} (Cast {var}d "{qtype}")) (set (shape {var}) {shape}) (set (dtype {var}) "{qtype}") ')
+    return (
+        f'(let {var}32 (Cast {src} "INT32")) (set (shape {var}32) {shape}) (set (dtype {var}32) "INT32") '
+        + _scalar_facts(f"{var}c", str(SHIFT), "INT32", "(vec-empty)")
+        + f'(let {var}d ({op} {var}32 {var}c)) (set (shape {var}d) {shape}) (set (dtype {var}d) "INT32") '
+        f'(let {var} (Cast {var}d "{qtype}")) (set (shape {var}) {shape}) (set (dtype {var}) "{qtype}") '
+    )
 
 
 def _zero_point_shift() -> tuple:
@@ -144,24 +167,43 @@ def _zero_point_shift() -> tuple:
         for q_zp, dq_zp, bind in forms:
             value = "0.0" if q_zp == "(Absent)" else "zv"
             shape = "(vec-empty)" if q_zp == "(Absent)" else "zs"
-            query = (f"(= __root (DequantizeLinear q s {dq_zp} a)) (= q (QuantizeLinear x s {q_zp} a)) "
-                     f'(= (dtype q) "{qt}") {bind}')
-            rules.append(fact(query.strip(),
-                              _scalar_facts("z2", f"({sign} {value} {SHIFT})", nt, shape)
-                              + f'(let q2 (QuantizeLinear x s z2 a)) (set (dtype q2) "{nt}") '
-                              "(union __root (DequantizeLinear q2 s z2 a))"))
-        rules.append(fact(f'(= __root (DequantizeLinear q s z a)) (= q (QuantizeLinear x s z a)) (= z (Const k)) '
-                          f'(= (dtype z) "{qt}") (= sz (shape z))',
-                          _shifted_tensor("z2", "z", "sz", op, nt)
-                          + f'(let q2 (QuantizeLinear x s z2 a)) (set (dtype q2) "{nt}") '
-                          "(union __root (DequantizeLinear q2 s z2 a))"))
-        rules.append(fact(f'(= q2 (QuantizeLinear x s z2 a)) (= (dtype q2) "{nt}") (= q (QuantizeLinear x s z a)) '
-                          f'(= (dtype q) "{qt}") (= sq (shape q))', "(set (shape q2) sq)"))
-    rules.append(fact('(= __root (DequantizeLinear w s (Scalar zv "UINT8" zs) a)) (is-const w) (= (dtype w) "UINT8") '
-                      "(= sw (shape w))",
-                      _shifted_tensor("w8", "w", "sw", "Sub", "INT8")
-                      + _scalar_facts("z2", f"(- zv {SHIFT})", "INT8", "zs")
-                      + "(union __root (DequantizeLinear w8 s z2 a))"))
+            query = (
+                f"(= __root (DequantizeLinear q s {dq_zp} a)) (= q (QuantizeLinear x s {q_zp} a)) "
+                f'(= (dtype q) "{qt}") {bind}'
+            )
+            rules.append(
+                fact(
+                    query.strip(),
+                    _scalar_facts("z2", f"({sign} {value} {SHIFT})", nt, shape)
+                    + f'(let q2 (QuantizeLinear x s z2 a)) (set (dtype q2) "{nt}") '
+                    "(union __root (DequantizeLinear q2 s z2 a))",
+                )
+            )
+        rules.append(
+            fact(
+                f"(= __root (DequantizeLinear q s z a)) (= q (QuantizeLinear x s z a)) (= z (Const k)) "
+                f'(= (dtype z) "{qt}") (= sz (shape z))',
+                _shifted_tensor("z2", "z", "sz", op, nt)
+                + f'(let q2 (QuantizeLinear x s z2 a)) (set (dtype q2) "{nt}") '
+                "(union __root (DequantizeLinear q2 s z2 a))",
+            )
+        )
+        rules.append(
+            fact(
+                f'(= q2 (QuantizeLinear x s z2 a)) (= (dtype q2) "{nt}") (= q (QuantizeLinear x s z a)) '
+                f'(= (dtype q) "{qt}") (= sq (shape q))',
+                "(set (shape q2) sq)",
+            )
+        )
+    rules.append(
+        fact(
+            '(= __root (DequantizeLinear w s (Scalar zv "UINT8" zs) a)) (is-const w) (= (dtype w) "UINT8") '
+            "(= sw (shape w))",
+            _shifted_tensor("w8", "w", "sw", "Sub", "INT8")
+            + _scalar_facts("z2", f"(- zv {SHIFT})", "INT8", "zs")
+            + "(union __root (DequantizeLinear w8 s z2 a))",
+        )
+    )
     return tuple(rules)
 
 
@@ -192,53 +234,111 @@ def _rescale_merge(exact: bool) -> tuple:
         for z1, v1 in _zero_points(t1, "z1", absent=True):
             for z2, v2 in _zero_points(t2, "z2", absent=t2 == "UINT8"):
                 s1, s2 = '(Scalar sv1 "FLOAT" ss1)', '(Scalar sv2 "FLOAT" ss2)'
-                rules.append(rw(f"(DequantizeLinear m {s2} {z2} a2)", "d",
-                                f"(= m (QuantizeLinear d {s2} {z2} a2)) (= d (DequantizeLinear x {s1} {z1} a1))",
-                                f'(= (dtype x) "{t1}") (= (dtype m) "{t2}")',
-                                f"(> sv1 0.0) (< sv1 {MAX_SCALE}) (> sv2 {FLT_MIN_NORMAL}) {ratio}",
-                                f"(>= (+ (* (- {float(lo1)} {v1}) {k}) {v2}) {float(lo2)})",
-                                f"(<= (+ (* (- {float(hi1)} {v1}) {k}) {v2}) {float(hi2)})"))
+                rules.append(
+                    rw(
+                        f"(DequantizeLinear m {s2} {z2} a2)",
+                        "d",
+                        f"(= m (QuantizeLinear d {s2} {z2} a2)) (= d (DequantizeLinear x {s1} {z1} a1))",
+                        f'(= (dtype x) "{t1}") (= (dtype m) "{t2}")',
+                        f"(> sv1 0.0) (< sv1 {MAX_SCALE}) (> sv2 {FLT_MIN_NORMAL}) {ratio}",
+                        f"(>= (+ (* (- {float(lo1)} {v1}) {k}) {v2}) {float(lo2)})",
+                        f"(<= (+ (* (- {float(hi1)} {v1}) {k}) {v2}) {float(hi2)})",
+                    )
+                )
     return tuple(rules)
 
 
 RULES = [
-    Rule("qdq-cancel", "quant", "exact", "onnxruntime:QDQ DoubleQDQPairsRemover; tflite:quantize-dequantize folding",
-         "QuantizeLinear(DequantizeLinear(x, s, z, a), s, z, a) -> x for 8-bit x and a positive float32 scale s",
-         (rw("(QuantizeLinear (DequantizeLinear x s z a) s z a)", "x",
-             "(= dq (dtype x)) (lossless-cast dq \"INT16\") (= (dtype __root) dq) (positive s)",
-             "(= (dtype s) \"FLOAT\")"),),
-         ruleset="simplify"),
-    Rule("dq-q-drop", "quant", "precision-changing", "onnxruntime:QDQ removal (drops the quantization)",
-         "DequantizeLinear(QuantizeLinear(x, s, z), s, z) -> Clip(x, (qmin - z) * s, (qmax - z) * s) for a per-tensor "
-         "s > 0 and z (values change by the rounding to the grid only: at most s / 2)",
-         _dq_q_drop(), ruleset="simplify"),
-    Rule("qdq-zero-point-default", "quant", "exact", "onnx:QuantizeLinear/DequantizeLinear (zero point defaults to 0)",
-         "QuantizeLinear(x, s, 0 of UINT8) -> QuantizeLinear(x, s); DequantizeLinear(x, s, 0 of x's dtype) -> "
-         "DequantizeLinear(x, s) (0: a scalar, or a per-axis zero point of zeros)",
-         (rw("(QuantizeLinear x s z a)", "(QuantizeLinear x s (Absent) a)", "(splat z 0.0)", '(= (dtype z) "UINT8")'),
-          rw("(DequantizeLinear x s z a)", "(DequantizeLinear x s (Absent) a)", "(splat z 0.0)",
-             "(= (dtype x) (dtype z))")),
-         ruleset="simplify"),
-    Rule("qdq-sink-transpose", "quant", "exact", "onnxruntime:QDQ propagation (Transpose); glow:sink-transpose",
-         "Transpose(DequantizeLinear(x, s, z), p) -> DequantizeLinear(Transpose(x, p), s, z) and "
-         "QuantizeLinear(Transpose(y, p), s, z) -> Transpose(QuantizeLinear(y, s, z), p) for a per-tensor scale",
-         _sink("Transpose", "p")),
-    Rule("qdq-sink-reshape", "quant", "exact", "onnxruntime:QDQ propagation (Reshape)",
-         "Reshape(DequantizeLinear(x, s, z), shape) -> DequantizeLinear(Reshape(x, shape), s, z) and "
-         "QuantizeLinear(Reshape(y, shape), s, z) -> Reshape(QuantizeLinear(y, s, z), shape) for a per-tensor scale",
-         _sink("Reshape", "shp az")),
-    Rule("qdq-zero-point-shift", "quant", "exact",
-         "onnxruntime:QDQS8ToU8Transformer (int8 Q/DQ pair -> uint8, zero point + 128), in both directions",
-         "DequantizeLinear(QuantizeLinear(x, s, z UINT8, a), s, z UINT8, a) <-> the same pair in INT8 with zero point "
-         "z - 128 (uint8 0 <-> int8 -128; an absent zero point is the type's 0; per-axis z: computed at lowering); "
-         "DequantizeLinear(W, s, z UINT8) -> DequantizeLinear(W - 128 as INT8, s, z - 128 INT8) for a constant W",
-         _zero_point_shift()),
-    Rule("rescale-merge", "quant", "exact", "glow:OptimizeQuantization (merge rescale chains)",
-         "DequantizeLinear(QuantizeLinear(DequantizeLinear(x, s1, z1), s2, z2), s2, z2) -> DequantizeLinear(x, s1, z1) "
-         "for 8-bit x, per-tensor float32 scales with s1 = k s2 (k a positive integer) and no saturation in the middle",
-         _rescale_merge(exact=True), ruleset="simplify"),
-    Rule("rescale-merge-lossy", "quant", "precision-changing", "glow:OptimizeQuantization (merge rescale chains)",
-         "DequantizeLinear(QuantizeLinear(DequantizeLinear(x, s1, z1), s2, z2), s2, z2) -> DequantizeLinear(x, s1, z1) "
-         "when s1 / s2 is not an integer and the middle never saturates (drops the rounding to the s2 grid: <= s2 / 2)",
-         _rescale_merge(exact=False), ruleset="simplify"),
+    Rule(
+        "qdq-cancel",
+        "quant",
+        "exact",
+        "onnxruntime:QDQ DoubleQDQPairsRemover; tflite:quantize-dequantize folding",
+        "QuantizeLinear(DequantizeLinear(x, s, z, a), s, z, a) -> x for 8-bit x and a positive float32 scale s",
+        (
+            rw(
+                "(QuantizeLinear (DequantizeLinear x s z a) s z a)",
+                "x",
+                '(= dq (dtype x)) (lossless-cast dq "INT16") (= (dtype __root) dq) (positive s)',
+                '(= (dtype s) "FLOAT")',
+            ),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "dq-q-drop",
+        "quant",
+        "precision-changing",
+        "onnxruntime:QDQ removal (drops the quantization)",
+        "DequantizeLinear(QuantizeLinear(x, s, z), s, z) -> Clip(x, (qmin - z) * s, (qmax - z) * s) for a per-tensor "
+        "s > 0 and z (values change by the rounding to the grid only: at most s / 2)",
+        _dq_q_drop(),
+        ruleset="simplify",
+    ),
+    Rule(
+        "qdq-zero-point-default",
+        "quant",
+        "exact",
+        "onnx:QuantizeLinear/DequantizeLinear (zero point defaults to 0)",
+        "QuantizeLinear(x, s, 0 of UINT8) -> QuantizeLinear(x, s); DequantizeLinear(x, s, 0 of x's dtype) -> "
+        "DequantizeLinear(x, s) (0: a scalar, or a per-axis zero point of zeros)",
+        (
+            rw("(QuantizeLinear x s z a)", "(QuantizeLinear x s (Absent) a)", "(splat z 0.0)", '(= (dtype z) "UINT8")'),
+            rw(
+                "(DequantizeLinear x s z a)",
+                "(DequantizeLinear x s (Absent) a)",
+                "(splat z 0.0)",
+                "(= (dtype x) (dtype z))",
+            ),
+        ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "qdq-sink-transpose",
+        "quant",
+        "exact",
+        "onnxruntime:QDQ propagation (Transpose); glow:sink-transpose",
+        "Transpose(DequantizeLinear(x, s, z), p) -> DequantizeLinear(Transpose(x, p), s, z) and "
+        "QuantizeLinear(Transpose(y, p), s, z) -> Transpose(QuantizeLinear(y, s, z), p) for a per-tensor scale",
+        _sink("Transpose", "p"),
+    ),
+    Rule(
+        "qdq-sink-reshape",
+        "quant",
+        "exact",
+        "onnxruntime:QDQ propagation (Reshape)",
+        "Reshape(DequantizeLinear(x, s, z), shape) -> DequantizeLinear(Reshape(x, shape), s, z) and "
+        "QuantizeLinear(Reshape(y, shape), s, z) -> Reshape(QuantizeLinear(y, s, z), shape) for a per-tensor scale",
+        _sink("Reshape", "shp az"),
+    ),
+    Rule(
+        "qdq-zero-point-shift",
+        "quant",
+        "exact",
+        "onnxruntime:QDQS8ToU8Transformer (int8 Q/DQ pair -> uint8, zero point + 128), in both directions",
+        "DequantizeLinear(QuantizeLinear(x, s, z UINT8, a), s, z UINT8, a) <-> the same pair in INT8 with zero point "
+        "z - 128 (uint8 0 <-> int8 -128; an absent zero point is the type's 0; per-axis z: computed at lowering); "
+        "DequantizeLinear(W, s, z UINT8) -> DequantizeLinear(W - 128 as INT8, s, z - 128 INT8) for a constant W",
+        _zero_point_shift(),
+    ),
+    Rule(
+        "rescale-merge",
+        "quant",
+        "exact",
+        "glow:OptimizeQuantization (merge rescale chains)",
+        "DequantizeLinear(QuantizeLinear(DequantizeLinear(x, s1, z1), s2, z2), s2, z2) -> DequantizeLinear(x, s1, z1) "
+        "for 8-bit x, per-tensor float32 scales with s1 = k s2 (k a positive integer) and no saturation in the middle",
+        _rescale_merge(exact=True),
+        ruleset="simplify",
+    ),
+    Rule(
+        "rescale-merge-lossy",
+        "quant",
+        "precision-changing",
+        "glow:OptimizeQuantization (merge rescale chains)",
+        "DequantizeLinear(QuantizeLinear(DequantizeLinear(x, s1, z1), s2, z2), s2, z2) -> DequantizeLinear(x, s1, z1) "
+        "when s1 / s2 is not an integer and the middle never saturates (drops the rounding to the s2 grid: <= s2 / 2)",
+        _rescale_merge(exact=False),
+        ruleset="simplify",
+    ),
 ]

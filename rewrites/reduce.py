@@ -40,22 +40,31 @@ NOT_FLOAT = '(!= dt "INT32") (!= dt "INT64") (!= dt "UINT32") (!= dt "UINT64")'
 
 #: rs = ReduceSum(x, ax, kd) read by y, float; rx = the axes it reduces (ax, or every axis of x when ax is empty:
 #: range(r) is appended only then); N = dims-product(sx, rx), declined when a reduced dim is a symbol.
-_SUM = ("(= rs (ReduceSum x ax kd)) (= sx (shape x)) (= sy (shape y)) (= sy (shape rs)) "
-        f"{NOT_FLOAT} (= r (vec-length sx)) (= rx (vec-append ax (vec-range (* r (- 1 (min 1 (vec-length ax)))))))")
+_SUM = (
+    "(= rs (ReduceSum x ax kd)) (= sx (shape x)) (= sy (shape y)) (= sy (shape rs)) "
+    f"{NOT_FLOAT} (= r (vec-length sx)) (= rx (vec-append ax (vec-range (* r (- 1 (min 1 (vec-length ax)))))))"
+)
 
 #: ReduceMean(x, [2..r-1]) for x of rank r in 3..5 (GlobalAveragePool's 1 to 3 spatial dims: ONNX's pools and
 #: onnxruntime's kernels are written for those).
-_SPATIAL = ("(= sx (shape x)) (= r (vec-length sx)) (>= r 3) (<= r 5) (= ax (vec-remove (vec-remove (vec-range r) 0) 0)) "
-            f"(= dt (dtype x)) {NOT_FLOAT}")
+_SPATIAL = (
+    "(= sx (shape x)) (= r (vec-length sx)) (>= r 3) (<= r 5) (= ax (vec-remove (vec-remove (vec-range r) 0) 0)) "
+    f"(= dt (dtype x)) {NOT_FLOAT}"
+)
 
 #: Every reduction of the term language (ReduceSum, ReduceMean, ..., ReduceL1, ReduceLogSumExp).
 REDUCTIONS = tuple(sorted(op for op in OPS if op.startswith("Reduce")))
 
 
 def _reduce_unsqueeze(op: str) -> tuple:
-    return (rw(f"(Unsqueeze ({op} x ax 0) ax)", f"({op} x ax 1)", "(> (vec-length ax) 0)"),
-            rw(f"(Unsqueeze ({op} x (vec-empty) 0) e)", f"({op} x (vec-empty) 1)",
-               "(= e (vec-range (vec-length (shape x))))"))
+    return (
+        rw(f"(Unsqueeze ({op} x ax 0) ax)", f"({op} x ax 1)", "(> (vec-length ax) 0)"),
+        rw(
+            f"(Unsqueeze ({op} x (vec-empty) 0) e)",
+            f"({op} x (vec-empty) 1)",
+            "(= e (vec-range (vec-length (shape x))))",
+        ),
+    )
 
 
 def _argmax_monotone() -> tuple:
@@ -68,35 +77,82 @@ def _argmax_monotone() -> tuple:
 
 
 RULES = [
-    Rule("reducesum-mul-to-mean", FAMILY, "fp-reassoc", "coreml:fuse_reduce_mean; tvm:SimplifyExpr",
-         "ReduceSum(x, axes) * v -> ReduceMean(x, axes) when v * N is within 1e-6 of 1 (N reduced elements, float)",
-         (need(f"(= y (Mul rs (Scalar v dt s))) {_SUM}", "(need-dims-product sx rx)"),
-          fact(f"(= y (Mul rs (Scalar v dt s))) {_SUM} (= c (dims-product sx rx)) (< (abs (- (* v (to-f64 c)) 1.0)) 0.000001)",
-               "(union y (ReduceMean x ax kd))"))),
-    Rule("reducesum-div-to-mean", FAMILY, "exact", "coreml:fuse_reduce_mean; tvm:SimplifyExpr",
-         "ReduceSum(x, axes) / N -> ReduceMean(x, axes) when N is exactly the number of reduced elements (float)",
-         (need(f"(= y (Div rs (Scalar v dt s))) {_SUM}", "(need-dims-product sx rx)"),
-          fact(f"(= y (Div rs (Scalar v dt s))) {_SUM} (= c (dims-product sx rx)) (= v (to-f64 c))",
-               "(union y (ReduceMean x ax kd))"))),
-    Rule("reducemean-to-global-pool", FAMILY, "exact", "onnxruntime:ReduceMean->GlobalAveragePool; "
-         "coreml:reduce_mean -> global pool",
-         "ReduceMean(x, axes 2..r-1, keepdims=1) -> GlobalAveragePool(x) for x of rank r in 3..5; keepdims=0 -> "
-         "Flatten(GlobalAveragePool(x), 1)",
-         (fact(f"(= y (ReduceMean x ax 1)) {_SPATIAL}", "(union y (GlobalAveragePool x))"),
-          # keepdims = 0 (Keras/TF exports: the NHWC mean over (1, 2) once its transpose has sunk): Flatten(pool, 1)
-          fact(f"(= y (ReduceMean x ax 0)) {_SPATIAL}",
-               f"(let gap (GlobalAveragePool x)) (set (shape gap) (vec-append (vec-of (vec-get sx 0) (vec-get sx 1)) "
-               f"{ones('ax')})) (set (dtype gap) dt) (union y (Flatten gap 1))"))),
-    Rule("global-pool-to-reducemean", FAMILY, "exact", "tvm:SimplifyExpr (global_avg_pool2d as mean)",
-         "GlobalAveragePool(x) -> ReduceMean(x, axes 2..r-1, keepdims=1) for x of rank 3 to 5",
-         (fact("(= y (GlobalAveragePool x)) (= r (vec-length (shape x))) (>= r 3) (<= r 5)",
-               "(union y (ReduceMean x (vec-remove (vec-remove (vec-range r) 0) 0) 1))"),)),
-    Rule("reduce-unsqueeze-fuse", FAMILY, "exact", "onnxoptimizer:fuse_consecutive_reduce_unsqueeze",
-         "Unsqueeze(R(x, axes, keepdims=0), axes) -> R(x, axes, keepdims=1) for every reduction R (empty axes: "
-         "all axes, Unsqueeze [0..r-1])",
-         tuple(row for op in REDUCTIONS for row in _reduce_unsqueeze(op)), ruleset="simplify"),
-    Rule("argmax-monotone", FAMILY, "precision-changing", "onnxoptimizer:eliminate_nop_monotone_argmax",
-         "ArgMax(f(x), axis) -> ArgMax(x, axis) (ArgMin too) for f Exp, or Softmax/LogSoftmax over that axis at "
-         "opset >= 13 (floats: f is only non-decreasing, its ties may move the index)",
-         _argmax_monotone()),
+    Rule(
+        "reducesum-mul-to-mean",
+        FAMILY,
+        "fp-reassoc",
+        "coreml:fuse_reduce_mean; tvm:SimplifyExpr",
+        "ReduceSum(x, axes) * v -> ReduceMean(x, axes) when v * N is within 1e-6 of 1 (N reduced elements, float)",
+        (
+            need(f"(= y (Mul rs (Scalar v dt s))) {_SUM}", "(need-dims-product sx rx)"),
+            fact(
+                f"(= y (Mul rs (Scalar v dt s))) {_SUM} (= c (dims-product sx rx)) "
+                "(< (abs (- (* v (to-f64 c)) 1.0)) 0.000001)",
+                "(union y (ReduceMean x ax kd))",
+            ),
+        ),
+    ),
+    Rule(
+        "reducesum-div-to-mean",
+        FAMILY,
+        "exact",
+        "coreml:fuse_reduce_mean; tvm:SimplifyExpr",
+        "ReduceSum(x, axes) / N -> ReduceMean(x, axes) when N is exactly the number of reduced elements (float)",
+        (
+            need(f"(= y (Div rs (Scalar v dt s))) {_SUM}", "(need-dims-product sx rx)"),
+            fact(
+                f"(= y (Div rs (Scalar v dt s))) {_SUM} (= c (dims-product sx rx)) (= v (to-f64 c))",
+                "(union y (ReduceMean x ax kd))",
+            ),
+        ),
+    ),
+    Rule(
+        "reducemean-to-global-pool",
+        FAMILY,
+        "exact",
+        "onnxruntime:ReduceMean->GlobalAveragePool; coreml:reduce_mean -> global pool",
+        "ReduceMean(x, axes 2..r-1, keepdims=1) -> GlobalAveragePool(x) for x of rank r in 3..5; keepdims=0 -> "
+        "Flatten(GlobalAveragePool(x), 1)",
+        (
+            fact(f"(= y (ReduceMean x ax 1)) {_SPATIAL}", "(union y (GlobalAveragePool x))"),
+            # keepdims = 0 (Keras/TF exports: the NHWC mean over (1, 2) once its transpose has sunk): Flatten(pool, 1)
+            fact(
+                f"(= y (ReduceMean x ax 0)) {_SPATIAL}",
+                f"(let gap (GlobalAveragePool x)) (set (shape gap) (vec-append (vec-of (vec-get sx 0) (vec-get sx 1)) "
+                f"{ones('ax')})) (set (dtype gap) dt) (union y (Flatten gap 1))",
+            ),
+        ),
+    ),
+    Rule(
+        "global-pool-to-reducemean",
+        FAMILY,
+        "exact",
+        "tvm:SimplifyExpr (global_avg_pool2d as mean)",
+        "GlobalAveragePool(x) -> ReduceMean(x, axes 2..r-1, keepdims=1) for x of rank 3 to 5",
+        (
+            fact(
+                "(= y (GlobalAveragePool x)) (= r (vec-length (shape x))) (>= r 3) (<= r 5)",
+                "(union y (ReduceMean x (vec-remove (vec-remove (vec-range r) 0) 0) 1))",
+            ),
+        ),
+    ),
+    Rule(
+        "reduce-unsqueeze-fuse",
+        FAMILY,
+        "exact",
+        "onnxoptimizer:fuse_consecutive_reduce_unsqueeze",
+        "Unsqueeze(R(x, axes, keepdims=0), axes) -> R(x, axes, keepdims=1) for every reduction R (empty axes: "
+        "all axes, Unsqueeze [0..r-1])",
+        tuple(row for op in REDUCTIONS for row in _reduce_unsqueeze(op)),
+        ruleset="simplify",
+    ),
+    Rule(
+        "argmax-monotone",
+        FAMILY,
+        "precision-changing",
+        "onnxoptimizer:eliminate_nop_monotone_argmax",
+        "ArgMax(f(x), axis) -> ArgMax(x, axis) (ArgMin too) for f Exp, or Softmax/LogSoftmax over that axis at "
+        "opset >= 13 (floats: f is only non-decreasing, its ties may move the index)",
+        _argmax_monotone(),
+    ),
 ]

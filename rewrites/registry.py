@@ -10,8 +10,21 @@ from eqsat.rewrites import analysis, cast, cleanup, layout
 from eqsat.rewrites import conv, linear, reduce
 from eqsat.rewrites import activation, elementwise, normalization, pool, quant, tensor
 
-FAMILIES = (analysis, layout, cast, cleanup, conv, linear, reduce, normalization, activation, quant, elementwise, tensor,
-            pool)
+FAMILIES = (
+    analysis,
+    layout,
+    cast,
+    cleanup,
+    conv,
+    linear,
+    reduce,
+    normalization,
+    activation,
+    quant,
+    elementwise,
+    tensor,
+    pool,
+)
 
 
 def all_rules() -> tuple[Rule, ...]:

@@ -43,6 +43,8 @@ from eqsat.engine.rule import Rule, fact, need, ones, rw
 from eqsat.engine.terms import DTYPE_GROUPS
 
 FAMILY = "tensor"
+
+
 def tlist(items: list[str], tail: str = "(TNil)") -> str:
     out = tail
     for item in reversed(items):
@@ -51,8 +53,10 @@ def tlist(items: list[str], tail: str = "(TNil)") -> str:
 
 
 def _append() -> tuple:
-    return (fact("(= l (TAppend a r)) (= a (TNil))", "(union (TAppend a r) r)"),
-            fact("(= l (TAppend a r)) (= a (TCons h t))", "(union (TAppend a r) (TCons h (TAppend t r)))"))
+    return (
+        fact("(= l (TAppend a r)) (= a (TNil))", "(union (TAppend a r) r)"),
+        fact("(= l (TAppend a r)) (= a (TCons h t))", "(union (TAppend a r) (TCons h (TAppend t r)))"),
+    )
 
 
 #: Concat(l ++ r, ax) = Concat(l2 ++ r, ax) for every list r, l a suffix of a Concat's list (cdim-demand walks
@@ -67,8 +71,11 @@ CONCAT_MERGE = (
 #: says the items before suffix l (k of them) fit; split-fits(sp, l0) that all of them do and sz has no more.
 SPLIT_CONCAT = (
     need("(= sp (Split c ax sz)) (= c (Concat l0 ax)) (>= ax 0)", "(split-walk sp l0 l0 0)"),
-    need("(split-walk sp l0 l k) (= sp (Split c ax sz)) (= l (TCons h t)) (= s (shape h)) (< ax (vec-length s)) "
-         "(< k (vec-length sz)) (= (vec-get sz k) (vec-get s ax))", "(split-walk sp l0 t (+ k 1))"),
+    need(
+        "(split-walk sp l0 l k) (= sp (Split c ax sz)) (= l (TCons h t)) (= s (shape h)) (< ax (vec-length s)) "
+        "(< k (vec-length sz)) (= (vec-get sz k) (vec-get s ax))",
+        "(split-walk sp l0 t (+ k 1))",
+    ),
     need("(split-walk sp l0 l k) (= l (TNil)) (= sp (Split c ax sz)) (= k (vec-length sz))", "(split-fits sp l0)"),
     fact("(split-fits sp l0) (split-walk sp l0 l k) (= l (TCons h t))", "(union (Out sp k) h)"),
 )
@@ -82,16 +89,25 @@ CONCAT_TRANSPOSED = (
     fact("(= y (Concat l ax)) (cat-perm l p)", "(tsink-need l p)"),
     fact("(tsink-need l p) (= l (TCons h t))", "(tsink-need t p)"),
     fact("(tsink-need l p) (= l (TNil))", "(untransposed l p l 0)"),
-    fact("(tsink-need l p) (= l (TCons h t)) (= h (Transpose a p)) (untransposed t p ta n)",
-         "(untransposed l p (TCons a ta) n)"),
-    fact("(tsink-need l p) (= l (TCons h t)) (is-const h) (= (vec-length (shape h)) (vec-length p)) "
-         "(= ip (inv-perm p)) (untransposed t p ta n)", "(untransposed l p (TCons (Transpose h ip) ta) (+ n 1))"),
+    fact(
+        "(tsink-need l p) (= l (TCons h t)) (= h (Transpose a p)) (untransposed t p ta n)",
+        "(untransposed l p (TCons a ta) n)",
+    ),
+    fact(
+        "(tsink-need l p) (= l (TCons h t)) (is-const h) (= (vec-length (shape h)) (vec-length p)) "
+        "(= ip (inv-perm p)) (untransposed t p ta n)",
+        "(untransposed l p (TCons (Transpose h ip) ta) (+ n 1))",
+    ),
 )
 
 
 def _transpose_sink_split() -> tuple:
-    return (fact("(= o (Out sp k)) (= sp (Split t ax sz)) (= t (Transpose x p)) (>= ax 0) (< ax (vec-length p))",
-                 "(union o (Transpose (Out (Split x (vec-get p ax) sz) k) p))"),)
+    return (
+        fact(
+            "(= o (Out sp k)) (= sp (Split t ax sz)) (= t (Transpose x p)) (>= ax 0) (< ax (vec-length p))",
+            "(union o (Transpose (Out (Split x (vec-get p ax) sz) k) p))",
+        ),
+    )
 
 
 #: dtypes ONNX Runtime's CPU DepthToSpace / SpaceToDepth kernels take, with the first opset that has them.
@@ -100,23 +116,35 @@ S2D_DTYPES = DTYPE_GROUPS["SpaceToDepth"]
 
 #: Reshape -> Transpose -> Reshape over a 4-D x [n, c, h, w] (sr: the 6-D intermediate shape, sy: the output's),
 #: of a dtype the op's kernel takes at the model's opset.
-_SHUFFLE = ("(= y (Reshape t s2 z2)) (= t (Transpose r {perm})) (= r (Reshape x s1 z1)) (= sx (shape x)) "
-            "(= (vec-length sx) 4) (= n (vec-get sx 0)) (= c (vec-get sx 1)) (= h (vec-get sx 2)) "
-            "(= w (vec-get sx 3)) (= sr (shape r)) (= (vec-length sr) 6) (= sy (shape y)) (= dt (dtype x)) "
-            '(dtype-group "{op}" dt since) (= o (model-opset)) (>= o since)')
+_SHUFFLE = (
+    "(= y (Reshape t s2 z2)) (= t (Transpose r {perm})) (= r (Reshape x s1 z1)) (= sx (shape x)) "
+    "(= (vec-length sx) 4) (= n (vec-get sx 0)) (= c (vec-get sx 1)) (= h (vec-get sx 2)) "
+    "(= w (vec-get sx 3)) (= sr (shape r)) (= (vec-length sr) 6) (= sy (shape y)) (= dt (dtype x)) "
+    '(dtype-group "{op}" dt since) (= o (model-opset)) (>= o since)'
+)
 
 DEPTH_TO_SPACE = (  # DCR, then CRD (opset >= 11); the 6-D intermediate binds b and cb = C / b²
-    fact(f"{_SHUFFLE.format(perm='(vec-of 0 3 4 1 5 2)', op='DepthToSpace')} (= b (vec-get sr 1)) (= cb (vec-get sr 3)) "
-         "(= sr (vec-of n b b cb h w)) (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) (= c (* (* b b) cb)) "
-         "(= sy (vec-of n cb (* h b) (* w b)))", '(union y (DepthToSpace x b "DCR"))'),
-    fact(f"{_SHUFFLE.format(perm='(vec-of 0 1 4 2 5 3)', op='DepthToSpace')} (>= o 11) (= b (vec-get sr 2)) "
-         "(= cb (vec-get sr 1)) (= sr (vec-of n cb b b h w)) (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) "
-         "(= c (* (* b b) cb)) (= sy (vec-of n cb (* h b) (* w b)))", '(union y (DepthToSpace x b "CRD"))'),
+    fact(
+        f"{_SHUFFLE.format(perm='(vec-of 0 3 4 1 5 2)', op='DepthToSpace')} (= b (vec-get sr 1)) (= cb (vec-get sr 3)) "
+        "(= sr (vec-of n b b cb h w)) (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) (= c (* (* b b) cb)) "
+        "(= sy (vec-of n cb (* h b) (* w b)))",
+        '(union y (DepthToSpace x b "DCR"))',
+    ),
+    fact(
+        f"{_SHUFFLE.format(perm='(vec-of 0 1 4 2 5 3)', op='DepthToSpace')} (>= o 11) (= b (vec-get sr 2)) "
+        "(= cb (vec-get sr 1)) (= sr (vec-of n cb b b h w)) (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) "
+        "(= c (* (* b b) cb)) (= sy (vec-of n cb (* h b) (* w b)))",
+        '(union y (DepthToSpace x b "CRD"))',
+    ),
 )
 SPACE_TO_DEPTH = (
-    fact(f"{_SHUFFLE.format(perm='(vec-of 0 3 5 1 2 4)', op='SpaceToDepth')} (= b (vec-get sr 3)) (> b 0) (>= c 0) "
-         "(>= h 0) (>= w 0) (= hb (vec-get sr 2)) (= wb (vec-get sr 4)) (>= hb 0) (>= wb 0) (= sr (vec-of n c hb b wb b)) "
-         "(= h (* hb b)) (= w (* wb b)) (= sy (vec-of n (* c (* b b)) hb wb))", "(union y (SpaceToDepth x b))"),
+    fact(
+        f"{_SHUFFLE.format(perm='(vec-of 0 3 5 1 2 4)', op='SpaceToDepth')} (= b (vec-get sr 3)) (> b 0) (>= c 0) "
+        "(>= h 0) (>= w 0) (= hb (vec-get sr 2)) (= wb (vec-get sr 4)) (>= hb 0) (>= wb 0) "
+        "(= sr (vec-of n c hb b wb b)) "
+        "(= h (* hb b)) (= w (* wb b)) (= sy (vec-of n (* c (* b b)) hb wb))",
+        "(union y (SpaceToDepth x b))",
+    ),
 )
 
 
@@ -125,12 +153,20 @@ SPACE_TO_DEPTH = (
 STACK_RESHAPE = (
     need("(= y (Reshape c s z)) (= c (Concat l a))", "(stack-need l (vec-of a))"),
     need("(stack-need l ua) (= l (TCons h t))", "(stack-need t ua)"),
-    need("(stack-need l ua) (= l (TCons h t)) (= t (TNil)) (= h (Unsqueeze x ua)) (= sx (shape x))",
-         "(stacked l ua sx (TCons x t) 1)"),
-    need("(stack-need l ua) (= l (TCons h t)) (= h (Unsqueeze x ua)) (= sx (shape x)) (stacked t ua sx xs n)",
-         "(stacked l ua sx (TCons x xs) (+ n 1))"),
-    rw("(Reshape (Concat l a) s z)", "(Concat xs a)", "(= ua (vec-of a)) (stacked l ua sx xs n) (>= n 2) (>= a 0)",
-       "(< a (vec-length sx)) (>= (vec-get sx a) 0) (= (shape __root) (vec-set sx a (* n (vec-get sx a))))"),
+    need(
+        "(stack-need l ua) (= l (TCons h t)) (= t (TNil)) (= h (Unsqueeze x ua)) (= sx (shape x))",
+        "(stacked l ua sx (TCons x t) 1)",
+    ),
+    need(
+        "(stack-need l ua) (= l (TCons h t)) (= h (Unsqueeze x ua)) (= sx (shape x)) (stacked t ua sx xs n)",
+        "(stacked l ua sx (TCons x xs) (+ n 1))",
+    ),
+    rw(
+        "(Reshape (Concat l a) s z)",
+        "(Concat xs a)",
+        "(= ua (vec-of a)) (stacked l ua sx xs n) (>= n 2) (>= a 0)",
+        "(< a (vec-length sx)) (>= (vec-get sx a) 0) (= (shape __root) (vec-set sx a (* n (vec-get sx a))))",
+    ),
 )
 
 
@@ -141,15 +177,19 @@ INDEX_DTYPES = ("INT64", "INT32")
 def _onehot_matmul() -> tuple:
     rules = []
     for it in INDEX_DTYPES:
-        query = ("(= y (MatMul oh wt)) (= oh (OneHot i dep v ax)) (= si (shape i)) (= ax (vec-length si)) "
-                 f'(= (dtype i) "{it}") (= dep (Scalar dv ddt dsh)) (finite wt) (= sw (shape wt)) '
-                 "(= (vec-length sw) 2) (> (vec-get sw 0) 0) (= dv (to-f64 (vec-get sw 0))) (= (shape v) (vec-of 2)) "
-                 "(const-value v 0 0.0) (const-value v 1 1.0) (= o (model-opset)) (>= o 12) (= sy (shape y)) "
-                 "(= dt (dtype wt))")
-        actions = ("(let c (Clip i (- 0.0 dv) (- dv 1.0))) (let m (Unsqueeze (Equal c i) (vec-of ax))) "
-                   "(let g (Gather wt c 0)) (let z (Scalar 0.0 dt (vec-empty))) "
-                   '(set (shape m) (vec-push si 1)) (set (dtype m) "BOOL") (set (shape g) sy) (set (dtype g) dt) '
-                   "(set (shape z) (vec-empty)) (set (dtype z) dt) (union y (Where m g z))")
+        query = (
+            "(= y (MatMul oh wt)) (= oh (OneHot i dep v ax)) (= si (shape i)) (= ax (vec-length si)) "
+            f'(= (dtype i) "{it}") (= dep (Scalar dv ddt dsh)) (finite wt) (= sw (shape wt)) '
+            "(= (vec-length sw) 2) (> (vec-get sw 0) 0) (= dv (to-f64 (vec-get sw 0))) (= (shape v) (vec-of 2)) "
+            "(const-value v 0 0.0) (const-value v 1 1.0) (= o (model-opset)) (>= o 12) (= sy (shape y)) "
+            "(= dt (dtype wt))"
+        )
+        actions = (
+            "(let c (Clip i (- 0.0 dv) (- dv 1.0))) (let m (Unsqueeze (Equal c i) (vec-of ax))) "
+            "(let g (Gather wt c 0)) (let z (Scalar 0.0 dt (vec-empty))) "
+            '(set (shape m) (vec-push si 1)) (set (dtype m) "BOOL") (set (shape g) sy) (set (dtype g) dt) '
+            "(set (shape z) (vec-empty)) (set (dtype z) dt) (union y (Where m g z))"
+        )
         rules.append(fact(query, actions))
     return tuple(rules)
 
@@ -160,76 +200,166 @@ _GATHERED_BINARY = ("Add", "Sub", "Mul", "Div")
 
 
 def _gather_before_elementwise() -> tuple:
-    """Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c') with c' = c for a single-element c of rank at most the output's, and Gather(c, i, 0) for a c of a's rank
+    """Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c') with c' = c for a single-element c of rank at most the
+    output's, and Gather(c, i, 0) for a c of a's rank
     that varies only along axis 0."""
     rules = []
     for op in _GATHERED_BINARY:
-        rules.append(fact(f"(= y (Gather u i 0)) (= u ({op} a c)) (= c (Scalar v dt sc)) (= sy (shape y)) "
-                          "(<= (vec-length sc) (vec-length sy)) (= d (dtype a))",
-                          f"(let g (Gather a i 0)) (set (shape g) sy) (set (dtype g) d) (union y ({op} g c))"))
+        rules.append(
+            fact(
+                f"(= y (Gather u i 0)) (= u ({op} a c)) (= c (Scalar v dt sc)) (= sy (shape y)) "
+                "(<= (vec-length sc) (vec-length sy)) (= d (dtype a))",
+                f"(let g (Gather a i 0)) (set (shape g) sy) (set (dtype g) d) (union y ({op} g c))",
+            )
+        )
         for rank in range(1, 5):
             pushes = "si"
             for _ in range(rank - 1):
                 pushes = f"(vec-push {pushes} 1)"
-            rules.append(fact(
-                f"(= y (Gather u i 0)) (= u ({op} a c)) (= sa (shape a)) (= (vec-length sa) {rank}) "
-                f"(= (shape c) (vec-set {ones('sa')} 0 (vec-get sa 0))) (= si (shape i)) (= sy (shape y)) "
-                "(= d (dtype a)) (= dc (dtype c))",
-                f"(let g (Gather a i 0)) (let gc (Gather c i 0)) (set (shape g) sy) (set (dtype g) d) "
-                f"(set (shape gc) {pushes}) (set (dtype gc) dc) (union y ({op} g gc))"))
+            rules.append(
+                fact(
+                    f"(= y (Gather u i 0)) (= u ({op} a c)) (= sa (shape a)) (= (vec-length sa) {rank}) "
+                    f"(= (shape c) (vec-set {ones('sa')} 0 (vec-get sa 0))) (= si (shape i)) (= sy (shape y)) "
+                    "(= d (dtype a)) (= dc (dtype c))",
+                    f"(let g (Gather a i 0)) (let gc (Gather c i 0)) (set (shape g) sy) (set (dtype g) d) "
+                    f"(set (shape gc) {pushes}) (set (dtype gc) dc) (union y ({op} g gc))",
+                )
+            )
     return tuple(rules)
 
 
 RULES = [
-    Rule("list-append", FAMILY, "exact", "eqsat:analysis",
-         "TAppend(TNil, r) -> r and TAppend(TCons(h, t), r) -> TCons(h, TAppend(t, r)) (the list append other "
-         "tensor rules build)",
-         _append(), ruleset="analysis"),
-    Rule("concat-merge", FAMILY, "exact", "glow:ConcatNode merging; onnxruntime:ConcatSliceElimination",
-         "Concat([a, Concat([b, c], ax), d], ax) -> Concat([a, b, c, d], ax) (lists of any length)",
-         CONCAT_MERGE, ruleset="simplify"),
-    Rule("concat-transposed-items", FAMILY, "exact", "eqsat:analysis",
-         "untransposed(l, p, la, n): the items of a Concat's list l are Transpose(a, p) or n constants of rank |p| "
-         "(la: the a's and the constants transposed by p^-1), for the transpose-sink-concat rules",
-         CONCAT_TRANSPOSED, ruleset="analysis"),
-    Rule("split-concat", FAMILY, "exact", "glow:SplitConcat; tvm:SimplifyExpr (split of concatenate)",
-         "Out(Split(Concat(parts, ax), ax, sizes), k) -> parts[k] when sizes are the parts' sizes along ax",
-         SPLIT_CONCAT, ruleset="simplify"),
-    Rule("transpose-sink-concat", FAMILY, "exact", "glow:sink-transpose (Concat); coremltools:reduce_transposes",
-         "Concat([Transpose(a, p), Transpose(b, p), ...], ax) -> Transpose(Concat([a, b, ...], p[ax]), p)",
-         (rw("(Concat l ax)", "(Transpose (Concat la (vec-get p ax)) p)",
-             "(untransposed l p la 0) (>= ax 0) (< ax (vec-length p))"),)),
-    Rule("transpose-sink-concat-const", FAMILY, "exact", "glow:sink-transpose (Concat); coremltools:reduce_transposes",
-         "Concat([Transpose(a, p), ..., c, ...], ax) -> Transpose(Concat([a, ..., Transpose(c, p^-1), ...], p[ax]), p) "
-         "for one constant c of the same rank among the items (its Transpose folds at lowering)",
-         (rw("(Concat l ax)", "(Transpose (Concat la (vec-get p ax)) p)",
-             "(untransposed l p la 1) (>= ax 0) (< ax (vec-length p))"),)),
-    Rule("transpose-sink-split", FAMILY, "exact", "onnxruntime:TransposeOptimizer (Split); coreml:reduce_transposes",
-         "Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)",
-         _transpose_sink_split()),
-    Rule("depth-to-space", FAMILY, "exact", "openvino:DepthToSpaceFusion; pnnx:fuse_pixel_shuffle",
-         "Reshape(Transpose(Reshape(x, 6-D), DCR or CRD perm), 4-D) -> DepthToSpace(x, b, mode) for a 4-D x whose "
-         "shapes are exactly a pixel shuffle's (CRD: opset >= 11)",
-         DEPTH_TO_SPACE),
-    Rule("space-to-depth", FAMILY, "exact", "onnxruntime:SpaceToDepthFusion (QNN EP node group)",
-         "Reshape(Transpose(Reshape(x, [N, C, H/b, b, W/b, b]), [0, 3, 5, 1, 2, 4]), [N, C b², H/b, W/b]) -> "
-         "SpaceToDepth(x, b) for a 4-D x",
-         SPACE_TO_DEPTH),
-    Rule("stack-reshape-to-concat", FAMILY, "exact", "coreml:replace_stack_reshape",
-         "Reshape(Concat([Unsqueeze(x_i, [a])...], a)) -> Concat([x_i...], a) when the Reshape merges axis a with "
-         "the next one (n >= 2 x_i of one shape)",
-         STACK_RESHAPE),
-    Rule("onehot-matmul-to-gather", FAMILY, "exact", "coreml:fuse_onehot_matmul_to_gather",
-         "MatMul(OneHot(i, d, [0, 1], -1), W) -> Where(i in [-d, d-1], Gather(W, Clip(i, -d, d-1)), 0) for a "
-         "finite constant W [d, N] and INT32/INT64 i (opset >= 12)",
-         _onehot_matmul()),
-    Rule("gather-before-cast", FAMILY, "exact", "tvm:SimplifyExpr (take of cast); embedding dequantization",
-         "Gather(Cast(w, t), i, ax) -> Cast(Gather(w, i, ax), t): cast the gathered rows, not the table",
-         (fact("(= y (Gather u i ax)) (= u (Cast w t)) (= sy (shape y)) (= dw (dtype w))",
-               "(let g (Gather w i ax)) (set (shape g) sy) (set (dtype g) dw) (union y (Cast g t))"),)),
-    Rule("gather-before-elementwise", FAMILY, "exact", "tvm:SimplifyExpr (take of elementwise); embedding "
-         "dequantization",
-         "Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c or Gather(c, i, 0)) for B in Add/Sub/Mul/Div and a "
-         "single-element c or one varying along axis 0 only: dequantize the gathered rows, not the table",
-         _gather_before_elementwise()),
+    Rule(
+        "list-append",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "TAppend(TNil, r) -> r and TAppend(TCons(h, t), r) -> TCons(h, TAppend(t, r)) (the list append other "
+        "tensor rules build)",
+        _append(),
+        ruleset="analysis",
+    ),
+    Rule(
+        "concat-merge",
+        FAMILY,
+        "exact",
+        "glow:ConcatNode merging; onnxruntime:ConcatSliceElimination",
+        "Concat([a, Concat([b, c], ax), d], ax) -> Concat([a, b, c, d], ax) (lists of any length)",
+        CONCAT_MERGE,
+        ruleset="simplify",
+    ),
+    Rule(
+        "concat-transposed-items",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "untransposed(l, p, la, n): the items of a Concat's list l are Transpose(a, p) or n constants of rank |p| "
+        "(la: the a's and the constants transposed by p^-1), for the transpose-sink-concat rules",
+        CONCAT_TRANSPOSED,
+        ruleset="analysis",
+    ),
+    Rule(
+        "split-concat",
+        FAMILY,
+        "exact",
+        "glow:SplitConcat; tvm:SimplifyExpr (split of concatenate)",
+        "Out(Split(Concat(parts, ax), ax, sizes), k) -> parts[k] when sizes are the parts' sizes along ax",
+        SPLIT_CONCAT,
+        ruleset="simplify",
+    ),
+    Rule(
+        "transpose-sink-concat",
+        FAMILY,
+        "exact",
+        "glow:sink-transpose (Concat); coremltools:reduce_transposes",
+        "Concat([Transpose(a, p), Transpose(b, p), ...], ax) -> Transpose(Concat([a, b, ...], p[ax]), p)",
+        (
+            rw(
+                "(Concat l ax)",
+                "(Transpose (Concat la (vec-get p ax)) p)",
+                "(untransposed l p la 0) (>= ax 0) (< ax (vec-length p))",
+            ),
+        ),
+    ),
+    Rule(
+        "transpose-sink-concat-const",
+        FAMILY,
+        "exact",
+        "glow:sink-transpose (Concat); coremltools:reduce_transposes",
+        "Concat([Transpose(a, p), ..., c, ...], ax) -> Transpose(Concat([a, ..., Transpose(c, p^-1), ...], p[ax]), p) "
+        "for one constant c of the same rank among the items (its Transpose folds at lowering)",
+        (
+            rw(
+                "(Concat l ax)",
+                "(Transpose (Concat la (vec-get p ax)) p)",
+                "(untransposed l p la 1) (>= ax 0) (< ax (vec-length p))",
+            ),
+        ),
+    ),
+    Rule(
+        "transpose-sink-split",
+        FAMILY,
+        "exact",
+        "onnxruntime:TransposeOptimizer (Split); coreml:reduce_transposes",
+        "Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)",
+        _transpose_sink_split(),
+    ),
+    Rule(
+        "depth-to-space",
+        FAMILY,
+        "exact",
+        "openvino:DepthToSpaceFusion; pnnx:fuse_pixel_shuffle",
+        "Reshape(Transpose(Reshape(x, 6-D), DCR or CRD perm), 4-D) -> DepthToSpace(x, b, mode) for a 4-D x whose "
+        "shapes are exactly a pixel shuffle's (CRD: opset >= 11)",
+        DEPTH_TO_SPACE,
+    ),
+    Rule(
+        "space-to-depth",
+        FAMILY,
+        "exact",
+        "onnxruntime:SpaceToDepthFusion (QNN EP node group)",
+        "Reshape(Transpose(Reshape(x, [N, C, H/b, b, W/b, b]), [0, 3, 5, 1, 2, 4]), [N, C b², H/b, W/b]) -> "
+        "SpaceToDepth(x, b) for a 4-D x",
+        SPACE_TO_DEPTH,
+    ),
+    Rule(
+        "stack-reshape-to-concat",
+        FAMILY,
+        "exact",
+        "coreml:replace_stack_reshape",
+        "Reshape(Concat([Unsqueeze(x_i, [a])...], a)) -> Concat([x_i...], a) when the Reshape merges axis a with "
+        "the next one (n >= 2 x_i of one shape)",
+        STACK_RESHAPE,
+    ),
+    Rule(
+        "onehot-matmul-to-gather",
+        FAMILY,
+        "exact",
+        "coreml:fuse_onehot_matmul_to_gather",
+        "MatMul(OneHot(i, d, [0, 1], -1), W) -> Where(i in [-d, d-1], Gather(W, Clip(i, -d, d-1)), 0) for a "
+        "finite constant W [d, N] and INT32/INT64 i (opset >= 12)",
+        _onehot_matmul(),
+    ),
+    Rule(
+        "gather-before-cast",
+        FAMILY,
+        "exact",
+        "tvm:SimplifyExpr (take of cast); embedding dequantization",
+        "Gather(Cast(w, t), i, ax) -> Cast(Gather(w, i, ax), t): cast the gathered rows, not the table",
+        (
+            fact(
+                "(= y (Gather u i ax)) (= u (Cast w t)) (= sy (shape y)) (= dw (dtype w))",
+                "(let g (Gather w i ax)) (set (shape g) sy) (set (dtype g) dw) (union y (Cast g t))",
+            ),
+        ),
+    ),
+    Rule(
+        "gather-before-elementwise",
+        FAMILY,
+        "exact",
+        "tvm:SimplifyExpr (take of elementwise); embedding dequantization",
+        "Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c or Gather(c, i, 0)) for B in Add/Sub/Mul/Div and a "
+        "single-element c or one varying along axis 0 only: dequantize the gathered rows, not the table",
+        _gather_before_elementwise(),
+    ),
 ]

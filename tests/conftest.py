@@ -25,18 +25,30 @@ ModelBuilder = Callable[..., onnx.ModelProto]
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test or fixture asking for `bundled_model` runs once per file in tests/models."""
     if "bundled_model" in metafunc.fixturenames:
-        metafunc.parametrize("bundled_model", [pytest.param(p, marks=pytest.mark.slow) for p in BUNDLED_MODELS],
-                             ids=[p.stem for p in BUNDLED_MODELS], scope="session")  # whole models: slow
+        metafunc.parametrize(
+            "bundled_model",
+            [pytest.param(p, marks=pytest.mark.slow) for p in BUNDLED_MODELS],
+            ids=[p.stem for p in BUNDLED_MODELS],
+            scope="session",
+        )  # whole models: slow
 
 
-def build_model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[ValueSpec], outputs: Sequence[ValueSpec],
-                initializers: Mapping[str, np.ndarray] | None = None, *, opset: int = 17) -> onnx.ModelProto:
+def build_model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: Sequence[ValueSpec],
+    outputs: Sequence[ValueSpec],
+    initializers: Mapping[str, np.ndarray] | None = None,
+    *,
+    opset: int = 17,
+) -> onnx.ModelProto:
     """A model from onnx.helper parts, at an IR version onnxruntime accepts (the newest onnx writes newer)."""
     graph = oh.make_graph(
-        list(nodes), "test",
+        list(nodes),
+        "test",
         [oh.make_tensor_value_info(name, dtype, shape) for name, dtype, shape in inputs],
         [oh.make_tensor_value_info(name, dtype, shape) for name, dtype, shape in outputs],
-        initializer=[onh.from_array(np.asarray(array), name) for name, array in (initializers or {}).items()])
+        initializer=[onh.from_array(np.asarray(array), name) for name, array in (initializers or {}).items()],
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=10)
 
 
@@ -65,6 +77,7 @@ def model_file(tmp_path: Path) -> Callable[..., Path]:
 
     `model_file(nodes, inputs, outputs, initializers=None, *, name="model.onnx", opset=17)`.
     """
+
     def save(*args, name: str = "model.onnx", **kwargs) -> Path:
         path = tmp_path / name
         path.write_bytes(build_model(*args, **kwargs).SerializeToString())

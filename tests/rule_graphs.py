@@ -24,15 +24,25 @@ def transpose(x: str, y: str, perm: Sequence[int]) -> onnx.NodeProto:
     return oh.make_node("Transpose", [x], [y], perm=list(perm))
 
 
-def model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[ValueSpec], outputs: Sequence[ValueSpec] = ("y",),
-          initializers: Mapping[str, np.ndarray] | None = None, opset: int = 17) -> onnx.ModelProto:
+def model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: Sequence[ValueSpec],
+    outputs: Sequence[ValueSpec] = ("y",),
+    initializers: Mapping[str, np.ndarray] | None = None,
+    opset: int = 17,
+) -> onnx.ModelProto:
     """`make_model` with the output `y` (type and shape inferred) by default."""
     return make_model(nodes, inputs, outputs, initializers, opset)
 
 
-def sandwich(middle: Sequence[onnx.NodeProto], shape: Sequence[int] = (1, 3, 4, 5), dtype: str = "FLOAT",
-             initializers: Mapping[str, np.ndarray] | None = None, perm: Sequence[int] = NCHW_TO_NHWC,
-             back: Sequence[int] = NHWC_TO_NCHW) -> onnx.ModelProto:
+def sandwich(
+    middle: Sequence[onnx.NodeProto],
+    shape: Sequence[int] = (1, 3, 4, 5),
+    dtype: str = "FLOAT",
+    initializers: Mapping[str, np.ndarray] | None = None,
+    perm: Sequence[int] = NCHW_TO_NHWC,
+    back: Sequence[int] = NHWC_TO_NCHW,
+) -> onnx.ModelProto:
     """x -> Transpose(perm) -> t -> middle (reads t, writes m) -> Transpose(back) -> y."""
     nodes = [transpose("x", "t", perm), *middle, transpose("m", "y", back)]
     return model(nodes, [("x", dtype, shape)], ["y"], initializers)

@@ -56,14 +56,21 @@ def _wrong_input_count(tmp: Path, model_file, models_dir: Path) -> Path:
 
 def _type_mismatch(tmp: Path, model_file, models_dir: Path) -> Path:
     """Only the full check (strict type inference) sees this one."""
-    return model_file([oh.make_node("Add", ["x", "ints"], ["y"], name="mixed_add")], [X], [Y],
-                      {"ints": np.ones((2, 3), np.int64)})
+    return model_file(
+        [oh.make_node("Add", ["x", "ints"], ["y"], name="mixed_add")], [X], [Y], {"ints": np.ones((2, 3), np.int64)}
+    )
 
 
 def _cycle(tmp: Path, model_file, models_dir: Path) -> Path:
-    return model_file([oh.make_node("Add", ["x", "b"], ["a"], name="n1"),
-                       oh.make_node("Relu", ["a"], ["b"], name="n2"),
-                       oh.make_node("Identity", ["a"], ["y"], name="n3")], [X], [Y])
+    return model_file(
+        [
+            oh.make_node("Add", ["x", "b"], ["a"], name="n1"),
+            oh.make_node("Relu", ["a"], ["b"], name="n2"),
+            oh.make_node("Identity", ["a"], ["y"], name="n3"),
+        ],
+        [X],
+        [Y],
+    )
 
 
 def _undefined_input(tmp: Path, model_file, models_dir: Path) -> Path:
@@ -80,12 +87,17 @@ INPUT_CASES = [  # how the input is made; what the error line says after the inp
     pytest.param(_empty, r"is empty", id="empty-file"),
     pytest.param(_random_bytes, r"is not an ONNX protobuf", id="random-bytes"),
     pytest.param(_truncated, r"is not an ONNX protobuf or is truncated", id="truncated-model"),
-    pytest.param(_unknown_attribute, r"node 'relu_foo' \(Relu\): fails the ONNX checker: Unrecognized attribute: foo",
-                 id="unknown-attribute"),
-    pytest.param(_wrong_input_count, r"node 'lonely_add' \(Add\): fails the ONNX checker: .*input size 1",
-                 id="wrong-input-count"),
-    pytest.param(_type_mismatch, r"node 'mixed_add' \(Add\): fails the ONNX checker: .*inconsistent type",
-                 id="type-mismatch"),
+    pytest.param(
+        _unknown_attribute,
+        r"node 'relu_foo' \(Relu\): fails the ONNX checker: Unrecognized attribute: foo",
+        id="unknown-attribute",
+    ),
+    pytest.param(
+        _wrong_input_count, r"node 'lonely_add' \(Add\): fails the ONNX checker: .*input size 1", id="wrong-input-count"
+    ),
+    pytest.param(
+        _type_mismatch, r"node 'mixed_add' \(Add\): fails the ONNX checker: .*inconsistent type", id="type-mismatch"
+    ),
     pytest.param(_cycle, r"node 'n[12]' \((Add|Relu)\): the graph has a cycle", id="cycle"),
     pytest.param(_undefined_input, r"node 'adder' \(Add\): input 'ghost' is not defined", id="undefined-input"),
 ]
@@ -100,8 +112,14 @@ def _files(root: Path) -> set[Path]:
     return set(root.rglob("*"))
 
 
-def _run_and_check(argv: list[str], named: Path, says: str, tmp: Path, capsys: pytest.CaptureFixture[str],
-                   caplog: pytest.LogCaptureFixture) -> None:
+def _run_and_check(
+    argv: list[str],
+    named: Path,
+    says: str,
+    tmp: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """Run the CLI; expect exit code 2, one error line `eqsat: error: <named>: <says>`, nothing written."""
     before = _files(tmp)
     assert main(argv) == 2
@@ -123,22 +141,43 @@ def tmp(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("make_input", "says"), INPUT_CASES)
-def test_bad_input_file(make_input: MakeInput, says: str, tmp: Path, model_file, models_dir: Path,
-                        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+def test_bad_input_file(
+    make_input: MakeInput,
+    says: str,
+    tmp: Path,
+    model_file,
+    models_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     source = make_input(tmp, model_file, models_dir)
     _run_and_check(["optimize", str(source), "-o", str(tmp / "out" / "out.onnx")], source, says, tmp, capsys, caplog)
 
 
 @pytest.mark.parametrize(("make_input", "says"), INPUT_CASES)
-def test_info_rejects_bad_input_file(make_input: MakeInput, says: str, tmp: Path, model_file, models_dir: Path,
-                                     capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+def test_info_rejects_bad_input_file(
+    make_input: MakeInput,
+    says: str,
+    tmp: Path,
+    model_file,
+    models_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     source = make_input(tmp, model_file, models_dir)
     _run_and_check(["info", str(source)], source, says, tmp, capsys, caplog)
 
 
 @pytest.mark.parametrize(("output", "says"), OUTPUT_CASES)
-def test_unwritable_output(output: str, says: str, tmp: Path, model_file, models_dir: Path,
-                           capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+def test_unwritable_output(
+    output: str,
+    says: str,
+    tmp: Path,
+    model_file,
+    models_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     source = _valid(tmp, model_file, models_dir)
     _run_and_check(["optimize", str(source), "-o", str(tmp / output)], tmp / output, says, tmp, capsys, caplog)
 

@@ -53,8 +53,9 @@ def test_overwrite_input_shape_is_fix_input_shape() -> None:
     assert args.fix_input_shape == [("x", (1, 3))]
 
 
-def test_the_api_report_is_the_cli_report(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_api_report_is_the_cli_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """For the same run, `result.report.to_text()` is exactly what `--report` prints."""
     seen = []
     real = eqsat.pipeline.optimize
@@ -97,7 +98,7 @@ def test_a_folder_of_models(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     lines = text.splitlines()
     assert sum(line.startswith(("a.onnx: ", "b.onnx: ")) and " ops (" in line for line in lines) == 2
     assert "2 models in" in text and "2 written, 0 failed" in text
-    table = lines[lines.index(next(line for line in lines if line.startswith("2 models in"))) + 1:]
+    table = lines[lines.index(next(line for line in lines if line.startswith("2 models in"))) + 1 :]
     assert table[0].split()[:3] == ["model", "ops", "before"] and len(table) == 3
     data = json.loads(js.read_text())
     assert set(data["models"]) == {"a.onnx", "b.onnx"} and data["models"]["a.onnx"]["headline"]["ops_after"] > 0

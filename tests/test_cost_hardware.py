@@ -20,8 +20,9 @@ Spec = tuple[int, str, tuple[int, ...], tuple]  # (class, op, child classes, att
 def egraph(nodes: list[Spec], classes: dict[int, tuple], roots: tuple[int, ...]) -> EGraph:
     """classes: id -> (shape, dtype, constant)."""
     enodes = tuple(ENode(i, op, c, kids, attrs) for i, (c, op, kids, attrs) in enumerate(nodes))
-    eclasses = tuple(EClass(c, "T", tuple(n.id for n in enodes if n.eclass == c), *classes[c])
-                     for c in range(len(classes)))
+    eclasses = tuple(
+        EClass(c, "T", tuple(n.id for n in enodes if n.eclass == c), *classes[c]) for c in range(len(classes))
+    )
     return EGraph(enodes, eclasses, roots)
 
 
@@ -35,15 +36,31 @@ def head(x_dtype: str, x_shape: tuple[int, ...], quantized: bool) -> EGraph:
     pooled = (n, c) + (1,) * (len(x_shape) - 2)
     axes = tuple(range(2, len(x_shape)))
     if not quantized:
-        return egraph([(0, "Input", (), ("x",)), (1, "GlobalAveragePool", (0,), ()),
-                       (1, "ReduceMean", (0,), (axes, 1))],
-                      {0: (x_shape, x_dtype, False), 1: (pooled, x_dtype, False)}, (1,))
-    return egraph([(0, "Input", (), ("x",)), (1, "Const", (), ("scale",)), (2, "Const", (), ("zp",)),
-                   (3, "DequantizeLinear", (0, 1, 2), (1,)),
-                   (4, "GlobalAveragePool", (3,), ()), (4, "ReduceMean", (3,), (axes, 1)),
-                   (5, "QuantizeLinear", (4, 1, 2), (1,))],
-                  {0: (x_shape, x_dtype, False), 1: ((), "FLOAT", True), 2: ((), x_dtype, True),
-                   3: (x_shape, "FLOAT", False), 4: (pooled, "FLOAT", False), 5: (pooled, x_dtype, False)}, (5,))
+        return egraph(
+            [(0, "Input", (), ("x",)), (1, "GlobalAveragePool", (0,), ()), (1, "ReduceMean", (0,), (axes, 1))],
+            {0: (x_shape, x_dtype, False), 1: (pooled, x_dtype, False)},
+            (1,),
+        )
+    return egraph(
+        [
+            (0, "Input", (), ("x",)),
+            (1, "Const", (), ("scale",)),
+            (2, "Const", (), ("zp",)),
+            (3, "DequantizeLinear", (0, 1, 2), (1,)),
+            (4, "GlobalAveragePool", (3,), ()),
+            (4, "ReduceMean", (3,), (axes, 1)),
+            (5, "QuantizeLinear", (4, 1, 2), (1,)),
+        ],
+        {
+            0: (x_shape, x_dtype, False),
+            1: ((), "FLOAT", True),
+            2: ((), x_dtype, True),
+            3: (x_shape, "FLOAT", False),
+            4: (pooled, "FLOAT", False),
+            5: (pooled, x_dtype, False),
+        },
+        (5,),
+    )
 
 
 def untied(name: str) -> Target:
@@ -53,15 +70,15 @@ def untied(name: str) -> Target:
 
 def test_qdq_unit_is_one_integer_kernel_where_the_runtime_fuses_it() -> None:
     g = head("UINT8", (1, 64, 7, 7), quantized=True)
-    gap, mean, dq, q = (node(g, op) for op in ("GlobalAveragePool", "ReduceMean", "DequantizeLinear",
-                                               "QuantizeLinear"))
+    gap, mean, dq, q = (node(g, op) for op in ("GlobalAveragePool", "ReduceMean", "DequantizeLinear", "QuantizeLinear"))
     cpu_t = untied("cpu")
     cpu, gpu, npu = roofline(cpu_t), roofline("gpu"), roofline("npu")
     # cpu (ONNX Runtime CPU EP): DQ -> GlobalAveragePool -> Q is QLinearGlobalAveragePool: uint8 in, uint8 out
     numel = 64 * 49
     flops = numel  # one add per input element
     assert cpu(g, gap) == pytest.approx(
-        max(flops / cpu_t.peak["UINT8"], (numel + 64) * DTYPE_BYTES["UINT8"] / cpu_t.bandwidth) + cpu_t.launch)
+        max(flops / cpu_t.peak["UINT8"], (numel + 64) * DTYPE_BYTES["UINT8"] / cpu_t.bandwidth) + cpu_t.launch
+    )
     assert cpu(g, dq) == cpu(g, q) == FUSED_EPSILON  # absorbed by the integer kernel (or paid by ReduceMean)
     # ReduceMean is in no QDQ rule: it runs in float and pays for the DQ and the Q as kernels of their own
     assert cpu(g, mean) > cpu(g, gap) + 2 * cpu_t.launch
@@ -80,8 +97,11 @@ def test_qdq_unit_is_one_integer_kernel_where_the_runtime_fuses_it() -> None:
 def test_qdq_unit_needs_a_quantized_output_and_dequantized_inputs() -> None:
     g = head("UINT8", (1, 64, 7, 7), quantized=True)
     # drop the Q: no unit (ONNX Runtime's selectors want the output Q), the DQ runs as its own kernel
-    no_q = egraph([(c, n.op, n.children, n.attrs) for n in g.nodes if n.op != "QuantizeLinear" for c in [n.eclass]],
-                  {c.id: (c.shape, c.dtype, c.constant) for c in g.classes if c.id != 5}, (4,))
+    no_q = egraph(
+        [(c, n.op, n.children, n.attrs) for n in g.nodes if n.op != "QuantizeLinear" for c in [n.eclass]],
+        {c.id: (c.shape, c.dtype, c.constant) for c in g.classes if c.id != 5},
+        (4,),
+    )
     cpu = roofline("cpu")
     assert cpu(no_q, node(no_q, "GlobalAveragePool")) > cpu(g, node(g, "GlobalAveragePool"))
     # a float input: no DQ anywhere, plain float costs
@@ -91,13 +111,26 @@ def test_qdq_unit_needs_a_quantized_output_and_dequantized_inputs() -> None:
 
 def test_blocked_layout_charges_the_reorder_to_the_consumer_that_leaves_it() -> None:
     def conv_head(channels: int) -> EGraph:
-        return egraph([(0, "Input", (), ("x",)), (1, "Const", (), ("w",)), (2, "Absent", (), ()),
-                       (3, "Conv", (0, 1, 2), ()),
-                       (4, "GlobalAveragePool", (3,), ()), (4, "ReduceMean", (3,), ((2, 3), 1)),
-                       (5, "Flatten", (4,), (1,))],
-                      {0: ((1, 16, 7, 7), "FLOAT", False), 1: ((channels, 16, 3, 3), "FLOAT", True),
-                       2: (None, None, True), 3: ((1, channels, 7, 7), "FLOAT", False),
-                       4: ((1, channels, 1, 1), "FLOAT", False), 5: ((1, channels), "FLOAT", False)}, (5,))
+        return egraph(
+            [
+                (0, "Input", (), ("x",)),
+                (1, "Const", (), ("w",)),
+                (2, "Absent", (), ()),
+                (3, "Conv", (0, 1, 2), ()),
+                (4, "GlobalAveragePool", (3,), ()),
+                (4, "ReduceMean", (3,), ((2, 3), 1)),
+                (5, "Flatten", (4,), (1,)),
+            ],
+            {
+                0: ((1, 16, 7, 7), "FLOAT", False),
+                1: ((channels, 16, 3, 3), "FLOAT", True),
+                2: (None, None, True),
+                3: ((1, channels, 7, 7), "FLOAT", False),
+                4: ((1, channels, 1, 1), "FLOAT", False),
+                5: ((1, channels), "FLOAT", False),
+            },
+            (5,),
+        )
 
     cpu_t = untied("cpu")
     cpu = roofline(cpu_t)
@@ -121,15 +154,19 @@ def test_gpu_global_pool_is_bound_by_its_serial_window() -> None:
     assert window * t.serial_step > 64 * window * 4 / t.bandwidth  # span-bound, not bandwidth-bound
     layout = t.layout_penalty * (64 * window + 64) * 4 / t.bandwidth  # NCHW pooling on an NHWC target
     assert roofline(t)(g, gap) == pytest.approx(window * t.serial_step + t.launch + layout)
-    assert roofline(t)(g, mean) == pytest.approx(max(64 * window / t.peak["FLOAT"], (64 * window + 64) * 4 / t.bandwidth)
-                                                 + t.launch)
+    assert roofline(t)(g, mean) == pytest.approx(
+        max(64 * window / t.peak["FLOAT"], (64 * window + 64) * 4 / t.bandwidth) + t.launch
+    )
 
 
 def test_npu_pools_four_dimensional_maps_only() -> None:
     t = load_target("npu")
     npu = roofline(t)
-    rank3 = egraph([(0, "Input", (), ("x",)), (1, "GlobalAveragePool", (0,), ()), (1, "ReduceMean", (0,), ((2,), 1))],
-                   {0: ((1, 32, 128), "FLOAT", False), 1: ((1, 32, 1), "FLOAT", False)}, (1,))
+    rank3 = egraph(
+        [(0, "Input", (), ("x",)), (1, "GlobalAveragePool", (0,), ()), (1, "ReduceMean", (0,), ((2,), 1))],
+        {0: ((1, 32, 128), "FLOAT", False), 1: ((1, 32, 1), "FLOAT", False)},
+        (1,),
+    )
     gap, mean = node(rank3, "GlobalAveragePool"), node(rank3, "ReduceMean")
     transpose = t.launch + 2 * 32 * 128 * 4 / t.bandwidth
     assert npu(rank3, gap) - npu(rank3, mean) == pytest.approx(transpose)
@@ -143,11 +180,26 @@ def test_npu_pools_four_dimensional_maps_only() -> None:
 @pytest.mark.parametrize("target", ["cpu", "gpu", "npu"])
 def test_a_bias_folded_into_the_conv_beats_a_bias_epilogue(target: str) -> None:
     # class 5 holds both Add(Conv(x, W), b) and Conv(x, W, b): an epilogue reads b as the conv would
-    g = egraph([(0, "Input", (), ("x",)), (1, "Const", (), ("w",)), (2, "Const", (), ("b",)), (3, "Absent", (), ()),
-                (4, "Conv", (0, 1, 3), ()), (5, "Add", (4, 2), ()), (5, "Conv", (0, 1, 2), ())],
-               {0: ((1, 16, 28, 28), "FLOAT", False), 1: ((16, 1, 3, 3), "FLOAT", True),
-                2: ((1, 16, 1, 1), "FLOAT", True), 3: (None, None, True), 4: ((1, 16, 28, 28), "FLOAT", False),
-                5: ((1, 16, 28, 28), "FLOAT", False)}, (5,))
+    g = egraph(
+        [
+            (0, "Input", (), ("x",)),
+            (1, "Const", (), ("w",)),
+            (2, "Const", (), ("b",)),
+            (3, "Absent", (), ()),
+            (4, "Conv", (0, 1, 3), ()),
+            (5, "Add", (4, 2), ()),
+            (5, "Conv", (0, 1, 2), ()),
+        ],
+        {
+            0: ((1, 16, 28, 28), "FLOAT", False),
+            1: ((16, 1, 3, 3), "FLOAT", True),
+            2: ((1, 16, 1, 1), "FLOAT", True),
+            3: (None, None, True),
+            4: ((1, 16, 28, 28), "FLOAT", False),
+            5: ((1, 16, 28, 28), "FLOAT", False),
+        },
+        (5,),
+    )
     model = roofline(target)
     add = node(g, "Add")
     assert model(g, add) >= 16 * 4 / load_target(target).bandwidth  # it reads the bias
@@ -155,11 +207,14 @@ def test_a_bias_folded_into_the_conv_beats_a_bias_epilogue(target: str) -> None:
     assert g.nodes[result.choice[5]].op == "Conv", target
 
 
-@pytest.mark.parametrize("extra, problem", [
-    ("[serial]\nops = ['GlobalAveragePool']\nstep = -1.0\n", "serial.step"),
-    ("[blocked_layout]\nproducers = ['Conv']\nops = ['Relu']\n", "every producer"),
-    ("[blocked_layout]\nproducers = ['Conv']\nops = ['Conv']\nblock = 0\n", "block"),
-])
+@pytest.mark.parametrize(
+    "extra, problem",
+    [
+        ("[serial]\nops = ['GlobalAveragePool']\nstep = -1.0\n", "serial.step"),
+        ("[blocked_layout]\nproducers = ['Conv']\nops = ['Relu']\n", "every producer"),
+        ("[blocked_layout]\nproducers = ['Conv']\nops = ['Conv']\nblock = 0\n", "block"),
+    ],
+)
 def test_malformed_hardware_sections_are_rejected(tmp_path: Path, extra: str, problem: str) -> None:
     base = (Path(__file__).parents[1] / "extract" / "targets" / "gpu.toml").read_text()
     base = base.split("\n[serial]")[0]  # the shipped section, replaced by the malformed one
@@ -182,12 +237,28 @@ def test_shipped_targets_document_their_hardware_sections() -> None:
 def quantized_pair() -> EGraph:
     """x -> Q -> DQ in two forms sharing the DQ's class: uint8 with zero point 128 and int8 with zero point 0."""
     shape = (1, 64, 7, 7)
-    return egraph([(0, "Input", (), ("x",)), (1, "Scalar", (), (0.05, "FLOAT", ())),
-                   (2, "Scalar", (), (128.0, "UINT8", ())), (3, "Scalar", (), (0.0, "INT8", ())),
-                   (4, "QuantizeLinear", (0, 1, 2), (1,)), (5, "QuantizeLinear", (0, 1, 3), (1,)),
-                   (6, "DequantizeLinear", (4, 1, 2), (1,)), (6, "DequantizeLinear", (5, 1, 3), (1,))],
-                  {0: (shape, "FLOAT", False), 1: ((), "FLOAT", True), 2: ((), "UINT8", True), 3: ((), "INT8", True),
-                   4: (shape, "UINT8", False), 5: (shape, "INT8", False), 6: (shape, "FLOAT", False)}, (6,))
+    return egraph(
+        [
+            (0, "Input", (), ("x",)),
+            (1, "Scalar", (), (0.05, "FLOAT", ())),
+            (2, "Scalar", (), (128.0, "UINT8", ())),
+            (3, "Scalar", (), (0.0, "INT8", ())),
+            (4, "QuantizeLinear", (0, 1, 2), (1,)),
+            (5, "QuantizeLinear", (0, 1, 3), (1,)),
+            (6, "DequantizeLinear", (4, 1, 2), (1,)),
+            (6, "DequantizeLinear", (5, 1, 3), (1,)),
+        ],
+        {
+            0: (shape, "FLOAT", False),
+            1: ((), "FLOAT", True),
+            2: ((), "UINT8", True),
+            3: ((), "INT8", True),
+            4: (shape, "UINT8", False),
+            5: (shape, "INT8", False),
+            6: (shape, "FLOAT", False),
+        },
+        (6,),
+    )
 
 
 def test_quantized_type_preference_per_target() -> None:
@@ -219,17 +290,26 @@ def test_symmetric_target_counts_nonzero_int8_zero_points_and_skips_int32_biases
     gpu, t = roofline("gpu"), load_target("gpu")
     assert gpu(asym, asym.nodes[7]) > t.unsupported_penalty  # its DQ leaves the engine too
     # an int32 bias under DQ (zero point 0 or absent) is outside the preference: no penalty
-    bias = egraph([(0, "Const", (), ("b",)), (1, "Scalar", (), (0.001, "FLOAT", ())), (2, "Absent", (), ()),
-                   (3, "DequantizeLinear", (0, 1, 2), (1,))],
-                  {0: ((64,), "INT32", True), 1: ((), "FLOAT", True), 2: (None, None, True),
-                   3: ((64,), "FLOAT", False)}, (3,))
+    bias = egraph(
+        [
+            (0, "Const", (), ("b",)),
+            (1, "Scalar", (), (0.001, "FLOAT", ())),
+            (2, "Absent", (), ()),
+            (3, "DequantizeLinear", (0, 1, 2), (1,)),
+        ],
+        {0: ((64,), "INT32", True), 1: ((), "FLOAT", True), 2: (None, None, True), 3: ((64,), "FLOAT", False)},
+        (3,),
+    )
     assert gpu(bias, bias.nodes[3]) < t.unsupported_penalty
 
 
-@pytest.mark.parametrize("old, new, problem", [
-    ('other = "unsupported"', 'other = "host"', "quant.other"),
-    ('types = ["INT8"]', 'types = ["FLOAT"]', "quant.types"),
-])
+@pytest.mark.parametrize(
+    "old, new, problem",
+    [
+        ('other = "unsupported"', 'other = "host"', "quant.other"),
+        ('types = ["INT8"]', 'types = ["FLOAT"]', "quant.types"),
+    ],
+)
 def test_malformed_quant_section_is_rejected(tmp_path: Path, old: str, new: str, problem: str) -> None:
     text = (Path(__file__).parents[1] / "extract" / "targets" / "gpu.toml").read_text()
     assert text.count(old) == 1
@@ -242,9 +322,13 @@ def test_malformed_quant_section_is_rejected(tmp_path: Path, old: str, new: str,
 @pytest.mark.parametrize("target", ["cpu", "gpu", "npu"])
 def test_gather_reads_the_rows_it_gathers_not_the_whole_table(target: str) -> None:
     """An embedding lookup costs its indices and rows: the same for a 1k-row and a 100k-row table."""
+
     def lookup(rows: int) -> float:
-        g = egraph([(0, "Const", (), ("table",)), (1, "Input", (), ("ids",)), (2, "Gather", (0, 1), (0,))],
-                   {0: ((rows, 64), "FLOAT", True), 1: ((8,), "INT64", False), 2: ((8, 64), "FLOAT", False)}, (2,))
+        g = egraph(
+            [(0, "Const", (), ("table",)), (1, "Input", (), ("ids",)), (2, "Gather", (0, 1), (0,))],
+            {0: ((rows, 64), "FLOAT", True), 1: ((8,), "INT64", False), 2: ((8, 64), "FLOAT", False)},
+            (2,),
+        )
         return roofline(target)(g, node(g, "Gather"))
 
     assert lookup(1_000) == lookup(100_000)
@@ -255,27 +339,52 @@ def test_pixel_shuffle_is_a_data_move_on_every_target(target: str) -> None:
     """DepthToSpace moves what the pixel shuffle's 6-D Transpose moves (its Reshapes are views): no NCHW layout
     penalty on the gpu's NHWC kernels."""
     out = (1, 64, 128, 128)
-    g = egraph([(0, "Input", (), ("x",)), (1, "Transpose", (0,), ((0, 3, 4, 1, 5, 2),)), (2, "DepthToSpace", (0,), ())],
-               {0: ((1, 2, 2, 64, 64, 64), "FLOAT", False), 1: ((1, 64, 64, 2, 64, 2), "FLOAT", False),
-                2: (out, "FLOAT", False)}, (2,))
+    g = egraph(
+        [(0, "Input", (), ("x",)), (1, "Transpose", (0,), ((0, 3, 4, 1, 5, 2),)), (2, "DepthToSpace", (0,), ())],
+        {
+            0: ((1, 2, 2, 64, 64, 64), "FLOAT", False),
+            1: ((1, 64, 64, 2, 64, 2), "FLOAT", False),
+            2: (out, "FLOAT", False),
+        },
+        (2,),
+    )
     cost = roofline(target)
     assert cost(g, node(g, "DepthToSpace")) == pytest.approx(cost(g, node(g, "Transpose")))
 
 
 # ---- tie_break: among otherwise equal graphs, fewer inputs and fewer computed constants ----
 
+
 def test_cpu_tie_break_prefers_a_default_zero_point_and_a_leaf_divisor() -> None:
     """DQ(x, s, 0) against DQ(x, s) (qdq-zero-point-default): the same kernel on the cpu, one input fewer; and
     Div(x, c) against Mul(x, Reciprocal(c)) (div-const-to-mul): the same roofline, one initializer fewer."""
     cpu_t = load_target("cpu")
     assert cpu_t.tie_break > 0 and untied("cpu").tie_break == 0.0
-    g = egraph([(0, "Input", (), ("x",)), (1, "Const", (), ("s",)), (2, "Scalar", (), (0.0, "UINT8", ())),
-                (3, "Absent", (), ()), (4, "DequantizeLinear", (0, 1, 2), (1,)), (4, "DequantizeLinear", (0, 1, 3), (1,)),
-                (5, "Const", (), ("c",)), (6, "Reciprocal", (5,), ()),
-                (7, "Div", (4, 5), ()), (7, "Mul", (4, 6), ())],
-               {0: ((1, 8), "UINT8", False), 1: ((), "FLOAT", True), 2: ((), "UINT8", True), 3: (None, None, True),
-                4: ((1, 8), "FLOAT", False), 5: ((8,), "FLOAT", True), 6: ((8,), "FLOAT", True),
-                7: ((1, 8), "FLOAT", False)}, (7,))
+    g = egraph(
+        [
+            (0, "Input", (), ("x",)),
+            (1, "Const", (), ("s",)),
+            (2, "Scalar", (), (0.0, "UINT8", ())),
+            (3, "Absent", (), ()),
+            (4, "DequantizeLinear", (0, 1, 2), (1,)),
+            (4, "DequantizeLinear", (0, 1, 3), (1,)),
+            (5, "Const", (), ("c",)),
+            (6, "Reciprocal", (5,), ()),
+            (7, "Div", (4, 5), ()),
+            (7, "Mul", (4, 6), ()),
+        ],
+        {
+            0: ((1, 8), "UINT8", False),
+            1: ((), "FLOAT", True),
+            2: ((), "UINT8", True),
+            3: (None, None, True),
+            4: ((1, 8), "FLOAT", False),
+            5: ((8,), "FLOAT", True),
+            6: ((8,), "FLOAT", True),
+            7: ((1, 8), "FLOAT", False),
+        },
+        (7,),
+    )
     explicit, default = (n for n in g.nodes if n.op == "DequantizeLinear")
     div, mul = node(g, "Div"), node(g, "Mul")
     cpu, flat = roofline(cpu_t), roofline(untied("cpu"))
@@ -287,12 +396,15 @@ def test_cpu_tie_break_prefers_a_default_zero_point_and_a_leaf_divisor() -> None
     assert choice[4] == default.id and choice[7] == div.id
 
 
-@pytest.mark.parametrize("old, new, problem", [
-    ("bandwidth = ", "bandwith = 5\nbandwidth = ", r"unknown key 'bandwith'"),
-    ("[serial]", "[fussed]\nname = 'x'\n\n[serial]", r"unknown table 'fussed'"),
-    ("[serial]\n", "[serial]\nsteps = 2.0\n", r"unknown key 'steps' in \[serial\]"),
-    ("[[fused]]\n", "[[fused]]\nproducer = ['Conv']\n", r"unknown key 'producer' in \[fused\]"),
-])
+@pytest.mark.parametrize(
+    "old, new, problem",
+    [
+        ("bandwidth = ", "bandwith = 5\nbandwidth = ", r"unknown key 'bandwith'"),
+        ("[serial]", "[fussed]\nname = 'x'\n\n[serial]", r"unknown table 'fussed'"),
+        ("[serial]\n", "[serial]\nsteps = 2.0\n", r"unknown key 'steps' in \[serial\]"),
+        ("[[fused]]\n", "[[fused]]\nproducer = ['Conv']\n", r"unknown key 'producer' in \[fused\]"),
+    ],
+)
 def test_unknown_target_keys_are_refused_by_name(tmp_path: Path, old: str, new: str, problem: str) -> None:
     """A misspelled key or table is an error naming the file and the key, never silently ignored."""
     text = (Path(__file__).parents[1] / "extract" / "targets" / "gpu.toml").read_text()

@@ -28,25 +28,41 @@ def _squeeze_if_then(consumer: str) -> onnx.ModelProto:
         oh.make_node("Shape", ["x"], ["shape"]),
         oh.make_node("Gather", ["shape", "two"], ["t"], axis=0),
         oh.make_node("Equal", ["t", "one"], ["t_is_1"]),
-        oh.make_node("If", ["t_is_1"], ["v"], name="squeeze_if",
-                     then_branch=_branch("then", oh.make_node("Squeeze", ["x", "axis2"], ["sq"]), "sq", [1, 4]),
-                     else_branch=_branch("else", oh.make_node("Identity", ["x"], ["id"]), "id", [1, 4, "T"])),
+        oh.make_node(
+            "If",
+            ["t_is_1"],
+            ["v"],
+            name="squeeze_if",
+            then_branch=_branch("then", oh.make_node("Squeeze", ["x", "axis2"], ["sq"]), "sq", [1, 4]),
+            else_branch=_branch("else", oh.make_node("Identity", ["x"], ["id"]), "id", [1, 4, "T"]),
+        ),
         oh.make_node("Shape", ["v"], ["v_shape"]),
         oh.make_node("Size", ["v_shape"], ["v_rank"]),
         oh.make_node("Equal", ["v_rank", "two"], ["is_2d"]),
         oh.make_node("Not", ["is_2d"], ["not_2d"]),
-        oh.make_node("If", ["not_2d"], ["u"], name="rank_if",
-                     then_branch=_branch("then2", oh.make_node("Unsqueeze", ["v", "axis0"], ["un"]), "un", None),
-                     else_branch=_branch("else2", oh.make_node("Identity", ["v"], ["id2"]), "id2", None)),
+        oh.make_node(
+            "If",
+            ["not_2d"],
+            ["u"],
+            name="rank_if",
+            then_branch=_branch("then2", oh.make_node("Unsqueeze", ["v", "axis0"], ["un"]), "un", None),
+            else_branch=_branch("else2", oh.make_node("Identity", ["v"], ["id2"]), "id2", None),
+        ),
         oh.make_node("Unsqueeze", ["u", "axis0"], ["seq"]),
     ]
-    inits = {"two": np.array(2, np.int64), "one": np.array(1, np.int64), "axis2": np.array([2], np.int64),
-             "axis0": np.array([0], np.int64)}
+    inits = {
+        "two": np.array(2, np.int64),
+        "one": np.array(1, np.int64),
+        "axis2": np.array([2], np.int64),
+        "axis0": np.array([0], np.int64),
+    }
     if consumer == "LSTM":
         nodes.append(oh.make_node("LSTM", ["seq", "W", "R", "B"], ["", "y"], hidden_size=HIDDEN, name="lstm"))
-        inits |= {"W": rng.standard_normal((1, 4 * HIDDEN, 4)).astype(np.float32),
-                  "R": rng.standard_normal((1, 4 * HIDDEN, HIDDEN)).astype(np.float32),
-                  "B": rng.standard_normal((1, 8 * HIDDEN)).astype(np.float32)}
+        inits |= {
+            "W": rng.standard_normal((1, 4 * HIDDEN, 4)).astype(np.float32),
+            "R": rng.standard_normal((1, 4 * HIDDEN, HIDDEN)).astype(np.float32),
+            "B": rng.standard_normal((1, 8 * HIDDEN)).astype(np.float32),
+        }
     else:
         nodes.append(oh.make_node("ReduceSum", ["seq"], ["y"], keepdims=0))
     return build_model(nodes, [("x", F, [1, 4, "T"])], [("y", F, [1, 1, HIDDEN] if consumer == "LSTM" else [])], inits)
@@ -55,8 +71,10 @@ def _squeeze_if_then(consumer: str) -> onnx.ModelProto:
 def test_the_lstm_rank_decides_both_ifs() -> None:
     result = eqsat.optimize(_squeeze_if_then("LSTM"), input_shapes={"x": (1, 4, 1)})  # verified on T = 1
     assert result.report.ops_after["If"] == 0 and result.report.ops_before["If"] == 2
-    assert any(note.startswith("If 'squeeze_if': then branch kept; the other makes LSTM 'lstm'")
-               for note in result.report.notes)
+    assert any(
+        note.startswith("If 'squeeze_if': then branch kept; the other makes LSTM 'lstm'")
+        for note in result.report.notes
+    )
     assert result.report.verification.ok
 
 
@@ -84,6 +102,7 @@ def test_the_decided_model_agrees_where_the_original_runs() -> None:
 def test_unnamed_ifs_are_each_decided() -> None:
     """Two such patterns whose Ifs have no names: each condition gets its own initializer (a clash would leave
     the second If undecided)."""
+
     def renamed(graph: onnx.GraphProto, prefix: str) -> onnx.GraphProto:  # every value, bodies' reads included
         for n in graph.node:
             n.input[:] = [prefix + name if name else name for name in n.input]
@@ -97,8 +116,13 @@ def test_unnamed_ifs_are_each_decided() -> None:
         return graph
 
     a, b = (renamed(_squeeze_if_then("LSTM").graph, prefix) for prefix in ("a_", "b_"))
-    graph = oh.make_graph([*a.node, *b.node], "two", [*a.input, *b.input], [*a.output, *b.output],
-                          initializer=[*a.initializer, *b.initializer])
+    graph = oh.make_graph(
+        [*a.node, *b.node],
+        "two",
+        [*a.input, *b.input],
+        [*a.output, *b.output],
+        initializer=[*a.initializer, *b.initializer],
+    )
     m = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10)
     result = eqsat.optimize(m, input_shapes={"a_x": (1, 4, 1), "b_x": (1, 4, 1)})
     assert result.report.ops_before["If"] == 4 and result.report.ops_after["If"] == 0
@@ -109,16 +133,29 @@ def test_declared_ranks_prove_nothing() -> None:
     """The then branch declares a rank-4 output, but it is a Reshape to a run-time target (of length 3 here),
     which onnxruntime runs as rank 3 (a warning only): the declaration must not refute that branch. Verified
     where the then branch runs."""
-    then = oh.make_graph([oh.make_node("Reshape", ["x", "target"], ["r"])], "then", [],
-                         [oh.make_tensor_value_info("r", F, ["a", "b", "c", "d"])])
+    then = oh.make_graph(
+        [oh.make_node("Reshape", ["x", "target"], ["r"])],
+        "then",
+        [],
+        [oh.make_tensor_value_info("r", F, ["a", "b", "c", "d"])],
+    )
     other = _branch("else", oh.make_node("Unsqueeze", ["x", "axis0"], ["u"]), "u", [1, 1, 4])
     rng = np.random.default_rng(0)
-    nodes = [oh.make_node("If", ["c"], ["seq"], name="declared_if", then_branch=then, else_branch=other),
-             oh.make_node("LSTM", ["seq", "W", "R"], ["", "y"], hidden_size=HIDDEN)]
-    inits = {"axis0": np.array([0], np.int64), "W": rng.standard_normal((1, 4 * HIDDEN, 4)).astype(np.float32),
-             "R": rng.standard_normal((1, 4 * HIDDEN, HIDDEN)).astype(np.float32)}
-    m = build_model(nodes, [("c", onnx.TensorProto.BOOL, []), ("x", F, [1, 4]), ("target", I64, ["n"])],
-                    [("y", F, [1, 1, HIDDEN])], inits)
+    nodes = [
+        oh.make_node("If", ["c"], ["seq"], name="declared_if", then_branch=then, else_branch=other),
+        oh.make_node("LSTM", ["seq", "W", "R"], ["", "y"], hidden_size=HIDDEN),
+    ]
+    inits = {
+        "axis0": np.array([0], np.int64),
+        "W": rng.standard_normal((1, 4 * HIDDEN, 4)).astype(np.float32),
+        "R": rng.standard_normal((1, 4 * HIDDEN, HIDDEN)).astype(np.float32),
+    }
+    m = build_model(
+        nodes,
+        [("c", onnx.TensorProto.BOOL, []), ("x", F, [1, 4]), ("target", I64, ["n"])],
+        [("y", F, [1, 1, HIDDEN])],
+        inits,
+    )
     result = eqsat.optimize(m, inputs={"c": np.array(True), "target": np.array([1, 1, 4], np.int64)})
     assert result.report.ops_after["If"] == 1
     assert not [note for note in result.report.notes if note.startswith("If ")]

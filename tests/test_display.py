@@ -29,10 +29,12 @@ REAL_DOT = shutil.which("dot")
 
 def _sandwich() -> onnx.ModelProto:
     """Transpose -> Relu -> inverse Transpose next to a Mul by one: eqsat leaves one Relu."""
-    nodes = [oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1], name="t_in"),
-             oh.make_node("Relu", ["t"], ["r"], name="relu"),
-             oh.make_node("Transpose", ["r"], ["u"], perm=[0, 3, 1, 2], name="t_out"),
-             oh.make_node("Mul", ["u", "one"], ["y"], name="times_one")]
+    nodes = [
+        oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1], name="t_in"),
+        oh.make_node("Relu", ["t"], ["r"], name="relu"),
+        oh.make_node("Transpose", ["r"], ["u"], perm=[0, 3, 1, 2], name="t_out"),
+        oh.make_node("Mul", ["u", "one"], ["y"], name="times_one"),
+    ]
     return build_model(nodes, [("x", F, [1, 2, 3, 4])], [("y", F, [1, 2, 3, 4])], {"one": np.ones((1,), np.float32)})
 
 
@@ -51,9 +53,11 @@ def no_dot(monkeypatch: pytest.MonkeyPatch) -> None:
 def fake_dot(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """A stand-in `dot` that answers any DOT text with a small SVG naming how many bytes it read."""
     script = tmp_path / "dot"
-    script.write_text(f"#!{sys.executable}\nimport sys\ntext = sys.stdin.read()\n"
-                      "print('<?xml version=\"1.0\"?>')\n"
-                      "print(f'<svg xmlns=\"http://www.w3.org/2000/svg\"><text>fake {len(text)}</text></svg>')\n")
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\ntext = sys.stdin.read()\n"
+        "print('<?xml version=\"1.0\"?>')\n"
+        "print(f'<svg xmlns=\"http://www.w3.org/2000/svg\"><text>fake {len(text)}</text></svg>')\n"
+    )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     real = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: str(script) if name == "dot" else real(name, *a, **k))
@@ -67,8 +71,11 @@ def test_metadata_keys_match_lowering() -> None:
 
 
 def test_changed_nodes_follow_the_metadata() -> None:
-    nodes = [oh.make_node("Relu", ["x"], ["a"], name="kept"), oh.make_node("Relu", ["a"], ["b"], name="rewritten"),
-             oh.make_node("Relu", ["b"], ["y"], name="new")]
+    nodes = [
+        oh.make_node("Relu", ["x"], ["a"], name="kept"),
+        oh.make_node("Relu", ["a"], ["b"], name="rewritten"),
+        oh.make_node("Relu", ["b"], ["y"], name="new"),
+    ]
     for node, meta in zip(nodes, [{"eqsat.from": "kept"}, {"eqsat.from": "r", "eqsat.rules": "relu-merge"}, {}]):
         for key, value in meta.items():
             entry = node.metadata_props.add()
@@ -161,8 +168,21 @@ def test_report_text_and_html(result: eqsat.Result) -> None:
     display.add_breakdown(result)
     report = result.report
     text = report.to_text()
-    for expected in ("eqsat report for", "before", "after", "nodes", "est. cost (cpu)", "saturation",
-                     "extraction", "verification", "rule", "matches", "in output", "phase", "total"):
+    for expected in (
+        "eqsat report for",
+        "before",
+        "after",
+        "nodes",
+        "est. cost (cpu)",
+        "saturation",
+        "extraction",
+        "verification",
+        "rule",
+        "matches",
+        "in output",
+        "phase",
+        "total",
+    ):
         assert expected in text, expected
     fired = report.saturation.rules_fired
     assert all(name in text for name in fired)
@@ -251,8 +271,18 @@ def test_progress_draws_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> N
 def test_optimize_reports_each_phase_to_progress() -> None:
     seen: list[str] = []
     eqsat.optimize(_sandwich(), progress=seen.append)
-    assert seen == ["load", "fold", "install rules", "encode", "saturate", "decode", "extract", "lower", "verify",
-                    "breakdown"]
+    assert seen == [
+        "load",
+        "fold",
+        "install rules",
+        "encode",
+        "saturate",
+        "decode",
+        "extract",
+        "lower",
+        "verify",
+        "breakdown",
+    ]
 
 
 def test_tables() -> None:
@@ -267,17 +297,28 @@ def test_tables() -> None:
 def test_cli_report_json_on_stdout_is_pure_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """With --report-json -, stdout carries the JSON only; the summary line goes to stderr."""
     out = tmp_path / "o.onnx"
-    assert main(["optimize", str(MODELS_DIR / "nhwc_tfstyle_resnet_legacy.onnx"), "-o", str(out),
-                 "--report-json", "-"]) == 0
+    assert (
+        main(["optimize", str(MODELS_DIR / "nhwc_tfstyle_resnet_legacy.onnx"), "-o", str(out), "--report-json", "-"])
+        == 0
+    )
     stdout, stderr = capsys.readouterr()
     assert json.loads(stdout)["saturation"]["rules_fired"]["transpose-merge"] > 0
     assert " ops (" in stderr and "est. cost (cpu)" in stderr
 
 
-def test_cli_unwritable_report_path_fails_before_writing_the_model(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_unwritable_report_path_fails_before_writing_the_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "o.onnx"
-    code = main(["optimize", str(MODELS_DIR / "nhwc_tfstyle_resnet_legacy.onnx"), "-o", str(out),
-                 "--report-json", str(tmp_path / "no-such-folder" / "r.json")])
+    code = main(
+        [
+            "optimize",
+            str(MODELS_DIR / "nhwc_tfstyle_resnet_legacy.onnx"),
+            "-o",
+            str(out),
+            "--report-json",
+            str(tmp_path / "no-such-folder" / "r.json"),
+        ]
+    )
     assert code == 2 and not out.exists()
     assert "cannot write the JSON report" in capsys.readouterr().err

@@ -17,14 +17,16 @@ def _loaded() -> Backend:
     backend = Backend()
     backend.declare()
     backend.load(terms.static_facts())
-    backend.load([
-        '(union (Ref 0) (Input "x"))',
-        "(set (shape (Ref 0)) (vec-of 1 2 3 4))",
-        '(set (dtype (Ref 0)) "FLOAT")',
-        "(union (Ref 1) (Transpose (Ref 0) (vec-of 0 2 3 1)))",
-        "(union (Ref 2) (Relu (Ref 1)))",
-        "(union (Ref 3) (Transpose (Ref 2) (vec-of 0 3 1 2)))",
-    ])
+    backend.load(
+        [
+            '(union (Ref 0) (Input "x"))',
+            "(set (shape (Ref 0)) (vec-of 1 2 3 4))",
+            '(set (dtype (Ref 0)) "FLOAT")',
+            "(union (Ref 1) (Transpose (Ref 0) (vec-of 0 2 3 1)))",
+            "(union (Ref 2) (Relu (Ref 1)))",
+            "(union (Ref 3) (Transpose (Ref 2) (vec-of 0 3 1 2)))",
+        ]
+    )
     return backend
 
 
@@ -44,10 +46,19 @@ def test_bulk_load_and_serialize_roundtrip() -> None:
 
 def test_rules_run_report_and_vec_map() -> None:
     backend = _loaded()
-    merge = Rule("t-merge", "layout", "exact", "test", "doc",
-                 (rw("(Transpose (Transpose x p) q)", '(Transpose x (unstable-vec-map (unstable-fn "vec-get" p) q))'),
-                  rw("(Transpose x p)", "x", "(= p (vec-of 0 1 2 3))"),
-                  rw("(Relu (Transpose x p))", "(Transpose (Relu x) p)")), ruleset="explore")
+    merge = Rule(
+        "t-merge",
+        "layout",
+        "exact",
+        "test",
+        "doc",
+        (
+            rw("(Transpose (Transpose x p) q)", '(Transpose x (unstable-vec-map (unstable-fn "vec-get" p) q))'),
+            rw("(Transpose x p)", "x", "(= p (vec-of 0 1 2 3))"),
+            rw("(Relu (Transpose x p))", "(Transpose (Relu x) p)"),
+        ),
+        ruleset="explore",
+    )
     install_rules(backend, merge.commands())
     report = run(backend)
     assert report.stop_reason == "saturated"
@@ -97,13 +108,16 @@ def test_table_load_through_input_files() -> None:
 
 
 def test_the_command_loads_the_bindings_without_the_egglog_package() -> None:
-    """`eqsat` (eqsat.ui.startup, for eqsat.ui.cli.run_command) loads egglog's compiled bindings alone (the package's Python layer costs
+    """`eqsat` (eqsat.ui.startup, for eqsat.ui.cli.run_command) loads egglog's compiled bindings alone (the package's
+    Python layer costs
     ~0.2 s of start-up); eqsat.engine.backend must then work without importing the package."""
     import subprocess
     import sys
 
-    code = ("import sys; from eqsat.ui.startup import load_egglog_bindings_alone as load; load(); "
-            "from eqsat.engine.backend import Backend; b = Backend(); b.declare(); b.run('(push)'); "
-            "assert 'egglog' not in sys.modules, 'the egglog package was imported'; print('ok')")
+    code = (
+        "import sys; from eqsat.ui.startup import load_egglog_bindings_alone as load; load(); "
+        "from eqsat.engine.backend import Backend; b = Backend(); b.declare(); b.run('(push)'); "
+        "assert 'egglog' not in sys.modules, 'the egglog package was imported'; print('ok')"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

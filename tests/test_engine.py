@@ -24,11 +24,13 @@ def _ops(model) -> list[str]:
 
 
 def test_custom_domain_op_passes_through_intact() -> None:
-    nodes = [oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
-             oh.make_node("Relu", ["t"], ["r"]),
-             oh.make_node("MyOp", ["r"], ["c"], domain="com.example", alpha=0.5, mode="fast"),
-             oh.make_node("Transpose", ["c"], ["t2"], perm=[0, 3, 1, 2]),
-             oh.make_node("Transpose", ["t2"], ["y"], perm=[0, 2, 3, 1])]
+    nodes = [
+        oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+        oh.make_node("Relu", ["t"], ["r"]),
+        oh.make_node("MyOp", ["r"], ["c"], domain="com.example", alpha=0.5, mode="fast"),
+        oh.make_node("Transpose", ["c"], ["t2"], perm=[0, 3, 1, 2]),
+        oh.make_node("Transpose", ["t2"], ["y"], perm=[0, 2, 3, 1]),
+    ]
     model = build_model(nodes, [("x", F, [1, 2, 3, 4])], [("y", F, [1, 3, 4, 2])])
     model.opset_import.append(oh.make_opsetid("com.example", 1))
     result = eqsat.optimize(model, verify=False)
@@ -41,10 +43,12 @@ def test_custom_domain_op_passes_through_intact() -> None:
 
 
 def test_multi_output_split_is_kept_and_sound() -> None:
-    nodes = [oh.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1),
-             oh.make_node("Relu", ["a"], ["ra"]),
-             oh.make_node("Identity", ["b"], ["ib"]),
-             oh.make_node("Add", ["ra", "ib"], ["y"])]
+    nodes = [
+        oh.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1),
+        oh.make_node("Relu", ["a"], ["ra"]),
+        oh.make_node("Identity", ["b"], ["ib"]),
+        oh.make_node("Add", ["ra", "ib"], ["y"]),
+    ]
     model = build_model(nodes, [("x", F, [2, 6])], [("y", F, [2, 3])], {"sizes": np.array([3, 3], np.int64)})
     result = eqsat.optimize(model)
     assert result.report.verification.ok
@@ -52,13 +56,17 @@ def test_multi_output_split_is_kept_and_sound() -> None:
 
 
 def test_if_subgraph_reading_outer_values_is_kept() -> None:
-    then_graph = oh.make_graph([oh.make_node("Identity", ["r"], ["out_then"])], "then", [],
-                               [oh.make_tensor_value_info("out_then", F, [2, 3])])
-    else_graph = oh.make_graph([oh.make_node("Neg", ["r"], ["out_else"])], "else", [],
-                               [oh.make_tensor_value_info("out_else", F, [2, 3])])
-    nodes = [oh.make_node("Relu", ["x"], ["r0"]),
-             oh.make_node("Relu", ["r0"], ["r"]),
-             oh.make_node("If", ["cond"], ["y"], then_branch=then_graph, else_branch=else_graph)]
+    then_graph = oh.make_graph(
+        [oh.make_node("Identity", ["r"], ["out_then"])], "then", [], [oh.make_tensor_value_info("out_then", F, [2, 3])]
+    )
+    else_graph = oh.make_graph(
+        [oh.make_node("Neg", ["r"], ["out_else"])], "else", [], [oh.make_tensor_value_info("out_else", F, [2, 3])]
+    )
+    nodes = [
+        oh.make_node("Relu", ["x"], ["r0"]),
+        oh.make_node("Relu", ["r0"], ["r"]),
+        oh.make_node("If", ["cond"], ["y"], then_branch=then_graph, else_branch=else_graph),
+    ]
     model = build_model(nodes, [("x", F, [2, 3]), ("cond", TP.BOOL, [])], [("y", F, [2, 3])])
     result = eqsat.optimize(model)
     assert result.report.verification.ok
@@ -75,17 +83,28 @@ def _add_chain(n: int) -> onnx.ModelProto:
     return build_model(nodes, [(f"x{i}", F, [4]) for i in range(n)], [("y", F, [4])])
 
 
-EXPLOSIVE = (Rule("add-commute", "test", "fp-reassoc", "test", "a + b -> b + a", (rw("(Add a b)", "(Add b a)"),)),
-             Rule("add-assoc", "test", "fp-reassoc", "test", "(a + b) + c -> a + (b + c)",
-                  (rw("(Add (Add a b) c)", "(Add a (Add b c))"),)))
+EXPLOSIVE = (
+    Rule("add-commute", "test", "fp-reassoc", "test", "a + b -> b + a", (rw("(Add a b)", "(Add b a)"),)),
+    Rule(
+        "add-assoc",
+        "test",
+        "fp-reassoc",
+        "test",
+        "(a + b) + c -> a + (b + c)",
+        (rw("(Add (Add a b) c)", "(Add a (Add b c))"),),
+    ),
+)
 
 
-@pytest.mark.parametrize("limits, reason", [
-    (Limits(nodes=2_000), "node-limit"),
-    (Limits(iterations=3), "iteration-limit"),
-    (Limits(seconds=0.0), "time-limit"),
-    pytest.param(Limits(seconds=0.5), "time-limit", marks=pytest.mark.slow),  # waits out the clock
-])
+@pytest.mark.parametrize(
+    "limits, reason",
+    [
+        (Limits(nodes=2_000), "node-limit"),
+        (Limits(iterations=3), "iteration-limit"),
+        (Limits(seconds=0.0), "time-limit"),
+        pytest.param(Limits(seconds=0.5), "time-limit", marks=pytest.mark.slow),  # waits out the clock
+    ],
+)
 def test_limits_stop_an_exploding_ruleset_and_keep_a_valid_graph(limits: Limits, reason: str) -> None:
     """No wall-clock assertion: the time limit's overshoot is checked for being reported, not for its size."""
     session = saturate(_add_chain(12), limits=limits, rules=EXPLOSIVE)
@@ -123,13 +142,20 @@ def test_provenance_metadata_and_explain(tmp_path, capsys) -> None:
     proto = onnx.load(str(out))
     meta = [{p.key: p.value for p in n.metadata_props} for n in proto.graph.node]
     assert all("eqsat.from" in m for m in meta if m), "every annotated node names its origin"
-    _, normalized = normalize.normalize_proto(onnx.load(str(BUNDLED_MODELS[0].parent / "nhwc_tfstyle_resnet_legacy.onnx")), "m")
+    _, normalized = normalize.normalize_proto(
+        onnx.load(str(BUNDLED_MODELS[0].parent / "nhwc_tfstyle_resnet_legacy.onnx")), "m"
+    )
     recorded = {name for m in meta for name in m.get("eqsat.from", "").split(",") if name}
-    assert {n.name for n in normalized.graph.node} <= recorded, "every original node (after load-time folding) " \
+    assert {n.name for n in normalized.graph.node} <= recorded, (
+        "every original node (after load-time folding) "
         "is in some output node's history: folded Convs, BatchNorms and cancelled Transposes included"
+    )
     again = tmp_path / "again.onnx"
     assert main(["optimize", str(out), "-o", str(again)]) == 0
-    history = lambda m: [{p.key: p.value for p in n.metadata_props}.get("eqsat.from") for n in m.graph.node]
+
+    def history(m: onnx.ModelProto) -> list[str | None]:
+        return [{p.key: p.value for p in n.metadata_props}.get("eqsat.from") for n in m.graph.node]
+
     assert history(onnx.load(str(again))) == history(proto), "a second pass keeps the first pass's history"
     sunk = next(n for n, m in zip(proto.graph.node, meta) if "transpose-sink-binary-const" in m.get("eqsat.rules", ""))
     capsys.readouterr()
@@ -144,8 +170,9 @@ def test_provenance_metadata_and_explain(tmp_path, capsys) -> None:
 def test_cost_ties_keep_the_input_op(op: str, extractor: str) -> None:
     """GlobalAveragePool and ReduceMean over H, W are one e-class; at equal cost the input's op stays."""
     attrs = {"axes": [2, 3], "keepdims": 1} if op == "ReduceMean" else {}
-    model = build_model([oh.make_node(op, ["x"], ["y"], **attrs)], [("x", F, [1, 4, 3, 3])],
-                        [("y", F, [1, 4, 1, 1])], opset=17)
+    model = build_model(
+        [oh.make_node(op, ["x"], ["y"], **attrs)], [("x", F, [1, 4, 3, 3])], [("y", F, [1, 4, 1, 1])], opset=17
+    )
     session = saturate(model)
     assert session.saturation.rules_fired, "the other form must be in the e-graph for the tie to exist"
     result = session.extract(cost=lambda graph, node: 1.0, extractor=extractor)
@@ -160,8 +187,12 @@ def test_broadcast_constants_are_written_at_their_own_rank() -> None:
     """The encoder raises a bias to the output's rank; the output writes it back as (N,), the form
     onnxruntime's MatMul + bias and Gelu fusions match (a (1, 1, N) bias cost ViT 4% under ORT_ENABLE_ALL)."""
     nodes = [oh.make_node("MatMul", ["x", "w"], ["m"]), oh.make_node("Add", ["m", "b"], ["y"])]
-    model = build_model(nodes, [("x", F, [1, 5, 4])], [("y", F, [1, 5, 3])],
-                        {"w": np.ones((4, 3), np.float32), "b": np.arange(3, dtype=np.float32)})
+    model = build_model(
+        nodes,
+        [("x", F, [1, 5, 4])],
+        [("y", F, [1, 5, 3])],
+        {"w": np.ones((4, 3), np.float32), "b": np.arange(3, dtype=np.float32)},
+    )
     result = eqsat.optimize(model)
     assert result.report.verification.ok
     assert _initializer_shapes(result)["b"] == (3,)
@@ -170,10 +201,13 @@ def test_broadcast_constants_are_written_at_their_own_rank() -> None:
 def test_constants_keep_the_rank_their_readers_need() -> None:
     """Leading 1-dims stay where they set the output's rank (no other operand has it) or where a reader
     does not broadcast (Concat)."""
-    nodes = [oh.make_node("Add", ["x", "c"], ["y"]),
-             oh.make_node("Concat", ["x3", "d"], ["z"], axis=2)]
-    model = build_model(nodes, [("x", F, [4]), ("x3", F, [1, 2, 4])], [("y", F, [1, 1, 4]), ("z", F, [1, 2, 8])],
-                        {"c": np.ones((1, 1, 4), np.float32), "d": np.ones((1, 2, 4), np.float32)})
+    nodes = [oh.make_node("Add", ["x", "c"], ["y"]), oh.make_node("Concat", ["x3", "d"], ["z"], axis=2)]
+    model = build_model(
+        nodes,
+        [("x", F, [4]), ("x3", F, [1, 2, 4])],
+        [("y", F, [1, 1, 4]), ("z", F, [1, 2, 8])],
+        {"c": np.ones((1, 1, 4), np.float32), "d": np.ones((1, 2, 4), np.float32)},
+    )
     result = eqsat.optimize(model)
     assert result.report.verification.ok
     shapes = _initializer_shapes(result)
@@ -184,5 +218,5 @@ def test_next_iteration_estimate_grows_with_the_last_ratio() -> None:
     from eqsat.engine.saturate import next_iteration
 
     assert next_iteration([]) == 0.0 and next_iteration([0.2]) == 0.2
-    assert next_iteration([0.01, 0.1]) == pytest.approx(1.0)   # 10x growth: the next one is 10x again
+    assert next_iteration([0.01, 0.1]) == pytest.approx(1.0)  # 10x growth: the next one is 10x again
     assert next_iteration([0.1, 0.05]) == pytest.approx(0.05)  # shrinking: no less than the last one

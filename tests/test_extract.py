@@ -13,8 +13,17 @@ from typing import Sequence
 import pytest
 
 from eqsat.engine.egraph import EClass, EGraph, ENode
-from eqsat.extract import (EXTRACTORS, ExtractionError, ExtractionResult, extract, greedy_dag, load_target, roofline,
-                     targets, tree)
+from eqsat.extract import (
+    EXTRACTORS,
+    ExtractionError,
+    ExtractionResult,
+    extract,
+    greedy_dag,
+    load_target,
+    roofline,
+    targets,
+    tree,
+)
 from eqsat.extract.cost import FUSED_EPSILON, TargetError, node_costs
 from eqsat.extract.problem import Problem
 from eqsat.extract.result import ExtractionSummary
@@ -45,8 +54,9 @@ def build(spec: Sequence[tuple[int, str, Sequence[int]]], roots: Sequence[int], 
     return EGraph(nodes, tuple(EClass(i, "T", tuple(m)) for i, m in enumerate(members)), tuple(roots))
 
 
-def random_case(rng: random.Random, nclasses: int, extra: int, integer_costs: bool = True,
-                backbone: float = 1.0) -> Case:
+def random_case(
+    rng: random.Random, nclasses: int, extra: int, integer_costs: bool = True, backbone: float = 1.0
+) -> Case:
     """Classes 0..n-1. A backbone node per class (children in lower classes; kept with probability
     `backbone`) guarantees cycle-free alternatives; `extra` nodes take children anywhere, including the
     class itself and higher classes (cycles: x = f(x), x = f(g(x)), ...). Children may repeat (Add(x, x))."""
@@ -59,13 +69,13 @@ def random_case(rng: random.Random, nclasses: int, extra: int, integer_costs: bo
         c = rng.randrange(nclasses)
         r = rng.random()
         if r < 0.15:
-            kids = [c]                                  # x = f(x)
+            kids = [c]  # x = f(x)
         elif r < 0.25:
-            kids = [c, rng.randrange(nclasses)]         # a child is the class itself
+            kids = [c, rng.randrange(nclasses)]  # a child is the class itself
         else:
             kids = [rng.randrange(nclasses) for _ in range(rng.choice((0, 1, 1, 2, 2, 3)))]
         spec.append((c, rng.choice(OPS), kids))
-    rng.shuffle(spec)                                   # node ids unrelated to structure
+    rng.shuffle(spec)  # node ids unrelated to structure
     nroots = rng.choice((1, 1, 1, 2))
     roots = sorted({rng.randrange(max(0, nclasses - 3), nclasses) for _ in range(nroots)})
     if integer_costs:
@@ -116,9 +126,9 @@ def assert_ordered(case: Case, results: dict[str, ExtractionResult]) -> dict[str
 
 
 SMALL_SEEDS = range(20)
-SMALL_PER_SEED = 40     # 800 small e-graphs, each checked against brute force
+SMALL_PER_SEED = 40  # 800 small e-graphs, each checked against brute force
 MEDIUM_SEEDS = range(10)
-MEDIUM_PER_SEED = 25    # 250 medium e-graphs
+MEDIUM_PER_SEED = 25  # 250 medium e-graphs
 
 
 @pytest.mark.parametrize("seed", SMALL_SEEDS)
@@ -196,8 +206,15 @@ def test_sharing_trap_ilp_beats_tree() -> None:
 
 def test_union_greedy_alone_can_lose_to_tree() -> None:
     # X = {p(U) [tree 11], q(V, V) [sub-DAG 10, tree 19]}; root = h(X, r(U)): U is paid anyway, so p is right
-    spec = [(0, "Input", []), (1, "U", [0]), (2, "V", [0]), (3, "p", [1]), (3, "q", [2, 2]), (4, "r", [1]),
-            (5, "h", [3, 4])]
+    spec = [
+        (0, "Input", []),
+        (1, "U", [0]),
+        (2, "V", [0]),
+        (3, "p", [1]),
+        (3, "q", [2, 2]),
+        (4, "r", [1]),
+        (5, "h", [3, 4]),
+    ]
     g = build(spec, [5], 6)
     costs = [0.0, 10.0, 9.0, 1.0, 1.0, 1.0, 1.0]
     cost = lambda eg, n: costs[n.id]  # noqa: E731
@@ -275,14 +292,17 @@ def _valid() -> ExtractionResult:
     return r
 
 
-@pytest.mark.parametrize("choice, match", [
-    ({0: 0, 1: 1}, "root class 2 has no chosen node"),
-    ({0: 0, 1: 3, 2: 3}, "belongs to class 2"),
-    ({0: 0, 2: 3}, "child class 1 with no chosen node"),
-    ({0: 0, 1: 2, 2: 3}, "cycle"),
-    ({0: 0, 1: 1, 2: 3, 9: 0}, "does not exist"),
-    ({0: 0, 1: 17, 2: 3}, "does not exist"),
-])
+@pytest.mark.parametrize(
+    "choice, match",
+    [
+        ({0: 0, 1: 1}, "root class 2 has no chosen node"),
+        ({0: 0, 1: 3, 2: 3}, "belongs to class 2"),
+        ({0: 0, 2: 3}, "child class 1 with no chosen node"),
+        ({0: 0, 1: 2, 2: 3}, "cycle"),
+        ({0: 0, 1: 1, 2: 3, 9: 0}, "does not exist"),
+        ({0: 0, 1: 17, 2: 3}, "does not exist"),
+    ],
+)
 def test_check_rejects_broken_results(choice: dict[int, int], match: str) -> None:
     r = dataclasses.replace(_valid(), choice=choice)
     with pytest.raises(ExtractionError, match=match):
@@ -366,8 +386,10 @@ def onnx_like_graph(dtype: str = "FLOAT") -> EGraph:
     add = node(cls((1, 32, 32, 16)), "Add", (out, wt))
     nodes = tuple(ENode(i, op_, c, kids, attrs) for i, (c, op_, kids, attrs) in enumerate(spec))
     sorts = {lst: "TL", nil: "TL", op: "N"}
-    eclasses = tuple(EClass(i, sorts.get(i, "T"), tuple(n.id for n in nodes if n.eclass == i), *facts)
-                     for i, facts in enumerate(classes))
+    eclasses = tuple(
+        EClass(i, sorts.get(i, "T"), tuple(n.id for n in nodes if n.eclass == i), *facts)
+        for i, facts in enumerate(classes)
+    )
     return EGraph(nodes, eclasses, (add,))
 
 
@@ -431,7 +453,8 @@ def test_roofline_formulas() -> None:
     assert model(g, t) == pytest.approx(2 * math.prod(NCHW) * 4 / cpu.bandwidth + cpu.launch)
     gelu = next(n for n in g.nodes if n.op == "Gelu")  # no shape: estimated from its input
     assert model(g, gelu) == pytest.approx(
-        max(10 * math.prod(NCHW) / cpu.peak["FLOAT"], 2 * math.prod(NCHW) * 4 / cpu.bandwidth) + cpu.launch)
+        max(10 * math.prod(NCHW) / cpu.peak["FLOAT"], 2 * math.prod(NCHW) * 4 / cpu.bandwidth) + cpu.launch
+    )
     opaque = next(n for n in g.nodes if n.op == "Opaque")  # reads the Gelu output (estimated size)
     assert model(g, opaque) == pytest.approx(cpu.launch + math.prod(NCHW) * 4 / cpu.bandwidth)
     gpu = roofline("gpu")
@@ -448,8 +471,13 @@ def test_reshape_is_nearly_free_and_gpu_launches_dominate() -> None:
 
 def test_target_choice_changes_extraction() -> None:
     # LayerNormalization vs its decomposition: the npu cannot run the fused op
-    spec = [(0, "Input", []), (1, "LayerNormalization", [0]), (2, "ReduceMean", [0]), (3, "Sub", [0, 2]),
-            (1, "Mul", [3, 3])]
+    spec = [
+        (0, "Input", []),
+        (1, "LayerNormalization", [0]),
+        (2, "ReduceMean", [0]),
+        (3, "Sub", [0, 2]),
+        (1, "Mul", [3, 3]),
+    ]
     g = build(spec, [1], 4)
     classes = tuple(dataclasses.replace(c, shape=(1, 128, 64), dtype="FLOAT16") for c in g.classes)
     g = dataclasses.replace(g, classes=classes)

@@ -40,8 +40,9 @@ def to_egraph(path: Path) -> EGraph:
     classes: list[tuple[str, tuple[int, ...] | None, str | None, bool]] = []
     value_class: dict[str, int] = {}
 
-    def new(op: str, kids: tuple[int, ...], attrs: tuple, sort: str = "T", shape=None, dtype=None,
-            const: bool = False) -> int:
+    def new(
+        op: str, kids: tuple[int, ...], attrs: tuple, sort: str = "T", shape=None, dtype=None, const: bool = False
+    ) -> int:
         classes.append((sort, shape, dtype, const))
         nodes.append(ENode(len(nodes), op, len(classes) - 1, kids, attrs))
         return len(classes) - 1
@@ -50,8 +51,9 @@ def to_egraph(path: Path) -> EGraph:
     for vi in g.input:
         value_class[vi.name] = new("Input", (), (vi.name,), shape=facts[vi.name][0], dtype=facts[vi.name][1])
     for init in g.initializer:
-        value_class[init.name] = new("Const", (), (init.name,), shape=facts[init.name][0],
-                                     dtype=facts[init.name][1], const=True)
+        value_class[init.name] = new(
+            "Const", (), (init.name,), shape=facts[init.name][0], dtype=facts[init.name][1], const=True
+        )
     for i, n in enumerate(g.node):
         kids = tuple(value_class[x] if x else absent for x in n.input)
         const = bool(kids) and all(classes[k][3] for k in kids) or n.op_type == "Constant"
@@ -67,8 +69,9 @@ def to_egraph(path: Path) -> EGraph:
             shape, dtype = facts.get(out, (None, None))
             value_class[out] = new("Out", (opaque,), (j,), shape=shape, dtype=dtype)
     roots = tuple(value_class[o.name] for o in g.output)
-    eclasses = tuple(EClass(i, sort, (i,), shape, dtype, const)
-                     for i, (sort, shape, dtype, const) in enumerate(classes))
+    eclasses = tuple(
+        EClass(i, sort, (i,), shape, dtype, const) for i, (sort, shape, dtype, const) in enumerate(classes)
+    )
     return EGraph(tuple(nodes), eclasses, roots)
 
 

@@ -23,8 +23,9 @@ pytestmark = pytest.mark.slow  # python -m pytest -m "not slow" leaves these out
 
 
 def _settings(examples: int):
-    return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=examples, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+    )
 
 
 @_settings(150)
@@ -56,8 +57,9 @@ def test_dynamic_dims_are_named_and_drawn_at_two_sizes_neither_one(case: GraphCa
                 sizes.setdefault(param, set()).add((a, b))
         assert all(len(s) == 1 for s in sizes.values()), sizes
         for name, dims in declared.items():  # static dims are the same at both sizes
-            assert all(case.feeds[name].shape[k] == more[name].shape[k] for k, d in enumerate(dims)
-                       if d.HasField("dim_value"))
+            assert all(
+                case.feeds[name].shape[k] == more[name].shape[k] for k, d in enumerate(dims) if d.HasField("dim_value")
+            )
 
 
 def test_symbolic_dims_compare_by_what_they_are_not_by_their_size() -> None:
@@ -92,14 +94,22 @@ def test_fuzz_shape_chains_under_dynamic_dims(case: GraphCase) -> None:
 def _layernorm_broadcast_case() -> GraphCase:
     """Reshape(x, t) read by Expand(., t), t = Concat(Slice(Shape(x), 0, 1), [1], [8]); x [batch, 8] drawn at
     batch 2 and 3."""
-    nodes = [oh.make_node("Shape", ["x"], ["s"]), oh.make_node("Slice", ["s", "zero", "one"], ["b"]),
-             oh.make_node("Concat", ["b", "one", "eight"], ["t"], axis=0), oh.make_node("Reshape", ["x", "t"], ["r"]),
-             oh.make_node("Expand", ["r", "t"], ["y"])]
+    nodes = [
+        oh.make_node("Shape", ["x"], ["s"]),
+        oh.make_node("Slice", ["s", "zero", "one"], ["b"]),
+        oh.make_node("Concat", ["b", "one", "eight"], ["t"], axis=0),
+        oh.make_node("Reshape", ["x", "t"], ["r"]),
+        oh.make_node("Expand", ["r", "t"], ["y"]),
+    ]
     inits = {"zero": np.array([0]), "one": np.array([1]), "eight": np.array([8])}
     model = make_model(nodes, [("x", "FLOAT", ("batch", 8))], [("y", "FLOAT", ("batch", 1, 8))], inits, 15)
     rng = np.random.default_rng(0)
-    return GraphCase(model, {"x": rng.standard_normal((2, 8)).astype(np.float32)}, (),
-                     ({"x": rng.standard_normal((3, 8)).astype(np.float32)},))
+    return GraphCase(
+        model,
+        {"x": rng.standard_normal((2, 8)).astype(np.float32)},
+        (),
+        ({"x": rng.standard_normal((3, 8)).astype(np.float32)},),
+    )
 
 
 def test_fuzz_property_holds_on_the_layernorm_broadcast() -> None:
@@ -110,8 +120,9 @@ def test_fuzz_property_checks_the_second_size(monkeypatch: pytest.MonkeyPatch) -
     """A front end that took the batch for its size at the first draw (2) is right there, and caught at 3."""
     from eqsat.frontend import shape_chains
 
-    monkeypatch.setattr(shape_chains, "_reshape_target",
-                        lambda target, x_items: [2 if isinstance(t, str) else t for t in target])
+    monkeypatch.setattr(
+        shape_chains, "_reshape_target", lambda target, x_items: [2 if isinstance(t, str) else t for t in target]
+    )
     with pytest.raises(AssertionError, match=r"at x\[3, 8\]"):
         check_case(_layernorm_broadcast_case())
 
@@ -128,8 +139,9 @@ def test_unknown_family_is_refused() -> None:
     assert set(GRAPH_FAMILIES) >= {"layout", "conv", "quant", "share", "chains"}
 
 
-NEG_DROP = Rule("neg-drop", "test", "exact", "test", "Neg(x) -> x (deliberately unsound)", (rw("(Neg x)", "x"),),
-                ruleset="simplify")
+NEG_DROP = Rule(
+    "neg-drop", "test", "exact", "test", "Neg(x) -> x (deliberately unsound)", (rw("(Neg x)", "x"),), ruleset="simplify"
+)
 
 
 @pytest.fixture
@@ -142,12 +154,29 @@ def unsound_rule_registered(monkeypatch: pytest.MonkeyPatch) -> Rule:
     return NEG_DROP
 
 
-def test_fuzz_finds_an_unsound_rule_and_names_seed_and_graph(unsound_rule_registered: Rule, tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_fuzz_finds_an_unsound_rule_and_names_seed_and_graph(
+    unsound_rule_registered: Rule, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from benchmarks.fuzz import main
 
-    assert main(["--examples", "30", "--seed", "4", "--chunk", "30", "--families", "elementwise",
-                 "--no-shrink", "--save-dir", str(tmp_path)]) == 1
+    assert (
+        main(
+            [
+                "--examples",
+                "30",
+                "--seed",
+                "4",
+                "--chunk",
+                "30",
+                "--families",
+                "elementwise",
+                "--no-shrink",
+                "--save-dir",
+                str(tmp_path),
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert out.startswith("fuzz: seed 4, 30 examples")
     failure = re.search(r"^FAILURE \(seed 4, allow \[\]\): AssertionError: (.*)$", out, re.MULTILINE)

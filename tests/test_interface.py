@@ -32,11 +32,21 @@ def _ir3_conv(ir_version: int = 3, opset: int = 7) -> onnx.ModelProto:
     b = onh.from_array(rng.standard_normal(4).astype(np.float32), "2")
     scale = onh.from_array(np.full((1, 4, 1, 1), 0.5, np.float32), "3")
     graph = oh.make_graph(
-        [oh.make_node("Conv", ["0", "1", "2"], ["c"], pads=[1, 1, 1, 1]),
-         oh.make_node("Mul", ["c", "3"], ["m"]), oh.make_node("Relu", ["m"], ["y"])], "torch-jit-export",
-        [oh.make_tensor_value_info("0", F32, [2, 3, 8, 8]), oh.make_tensor_value_info("1", F32, [4, 3, 3, 3]),
-         oh.make_tensor_value_info("2", F32, [4]), oh.make_tensor_value_info("3", F32, [1, 4, 1, 1])],
-        [oh.make_tensor_value_info("y", F32, [2, 4, 8, 8])], [w, b, scale])
+        [
+            oh.make_node("Conv", ["0", "1", "2"], ["c"], pads=[1, 1, 1, 1]),
+            oh.make_node("Mul", ["c", "3"], ["m"]),
+            oh.make_node("Relu", ["m"], ["y"]),
+        ],
+        "torch-jit-export",
+        [
+            oh.make_tensor_value_info("0", F32, [2, 3, 8, 8]),
+            oh.make_tensor_value_info("1", F32, [4, 3, 3, 3]),
+            oh.make_tensor_value_info("2", F32, [4]),
+            oh.make_tensor_value_info("3", F32, [1, 4, 1, 1]),
+        ],
+        [oh.make_tensor_value_info("y", F32, [2, 4, 8, 8])],
+        [w, b, scale],
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=ir_version)
 
 
@@ -49,8 +59,9 @@ def test_ir3_model_keeps_inputs_and_their_defaults_and_runs(tmp_path: Path) -> N
     assert interface.difference(written, model) == ""
     assert [v.name for v in written.graph.input] == ["0", "1", "2", "3"]
     x = np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)
-    np.testing.assert_allclose(_session_run(written, {"0": x})[0], _session_run(model, {"0": x})[0], rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(
+        _session_run(written, {"0": x})[0], _session_run(model, {"0": x})[0], rtol=1e-5, atol=1e-5
+    )
 
 
 def test_an_overridden_default_gives_the_originals_result() -> None:
@@ -59,19 +70,24 @@ def test_an_overridden_default_gives_the_originals_result() -> None:
     model = _ir3_conv(ir_version=8, opset=17)
     written = eqsat.optimize(model).proto
     rng = np.random.default_rng(2)
-    feeds = {"0": rng.standard_normal((2, 3, 8, 8)).astype(np.float32),
-             "3": rng.standard_normal((1, 4, 1, 1)).astype(np.float32)}
-    np.testing.assert_allclose(_session_run(written, feeds)[0], _session_run(model, feeds)[0], rtol=1e-5,
-                               atol=1e-5)
+    feeds = {
+        "0": rng.standard_normal((2, 3, 8, 8)).astype(np.float32),
+        "3": rng.standard_normal((1, 4, 1, 1)).astype(np.float32),
+    }
+    np.testing.assert_allclose(_session_run(written, feeds)[0], _session_run(model, feeds)[0], rtol=1e-5, atol=1e-5)
 
 
 def test_ir3_output_with_new_constants_is_ir4() -> None:
     """Constants eqsat creates are not inputs: an IR-3 output holding one is written as IR version 4."""
     x = oh.make_tensor_value_info("x", F32, [2, 4])
     two = onh.from_array(np.full((2, 4), 2.0, np.float32), "two")
-    graph = oh.make_graph([oh.make_node("Mul", ["x", "two"], ["m"]), oh.make_node("Mul", ["m", "two"], ["y"])],
-                          "g", [x, oh.make_tensor_value_info("two", F32, [2, 4])],
-                          [oh.make_tensor_value_info("y", F32, [2, 4])], [two])
+    graph = oh.make_graph(
+        [oh.make_node("Mul", ["x", "two"], ["m"]), oh.make_node("Mul", ["m", "two"], ["y"])],
+        "g",
+        [x, oh.make_tensor_value_info("two", F32, [2, 4])],
+        [oh.make_tensor_value_info("y", F32, [2, 4])],
+        [two],
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 7)], ir_version=3)
     written = eqsat.optimize(model).proto
     onnx.checker.check_model(written, full_check=True)
@@ -81,9 +97,12 @@ def test_ir3_output_with_new_constants_is_ir4() -> None:
 
 def test_outputs_keep_their_declared_types() -> None:
     """Shape inference may know more than the model declares; the output still declares what the input did."""
-    graph = oh.make_graph([oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Abs", ["r"], ["y"])], "g",
-                          [oh.make_tensor_value_info("x", F32, [2, 3])],
-                          [oh.make_tensor_value_info("y", F32, [None, None])])
+    graph = oh.make_graph(
+        [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Abs", ["r"], ["y"])],
+        "g",
+        [oh.make_tensor_value_info("x", F32, [2, 3])],
+        [oh.make_tensor_value_info("y", F32, [None, None])],
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
     written = eqsat.optimize(model).proto
     assert written.graph.output[0] == model.graph.output[0]
@@ -103,10 +122,16 @@ def _sequence_model(opset: int) -> onnx.ModelProto:
     Split/Unsqueeze nodes taking a split/axes input (opset 13 forms)."""
     x = onh.from_array(np.arange(6, dtype=np.float32).reshape(3, 2), "c")
     graph = oh.make_graph(
-        [oh.make_node("SplitToSequence", ["c"], ["s"], axis=0, keepdims=0),
-         oh.make_node("ConcatFromSequence", ["s"], ["k"], axis=0, new_axis=1),
-         oh.make_node("Add", ["k", "x"], ["y"])], "g",
-        [oh.make_tensor_value_info("x", F32, [3, 2])], [oh.make_tensor_value_info("y", F32, [3, 2])], [x])
+        [
+            oh.make_node("SplitToSequence", ["c"], ["s"], axis=0, keepdims=0),
+            oh.make_node("ConcatFromSequence", ["s"], ["k"], axis=0, new_axis=1),
+            oh.make_node("Add", ["k", "x"], ["y"]),
+        ],
+        "g",
+        [oh.make_tensor_value_info("x", F32, [3, 2])],
+        [oh.make_tensor_value_info("y", F32, [3, 2])],
+        [x],
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=7)
 
 
@@ -126,15 +151,25 @@ def test_a_node_the_folder_fails_on_stays_unfolded(monkeypatch: pytest.MonkeyPat
     def broken(node, op, state):  # noqa: ANN001 - the folder's evaluator signature
         raise ValueError("planted")
 
-    monkeypatch.setattr(folding.registry, "lookup_evaluators",
-                        lambda domain, op, version, original=folding.registry.lookup_evaluators:
-                        [broken] if op == "Size" else original(domain, op, version))
+    monkeypatch.setattr(
+        folding.registry,
+        "lookup_evaluators",
+        lambda domain, op, version, original=folding.registry.lookup_evaluators: (
+            [broken] if op == "Size" else original(domain, op, version)
+        ),
+    )
     c = onh.from_array(np.ones((2, 2), np.float32), "c")
     graph = oh.make_graph(
-        [oh.make_node("Size", ["x"], ["n"]), oh.make_node("Neg", ["c"], ["nc"]),
-         oh.make_node("Add", ["x", "nc"], ["y"])], "g",
+        [
+            oh.make_node("Size", ["x"], ["n"]),
+            oh.make_node("Neg", ["c"], ["nc"]),
+            oh.make_node("Add", ["x", "nc"], ["y"]),
+        ],
+        "g",
         [oh.make_tensor_value_info("x", F32, [2, 2])],
-        [oh.make_tensor_value_info("y", F32, [2, 2]), oh.make_tensor_value_info("n", TensorProto.INT64, [])], [c])
+        [oh.make_tensor_value_info("y", F32, [2, 2]), oh.make_tensor_value_info("n", TensorProto.INT64, [])],
+        [c],
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
     written = eqsat.optimize(model).proto
     ops = [n.op_type for n in written.graph.node]
@@ -145,15 +180,29 @@ def test_a_node_the_folder_fails_on_stays_unfolded(monkeypatch: pytest.MonkeyPat
 def test_sparse_and_string_initializers_pass_through(tmp_path: Path) -> None:
     """A sparse initializer read by a custom-domain op and a string initializer behind an Identity output
     survive untouched (onnx_ir holds neither; folding never evaluates strings)."""
-    sparse = oh.make_sparse_tensor(onh.from_array(np.array([1.0, 2.0], np.float32), "sp"),
-                                   onh.from_array(np.array([1, 5], np.int64), "sp_idx"), [2, 4])
+    sparse = oh.make_sparse_tensor(
+        onh.from_array(np.array([1.0, 2.0], np.float32), "sp"),
+        onh.from_array(np.array([1, 5], np.int64), "sp_idx"),
+        [2, 4],
+    )
     words = onh.from_array(np.array([b"a", b"b"], dtype=object), "words")
     graph = oh.make_graph(
-        [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Relu", ["r"], ["y"]),
-         oh.make_node("Identity", ["words"], ["w"]), oh.make_node("Densify", ["sp", "x"], ["z"], domain="com.x")],
-        "g", [oh.make_tensor_value_info("x", F32, [2, 4])],
-        [oh.make_tensor_value_info("y", F32, [2, 4]), oh.make_tensor_value_info("w", TensorProto.STRING, [2]),
-         oh.make_tensor_value_info("z", F32, [2, 4])], [words], sparse_initializer=[sparse])
+        [
+            oh.make_node("Relu", ["x"], ["r"]),
+            oh.make_node("Relu", ["r"], ["y"]),
+            oh.make_node("Identity", ["words"], ["w"]),
+            oh.make_node("Densify", ["sp", "x"], ["z"], domain="com.x"),
+        ],
+        "g",
+        [oh.make_tensor_value_info("x", F32, [2, 4])],
+        [
+            oh.make_tensor_value_info("y", F32, [2, 4]),
+            oh.make_tensor_value_info("w", TensorProto.STRING, [2]),
+            oh.make_tensor_value_info("z", F32, [2, 4]),
+        ],
+        [words],
+        sparse_initializer=[sparse],
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.x", 1)], ir_version=8)
     out = tmp_path / "out.onnx"
     eqsat.optimize(model, output=out, verify=False)  # no runtime knows com.x::Densify

@@ -13,13 +13,21 @@ from tests.rule_graphs import model, node
 
 def _with_if_body() -> ir.Model:
     """x -> Relu -> r; If(c) whose branches define `inner` and read the outer `r`; an initializer `w`."""
-    then = oh.make_graph([node("Neg", ["r"], "inner"), node("Identity", ["inner"], "out_then")], "then", [],
-                         [oh.make_tensor_value_info("out_then", onnx.TensorProto.FLOAT, None)])
-    other = oh.make_graph([node("Abs", ["r"], "inner2")], "else", [],
-                          [oh.make_tensor_value_info("inner2", onnx.TensorProto.FLOAT, None)])
-    m = model([node("Relu", ["x"], "r"), oh.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
-              [("x", "FLOAT", (2, 3)), ("c", "BOOL", ())], [("y", "FLOAT", None)],
-              initializers={"w": np.ones(2, np.float32)})
+    then = oh.make_graph(
+        [node("Neg", ["r"], "inner"), node("Identity", ["inner"], "out_then")],
+        "then",
+        [],
+        [oh.make_tensor_value_info("out_then", onnx.TensorProto.FLOAT, None)],
+    )
+    other = oh.make_graph(
+        [node("Abs", ["r"], "inner2")], "else", [], [oh.make_tensor_value_info("inner2", onnx.TensorProto.FLOAT, None)]
+    )
+    m = model(
+        [node("Relu", ["x"], "r"), oh.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+        [("x", "FLOAT", (2, 3)), ("c", "BOOL", ())],
+        [("y", "FLOAT", None)],
+        initializers={"w": np.ones(2, np.float32)},
+    )
     return ir.serde.deserialize_model(m)
 
 

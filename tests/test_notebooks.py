@@ -38,8 +38,7 @@ def test_notebook_runs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MPLBACKEND", "Agg")  # the kernel inherits it: no GUI backend, ever
     book = nbformat.read(NOTEBOOKS / name, as_version=4)
     limit = TIME_LIMITS[name]
-    client = NotebookClient(book, timeout=limit, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT)}})
+    client = NotebookClient(book, timeout=limit, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}})
     start = time.perf_counter()
     client.execute()  # raises CellExecutionError naming the cell and its traceback
     seconds = time.perf_counter() - start

@@ -37,13 +37,17 @@ F, I64, BOOL = TP.FLOAT, TP.INT64, TP.BOOL
 
 def _sandwich(x: str, y: str, perm=(1, 0), back=(1, 0)) -> list[onnx.NodeProto]:
     """x -> Transpose -> Relu -> Transpose -> y: two transposes eqsat removes."""
-    return [oh.make_node("Transpose", [x], [f"{y}_t"], perm=list(perm)), oh.make_node("Relu", [f"{y}_t"], [f"{y}_r"]),
-            oh.make_node("Transpose", [f"{y}_r"], [y], perm=list(back))]
+    return [
+        oh.make_node("Transpose", [x], [f"{y}_t"], perm=list(perm)),
+        oh.make_node("Relu", [f"{y}_t"], [f"{y}_r"]),
+        oh.make_node("Transpose", [f"{y}_r"], [y], perm=list(back)),
+    ]
 
 
 def _symbolic_batch() -> onnx.ModelProto:
-    return build_model(_sandwich("x", "y", (0, 2, 3, 1), (0, 3, 1, 2)), [("x", F, ["N", 3, 4, 5])],
-                       [("y", F, ["N", 3, 4, 5])])
+    return build_model(
+        _sandwich("x", "y", (0, 2, 3, 1), (0, 3, 1, 2)), [("x", F, ["N", 3, 4, 5])], [("y", F, ["N", 3, 4, 5])]
+    )
 
 
 def _symbolic_all() -> onnx.ModelProto:
@@ -52,31 +56,55 @@ def _symbolic_all() -> onnx.ModelProto:
 
 
 def _dynamic_reshape() -> onnx.ModelProto:
-    """Shape -> Gather -> Concat -> Reshape on a symbolic batch: the target becomes [0, 12] (eqsat.frontend.shape_chains)."""
-    nodes = [oh.make_node("Shape", ["x"], ["s"]), oh.make_node("Gather", ["s", "zero"], ["n"], axis=0),
-             oh.make_node("Unsqueeze", ["n", "axes"], ["n1"]), oh.make_node("Concat", ["n1", "rest"], ["shape"], axis=0),
-             *_sandwich("x", "t", (0, 2, 1), (0, 2, 1)), oh.make_node("Reshape", ["t", "shape"], ["y"])]
-    return build_model(nodes, [("x", F, ["N", 3, 4])], [("y", F, ["N", 12])],
-                       {"zero": np.array(0, np.int64), "axes": np.array([0], np.int64), "rest": np.array([12], np.int64)})
+    """Shape -> Gather -> Concat -> Reshape on a symbolic batch: the target becomes [0, 12]
+    (eqsat.frontend.shape_chains)."""
+    nodes = [
+        oh.make_node("Shape", ["x"], ["s"]),
+        oh.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        oh.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+        oh.make_node("Concat", ["n1", "rest"], ["shape"], axis=0),
+        *_sandwich("x", "t", (0, 2, 1), (0, 2, 1)),
+        oh.make_node("Reshape", ["t", "shape"], ["y"]),
+    ]
+    return build_model(
+        nodes,
+        [("x", F, ["N", 3, 4])],
+        [("y", F, ["N", 12])],
+        {"zero": np.array(0, np.int64), "axes": np.array([0], np.int64), "rest": np.array([12], np.int64)},
+    )
 
 
 def _weights_model() -> onnx.ModelProto:
-    nodes = [oh.make_node("Conv", ["x", "w", "b"], ["c"], name="conv0"), *_sandwich("c", "y", (0, 2, 3, 1), (0, 3, 1, 2))]
+    nodes = [
+        oh.make_node("Conv", ["x", "w", "b"], ["c"], name="conv0"),
+        *_sandwich("c", "y", (0, 2, 3, 1), (0, 3, 1, 2)),
+    ]
     rng = np.random.default_rng(0)
-    return build_model(nodes, [("x", F, [1, 3, 5, 5])], [("y", F, [1, 4, 5, 5])],
-                       {"w": rng.standard_normal((4, 3, 1, 1)).astype(np.float32),
-                        "b": rng.standard_normal(4).astype(np.float32)})
+    return build_model(
+        nodes,
+        [("x", F, [1, 3, 5, 5])],
+        [("y", F, [1, 4, 5, 5])],
+        {"w": rng.standard_normal((4, 3, 1, 1)).astype(np.float32), "b": rng.standard_normal(4).astype(np.float32)},
+    )
 
 
 def _conv_batchnorm() -> onnx.ModelProto:
     """Conv -> BatchNormalization: the folded weights are computed at lowering from the original ones,
     which must not stay behind in the file."""
     rng = np.random.default_rng(1)
-    nodes = [oh.make_node("Conv", ["x", "w"], ["c"], name="conv0"),
-             oh.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"], name="bn0")]
-    return build_model(nodes, [("x", F, [1, 3, 6, 6])], [("y", F, [1, 4, 6, 6])],
-                       {"w": rng.standard_normal((4, 3, 1, 1)).astype(np.float32),
-                        **{k: rng.uniform(0.5, 1.5, 4).astype(np.float32) for k in "sbmv"}})
+    nodes = [
+        oh.make_node("Conv", ["x", "w"], ["c"], name="conv0"),
+        oh.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"], name="bn0"),
+    ]
+    return build_model(
+        nodes,
+        [("x", F, [1, 3, 6, 6])],
+        [("y", F, [1, 4, 6, 6])],
+        {
+            "w": rng.standard_normal((4, 3, 1, 1)).astype(np.float32),
+            **{k: rng.uniform(0.5, 1.5, 4).astype(np.float32) for k in "sbmv"},
+        },
+    )
 
 
 def _zero_sized_input() -> onnx.ModelProto:
@@ -84,7 +112,11 @@ def _zero_sized_input() -> onnx.ModelProto:
 
 
 def _zero_sized_initializer() -> onnx.ModelProto:
-    nodes = [oh.make_node("Add", ["x", "e"], ["a"]), oh.make_node("Relu", ["a"], ["r"]), oh.make_node("Relu", ["r"], ["y"])]
+    nodes = [
+        oh.make_node("Add", ["x", "e"], ["a"]),
+        oh.make_node("Relu", ["a"], ["r"]),
+        oh.make_node("Relu", ["r"], ["y"]),
+    ]
     return build_model(nodes, [("x", F, [0, 3])], [("y", F, [0, 3])], {"e": np.zeros((0, 3), np.float32)})
 
 
@@ -95,8 +127,12 @@ def _zero_sized_concat() -> onnx.ModelProto:
 
 def _zero_sized_reduce() -> onnx.ModelProto:
     nodes = [oh.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=1), oh.make_node("Mul", ["s", "half"], ["y"])]
-    return build_model(nodes, [("x", F, [2, 0])], [("y", F, [2, 1])],
-                       {"axes": np.array([1], np.int64), "half": np.array(0.5, np.float32)})
+    return build_model(
+        nodes,
+        [("x", F, [2, 0])],
+        [("y", F, [2, 1])],
+        {"axes": np.array([1], np.int64), "half": np.array(0.5, np.float32)},
+    )
 
 
 def _empty_graph() -> onnx.ModelProto:
@@ -114,8 +150,11 @@ def _two_outputs_one_value() -> onnx.ModelProto:
 
 def _two_outputs_merged() -> onnx.ModelProto:
     """Two nodes computing the same thing: hash-consing makes them one e-class."""
-    return build_model([oh.make_node("Relu", ["x"], ["y"]), oh.make_node("Relu", ["x"], ["z"])], [("x", F, [2, 3])],
-                       [("y", F, [2, 3]), ("z", F, [2, 3])])
+    return build_model(
+        [oh.make_node("Relu", ["x"], ["y"]), oh.make_node("Relu", ["x"], ["z"])],
+        [("x", F, [2, 3])],
+        [("y", F, [2, 3]), ("z", F, [2, 3])],
+    )
 
 
 def _two_outputs_of_the_input() -> onnx.ModelProto:
@@ -133,28 +172,42 @@ def _same_output_twice() -> onnx.ModelProto:
 
 def _output_is_initializer() -> onnx.ModelProto:
     nodes = [oh.make_node("Add", ["x", "w"], ["a"]), *_sandwich("a", "y")]
-    return build_model(nodes, [("x", F, [2, 3])], [("y", F, [2, 3]), ("w", F, [2, 3])],
-                       {"w": np.arange(6, dtype=np.float32).reshape(2, 3)})
+    return build_model(
+        nodes,
+        [("x", F, [2, 3])],
+        [("y", F, [2, 3]), ("w", F, [2, 3])],
+        {"w": np.arange(6, dtype=np.float32).reshape(2, 3)},
+    )
 
 
 def _output_folds_to_constant() -> onnx.ModelProto:
     nodes = [oh.make_node("Add", ["a", "b"], ["c"]), *_sandwich("x", "y")]
-    return build_model(nodes, [("x", F, [2, 3])], [("y", F, [2, 3]), ("c", F, [2, 3])],
-                       {"a": np.ones((2, 3), np.float32), "b": np.full((2, 3), 2.0, np.float32)})
+    return build_model(
+        nodes,
+        [("x", F, [2, 3])],
+        [("y", F, [2, 3]), ("c", F, [2, 3])],
+        {"a": np.ones((2, 3), np.float32), "b": np.full((2, 3), 2.0, np.float32)},
+    )
 
 
 def _equal_constant_outputs() -> onnx.ModelProto:
     """Two outputs holding equal constants (one class by content), one of them through an Identity."""
     nodes = [oh.make_node("Identity", ["a"], ["c"]), *_sandwich("x", "y")]
-    return build_model(nodes, [("x", F, [2, 3])], [("y", F, [2, 3]), ("c", F, [2]), ("b", F, [2])],
-                       {"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)})
+    return build_model(
+        nodes,
+        [("x", F, [2, 3])],
+        [("y", F, [2, 3]), ("c", F, [2]), ("b", F, [2])],
+        {"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)},
+    )
 
 
 def _custom_domain(domain: str, op: str, **attrs) -> Callable[[], onnx.ModelProto]:
     def make() -> onnx.ModelProto:
-        nodes = [*_sandwich("x", "t", (0, 2, 3, 1), (0, 3, 1, 2)),
-                 oh.make_node(op, ["t"], ["c"], domain=domain, name="custom", **attrs),
-                 *_sandwich("c", "y", (0, 2, 3, 1), (0, 3, 1, 2))]
+        nodes = [
+            *_sandwich("x", "t", (0, 2, 3, 1), (0, 3, 1, 2)),
+            oh.make_node(op, ["t"], ["c"], domain=domain, name="custom", **attrs),
+            *_sandwich("c", "y", (0, 2, 3, 1), (0, 3, 1, 2)),
+        ]
         model = build_model(nodes, [("x", F, [1, 2, 3, 4])], [("y", F, [1, 2, 3, 4])])
         model.opset_import.append(oh.make_opsetid(domain, 1))
         return model
@@ -163,46 +216,66 @@ def _custom_domain(domain: str, op: str, **attrs) -> Callable[[], onnx.ModelProt
 
 
 def _if() -> onnx.ModelProto:
-    then_graph = oh.make_graph([oh.make_node("Identity", ["r"], ["out_then"])], "then", [],
-                               [oh.make_tensor_value_info("out_then", F, [2, 3])])
-    else_graph = oh.make_graph([oh.make_node("Neg", ["r"], ["out_else"])], "else", [],
-                               [oh.make_tensor_value_info("out_else", F, [2, 3])])
-    nodes = [*_sandwich("x", "r"), oh.make_node("If", ["cond"], ["i"], then_branch=then_graph, else_branch=else_graph,
-                                                  name="branch"), *_sandwich("i", "y")]
+    then_graph = oh.make_graph(
+        [oh.make_node("Identity", ["r"], ["out_then"])], "then", [], [oh.make_tensor_value_info("out_then", F, [2, 3])]
+    )
+    else_graph = oh.make_graph(
+        [oh.make_node("Neg", ["r"], ["out_else"])], "else", [], [oh.make_tensor_value_info("out_else", F, [2, 3])]
+    )
+    nodes = [
+        *_sandwich("x", "r"),
+        oh.make_node("If", ["cond"], ["i"], then_branch=then_graph, else_branch=else_graph, name="branch"),
+        *_sandwich("i", "y"),
+    ]
     return build_model(nodes, [("x", F, [2, 3]), ("cond", BOOL, [])], [("y", F, [2, 3])])
 
 
 def _loop() -> onnx.ModelProto:
     """acc = x; three times: acc = acc + r (r from the outer scope)."""
-    body = oh.make_graph([oh.make_node("Add", ["acc_in", "r"], ["acc_out"]),
-                          oh.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
-                         [oh.make_tensor_value_info("i", I64, []), oh.make_tensor_value_info("cond_in", BOOL, []),
-                          oh.make_tensor_value_info("acc_in", F, [2, 3])],
-                         [oh.make_tensor_value_info("cond_out", BOOL, []), oh.make_tensor_value_info("acc_out", F, [2, 3])])
-    nodes = [*_sandwich("x", "r"), oh.make_node("Loop", ["n", "", "x"], ["acc"], body=body, name="loop"),
-             *_sandwich("acc", "y")]
+    body = oh.make_graph(
+        [oh.make_node("Add", ["acc_in", "r"], ["acc_out"]), oh.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [
+            oh.make_tensor_value_info("i", I64, []),
+            oh.make_tensor_value_info("cond_in", BOOL, []),
+            oh.make_tensor_value_info("acc_in", F, [2, 3]),
+        ],
+        [oh.make_tensor_value_info("cond_out", BOOL, []), oh.make_tensor_value_info("acc_out", F, [2, 3])],
+    )
+    nodes = [
+        *_sandwich("x", "r"),
+        oh.make_node("Loop", ["n", "", "x"], ["acc"], body=body, name="loop"),
+        *_sandwich("acc", "y"),
+    ]
     return build_model(nodes, [("x", F, [2, 3])], [("y", F, [2, 3])], {"n": np.array(3, np.int64)})
 
 
 def _scan() -> onnx.ModelProto:
     """Cumulative sum over the rows of r, two outputs (the final sum and every partial one)."""
-    body = oh.make_graph([oh.make_node("Add", ["s_in", "e"], ["s_out"]), oh.make_node("Identity", ["s_out"], ["scan_out"])],
-                         "sbody", [oh.make_tensor_value_info("s_in", F, [3]), oh.make_tensor_value_info("e", F, [3])],
-                         [oh.make_tensor_value_info("s_out", F, [3]), oh.make_tensor_value_info("scan_out", F, [3])])
-    nodes = [*_sandwich("x", "r"), oh.make_node("Scan", ["init", "r"], ["final", "cum"], body=body, num_scan_inputs=1,
-                                                  name="scan"),
-             oh.make_node("Relu", ["cum"], ["c1"]), oh.make_node("Relu", ["c1"], ["y"])]
-    return build_model(nodes, [("x", F, [2, 3])], [("y", F, [2, 3]), ("final", F, [3])],
-                       {"init": np.zeros(3, np.float32)})
+    body = oh.make_graph(
+        [oh.make_node("Add", ["s_in", "e"], ["s_out"]), oh.make_node("Identity", ["s_out"], ["scan_out"])],
+        "sbody",
+        [oh.make_tensor_value_info("s_in", F, [3]), oh.make_tensor_value_info("e", F, [3])],
+        [oh.make_tensor_value_info("s_out", F, [3]), oh.make_tensor_value_info("scan_out", F, [3])],
+    )
+    nodes = [
+        *_sandwich("x", "r"),
+        oh.make_node("Scan", ["init", "r"], ["final", "cum"], body=body, num_scan_inputs=1, name="scan"),
+        oh.make_node("Relu", ["cum"], ["c1"]),
+        oh.make_node("Relu", ["c1"], ["y"]),
+    ]
+    return build_model(
+        nodes, [("x", F, [2, 3])], [("y", F, [2, 3]), ("final", F, [3])], {"init": np.zeros(3, np.float32)}
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class Valid:
     make: Callable[[], onnx.ModelProto]
     ops: Mapping[str, int] = dataclasses.field(default_factory=dict)  # op -> count in the output
-    intact: tuple[str, ...] = ()          # op types whose nodes must come out unchanged (attributes, domain)
-    verified: bool = True                 # onnxruntime runs it: verification must have run and passed
-    external: bool = False                # saved with its weights in a separate file
+    intact: tuple[str, ...] = ()  # op types whose nodes must come out unchanged (attributes, domain)
+    verified: bool = True  # onnxruntime runs it: verification must have run and passed
+    external: bool = False  # saved with its weights in a separate file
     options: tuple[str, ...] = ()
 
 
@@ -211,7 +284,9 @@ VALID = [
     pytest.param(Valid(_symbolic_all, {"Transpose": 0}), id="symbolic-dims-everywhere"),
     pytest.param(Valid(_dynamic_reshape, {"Transpose": 0, "Reshape": 1, "Shape": 0}), id="shape-computed-at-run-time"),
     pytest.param(Valid(_weights_model, {"Transpose": 0, "Conv": 1}, external=True), id="external-data-weights"),
-    pytest.param(Valid(_conv_batchnorm, {"Conv": 1, "BatchNormalization": 0}), id="folded-weights-leave-no-dead-initializers"),
+    pytest.param(
+        Valid(_conv_batchnorm, {"Conv": 1, "BatchNormalization": 0}), id="folded-weights-leave-no-dead-initializers"
+    ),
     pytest.param(Valid(_zero_sized_input, {"Transpose": 0}), id="zero-sized-input"),
     pytest.param(Valid(_zero_sized_initializer, {"Relu": 1}), id="zero-sized-initializer"),
     pytest.param(Valid(_zero_sized_concat, {"Transpose": 0}), id="zero-sized-concat-operand"),
@@ -226,10 +301,20 @@ VALID = [
     pytest.param(Valid(_output_is_initializer, {"Transpose": 0}), id="output-is-an-initializer"),
     pytest.param(Valid(_output_folds_to_constant, {"Transpose": 0}), id="output-folds-to-a-constant"),
     pytest.param(Valid(_equal_constant_outputs, {"Transpose": 0}), id="two-equal-constant-outputs"),
-    pytest.param(Valid(_custom_domain("com.microsoft", "Gelu"), {"Transpose": 0}, ("Gelu",)),
-                 id="custom-domain-op-onnxruntime-runs"),
-    pytest.param(Valid(_custom_domain("com.example", "MyOp", alpha=0.5, mode="fast"), {"Transpose": 0}, ("MyOp",),
-                       verified=False, options=("--no-verify",)), id="custom-domain-op-unverified"),
+    pytest.param(
+        Valid(_custom_domain("com.microsoft", "Gelu"), {"Transpose": 0}, ("Gelu",)),
+        id="custom-domain-op-onnxruntime-runs",
+    ),
+    pytest.param(
+        Valid(
+            _custom_domain("com.example", "MyOp", alpha=0.5, mode="fast"),
+            {"Transpose": 0},
+            ("MyOp",),
+            verified=False,
+            options=("--no-verify",),
+        ),
+        id="custom-domain-op-unverified",
+    ),
     pytest.param(Valid(_if, {"Transpose": 0, "If": 1}, ("If",)), id="if-subgraph"),
     pytest.param(Valid(_loop, {"Transpose": 0, "Loop": 1}, ("Loop",)), id="loop-subgraph"),
     pytest.param(Valid(_scan, {"Transpose": 0, "Scan": 1, "Relu": 2}, ("Scan",)), id="scan-subgraph"),
@@ -246,15 +331,17 @@ def _missing_initializer() -> onnx.ModelProto:
 
 
 def _custom_domain_without_opset_import() -> onnx.ModelProto:
-    return build_model([oh.make_node("MyOp", ["x"], ["y"], domain="com.example", name="mine")],
-                       [("x", F, [2, 3])], [("y", F, [2, 3])])
+    return build_model(
+        [oh.make_node("MyOp", ["x"], ["y"], domain="com.example", name="mine")], [("x", F, [2, 3])], [("y", F, [2, 3])]
+    )
 
 
 def _if_with(bad_node: onnx.NodeProto) -> Callable[[], onnx.ModelProto]:
     def make() -> onnx.ModelProto:
         then_graph = oh.make_graph([bad_node], "then", [], [oh.make_tensor_value_info("out_then", F, [2, 3])])
-        else_graph = oh.make_graph([oh.make_node("Neg", ["x"], ["out_else"])], "else", [],
-                                   [oh.make_tensor_value_info("out_else", F, [2, 3])])
+        else_graph = oh.make_graph(
+            [oh.make_node("Neg", ["x"], ["out_else"])], "else", [], [oh.make_tensor_value_info("out_else", F, [2, 3])]
+        )
         node = oh.make_node("If", ["cond"], ["y"], then_branch=then_graph, else_branch=else_graph, name="branch")
         return build_model([node], [("x", F, [2, 3]), ("cond", BOOL, [])], [("y", F, [2, 3])])
 
@@ -262,17 +349,27 @@ def _if_with(bad_node: onnx.NodeProto) -> Callable[[], onnx.ModelProto]:
 
 
 def _loop_body_missing_condition() -> onnx.ModelProto:
-    body = oh.make_graph([oh.make_node("Add", ["acc_in", "x"], ["acc_out"])], "body",
-                         [oh.make_tensor_value_info("i", I64, []), oh.make_tensor_value_info("cond_in", BOOL, []),
-                          oh.make_tensor_value_info("acc_in", F, [2, 3])],
-                         [oh.make_tensor_value_info("acc_out", F, [2, 3])])
+    body = oh.make_graph(
+        [oh.make_node("Add", ["acc_in", "x"], ["acc_out"])],
+        "body",
+        [
+            oh.make_tensor_value_info("i", I64, []),
+            oh.make_tensor_value_info("cond_in", BOOL, []),
+            oh.make_tensor_value_info("acc_in", F, [2, 3]),
+        ],
+        [oh.make_tensor_value_info("acc_out", F, [2, 3])],
+    )
     node = oh.make_node("Loop", ["n", "", "x"], ["y"], body=body, name="loop")
     return build_model([node], [("x", F, [2, 3])], [("y", F, [2, 3])], {"n": np.array(3, np.int64)})
 
 
 def _missing_external_file() -> onnx.ModelProto:
-    model = build_model([oh.make_node("Add", ["x", "w"], ["y"], name="adder")], [("x", F, [2, 3])], [("y", F, [2, 3])],
-                        {"w": np.ones((2, 3), np.float32)})
+    model = build_model(
+        [oh.make_node("Add", ["x", "w"], ["y"], name="adder")],
+        [("x", F, [2, 3])],
+        [("y", F, [2, 3])],
+        {"w": np.ones((2, 3), np.float32)},
+    )
     weight = model.graph.initializer[0]
     weight.ClearField("raw_data")
     weight.data_location = TP.EXTERNAL
@@ -282,8 +379,12 @@ def _missing_external_file() -> onnx.ModelProto:
 
 
 def _unknown_rank_input() -> onnx.ModelProto:
-    graph = oh.make_graph([oh.make_node("Relu", ["x"], ["y"])], "g", [oh.make_tensor_value_info("x", F, None)],
-                          [oh.make_tensor_value_info("y", F, [2, 3])])
+    graph = oh.make_graph(
+        [oh.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [oh.make_tensor_value_info("x", F, None)],
+        [oh.make_tensor_value_info("y", F, [2, 3])],
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10)
 
 
@@ -292,28 +393,67 @@ def _output_not_produced() -> onnx.ModelProto:
 
 
 INVALID = [  # how the model is made, extra options, what the error line says after the file's name
-    pytest.param(_missing_initializer, (), r"node 'conv0' \(Conv\): input 'W' is not defined by any node, input or "
-                 r"initializer$", id="missing-initializer"),
-    pytest.param(_unknown_op, (), r"node 'foo' \(FooBar\): fails the ONNX checker: No Op registered for FooBar",
-                 id="unknown-op-default-domain"),
-    pytest.param(_custom_domain_without_opset_import, (),
-                 r"node 'mine' \(MyOp\): fails the ONNX checker: No opset import for domain 'com.example'",
-                 id="custom-domain-without-opset-import"),
-    pytest.param(_custom_domain("com.example", "MyOp"), ("--strict",),  # without --strict: written, with a warning
-                 r"cannot be verified, no runtime runs it \(onnxruntime: .*MyOp.*\); rerun with --no-verify$",
-                 id="custom-domain-op-no-runtime-strict"),
-    pytest.param(_if_with(oh.make_node("Add", ["x"], ["out_then"], name="bad_add")), (),
-                 r"node 'branch' \(If\): fails the ONNX checker: Node\(bad_add\) .*input size 1", id="if-invalid-subgraph"),
-    pytest.param(_if_with(oh.make_node("Add", ["x", "ghost"], ["out_then"], name="bad_add")), (),
-                 r"node 'branch' \(If\): input 'ghost' is not defined", id="if-subgraph-reads-undefined-value"),
-    pytest.param(_loop_body_missing_condition, (), r"node 'loop' \(Loop\): fails the ONNX checker: .*Expected 2",
-                 id="loop-body-without-condition-output"),
-    pytest.param(_missing_external_file, (), r"external weights cannot be loaded: .*weights-that-were-never-copied",
-                 id="external-data-file-missing"),
-    pytest.param(_unknown_rank_input, (), r"fails the ONNX checker: graph input 'x' has no shape \(unknown rank\)",
-                 id="unknown-rank-input"),
-    pytest.param(_output_not_produced, (), r"fails the ONNX checker: Graph output 'ghost' is not an output of any node",
-                 id="output-not-produced"),
+    pytest.param(
+        _missing_initializer,
+        (),
+        r"node 'conv0' \(Conv\): input 'W' is not defined by any node, input or "
+        r"initializer$",
+        id="missing-initializer",
+    ),
+    pytest.param(
+        _unknown_op,
+        (),
+        r"node 'foo' \(FooBar\): fails the ONNX checker: No Op registered for FooBar",
+        id="unknown-op-default-domain",
+    ),
+    pytest.param(
+        _custom_domain_without_opset_import,
+        (),
+        r"node 'mine' \(MyOp\): fails the ONNX checker: No opset import for domain 'com.example'",
+        id="custom-domain-without-opset-import",
+    ),
+    pytest.param(
+        _custom_domain("com.example", "MyOp"),
+        ("--strict",),  # without --strict: written, with a warning
+        r"cannot be verified, no runtime runs it \(onnxruntime: .*MyOp.*\); rerun with --no-verify$",
+        id="custom-domain-op-no-runtime-strict",
+    ),
+    pytest.param(
+        _if_with(oh.make_node("Add", ["x"], ["out_then"], name="bad_add")),
+        (),
+        r"node 'branch' \(If\): fails the ONNX checker: Node\(bad_add\) .*input size 1",
+        id="if-invalid-subgraph",
+    ),
+    pytest.param(
+        _if_with(oh.make_node("Add", ["x", "ghost"], ["out_then"], name="bad_add")),
+        (),
+        r"node 'branch' \(If\): input 'ghost' is not defined",
+        id="if-subgraph-reads-undefined-value",
+    ),
+    pytest.param(
+        _loop_body_missing_condition,
+        (),
+        r"node 'loop' \(Loop\): fails the ONNX checker: .*Expected 2",
+        id="loop-body-without-condition-output",
+    ),
+    pytest.param(
+        _missing_external_file,
+        (),
+        r"external weights cannot be loaded: .*weights-that-were-never-copied",
+        id="external-data-file-missing",
+    ),
+    pytest.param(
+        _unknown_rank_input,
+        (),
+        r"fails the ONNX checker: graph input 'x' has no shape \(unknown rank\)",
+        id="unknown-rank-input",
+    ),
+    pytest.param(
+        _output_not_produced,
+        (),
+        r"fails the ONNX checker: Graph output 'ghost' is not an output of any node",
+        id="output-not-produced",
+    ),
 ]
 
 
@@ -323,8 +463,14 @@ INVALID = [  # how the model is made, extra options, what the error line says af
 
 def _save(model: onnx.ModelProto, path: Path, external: bool = False) -> Path:
     if external:
-        onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                  location=path.name + ".data", size_threshold=0)
+        onnx.save(
+            model,
+            str(path),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=path.name + ".data",
+            size_threshold=0,
+        )
         assert (path.parent / (path.name + ".data")).stat().st_size > 0
     else:
         path.write_bytes(model.SerializeToString())
@@ -333,10 +479,14 @@ def _save(model: onnx.ModelProto, path: Path, external: bool = False) -> Path:
 
 def _attributes(node: onnx.NodeProto) -> list[object]:
     """Attributes byte for byte; of a body, its interface (inputs and outputs, names and types) and op types."""
+
     def form(a: onnx.AttributeProto) -> object:
         if a.type == onnx.AttributeProto.GRAPH:
-            return (a.name, [v.SerializeToString(deterministic=True) for v in [*a.g.input, *a.g.output]],
-                    sorted(n.op_type for n in a.g.node))
+            return (
+                a.name,
+                [v.SerializeToString(deterministic=True) for v in [*a.g.input, *a.g.output]],
+                sorted(n.op_type for n in a.g.node),
+            )
         return a.SerializeToString(deterministic=True)
 
     return [form(a) for a in node.attribute]
@@ -356,8 +506,14 @@ def test_valid_model_is_optimized_around(case: Valid, tmp_path: Path, capsys: py
     assert [(v.name, v.type) for v in optimized.graph.input] == [(v.name, v.type) for v in model.graph.input]
     assert [o.name for o in optimized.graph.output] == [o.name for o in model.graph.output]
     read = {o.name for o in optimized.graph.output} | {i for n in optimized.graph.node for i in n.input}
-    read |= {i for n in optimized.graph.node for a in n.attribute if a.type == onnx.AttributeProto.GRAPH
-             for m in a.g.node for i in m.input}
+    read |= {
+        i
+        for n in optimized.graph.node
+        for a in n.attribute
+        if a.type == onnx.AttributeProto.GRAPH
+        for m in a.g.node
+        for i in m.input
+    }
     assert [t.name for t in optimized.graph.initializer if t.name not in read] == [], "dead initializers"
     ops = [n.op_type for n in optimized.graph.node]
     for op, count in case.ops.items():
@@ -373,9 +529,14 @@ def test_valid_model_is_optimized_around(case: Valid, tmp_path: Path, capsys: py
 
 
 @pytest.mark.parametrize(("make", "options", "says"), INVALID)
-def test_invalid_model_is_refused_in_one_line(make: Callable[[], onnx.ModelProto], options: tuple[str, ...], says: str,
-                                               tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_invalid_model_is_refused_in_one_line(
+    make: Callable[[], onnx.ModelProto],
+    options: tuple[str, ...],
+    says: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     source = _save(make(), tmp_path / "bad.onnx")
     before = set(tmp_path.iterdir())
     assert main(["optimize", str(source), "-o", str(tmp_path / "out.onnx"), *options]) == 2
@@ -391,19 +552,41 @@ def test_invalid_model_is_refused_in_one_line(make: Callable[[], onnx.ModelProto
 # --------------------------------------------------------------------------------------------------
 # verification trust: what a failure says, and bisecting to the rule responsible
 
-MUL_DROP = Rule("mul-drop", "test", "exact", "test", "Mul(x, c) -> x (deliberately unsound)",
-                (rw("(Mul x c)", "x", "(is-const c)"),), ruleset="simplify")
-ADD_DROP = Rule("add-drop", "test", "exact", "test", "Add(x, c) -> x (deliberately unsound)",
-                (rw("(Add x c)", "x", "(is-const c)"),), ruleset="simplify")
+MUL_DROP = Rule(
+    "mul-drop",
+    "test",
+    "exact",
+    "test",
+    "Mul(x, c) -> x (deliberately unsound)",
+    (rw("(Mul x c)", "x", "(is-const c)"),),
+    ruleset="simplify",
+)
+ADD_DROP = Rule(
+    "add-drop",
+    "test",
+    "exact",
+    "test",
+    "Add(x, c) -> x (deliberately unsound)",
+    (rw("(Add x c)", "x", "(is-const c)"),),
+    ruleset="simplify",
+)
 
 
 def _scaled_sandwich() -> onnx.ModelProto:
     """x -> Transpose -> Mul(2) -> Relu -> Add(1) -> Transpose -> y: sound rules fire as well as the bad ones."""
-    nodes = [oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]), oh.make_node("Mul", ["t", "k"], ["m"]),
-             oh.make_node("Relu", ["m"], ["r"]), oh.make_node("Add", ["r", "one"], ["a"]),
-             oh.make_node("Transpose", ["a"], ["y"], perm=[0, 3, 1, 2])]
-    return build_model(nodes, [("x", F, [1, 3, 4, 5])], [("y", F, [1, 3, 4, 5])],
-                       {"k": np.full((1, 1, 1, 3), 2.0, np.float32), "one": np.ones((1, 1, 1, 3), np.float32)})
+    nodes = [
+        oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+        oh.make_node("Mul", ["t", "k"], ["m"]),
+        oh.make_node("Relu", ["m"], ["r"]),
+        oh.make_node("Add", ["r", "one"], ["a"]),
+        oh.make_node("Transpose", ["a"], ["y"], perm=[0, 3, 1, 2]),
+    ]
+    return build_model(
+        nodes,
+        [("x", F, [1, 3, 4, 5])],
+        [("y", F, [1, 3, 4, 5])],
+        {"k": np.full((1, 1, 1, 3), 2.0, np.float32), "one": np.ones((1, 1, 1, 3), np.float32)},
+    )
 
 
 def test_failed_verification_names_output_element_and_rules() -> None:
@@ -411,9 +594,11 @@ def test_failed_verification_names_output_element_and_rules() -> None:
         eqsat.optimize(_scaled_sandwich(), extra_rules=[MUL_DROP], strict=True)
     message = str(failure.value)
     assert "\n" not in message
-    assert re.match(r"<model>: verification failed on output 'y': .* at \[\d+, \d+, \d+, \d+\]: expected \S+, got \S+; "
-                    r"rules fired: .*mul-drop.*; rerun with --bisect to find the rule responsible; output not written$",
-                    message), message
+    assert re.match(
+        r"<model>: verification failed on output 'y': .* at \[\d+, \d+, \d+, \d+\]: expected \S+, got \S+; "
+        r"rules fired: .*mul-drop.*; rerun with --bisect to find the rule responsible; output not written$",
+        message,
+    ), message
     assert "transpose-sink-binary-const" in message  # every rule that fired, sound ones included
     assert failure.value.bisection is None and failure.value.report.verification.first_failure.name == "y"
 
@@ -481,8 +666,9 @@ def mul_drop_registered(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path
 
 
 @pytest.mark.slow  # bisection: many whole runs
-def test_cli_bisect_names_the_rule_in_one_line(mul_drop_registered: Path, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_bisect_names_the_rule_in_one_line(
+    mul_drop_registered: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = mul_drop_registered
     out = tmp_path / "out.onnx"
     assert main(["optimize", str(source), "-o", str(out), "--bisect", "--strict"]) == 3
@@ -498,8 +684,22 @@ def test_cli_bisect_names_the_rule_in_one_line(mul_drop_registered: Path, tmp_pa
     out.unlink()
     capsys.readouterr()
     report_json = tmp_path / "report.json"
-    assert main(["optimize", str(source), "-o", str(out), "--bisect", "--strict", "--report", "--report-json",
-                 str(report_json)]) == 3
+    assert (
+        main(
+            [
+                "optimize",
+                str(source),
+                "-o",
+                str(out),
+                "--bisect",
+                "--strict",
+                "--report",
+                "--report-json",
+                str(report_json),
+            ]
+        )
+        == 3
+    )
     assert re.search(r"^  probe \d+: pass with disabled mul-drop ", capsys.readouterr().out, re.MULTILINE)
     report = json.loads(report_json.read_text())
     assert not report["verification"]["ok"] and report["verification"]["outputs"][0]["where"].startswith("at [")
@@ -510,14 +710,16 @@ def test_cli_bisect_names_the_rule_in_one_line(mul_drop_registered: Path, tmp_pa
 
 # no valid model refused: by default the rule responsible is dropped and the model re-optimized without it
 
+
 @pytest.mark.slow  # bisection: many whole runs
 def test_optimize_drops_the_unsound_rule_and_returns_a_verified_model(tmp_path: Path) -> None:
     out = tmp_path / "out.onnx"
     result = eqsat.optimize(_scaled_sandwich(), extra_rules=[MUL_DROP], output=out)
     assert result.report.verification.ok and out.exists()
     (warning,) = result.report.warnings
-    assert warning.startswith("rule 'mul-drop' unsound on this model: verification failed with it "
-                              "(verification failed on output 'y'"), warning
+    assert warning.startswith(
+        "rule 'mul-drop' unsound on this model: verification failed with it (verification failed on output 'y'"
+    ), warning
     assert result.bisection.culprit == "mul-drop"
     assert "mul-drop" not in result.report.saturation.rules_fired
     assert "transpose-sink-binary-const" in result.report.saturation.rules_fired  # the sound rules still ran
@@ -528,7 +730,9 @@ def test_optimize_drops_the_unsound_rule_and_returns_a_verified_model(tmp_path: 
     import onnxruntime as ort
 
     def run(proto: onnx.ModelProto) -> np.ndarray:
-        return ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        return ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[
+            0
+        ]
 
     np.testing.assert_allclose(run(onnx.load(out)), run(_scaled_sandwich()), rtol=1e-5, atol=1e-5)
 
@@ -565,8 +769,9 @@ def test_optimize_without_unsound_rules_has_no_warning() -> None:
 
 
 @pytest.mark.slow  # bisection: many whole runs
-def test_cli_drops_the_unsound_rule_with_a_warning(mul_drop_registered: Path, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_drops_the_unsound_rule_with_a_warning(
+    mul_drop_registered: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = mul_drop_registered
     out, report_json = tmp_path / "out.onnx", tmp_path / "report.json"
     assert main(["optimize", str(source), "-o", str(out), "--report-json", str(report_json)]) == 0
@@ -595,10 +800,16 @@ def test_the_command_in_a_process_of_its_own(tmp_path: Path) -> None:
     source = tmp_path / "in.onnx"
     onnx.save(build_model(nodes, [("x", TP.FLOAT, [2, 3])], [("y", TP.FLOAT, [2, 3])]), source)
     out = tmp_path / "out.onnx"
-    done = subprocess.run([sys.executable, "-m", "eqsat", "optimize", str(source), "-o", str(out),
-                           "--report-json", "-"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "eqsat", "optimize", str(source), "-o", str(out), "--report-json", "-"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["nodes_after"] == 1 and len(onnx.load(out).graph.node) == 1
-    missing = subprocess.run([sys.executable, "-m", "eqsat", "optimize", str(tmp_path / "no.onnx"), "-o", str(out)],
-                             capture_output=True, text=True)
+    missing = subprocess.run(
+        [sys.executable, "-m", "eqsat", "optimize", str(tmp_path / "no.onnx"), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no such file" in missing.stderr

@@ -110,8 +110,11 @@ def test_rules_left_out_are_never_needed(bundled_model: Path, monkeypatch: pytes
 
 
 def test_outputs_agree_on_a_small_model_with_all_rules(monkeypatch: pytest.MonkeyPatch) -> None:
-    nodes = [oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]), oh.make_node("Relu", ["t"], ["r"]),
-             oh.make_node("Transpose", ["r"], ["y"], perm=[0, 3, 1, 2])]
+    nodes = [
+        oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+        oh.make_node("Relu", ["t"], ["r"]),
+        oh.make_node("Transpose", ["r"], ["y"], perm=[0, 3, 1, 2]),
+    ]
     model = build_model(nodes, [("x", F, [1, 2, 3, 4])], [("y", F, [1, 2, 3, 4])], {"unused": np.ones(1, np.float32)})
     selected = eqsat.optimize(model).proto.SerializeToString()
     monkeypatch.setattr(session, "present_constructors", lambda model: CONSTRUCTORS)
@@ -128,8 +131,9 @@ def test_rule_only_facts_are_never_loaded(models_dir: Path) -> None:
     work, _ = normalize.normalize_proto(io.load_proto(models_dir / "nhwc_tfstyle_resnet_legacy.onnx")[0])
     rows = encode(work).rows
     loaded = "\n".join([*rows.text, *terms.static_facts()])
-    assert not [name for name in RULE_ONLY_FACTS
-                if f"({name} " in loaded or any(table.endswith(name) for table in rows.tables)]
+    assert not [
+        name for name in RULE_ONLY_FACTS if f"({name} " in loaded or any(table.endswith(name) for table in rows.tables)
+    ]
 
 
 def test_a_backend_broken_during_a_run_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,16 +9,30 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, saturate_with_rules)
+from eqsat.testing import (
+    PROPERTIES,
+    RuleCase,
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    op_counts,
+    optimize_with_rules,
+    saturate_with_rules,
+)
 from tests.rule_graphs import attribute, model, node, property_settings
 
 X = [("x", "FLOAT", (2, 3, 8))]
 SQRT2 = math.sqrt(2.0)
 
 
-def _gelu_erf(form: str = "bert", *, divisor: float | None = SQRT2, scale: float | None = None, dtype: str = "FLOAT",
-              opset: int = 20, half: float = 0.5) -> object:
+def _gelu_erf(
+    form: str = "bert",
+    *,
+    divisor: float | None = SQRT2,
+    scale: float | None = None,
+    dtype: str = "FLOAT",
+    opset: int = 20,
+    half: float = 0.5,
+) -> object:
     """BERT: (x * (erf(x / sqrt2) + 1)) * 0.5; gpt: (x * 0.5) * (erf(..) + 1); `scale`: x * 0.7071 instead."""
     np_dtype = np.float16 if dtype == "FLOAT16" else np.float32
     inits = {"one": np.array(1.0, np_dtype), "half": np.array(half, np_dtype)}
@@ -38,19 +52,31 @@ def _gelu_erf(form: str = "bert", *, divisor: float | None = SQRT2, scale: float
 
 def _gelu_tanh(*, cube: str = "pow", c1: float = 0.044715, opset: int = 20) -> object:
     """GPT-2's NewGELU: (x * 0.5) * (1 + tanh(0.7978846 * (x + 0.044715 * x^3)))."""
-    inits = {"half": np.array(0.5, np.float32), "one": np.array(1.0, np.float32), "three": np.array(3.0, np.float32),
-             "c1": np.array(c1, np.float32), "c2": np.array(math.sqrt(2 / math.pi), np.float32)}
+    inits = {
+        "half": np.array(0.5, np.float32),
+        "one": np.array(1.0, np.float32),
+        "three": np.array(3.0, np.float32),
+        "c1": np.array(c1, np.float32),
+        "c2": np.array(math.sqrt(2 / math.pi), np.float32),
+    }
     nodes = [node("Mul", ["x", "half"], "xs")]
     if cube == "pow":
         nodes.append(node("Pow", ["x", "three"], "cube"))
     else:
         nodes += [node("Mul", ["x", "x"], "x2"), node("Mul", ["x2", "x"], "cube")]
-    nodes += [node("Mul", ["cube", "c1"], "c"), node("Add", ["x", "c"], "p"), node("Mul", ["p", "c2"], "u"),
-              node("Tanh", ["u"], "t"), node("Add", ["t", "one"], "h"), node("Mul", ["xs", "h"], "y")]
+    nodes += [
+        node("Mul", ["cube", "c1"], "c"),
+        node("Add", ["x", "c"], "p"),
+        node("Mul", ["p", "c2"], "u"),
+        node("Tanh", ["u"], "t"),
+        node("Add", ["t", "one"], "h"),
+        node("Mul", ["xs", "h"], "y"),
+    ]
     return model(nodes, X, initializers=inits, opset=opset)
 
 
 # ---- gelu-forms (the product forms both Gelu fusions read) ----
+
 
 @property_settings()
 @given(PROPERTIES["gelu-forms"]())
@@ -59,6 +85,7 @@ def test_gelu_forms_property(case: RuleCase) -> None:
 
 
 # ---- gelu-fuse ----
+
 
 @pytest.mark.parametrize("form", ["bert", "gpt"])
 @pytest.mark.parametrize("variant", ["div", "mul"])
@@ -101,8 +128,13 @@ def test_gelu_fuse_not_when_erf_reads_another_tensor() -> None:
 def test_gelu_fuse_regrouped_half() -> None:
     """x * (h * 0.5) (and 0.5 on the left): mul-scalar-reassoc makes it (x * h) * 0.5, a listed form."""
     inits = {"one": np.array(1.0, np.float32), "half": np.array(0.5, np.float32), "k": np.array(SQRT2, np.float32)}
-    nodes = [node("Div", ["x", "k"], "u"), node("Erf", ["u"], "e"), node("Add", ["one", "e"], "h"),
-             node("Mul", ["half", "h"], "hh"), node("Mul", ["x", "hh"], "y")]
+    nodes = [
+        node("Div", ["x", "k"], "u"),
+        node("Erf", ["u"], "e"),
+        node("Add", ["one", "e"], "h"),
+        node("Mul", ["half", "h"], "hh"),
+        node("Mul", ["x", "hh"], "y"),
+    ]
     m = model(nodes, X, initializers=inits, opset=20)
     assert_rule_does_not_fire(m, "gelu-fuse", also=("const-operand-last",))
     result = assert_rule_sound(m, "gelu-fuse", also=("mul-scalar-reassoc", "const-operand-last"))
@@ -116,6 +148,7 @@ def test_gelu_fuse_property(case: RuleCase) -> None:
 
 
 # ---- gelu-tanh-fuse ----
+
 
 @pytest.mark.parametrize("cube", ["pow", "mul"])
 def test_gelu_tanh_fuse_gpt2_pattern(cube: str) -> None:
@@ -134,11 +167,23 @@ def test_gelu_tanh_fuse_not_with_another_cubic_coefficient() -> None:
 
 def test_gelu_tanh_fuse_regrouped_cubic() -> None:
     """0.044715 * x^3 + x with x^3 = x * (x * x): add-scaled-last and const-operand-last give a listed form."""
-    inits = {"half": np.array(0.5, np.float32), "one": np.array(1.0, np.float32),
-             "c1": np.array(0.044715, np.float32), "c2": np.array(math.sqrt(2 / math.pi), np.float32)}
-    nodes = [node("Mul", ["x", "x"], "x2"), node("Mul", ["x", "x2"], "cube"), node("Mul", ["c1", "cube"], "c"),
-             node("Add", ["c", "x"], "p"), node("Mul", ["c2", "p"], "u"), node("Tanh", ["u"], "t"),
-             node("Add", ["one", "t"], "h"), node("Mul", ["x", "half"], "xs"), node("Mul", ["xs", "h"], "y")]
+    inits = {
+        "half": np.array(0.5, np.float32),
+        "one": np.array(1.0, np.float32),
+        "c1": np.array(0.044715, np.float32),
+        "c2": np.array(math.sqrt(2 / math.pi), np.float32),
+    }
+    nodes = [
+        node("Mul", ["x", "x"], "x2"),
+        node("Mul", ["x", "x2"], "cube"),
+        node("Mul", ["c1", "cube"], "c"),
+        node("Add", ["c", "x"], "p"),
+        node("Mul", ["c2", "p"], "u"),
+        node("Tanh", ["u"], "t"),
+        node("Add", ["one", "t"], "h"),
+        node("Mul", ["x", "half"], "xs"),
+        node("Mul", ["xs", "h"], "y"),
+    ]
     m = model(nodes, X, initializers=inits, opset=20)
     assert_rule_does_not_fire(m, "gelu-tanh-fuse", also=("const-operand-last",))
     result = assert_rule_sound(m, "gelu-tanh-fuse", also=("add-scaled-last", "const-operand-last"))
@@ -152,6 +197,7 @@ def test_gelu_tanh_fuse_property(case: RuleCase) -> None:
 
 
 # ---- gelu-decompose: the target decides ----
+
 
 def _gelu_node(approximate: str = "none", dtype: str = "FLOAT") -> object:
     return model([node("Gelu", ["x"], "y", approximate=approximate)], [("x", dtype, (2, 3, 8))], opset=20)
@@ -184,13 +230,23 @@ def test_gelu_decompose_property(case: RuleCase) -> None:
 
 # ---- hardswish-fuse ----
 
-def _hard_swish(six: float = 6.0, shift: float = 3.0, upper: float = 6.0, opset: int = 11,
-                dims: tuple = (2, 3, 8)) -> object:
+
+def _hard_swish(
+    six: float = 6.0, shift: float = 3.0, upper: float = 6.0, opset: int = 11, dims: tuple = (2, 3, 8)
+) -> object:
     """x * Clip(x + shift, 0, upper) / six, as paddle2onnx writes MobileNetV3's hard-swish."""
-    nodes = [node("Add", ["x", "three"], "s"), node("Clip", ["s", "lo", "hi"], "h"), node("Mul", ["x", "h"], "xh"),
-             node("Div", ["xh", "six"], "y")]
-    inits = {"three": np.array(shift, np.float32), "lo": np.array(0.0, np.float32),
-             "hi": np.array(upper, np.float32), "six": np.array(six, np.float32)}
+    nodes = [
+        node("Add", ["x", "three"], "s"),
+        node("Clip", ["s", "lo", "hi"], "h"),
+        node("Mul", ["x", "h"], "xh"),
+        node("Div", ["xh", "six"], "y"),
+    ]
+    inits = {
+        "three": np.array(shift, np.float32),
+        "lo": np.array(0.0, np.float32),
+        "hi": np.array(upper, np.float32),
+        "six": np.array(six, np.float32),
+    }
     return model(nodes, [("x", "FLOAT", dims)], initializers=inits, opset=opset)
 
 
@@ -219,9 +275,13 @@ def test_hardswish_fuse_property(case: RuleCase) -> None:
 
 # ---- leakyrelu-from-max ----
 
+
 def _max_mul(alpha: float, dtype: str = "FLOAT", swap: bool = False) -> object:
     np_dtype = {"FLOAT": np.float32, "FLOAT16": np.float16, "DOUBLE": np.float64, "INT32": np.int32}[dtype]
-    nodes = [node("Mul", ["a", "x"] if swap else ["x", "a"], "ax"), node("Max", ["ax", "x"] if swap else ["x", "ax"], "y")]
+    nodes = [
+        node("Mul", ["a", "x"] if swap else ["x", "a"], "ax"),
+        node("Max", ["ax", "x"] if swap else ["x", "ax"], "y"),
+    ]
     return model(nodes, [("x", dtype, (2, 3, 8))], initializers={"a": np.array(alpha, np_dtype)})
 
 
@@ -253,9 +313,15 @@ def test_leakyrelu_from_max_property(case: RuleCase) -> None:
 
 # ---- prelu-from-relu ----
 
+
 def _relu_split(op: str = "Sub", slope=(0.25,), mul_first: bool = False) -> object:
-    nodes = [node("Relu", ["x"], "pos"), node("Neg", ["x"], "nx"), node("Relu", ["nx"], "neg"),
-             node("Mul", ["a", "neg"] if mul_first else ["neg", "a"], "an"), node(op, ["pos", "an"], "y")]
+    nodes = [
+        node("Relu", ["x"], "pos"),
+        node("Neg", ["x"], "nx"),
+        node("Relu", ["nx"], "neg"),
+        node("Mul", ["a", "neg"] if mul_first else ["neg", "a"], "an"),
+        node(op, ["pos", "an"], "y"),
+    ]
     return model(nodes, X, initializers={"a": np.array(slope, np.float32)})
 
 
@@ -275,24 +341,39 @@ def test_prelu_from_relu_not_when_the_negative_part_reads_another_tensor() -> No
 
 
 def test_prelu_from_relu_not_for_a_runtime_slope() -> None:
-    nodes = [node("Relu", ["x"], "pos"), node("Neg", ["x"], "nx"), node("Relu", ["nx"], "neg"),
-             node("Mul", ["neg", "a"], "an"), node("Sub", ["pos", "an"], "y")]
+    nodes = [
+        node("Relu", ["x"], "pos"),
+        node("Neg", ["x"], "nx"),
+        node("Relu", ["nx"], "neg"),
+        node("Mul", ["neg", "a"], "an"),
+        node("Sub", ["pos", "an"], "y"),
+    ]
     assert_rule_does_not_fire(model(nodes, [*X, ("a", "FLOAT", (8,))]), "prelu-from-relu")
 
 
 @pytest.mark.parametrize("minus_one", [np.array(-1.0, np.float32), np.full((8,), -1.0, np.float32)])
 def test_prelu_from_relu_with_times_minus_one(minus_one: np.ndarray) -> None:
     """Keras/TF: relu(x) + a * relu(x * -1): mul-neg-one makes x * -1 a Neg, which the PRelu forms match."""
-    nodes = [node("Relu", ["x"], "pos"), node("Mul", ["x", "m1"], "nx"), node("Relu", ["nx"], "neg"),
-             node("Mul", ["a", "neg"], "an"), node("Add", ["pos", "an"], "y")]
+    nodes = [
+        node("Relu", ["x"], "pos"),
+        node("Mul", ["x", "m1"], "nx"),
+        node("Relu", ["nx"], "neg"),
+        node("Mul", ["a", "neg"], "an"),
+        node("Add", ["pos", "an"], "y"),
+    ]
     m = model(nodes, X, initializers={"a": np.linspace(0.1, 0.8, 8, dtype=np.float32), "m1": minus_one})
     result = assert_rule_sound(m, "prelu-from-relu", also=("mul-neg-one", "const-operand-last"))
     assert op_counts(result.model) == {"PRelu": 1}
 
 
 def test_prelu_from_relu_not_with_times_minus_two() -> None:
-    nodes = [node("Relu", ["x"], "pos"), node("Mul", ["x", "m2"], "nx"), node("Relu", ["nx"], "neg"),
-             node("Mul", ["neg", "a"], "an"), node("Add", ["pos", "an"], "y")]
+    nodes = [
+        node("Relu", ["x"], "pos"),
+        node("Mul", ["x", "m2"], "nx"),
+        node("Relu", ["nx"], "neg"),
+        node("Mul", ["neg", "a"], "an"),
+        node("Add", ["pos", "an"], "y"),
+    ]
     m = model(nodes, X, initializers={"a": np.array([0.25], np.float32), "m2": np.array(-2.0, np.float32)})
     assert_rule_does_not_fire(m, "prelu-from-relu", also=("mul-neg-one",))
 
@@ -304,6 +385,7 @@ def test_prelu_from_relu_property(case: RuleCase) -> None:
 
 
 # ---- prelu-to-leakyrelu ----
+
 
 @pytest.mark.parametrize("slope", [0.1, -0.5, 2.0])
 def test_prelu_to_leakyrelu_single_slope(slope: float) -> None:
@@ -329,6 +411,7 @@ def test_prelu_to_leakyrelu_property(case: RuleCase) -> None:
 
 
 # ---- clip-merge, relu-clip-merge ----
+
 
 def _clips(*bounds: tuple[float, float], relu: str = "") -> object:
     nodes, prev, inits = [], "x", {}

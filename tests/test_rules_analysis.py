@@ -19,8 +19,16 @@ import pytest
 from hypothesis import given
 from onnx import TensorProto
 
-from eqsat.testing import (PROPERTIES, RuleCase, assert_egraph_sound, assert_rule_sound, op_counts,
-                           optimize_with_rules, random_feeds, saturate_with_rules)
+from eqsat.testing import (
+    PROPERTIES,
+    RuleCase,
+    assert_egraph_sound,
+    assert_rule_sound,
+    op_counts,
+    optimize_with_rules,
+    random_feeds,
+    saturate_with_rules,
+)
 from tests.rule_graphs import NCHW_TO_NHWC, NHWC_TO_NCHW, has_enode, model, node, property_settings, sandwich, transpose
 
 SINK_CONST = "transpose-sink-binary-const"
@@ -33,17 +41,29 @@ def _unary_then_const():
 
 
 def _binary_then_const():
-    return model([transpose("a", "ta", NCHW_TO_NHWC), transpose("b", "tb", NCHW_TO_NHWC), node("Mul", ["ta", "tb"], "p"),
-                  node("Add", ["p", "c"], "s"), transpose("s", "y", NHWC_TO_NCHW)],
-                 [("a", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 3, 4, 5))], initializers=BIAS)
+    return model(
+        [
+            transpose("a", "ta", NCHW_TO_NHWC),
+            transpose("b", "tb", NCHW_TO_NHWC),
+            node("Mul", ["ta", "tb"], "p"),
+            node("Add", ["p", "c"], "s"),
+            transpose("s", "y", NHWC_TO_NCHW),
+        ],
+        [("a", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 3, 4, 5))],
+        initializers=BIAS,
+    )
 
 
 def _double_transpose_then_const():
-    return model([transpose("x", "t0", (0, 2, 1, 3)), transpose("t0", "t", (0, 3, 1, 2)), node("Add", ["t", "c"], "y")],
-                 [("x", "FLOAT", (1, 3, 4, 5))], initializers={"c": np.arange(60, dtype=np.float32).reshape(1, 5, 4, 3)})
+    return model(
+        [transpose("x", "t0", (0, 2, 1, 3)), transpose("t0", "t", (0, 3, 1, 2)), node("Add", ["t", "c"], "y")],
+        [("x", "FLOAT", (1, 3, 4, 5))],
+        initializers={"c": np.arange(60, dtype=np.float32).reshape(1, 5, 4, 3)},
+    )
 
 
 # ---- shape-unary ----
+
 
 def test_shape_unary_lets_a_sunk_unary_sink_further() -> None:
     m = _unary_then_const()
@@ -55,8 +75,9 @@ def test_shape_unary_lets_a_sunk_unary_sink_further() -> None:
 
 
 def test_without_shape_unary_the_sunk_unary_has_no_shape() -> None:
-    session = saturate_with_rules(_unary_then_const(), [SINK_CONST, "transpose-sink-unary", *CANCEL],
-                                  without=["shape-unary"])
+    session = saturate_with_rules(
+        _unary_then_const(), [SINK_CONST, "transpose-sink-unary", *CANCEL], without=["shape-unary"]
+    )
     assert "transpose-sink-unary" in session.saturation.rules_fired
     assert SINK_CONST not in session.saturation.rules_fired
 
@@ -67,7 +88,9 @@ def test_shape_unary_gives_sunk_cast_its_dtype_and_shape(enabled: bool) -> None:
     m = sandwich([node("Cast", ["t"], "m", to=TensorProto.DOUBLE)])
     session = saturate_with_rules(m, ["transpose-sink-unary"], without=[] if enabled else ["shape-unary"])
     g = session.egraph
-    (cast,) = [n for n in g.nodes if n.op == "Cast" and any(g.node(k).op == "Input" for k in g.eclass(n.children[0]).nodes)]
+    (cast,) = [
+        n for n in g.nodes if n.op == "Cast" and any(g.node(k).op == "Input" for k in g.eclass(n.children[0]).nodes)
+    ]
     facts = (g.eclass(cast.eclass).dtype, g.eclass(cast.eclass).shape)
     assert facts == (("DOUBLE", (1, 3, 4, 5)) if enabled else (None, None))
 
@@ -80,6 +103,7 @@ def test_shape_unary_property(case: RuleCase) -> None:
 
 # ---- shape-binary ----
 
+
 def test_shape_binary_lets_a_sunk_binary_sink_further() -> None:
     m = _binary_then_const()
     rules = [SINK_CONST, "transpose-sink-binary", *CANCEL]
@@ -90,8 +114,9 @@ def test_shape_binary_lets_a_sunk_binary_sink_further() -> None:
 
 
 def test_without_shape_binary_the_sunk_binary_has_no_shape() -> None:
-    session = saturate_with_rules(_binary_then_const(), [SINK_CONST, "transpose-sink-binary", *CANCEL],
-                                  without=["shape-binary"])
+    session = saturate_with_rules(
+        _binary_then_const(), [SINK_CONST, "transpose-sink-binary", *CANCEL], without=["shape-binary"]
+    )
     assert "transpose-sink-binary" in session.saturation.rules_fired
     assert SINK_CONST not in session.saturation.rules_fired
 
@@ -103,6 +128,7 @@ def test_shape_binary_property(case: RuleCase) -> None:
 
 
 # ---- shape-transpose ----
+
 
 def test_shape_transpose_lets_a_transposed_constant_sink_again() -> None:
     m = _double_transpose_then_const()
@@ -126,6 +152,7 @@ def test_shape_transpose_property(case: RuleCase) -> None:
 
 # ---- constant-terms ----
 
+
 @pytest.mark.parametrize("const", [BIAS["c"], np.array(2.0, np.float32)])
 def test_constant_terms_lets_constants_sink(const: np.ndarray) -> None:
     m = sandwich([node("Mul", ["t", "c"], "m")], initializers={"c": const})
@@ -136,8 +163,9 @@ def test_constant_terms_lets_constants_sink(const: np.ndarray) -> None:
 
 
 def test_without_constant_terms_nothing_is_known_constant() -> None:
-    session = saturate_with_rules(sandwich([node("Mul", ["t", "c"], "m")], initializers=BIAS), [SINK_CONST, *CANCEL],
-                                  without=["constant-terms"])
+    session = saturate_with_rules(
+        sandwich([node("Mul", ["t", "c"], "m")], initializers=BIAS), [SINK_CONST, *CANCEL], without=["constant-terms"]
+    )
     assert SINK_CONST not in session.saturation.rules_fired
 
 
@@ -149,9 +177,13 @@ def test_constant_terms_property(case: RuleCase) -> None:
 
 # ---- splat-facts ----
 
+
 def _times_scalar_one():
-    return model([node("Relu", ["x"], "r"), node("Mul", ["r", "k"], "y")], [("x", "FLOAT", (2, 3))],
-                 initializers={"k": np.array(1.0, np.float32)})
+    return model(
+        [node("Relu", ["x"], "r"), node("Mul", ["r", "k"], "y")],
+        [("x", "FLOAT", (2, 3))],
+        initializers={"k": np.array(1.0, np.float32)},
+    )
 
 
 def test_splat_facts_let_a_neutral_element_go() -> None:

@@ -13,8 +13,15 @@ from onnx import TensorProto
 from hypothesis import given
 
 import eqsat
-from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, run)
+from eqsat.testing import (
+    PROPERTIES,
+    RuleCase,
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    op_counts,
+    optimize_with_rules,
+    run,
+)
 from eqsat.session import saturate
 from tests.rule_graphs import attribute, model, node, property_settings
 
@@ -32,6 +39,7 @@ def _chain(d: str, *targets: str, shape=(2, 3)) -> onnx.ModelProto:
 
 
 # ---- cast-noop ----
+
 
 @pytest.mark.parametrize("d,t1", [("INT32", "INT64"), ("FLOAT", "DOUBLE"), ("FLOAT16", "FLOAT"), ("UINT8", "INT16")])
 def test_cast_noop_ends_a_lossless_round_trip(d: str, t1: str) -> None:
@@ -59,9 +67,17 @@ def test_cast_noop_property(case: RuleCase) -> None:
 
 # ---- cast-chain-lossless ----
 
-@pytest.mark.parametrize("d,t1,t2", [("UINT8", "INT32", "FLOAT"), ("INT8", "FLOAT16", "FLOAT"),
-                                     ("FLOAT", "DOUBLE", "FLOAT16"), ("BOOL", "INT32", "FLOAT"),
-                                     ("INT16", "INT32", "INT8")])
+
+@pytest.mark.parametrize(
+    "d,t1,t2",
+    [
+        ("UINT8", "INT32", "FLOAT"),
+        ("INT8", "FLOAT16", "FLOAT"),
+        ("FLOAT", "DOUBLE", "FLOAT16"),
+        ("BOOL", "INT32", "FLOAT"),
+        ("INT16", "INT32", "INT8"),
+    ],
+)
 def test_cast_chain_lossless_fuses(d: str, t1: str, t2: str) -> None:
     m = _chain(d, t1, t2)
     result = assert_rule_sound(m, "cast-chain-lossless")
@@ -69,11 +85,16 @@ def test_cast_chain_lossless_fuses(d: str, t1: str, t2: str) -> None:
     assert attribute(result.model, "Cast", "to") == getattr(TensorProto, t2)
 
 
-@pytest.mark.parametrize("d,t1,t2", [("FLOAT", "FLOAT16", "FLOAT"),   # rounds to fp16
-                                     ("INT32", "UINT8", "INT32"),     # wraps modulo 256
-                                     ("FLOAT", "INT32", "FLOAT"),     # truncates
-                                     ("INT64", "DOUBLE", "INT64"),    # rounds above 2^53
-                                     ("DOUBLE", "FLOAT", "DOUBLE")])  # rounds to fp32
+@pytest.mark.parametrize(
+    "d,t1,t2",
+    [
+        ("FLOAT", "FLOAT16", "FLOAT"),  # rounds to fp16
+        ("INT32", "UINT8", "INT32"),  # wraps modulo 256
+        ("FLOAT", "INT32", "FLOAT"),  # truncates
+        ("INT64", "DOUBLE", "INT64"),  # rounds above 2^53
+        ("DOUBLE", "FLOAT", "DOUBLE"),
+    ],
+)  # rounds to fp32
 def test_cast_chain_lossless_not_when_first_cast_loses(d: str, t1: str, t2: str) -> None:
     assert_rule_does_not_fire(_chain(d, t1, t2), "cast-chain-lossless")
 
@@ -97,6 +118,7 @@ def test_cast_chain_lossless_property(case: RuleCase) -> None:
 
 # ---- cast-fp16-roundtrip (precision-changing: only with allow) ----
 
+
 @pytest.mark.parametrize("half", ["FLOAT16", "BFLOAT16"])
 def test_cast_fp16_roundtrip_removed_when_allowed(half: str) -> None:
     m = _chain("FLOAT", half, "FLOAT")
@@ -112,8 +134,10 @@ def test_cast_fp16_roundtrip_needs_allow() -> None:
 
 def test_default_optimization_keeps_fp16_round_trip() -> None:
     """Neither saturation with the default rules nor `eqsat.optimize` drops the fp16 rounding."""
-    m = model([node("Cast", ["x"], "h", to=10), node("Cast", ["h"], "f", to=1), node("Relu", ["f"], "y")],
-              [("x", "FLOAT", (2, 8))])
+    m = model(
+        [node("Cast", ["x"], "h", to=10), node("Cast", ["h"], "f", to=1), node("Relu", ["f"], "y")],
+        [("x", "FLOAT", (2, 8))],
+    )
     session = saturate(m)
     assert "cast-fp16-roundtrip" not in {r.name for r in session.rules}
     assert "cast-fp16-roundtrip" not in session.saturation.rules_fired
@@ -123,8 +147,9 @@ def test_default_optimization_keeps_fp16_round_trip() -> None:
     np.testing.assert_array_equal(run(result.model, x)[0], run(m, x)[0])  # bit-exact: the rounding is kept
 
 
-@pytest.mark.parametrize("d,t1,t2", [("DOUBLE", "FLOAT16", "FLOAT"), ("FLOAT", "FLOAT16", "DOUBLE"),
-                                     ("FLOAT", "INT8", "FLOAT")])
+@pytest.mark.parametrize(
+    "d,t1,t2", [("DOUBLE", "FLOAT16", "FLOAT"), ("FLOAT", "FLOAT16", "DOUBLE"), ("FLOAT", "INT8", "FLOAT")]
+)
 def test_cast_fp16_roundtrip_only_float_via_half_to_float(d: str, t1: str, t2: str) -> None:
     assert_rule_does_not_fire(_chain(d, t1, t2), "cast-fp16-roundtrip", allow=PRECISION)
 
@@ -137,16 +162,25 @@ def test_cast_fp16_roundtrip_property(case: RuleCase) -> None:
 
 # ---- chains through float types: lossless or not (cast-chain-lossless) ----
 
-@pytest.mark.parametrize("d,t1,t2", [("INT8", "FLOAT16", "FLOAT"), ("UINT8", "FLOAT16", "DOUBLE"),
-                                     ("INT16", "FLOAT", "DOUBLE"), ("BOOL", "FLOAT16", "INT32")])
+
+@pytest.mark.parametrize(
+    "d,t1,t2",
+    [
+        ("INT8", "FLOAT16", "FLOAT"),
+        ("UINT8", "FLOAT16", "DOUBLE"),
+        ("INT16", "FLOAT", "DOUBLE"),
+        ("BOOL", "FLOAT16", "INT32"),
+    ],
+)
 def test_cast_chain_lossless_through_float(d: str, t1: str, t2: str) -> None:
     """int8 -> fp16 -> fp32 fuses: every int8 value is exact in fp16."""
     result = assert_rule_sound(_chain(d, t1, t2), "cast-chain-lossless")
     assert op_counts(result.model) == {"Cast": 1}
 
 
-@pytest.mark.parametrize("d,t1,t2", [("FLOAT", "FLOAT16", "BOOL"), ("INT32", "FLOAT16", "FLOAT"),
-                                     ("INT16", "FLOAT16", "FLOAT")])
+@pytest.mark.parametrize(
+    "d,t1,t2", [("FLOAT", "FLOAT16", "BOOL"), ("INT32", "FLOAT16", "FLOAT"), ("INT16", "FLOAT16", "FLOAT")]
+)
 def test_cast_chain_through_lossy_float_is_kept(d: str, t1: str, t2: str) -> None:
     """fp32 -> fp16 -> bool differs from fp32 -> bool (fp16 rounds 1e-8 to 0: False instead of True);
     int32/int16 -> fp16 rounds above 2048."""
@@ -163,9 +197,17 @@ def test_fp16_to_bool_differs_from_fp32_to_bool() -> None:
 
 # ---- cast-int-truncate-chain ----
 
-@pytest.mark.parametrize("d,t1,t2", [("INT32", "UINT8", "INT8"), ("INT32", "INT16", "UINT8"),
-                                     ("INT16", "UINT32", "INT16"), ("UINT8", "INT64", "UINT16"),
-                                     ("BOOL", "INT32", "UINT8")])
+
+@pytest.mark.parametrize(
+    "d,t1,t2",
+    [
+        ("INT32", "UINT8", "INT8"),
+        ("INT32", "INT16", "UINT8"),
+        ("INT16", "UINT32", "INT16"),
+        ("UINT8", "INT64", "UINT16"),
+        ("BOOL", "INT32", "UINT8"),
+    ],
+)
 def test_cast_int_truncate_chain_fuses(d: str, t1: str, t2: str) -> None:
     """int32 -> uint8 -> int8 keeps the low 8 bits either way: Cast(x, INT8)."""
     m = _chain(d, t1, t2)
@@ -175,10 +217,15 @@ def test_cast_int_truncate_chain_fuses(d: str, t1: str, t2: str) -> None:
     np.testing.assert_array_equal(run(result.model, ints)[0], run(m, ints)[0])
 
 
-@pytest.mark.parametrize("d,t1,t2", [("INT32", "INT8", "INT16"),    # sign of bit 7 extended into 16 bits
-                                     ("INT32", "UINT8", "INT32"),    # wraps modulo 256
-                                     ("FLOAT", "INT32", "INT8"),     # float: out of int8 range is undefined
-                                     ("INT64", "INT32", "INT8")])    # x wider than 32 bits: not admitted
+@pytest.mark.parametrize(
+    "d,t1,t2",
+    [
+        ("INT32", "INT8", "INT16"),  # sign of bit 7 extended into 16 bits
+        ("INT32", "UINT8", "INT32"),  # wraps modulo 256
+        ("FLOAT", "INT32", "INT8"),  # float: out of int8 range is undefined
+        ("INT64", "INT32", "INT8"),
+    ],
+)  # x wider than 32 bits: not admitted
 def test_cast_int_truncate_chain_not_where_inexact(d: str, t1: str, t2: str) -> None:
     assert_rule_does_not_fire(_chain(d, t1, t2), "cast-int-truncate-chain")
 
@@ -186,8 +233,9 @@ def test_cast_int_truncate_chain_not_where_inexact(d: str, t1: str, t2: str) -> 
 def test_cast_int_truncate_chain_widening_would_differ() -> None:
     """Why bits(t2) <= bits(t1): int32 -> int8 -> int16 sign-extends bit 7, int32 -> int16 keeps bits 8-15."""
     x = {"x": np.array([[200, 300, -200]], np.int32)}
-    assert not np.array_equal(run(_chain("INT32", "INT8", "INT16", shape=(1, 3)), x)[0],
-                              run(_chain("INT32", "INT16", shape=(1, 3)), x)[0])
+    assert not np.array_equal(
+        run(_chain("INT32", "INT8", "INT16", shape=(1, 3)), x)[0], run(_chain("INT32", "INT16", shape=(1, 3)), x)[0]
+    )
 
 
 @property_settings()
@@ -198,19 +246,25 @@ def test_cast_int_truncate_chain_property(case: RuleCase) -> None:
 
 # ---- cast-int-via-float-to-half ----
 
+
 @pytest.mark.parametrize("d,mid", [("INT32", "FLOAT"), ("INT64", "FLOAT"), ("UINT32", "DOUBLE"), ("INT64", "DOUBLE")])
 def test_cast_int_via_float_to_half(d: str, mid: str) -> None:
     """int -> fp32 -> fp16 is int -> fp16: exact below 2^24, inf both ways above 65519."""
     m = _chain(d, mid, "FLOAT16", shape=(1, 8))
     result = assert_rule_sound(m, "cast-int-via-float-to-half")
     assert op_counts(result.model) == {"Cast": 1}
-    edges = np.array([[65504, 65519, 65520, 2 ** 24 + 1, 2047, 2049, 3, 2 ** 31 - 1]]).astype(d.lower())
+    edges = np.array([[65504, 65519, 65520, 2**24 + 1, 2047, 2049, 3, 2**31 - 1]]).astype(d.lower())
     np.testing.assert_array_equal(run(result.model, {"x": edges})[0], run(m, {"x": edges})[0])
 
 
-@pytest.mark.parametrize("d,mid,last", [("INT32", "FLOAT", "BFLOAT16"),   # bf16 holds 2^24: double rounding
-                                        ("FLOAT", "DOUBLE", "FLOAT16"),    # not an integer (lossless anyway)
-                                        ("INT64", "FLOAT16", "FLOAT")])    # the other direction
+@pytest.mark.parametrize(
+    "d,mid,last",
+    [
+        ("INT32", "FLOAT", "BFLOAT16"),  # bf16 holds 2^24: double rounding
+        ("FLOAT", "DOUBLE", "FLOAT16"),  # not an integer (lossless anyway)
+        ("INT64", "FLOAT16", "FLOAT"),
+    ],
+)  # the other direction
 def test_cast_int_via_float_to_half_not(d: str, mid: str, last: str) -> None:
     assert_rule_does_not_fire(_chain(d, mid, last), "cast-int-via-float-to-half")
 
@@ -218,9 +272,9 @@ def test_cast_int_via_float_to_half_not(d: str, mid: str, last: str) -> None:
 def test_cast_int_via_float_to_bfloat16_would_differ() -> None:
     """Why not BFLOAT16: 2^24 + 2^16 + 1 rounds to 2^24 + 2^16 in fp32 (a tie for bf16, to even: 2^24), where
     rounding once gives 2^24 + 2^17."""
-    x = {"x": np.array([[2 ** 24 + 2 ** 16 + 1]], np.int32)}
+    x = {"x": np.array([[2**24 + 2**16 + 1]], np.int32)}
     via = run(_chain("INT32", "FLOAT", "BFLOAT16", "FLOAT", shape=(1, 1)), x)[0]
-    assert int(via[0, 0]) == 2 ** 24 and 2 ** 24 + 2 ** 16 + 1 - int(via[0, 0]) > 2 ** 16  # not the nearest bf16
+    assert int(via[0, 0]) == 2**24 and 2**24 + 2**16 + 1 - int(via[0, 0]) > 2**16  # not the nearest bf16
 
 
 @property_settings()
@@ -231,10 +285,14 @@ def test_cast_int_via_float_to_half_property(case: RuleCase) -> None:
 
 # ---- cast-sink-reshape ----
 
+
 def _reshape_cast_chain(t0: str = "DOUBLE", t1: str = "FLOAT") -> onnx.ModelProto:
     """x (FLOAT) -> Cast(t0) -> Reshape(-1) -> Cast(t1) -> y: the casts meet once the second one sinks."""
-    nodes = [node("Cast", ["x"], "c0", to=getattr(TensorProto, t0)), node("Reshape", ["c0", "shape"], "r"),
-             node("Cast", ["r"], "y", to=getattr(TensorProto, t1))]
+    nodes = [
+        node("Cast", ["x"], "c0", to=getattr(TensorProto, t0)),
+        node("Reshape", ["c0", "shape"], "r"),
+        node("Cast", ["r"], "y", to=getattr(TensorProto, t1)),
+    ]
     return model(nodes, [("x", "FLOAT", (2, 3))], initializers={"shape": np.array([-1], np.int64)})
 
 
@@ -265,6 +323,7 @@ def test_cast_sink_reshape_property(case: RuleCase) -> None:
 
 # ---- cast-fp16-arith ----
 
+
 def _island(op: str, dtype: str = "FLOAT16", exponent: float = 2.0) -> onnx.ModelProto:
     """a, b (dtype) -> Cast(FLOAT) -> op -> Cast(FLOAT16): the fp32 island a mixed-precision converter leaves."""
     nodes = [node("Cast", ["a"], "a32", to=TensorProto.FLOAT)]
@@ -294,26 +353,43 @@ def test_cast_fp16_arith_is_bit_exact_on_every_fp16_square_root() -> None:
     """All 63,488 finite fp16 values: Sqrt in fp16 equals Sqrt in fp32 rounded to fp16 (reference evaluator)."""
     values = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
     values = np.abs(values[np.isfinite(values)]).reshape(1, -1)
-    m = model([node("Cast", ["a"], "a32", to=TensorProto.FLOAT), node("Sqrt", ["a32"], "z"),
-               node("Cast", ["z"], "y", to=TensorProto.FLOAT16)], [("a", "FLOAT16", values.shape)])
+    m = model(
+        [
+            node("Cast", ["a"], "a32", to=TensorProto.FLOAT),
+            node("Sqrt", ["a32"], "z"),
+            node("Cast", ["z"], "y", to=TensorProto.FLOAT16),
+        ],
+        [("a", "FLOAT16", values.shape)],
+    )
     result, _ = optimize_with_rules(m, ["cast-fp16-arith"])
     assert op_counts(result.model) == {"Sqrt": 1}
     before, after = run(m, {"a": values}), run(result.model, {"a": values})
     assert np.array_equal(before[0].view(np.uint16), after[0].view(np.uint16))
 
 
-@pytest.mark.parametrize("model_", [_island("Add", "BFLOAT16"),   # bf16 subnormals are fp32's: no spare bits
-                                    _island("Mul", "FLOAT"),      # not a narrowing
-                                    _island("Pow", exponent=3.0),  # x^3 is not exact in fp32
-                                    _island("Max")],              # not in the list (exact, but not needed)
-                         ids=["bfloat16", "float", "pow3", "max"])
+@pytest.mark.parametrize(
+    "model_",
+    [
+        _island("Add", "BFLOAT16"),  # bf16 subnormals are fp32's: no spare bits
+        _island("Mul", "FLOAT"),  # not a narrowing
+        _island("Pow", exponent=3.0),  # x^3 is not exact in fp32
+        _island("Max"),
+    ],  # not in the list (exact, but not needed)
+    ids=["bfloat16", "float", "pow3", "max"],
+)
 def test_cast_fp16_arith_not_outside_its_guard(model_: onnx.ModelProto) -> None:
     assert_rule_does_not_fire(model_, "cast-fp16-arith")
 
 
 def test_cast_fp16_arith_needs_both_operands_fp16() -> None:
-    m = model([node("Cast", ["a"], "a32", to=TensorProto.FLOAT), node("Add", ["a32", "b"], "z"),
-               node("Cast", ["z"], "y", to=TensorProto.FLOAT16)], [("a", "FLOAT16", (2, 3)), ("b", "FLOAT", (2, 3))])
+    m = model(
+        [
+            node("Cast", ["a"], "a32", to=TensorProto.FLOAT),
+            node("Add", ["a32", "b"], "z"),
+            node("Cast", ["z"], "y", to=TensorProto.FLOAT16),
+        ],
+        [("a", "FLOAT16", (2, 3)), ("b", "FLOAT", (2, 3))],
+    )
     assert_rule_does_not_fire(m, "cast-fp16-arith")
 
 

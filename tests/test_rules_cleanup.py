@@ -12,14 +12,22 @@ import onnx.helper as oh
 import pytest
 from hypothesis import given
 
-from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, saturate_with_rules)
+from eqsat.testing import (
+    PROPERTIES,
+    RuleCase,
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    op_counts,
+    optimize_with_rules,
+    saturate_with_rules,
+)
 from tests.rule_graphs import model, node, property_settings
 
 X = [("x", "FLOAT", (2, 3, 4))]
 
 
 # ---- relu-merge ----
+
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_relu_merge_collapses_chain(n: int) -> None:
@@ -55,7 +63,9 @@ NEUTRAL = [("mul-one", "Mul", 1.0), ("add-zero", "Add", 0.0)]
 @pytest.mark.parametrize("const_first", [False, True])
 def test_neutral_element_removed(rule: str, op: str, value: float, shape: tuple, const_first: bool) -> None:
     inputs = ["k", "r"] if const_first else ["r", "k"]
-    m = model([node("Relu", ["x"], "r"), node(op, inputs, "y")], X, initializers={"k": np.full(shape, value, np.float32)})
+    m = model(
+        [node("Relu", ["x"], "r"), node(op, inputs, "y")], X, initializers={"k": np.full(shape, value, np.float32)}
+    )
     result, fired = optimize_with_rules(m, [rule])
     assert fired[rule] > 0
     assert op_counts(result.model) == {"Relu": 1}
@@ -64,8 +74,11 @@ def test_neutral_element_removed(rule: str, op: str, value: float, shape: tuple,
 
 @pytest.mark.parametrize("rule,op,value", NEUTRAL)
 def test_neutral_element_integer_tensor(rule: str, op: str, value: float) -> None:
-    m = model([node("Abs", ["x"], "a"), node(op, ["a", "k"], "y")], [("x", "INT64", (3, 2))],
-              initializers={"k": np.array(int(value), np.int64)})
+    m = model(
+        [node("Abs", ["x"], "a"), node(op, ["a", "k"], "y")],
+        [("x", "INT64", (3, 2))],
+        initializers={"k": np.array(int(value), np.int64)},
+    )
     assert op_counts(assert_rule_sound(m, rule).model) == {"Abs": 1}
 
 
@@ -79,21 +92,27 @@ def test_neutral_element_not_for_other_values(rule: str, op: str, value: float, 
 @pytest.mark.parametrize("rule,op,value", NEUTRAL)
 def test_neutral_element_not_when_it_broadcasts_x(rule: str, op: str, value: float) -> None:
     """x (3,) op k (1, 1) is (1, 3): the constant changes the shape, so the op is not a no-op."""
-    m = model([node(op, ["x", "k"], "y")], [("x", "FLOAT", (3,))], initializers={"k": np.full((1, 1), value, np.float32)})
+    m = model(
+        [node(op, ["x", "k"], "y")], [("x", "FLOAT", (3,))], initializers={"k": np.full((1, 1), value, np.float32)}
+    )
     assert_rule_does_not_fire(m, rule)
-    m = model([node(op, ["k", "x"], "y")], [("x", "FLOAT", (2, 1))],
-              initializers={"k": np.full((1, 1, 1), value, np.float32)})
+    m = model(
+        [node(op, ["k", "x"], "y")], [("x", "FLOAT", (2, 1))], initializers={"k": np.full((1, 1, 1), value, np.float32)}
+    )
     assert_rule_does_not_fire(m, rule)
 
 
 @pytest.mark.parametrize("rule,op,value", NEUTRAL)
 @pytest.mark.parametrize("shape", [(2, 3, 4), (3, 1), (1, 3, 4)])
 @pytest.mark.parametrize("const_first", [False, True])
-def test_neutral_element_tensor_of_equal_elements(rule: str, op: str, value: float, shape: tuple,
-                                                  const_first: bool) -> None:
+def test_neutral_element_tensor_of_equal_elements(
+    rule: str, op: str, value: float, shape: tuple, const_first: bool
+) -> None:
     """A ones/zeros tensor (the `splat` fact) that does not grow x: the op is a no-op too."""
     inputs = ["k", "r"] if const_first else ["r", "k"]
-    m = model([node("Relu", ["x"], "r"), node(op, inputs, "y")], X, initializers={"k": np.full(shape, value, np.float32)})
+    m = model(
+        [node("Relu", ["x"], "r"), node(op, inputs, "y")], X, initializers={"k": np.full(shape, value, np.float32)}
+    )
     assert op_counts(assert_rule_sound(m, rule).model) == {"Relu": 1}
 
 
@@ -113,23 +132,30 @@ def test_neutral_element_not_when_a_tensor_of_them_broadcasts_x(rule: str, op: s
     """x (2, 3, 4) + zeros(5, 2, 3, 4), x (3, 1) * ones(3, 4): the splat changes the output shape."""
     m = model([node(op, ["x", "k"], "y")], X, initializers={"k": np.full((5, 2, 3, 4), value, np.float32)})
     assert_rule_does_not_fire(m, rule)
-    m = model([node(op, ["k", "x"], "y")], [("x", "FLOAT", (3, 1))], initializers={"k": np.full((3, 4), value, np.float32)})
+    m = model(
+        [node(op, ["k", "x"], "y")], [("x", "FLOAT", (3, 1))], initializers={"k": np.full((3, 4), value, np.float32)}
+    )
     assert_rule_does_not_fire(m, rule)
 
 
 @pytest.mark.parametrize("rule,op,value", NEUTRAL)
 def test_neutral_element_with_symbolic_dims(rule: str, op: str, value: float) -> None:
     """x's symbolic dim is the output's: the shape guard holds without knowing its size."""
-    m = model([node(op, ["x", "k"], "y")], [("x", "FLOAT", ("N", 3))], ["y"],
-              initializers={"k": np.array(value, np.float32)})
+    m = model(
+        [node(op, ["x", "k"], "y")], [("x", "FLOAT", ("N", 3))], ["y"], initializers={"k": np.array(value, np.float32)}
+    )
     assert op not in op_counts(assert_rule_sound(m, rule).model)
 
 
 @pytest.mark.parametrize("rule,op,value", NEUTRAL)
 def test_neutral_element_not_when_a_symbolic_output_grows(rule: str, op: str, value: float) -> None:
     """x (N, 1) with a (1, 3) constant: the output is (N, 3), not x's shape (the guard compares symbols)."""
-    m = model([node(op, ["x", "k"], "y")], [("x", "FLOAT", ("N", 1))], ["y"],
-              initializers={"k": np.full((1, 3), value, np.float32)})
+    m = model(
+        [node(op, ["x", "k"], "y")],
+        [("x", "FLOAT", ("N", 1))],
+        ["y"],
+        initializers={"k": np.full((1, 3), value, np.float32)},
+    )
     assert_rule_does_not_fire(m, rule)
 
 
@@ -147,14 +173,14 @@ def test_add_zero_property(case: RuleCase) -> None:
 
 # ---- termination: a removed neutral op is subsumed (it would be a self-loop for the sinking and folding rules) ----
 
+
 def _saturates(m) -> "object":
     """All default rules, default limits: saturation must reach a fixed point (regression: the fuzzer's
     B(1, Transpose(x)) grew to ~200k e-nodes, Conv * 1 and Conv / 1 never saturated)."""
     from eqsat.session import saturate
 
     report = saturate(m).saturation
-    assert report.stop_reason == "saturated", (report.stop_reason, report.iterations, report.enodes,
-                                               report.rules_fired)
+    assert report.stop_reason == "saturated", (report.stop_reason, report.iterations, report.enodes, report.rules_fired)
     assert report.enodes < 100, report.enodes
     return report
 
@@ -166,11 +192,17 @@ def test_neutral_op_after_transpose_saturates(op: str, value: float, const_first
     if const_first and op in ("Sub", "Div"):
         pytest.skip("1 / x and 0 - x are not neutral")
     inputs = ["k", "t"] if const_first else ["t", "k"]
-    m = model([node("Transpose", ["x"], "t", perm=[0, 2, 3, 1]), node(op, inputs, "y")], [("x", "FLOAT", (1, 3, 4, 5))],
-              initializers={"k": np.full(shape, value, np.float32)})
+    m = model(
+        [node("Transpose", ["x"], "t", perm=[0, 2, 3, 1]), node(op, inputs, "y")],
+        [("x", "FLOAT", (1, 3, 4, 5))],
+        initializers={"k": np.full(shape, value, np.float32)},
+    )
     _saturates(m)
-    result = assert_rule_sound(m, {"Mul": "mul-one", "Add": "add-zero", "Sub": "sub-zero", "Div": "div-one"}[op],
-                               also=("transpose-sink-binary-const", "transpose-merge", "transpose-identity"))
+    result = assert_rule_sound(
+        m,
+        {"Mul": "mul-one", "Add": "add-zero", "Sub": "sub-zero", "Div": "div-one"}[op],
+        also=("transpose-sink-binary-const", "transpose-merge", "transpose-identity"),
+    )
     assert op_counts(result.model) == {"Transpose": 1}
 
 
@@ -184,16 +216,22 @@ def test_neutral_op_after_conv_saturates(op: str, value: float, const_first: boo
     if bias:
         inits["b"] = np.arange(4, dtype=np.float32)
     conv = node("Conv", ["x", "w", "b"] if bias else ["x", "w"], "c", pads=[1, 1, 1, 1])
-    m = model([conv, node(op, ["k", "c"] if const_first else ["c", "k"], "y")], [("x", "FLOAT", (1, 3, 8, 8))],
-              initializers=inits)
+    m = model(
+        [conv, node(op, ["k", "c"] if const_first else ["c", "k"], "y")],
+        [("x", "FLOAT", (1, 3, 8, 8))],
+        initializers=inits,
+    )
     _saturates(m)
-    result = assert_rule_sound(m, {"Mul": "mul-one", "Add": "add-zero", "Sub": "sub-zero", "Div": "div-one"}[op],
-                               also=("conv-scale-fold", "conv-div-fold", "conv-bias-fold", "conv-zero-bias",
-                                     "const-operand-last"))
+    result = assert_rule_sound(
+        m,
+        {"Mul": "mul-one", "Add": "add-zero", "Sub": "sub-zero", "Div": "div-one"}[op],
+        also=("conv-scale-fold", "conv-div-fold", "conv-bias-fold", "conv-zero-bias", "const-operand-last"),
+    )
     assert op_counts(result.model) == {"Conv": 1}
 
 
 # ---- identity-remove ----
+
 
 def test_identity_remove_on_output_alias() -> None:
     """y2 = Identity(y1) with both outputs: the classes merge and one Relu feeds both names."""
@@ -207,8 +245,9 @@ def test_identity_remove_on_output_alias() -> None:
 
 
 def test_identity_remove_not_without_identity() -> None:
-    assert_rule_does_not_fire(model([node("Relu", ["x"], "y1"), node("Abs", ["y1"], "y2")], X, ["y1", "y2"]),
-                              "identity-remove")
+    assert_rule_does_not_fire(
+        model([node("Relu", ["x"], "y1"), node("Abs", ["y1"], "y2")], X, ["y1", "y2"]), "identity-remove"
+    )
 
 
 @property_settings()
@@ -218,6 +257,7 @@ def test_identity_remove_property(case: RuleCase) -> None:
 
 
 # ---- dropout-remove ----
+
 
 @pytest.mark.parametrize("opset", [7, 10, 11])
 def test_dropout_remove_in_inference(opset: int) -> None:
@@ -252,6 +292,7 @@ def test_dropout_remove_property(case: RuleCase) -> None:
 
 
 # ---- expand-noop, reshape-noop, pad-noop, slice-noop (the folder removes only the literal cases) ----
+
 
 def test_expand_noop_to_a_broadcastable_shape() -> None:
     """Expand(x, (1, 4)) of a (2, 3, 4) x is x."""
@@ -347,10 +388,14 @@ def test_slice_noop_property(case: RuleCase) -> None:
 
 # ---- pad-merge ----
 
+
 def _two_pads(p, q, mode1: str = "constant", mode2: str = "constant", v1: float = 0.0, v2: float = 0.0) -> object:
     inits = {"p": np.array(p), "q": np.array(q), "v1": np.array(v1, np.float32), "v2": np.array(v2, np.float32)}
-    return model([node("Pad", ["x", "p", "v1"], "p1", mode=mode1), node("Pad", ["p1", "q", "v2"], "y", mode=mode2)],
-                 X, initializers=inits)
+    return model(
+        [node("Pad", ["x", "p", "v1"], "p1", mode=mode1), node("Pad", ["p1", "q", "v2"], "y", mode=mode2)],
+        X,
+        initializers=inits,
+    )
 
 
 def test_pad_merge_constant_pads() -> None:
@@ -377,6 +422,7 @@ def test_pad_merge_property(case: RuleCase) -> None:
 
 # ---- pad-merge-edge ----
 
+
 def test_pad_merge_edge_pads() -> None:
     m = _two_pads([0, 1, 0, 0, 2, 1], [1, 0, 2, 1, 0, 3], mode1="edge", mode2="edge")
     result = assert_rule_sound(m, "pad-merge-edge")
@@ -389,14 +435,16 @@ def test_pad_merge_edge_not_for_reflect_or_mixed_modes(modes: tuple) -> None:
     [2 1 0 1 2 1 0] (checked here with numpy), so only edge pads merge."""
     x = np.arange(3)
     assert not np.array_equal(np.pad(np.pad(x, 1, "reflect"), 1, "reflect"), np.pad(x, 2, "reflect"))
-    assert_rule_does_not_fire(_two_pads([0, 1, 1, 0, 1, 1], [0, 1, 1, 0, 1, 1], mode1=modes[0], mode2=modes[1]),
-                              "pad-merge-edge")
+    assert_rule_does_not_fire(
+        _two_pads([0, 1, 1, 0, 1, 1], [0, 1, 1, 0, 1, 1], mode1=modes[0], mode2=modes[1]), "pad-merge-edge"
+    )
 
 
 def test_pad_merge_edge_not_with_negative_pads() -> None:
     """An edge pad after a crop repeats the new border, not the cropped one."""
-    assert_rule_does_not_fire(_two_pads([0, -1, 0, 0, 0, 0], [0, 2, 0, 0, 0, 0], mode1="edge", mode2="edge"),
-                              "pad-merge-edge")
+    assert_rule_does_not_fire(
+        _two_pads([0, -1, 0, 0, 0, 0], [0, 2, 0, 0, 0, 0], mode1="edge", mode2="edge"), "pad-merge-edge"
+    )
 
 
 @property_settings()
@@ -406,6 +454,7 @@ def test_pad_merge_edge_property(case: RuleCase) -> None:
 
 
 # ---- reshape-merge ----
+
 
 def test_reshape_merge_consecutive() -> None:
     inits = {"s1": np.array([-1]), "s2": np.array([4, -1])}
@@ -429,10 +478,17 @@ def test_reshape_merge_property(case: RuleCase) -> None:
 
 # ---- common sub-expressions: hash-consing, no rule ----
 
+
 def test_identical_ops_merge_in_the_egraph() -> None:
     """Two Relu(x) and two Mul(x, 2): one e-class each, one node each after extraction."""
-    nodes = [node("Relu", ["x"], "r1"), node("Relu", ["x"], "r2"), node("Mul", ["r1", "k"], "m1"),
-             node("Mul", ["r2", "k"], "m2"), node("Sub", ["m1", "m2"], "d"), node("Add", ["m1", "m2"], "y")]
+    nodes = [
+        node("Relu", ["x"], "r1"),
+        node("Relu", ["x"], "r2"),
+        node("Mul", ["r1", "k"], "m1"),
+        node("Mul", ["r2", "k"], "m2"),
+        node("Sub", ["m1", "m2"], "d"),
+        node("Add", ["m1", "m2"], "y"),
+    ]
     m = model(nodes, X, ["y", "d"], initializers={"k": np.array(2.0, np.float32)})
     session = saturate_with_rules(m, [])
     refs = session.encoding.refs
@@ -443,8 +499,11 @@ def test_identical_ops_merge_in_the_egraph() -> None:
 
 def test_random_ops_are_never_merged() -> None:
     """RandomNormalLike twice on the same input draws twice: both stay (opaque, keyed by position)."""
-    nodes = [node("RandomNormalLike", ["x"], "n1", seed=1.0), node("RandomNormalLike", ["x"], "n2", seed=1.0),
-             node("Add", ["n1", "n2"], "y")]
+    nodes = [
+        node("RandomNormalLike", ["x"], "n1", seed=1.0),
+        node("RandomNormalLike", ["x"], "n2", seed=1.0),
+        node("Add", ["n1", "n2"], "y"),
+    ]
     m = model(nodes, X)
     session = saturate_with_rules(m, [])
     assert session.egraph.refs[session.encoding.refs["n1"]] != session.egraph.refs[session.encoding.refs["n2"]]
@@ -452,6 +511,7 @@ def test_random_ops_are_never_merged() -> None:
 
 
 # ---- idempotent-merge ----
+
 
 @pytest.mark.parametrize("op", ["Sign", "Abs", "Ceil", "Floor", "Round"])
 def test_idempotent_merge(op: str) -> None:
@@ -464,8 +524,9 @@ def test_idempotent_merge_integer_abs() -> None:
     assert op_counts(assert_rule_sound(m, "idempotent-merge").model) == {"Abs": 1}
 
 
-@pytest.mark.parametrize("first,second", [("Floor", "Ceil"), ("Abs", "Sign"), ("Sign", "Abs"), ("Neg", "Neg"),
-                                          ("Round", "Floor")])
+@pytest.mark.parametrize(
+    "first,second", [("Floor", "Ceil"), ("Abs", "Sign"), ("Sign", "Abs"), ("Neg", "Neg"), ("Round", "Floor")]
+)
 def test_idempotent_merge_not_on_different_ops(first: str, second: str) -> None:
     """Two different ops (Abs(Sign(x)) is not Sign(x)), or a non-idempotent op (Neg)."""
     m = model([node(first, ["x"], "a"), node(second, ["a"], "y")], X)
@@ -479,6 +540,7 @@ def test_idempotent_merge_property(case: RuleCase) -> None:
 
 
 # ---- flatten-noop ----
+
 
 @pytest.mark.parametrize("shape", [(3, 4), ("N", 4), ("N", "M")])
 def test_flatten_noop(shape: tuple) -> None:
@@ -505,6 +567,7 @@ def test_flatten_noop_property(case: RuleCase) -> None:
 
 
 # ---- split-noop ----
+
 
 @pytest.mark.parametrize("opset", [11, 13, 18])
 def test_split_noop(opset: int) -> None:

@@ -7,14 +7,23 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, run, saturate_with_rules)
+from eqsat.testing import (
+    PROPERTIES,
+    RuleCase,
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    op_counts,
+    optimize_with_rules,
+    run,
+    saturate_with_rules,
+)
 from tests.rule_graphs import model, node, property_settings
 
 X = [("x", "FLOAT", (2, 3, 4))]
 
 
 # ---- div-const-to-mul ----
+
 
 @pytest.mark.parametrize("c", [np.array(1.4142135, np.float32), np.linspace(0.5, 2, 4, dtype=np.float32)])
 def test_div_const_to_mul(c: np.ndarray) -> None:
@@ -30,8 +39,9 @@ def test_div_const_to_mul_folds_a_scalar_reciprocal() -> None:
     m = model([node("Div", ["x", "c"], "y")], X, initializers={"c": np.array(4.0, np.float32)})
     g = saturate_with_rules(m, ["div-const-to-mul"]).egraph
     muls = [n for n in g.nodes if n.op == "Mul"]
-    assert len(muls) == 1 and any(g.node(k).op == "Scalar" and g.node(k).attrs[0] == 0.25
-                                  for k in g.eclass(muls[0].children[1]).nodes)
+    assert len(muls) == 1 and any(
+        g.node(k).op == "Scalar" and g.node(k).attrs[0] == 0.25 for k in g.eclass(muls[0].children[1]).nodes
+    )
     assert muls[0].eclass == next(n.eclass for n in g.nodes if n.op == "Div")
 
 
@@ -44,18 +54,23 @@ def test_div_const_to_mul_with_zero_divisors_is_exact() -> None:
     x = {"x": np.array([[0, 0, 0, 0], [1, -1, 3, -3], [np.inf, -np.inf, np.nan, 1]], np.float32)}
     assert_rule_sound(m, "div-const-to-mul", x)
     session = saturate_with_rules(m, ["div-const-to-mul"])
-    as_mul = session.extract(cost=lambda graph, n: 10.0 if n.op == "Div" else 1.0).model  # the Mul form (a tie keeps the Div)
+    as_mul = session.extract(
+        cost=lambda graph, n: 10.0 if n.op == "Div" else 1.0
+    ).model  # the Mul form (a tie keeps the Div)
     assert op_counts(as_mul) == {"Mul": 1}
     with np.errstate(divide="ignore", invalid="ignore"):
         np.testing.assert_array_equal(run(as_mul, x)[0], run(m, x)[0])
 
 
-@pytest.mark.parametrize("dtype,c", [
-    ("FLOAT16", np.array(1e-5, np.float16)),           # 1 / c = 1e5 > 65504: inf in float16
-    ("FLOAT16", np.array([1e-5, 1.0], np.float16)),    # a float16 tensor's elements are not visible to rules
-    ("FLOAT16", np.array([0.5, 2.0], np.float16)),
-    ("FLOAT", np.array(1e-40, np.float32)),            # subnormal: 1 / c = 1e40 overflows float32
-])
+@pytest.mark.parametrize(
+    "dtype,c",
+    [
+        ("FLOAT16", np.array(1e-5, np.float16)),  # 1 / c = 1e5 > 65504: inf in float16
+        ("FLOAT16", np.array([1e-5, 1.0], np.float16)),  # a float16 tensor's elements are not visible to rules
+        ("FLOAT16", np.array([0.5, 2.0], np.float16)),
+        ("FLOAT", np.array(1e-40, np.float32)),  # subnormal: 1 / c = 1e40 overflows float32
+    ],
+)
 def test_div_const_to_mul_not_when_the_reciprocal_may_overflow(dtype: str, c: np.ndarray) -> None:
     """0 / c = 0 but 0 * (1 / c) = 0 * inf = NaN: the rewrite needs a finite reciprocal."""
     m = model([node("Div", ["x", "c"], "y")], [("x", dtype, (2,))], initializers={"c": c})
@@ -63,7 +78,9 @@ def test_div_const_to_mul_not_when_the_reciprocal_may_overflow(dtype: str, c: np
 
 
 def test_div_const_to_mul_small_float16_scalar_within_range() -> None:
-    m = model([node("Div", ["x", "c"], "y")], [("x", "FLOAT16", (2, 3))], initializers={"c": np.array(2e-5, np.float16)})
+    m = model(
+        [node("Div", ["x", "c"], "y")], [("x", "FLOAT16", (2, 3))], initializers={"c": np.array(2e-5, np.float16)}
+    )
     assert_rule_sound(m, "div-const-to-mul", {"x": np.array([[0, 1e-3, -1e-3], [0.5, 1, -1]], np.float16)})
 
 
@@ -86,12 +103,16 @@ def test_div_const_to_mul_property(case: RuleCase) -> None:
 
 # ---- sub-zero, div-one ----
 
+
 @pytest.mark.parametrize("rule,op,value", [("sub-zero", "Sub", 0.0), ("div-one", "Div", 1.0)])
 @pytest.mark.parametrize("dtype", ["FLOAT", "INT64"])
 def test_identity_constant_removed(rule: str, op: str, value: float, dtype: str) -> None:
     np_dtype = np.float32 if dtype == "FLOAT" else np.int64
-    m = model([node("Relu", ["x"], "r"), node(op, ["r", "k"], "y")], [("x", dtype, (2, 3))],
-              initializers={"k": np.array([value], np_dtype)})
+    m = model(
+        [node("Relu", ["x"], "r"), node(op, ["r", "k"], "y")],
+        [("x", dtype, (2, 3))],
+        initializers={"k": np.array([value], np_dtype)},
+    )
     result = assert_rule_sound(m, rule)
     assert op_counts(result.model) == {"Relu": 1}
 
@@ -100,8 +121,11 @@ def test_identity_constant_removed(rule: str, op: str, value: float, dtype: str)
 @pytest.mark.parametrize("shape", [(2, 3), (3,), (2, 1)])
 def test_identity_constant_removed_for_a_tensor_of_them(rule: str, op: str, value: float, shape: tuple) -> None:
     """zeros / ones vectors (the `splat` fact), not only single elements."""
-    m = model([node("Relu", ["x"], "r"), node(op, ["r", "k"], "y")], [("x", "FLOAT", (2, 3))],
-              initializers={"k": np.full(shape, value, np.float32)})
+    m = model(
+        [node("Relu", ["x"], "r"), node(op, ["r", "k"], "y")],
+        [("x", "FLOAT", (2, 3))],
+        initializers={"k": np.full(shape, value, np.float32)},
+    )
     assert op_counts(assert_rule_sound(m, rule).model) == {"Relu": 1}
 
 
@@ -114,7 +138,9 @@ def test_identity_constant_not_for_a_mixed_tensor(rule: str, op: str, value: flo
 @pytest.mark.parametrize("rule,op,value", [("sub-zero", "Sub", 0.0), ("div-one", "Div", 1.0)])
 def test_identity_constant_not_when_it_broadcasts(rule: str, op: str, value: float) -> None:
     """x (3,) - zeros (2, 1, 1) has shape (2, 1, 3): not x."""
-    m = model([node(op, ["x", "k"], "y")], [("x", "FLOAT", (3,))], initializers={"k": np.full((2, 1, 1), value, np.float32)})
+    m = model(
+        [node(op, ["x", "k"], "y")], [("x", "FLOAT", (3,))], initializers={"k": np.full((2, 1, 1), value, np.float32)}
+    )
     assert_rule_does_not_fire(m, rule)
 
 
@@ -137,14 +163,16 @@ def test_div_one_property(case: RuleCase) -> None:
 
 # ---- pow-one, or-false, and-true ----
 
+
 @pytest.mark.parametrize("k", [np.array(1.0, np.float32), np.array([1], np.int64), np.ones((3, 4), np.float32)])
 def test_pow_one_removed(k: np.ndarray) -> None:
     m = model([node("Relu", ["x"], "r"), node("Pow", ["r", "k"], "y")], X, initializers={"k": k})
     assert op_counts(assert_rule_sound(m, "pow-one").model) == {"Relu": 1}
 
 
-@pytest.mark.parametrize("k", [np.array(2.0, np.float32), np.array([1.0, 1.0, 1.0, 0.5], np.float32),
-                               np.ones((5, 1, 1, 1), np.float32)])
+@pytest.mark.parametrize(
+    "k", [np.array(2.0, np.float32), np.array([1.0, 1.0, 1.0, 0.5], np.float32), np.ones((5, 1, 1, 1), np.float32)]
+)
 def test_pow_one_not(k: np.ndarray) -> None:
     """Another exponent, a mixed one, or ones that broadcast x to a larger shape."""
     m = model([node("Pow", ["x", "k"], "y")], X, initializers={"k": k})
@@ -196,16 +224,26 @@ def test_and_true_property(case: RuleCase) -> None:
 
 # ---- mul-neg-one, mul-scalar-reassoc, add-scaled-last ----
 
+
 @pytest.mark.parametrize("k", [np.array(-1.0, np.float32), np.full((3, 4), -1.0, np.float32)])
 @pytest.mark.parametrize("const_first", [False, True])
 def test_mul_neg_one(k: np.ndarray, const_first: bool) -> None:
-    m = model([node("Relu", ["x"], "r"), node("Mul", ["k", "r"] if const_first else ["r", "k"], "y")], X,
-              initializers={"k": k})
+    m = model(
+        [node("Relu", ["x"], "r"), node("Mul", ["k", "r"] if const_first else ["r", "k"], "y")],
+        X,
+        initializers={"k": k},
+    )
     assert op_counts(assert_rule_sound(m, "mul-neg-one").model) == {"Relu": 1, "Neg": 1}
 
 
-@pytest.mark.parametrize("k", [np.array(-2.0, np.float32), np.array([-1.0, -1.0, -1.0, 1.0], np.float32),
-                               np.full((5, 2, 3, 4), -1.0, np.float32)])
+@pytest.mark.parametrize(
+    "k",
+    [
+        np.array(-2.0, np.float32),
+        np.array([-1.0, -1.0, -1.0, 1.0], np.float32),
+        np.full((5, 2, 3, 4), -1.0, np.float32),
+    ],
+)
 def test_mul_neg_one_not(k: np.ndarray) -> None:
     """Another factor, a mixed tensor, or -1s that broadcast x to a larger shape."""
     assert_rule_does_not_fire(model([node("Mul", ["x", "k"], "y")], X, initializers={"k": k}), "mul-neg-one")
@@ -222,19 +260,24 @@ def test_mul_scalar_reassoc(inner_first: bool) -> None:
     """a * (b * 0.5) and (a * 0.5) * b both get (a * b) * 0.5."""
     inner = node("Mul", ["b", "k"] if not inner_first else ["a", "k"], "m")
     outer = node("Mul", ["a", "m"] if not inner_first else ["m", "b"], "y")
-    m = model([inner, outer], [("a", "FLOAT", (2, 3)), ("b", "FLOAT", (2, 3))],
-              initializers={"k": np.array(0.5, np.float32)})
+    m = model(
+        [inner, outer], [("a", "FLOAT", (2, 3)), ("b", "FLOAT", (2, 3))], initializers={"k": np.array(0.5, np.float32)}
+    )
     session = saturate_with_rules(m, ["mul-scalar-reassoc"])
     assert session.saturation.rules_fired["mul-scalar-reassoc"] > 0
     assert_rule_sound(m, "mul-scalar-reassoc")
 
 
-@pytest.mark.parametrize("k,b_shape", [(np.array([0.5, 2.0, 1.0], np.float32), (2, 3)),
-                                       (np.array(0.5, np.float32), (1, 3))])
+@pytest.mark.parametrize(
+    "k,b_shape", [(np.array([0.5, 2.0, 1.0], np.float32), (2, 3)), (np.array(0.5, np.float32), (1, 3))]
+)
 def test_mul_scalar_reassoc_not(k: np.ndarray, b_shape: tuple) -> None:
     """A vector factor (not a single element), or a b that broadcasts (a * b would change shape)."""
-    m = model([node("Mul", ["b", "k"], "m"), node("Mul", ["a", "m"], "y")],
-              [("a", "FLOAT", (2, 3)), ("b", "FLOAT", b_shape)], initializers={"k": k})
+    m = model(
+        [node("Mul", ["b", "k"], "m"), node("Mul", ["a", "m"], "y")],
+        [("a", "FLOAT", (2, 3)), ("b", "FLOAT", b_shape)],
+        initializers={"k": k},
+    )
     assert_rule_does_not_fire(m, "mul-scalar-reassoc")
 
 
@@ -245,8 +288,11 @@ def test_mul_scalar_reassoc_property(case: RuleCase) -> None:
 
 
 def test_add_scaled_last() -> None:
-    m = model([node("Mul", ["p", "k"], "pk"), node("Add", ["pk", "x"], "y")], [("p", "FLOAT", (2, 3)),
-              ("x", "FLOAT", (2, 3))], initializers={"k": np.array(0.25, np.float32)})
+    m = model(
+        [node("Mul", ["p", "k"], "pk"), node("Add", ["pk", "x"], "y")],
+        [("p", "FLOAT", (2, 3)), ("x", "FLOAT", (2, 3))],
+        initializers={"k": np.array(0.25, np.float32)},
+    )
     session = saturate_with_rules(m, ["add-scaled-last"])
     assert session.saturation.rules_fired["add-scaled-last"] > 0
     assert_rule_sound(m, "add-scaled-last")
@@ -255,8 +301,11 @@ def test_add_scaled_last() -> None:
 @pytest.mark.parametrize("k_shape,p_shape", [((3,), (2, 3)), ((), (1, 3))])
 def test_add_scaled_last_not(k_shape: tuple, p_shape: tuple) -> None:
     """A tensor factor, or a scaled term that broadcasts."""
-    m = model([node("Mul", ["p", "k"], "pk"), node("Add", ["pk", "x"], "y")], [("p", "FLOAT", p_shape),
-              ("x", "FLOAT", (2, 3))], initializers={"k": np.full(k_shape, 0.25, np.float32)})
+    m = model(
+        [node("Mul", ["p", "k"], "pk"), node("Add", ["pk", "x"], "y")],
+        [("p", "FLOAT", p_shape), ("x", "FLOAT", (2, 3))],
+        initializers={"k": np.full(k_shape, 0.25, np.float32)},
+    )
     assert_rule_does_not_fire(m, "add-scaled-last")
 
 
@@ -267,6 +316,7 @@ def test_add_scaled_last_property(case: RuleCase) -> None:
 
 
 # ---- neg-neg ----
+
 
 def test_neg_neg_removed() -> None:
     m = model([node("Neg", ["x"], "n1"), node("Neg", ["n1"], "n2"), node("Relu", ["n2"], "y")], X)
@@ -287,16 +337,23 @@ def test_neg_neg_property(case: RuleCase) -> None:
 
 # ---- where-not-swap ----
 
+
 def test_where_not_swap() -> None:
-    m = model([node("Greater", ["x", "z"], "c"), node("Not", ["c"], "n"), node("Where", ["n", "x", "b"], "y")], X,
-              initializers={"z": np.zeros((), np.float32), "b": np.linspace(-1, 1, 4, dtype=np.float32)})
+    m = model(
+        [node("Greater", ["x", "z"], "c"), node("Not", ["c"], "n"), node("Where", ["n", "x", "b"], "y")],
+        X,
+        initializers={"z": np.zeros((), np.float32), "b": np.linspace(-1, 1, 4, dtype=np.float32)},
+    )
     assert op_counts(assert_rule_sound(m, "where-not-swap").model) == {"Greater": 1, "Where": 1}
 
 
 def test_where_not_swap_not_without_not() -> None:
     """A condition that is not a Not (IsNaN), or a Not that feeds a branch rather than the condition."""
-    m = model([node("IsNaN", ["x"], "c"), node("Where", ["c", "x", "b"], "y")], X,
-              initializers={"b": np.zeros((), np.float32)})
+    m = model(
+        [node("IsNaN", ["x"], "c"), node("Where", ["c", "x", "b"], "y")],
+        X,
+        initializers={"b": np.zeros((), np.float32)},
+    )
     assert_rule_does_not_fire(m, "where-not-swap")
     m = model([node("Not", ["c"], "n"), node("Where", ["c", "n", "c"], "y")], [("c", "BOOL", (2, 3))])
     assert_rule_does_not_fire(m, "where-not-swap")
@@ -310,10 +367,12 @@ def test_where_not_swap_property(case: RuleCase) -> None:
 
 # ---- logical-self ----
 
+
 @pytest.mark.parametrize("op", ["And", "Or"])
 def test_logical_self(op: str) -> None:
-    m = model([node("Greater", ["x", "z"], "c"), node(op, ["c", "c"], "y")], X,
-              initializers={"z": np.zeros((), np.float32)})
+    m = model(
+        [node("Greater", ["x", "z"], "c"), node(op, ["c", "c"], "y")], X, initializers={"z": np.zeros((), np.float32)}
+    )
     assert op_counts(assert_rule_sound(m, "logical-self").model) == {"Greater": 1}
 
 

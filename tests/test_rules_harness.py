@@ -14,14 +14,27 @@ from eqsat.engine.rule import Rule, rw
 from eqsat import testing
 from eqsat.testing import soundness
 from eqsat.testing.cases import DrawnGraph, rule_case
-from eqsat.testing import (assert_rule_does_not_fire, assert_rule_sound, check_rules, make_model, op_counts,
-                           optimize_with_rules, run)
+from eqsat.testing import (
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    check_rules,
+    make_model,
+    op_counts,
+    optimize_with_rules,
+    run,
+)
 from tests.rule_graphs import model, node, transpose
 
 #: A deliberately unsound merge: composes the perms in the wrong order (q o p instead of p o q).
-BAD_MERGE = Rule("bad-merge", "layout", "exact", "test", "Transpose(Transpose(x, p), q) -> Transpose(x, q o p)",
-                 (rw("(Transpose (Transpose x p) q)", '(Transpose x (unstable-vec-map (unstable-fn "vec-get" q) p))'),),
-                 ruleset="simplify")
+BAD_MERGE = Rule(
+    "bad-merge",
+    "layout",
+    "exact",
+    "test",
+    "Transpose(Transpose(x, p), q) -> Transpose(x, q o p)",
+    (rw("(Transpose (Transpose x p) q)", '(Transpose x (unstable-vec-map (unstable-fn "vec-get" q) p))'),),
+    ruleset="simplify",
+)
 
 
 @pytest.fixture
@@ -49,8 +62,10 @@ def test_make_model_infers_output_types() -> None:
 
 
 def test_optimize_with_rules_runs_only_the_named_rules() -> None:
-    m = model([node("Relu", ["x"], "r"), node("Relu", ["r"], "i"), transpose("i", "t", (1, 0)),
-               transpose("t", "y", (1, 0))], [("x", "FLOAT", (2, 3))])
+    m = model(
+        [node("Relu", ["x"], "r"), node("Relu", ["r"], "i"), transpose("i", "t", (1, 0)), transpose("t", "y", (1, 0))],
+        [("x", "FLOAT", (2, 3))],
+    )
     result, fired = optimize_with_rules(m, ["relu-merge"])
     assert "relu-merge" in fired and "transpose-merge" not in fired
     assert op_counts(result.model) == {"Relu": 1, "Transpose": 2}
@@ -77,11 +92,20 @@ def test_unsound_rule_is_caught_end_to_end(bad_merge: None, monkeypatch: pytest.
 
 
 def test_ill_typed_rewrite_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    bad = Rule("bad-transpose", "layout", "exact", "test", "Relu(x) -> Relu(Transpose(x, [0]))",
-               (rw("(Relu x)", "(Relu (Transpose x (vec-of 0)))"),), ruleset="simplify")
+    bad = Rule(
+        "bad-transpose",
+        "layout",
+        "exact",
+        "test",
+        "Relu(x) -> Relu(Transpose(x, [0]))",
+        (rw("(Relu x)", "(Relu (Transpose x (vec-of 0)))"),),
+        ruleset="simplify",
+    )
     monkeypatch.setattr(eqsat.rewrites.layout, "RULES", [*eqsat.rewrites.layout.RULES, bad])
     m = model([node("Relu", ["x"], "y")], [("x", "FLOAT", (2, 3))])
-    with pytest.raises(AssertionError, match=r"(?s)rule bad-transpose: e-graph unsound.*Transpose\(x, \(0,\)\): cannot be evaluated"):
+    with pytest.raises(
+        AssertionError, match=r"(?s)rule bad-transpose: e-graph unsound.*Transpose\(x, \(0,\)\): cannot be evaluated"
+    ):
         assert_rule_sound(m, "bad-transpose")
 
 
@@ -101,7 +125,9 @@ def test_tolerance_is_relative_to_output_scale() -> None:
     assert ok
     ok, how = soundness._difference(np.array([1.0], np.float32), np.array([1.01], np.float32), None, "exact")
     assert not ok and "max |diff|" in how
-    ok, _ = soundness._difference(np.array([1.0], np.float32), np.array([1.005], np.float32), None, "precision-changing")
+    ok, _ = soundness._difference(
+        np.array([1.0], np.float32), np.array([1.005], np.float32), None, "precision-changing"
+    )
     assert ok
     ok, _ = soundness._difference(np.array([np.nan, 1.0]), np.array([1.0, 1.0]), None, "exact")
     assert not ok
@@ -130,8 +156,13 @@ def test_check_rules_passes_on_sound_rules() -> None:
 
 
 def test_check_rules_reports_unsound_rule(bad_merge: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(testing.PROPERTIES, "bad-merge", lambda: testing.PROPERTIES["transpose-merge"]().map(
-        lambda case: testing.RuleCase("bad-merge", case.model, case.feeds)))
+    monkeypatch.setitem(
+        testing.PROPERTIES,
+        "bad-merge",
+        lambda: testing.PROPERTIES["transpose-merge"]().map(
+            lambda case: testing.RuleCase("bad-merge", case.model, case.feeds)
+        ),
+    )
     (failure,) = check_rules(20, ["bad-merge"], shrink=False)
     assert failure.startswith("bad-merge: AssertionError")
 
@@ -141,8 +172,9 @@ def test_check_rules_reports_rule_without_property(monkeypatch: pytest.MonkeyPat
     assert check_rules(1, ["relu-merge"]) == ["relu-merge: no property in eqsat.testing.PROPERTIES"]
 
 
-BAD_NEG = Rule("bad-neg", "elementwise", "exact", "test", "Neg(x) -> x (wrong)", (rw("(Neg x)", "x"),),
-               ruleset="simplify")
+BAD_NEG = Rule(
+    "bad-neg", "elementwise", "exact", "test", "Neg(x) -> x (wrong)", (rw("(Neg x)", "x"),), ruleset="simplify"
+)
 
 
 @rule_case
@@ -153,8 +185,9 @@ def _neg_case(draw, st) -> testing.RuleCase:
     return g.case("bad-neg", ["y"])
 
 
-def test_cli_check_rules_shows_the_values_a_wrong_rule_changes(monkeypatch: pytest.MonkeyPatch,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_check_rules_shows_the_values_a_wrong_rule_changes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A planted wrong rule (Neg(x) -> x): the failure prints the shrunk graph, its inputs' dtypes, shapes and
     values, and where the values differ."""
     monkeypatch.setattr(eqsat.rewrites.elementwise, "RULES", [*eqsat.rewrites.elementwise.RULES, BAD_NEG])
@@ -193,9 +226,11 @@ def test_cli_check_rules(capsys: pytest.CaptureFixture[str]) -> None:
 
 def _layernorm_of(x: np.ndarray, expand_to: tuple[int, ...]) -> tuple:
     """Expand(x) -> LayerNormalization over the last axis (gamma of 1s, no beta): fuzz seed 30037's graph."""
-    m = model([node("Expand", ["x", "to"], "e"), node("LayerNormalization", ["e", "g"], "y", axis=-1, epsilon=1e-5)],
-              [("x", "FLOAT", x.shape)], initializers={"to": np.array(expand_to, np.int64),
-                                                       "g": np.ones(expand_to[-1], np.float32)})
+    m = model(
+        [node("Expand", ["x", "to"], "e"), node("LayerNormalization", ["e", "g"], "y", axis=-1, epsilon=1e-5)],
+        [("x", "FLOAT", x.shape)],
+        initializers={"to": np.array(expand_to, np.int64), "g": np.ones(expand_to[-1], np.float32)},
+    )
     return m, {"x": x}
 
 
@@ -215,15 +250,23 @@ def test_normalization_error_bound_is_tight_on_rows_that_vary() -> None:
     m, _ = _layernorm_of(x, x.shape)
     graph = testing.saturate_with_rules(m, []).egraph
     (ln,) = [n for n in graph.nodes if n.op == "LayerNormalization"]
-    bound = soundness._normalization_error_bound(graph, ln.eclass, {ln.children[0]: x, ln.children[1]: np.ones(16, np.float32)})
+    bound = soundness._normalization_error_bound(
+        graph, ln.eclass, {ln.children[0]: x, ln.children[1]: np.ones(16, np.float32)}
+    )
     assert bound.shape == (4, 16)
-    assert np.all(bound[1:] < 1e-5)                       # about 2 (n + 2) u max|x| / std
-    assert np.all(bound[0] > 1e-4)                        # 2 (n + 2) u 2.5 / sqrt(1e-5)
+    assert np.all(bound[1:] < 1e-5)  # about 2 (n + 2) u max|x| / std
+    assert np.all(bound[0] > 1e-4)  # 2 (n + 2) u 2.5 / sqrt(1e-5)
 
 
-BAD_LN_EPS = Rule("bad-ln-eps", "normalization", "fp-reassoc", "test", "LayerNorm with its epsilon times 1000",
-                  (rw("(LayerNormalization x s b a eps st)", "(LayerNormalization x s b a (* eps 1000.0) st)"),),
-                  ruleset="simplify")
+BAD_LN_EPS = Rule(
+    "bad-ln-eps",
+    "normalization",
+    "fp-reassoc",
+    "test",
+    "LayerNorm with its epsilon times 1000",
+    (rw("(LayerNormalization x s b a eps st)", "(LayerNormalization x s b a (* eps 1000.0) st)"),),
+    ruleset="simplify",
+)
 
 
 def test_wrong_layernorm_rewrite_is_caught_despite_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,16 +7,24 @@ import onnx.numpy_helper
 import pytest
 from hypothesis import given
 
-from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, saturate_with_rules, to_proto)
-from tests.rule_graphs import (NCHW_TO_NHWC, NHWC_TO_NCHW, attribute, model, node, property_settings,
-                               sandwich, transpose)
+from eqsat.testing import (
+    PROPERTIES,
+    RuleCase,
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    op_counts,
+    optimize_with_rules,
+    saturate_with_rules,
+    to_proto,
+)
+from tests.rule_graphs import NCHW_TO_NHWC, NHWC_TO_NCHW, attribute, model, node, property_settings, sandwich, transpose
 
 SANDWICH = ("transpose-merge", "transpose-identity")
 X4 = [("x", "FLOAT", (1, 3, 4, 5))]
 
 
 # ---- transpose-merge ----
+
 
 def test_transpose_merge_cancels_inverse_pair() -> None:
     m = model([transpose("x", "t", NCHW_TO_NHWC), transpose("t", "r", NHWC_TO_NCHW), node("Relu", ["r"], "y")], X4)
@@ -35,8 +43,9 @@ def test_transpose_merge_composes_perms() -> None:
 
 
 def test_transpose_merge_needs_adjacent_transposes() -> None:
-    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Softmax", ["t"], "s", axis=-1),
-               transpose("s", "y", NHWC_TO_NCHW)], X4)
+    m = model(
+        [transpose("x", "t", NCHW_TO_NHWC), node("Softmax", ["t"], "s", axis=-1), transpose("s", "y", NHWC_TO_NCHW)], X4
+    )
     assert_rule_does_not_fire(m, "transpose-merge")
 
 
@@ -47,6 +56,7 @@ def test_transpose_merge_property(case: RuleCase) -> None:
 
 
 # ---- transpose-identity ----
+
 
 def test_transpose_identity_removes_identity_perm() -> None:
     m = model([transpose("x", "t", (0, 1, 2, 3)), node("Relu", ["t"], "y")], X4)
@@ -80,6 +90,7 @@ def test_transpose_identity_property(case: RuleCase) -> None:
 
 # ---- transpose-sink-unary ----
 
+
 def test_transpose_sink_unary_relu_sandwich() -> None:
     """Transpose(0,2,3,1) -> Relu -> Transpose(0,3,1,2) ends with 0 Transposes and 1 Relu."""
     m = sandwich([node("Relu", ["t"], "m")])
@@ -88,13 +99,16 @@ def test_transpose_sink_unary_relu_sandwich() -> None:
     assert op_counts(result.model) == {"Relu": 1}
 
 
-@pytest.mark.parametrize("op,attrs,inits", [
-    ("Clip", {}, {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}),
-    ("LeakyRelu", {"alpha": 0.1}, {}),
-    ("Cast", {"to": 10}, {}),  # FLOAT16
-    ("HardSigmoid", {"alpha": 0.5, "beta": 0.1}, {}),
-    ("Sigmoid", {}, {}),
-])
+@pytest.mark.parametrize(
+    "op,attrs,inits",
+    [
+        ("Clip", {}, {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}),
+        ("LeakyRelu", {"alpha": 0.1}, {}),
+        ("Cast", {"to": 10}, {}),  # FLOAT16
+        ("HardSigmoid", {"alpha": 0.5, "beta": 0.1}, {}),
+        ("Sigmoid", {}, {}),
+    ],
+)
 def test_transpose_sink_unary_ops(op: str, attrs: dict, inits: dict) -> None:
     m = sandwich([node(op, ["t", *inits], "m", **attrs)], initializers=inits)
     result = assert_rule_sound(m, "transpose-sink-unary", also=SANDWICH)
@@ -113,8 +127,9 @@ def test_transpose_sink_unary_not_through_softmax() -> None:
 
 
 def test_transpose_sink_unary_needs_a_transpose() -> None:
-    assert_rule_does_not_fire(model([node("Relu", ["x"], "r"), transpose("r", "y", NCHW_TO_NHWC)], X4),
-                              "transpose-sink-unary")
+    assert_rule_does_not_fire(
+        model([node("Relu", ["x"], "r"), transpose("r", "y", NCHW_TO_NHWC)], X4), "transpose-sink-unary"
+    )
 
 
 @property_settings()
@@ -125,10 +140,17 @@ def test_transpose_sink_unary_property(case: RuleCase) -> None:
 
 # ---- transpose-sink-binary ----
 
+
 def _binary(op: str, perm_a=NCHW_TO_NHWC, perm_b=NCHW_TO_NHWC, b_shape=(1, 3, 4, 5)):
-    return model([transpose("a", "ta", perm_a), transpose("b", "tb", perm_b), node(op, ["ta", "tb"], "s"),
-                  transpose("s", "y", NHWC_TO_NCHW)],
-                 [("a", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", b_shape)])
+    return model(
+        [
+            transpose("a", "ta", perm_a),
+            transpose("b", "tb", perm_b),
+            node(op, ["ta", "tb"], "s"),
+            transpose("s", "y", NHWC_TO_NCHW),
+        ],
+        [("a", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", b_shape)],
+    )
 
 
 @pytest.mark.parametrize("op", ["Add", "Mul", "Sub", "Div"])
@@ -145,14 +167,18 @@ def test_transpose_sink_binary_broadcast_operand() -> None:
 
 
 def test_transpose_sink_binary_not_when_perms_differ() -> None:
-    m = model([transpose("a", "ta", (0, 2, 3, 1)), transpose("b", "tb", (0, 3, 2, 1)), node("Add", ["ta", "tb"], "y")],
-              [("a", "FLOAT", (1, 3, 4, 4)), ("b", "FLOAT", (1, 3, 4, 4))])
+    m = model(
+        [transpose("a", "ta", (0, 2, 3, 1)), transpose("b", "tb", (0, 3, 2, 1)), node("Add", ["ta", "tb"], "y")],
+        [("a", "FLOAT", (1, 3, 4, 4)), ("b", "FLOAT", (1, 3, 4, 4))],
+    )
     assert_rule_does_not_fire(m, "transpose-sink-binary", also=SANDWICH)
 
 
 def test_transpose_sink_binary_not_with_untransposed_operand() -> None:
-    m = model([transpose("a", "ta", NCHW_TO_NHWC), node("Add", ["ta", "b"], "y")],
-              [("a", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 4, 5, 3))])
+    m = model(
+        [transpose("a", "ta", NCHW_TO_NHWC), node("Add", ["ta", "b"], "y")],
+        [("a", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 4, 5, 3))],
+    )
     assert_rule_does_not_fire(m, "transpose-sink-binary")
 
 
@@ -163,6 +189,7 @@ def test_transpose_sink_binary_property(case: RuleCase) -> None:
 
 
 # ---- transpose-sink-binary-const ----
+
 
 def test_transpose_sink_binary_const_per_channel_scale() -> None:
     """NHWC Mul by a per-channel constant (shape (3,), broadcast): the constant is transposed at
@@ -184,8 +211,11 @@ def test_transpose_sink_binary_const_inverse_perms_standard_and_per_model() -> N
     cases = (((0, 2, 3, 1), (1, 4, 2, 3)), ((0, 2, 3, 4, 5, 1), (1, 3, 2, 1, 2, 2)), ((0, 3, 1, 2), (1, 2, 3, 4)))
     for perm, dims in cases:
         shape = tuple(dims[p] for p in perm)
-        m = model([transpose("x", "t", perm), node("Add", ["t", "c"], "y")], [("x", "FLOAT", dims)],
-                  initializers={"c": rng.standard_normal(shape).astype(np.float32)})
+        m = model(
+            [transpose("x", "t", perm), node("Add", ["t", "c"], "y")],
+            [("x", "FLOAT", dims)],
+            initializers={"c": rng.standard_normal(shape).astype(np.float32)},
+        )
         assert_rule_sound(m, "transpose-sink-binary-const")
 
 
@@ -203,20 +233,28 @@ def test_transpose_sink_binary_const_scalar() -> None:
 
 def test_transpose_sink_binary_const_not_when_constant_enlarges_output() -> None:
     """Transpose(x) is (1,4,1,3); the constant (1,4,5,3) broadcasts it to a bigger output."""
-    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "c"], "y")], [("x", "FLOAT", (1, 3, 4, 1))],
-              initializers={"c": np.ones((1, 4, 5, 3), np.float32)})
+    m = model(
+        [transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "c"], "y")],
+        [("x", "FLOAT", (1, 3, 4, 1))],
+        initializers={"c": np.ones((1, 4, 5, 3), np.float32)},
+    )
     assert_rule_does_not_fire(m, "transpose-sink-binary-const", also=SANDWICH)
 
 
 def test_transpose_sink_binary_const_not_when_constant_rank_is_higher() -> None:
-    m = model([transpose("x", "t", (1, 0)), node("Mul", ["t", "c"], "y")], [("x", "FLOAT", (3, 4))],
-              initializers={"c": np.ones((2, 4, 3), np.float32)})
+    m = model(
+        [transpose("x", "t", (1, 0)), node("Mul", ["t", "c"], "y")],
+        [("x", "FLOAT", (3, 4))],
+        initializers={"c": np.ones((2, 4, 3), np.float32)},
+    )
     assert_rule_does_not_fire(m, "transpose-sink-binary-const", also=SANDWICH)
 
 
 def test_transpose_sink_binary_const_not_with_runtime_operand() -> None:
-    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "y")],
-              [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 4, 5, 3))])
+    m = model(
+        [transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "y")],
+        [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 4, 5, 3))],
+    )
     assert_rule_does_not_fire(m, "transpose-sink-binary-const")
 
 
@@ -228,11 +266,14 @@ def test_transpose_sink_binary_const_property(case: RuleCase) -> None:
 
 # ---- transpose-sink-binary-broadcast ----
 
+
 def test_transpose_sink_binary_broadcast_per_channel_input() -> None:
     """NHWC Add of a per-channel graph input b (3,): b is unsqueezed and transposed (a Reshape: it moves no
     data), and both activation transposes cancel."""
-    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "m"), transpose("m", "y", NHWC_TO_NCHW)],
-              [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (3,))])
+    m = model(
+        [transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "m"), transpose("m", "y", NHWC_TO_NCHW)],
+        [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (3,))],
+    )
     result = assert_rule_sound(m, "transpose-sink-binary-broadcast", also=(*SANDWICH, "transpose-to-reshape"))
     ops = op_counts(result.model)
     assert "Transpose" not in ops and ops["Add"] == 1, ops
@@ -240,22 +281,28 @@ def test_transpose_sink_binary_broadcast_per_channel_input() -> None:
 
 @pytest.mark.parametrize("op", ["Sub", "Div"])
 def test_transpose_sink_binary_broadcast_input_first(op: str) -> None:
-    m = model([transpose("x", "t", NCHW_TO_NHWC), node(op, ["b", "t"], "m"), transpose("m", "y", NHWC_TO_NCHW)],
-              [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (5, 3))])
+    m = model(
+        [transpose("x", "t", NCHW_TO_NHWC), node(op, ["b", "t"], "m"), transpose("m", "y", NHWC_TO_NCHW)],
+        [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (5, 3))],
+    )
     assert_rule_sound(m, "transpose-sink-binary-broadcast", also=SANDWICH)
 
 
 def test_transpose_sink_binary_broadcast_not_when_the_input_enlarges_the_output() -> None:
     """Transpose(x) is (1, 4, 1, 3); b (5, 3) broadcasts it to (1, 4, 5, 3)."""
-    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "y")],
-              [("x", "FLOAT", (1, 3, 4, 1)), ("b", "FLOAT", (5, 3))])
+    m = model(
+        [transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "y")],
+        [("x", "FLOAT", (1, 3, 4, 1)), ("b", "FLOAT", (5, 3))],
+    )
     assert_rule_does_not_fire(m, "transpose-sink-binary-broadcast", also=SANDWICH)
 
 
 def test_transpose_sink_binary_broadcast_not_for_an_input_of_the_same_rank() -> None:
     """Same rank: not a broadcast (a second Transpose on b would be transpose-sink-binary's business)."""
-    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "y")],
-              [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 4, 5, 3))])
+    m = model(
+        [transpose("x", "t", NCHW_TO_NHWC), node("Add", ["t", "b"], "y")],
+        [("x", "FLOAT", (1, 3, 4, 5)), ("b", "FLOAT", (1, 4, 5, 3))],
+    )
     assert_rule_does_not_fire(m, "transpose-sink-binary-broadcast")
 
 
@@ -266,6 +313,7 @@ def test_transpose_sink_binary_broadcast_property(case: RuleCase) -> None:
 
 
 # ---- transpose-sink-pad ----
+
 
 def test_transpose_sink_pad_remaps_pads() -> None:
     """NHWC pads (H by 1/2, W by 3/4) become NCHW pads on axes 2 and 3."""
@@ -290,8 +338,16 @@ def test_transpose_sink_pad_modes(mode: str) -> None:
 def test_transpose_sink_pad_not_with_axes_input() -> None:
     """Pad-18 with an `axes` input is not modelled (opaque): its pads must not be remapped as if full."""
     inits = {"pads": np.array([1, 2, 1, 2], np.int64), "axes": np.array([1, 2], np.int64)}
-    m = model([transpose("x", "t", NCHW_TO_NHWC), node("Pad", ["t", "pads", "", "axes"], "m"),
-               transpose("m", "y", NHWC_TO_NCHW)], X4, initializers=inits, opset=18)
+    m = model(
+        [
+            transpose("x", "t", NCHW_TO_NHWC),
+            node("Pad", ["t", "pads", "", "axes"], "m"),
+            transpose("m", "y", NHWC_TO_NCHW),
+        ],
+        X4,
+        initializers=inits,
+        opset=18,
+    )
     assert_rule_does_not_fire(m, "transpose-sink-pad", also=SANDWICH)
 
 
@@ -307,6 +363,7 @@ def test_transpose_sink_pad_property(case: RuleCase) -> None:
 
 
 # ---- transpose-sink-reduce ----
+
 
 def test_transpose_sink_reduce_nhwc_mean_without_keepdims() -> None:
     """The Keras/TF pattern: NCHW -> Transpose(0,2,3,1) -> ReduceMean(axes 1,2, keepdims 0): the mean moves
@@ -336,17 +393,22 @@ def test_transpose_sink_reduce_keepdims_0_remaps_the_kept_axes() -> None:
     """x (2,3,4,5) -> Transpose(2,0,3,1) (4,2,5,3) -> ReduceSum over axes (0, 2) keepdims 0 -> (2, 3):
     the sum over x's axes (2, 3), and its (2, 3) output needs no transpose; over (1, 3) (axes 0 and 1 of
     x) the kept axes (4, 5) come out in x's order too."""
-    for axes, expected_axes in (([0, 2], [2, 3]), ([1, 3], [0, 1])):
-        m = model([transpose("x", "t", (2, 0, 3, 1)), node("ReduceSum", ["t", "axes"], "y", keepdims=0)],
-                  [("x", "FLOAT", (2, 3, 4, 5))], initializers={"axes": np.array(axes, np.int64)})
+    for axes, _expected_axes in (([0, 2], [2, 3]), ([1, 3], [0, 1])):
+        m = model(
+            [transpose("x", "t", (2, 0, 3, 1)), node("ReduceSum", ["t", "axes"], "y", keepdims=0)],
+            [("x", "FLOAT", (2, 3, 4, 5))],
+            initializers={"axes": np.array(axes, np.int64)},
+        )
         result = assert_rule_sound(m, "transpose-sink-reduce", also=SANDWICH)
         assert op_counts(result.model) == {"ReduceSum": 1}
 
 
 def test_transpose_sink_reduce_keeps_a_needed_transpose() -> None:
     """Transpose(1,0,2) then a reduction over axis 2 without keepdims: the kept axes stay swapped."""
-    m = model([transpose("x", "t", (1, 0, 2)), node("ReduceMax", ["t"], "y", axes=[2], keepdims=0)],
-              [("x", "FLOAT", (2, 3, 4))])
+    m = model(
+        [transpose("x", "t", (1, 0, 2)), node("ReduceMax", ["t"], "y", axes=[2], keepdims=0)],
+        [("x", "FLOAT", (2, 3, 4))],
+    )
     result = assert_rule_sound(m, "transpose-sink-reduce", also=SANDWICH)
     assert sorted(op_counts(result.model)) == ["ReduceMax", "Transpose"]
 
@@ -367,16 +429,21 @@ def test_transpose_sink_reduce_needs_a_transpose() -> None:
 
 def test_transpose_sink_reduce_with_symbolic_dims() -> None:
     """The listed-axes forms copy x's dims into the new reduction's shape fact: symbols copy like sizes."""
-    m = model([transpose("x", "t", NCHW_TO_NHWC), node("ReduceMean", ["t"], "y", axes=[1, 2], keepdims=0)],
-              [("x", "FLOAT", ("N", 3, "H", "W"))])
+    m = model(
+        [transpose("x", "t", NCHW_TO_NHWC), node("ReduceMean", ["t"], "y", axes=[1, 2], keepdims=0)],
+        [("x", "FLOAT", ("N", 3, "H", "W"))],
+    )
     result = assert_rule_sound(m, "transpose-sink-reduce")
     assert op_counts(result.model).get("Transpose", 0) <= 1
 
 
 def test_transpose_sink_reduce_not_for_argmax() -> None:
     """ArgMax's output indexes an axis (not a reduction of a set of axes): never sunk like a reduction."""
-    m = model([transpose("x", "t", NCHW_TO_NHWC), node("ArgMax", ["t"], "y", axis=3, keepdims=0)], X4,
-              outputs=[("y", "INT64", None)])
+    m = model(
+        [transpose("x", "t", NCHW_TO_NHWC), node("ArgMax", ["t"], "y", axis=3, keepdims=0)],
+        X4,
+        outputs=[("y", "INT64", None)],
+    )
     assert_rule_does_not_fire(m, "transpose-sink-reduce")
 
 
@@ -387,6 +454,7 @@ def test_transpose_sink_reduce_property(case: RuleCase) -> None:
 
 
 # ---- transpose-to-reshape ----
+
 
 @pytest.mark.parametrize("shape,perm", [((2, 1, 3), (1, 0, 2)), ((1, 8, 1, 1), (0, 2, 3, 1)), ((4, 1), (1, 0))])
 def test_transpose_to_reshape_when_no_data_moves(shape: tuple, perm: tuple) -> None:
@@ -423,8 +491,11 @@ def test_transpose_to_reshape_fires_exactly_when_no_data_moves() -> None:
     m = model(nodes, inputs, outputs=list(expected))
     session = saturate_with_rules(m, ["transpose-to-reshape"])
     g = session.egraph
-    fired = {name: any(g.node(k).op == "Reshape" for k in g.eclass(g.refs[ref]).nodes)
-             for name, ref in session.encoding.refs.items() if name in expected}
+    fired = {
+        name: any(g.node(k).op == "Reshape" for k in g.eclass(g.refs[ref]).nodes)
+        for name, ref in session.encoding.refs.items()
+        if name in expected
+    }
     assert fired == expected
 
 
@@ -449,6 +520,7 @@ def test_transpose_to_reshape_property(case: RuleCase) -> None:
 
 # ---- squeeze-unsqueeze-cancel ----
 
+
 @pytest.mark.parametrize("opset", [11, 13])
 def test_squeeze_unsqueeze_cancel_same_axes(opset: int) -> None:
     if opset >= 13:
@@ -456,8 +528,11 @@ def test_squeeze_unsqueeze_cancel_same_axes(opset: int) -> None:
         nodes = [node("Unsqueeze", ["x", "a"], "u"), node("Squeeze", ["u", "a"], "s"), node("Relu", ["s"], "y")]
     else:
         inits = {}
-        nodes = [node("Unsqueeze", ["x"], "u", axes=[0, 2]), node("Squeeze", ["u"], "s", axes=[0, 2]),
-                 node("Relu", ["s"], "y")]
+        nodes = [
+            node("Unsqueeze", ["x"], "u", axes=[0, 2]),
+            node("Squeeze", ["u"], "s", axes=[0, 2]),
+            node("Relu", ["s"], "y"),
+        ]
     m = model(nodes, [("x", "FLOAT", (3, 4))], initializers=inits, opset=opset)
     result, fired = optimize_with_rules(m, ["squeeze-unsqueeze-cancel"])
     assert fired["squeeze-unsqueeze-cancel"] > 0
@@ -467,8 +542,11 @@ def test_squeeze_unsqueeze_cancel_same_axes(opset: int) -> None:
 
 def test_unsqueeze_squeeze_cancel_same_axes_symbolic_shape() -> None:
     """Same axes need no shape facts: Unsqueeze(Squeeze(x, [1]), [1]) is x for x (N, 1, 4)."""
-    m = model([node("Squeeze", ["x", "a"], "s"), node("Unsqueeze", ["s", "a"], "u"), node("Relu", ["u"], "y")],
-              [("x", "FLOAT", ("N", 1, 4))], initializers={"a": np.array([1], np.int64)})
+    m = model(
+        [node("Squeeze", ["x", "a"], "s"), node("Unsqueeze", ["s", "a"], "u"), node("Relu", ["u"], "y")],
+        [("x", "FLOAT", ("N", 1, 4))],
+        initializers={"a": np.array([1], np.int64)},
+    )
     result, fired = optimize_with_rules(m, ["squeeze-unsqueeze-cancel"])
     assert fired["squeeze-unsqueeze-cancel"] > 0
     assert op_counts(result.model) == {"Relu": 1}
@@ -476,16 +554,22 @@ def test_unsqueeze_squeeze_cancel_same_axes_symbolic_shape() -> None:
 
 def test_squeeze_unsqueeze_cancel_other_axes_same_shape() -> None:
     """Squeeze every size-1 axis (no axes), Unsqueeze at the same places: x's shape again."""
-    m = model([node("Squeeze", ["x"], "s"), node("Unsqueeze", ["s", "a"], "u"), node("Relu", ["u"], "y")],
-              [("x", "FLOAT", (1, 3, 1, 2))], initializers={"a": np.array([0, 2], np.int64)})
+    m = model(
+        [node("Squeeze", ["x"], "s"), node("Unsqueeze", ["s", "a"], "u"), node("Relu", ["u"], "y")],
+        [("x", "FLOAT", (1, 3, 1, 2))],
+        initializers={"a": np.array([0, 2], np.int64)},
+    )
     result = assert_rule_sound(m, "squeeze-unsqueeze-cancel")
     assert op_counts(result.model) == {"Relu": 1}
 
 
 def test_squeeze_unsqueeze_cancel_not_when_the_shape_changes() -> None:
     """x (2, 1, 3): Unsqueeze at 0 then Squeeze at 2 gives (1, 2, 3): a reshape, not x."""
-    m = model([node("Unsqueeze", ["x", "a"], "u"), node("Squeeze", ["u", "b"], "s"), node("Relu", ["s"], "y")],
-              [("x", "FLOAT", (2, 1, 3))], initializers={"a": np.array([0], np.int64), "b": np.array([2], np.int64)})
+    m = model(
+        [node("Unsqueeze", ["x", "a"], "u"), node("Squeeze", ["u", "b"], "s"), node("Relu", ["s"], "y")],
+        [("x", "FLOAT", (2, 1, 3))],
+        initializers={"a": np.array([0], np.int64), "b": np.array([2], np.int64)},
+    )
     assert_rule_does_not_fire(m, "squeeze-unsqueeze-cancel")
 
 
@@ -497,6 +581,7 @@ def test_squeeze_unsqueeze_cancel_property(case: RuleCase) -> None:
 
 # ---- reshape-transpose-reshape ----
 
+
 def _merge_transpose_split(x_shape: tuple, perm: tuple, split: tuple | None = None) -> "onnx.ModelProto":
     """Reshape x to [x0*x1, x2...], Transpose by `perm`, Reshape to `split` (default: x0, x1, then the
     transposed trailing dims); a symbolic x0 is the targets' -1."""
@@ -505,12 +590,17 @@ def _merge_transpose_split(x_shape: tuple, perm: tuple, split: tuple | None = No
     moved = [x_shape[1:][p] if p else None for p in perm]
     target = split or (x_shape[0] if static else -1, x_shape[1], *moved[1:])
     inits = {"m": np.array(merged, np.int64), "s": np.array(target, np.int64)}
-    return model([node("Reshape", ["x", "m"], "r"), transpose("r", "t", perm), node("Reshape", ["t", "s"], "y")],
-                 [("x", "FLOAT", x_shape)], initializers=inits, outputs=[("y", "FLOAT", None)])
+    return model(
+        [node("Reshape", ["x", "m"], "r"), transpose("r", "t", perm), node("Reshape", ["t", "s"], "y")],
+        [("x", "FLOAT", x_shape)],
+        initializers=inits,
+        outputs=[("y", "FLOAT", None)],
+    )
 
 
-@pytest.mark.parametrize("x_shape, perm", [((2, 3, 4, 5), (0, 2, 1)), ((1, 4, 2, 3, 5), (0, 3, 1, 2)),
-                                           (("B", 3, 4, 5), (0, 2, 1))])
+@pytest.mark.parametrize(
+    "x_shape, perm", [((2, 3, 4, 5), (0, 2, 1)), ((1, 4, 2, 3, 5), (0, 3, 1, 2)), (("B", 3, 4, 5), (0, 2, 1))]
+)
 def test_reshape_transpose_reshape_becomes_one_transpose(x_shape: tuple, perm: tuple) -> None:
     m = _merge_transpose_split(x_shape, perm)
     result = assert_rule_sound(m, "reshape-transpose-reshape")
@@ -537,6 +627,7 @@ def test_reshape_transpose_reshape_property(case: RuleCase) -> None:
 
 # ---- squeeze-merge / unsqueeze-merge ----
 
+
 def _axes(op: str, x: str, y: str, axes: list, opset: int, inits: dict) -> "object":
     if opset >= 13:
         inits[f"{y}_axes"] = np.array(axes, np.int64)
@@ -545,18 +636,29 @@ def _axes(op: str, x: str, y: str, axes: list, opset: int, inits: dict) -> "obje
 
 
 @pytest.mark.parametrize("opset", [11, 13])
-@pytest.mark.parametrize("shape,first,second,merged", [
-    ((1, 3, 1, 4, 1), [0], [1], [0, 2]),          # the second axis indexes the inner output: x's axis 2
-    ((1, 3, 1, 4, 1), [2], [-1], [2, 4]),         # negative axes normalized per op (rank 4 for the outer)
-    ((1, 3, 1, 4, 1), [0, 4], [1], [0, 2, 4]),
-    ((3, 1, 1, 1), [-1], [1, 2], [1, 2, 3]),
-    (("N", 1, 4, 1), [1], [2], [1, 3]),            # a symbolic dim: nothing is computed with it
-    ((1, 3, 1, 1, 4, 1, 1, 2, 1, 1), [0, 2, 3], [2, 3, 5, 6], [0, 2, 3, 5, 6, 8, 9]),  # rank 10, 7 axes in all
-])
+@pytest.mark.parametrize(
+    "shape,first,second,merged",
+    [
+        ((1, 3, 1, 4, 1), [0], [1], [0, 2]),  # the second axis indexes the inner output: x's axis 2
+        ((1, 3, 1, 4, 1), [2], [-1], [2, 4]),  # negative axes normalized per op (rank 4 for the outer)
+        ((1, 3, 1, 4, 1), [0, 4], [1], [0, 2, 4]),
+        ((3, 1, 1, 1), [-1], [1, 2], [1, 2, 3]),
+        (("N", 1, 4, 1), [1], [2], [1, 3]),  # a symbolic dim: nothing is computed with it
+        ((1, 3, 1, 1, 4, 1, 1, 2, 1, 1), [0, 2, 3], [2, 3, 5, 6], [0, 2, 3, 5, 6, 8, 9]),  # rank 10, 7 axes in all
+    ],
+)
 def test_squeeze_merge(opset: int, shape: tuple, first: list, second: list, merged: list) -> None:
     inits: dict = {}
-    m = model([_axes("Squeeze", "x", "s", first, opset, inits), _axes("Squeeze", "s", "q", second, opset, inits),
-               node("Neg", ["q"], "y")], [("x", "FLOAT", shape)], initializers=inits, opset=opset)
+    m = model(
+        [
+            _axes("Squeeze", "x", "s", first, opset, inits),
+            _axes("Squeeze", "s", "q", second, opset, inits),
+            node("Neg", ["q"], "y"),
+        ],
+        [("x", "FLOAT", shape)],
+        initializers=inits,
+        opset=opset,
+    )
     result = assert_rule_sound(m, "squeeze-merge")
     assert op_counts(result.model) == {"Squeeze": 1, "Neg": 1}
     (sq,) = [n for n in to_proto(result.model).graph.node if n.op_type == "Squeeze"]
@@ -569,16 +671,21 @@ def test_squeeze_merge(opset: int, shape: tuple, first: list, second: list, merg
 
 def test_squeeze_merge_without_outer_axes() -> None:
     """Squeeze(Squeeze(x, a)) (no axes: every remaining 1) is Squeeze(x): a's dims are 1s too."""
-    m = model([node("Squeeze", ["x", "a"], "s"), node("Squeeze", ["s"], "q"), node("Neg", ["q"], "y")],
-              [("x", "FLOAT", (1, 3, 1, 2))], initializers={"a": np.array([2], np.int64)})
+    m = model(
+        [node("Squeeze", ["x", "a"], "s"), node("Squeeze", ["s"], "q"), node("Neg", ["q"], "y")],
+        [("x", "FLOAT", (1, 3, 1, 2))],
+        initializers={"a": np.array([2], np.int64)},
+    )
     assert op_counts(assert_rule_sound(m, "squeeze-merge").model) == {"Squeeze": 1, "Neg": 1}
 
 
 def test_squeeze_merge_not_across_other_ops() -> None:
     """An Unsqueeze between two Squeezes."""
-    m = model([node("Squeeze", ["x", "a"], "s"), node("Unsqueeze", ["s", "a"], "u"), node("Squeeze", ["u", "b"], "y")],
-              [("x", "FLOAT", (1, 3, 1, 2))],
-              initializers={"a": np.array([0], np.int64), "b": np.array([2], np.int64)})
+    m = model(
+        [node("Squeeze", ["x", "a"], "s"), node("Unsqueeze", ["s", "a"], "u"), node("Squeeze", ["u", "b"], "y")],
+        [("x", "FLOAT", (1, 3, 1, 2))],
+        initializers={"a": np.array([0], np.int64), "b": np.array([2], np.int64)},
+    )
     assert_rule_does_not_fire(m, "squeeze-merge")
 
 
@@ -589,18 +696,29 @@ def test_squeeze_merge_property(case: RuleCase) -> None:
 
 
 @pytest.mark.parametrize("opset", [11, 13])
-@pytest.mark.parametrize("shape,first,second,merged", [
-    ((3, 4), [0], [1], [0, 1]),
-    ((3, 4), [0], [0], [0, 1]),                    # the inner 1 moves to axis 1
-    ((3, 4), [1], [3], [1, 3]),
-    ((3, 4), [-1], [0, -1], [0, 3, 4]),            # -1: axis 2 of the inner output, 4 of the outer
-    (("N", 4), [2, 3], [1], [1, 3, 4]),
-    ((3, 4), [0, 2, 4, 5], [1, 3, 8], [0, 1, 3, 4, 6, 7, 8]),  # 4 + 3 axes (onnxoptimizer's test)
-])
+@pytest.mark.parametrize(
+    "shape,first,second,merged",
+    [
+        ((3, 4), [0], [1], [0, 1]),
+        ((3, 4), [0], [0], [0, 1]),  # the inner 1 moves to axis 1
+        ((3, 4), [1], [3], [1, 3]),
+        ((3, 4), [-1], [0, -1], [0, 3, 4]),  # -1: axis 2 of the inner output, 4 of the outer
+        (("N", 4), [2, 3], [1], [1, 3, 4]),
+        ((3, 4), [0, 2, 4, 5], [1, 3, 8], [0, 1, 3, 4, 6, 7, 8]),  # 4 + 3 axes (onnxoptimizer's test)
+    ],
+)
 def test_unsqueeze_merge(opset: int, shape: tuple, first: list, second: list, merged: list) -> None:
     inits: dict = {}
-    m = model([_axes("Unsqueeze", "x", "u", first, opset, inits), _axes("Unsqueeze", "u", "q", second, opset, inits),
-               node("Neg", ["q"], "y")], [("x", "FLOAT", shape)], initializers=inits, opset=opset)
+    m = model(
+        [
+            _axes("Unsqueeze", "x", "u", first, opset, inits),
+            _axes("Unsqueeze", "u", "q", second, opset, inits),
+            node("Neg", ["q"], "y"),
+        ],
+        [("x", "FLOAT", shape)],
+        initializers=inits,
+        opset=opset,
+    )
     result = assert_rule_sound(m, "unsqueeze-merge")
     assert op_counts(result.model) == {"Unsqueeze": 1, "Neg": 1}
     (uq,) = [n for n in to_proto(result.model).graph.node if n.op_type == "Unsqueeze"]
@@ -612,8 +730,11 @@ def test_unsqueeze_merge(opset: int, shape: tuple, first: list, second: list, me
 
 
 def test_unsqueeze_merge_not_with_a_squeeze_between() -> None:
-    m = model([node("Unsqueeze", ["x", "a"], "u"), node("Squeeze", ["u", "a"], "s"), node("Unsqueeze", ["s", "a"], "y")],
-              [("x", "FLOAT", (3, 4))], initializers={"a": np.array([0], np.int64)})
+    m = model(
+        [node("Unsqueeze", ["x", "a"], "u"), node("Squeeze", ["u", "a"], "s"), node("Unsqueeze", ["s", "a"], "y")],
+        [("x", "FLOAT", (3, 4))],
+        initializers={"a": np.array([0], np.int64)},
+    )
     assert_rule_does_not_fire(m, "unsqueeze-merge")
 
 

@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, saturate_with_rules, to_proto)
+from eqsat.testing import (
+    PROPERTIES,
+    RuleCase,
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    op_counts,
+    optimize_with_rules,
+    saturate_with_rules,
+    to_proto,
+)
 from tests.rule_graphs import attribute, model, node, property_settings
 
 RNG = np.random.default_rng(1)
@@ -33,17 +41,24 @@ def fewest_ops(m, rules: list[str]):
     session = saturate_with_rules(m, rules)
     return session.extract(cost=ops).model
 
+
 @pytest.mark.parametrize("c_shape", [(5,), (1, 5), (3, 5), (3, 1), ()])
 def test_matmul_add_to_gemm(c_shape: tuple) -> None:
-    m = model([node("MatMul", ["a", "b"], "mm"), node("Add", ["mm", "c"], "y")], A,
-              initializers={"b": rand(4, 5), "c": rand(*c_shape)})
+    m = model(
+        [node("MatMul", ["a", "b"], "mm"), node("Add", ["mm", "c"], "y")],
+        A,
+        initializers={"b": rand(4, 5), "c": rand(*c_shape)},
+    )
     assert_rule_sound(m, "matmul-add-to-gemm")
     assert op_counts(fewest_ops(m, ["matmul-add-to-gemm"])) == {"Gemm": 1}
 
 
 def test_matmul_sub_to_gemm_with_negative_beta() -> None:
-    m = model([node("MatMul", ["a", "b"], "mm"), node("Sub", ["mm", "c"], "y")], A,
-              initializers={"b": rand(4, 5), "c": rand(5)})
+    m = model(
+        [node("MatMul", ["a", "b"], "mm"), node("Sub", ["mm", "c"], "y")],
+        A,
+        initializers={"b": rand(4, 5), "c": rand(5)},
+    )
     assert_rule_sound(m, "matmul-add-to-gemm")
     result = fewest_ops(m, ["matmul-add-to-gemm"])
     assert op_counts(result) == {"Gemm": 1}
@@ -51,8 +66,11 @@ def test_matmul_sub_to_gemm_with_negative_beta() -> None:
 
 
 def test_matmul_add_to_gemm_constant_first() -> None:
-    m = model([node("MatMul", ["a", "b"], "mm"), node("Add", ["c", "mm"], "y")], A,
-              initializers={"b": rand(4, 5), "c": rand(5)})
+    m = model(
+        [node("MatMul", ["a", "b"], "mm"), node("Add", ["c", "mm"], "y")],
+        A,
+        initializers={"b": rand(4, 5), "c": rand(5)},
+    )
     assert_rule_sound(m, "matmul-add-to-gemm", also=CL)
     assert op_counts(fewest_ops(m, ["matmul-add-to-gemm", *CL])) == {"Gemm": 1}
 
@@ -108,14 +126,20 @@ def test_matmul_add_to_gemm_property(case: RuleCase) -> None:
 
 # ---- gemm-bias-fold ----
 
-@pytest.mark.parametrize("with_c,beta,op", [(True, 1.0, "Add"), (True, 2.0, "Add"), (False, 1.0, "Add"),
-                                            (True, 0.5, "Sub"), (False, 1.0, "Sub")])
+
+@pytest.mark.parametrize(
+    "with_c,beta,op",
+    [(True, 1.0, "Add"), (True, 2.0, "Add"), (False, 1.0, "Add"), (True, 0.5, "Sub"), (False, 1.0, "Sub")],
+)
 def test_gemm_bias_fold(with_c: bool, beta: float, op: str) -> None:
     inits = {"b": rand(5, 4), "d": rand(5)}
     if with_c:
         inits["cc"] = rand(1, 5)
-    m = model([node("Gemm", ["a", "b", *(["cc"] if with_c else [])], "g", transB=1, beta=beta),
-               node(op, ["g", "d"], "y")], A, initializers=inits)
+    m = model(
+        [node("Gemm", ["a", "b", *(["cc"] if with_c else [])], "g", transB=1, beta=beta), node(op, ["g", "d"], "y")],
+        A,
+        initializers=inits,
+    )
     result = assert_rule_sound(m, "gemm-bias-fold")
     assert op_counts(result.model) == {"Gemm": 1}
 
@@ -136,10 +160,14 @@ def test_gemm_bias_fold_property(case: RuleCase) -> None:
 
 # ---- matmul-scale-fold ----
 
+
 @pytest.mark.parametrize("a_shape,s_shape", [((3, 4), (5,)), ((3, 4), (1, 5)), ((2, 3, 4), (1, 1, 5)), ((3, 4), ())])
 def test_matmul_scale_fold(a_shape: tuple, s_shape: tuple) -> None:
-    m = model([node("MatMul", ["a", "b"], "mm"), node("Mul", ["mm", "s"], "y")], [("a", "FLOAT", a_shape)],
-              initializers={"b": rand(4, 5), "s": rand(*s_shape, low=-2, high=2)})
+    m = model(
+        [node("MatMul", ["a", "b"], "mm"), node("Mul", ["mm", "s"], "y")],
+        [("a", "FLOAT", a_shape)],
+        initializers={"b": rand(4, 5), "s": rand(*s_shape, low=-2, high=2)},
+    )
     result, fired = optimize_with_rules(m, ["matmul-scale-fold"])
     assert fired["matmul-scale-fold"] > 0 and op_counts(result.model) == {"MatMul": 1}
     assert_rule_sound(m, "matmul-scale-fold")
@@ -164,19 +192,29 @@ def test_matmul_scale_fold_property(case: RuleCase) -> None:
 
 # ---- gemm-scale-fold ----
 
+
 @pytest.mark.parametrize("trans_b,with_c", [(0, True), (1, True), (1, False)])
 def test_gemm_scale_fold(trans_b: int, with_c: bool) -> None:
     inits = {"b": rand(5, 4) if trans_b else rand(4, 5), "s": rand(5, low=0.5, high=2)}
     if with_c:
         inits["cc"] = rand(5)
-    m = model([node("Gemm", ["a", "b", *(["cc"] if with_c else [])], "g", transB=trans_b, alpha=0.5),
-               node("Mul", ["g", "s"], "y")], A, initializers=inits)
+    m = model(
+        [
+            node("Gemm", ["a", "b", *(["cc"] if with_c else [])], "g", transB=trans_b, alpha=0.5),
+            node("Mul", ["g", "s"], "y"),
+        ],
+        A,
+        initializers=inits,
+    )
     assert op_counts(assert_rule_sound(m, "gemm-scale-fold").model) == {"Gemm": 1}
 
 
 def test_gemm_scale_fold_not_per_row() -> None:
-    m = model([node("Gemm", ["a", "b", "cc"], "g"), node("Mul", ["g", "s"], "y")], A,
-              initializers={"b": rand(4, 5), "cc": rand(5), "s": rand(3, 1)})
+    m = model(
+        [node("Gemm", ["a", "b", "cc"], "g"), node("Mul", ["g", "s"], "y")],
+        A,
+        initializers={"b": rand(4, 5), "cc": rand(5), "s": rand(3, 1)},
+    )
     assert_rule_does_not_fire(m, "gemm-scale-fold")
 
 
@@ -189,6 +227,7 @@ def test_gemm_scale_fold_property(case: RuleCase) -> None:
 # ---- const-minus-linear ----
 # c - A B = -(A B) + c: Gemm's alpha takes the sign. The e-graph check evaluates both sides on random inputs, so
 # a rewrite with the wrong sign (alpha kept, or c - C * beta written C * beta - c) fails it: see the mutants below.
+
 
 def _const_minus(lin: str = "MatMul", c_shape: tuple = (5,), with_c: bool = True, **gemm) -> object:
     inits = {"b": rand(4, 5), "c": rand(*c_shape)}
@@ -218,8 +257,9 @@ def gemm_attribute(m, name: str) -> float:
         return 1.0
 
 
-@pytest.mark.parametrize("with_c,alpha,beta", [(False, 1.0, 1.0), (True, 1.0, 1.0), (True, 0.5, 2.0),
-                                               (True, -2.0, -0.5), (False, -0.5, 3.0)])
+@pytest.mark.parametrize(
+    "with_c,alpha,beta", [(False, 1.0, 1.0), (True, 1.0, 1.0), (True, 0.5, 2.0), (True, -2.0, -0.5), (False, -0.5, 3.0)]
+)
 def test_const_minus_gemm_negates_alpha(with_c: bool, alpha: float, beta: float) -> None:
     m = _const_minus("Gemm", with_c=with_c, alpha=alpha, beta=beta)
     result = assert_rule_sound(m, "const-minus-linear")
@@ -233,8 +273,9 @@ def test_const_minus_linear_with_runtime_weights() -> None:
     assert op_counts(assert_rule_sound(m, "const-minus-linear").model) == {"Gemm": 1}
 
 
-@pytest.mark.parametrize("case", ["not-linear", "3d", "runtime-3d-b", "enlarging", "runtime-c", "linear-minus-c",
-                                  "int32"])
+@pytest.mark.parametrize(
+    "case", ["not-linear", "3d", "runtime-3d-b", "enlarging", "runtime-c", "linear-minus-c", "int32"]
+)
 def test_const_minus_linear_not(case: str) -> None:
     inits, inputs = _linear_operands(case)
     first = node("MatMul", ["a", "b"], "lin")
@@ -262,11 +303,14 @@ def _mutant(old: str, new: str):
     return [dataclasses.replace(rule, egglog=edited), *facts]
 
 
-@pytest.mark.parametrize("lin,old,new", [
-    ("MatMul", "(Gemm a b c -1.0 1.0 0 0)", "(Gemm a b c 1.0 -1.0 0 0)"),  # c - AB written AB - c
-    ("Gemm", "(* -1.0 alpha)", "alpha"),                                   # alpha not negated
-    ("Gemm", "(Sub c cc)", "(Sub cc c)"),                                  # C - c instead of c - C
-])
+@pytest.mark.parametrize(
+    "lin,old,new",
+    [
+        ("MatMul", "(Gemm a b c -1.0 1.0 0 0)", "(Gemm a b c 1.0 -1.0 0 0)"),  # c - AB written AB - c
+        ("Gemm", "(* -1.0 alpha)", "alpha"),  # alpha not negated
+        ("Gemm", "(Sub c cc)", "(Sub cc c)"),  # C - c instead of c - C
+    ],
+)
 def test_const_minus_linear_sign_errors_are_caught(lin: str, old: str, new: str) -> None:
     from eqsat.session import saturate
     from eqsat.testing import assert_egraph_sound, random_feeds
@@ -286,8 +330,17 @@ def test_const_minus_linear_property(case: RuleCase) -> None:
 
 # ---- gemm-merge (multi-pattern, TENSAT) ----
 
-def _linears(n: int = 3, bias: tuple | None = None, m: int = 16, k: int = 128, width: int = 128,
-             attrs: list | None = None, const: bool = True, act: str | None = None) -> object:
+
+def _linears(
+    n: int = 3,
+    bias: tuple | None = None,
+    m: int = 16,
+    k: int = 128,
+    width: int = 128,
+    attrs: list | None = None,
+    const: bool = True,
+    act: str | None = None,
+) -> object:
     """n nn.Linear-style Gemms (transB = 1) over the same A, each a graph output (through `act`, if given)."""
     nodes, inits, inputs, outs = [], {}, [("a", "FLOAT", (m, k))], []
     for i in range(n):
@@ -323,8 +376,12 @@ def test_gemm_merge_three_projections(bias: bool) -> None:
 def test_gemm_merge_without_trans_b() -> None:
     """B [K, N]: the weights join along axis 1."""
     inits = {"w0": rand(8, 4), "w1": rand(8, 5), "c0": rand(4), "c1": rand(5)}
-    m = model([node("Gemm", ["a", f"w{i}", f"c{i}"], f"y{i}", alpha=0.5, beta=2.0) for i in range(2)],
-              [("a", "FLOAT", (3, 8))], ["y0", "y1"], initializers=inits)
+    m = model(
+        [node("Gemm", ["a", f"w{i}", f"c{i}"], f"y{i}", alpha=0.5, beta=2.0) for i in range(2)],
+        [("a", "FLOAT", (3, 8))],
+        ["y0", "y1"],
+        initializers=inits,
+    )
     assert_rule_sound(m, "gemm-merge")
     egraph = saturate_with_rules(m, ["gemm-merge"]).egraph
     # weights on axis 1, biases on axis 0 (two Gemms: one launch saved, one Split added: no target takes it)
@@ -343,12 +400,19 @@ def test_gemm_merge_not(case: str) -> None:
         bias = (True, False)
     m = _linears(2, bias=bias, k=8, width=4, attrs=attrs, const=const)
     if case == "trans-b":  # [N, K] read transposed next to [K, N]
-        m = model([node("Gemm", ["a", "w0"], "y0", transB=1), node("Gemm", ["a", "w1"], "y1")],
-                  [("a", "FLOAT", (3, 8))], ["y0", "y1"], initializers={"w0": rand(4, 8), "w1": rand(8, 5)})
+        m = model(
+            [node("Gemm", ["a", "w0"], "y0", transB=1), node("Gemm", ["a", "w1"], "y1")],
+            [("a", "FLOAT", (3, 8))],
+            ["y0", "y1"],
+            initializers={"w0": rand(4, 8), "w1": rand(8, 5)},
+        )
     if case == "matrix-bias":  # C of shape [M, N]: left alone
-        m = model([node("Gemm", ["a", f"w{i}", f"c{i}"], f"y{i}", transB=1) for i in range(2)],
-                  [("a", "FLOAT", (3, 8))], ["y0", "y1"],
-                  initializers={"w0": rand(4, 8), "w1": rand(5, 8), "c0": rand(3, 4), "c1": rand(3, 5)})
+        m = model(
+            [node("Gemm", ["a", f"w{i}", f"c{i}"], f"y{i}", transB=1) for i in range(2)],
+            [("a", "FLOAT", (3, 8))],
+            ["y0", "y1"],
+            initializers={"w0": rand(4, 8), "w1": rand(5, 8), "c0": rand(3, 4), "c1": rand(3, 5)},
+        )
     assert_rule_does_not_fire(m, "gemm-merge")
 
 
@@ -384,8 +448,12 @@ def test_matmul_merge_epilogue_not(case: str) -> None:
     inits = {"sizes": np.array([2, 3], np.int64), "b": rand(4, 5)}
     src = "a2" if case == "split-of-input" else "mm"
     act = "Relu" if case == "split-of-input" else "Sigmoid"
-    nodes = [node("MatMul", ["a", "b"], "mm"), oh.make_node("Split", [src, "sizes"], ["s0", "s1"], axis=1),
-             node(act, ["s0"], "y0"), node(act, ["s1"], "y1")]
+    nodes = [
+        node("MatMul", ["a", "b"], "mm"),
+        oh.make_node("Split", [src, "sizes"], ["s0", "s1"], axis=1),
+        node(act, ["s0"], "y0"),
+        node(act, ["s1"], "y1"),
+    ]
     m = model(nodes, A + [("a2", "FLOAT", (3, 5))], ["y0", "y1", "mm"], initializers=inits)
     assert_rule_does_not_fire(m, "matmul-merge-epilogue")
 
@@ -403,6 +471,7 @@ def test_gemm_merge_property(case: RuleCase) -> None:
 
 
 # ---- gemm-transpose-fold ----
+
 
 @pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
 @pytest.mark.parametrize("which", ["a", "b", "both"])
@@ -429,8 +498,10 @@ def test_gemm_transpose_fold(trans_a: int, trans_b: int, which: str) -> None:
 
 def test_gemm_transpose_fold_not_for_matmul() -> None:
     """MatMul has no transpose flags (and its operands may be batched)."""
-    m = model([node("Transpose", ["a"], "at", perm=[1, 0]), node("MatMul", ["at", "b"], "y")],
-              [("a", "FLOAT", (4, 3)), ("b", "FLOAT", (4, 5))])
+    m = model(
+        [node("Transpose", ["a"], "at", perm=[1, 0]), node("MatMul", ["at", "b"], "y")],
+        [("a", "FLOAT", (4, 3)), ("b", "FLOAT", (4, 5))],
+    )
     assert_rule_does_not_fire(m, "gemm-transpose-fold")
 
 
@@ -441,6 +512,7 @@ def test_gemm_transpose_fold_property(case: RuleCase) -> None:
 
 
 # ---- matmul-bias-chain: consecutive constant biases after an N-D MatMul ----
+
 
 def _bias_chain_model(c2_input: bool = False, c2_shape=(6,), ops=("Add", "Sub")) -> object:
     rng = np.random.default_rng(5)

@@ -11,8 +11,15 @@ import onnx.numpy_helper
 import pytest
 from hypothesis import given
 
-from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, saturate_with_rules)
+from eqsat.testing import (
+    PROPERTIES,
+    RuleCase,
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    op_counts,
+    optimize_with_rules,
+    saturate_with_rules,
+)
 from eqsat.extract.cost import load_target, roofline
 from tests.rule_graphs import attribute, model, node, property_settings
 
@@ -29,13 +36,24 @@ def _reduce_mean(x: str, y: str, axes: list[int], keepdims: int, opset: int):
     return node("ReduceMean", [x], y, axes=axes, keepdims=keepdims)
 
 
-def _moments(axes: list[int], *, square: str = "pow", norm: str = "div", x: str = "x", mean_of: str = "x",
-             keepdims: int = 1, opset: int = 17) -> tuple[list, dict]:
+def _moments(
+    axes: list[int],
+    *,
+    square: str = "pow",
+    norm: str = "div",
+    x: str = "x",
+    mean_of: str = "x",
+    keepdims: int = 1,
+    opset: int = 17,
+) -> tuple[list, dict]:
     """x -> (x - mean) / sqrt(var + eps) over `axes` as exporters write it (BERT/GPT-2: pow, div)."""
     nodes = [_reduce_mean(mean_of, "mean", axes, keepdims, opset), node("Sub", [x, "mean"], "d")]
     nodes.append(node("Pow", ["d", "two"], "sq") if square == "pow" else node("Mul", ["d", "d"], "sq"))
-    nodes += [_reduce_mean("sq", "var", axes, keepdims, opset), node("Add", ["var", "eps"], "ve"),
-              node("Sqrt", ["ve"], "std")]
+    nodes += [
+        _reduce_mean("sq", "var", axes, keepdims, opset),
+        node("Add", ["var", "eps"], "ve"),
+        node("Sqrt", ["ve"], "std"),
+    ]
     if norm == "div":
         nodes.append(node("Div", ["d", "std"], "n"))
     else:
@@ -46,8 +64,9 @@ def _moments(axes: list[int], *, square: str = "pow", norm: str = "div", x: str 
     return nodes, inits
 
 
-def _layernorm_model(*, gamma=(D,), beta=(D,), opset: int = 17, dtype: str = "FLOAT", shape=(1, 4, D), axes=(-1,),
-                     **kw) -> object:
+def _layernorm_model(
+    *, gamma=(D,), beta=(D,), opset: int = 17, dtype: str = "FLOAT", shape=(1, 4, D), axes=(-1,), **kw
+) -> object:
     nodes, inits = _moments(list(axes), opset=opset, **kw)
     out = "n"
     rng = np.random.default_rng(0)
@@ -65,6 +84,7 @@ def _layernorm_model(*, gamma=(D,), beta=(D,), opset: int = 17, dtype: str = "FL
 
 
 # ---- layernorm-fuse (+ scale, bias): the BERT/GPT-2 decomposition ----
+
 
 @pytest.mark.parametrize("square,norm", [("pow", "div"), ("mul", "div"), ("pow", "recip"), ("mul", "recip")])
 def test_layernorm_fuse_bert_pattern_becomes_one_node(square: str, norm: str) -> None:
@@ -111,14 +131,16 @@ def test_layernorm_fuse_not_on_float16() -> None:
 
 def test_layernorm_fuse_scale_not_for_a_per_row_gamma() -> None:
     """A gamma of shape (1, 4, 1) scales rows, not the normalized axis: not a LayerNormalization scale."""
-    assert_rule_does_not_fire(_layernorm_model(gamma=(1, 4, 1), beta=None), "layernorm-fuse-scale",
-                              also=("layernorm-fuse", FORMS))
+    assert_rule_does_not_fire(
+        _layernorm_model(gamma=(1, 4, 1), beta=None), "layernorm-fuse-scale", also=("layernorm-fuse", FORMS)
+    )
 
 
 def test_layernorm_fuse_scale_not_for_a_full_size_gamma() -> None:
     """A gamma with one value per element (1, 4, 8) varies along the rows too."""
-    assert_rule_does_not_fire(_layernorm_model(gamma=(1, 4, D), beta=None), "layernorm-fuse-scale",
-                              also=("layernorm-fuse", FORMS))
+    assert_rule_does_not_fire(
+        _layernorm_model(gamma=(1, 4, D), beta=None), "layernorm-fuse-scale", also=("layernorm-fuse", FORMS)
+    )
 
 
 def test_layernorm_fuse_bias_not_for_a_runtime_bias() -> None:
@@ -147,6 +169,7 @@ def test_layernorm_fuse_bias_property(case: RuleCase) -> None:
 
 # ---- layernorm-fuse over several trailing axes ----
 
+
 @pytest.mark.parametrize("opset,gamma", [(17, (4, D)), (18, (1, 4, D)), (18, (4, D))])
 def test_layernorm_fuse_over_trailing_axes(opset: int, gamma: tuple) -> None:
     """Moments over axes [1, 2] of (2, 4, 8) -> LayerNormalization(axis=1) with (4, 8) scale and bias."""
@@ -161,14 +184,16 @@ def test_layernorm_fuse_over_trailing_axes(opset: int, gamma: tuple) -> None:
 def test_layernorm_fuse_not_over_non_trailing_axes() -> None:
     """Axes [1, 2] of a rank-4 x, or [1, 3] (not contiguous): not the axes a LayerNormalization normalizes."""
     for axes in ((1, 2), (1, 3)):
-        assert_rule_does_not_fire(_layernorm_model(axes=axes, shape=(2, 3, 4, 5), gamma=None, beta=None),
-                                  "layernorm-fuse", also=(FORMS,))
+        assert_rule_does_not_fire(
+            _layernorm_model(axes=axes, shape=(2, 3, 4, 5), gamma=None, beta=None), "layernorm-fuse", also=(FORMS,)
+        )
 
 
 def test_layernorm_fuse_not_over_a_symbolic_dim() -> None:
     """The scale is a tensor of the normalized dims: a symbolic one among them stops the fusion."""
-    assert_rule_does_not_fire(_layernorm_model(axes=(1, 2), shape=(2, "S", D), gamma=None, beta=None),
-                              "layernorm-fuse", also=(FORMS,))
+    assert_rule_does_not_fire(
+        _layernorm_model(axes=(1, 2), shape=(2, "S", D), gamma=None, beta=None), "layernorm-fuse", also=(FORMS,)
+    )
 
 
 def test_layernorm_fuse_scale_not_for_a_gamma_along_part_of_the_axes() -> None:
@@ -180,8 +205,15 @@ def test_layernorm_fuse_scale_not_for_a_gamma_along_part_of_the_axes() -> None:
 
 # ---- layernorm-fuse-transposed: a channels-first LayerNorm ----
 
-TRANSPOSED_RULES = ["layernorm-fuse-transposed", "layernorm-fuse-scale", "layernorm-fuse-bias",
-                    "transpose-sink-binary-const", "transpose-merge", "transpose-identity", "const-operand-last"]
+TRANSPOSED_RULES = [
+    "layernorm-fuse-transposed",
+    "layernorm-fuse-scale",
+    "layernorm-fuse-bias",
+    "transpose-sink-binary-const",
+    "transpose-merge",
+    "transpose-identity",
+    "const-operand-last",
+]
 
 
 @pytest.mark.parametrize("affine", [False, True])
@@ -189,8 +221,9 @@ def test_layernorm_fuse_transposed_channels_first(affine: bool) -> None:
     """ConvNeXt's LayerNorm over axis 1 of NCHW, gamma and beta (C, 1, 1): LayerNormalization between two
     Transposes, the affine part sunk into it."""
     shape = (2, D, 3, 4)
-    m = _layernorm_model(axes=(1,), shape=shape, gamma=(D, 1, 1) if affine else None,
-                         beta=(D, 1, 1) if affine else None)
+    m = _layernorm_model(
+        axes=(1,), shape=shape, gamma=(D, 1, 1) if affine else None, beta=(D, 1, 1) if affine else None
+    )
     result = assert_rule_sound(m, "layernorm-fuse-transposed", also=(*TRANSPOSED_RULES[1:], FORMS))
     assert op_counts(result.model) == {"Transpose": 2, "LayerNormalization": 1}
 
@@ -219,16 +252,30 @@ def test_layernorm_fuse_transposed_property(case: RuleCase) -> None:
 FOLD_RULES = [*LN_RULES, FORMS, "norm-rsqrt-forms", "norm-unfold-shift", "norm-regroup-scale"]
 
 
-def _folded_model(rsqrt: str = "pow", gamma: bool = True, beta: str = "sub", axes=(-1,), shape=(2, 4, D),
-                  mean_of: str = "x", gamma_input: bool = False, pre: tuple = (), cshape=None) -> object:
+def _folded_model(
+    rsqrt: str = "pow",
+    gamma: bool = True,
+    beta: str = "sub",
+    axes=(-1,),
+    shape=(2, 4, D),
+    mean_of: str = "x",
+    gamma_input: bool = False,
+    pre: tuple = (),
+    cshape=None,
+) -> object:
     """TF/Keras' LayerNormalization as tf2onnx writes it: k = g * rsqrt(var + eps); x * k + (b - mean * k)
     (gamma and beta of shape `cshape`, default the normalized dims)."""
     rng = np.random.default_rng(3)
     nd = cshape or tuple(shape[a] for a in axes)
     inits = {"axes": np.array(axes, np.int64), "eps": np.array(1e-5, np.float32)}
-    nodes = [*pre, node("ReduceMean", [mean_of, "axes"], "m", keepdims=1), node("Sub", ["x", "m"], "d"),
-             node("Mul", ["d", "d"], "sq"), node("ReduceMean", ["sq", "axes"], "v", keepdims=1),
-             node("Add", ["v", "eps"], "ve")]
+    nodes = [
+        *pre,
+        node("ReduceMean", [mean_of, "axes"], "m", keepdims=1),
+        node("Sub", ["x", "m"], "d"),
+        node("Mul", ["d", "d"], "sq"),
+        node("ReduceMean", ["sq", "axes"], "v", keepdims=1),
+        node("Add", ["v", "eps"], "ve"),
+    ]
     if rsqrt == "pow":
         inits["mhalf"] = np.array(-0.5, np.float32)
         nodes.append(node("Pow", ["ve", "mhalf"], "r"))
@@ -257,9 +304,17 @@ def _folded_model(rsqrt: str = "pow", gamma: bool = True, beta: str = "sub", axe
     return model(nodes, inputs, ["y"], inits, opset=18)
 
 
-@pytest.mark.parametrize("rsqrt,gamma,beta,axes", [("pow", True, "sub", (-1,)), ("div", True, "sub", (-1,)),
-                                                    ("recip", False, "sub", (-1,)), ("pow", True, "none", (-1,)),
-                                                    ("recip", True, "neg", (-1,)), ("pow", True, "sub", (1, 2))])
+@pytest.mark.parametrize(
+    "rsqrt,gamma,beta,axes",
+    [
+        ("pow", True, "sub", (-1,)),
+        ("div", True, "sub", (-1,)),
+        ("recip", False, "sub", (-1,)),
+        ("pow", True, "none", (-1,)),
+        ("recip", True, "neg", (-1,)),
+        ("pow", True, "sub", (1, 2)),
+    ],
+)
 def test_folded_layernorm_becomes_one_node(rsqrt: str, gamma: bool, beta: str, axes: tuple) -> None:
     m = _folded_model(rsqrt, gamma, beta, axes)
     result, fired = optimize_with_rules(m, FOLD_RULES)
@@ -271,8 +326,14 @@ def test_folded_layernorm_becomes_one_node(rsqrt: str, gamma: bool, beta: str, a
 @pytest.mark.parametrize("beta", ["sub", "none"])
 def test_folded_instancenorm_becomes_one_node(beta: str) -> None:
     """The same folded form over the spatial axes with per-channel gamma and beta: InstanceNormalization."""
-    rules = ["instancenorm-fuse", "instancenorm-fuse-affine", FORMS, "norm-rsqrt-forms", "norm-unfold-shift",
-             "norm-regroup-scale"]
+    rules = [
+        "instancenorm-fuse",
+        "instancenorm-fuse-affine",
+        FORMS,
+        "norm-rsqrt-forms",
+        "norm-unfold-shift",
+        "norm-regroup-scale",
+    ]
     m = _folded_model("div", beta=beta, axes=(2, 3), shape=(1, 3, 4, 5), cshape=(1, 3, 1, 1))
     result, fired = optimize_with_rules(m, rules)
     assert fired["norm-regroup-scale"] > 0 and fired["instancenorm-fuse"] > 0, fired
@@ -307,6 +368,7 @@ def test_rsqrt_forms_not_for_another_exponent() -> None:
 
 # ---- (n + b) * g: the affine in the other order ----
 
+
 def _add_then_mul_model(beta_input: bool = False, norm: str = "ln") -> object:
     axes, shape = ((-1,), (1, 4, D)) if norm == "ln" else ((2, 3), (1, 3, 4, 5))
     nodes, inits = _moments(list(axes), opset=17)
@@ -324,9 +386,11 @@ def _add_then_mul_model(beta_input: bool = False, norm: str = "ln") -> object:
 
 @pytest.mark.parametrize("norm", ["ln", "in"])
 def test_add_then_mul_affine_is_fused(norm: str) -> None:
-    rules = ([*LN_RULES, FORMS, "norm-distribute-affine", "const-operand-last"] if norm == "ln"
-             else ["instancenorm-fuse", "instancenorm-fuse-affine", FORMS, "norm-distribute-affine",
-                   "const-operand-last"])
+    rules = (
+        [*LN_RULES, FORMS, "norm-distribute-affine", "const-operand-last"]
+        if norm == "ln"
+        else ["instancenorm-fuse", "instancenorm-fuse-affine", FORMS, "norm-distribute-affine", "const-operand-last"]
+    )
     m = _add_then_mul_model(norm=norm)
     result, fired = optimize_with_rules(m, rules)
     assert fired["norm-distribute-affine"] > 0, fired
@@ -336,8 +400,9 @@ def test_add_then_mul_affine_is_fused(norm: str) -> None:
 
 def test_add_then_mul_affine_needs_constants() -> None:
     """b * g would be computed at run time: not distributed."""
-    assert_rule_does_not_fire(_add_then_mul_model(beta_input=True), "norm-distribute-affine",
-                              also=("layernorm-fuse", FORMS))
+    assert_rule_does_not_fire(
+        _add_then_mul_model(beta_input=True), "norm-distribute-affine", also=("layernorm-fuse", FORMS)
+    )
 
 
 @property_settings()
@@ -379,6 +444,7 @@ def test_norm_distribute_affine_property(case: RuleCase) -> None:
 
 # ---- layernorm-decompose: the target decides ----
 
+
 def _ln_node_model(bias: bool = True, dtype: str = "FLOAT", axis: int = -1) -> object:
     rng = np.random.default_rng(1)
     np_dtype = np.float16 if dtype == "FLOAT16" else np.float32
@@ -389,8 +455,11 @@ def _ln_node_model(bias: bool = True, dtype: str = "FLOAT", axis: int = -1) -> o
         inits["g"] = rng.uniform(0.5, 1.5, (4, D)).astype(np_dtype)
         inits.pop("b", None)
     inputs = ["x", "g", "b"] if bias and axis == -1 else ["x", "g"]
-    return model([node("LayerNormalization", inputs, "y", axis=axis, epsilon=1e-5)], [("x", dtype, (1, 4, D))],
-                 initializers=inits)
+    return model(
+        [node("LayerNormalization", inputs, "y", axis=axis, epsilon=1e-5)],
+        [("x", dtype, (1, 4, D))],
+        initializers=inits,
+    )
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -429,7 +498,9 @@ def test_layernorm_costs_on_npu_explain_the_choice() -> None:
     cost, penalty = roofline("npu"), load_target("npu").unsupported_penalty
     g = session.egraph
     fused = [cost(g, n) for n in g.nodes if n.op == "LayerNormalization"]
-    primitives = [cost(g, n) for n in g.nodes if n.op in ("ReduceMean", "Sub", "Sqrt") and not g.eclass(n.eclass).constant]
+    primitives = [
+        cost(g, n) for n in g.nodes if n.op in ("ReduceMean", "Sub", "Sqrt") and not g.eclass(n.eclass).constant
+    ]
     assert fused and primitives and min(fused) >= penalty
     assert sum(primitives) < penalty
 
@@ -441,6 +512,7 @@ def test_layernorm_decompose_property(case: RuleCase) -> None:
 
 
 # ---- instancenorm-fuse (+ affine) ----
+
 
 def _instancenorm_model(axes=(2, 3), gamma=True, beta=True, shape=(1, 3, 4, 5)) -> object:
     nodes, inits = _moments(list(axes))
@@ -471,8 +543,14 @@ def test_instancenorm_fuse_affine_per_channel() -> None:
     assert_rule_sound(m, "instancenorm-fuse-affine", also=("instancenorm-fuse", FORMS))
 
 
-IN_CL_RULES = ["instancenorm-fuse-channels-last", "instancenorm-fuse-affine", "transpose-sink-binary-const",
-               "transpose-merge", "transpose-identity", "const-operand-last"]
+IN_CL_RULES = [
+    "instancenorm-fuse-channels-last",
+    "instancenorm-fuse-affine",
+    "transpose-sink-binary-const",
+    "transpose-merge",
+    "transpose-identity",
+    "const-operand-last",
+]
 
 
 @pytest.mark.parametrize("affine", [False, True])
@@ -500,21 +578,24 @@ def test_instancenorm_fuse_channels_last_property(case: RuleCase) -> None:
 def test_norm_fusions_not_over_a_single_element() -> None:
     """Normalizing one element gives exactly 0 (beta after the affine part); the fused kernels leave a
     rounding residue amplified by 1 / sqrt(eps) (fuzz seed 20003), so neither fusion applies there."""
-    assert_rule_does_not_fire(_layernorm_model(gamma=None, beta=None, shape=(2, 1, 1), axes=(2,)), "layernorm-fuse",
-                              also=(FORMS,))
+    assert_rule_does_not_fire(
+        _layernorm_model(gamma=None, beta=None, shape=(2, 1, 1), axes=(2,)), "layernorm-fuse", also=(FORMS,)
+    )
     nodes, inits = _moments([2])
     m = model(nodes, [("x", "FLOAT", (2, 1, 1))], ["n"], inits, opset=17)
     assert_rule_does_not_fire(m, "instancenorm-fuse", also=(FORMS,))
 
 
 def test_instancenorm_fuse_not_over_the_channel_axis() -> None:
-    assert_rule_does_not_fire(_instancenorm_model(axes=(1, 2, 3), gamma=False, beta=False), "instancenorm-fuse",
-                              also=(FORMS,))
+    assert_rule_does_not_fire(
+        _instancenorm_model(axes=(1, 2, 3), gamma=False, beta=False), "instancenorm-fuse", also=(FORMS,)
+    )
 
 
 def test_instancenorm_fuse_not_over_part_of_the_spatial_axes() -> None:
-    assert_rule_does_not_fire(_instancenorm_model(axes=(3,), gamma=False, beta=False), "instancenorm-fuse",
-                              also=(FORMS,))
+    assert_rule_does_not_fire(
+        _instancenorm_model(axes=(3,), gamma=False, beta=False), "instancenorm-fuse", also=(FORMS,)
+    )
 
 
 def test_instancenorm_fuse_affine_not_for_a_spatial_gamma() -> None:
@@ -544,8 +625,9 @@ def test_layernorm_not_fused_in_bundled_fp16_bert() -> None:
     from eqsat.rewrites.registry import all_rules
 
     path = Path(__file__).parent / "models" / "bert_l2_h128_fp16_mixed.onnx"
-    rules = [r for r in all_rules()
-             if r.family == "analysis" or r.ruleset == "analysis" or r.name in (*LN_RULES, FORMS)]
+    rules = [
+        r for r in all_rules() if r.family == "analysis" or r.ruleset == "analysis" or r.name in (*LN_RULES, FORMS)
+    ]
     session = saturate(path, rules=rules, opset=17)
     assert session.saturation.error is None
     assert "layernorm-fuse" not in session.saturation.rules_fired

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts, run,
-                           to_proto)
+from eqsat.testing import PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts, run, to_proto
 from tests.rule_graphs import model, node, property_settings
 
 X = [("x", "FLOAT", (1, 2, 6, 6))]
@@ -32,6 +31,7 @@ def pool_pads(m) -> list:
 
 # ---- pad-avgpool-merge ----
 
+
 @pytest.mark.parametrize("opset", [10, 11, 18])
 @pytest.mark.parametrize("own", [None, [1, 0, 0, 1]])
 def test_pad_avgpool_merge(opset: int, own: list | None) -> None:
@@ -42,15 +42,18 @@ def test_pad_avgpool_merge(opset: int, own: list | None) -> None:
     assert pool_pads(result.model) == ([2, 1, 1, 2] if own else [1, 1, 1, 1])
 
 
-@pytest.mark.parametrize("pads,value,attrs", [
-    ([0, 0, 1, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 0}),         # the divisor would drop the pad
-    ([0, 0, 1, 1, 0, 0, 1, 1], 1.0, {"count_include_pad": 1}),         # a non-zero pad value
-    ([0, 1, 1, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 1}),         # a channel pad
-    ([0, 0, -1, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 1}),        # a crop
-    ([0, 0, 1, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 1, "ceil_mode": 1}),
-    ([0, 0, 1, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 1, "auto_pad": "SAME_UPPER"}),
-    ([0, 0, 3, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 1}),         # a pad as large as the kernel
-])
+@pytest.mark.parametrize(
+    "pads,value,attrs",
+    [
+        ([0, 0, 1, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 0}),  # the divisor would drop the pad
+        ([0, 0, 1, 1, 0, 0, 1, 1], 1.0, {"count_include_pad": 1}),  # a non-zero pad value
+        ([0, 1, 1, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 1}),  # a channel pad
+        ([0, 0, -1, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 1}),  # a crop
+        ([0, 0, 1, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 1, "ceil_mode": 1}),
+        ([0, 0, 1, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 1, "auto_pad": "SAME_UPPER"}),
+        ([0, 0, 3, 1, 0, 0, 1, 1], 0.0, {"count_include_pad": 1}),  # a pad as large as the kernel
+    ],
+)
 def test_pad_avgpool_merge_not(pads: list, value: float, attrs: dict) -> None:
     m = pad_pool("AveragePool", pads, value, kernel_shape=[3, 3], **attrs)
     assert_rule_does_not_fire(m, "pad-avgpool-merge")
@@ -63,6 +66,7 @@ def test_pad_avgpool_merge_property(case: RuleCase) -> None:
 
 
 # ---- pad-maxpool-merge ----
+
 
 @pytest.mark.parametrize("opset", [10, 11, 18])
 def test_pad_maxpool_merge_minus_inf(opset: int) -> None:
@@ -89,13 +93,16 @@ def test_pad_maxpool_merge_property(case: RuleCase) -> None:
     case.check()
 
 
-@pytest.mark.parametrize("rule,pool,value", [("pad-avgpool-merge", "AveragePool", 0.0),
-                                             ("pad-maxpool-merge", "MaxPool", -np.inf)])
+@pytest.mark.parametrize(
+    "rule,pool,value", [("pad-avgpool-merge", "AveragePool", 0.0), ("pad-maxpool-merge", "MaxPool", -np.inf)]
+)
 def test_pad_pool_merge_under_symbolic_dims(rule: str, pool: str, value: float) -> None:
     """The rules compute with the pads and the kernel only: symbolic batch and spatial dims do not stop them."""
     attrs = {"count_include_pad": 1} if pool == "AveragePool" else {}
-    m = model([node("Pad", ["x", "pads", "v"], "p", mode="constant"), node(pool, ["p"], "y", kernel_shape=[2, 3], **attrs)],
-              [("x", "FLOAT", ("N", 2, "H", "W"))],
-              initializers={"pads": np.array([0, 0, 1, 2, 0, 0, 0, 1], np.int64), "v": np.array(value, np.float32)})
+    m = model(
+        [node("Pad", ["x", "pads", "v"], "p", mode="constant"), node(pool, ["p"], "y", kernel_shape=[2, 3], **attrs)],
+        [("x", "FLOAT", ("N", 2, "H", "W"))],
+        initializers={"pads": np.array([0, 0, 1, 2, 0, 0, 0, 1], np.int64), "v": np.array(value, np.float32)},
+    )
     feeds = {"x": np.random.default_rng(3).standard_normal((2, 2, 5, 7)).astype(np.float32)}
     assert op_counts(assert_rule_sound(m, rule, feeds).model) == {pool: 1}

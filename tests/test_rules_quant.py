@@ -12,25 +12,48 @@ import pytest
 from hypothesis import given
 
 import eqsat
-from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, run, saturate_with_rules, to_proto)
+from eqsat.testing import (
+    PROPERTIES,
+    RuleCase,
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    op_counts,
+    optimize_with_rules,
+    run,
+    saturate_with_rules,
+    to_proto,
+)
 from tests.rule_graphs import model, node, property_settings
 
 PRECISION = ("precision-changing",)
 S = np.array(0.05, np.float32)
 
 
-def _dq_q(qtype: str = "INT8", *, zp=3, scale=S, scale2=None, zp2=None, axis=None, zp_dtype2=None, shape=(2, 3, 4),
-          opset: int = 13) -> object:
+def _dq_q(
+    qtype: str = "INT8",
+    *,
+    zp=3,
+    scale=S,
+    scale2=None,
+    zp2=None,
+    axis=None,
+    zp_dtype2=None,
+    shape=(2, 3, 4),
+    opset: int = 13,
+) -> object:
     """x (8-bit) -> DequantizeLinear(s, z) -> QuantizeLinear(s2, z2) -> y."""
     np_q = {"INT8": np.int8, "UINT8": np.uint8, "INT16": np.int16, "UINT16": np.uint16}[qtype]
-    inits = {"s": np.asarray(scale, np.float32) if axis is None else np.linspace(0.01, 0.1, shape[axis], dtype=np.float32),
-             "z": np.array(zp, np_q) if axis is None else np.full(shape[axis], zp, np_q)}
+    inits = {
+        "s": np.asarray(scale, np.float32) if axis is None else np.linspace(0.01, 0.1, shape[axis], dtype=np.float32),
+        "z": np.array(zp, np_q) if axis is None else np.full(shape[axis], zp, np_q),
+    }
     inits["s2"] = inits["s"] if scale2 is None else np.asarray(scale2, np.float32)
     inits["z2"] = inits["z"] if zp2 is None else np.asarray(zp2, zp_dtype2 or np_q)
     attrs = {} if axis is None else {"axis": axis}
-    nodes = [node("DequantizeLinear", ["x", "s", "z"], "dq", **attrs),
-             node("QuantizeLinear", ["dq", "s2", "z2"], "y", **attrs)]
+    nodes = [
+        node("DequantizeLinear", ["x", "s", "z"], "dq", **attrs),
+        node("QuantizeLinear", ["dq", "s2", "z2"], "y", **attrs),
+    ]
     return model(nodes, [("x", qtype, shape)], initializers=inits, opset=opset)
 
 
@@ -40,6 +63,7 @@ def _no_qdq(m) -> bool:
 
 
 # ---- qdq-cancel ----
+
 
 @pytest.mark.parametrize("qtype", ["INT8", "UINT8"])
 @pytest.mark.parametrize("axis", [None, 1])
@@ -84,10 +108,12 @@ def test_qdq_cancel_property(case: RuleCase) -> None:
 
 # ---- dq-q-drop (precision-changing) ----
 
+
 def _q_dq() -> object:
     nodes = [node("QuantizeLinear", ["x", "s", "z"], "q"), node("DequantizeLinear", ["q", "s", "z"], "y")]
-    return model(nodes, [("x", "FLOAT", (2, 8))], initializers={"s": np.array(0.02, np.float32),
-                                                                 "z": np.array(128, np.uint8)})
+    return model(
+        nodes, [("x", "FLOAT", (2, 8))], initializers={"s": np.array(0.02, np.float32), "z": np.array(128, np.uint8)}
+    )
 
 
 #: Inputs within the grid's range (+-2.56): the rounding error (<= 0.01) is within 1% of the output scale.
@@ -114,8 +140,11 @@ def test_dq_q_drop_keeps_the_clamp(qtype: str, zp) -> None:
     if zp is not None:
         inits["z"] = np.array(zp, np.uint8 if qtype == "UINT8" else np.int8)
         inputs.append("z")
-    m = model([node("QuantizeLinear", inputs, "q"), node("DequantizeLinear", ["q", *inputs[1:]], "y")],
-              [("x", "FLOAT", (4, 16))], initializers=inits)
+    m = model(
+        [node("QuantizeLinear", inputs, "q"), node("DequantizeLinear", ["q", *inputs[1:]], "y")],
+        [("x", "FLOAT", (4, 16))],
+        initializers=inits,
+    )
     x = {"x": np.linspace(-40, 40, 64, dtype=np.float32).reshape(4, 16)}
     result, fired = optimize_with_rules(m, ["dq-q-drop"], allow=PRECISION)
     assert fired["dq-q-drop"] > 0 and op_counts(result.model) == {"Clip": 1}
@@ -129,8 +158,11 @@ def test_dq_q_drop_keeps_the_clamp(qtype: str, zp) -> None:
 def test_dq_q_drop_not_per_axis() -> None:
     """A per-channel scale has no single pair of Clip bounds: the pair is left alone."""
     inits = {"s": np.array([0.02, 0.05], np.float32), "z": np.array([0, 3], np.int8)}
-    m = model([node("QuantizeLinear", ["x", "s", "z"], "q", axis=0),
-               node("DequantizeLinear", ["q", "s", "z"], "y", axis=0)], [("x", "FLOAT", (2, 8))], initializers=inits)
+    m = model(
+        [node("QuantizeLinear", ["x", "s", "z"], "q", axis=0), node("DequantizeLinear", ["q", "s", "z"], "y", axis=0)],
+        [("x", "FLOAT", (2, 8))],
+        initializers=inits,
+    )
     assert_rule_does_not_fire(m, "dq-q-drop", allow=PRECISION)
 
 
@@ -159,6 +191,7 @@ def test_dq_q_drop_property(case: RuleCase) -> None:
 
 # ---- qdq-zero-point-default ----
 
+
 def test_qdq_zero_point_default_canonicalizes_and_lets_pairs_cancel() -> None:
     """DQ with an explicit zero point 0, Q without one: the same parameters once canonical."""
     nodes = [node("DequantizeLinear", ["x", "s", "z"], "dq"), node("QuantizeLinear", ["dq", "s"], "y")]
@@ -174,13 +207,22 @@ def test_qdq_zero_point_default_canonicalizes_and_lets_pairs_cancel() -> None:
 def test_qdq_zero_point_default_per_axis_zeros(qtype) -> None:
     """A per-axis zero point of zeros (the `splat` fact) is the default too: DQ always, Q when it is uint8."""
     s = np.linspace(0.01, 0.1, 3, dtype=np.float32)
-    m = model([node("DequantizeLinear", ["x", "s", "z"], "dq", axis=1), node("Relu", ["dq"], "r"),
-               node("QuantizeLinear", ["r", "s", "zq"], "y", axis=1)], [("x", "UINT8", (2, 3, 4))],
-              initializers={"s": s, "z": np.zeros(3, np.uint8), "zq": np.zeros(3, qtype)})
+    m = model(
+        [
+            node("DequantizeLinear", ["x", "s", "z"], "dq", axis=1),
+            node("Relu", ["dq"], "r"),
+            node("QuantizeLinear", ["r", "s", "zq"], "y", axis=1),
+        ],
+        [("x", "UINT8", (2, 3, 4))],
+        initializers={"s": s, "z": np.zeros(3, np.uint8), "zq": np.zeros(3, qtype)},
+    )
     session = saturate_with_rules(m, ["qdq-zero-point-default"])
     g = session.egraph
-    defaults = {n.op for n in g.nodes if n.op in ("QuantizeLinear", "DequantizeLinear")
-                and g.node(g.eclass(n.children[2]).nodes[0]).op == "Absent"}
+    defaults = {
+        n.op
+        for n in g.nodes
+        if n.op in ("QuantizeLinear", "DequantizeLinear") and g.node(g.eclass(n.children[2]).nodes[0]).op == "Absent"
+    }
     assert defaults == ({"DequantizeLinear", "QuantizeLinear"} if qtype == np.uint8 else {"DequantizeLinear"})
     result, _ = optimize_with_rules(m, ["qdq-zero-point-default"])  # the cpu's tie_break: fewer inputs win
     inputs = {n.op_type: len(n.inputs) for n in result.model.graph}
@@ -189,16 +231,22 @@ def test_qdq_zero_point_default_per_axis_zeros(qtype) -> None:
 
 
 def test_qdq_zero_point_default_not_for_a_mixed_per_axis_zero_point() -> None:
-    m = model([node("DequantizeLinear", ["x", "s", "z"], "y", axis=1)], [("x", "UINT8", (2, 3, 4))],
-              initializers={"s": np.linspace(0.01, 0.1, 3, dtype=np.float32), "z": np.array([0, 0, 1], np.uint8)})
+    m = model(
+        [node("DequantizeLinear", ["x", "s", "z"], "y", axis=1)],
+        [("x", "UINT8", (2, 3, 4))],
+        initializers={"s": np.linspace(0.01, 0.1, 3, dtype=np.float32), "z": np.array([0, 0, 1], np.uint8)},
+    )
     assert_rule_does_not_fire(m, "qdq-zero-point-default")
 
 
 @pytest.mark.parametrize("zp,dtype", [(0, np.int8), (5, np.uint8)])
 def test_qdq_zero_point_default_not_for_int8_or_nonzero_quantize(zp: int, dtype) -> None:
     """An absent zero point means uint8 0: an int8 zero point (other output type) or 5 is not that."""
-    m = model([node("QuantizeLinear", ["x", "s", "z"], "y")], [("x", "FLOAT", (2, 8))],
-              initializers={"s": S, "z": np.array(zp, dtype)})
+    m = model(
+        [node("QuantizeLinear", ["x", "s", "z"], "y")],
+        [("x", "FLOAT", (2, 8))],
+        initializers={"s": S, "z": np.array(zp, dtype)},
+    )
     assert_rule_does_not_fire(m, "qdq-zero-point-default")
 
 
@@ -209,6 +257,7 @@ def test_qdq_zero_point_default_property(case: RuleCase) -> None:
 
 
 # ---- qdq-sink-transpose, qdq-sink-reshape ----
+
 
 def _dq_layout_q(layout: str, per_axis: bool = False) -> object:
     inits = {"s": S, "z": np.array(3, np.int8)}
@@ -221,8 +270,11 @@ def _dq_layout_q(layout: str, per_axis: bool = False) -> object:
         inits["shape"] = np.array([2, -1], np.int64)
         mid = node("Reshape", ["dq", "shape"], "t")
     q_attrs = {"axis": 2} if per_axis and layout == "Transpose" else attrs
-    nodes = [node("DequantizeLinear", ["x", "s", "z"], "dq", **attrs), mid,
-             node("QuantizeLinear", ["t", "s", "z"], "y", **q_attrs)]
+    nodes = [
+        node("DequantizeLinear", ["x", "s", "z"], "dq", **attrs),
+        mid,
+        node("QuantizeLinear", ["t", "s", "z"], "y", **q_attrs),
+    ]
     return model(nodes, [("x", "INT8", (2, 3, 4))], initializers=inits, opset=13)
 
 
@@ -255,8 +307,10 @@ def test_qdq_sink_reshape_property(case: RuleCase) -> None:
 
 # ---- qdq-zero-point-shift ----
 
-def _pair(qtype: str = "UINT8", zp: int = 128, *, q_axis: int | None = None, dq_zp: int | None = None,
-          per_axis: bool = False) -> object:
+
+def _pair(
+    qtype: str = "UINT8", zp: int = 128, *, q_axis: int | None = None, dq_zp: int | None = None, per_axis: bool = False
+) -> object:
     """x -> Neg -> Q(s, zp) -> DQ -> Sigmoid -> y0 and DQ -> Tanh -> y1 (DQ nodes with equal inputs are one
     term: consumers share it); `per_axis`: scale and zero point per channel (axis 1, 3 channels)."""
     np_q = {"UINT8": np.uint8, "INT8": np.int8}[qtype]
@@ -269,7 +323,11 @@ def _pair(qtype: str = "UINT8", zp: int = 128, *, q_axis: int | None = None, dq_
     axis = {"axis": 1} if per_axis else {}
     q_attrs = {"axis": q_axis} if q_axis is not None else axis
     nodes = [node("Neg", ["x"], "r"), node("QuantizeLinear", ["r", "s", "z"], "q", **q_attrs)]
-    nodes += [node("DequantizeLinear", dq_inputs, "dq", **axis), node("Sigmoid", ["dq"], "y0"), node("Tanh", ["dq"], "y1")]
+    nodes += [
+        node("DequantizeLinear", dq_inputs, "dq", **axis),
+        node("Sigmoid", ["dq"], "y0"),
+        node("Tanh", ["dq"], "y1"),
+    ]
     return model(nodes, [("x", "FLOAT", (2, 3, 4))], ["y0", "y1"], initializers=inits)
 
 
@@ -280,7 +338,11 @@ WIDE = {"x": np.linspace(-9, 9, 24, dtype=np.float32).reshape(2, 3, 4)}
 def _quantized_types(m) -> set[str]:
     """Element types of the non-float initializers (zero points, quantized weights) of an extracted model."""
     proto = to_proto(m)
-    return {onnx.TensorProto.DataType.Name(t.data_type) for t in proto.graph.initializer if t.data_type != onnx.TensorProto.FLOAT}
+    return {
+        onnx.TensorProto.DataType.Name(t.data_type)
+        for t in proto.graph.initializer
+        if t.data_type != onnx.TensorProto.FLOAT
+    }
 
 
 @pytest.mark.parametrize("target,qtype", [("cpu", "UINT8"), ("gpu", "INT8"), ("npu", "INT8")])
@@ -304,8 +366,9 @@ def test_qdq_zero_point_shift_back_from_int8() -> None:
     m = model(nodes, [("x", "FLOAT", (2, 3, 4))], initializers={"s": S, "z": np.array(0, np.int8)})
     session = saturate_with_rules(m, ["qdq-zero-point-shift"])
     assert session.saturation.rules_fired["qdq-zero-point-shift"] > 0
-    assert {c.dtype for c in session.egraph.classes if any(session.egraph.node(n).op == "QuantizeLinear"
-                                                            for n in c.nodes)} == {"UINT8", "INT8"}
+    assert {
+        c.dtype for c in session.egraph.classes if any(session.egraph.node(n).op == "QuantizeLinear" for n in c.nodes)
+    } == {"UINT8", "INT8"}
     for target in ("cpu", "gpu"):
         result = session.extract(target, verify=False)
         assert _quantized_types(result.model) == {"INT8"}, target
@@ -326,9 +389,17 @@ def test_qdq_zero_point_shift_weight_constant() -> None:
     assert_rule_sound(m, "qdq-zero-point-shift", x, target="gpu")
 
 
-@pytest.mark.parametrize("kw,twin", [({"zp": 127}, "INT8"), ({"zp": 0}, "INT8"), ({"qtype": "INT8", "zp": 1}, "UINT8"),
-                                     ({"qtype": "INT8", "zp": -128}, "UINT8"), ({"per_axis": True, "zp": 3}, "INT8")],
-                         ids=["u8-zp127", "u8-zp0", "i8-zp1", "i8-zp-128", "per-axis"])
+@pytest.mark.parametrize(
+    "kw,twin",
+    [
+        ({"zp": 127}, "INT8"),
+        ({"zp": 0}, "INT8"),
+        ({"qtype": "INT8", "zp": 1}, "UINT8"),
+        ({"qtype": "INT8", "zp": -128}, "UINT8"),
+        ({"per_axis": True, "zp": 3}, "INT8"),
+    ],
+    ids=["u8-zp127", "u8-zp0", "i8-zp1", "i8-zp-128", "per-axis"],
+)
 def test_qdq_zero_point_shift_any_zero_point(kw: dict, twin: str) -> None:
     """Every 8-bit zero point z has its twin z -/+ 128 in the other type (uint8 0 <-> int8 -128 among them), per
     axis too (the twin's zero points computed at lowering); the npu (int8, asymmetric) takes an int8 pair, the
@@ -336,8 +407,9 @@ def test_qdq_zero_point_shift_any_zero_point(kw: dict, twin: str) -> None:
     m = _pair(**kw)
     session = saturate_with_rules(m, ["qdq-zero-point-shift"])
     assert session.saturation.rules_fired["qdq-zero-point-shift"] > 0
-    assert {c.dtype for c in session.egraph.classes if any(session.egraph.node(n).op == "QuantizeLinear"
-                                                            for n in c.nodes)} == {"UINT8", "INT8"}
+    assert {
+        c.dtype for c in session.egraph.classes if any(session.egraph.node(n).op == "QuantizeLinear" for n in c.nodes)
+    } == {"UINT8", "INT8"}
     npu = session.extract("npu", verify=False).model
     assert _quantized_types(npu) == {"INT8"}
     gpu = session.extract("gpu", verify=False).model
@@ -372,10 +444,16 @@ def test_qdq_zero_point_shift_not_for_16_bit_pairs() -> None:
 
 def test_qdq_zero_point_shift_not_for_a_lone_q_or_an_activation_dq() -> None:
     """A lone Q (its uint8 output is what the consumer reads) and the DQ of a uint8 graph input keep their type."""
-    lone_q = model([node("QuantizeLinear", ["x", "s", "z"], "y")], [("x", "FLOAT", (2, 8))],
-                   initializers={"s": S, "z": np.array(128, np.uint8)})
-    lone_dq = model([node("DequantizeLinear", ["x", "s", "z"], "y")], [("x", "UINT8", (2, 8))],
-                    initializers={"s": S, "z": np.array(128, np.uint8)})
+    lone_q = model(
+        [node("QuantizeLinear", ["x", "s", "z"], "y")],
+        [("x", "FLOAT", (2, 8))],
+        initializers={"s": S, "z": np.array(128, np.uint8)},
+    )
+    lone_dq = model(
+        [node("DequantizeLinear", ["x", "s", "z"], "y")],
+        [("x", "UINT8", (2, 8))],
+        initializers={"s": S, "z": np.array(128, np.uint8)},
+    )
     for m in (lone_q, lone_dq):
         assert_rule_does_not_fire(m, "qdq-zero-point-shift")
 
@@ -388,14 +466,38 @@ def test_qdq_zero_point_shift_property(case: RuleCase) -> None:
 
 # ---- rescale-merge, rescale-merge-lossy ----
 
-def _chain(s1: float, z1, s2: float, z2, *, xtype: str = "UINT8", s3=0.05, z3=np.int8(10), axis3: int | None = None,
-           mid_axes: tuple[int | None, int | None] = (None, None), end: str = "requantize") -> object:
+
+Z3_DEFAULT = np.int8(10)  # the third zero point _chain uses unless told
+
+
+def _chain(
+    s1: float,
+    z1,
+    s2: float,
+    z2,
+    *,
+    xtype: str = "UINT8",
+    s3=0.05,
+    z3=Z3_DEFAULT,
+    axis3: int | None = None,
+    mid_axes: tuple[int | None, int | None] = (None, None),
+    end: str = "requantize",
+) -> object:
     """x -> DQ(s1, z1) -> Q(s2, z2) -> DQ(s2, z2) -> Q(s3, z3) -> y (end="requantize") or -> Identity -> y."""
-    inits = {"s1": np.asarray(s1, np.float32), "z1": np.asarray(z1), "s2": np.asarray(s2, np.float32),
-             "z2": np.asarray(z2), "s3": np.asarray(s3, np.float32), "z3": np.asarray(z3)}
+    inits = {
+        "s1": np.asarray(s1, np.float32),
+        "z1": np.asarray(z1),
+        "s2": np.asarray(s2, np.float32),
+        "z2": np.asarray(z2),
+        "s3": np.asarray(s3, np.float32),
+        "z3": np.asarray(z3),
+    }
     qa, da = ({} if a is None else {"axis": a} for a in mid_axes)
-    nodes = [node("DequantizeLinear", ["x", "s1", "z1"], "d1"), node("QuantizeLinear", ["d1", "s2", "z2"], "q2", **qa),
-             node("DequantizeLinear", ["q2", "s2", "z2"], "d2", **da)]
+    nodes = [
+        node("DequantizeLinear", ["x", "s1", "z1"], "d1"),
+        node("QuantizeLinear", ["d1", "s2", "z2"], "q2", **qa),
+        node("DequantizeLinear", ["q2", "s2", "z2"], "d2", **da),
+    ]
     if end == "requantize":
         nodes.append(node("QuantizeLinear", ["d2", "s3", "z3"], "y", **({} if axis3 is None else {"axis": axis3})))
     else:
@@ -408,16 +510,19 @@ def _chain(s1: float, z1, s2: float, z2, *, xtype: str = "UINT8", s3=0.05, z3=np
 #: Every uint8 / int8 value once.
 ALL_U8 = {"x": np.arange(256, dtype=np.uint8).reshape(2, 128)}
 ALL_I8 = {"x": np.arange(-128, 128, dtype=np.int8).reshape(2, 128)}
-K3 = float(np.float32(7 * 2.0 ** -10))  # 7/1024: 3 * K3 is exact in float32
+K3 = float(np.float32(7 * 2.0**-10))  # 7/1024: 3 * K3 is exact in float32
 
 
-@pytest.mark.parametrize("s1,z1,s2,z2,feeds", [
-    (0.02, np.uint8(100), 0.01, np.int16(0), ALL_U8),           # k = 2 into int16, then back to int8
-    (3 * K3, np.uint8(128), K3, np.uint16(400), ALL_U8),         # k = 3 (exact: a short mantissa)
-    (0.05, np.uint8(128), 0.05, np.int8(0), ALL_U8),             # k = 1: uint8 zp 128 == int8 zp 0
-    (0.05, np.int8(-3), 0.05, np.uint8(125), ALL_I8),            # k = 1: an integer shift that never saturates
-    (0.08, np.int8(0), 0.01, np.int16(-7), ALL_I8),              # k = 8
-])
+@pytest.mark.parametrize(
+    "s1,z1,s2,z2,feeds",
+    [
+        (0.02, np.uint8(100), 0.01, np.int16(0), ALL_U8),  # k = 2 into int16, then back to int8
+        (3 * K3, np.uint8(128), K3, np.uint16(400), ALL_U8),  # k = 3 (exact: a short mantissa)
+        (0.05, np.uint8(128), 0.05, np.int8(0), ALL_U8),  # k = 1: uint8 zp 128 == int8 zp 0
+        (0.05, np.int8(-3), 0.05, np.uint8(125), ALL_I8),  # k = 1: an integer shift that never saturates
+        (0.08, np.int8(0), 0.01, np.int16(-7), ALL_I8),  # k = 8
+    ],
+)
 def test_rescale_merge_two_requantizes_become_one(s1, z1, s2, z2, feeds) -> None:
     m = _chain(s1, z1, s2, z2, xtype="UINT8" if feeds is ALL_U8 else "INT8")
     result = assert_rule_sound(m, "rescale-merge", feeds)
@@ -426,19 +531,30 @@ def test_rescale_merge_two_requantizes_become_one(s1, z1, s2, z2, feeds) -> None
 
 
 def test_rescale_merge_keeps_a_per_channel_outer_requantize() -> None:
-    m = _chain(0.02, np.uint8(100), 0.01, np.int16(0), s3=np.linspace(0.01, 0.2, 2, dtype=np.float32),
-               z3=np.array([0, 3], np.int8), axis3=0)
+    m = _chain(
+        0.02,
+        np.uint8(100),
+        0.01,
+        np.int16(0),
+        s3=np.linspace(0.01, 0.2, 2, dtype=np.float32),
+        z3=np.array([0, 3], np.int8),
+        axis3=0,
+    )
     result = assert_rule_sound(m, "rescale-merge", ALL_U8)
     assert op_counts(result.model) == {"DequantizeLinear": 1, "QuantizeLinear": 1}
 
 
-@pytest.mark.parametrize("s1,z1,s2,z2", [
-    (0.03, np.uint8(128), 0.02, np.int16(0)),                                   # s1 / s2 = 1.5
-    (float(np.float32(0.003)), np.uint8(128), float(np.float32(0.001)), np.int16(0)),  # 2.9999999 in float32
-    (0.02, np.uint8(128), 0.01, np.int8(0)),     # k = 2 into int8: -256..254 saturates
-    (0.05, np.uint8(128), 0.05, np.int8(1)),     # 255 - 128 + 1 = 128 saturates
-    (0.05, np.uint8(127), 0.05, np.int8(0)),     # zero point 127 against 0: 255 - 127 = 128 saturates
-], ids=["ratio-1.5", "ratio-not-exact", "k2-int8", "zp-shift-1", "zp127"])
+@pytest.mark.parametrize(
+    "s1,z1,s2,z2",
+    [
+        (0.03, np.uint8(128), 0.02, np.int16(0)),  # s1 / s2 = 1.5
+        (float(np.float32(0.003)), np.uint8(128), float(np.float32(0.001)), np.int16(0)),  # 2.9999999 in float32
+        (0.02, np.uint8(128), 0.01, np.int8(0)),  # k = 2 into int8: -256..254 saturates
+        (0.05, np.uint8(128), 0.05, np.int8(1)),  # 255 - 128 + 1 = 128 saturates
+        (0.05, np.uint8(127), 0.05, np.int8(0)),  # zero point 127 against 0: 255 - 127 = 128 saturates
+    ],
+    ids=["ratio-1.5", "ratio-not-exact", "k2-int8", "zp-shift-1", "zp127"],
+)
 def test_rescale_merge_not_when_the_middle_rounds_or_saturates(s1, z1, s2, z2) -> None:
     assert_rule_does_not_fire(_chain(s1, z1, s2, z2), "rescale-merge")
 
@@ -468,7 +584,7 @@ def test_rescale_merge_lossy_only_when_allowed_and_within_half_a_step() -> None:
     result, fired = optimize_with_rules(m, ["rescale-merge-lossy"], allow=PRECISION)
     assert fired["rescale-merge-lossy"] > 0 and op_counts(result.model) == {"DequantizeLinear": 1}  # y = DQ(x)
     expected, actual = run(m, ALL_U8)[0], run(result.model, ALL_U8)[0]
-    rounding = float(np.max(np.abs(expected))) * 2.0 ** -22  # the float32 products themselves
+    rounding = float(np.max(np.abs(expected))) * 2.0**-22  # the float32 products themselves
     assert 0 < np.max(np.abs(expected - actual)) <= float(np.float32(0.02)) / 2 + rounding
     assert_rule_sound(m, "rescale-merge-lossy", ALL_U8, allow=PRECISION)
 
@@ -508,4 +624,6 @@ def test_bundled_qdq_resnet_still_verifies() -> None:
     result = eqsat.optimize(path)
     assert result.report.verification.ok
     before, after = result.report.ops_before, result.report.ops_after
-    assert after["QuantizeLinear"] == before["QuantizeLinear"] and after["DequantizeLinear"] == before["DequantizeLinear"]
+    assert (
+        after["QuantizeLinear"] == before["QuantizeLinear"] and after["DequantizeLinear"] == before["DequantizeLinear"]
+    )

@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, run, saturate_with_rules)
+from eqsat.testing import (
+    PROPERTIES,
+    RuleCase,
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    op_counts,
+    optimize_with_rules,
+    run,
+    saturate_with_rules,
+)
 from tests.rule_graphs import model, node, property_settings
 
 X = [("x", "FLOAT", (2, 3, 4, 5))]
@@ -19,28 +27,37 @@ def root_ops(m, rule: str) -> set[str]:
     return {egraph.node(n).op for n in egraph.eclass(session.roots[0]).nodes}
 
 
-
 # ---- reducesum-mul-to-mean ----
+
 
 @pytest.mark.parametrize("axes,count,keepdims", [([2, 3], 20, 1), ([1], 3, 0), ([0, 1, 2, 3], 120, 0), ([-1], 5, 1)])
 def test_reducesum_mul_to_mean(axes: list, count: int, keepdims: int) -> None:
-    m = model([node("ReduceSum", ["x", "axes"], "rs", keepdims=keepdims), node("Mul", ["rs", "k"], "y")], X,
-              initializers={"axes": np.array(axes, np.int64), "k": np.array(1.0 / count, np.float32)})
+    m = model(
+        [node("ReduceSum", ["x", "axes"], "rs", keepdims=keepdims), node("Mul", ["rs", "k"], "y")],
+        X,
+        initializers={"axes": np.array(axes, np.int64), "k": np.array(1.0 / count, np.float32)},
+    )
     result = assert_rule_sound(m, "reducesum-mul-to-mean")
     assert op_counts(result.model) == {"ReduceMean": 1}
 
 
 def test_reducesum_mul_to_mean_all_axes_constant_first() -> None:
-    m = model([node("ReduceSum", ["x"], "rs", keepdims=0), node("Mul", ["k", "rs"], "y")], X,
-              initializers={"k": np.array(1.0 / 120, np.float32)})
+    m = model(
+        [node("ReduceSum", ["x"], "rs", keepdims=0), node("Mul", ["k", "rs"], "y")],
+        X,
+        initializers={"k": np.array(1.0 / 120, np.float32)},
+    )
     result = assert_rule_sound(m, "reducesum-mul-to-mean", also=("const-operand-last",))
     assert op_counts(result.model) == {"ReduceMean": 1}
 
 
 @pytest.mark.parametrize("k", [1.0 / 21, 1.0 / 19, 0.05 * (1 + 1e-5)])
 def test_reducesum_mul_to_mean_not_when_count_differs(k: float) -> None:
-    m = model([node("ReduceSum", ["x", "axes"], "rs"), node("Mul", ["rs", "k"], "y")], X,
-              initializers={"axes": np.array([2, 3], np.int64), "k": np.array(k, np.float32)})
+    m = model(
+        [node("ReduceSum", ["x", "axes"], "rs"), node("Mul", ["rs", "k"], "y")],
+        X,
+        initializers={"axes": np.array([2, 3], np.int64), "k": np.array(k, np.float32)},
+    )
     assert_rule_does_not_fire(m, "reducesum-mul-to-mean")
 
 
@@ -52,15 +69,23 @@ def test_reducesum_mul_to_mean_property(case: RuleCase) -> None:
 
 # ---- reducesum-div-to-mean ----
 
+
 def test_reducesum_div_to_mean() -> None:
-    m = model([node("ReduceSum", ["x", "axes"], "rs"), node("Div", ["rs", "n"], "y")], X,
-              initializers={"axes": np.array([1, 3], np.int64), "n": np.array(15.0, np.float32)})
+    m = model(
+        [node("ReduceSum", ["x", "axes"], "rs"), node("Div", ["rs", "n"], "y")],
+        X,
+        initializers={"axes": np.array([1, 3], np.int64), "n": np.array(15.0, np.float32)},
+    )
     assert op_counts(assert_rule_sound(m, "reducesum-div-to-mean").model) == {"ReduceMean": 1}
 
 
 def test_reducesum_div_to_mean_opset_11_attribute() -> None:
-    m = model([node("ReduceSum", ["x"], "rs", axes=[2]), node("Div", ["rs", "n"], "y")], X,
-              initializers={"n": np.array(4.0, np.float32)}, opset=11)
+    m = model(
+        [node("ReduceSum", ["x"], "rs", axes=[2]), node("Div", ["rs", "n"], "y")],
+        X,
+        initializers={"n": np.array(4.0, np.float32)},
+        opset=11,
+    )
     assert op_counts(assert_rule_sound(m, "reducesum-div-to-mean").model) == {"ReduceMean": 1}
 
 
@@ -68,8 +93,11 @@ def test_reducesum_div_to_mean_opset_11_attribute() -> None:
 def test_reducesum_div_to_mean_not(dtype: str, n: float) -> None:
     """A wrong count, or an integer sum (integer division truncates; a mean of integers is another op)."""
     np_dtype = np.float32 if dtype == "FLOAT" else np.int64
-    m = model([node("ReduceSum", ["x", "axes"], "rs"), node("Div", ["rs", "n"], "y")], [("x", dtype, (2, 3, 4, 5))],
-              initializers={"axes": np.array([2, 3], np.int64), "n": np.array(n, np_dtype)})
+    m = model(
+        [node("ReduceSum", ["x", "axes"], "rs"), node("Div", ["rs", "n"], "y")],
+        [("x", dtype, (2, 3, 4, 5))],
+        initializers={"axes": np.array([2, 3], np.int64), "n": np.array(n, np_dtype)},
+    )
     assert_rule_does_not_fire(m, "reducesum-div-to-mean")
 
 
@@ -81,11 +109,16 @@ def test_reducesum_div_to_mean_property(case: RuleCase) -> None:
 
 # ---- reducemean-to-global-pool / global-pool-to-reducemean ----
 
+
 @pytest.mark.parametrize("opset", [17, 18])
 def test_reducemean_to_global_pool(opset: int) -> None:
     if opset >= 18:
-        m = model([node("ReduceMean", ["x", "axes"], "y", keepdims=1)], X,
-                  initializers={"axes": np.array([2, 3], np.int64)}, opset=opset)
+        m = model(
+            [node("ReduceMean", ["x", "axes"], "y", keepdims=1)],
+            X,
+            initializers={"axes": np.array([2, 3], np.int64)},
+            opset=opset,
+        )
     else:
         m = model([node("ReduceMean", ["x"], "y", axes=[2, 3], keepdims=1)], X, opset=opset)
     assert_rule_sound(m, "reducemean-to-global-pool")
@@ -100,8 +133,16 @@ def test_reducemean_without_keepdims_to_flattened_global_pool(shape: tuple) -> N
     assert root_ops(m, "reducemean-to-global-pool") == {"ReduceMean", "Flatten"}
 
 
-@pytest.mark.parametrize("axes,keepdims,shape", [([2, 3, 4, 5], 0, (1, 2, 2, 2, 2, 2)), ([1, 2], 1, (2, 3, 4, 5)),
-                                                 ([1, 2], 0, (2, 3, 4, 5)), ([3], 1, (2, 3, 4, 5)), ([1], 1, (2, 3))])
+@pytest.mark.parametrize(
+    "axes,keepdims,shape",
+    [
+        ([2, 3, 4, 5], 0, (1, 2, 2, 2, 2, 2)),
+        ([1, 2], 1, (2, 3, 4, 5)),
+        ([1, 2], 0, (2, 3, 4, 5)),
+        ([3], 1, (2, 3, 4, 5)),
+        ([1], 1, (2, 3)),
+    ],
+)
 def test_reducemean_to_global_pool_not(axes: list, keepdims: int, shape: tuple) -> None:
     m = model([node("ReduceMean", ["x"], "y", axes=axes, keepdims=keepdims)], [("x", "FLOAT", shape)])
     assert_rule_does_not_fire(m, "reducemean-to-global-pool")
@@ -133,8 +174,18 @@ def test_global_pool_to_reducemean_property(case: RuleCase) -> None:
 
 # ---- reduce-unsqueeze-fuse ----
 
-REDUCTIONS = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-              "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]
+REDUCTIONS = [
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceSumSquare",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+]
 
 
 def _reduce_unsqueeze(op: str, axes: list | None, back: list, opset: int, shape: tuple = (2, 3, 4, 5)):
@@ -152,8 +203,12 @@ def _reduce_unsqueeze(op: str, axes: list | None, back: list, opset: int, shape:
         unsq = node("Unsqueeze", ["r", "uaxes"], "y")
     else:
         unsq = node("Unsqueeze", ["r"], "y", axes=back)
-    return model([node("Abs", ["x"], "a"), node(op, ["a", *reduce_in[1:]], "r", **attrs), unsq],
-                 [("x", "FLOAT", shape)], initializers=inits, opset=opset)
+    return model(
+        [node("Abs", ["x"], "a"), node(op, ["a", *reduce_in[1:]], "r", **attrs), unsq],
+        [("x", "FLOAT", shape)],
+        initializers=inits,
+        opset=opset,
+    )
 
 
 @pytest.mark.parametrize("op", REDUCTIONS)
@@ -179,15 +234,21 @@ def test_reduce_unsqueeze_fuse_not_on_other_axes(axes: list, back: list) -> None
 
 
 def test_reduce_unsqueeze_fuse_not_with_keepdims() -> None:
-    m = model([node("ReduceMax", ["x"], "r", axes=[1], keepdims=1), node("Unsqueeze", ["r", "u"], "y")],
-              [("x", "FLOAT", (2, 3, 4))], initializers={"u": np.array([1], np.int64)})
+    m = model(
+        [node("ReduceMax", ["x"], "r", axes=[1], keepdims=1), node("Unsqueeze", ["r", "u"], "y")],
+        [("x", "FLOAT", (2, 3, 4))],
+        initializers={"u": np.array([1], np.int64)},
+    )
     assert_rule_does_not_fire(m, "reduce-unsqueeze-fuse")
 
 
 def test_reduce_unsqueeze_fuse_not_with_noop_empty_axes() -> None:
     """noop_with_empty_axes = 1 and no axes: the reduction is the identity (the node stays opaque)."""
-    m = model([node("ReduceSum", ["x"], "r", keepdims=0, noop_with_empty_axes=1), node("Unsqueeze", ["r", "u"], "y")],
-              [("x", "FLOAT", (2, 3))], initializers={"u": np.array([0, 1], np.int64)})
+    m = model(
+        [node("ReduceSum", ["x"], "r", keepdims=0, noop_with_empty_axes=1), node("Unsqueeze", ["r", "u"], "y")],
+        [("x", "FLOAT", (2, 3))],
+        initializers={"u": np.array([0, 1], np.int64)},
+    )
     assert_rule_does_not_fire(m, "reduce-unsqueeze-fuse")
 
 
@@ -221,8 +282,11 @@ def test_argmax_monotone_off_by_default() -> None:
 def test_argmax_monotone_not_across_axes_or_before_13(opset: int, soft_axis: int, arg_axis: int) -> None:
     """Softmax over another axis mixes the ArgMax axis's values; before opset 13 Softmax normalizes over the
     flattened trailing axes (axis and everything after it), which may not be the ArgMax axis alone."""
-    m = model([node("Softmax", ["x"], "f", axis=soft_axis), node("ArgMax", ["f"], "y", axis=arg_axis)],
-              [("x", "FLOAT", (3, 4))], opset=opset)
+    m = model(
+        [node("Softmax", ["x"], "f", axis=soft_axis), node("ArgMax", ["f"], "y", axis=arg_axis)],
+        [("x", "FLOAT", (3, 4))],
+        opset=opset,
+    )
     assert_rule_does_not_fire(m, "argmax-monotone", allow=PC)
 
 

@@ -48,7 +48,9 @@ def test_rule_record_is_complete(rule) -> None:
     assert rule.doc.strip() and "\n" not in rule.doc, f"{rule.name}: doc must be one non-empty line"
     assert rule.egglog, f"{rule.name}: no egglog rewrite"
     module = next(m for m in registry.FAMILIES if rule in m.RULES)
-    assert module.__name__ == f"eqsat.rewrites.{rule.family}", f"{rule.name}: family {rule.family!r} but lives in {module.__name__}"
+    assert module.__name__ == f"eqsat.rewrites.{rule.family}", (
+        f"{rule.name}: family {rule.family!r} but lives in {module.__name__}"
+    )
 
 
 def test_default_selection_is_not_precision_changing() -> None:
@@ -61,8 +63,9 @@ def test_default_selection_is_not_precision_changing() -> None:
 
 def test_every_rule_is_named_in_a_rule_test_file() -> None:
     """Adding a rule without tests fails here: each name must appear in some tests/test_rules_*.py."""
-    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted(TESTS.glob("test_rules_*.py"))
-                     if p.name != Path(__file__).name)
+    text = "\n".join(
+        p.read_text(encoding="utf-8") for p in sorted(TESTS.glob("test_rules_*.py")) if p.name != Path(__file__).name
+    )
     untested = [r.name for r in RULES if f'"{r.name}"' not in text]
     assert not untested, f"rules not named in any tests/test_rules_*.py: {untested}"
 

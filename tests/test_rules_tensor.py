@@ -9,8 +9,16 @@ import onnx.helper as oh
 import pytest
 from hypothesis import given
 
-from eqsat.testing import (PROPERTIES, RuleCase, assert_rule_does_not_fire, assert_rule_sound, op_counts,
-                           optimize_with_rules, saturate_with_rules, to_proto)
+from eqsat.testing import (
+    PROPERTIES,
+    RuleCase,
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    op_counts,
+    optimize_with_rules,
+    saturate_with_rules,
+    to_proto,
+)
 from tests.rule_graphs import attribute, model, node, property_settings, transpose
 
 RNG = np.random.default_rng(3)
@@ -32,12 +40,22 @@ def ops_of(session) -> set[str]:
 
 # ---- typed Concat / Split: encoding and lowering ----
 
+
 @pytest.mark.parametrize("opset", [11, 13, 18])
 def test_concat_split_are_typed_and_round_trip(opset: int) -> None:
     inits = {"sizes": np.array([1, 3], np.int64)} if opset >= 13 else {}
-    m = model([node("Concat", ["a", "b"], "c", axis=-1), split("c", ["y0", "y1"], -1, [1, 3], opset),
-               node("Relu", ["y0"], "r0"), node("Relu", ["y1"], "r1")],
-              [("a", "FLOAT", (2, 2)), ("b", "FLOAT", (2, 2))], ["r0", "r1"], initializers=inits, opset=opset)
+    m = model(
+        [
+            node("Concat", ["a", "b"], "c", axis=-1),
+            split("c", ["y0", "y1"], -1, [1, 3], opset),
+            node("Relu", ["y0"], "r0"),
+            node("Relu", ["y1"], "r1"),
+        ],
+        [("a", "FLOAT", (2, 2)), ("b", "FLOAT", (2, 2))],
+        ["r0", "r1"],
+        initializers=inits,
+        opset=opset,
+    )
     session = saturate_with_rules(m, [])
     assert {"Concat", "Split", "Out"} <= ops_of(session) and "Opaque" not in ops_of(session)
     result = session.extract("cpu", verify=True)
@@ -52,20 +70,30 @@ def test_even_split_without_sizes_is_typed() -> None:
 
 
 def test_split_with_runtime_sizes_stays_opaque() -> None:
-    m = model([oh.make_node("Split", ["x", "s"], ["y0", "y1"], axis=0), node("Add", ["y0", "y1"], "y")],
-              [("x", "FLOAT", (4,)), ("s", "INT64", (2,))], [("y", "FLOAT", ("n",))], opset=13)
+    m = model(
+        [oh.make_node("Split", ["x", "s"], ["y0", "y1"], axis=0), node("Add", ["y0", "y1"], "y")],
+        [("x", "FLOAT", (4,)), ("s", "INT64", (2,))],
+        [("y", "FLOAT", ("n",))],
+        opset=13,
+    )
     session = saturate_with_rules(m, [])
     assert "Split" not in ops_of(session) and "Opaque" in ops_of(session)
 
 
 # ---- shape-concat-split (analysis) ----
 
+
 def test_shape_concat_split_gives_created_concats_a_shape() -> None:
-    m = model([transpose("a", "ta", (1, 0)), transpose("b", "tb", (1, 0)), node("Concat", ["ta", "tb"], "y", axis=0)],
-              [("a", "FLOAT", (2, 3)), ("b", "FLOAT", (2, 1))])
+    m = model(
+        [transpose("a", "ta", (1, 0)), transpose("b", "tb", (1, 0)), node("Concat", ["ta", "tb"], "y", axis=0)],
+        [("a", "FLOAT", (2, 3)), ("b", "FLOAT", (2, 1))],
+    )
     session = saturate_with_rules(m, ["transpose-sink-concat"])
-    created = [c for c in session.egraph.classes if any(session.egraph.node(n).op == "Concat" for n in c.nodes)
-               and c.shape == (2, 4)]
+    created = [
+        c
+        for c in session.egraph.classes
+        if any(session.egraph.node(n).op == "Concat" for n in c.nodes) and c.shape == (2, 4)
+    ]
     assert created, "the sunk Concat(a, b) on axis 1 has shape (2, 4)"
     assert_rule_sound(m, "shape-concat-split", also=["transpose-sink-concat"])
 
@@ -83,9 +111,12 @@ def test_shape_concat_split_property(case: RuleCase) -> None:
 
 # ---- concat-merge and list-append ----
 
+
 def _nested(inner_axis: int, outer_axis: int = 1):
-    return model([node("Concat", ["b", "c"], "i", axis=inner_axis), node("Concat", ["a", "i", "d"], "y", axis=outer_axis)],
-                 [("a", "FLOAT", (2, 1)), ("b", "FLOAT", (2, 2)), ("c", "FLOAT", (2, 3)), ("d", "FLOAT", (2, 1))])
+    return model(
+        [node("Concat", ["b", "c"], "i", axis=inner_axis), node("Concat", ["a", "i", "d"], "y", axis=outer_axis)],
+        [("a", "FLOAT", (2, 1)), ("b", "FLOAT", (2, 2)), ("c", "FLOAT", (2, 3)), ("d", "FLOAT", (2, 1))],
+    )
 
 
 def test_concat_merge() -> None:
@@ -96,8 +127,10 @@ def test_concat_merge() -> None:
 
 
 def test_concat_merge_not_on_another_axis() -> None:
-    m = model([node("Concat", ["b", "c"], "i", axis=0), node("Concat", ["a", "i"], "y", axis=1)],
-              [("a", "FLOAT", (4, 1)), ("b", "FLOAT", (2, 2)), ("c", "FLOAT", (2, 2))])
+    m = model(
+        [node("Concat", ["b", "c"], "i", axis=0), node("Concat", ["a", "i"], "y", axis=1)],
+        [("a", "FLOAT", (4, 1)), ("b", "FLOAT", (2, 2)), ("c", "FLOAT", (2, 2))],
+    )
     assert_rule_does_not_fire(m, "concat-merge")
     assert_rule_does_not_fire(m, "list-append", also=["concat-merge"])
 
@@ -105,8 +138,14 @@ def test_concat_merge_not_on_another_axis() -> None:
 def test_concat_merge_any_length() -> None:
     """Two nested Concats in a list of ten items (lists longer than 8 were not merged before)."""
     xs = [f"x{k}" for k in range(12)]
-    m = model([node("Concat", xs[:2], "i", axis=1), node("Concat", xs[2:4], "j", axis=1),
-               node("Concat", ["i", *xs[4:8], "j", *xs[8:]], "y", axis=1)], [(x, "FLOAT", (2, 1)) for x in xs])
+    m = model(
+        [
+            node("Concat", xs[:2], "i", axis=1),
+            node("Concat", xs[2:4], "j", axis=1),
+            node("Concat", ["i", *xs[4:8], "j", *xs[8:]], "y", axis=1),
+        ],
+        [(x, "FLOAT", (2, 1)) for x in xs],
+    )
     result = assert_rule_sound(m, "concat-merge")
     assert op_counts(result.model) == {"Concat": 1}
 
@@ -125,21 +164,39 @@ def test_list_append_property(case: RuleCase) -> None:
 
 # ---- split-concat ----
 
+
 @pytest.mark.parametrize("opset", [11, 13])
 def test_split_concat(opset: int) -> None:
     inits = {"sizes": np.array([2, 3], np.int64)} if opset >= 13 else {}
-    m = model([node("Concat", ["a", "b"], "c", axis=1), split("c", ["y0", "y1"], 1, [2, 3], opset),
-               node("Sub", ["y0", "y0"], "s0"), node("Relu", ["y1"], "s1")],
-              [("a", "FLOAT", (2, 2)), ("b", "FLOAT", (2, 3))], ["s0", "s1"], initializers=inits, opset=opset)
+    m = model(
+        [
+            node("Concat", ["a", "b"], "c", axis=1),
+            split("c", ["y0", "y1"], 1, [2, 3], opset),
+            node("Sub", ["y0", "y0"], "s0"),
+            node("Relu", ["y1"], "s1"),
+        ],
+        [("a", "FLOAT", (2, 2)), ("b", "FLOAT", (2, 3))],
+        ["s0", "s1"],
+        initializers=inits,
+        opset=opset,
+    )
     result = assert_rule_sound(m, "split-concat")
     assert op_counts(result.model) == {"Sub": 1, "Relu": 1}
 
 
 def test_split_concat_not_with_other_sizes() -> None:
-    m = model([node("Concat", ["a", "b"], "c", axis=1), split("c", ["y0", "y1"], 1, [3, 2], 13),
-               node("Add", ["y0", "y0"], "s0"), node("Relu", ["y1"], "s1")],
-              [("a", "FLOAT", (2, 2)), ("b", "FLOAT", (2, 3))], ["s0", "s1"],
-              initializers={"sizes": np.array([3, 2], np.int64)}, opset=13)
+    m = model(
+        [
+            node("Concat", ["a", "b"], "c", axis=1),
+            split("c", ["y0", "y1"], 1, [3, 2], 13),
+            node("Add", ["y0", "y0"], "s0"),
+            node("Relu", ["y1"], "s1"),
+        ],
+        [("a", "FLOAT", (2, 2)), ("b", "FLOAT", (2, 3))],
+        ["s0", "s1"],
+        initializers={"sizes": np.array([3, 2], np.int64)},
+        opset=13,
+    )
     assert_rule_does_not_fire(m, "split-concat")
 
 
@@ -151,16 +208,26 @@ def test_split_concat_property(case: RuleCase) -> None:
 
 # ---- transpose-sink-concat ----
 
+
 def test_transpose_sink_concat_cancels_with_a_transpose_after() -> None:
-    m = model([transpose("a", "ta", (0, 2, 1)), transpose("b", "tb", (0, 2, 1)), node("Concat", ["ta", "tb"], "c", axis=1),
-               transpose("c", "y", (0, 2, 1))], [("a", "FLOAT", (1, 2, 3)), ("b", "FLOAT", (1, 2, 4))])
+    m = model(
+        [
+            transpose("a", "ta", (0, 2, 1)),
+            transpose("b", "tb", (0, 2, 1)),
+            node("Concat", ["ta", "tb"], "c", axis=1),
+            transpose("c", "y", (0, 2, 1)),
+        ],
+        [("a", "FLOAT", (1, 2, 3)), ("b", "FLOAT", (1, 2, 4))],
+    )
     result = assert_rule_sound(m, "transpose-sink-concat", also=["transpose-merge", "transpose-identity"])
     assert op_counts(result.model) == {"Concat": 1}
 
 
 def test_transpose_sink_concat_not_with_different_perms() -> None:
-    m = model([transpose("a", "ta", (1, 0)), node("Concat", ["ta", "b"], "y", axis=0)],
-              [("a", "FLOAT", (2, 3)), ("b", "FLOAT", (3, 2))])
+    m = model(
+        [transpose("a", "ta", (1, 0)), node("Concat", ["ta", "b"], "y", axis=0)],
+        [("a", "FLOAT", (2, 3)), ("b", "FLOAT", (3, 2))],
+    )
     assert_rule_does_not_fire(m, "transpose-sink-concat")
 
 
@@ -172,27 +239,35 @@ def test_transpose_sink_concat_property(case: RuleCase) -> None:
 
 # ---- transpose-sink-concat-const ----
 
+
 def test_transpose_sink_concat_const_cancels_with_a_transpose_after() -> None:
     """Concat([Transpose(a), c], 1) then the inverse Transpose: c is transposed at lowering, one Concat is left."""
     c = np.arange(8, dtype=np.float32).reshape(1, 4, 2)
-    m = model([transpose("a", "ta", (0, 2, 1)), node("Concat", ["ta", "c"], "c2", axis=1),
-               transpose("c2", "y", (0, 2, 1))], [("a", "FLOAT", (1, 2, 3))], initializers={"c": c})
+    m = model(
+        [transpose("a", "ta", (0, 2, 1)), node("Concat", ["ta", "c"], "c2", axis=1), transpose("c2", "y", (0, 2, 1))],
+        [("a", "FLOAT", (1, 2, 3))],
+        initializers={"c": c},
+    )
     result = assert_rule_sound(m, "transpose-sink-concat-const", also=["transpose-merge", "transpose-identity"])
     assert op_counts(result.model) == {"Concat": 1}
 
 
 def test_transpose_sink_concat_const_not_with_a_runtime_operand() -> None:
     """The other item is a graph input, not a constant: its Transpose would run (transpose-sink-concat's case)."""
-    m = model([transpose("a", "ta", (1, 0)), node("Concat", ["ta", "b"], "y", axis=0)],
-              [("a", "FLOAT", (2, 3)), ("b", "FLOAT", (3, 2))])
+    m = model(
+        [transpose("a", "ta", (1, 0)), node("Concat", ["ta", "b"], "y", axis=0)],
+        [("a", "FLOAT", (2, 3)), ("b", "FLOAT", (3, 2))],
+    )
     assert_rule_does_not_fire(m, "transpose-sink-concat-const")
 
 
 def test_transpose_sink_concat_const_not_with_two_constants() -> None:
     """One constant item only: with two, neither is matched as 'the other items are transposes'."""
-    m = model([transpose("a", "ta", (1, 0)), node("Concat", ["ta", "c", "d"], "y", axis=0)],
-              [("a", "FLOAT", (2, 3))], initializers={"c": np.ones((1, 2), np.float32),
-                                                      "d": np.zeros((2, 2), np.float32)})
+    m = model(
+        [transpose("a", "ta", (1, 0)), node("Concat", ["ta", "c", "d"], "y", axis=0)],
+        [("a", "FLOAT", (2, 3))],
+        initializers={"c": np.ones((1, 2), np.float32), "d": np.zeros((2, 2), np.float32)},
+    )
     assert_rule_does_not_fire(m, "transpose-sink-concat-const")
 
 
@@ -204,11 +279,18 @@ def test_transpose_sink_concat_const_property(case: RuleCase) -> None:
 
 # ---- concat-transposed-items (the walk both transpose-sink-concat rules read) ----
 
+
 def test_concat_transposed_items_any_length() -> None:
     """Nine transposed items (more than any per-length pattern had): one walk, one rewrite row."""
     names = [f"x{k}" for k in range(9)]
-    m = model([*(transpose(x, f"t{x}", (1, 0)) for x in names), node("Concat", [f"t{x}" for x in names], "c", axis=0),
-               transpose("c", "y", (1, 0))], [(x, "FLOAT", (2, 3)) for x in names])
+    m = model(
+        [
+            *(transpose(x, f"t{x}", (1, 0)) for x in names),
+            node("Concat", [f"t{x}" for x in names], "c", axis=0),
+            transpose("c", "y", (1, 0)),
+        ],
+        [(x, "FLOAT", (2, 3)) for x in names],
+    )
     result = assert_rule_sound(m, "transpose-sink-concat", also=["transpose-merge", "transpose-identity"])
     assert op_counts(result.model) == {"Concat": 1}
 
@@ -220,6 +302,7 @@ def test_concat_transposed_items_property(case: RuleCase) -> None:
 
 
 # ---- matmul-merge, matmul-bias-merge (linear family) ----
+
 
 def _qkv(bias: bool, n: int = 3, const: bool = True):
     nodes, outs, inits = [], [], {}
@@ -283,19 +366,34 @@ def test_matmul_bias_merge_property(case: RuleCase) -> None:
 
 # ---- transpose-sink-split ----
 
+
 @pytest.mark.parametrize("opset", [11, 13])
 def test_transpose_sink_split_cancels_with_transposes_after(opset: int) -> None:
     inits = {"sizes": np.array([1, 3], np.int64)} if opset >= 13 else {}
-    m = model([transpose("x", "t", (0, 2, 1)), split("t", ["s0", "s1"], 1, [1, 3], opset),
-               transpose("s0", "y0", (0, 2, 1)), transpose("s1", "y1", (0, 2, 1))],
-              [("x", "FLOAT", (2, 3, 4))], ["y0", "y1"], initializers=inits, opset=opset)
+    m = model(
+        [
+            transpose("x", "t", (0, 2, 1)),
+            split("t", ["s0", "s1"], 1, [1, 3], opset),
+            transpose("s0", "y0", (0, 2, 1)),
+            transpose("s1", "y1", (0, 2, 1)),
+        ],
+        [("x", "FLOAT", (2, 3, 4))],
+        ["y0", "y1"],
+        initializers=inits,
+        opset=opset,
+    )
     result = assert_rule_sound(m, "transpose-sink-split", also=["transpose-merge", "transpose-identity"])
     assert op_counts(result.model) == {"Split": 1}
 
 
 def test_transpose_sink_split_not_through_another_op() -> None:
-    m = model([transpose("x", "t", (1, 0)), node("Relu", ["t"], "r"), split("r", ["y0", "y1"], 0, [1, 2], 13)],
-              [("x", "FLOAT", (2, 3))], ["y0", "y1"], initializers={"sizes": np.array([1, 2], np.int64)}, opset=13)
+    m = model(
+        [transpose("x", "t", (1, 0)), node("Relu", ["t"], "r"), split("r", ["y0", "y1"], 0, [1, 2], 13)],
+        [("x", "FLOAT", (2, 3))],
+        ["y0", "y1"],
+        initializers={"sizes": np.array([1, 2], np.int64)},
+        opset=13,
+    )
     assert_rule_does_not_fire(m, "transpose-sink-split")
 
 
@@ -313,14 +411,19 @@ CRD = (0, 1, 4, 2, 5, 3)
 
 def _reshape_transpose_reshape(x_shape, mid, perm, out, dtype: str = "FLOAT", opset: int = 17):
     inits = {"mid": np.array(mid, np.int64), "out": np.array(out, np.int64)}
-    return model([node("Reshape", ["x", "mid"], "r"), transpose("r", "t", perm), node("Reshape", ["t", "out"], "y")],
-                 [("x", dtype, x_shape)], initializers=inits, opset=opset)
+    return model(
+        [node("Reshape", ["x", "mid"], "r"), transpose("r", "t", perm), node("Reshape", ["t", "out"], "y")],
+        [("x", dtype, x_shape)],
+        initializers=inits,
+        opset=opset,
+    )
 
 
 def _pixel_shuffle(mode: str, b: int = 2, cb: int = 3, h: int = 2, w: int = 3, **kw):
     mid = (2, b, b, cb, h, w) if mode == "DCR" else (2, cb, b, b, h, w)
-    return _reshape_transpose_reshape((2, b * b * cb, h, w), mid, DCR if mode == "DCR" else CRD,
-                                      (2, cb, h * b, w * b), **kw)
+    return _reshape_transpose_reshape(
+        (2, b * b * cb, h, w), mid, DCR if mode == "DCR" else CRD, (2, cb, h * b, w * b), **kw
+    )
 
 
 @pytest.mark.parametrize("mode", ["DCR", "CRD"])
@@ -345,13 +448,15 @@ def test_depth_to_space_dcr_before_opset_11() -> None:
 
 @pytest.mark.parametrize("case", ["crd-opset-10", "wrong-perm", "wrong-target", "crd-shapes-dcr-perm", "int32"])
 def test_depth_to_space_not_when_guard_fails(case: str) -> None:
-    m = {"crd-opset-10": lambda: _pixel_shuffle("CRD", opset=10),
-         "wrong-perm": lambda: _reshape_transpose_reshape((2, 12, 2, 3), (2, 2, 2, 3, 2, 3), (0, 3, 4, 1, 2, 5),
-                                                          (2, 3, 4, 6)),
-         "wrong-target": lambda: _reshape_transpose_reshape((2, 12, 2, 3), (2, 2, 2, 3, 2, 3), DCR, (2, 3, 2, 12)),
-         "crd-shapes-dcr-perm": lambda: _reshape_transpose_reshape((2, 12, 2, 3), (2, 3, 2, 2, 2, 3), DCR,
-                                                                   (2, 3, 4, 6)),
-         "int32": lambda: _pixel_shuffle("DCR", dtype="INT32")}[case]()  # no ONNX Runtime kernel for int32
+    m = {
+        "crd-opset-10": lambda: _pixel_shuffle("CRD", opset=10),
+        "wrong-perm": lambda: _reshape_transpose_reshape(
+            (2, 12, 2, 3), (2, 2, 2, 3, 2, 3), (0, 3, 4, 1, 2, 5), (2, 3, 4, 6)
+        ),
+        "wrong-target": lambda: _reshape_transpose_reshape((2, 12, 2, 3), (2, 2, 2, 3, 2, 3), DCR, (2, 3, 2, 12)),
+        "crd-shapes-dcr-perm": lambda: _reshape_transpose_reshape((2, 12, 2, 3), (2, 3, 2, 2, 2, 3), DCR, (2, 3, 4, 6)),
+        "int32": lambda: _pixel_shuffle("DCR", dtype="INT32"),
+    }[case]()  # no ONNX Runtime kernel for int32
     assert_rule_does_not_fire(m, "depth-to-space")
 
 
@@ -375,11 +480,18 @@ def test_space_to_depth_not_with_the_depth_to_space_perm() -> None:
 
 
 def test_space_to_depth_then_depth_to_space_cancel() -> None:
-    s2d = [node("Reshape", ["x", "m1"], "r1"), transpose("r1", "t1", (0, 3, 5, 1, 2, 4)),
-           node("Reshape", ["t1", "o1"], "s")]
+    s2d = [
+        node("Reshape", ["x", "m1"], "r1"),
+        transpose("r1", "t1", (0, 3, 5, 1, 2, 4)),
+        node("Reshape", ["t1", "o1"], "s"),
+    ]
     d2s = [node("Reshape", ["s", "m2"], "r2"), transpose("r2", "t2", DCR), node("Reshape", ["t2", "o2"], "y")]
-    inits = {"m1": np.array((1, 3, 2, 2, 2, 2), np.int64), "o1": np.array((1, 12, 2, 2), np.int64),
-             "m2": np.array((1, 2, 2, 3, 2, 2), np.int64), "o2": np.array((1, 3, 4, 4), np.int64)}
+    inits = {
+        "m1": np.array((1, 3, 2, 2, 2, 2), np.int64),
+        "o1": np.array((1, 12, 2, 2), np.int64),
+        "m2": np.array((1, 2, 2, 3, 2, 2), np.int64),
+        "o2": np.array((1, 3, 4, 4), np.int64),
+    }
     m = model(s2d + d2s, [("x", "FLOAT", (1, 3, 4, 4))], initializers=inits)
     result = assert_rule_sound(m, "space-to-depth", also=["depth-to-space"])
     assert op_counts(result.model) == {"SpaceToDepth": 1, "DepthToSpace": 1}
@@ -393,6 +505,7 @@ def test_space_to_depth_property(case: RuleCase) -> None:
 
 # ---- stack-reshape-to-concat ----
 
+
 def _stack(axis: int, out: tuple[int, ...], opset: int = 17):
     inits = {"s": np.array(out, np.int64)}
     if opset >= 13:
@@ -400,8 +513,12 @@ def _stack(axis: int, out: tuple[int, ...], opset: int = 17):
         ups = [node("Unsqueeze", [x, "ax"], f"u{x}") for x in "abc"]
     else:
         ups = [node("Unsqueeze", [x], f"u{x}", axes=[axis]) for x in "abc"]
-    return model([*ups, node("Concat", ["ua", "ub", "uc"], "st", axis=axis), node("Reshape", ["st", "s"], "y")],
-                 [(x, "FLOAT", (2, 4, 5)) for x in "abc"], initializers=inits, opset=opset)
+    return model(
+        [*ups, node("Concat", ["ua", "ub", "uc"], "st", axis=axis), node("Reshape", ["st", "s"], "y")],
+        [(x, "FLOAT", (2, 4, 5)) for x in "abc"],
+        initializers=inits,
+        opset=opset,
+    )
 
 
 @pytest.mark.parametrize("opset", [11, 17])
@@ -431,8 +548,18 @@ def test_stack_reshape_to_concat_property(case: RuleCase) -> None:
 
 # ---- onehot-matmul-to-gather ----
 
-def _onehot(d: int = 512, cols: int = 256, lead: tuple[int, ...] = (2, 64), values: tuple[float, float] = (0.0, 1.0),
-            w: np.ndarray | None = None, axis: int = -1, opset: int = 17, const_w: bool = True, index: str = "INT64"):
+
+def _onehot(
+    d: int = 512,
+    cols: int = 256,
+    lead: tuple[int, ...] = (2, 64),
+    values: tuple[float, float] = (0.0, 1.0),
+    w: np.ndarray | None = None,
+    axis: int = -1,
+    opset: int = 17,
+    const_w: bool = True,
+    index: str = "INT64",
+):
     """i -> OneHot(depth d, values, axis) -> MatMul with W [d (axis -1) or lead[-1], cols], constant or an input."""
     inits = {"depth": np.array(d, np.int64), "values": np.array(values, np.float32)}
     inputs = [("i", index, lead)]
@@ -441,8 +568,12 @@ def _onehot(d: int = 512, cols: int = 256, lead: tuple[int, ...] = (2, 64), valu
         inits["w"] = RNG.uniform(-1, 1, size=(rows, cols)).astype(np.float32) if w is None else w
     else:
         inputs.append(("w", "FLOAT", (rows, cols)))
-    return model([node("OneHot", ["i", "depth", "values"], "h", axis=axis), node("MatMul", ["h", "w"], "y")],
-                 inputs, initializers=inits, opset=opset)
+    return model(
+        [node("OneHot", ["i", "depth", "values"], "h", axis=axis), node("MatMul", ["h", "w"], "y")],
+        inputs,
+        initializers=inits,
+        opset=opset,
+    )
 
 
 def test_onehot_matmul_to_gather() -> None:
@@ -466,12 +597,14 @@ def test_onehot_matmul_to_gather_out_of_range_rows_are_zero(index: str) -> None:
 def test_onehot_matmul_not_when_guard_fails(case: str) -> None:
     w = RNG.uniform(-1, 1, size=(4, 3)).astype(np.float32)
     w[1, 2] = np.inf  # 0 * inf is NaN in every row of the product: not a row gather
-    m = {"values": lambda: _onehot(4, 3, (5,), values=(0.0, 2.0)),
-         "non-finite": lambda: _onehot(4, 3, (5,), w=w),
-         "runtime-weights": lambda: _onehot(4, 3, (5,), const_w=False),
-         "axis-0": lambda: _onehot(4, 3, (3,), axis=0),  # OneHot [4, 3]: W has 3 rows, not depth 4
-         "opset-11": lambda: _onehot(4, 3, (5,), opset=11),  # Clip on integers needs opset 12
-         "float-indices": lambda: _onehot(4, 3, (5,), index="FLOAT")}[case]()  # Gather takes int32/int64 only
+    m = {
+        "values": lambda: _onehot(4, 3, (5,), values=(0.0, 2.0)),
+        "non-finite": lambda: _onehot(4, 3, (5,), w=w),
+        "runtime-weights": lambda: _onehot(4, 3, (5,), const_w=False),
+        "axis-0": lambda: _onehot(4, 3, (3,), axis=0),  # OneHot [4, 3]: W has 3 rows, not depth 4
+        "opset-11": lambda: _onehot(4, 3, (5,), opset=11),  # Clip on integers needs opset 12
+        "float-indices": lambda: _onehot(4, 3, (5,), index="FLOAT"),
+    }[case]()  # Gather takes int32/int64 only
     assert_rule_does_not_fire(m, "onehot-matmul-to-gather")
 
 
@@ -499,8 +632,10 @@ def _embedding(scale_shape: tuple, axis: int = 0, zero_point: bool = False) -> o
 @pytest.mark.parametrize("scale_shape, zero_point", [((TABLE_ROWS, 1), False), ((), False), ((TABLE_ROWS, 1), True)])
 def test_gather_before_elementwise_dequantizes_only_the_gathered_rows(scale_shape: tuple, zero_point: bool) -> None:
     m = _embedding(scale_shape, zero_point=zero_point)
-    feeds = {"w": RNG.integers(-128, 128, size=(TABLE_ROWS, 64)).astype(np.int8),
-             "i": np.array([[0, TABLE_ROWS - 1, -1], [2, 2, -TABLE_ROWS]])}
+    feeds = {
+        "w": RNG.integers(-128, 128, size=(TABLE_ROWS, 64)).astype(np.int8),
+        "i": np.array([[0, TABLE_ROWS - 1, -1], [2, 2, -TABLE_ROWS]]),
+    }
     result = assert_rule_sound(m, "gather-before-elementwise", feeds, also=["gather-before-cast"])
     (first,) = [n for n in result.model.graph if n.op_type == "Cast"]
     assert first.inputs[0].producer() is not None and first.inputs[0].producer().op_type == "Gather"
@@ -514,16 +649,20 @@ def test_gather_before_elementwise_not_when_the_scale_does_not_follow_the_rows(c
 
 
 def test_gather_before_cast_along_any_axis() -> None:
-    m = model([node("Cast", ["w"], "f", to=1), node("Gather", ["f", "i"], "y", axis=1)],
-              [("w", "INT8", (100, 40)), ("i", "INT64", (3,))])
+    m = model(
+        [node("Cast", ["w"], "f", to=1), node("Gather", ["f", "i"], "y", axis=1)],
+        [("w", "INT8", (100, 40)), ("i", "INT64", (3,))],
+    )
     feeds = {"w": RNG.integers(-128, 128, size=(100, 40)).astype(np.int8), "i": np.array([0, 39, -40])}
     result = assert_rule_sound(m, "gather-before-cast", feeds)
     assert [n.op_type for n in result.model.graph] == ["Gather", "Cast"]
 
 
 def test_gather_before_cast_not_through_other_ops() -> None:
-    m = model([node("Cast", ["w"], "f", to=1), node("Relu", ["f"], "r"), node("Gather", ["r", "i"], "y")],
-              [("w", "INT8", (100, 40)), ("i", "INT64", (3,))])
+    m = model(
+        [node("Cast", ["w"], "f", to=1), node("Relu", ["f"], "r"), node("Gather", ["r", "i"], "y")],
+        [("w", "INT8", (100, 40)), ("i", "INT64", (3,))],
+    )
     assert_rule_does_not_fire(m, "gather-before-cast")
 
 

@@ -24,7 +24,8 @@ def test_deferred_sympy_is_imported_on_first_use_only() -> None:
         "dim = onnx_ir.SymbolicDim('N')\n"
         "print((dim + 1).value, (dim * 2 + dim).value)\n"
         "import sympy\n"
-        "print(sympy.Symbol('x') + 1, 'sympy.core' in sys.modules)\n")
+        "print(sympy.Symbol('x') + 1, 'sympy.core' in sys.modules)\n"
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["N + 1 3*N", "x + 1 True"]
 
@@ -36,18 +37,15 @@ def test_deferral_leaves_imported_modules_alone() -> None:
         "from eqsat.ui.startup import DeferredModule, defer_imports\n"
         "defer_imports()\n"
         "assert sys.modules['sympy'] is sympy and not isinstance(sympy, DeferredModule)\n"
-        "print('ok')\n")
+        "print('ok')\n"
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
 def test_the_solver_prints_nothing() -> None:
     """highspy's constructor prints HiGHS's banner once per process unless output is off before its
     callbacks start: the extractor's instance must print nothing (the command's stdout can carry JSON)."""
-    done = _run(
-        "from eqsat.extract.ilp import _highs\n"
-        "highspy, h = _highs()\n"
-        "h.run()\n"
-        "_, again = _highs()\n")
+    done = _run("from eqsat.extract.ilp import _highs\nhighspy, h = _highs()\nh.run()\n_, again = _highs()\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "" and done.stderr == ""
 
@@ -67,5 +65,6 @@ def test_first_uses_on_several_threads_import_one_module() -> None:
         "[t.start() for t in threads]; [t.join() for t in threads]\n"
         "assert len(seen) == 8 and len({id(e) for e in seen}) == 1, seen\n"
         "assert sys.modules['sympy'].Expr is seen[0] and type(sys.modules['sympy']).__name__ == 'module'\n"
-        "print('ok')\n")
+        "print('ok')\n"
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

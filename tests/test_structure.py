@@ -51,7 +51,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             base = node.module or ""
             if node.level:  # relative: from the module's package (a package's __init__ is its own package)
                 package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-                base = ".".join([*package[:len(package) - node.level + 1], *([base] if base else [])])
+                base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
         else:
             continue
@@ -101,10 +101,16 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 def test_layer_check_finds_a_planted_upward_import():
     """The check itself: an upward import and a sibling import are found, downward ones are not."""
-    graph = {"eqsat.frontend.io": {"eqsat.ui.cli", "eqsat.errors"}, "eqsat.engine.lower": {"eqsat.check.verify"},
-             "eqsat.ui.cli": {"eqsat.pipeline", "eqsat.frontend.io"}, "eqsat.pipeline": {"eqsat.engine.terms"}}
-    assert upward_imports(graph) == ["eqsat.engine.lower (engine) -> eqsat.check.verify (check)",
-                                     "eqsat.frontend.io (frontend) -> eqsat.ui.cli (ui)"]
+    graph = {
+        "eqsat.frontend.io": {"eqsat.ui.cli", "eqsat.errors"},
+        "eqsat.engine.lower": {"eqsat.check.verify"},
+        "eqsat.ui.cli": {"eqsat.pipeline", "eqsat.frontend.io"},
+        "eqsat.pipeline": {"eqsat.engine.terms"},
+    }
+    assert upward_imports(graph) == [
+        "eqsat.engine.lower (engine) -> eqsat.check.verify (check)",
+        "eqsat.frontend.io (frontend) -> eqsat.ui.cli (ui)",
+    ]
 
 
 def test_imports_go_down_the_layers():
@@ -150,9 +156,12 @@ def test_one_installed_namespace():
     listed = set(config["packages"])
     assert all(p == "eqsat" or p.startswith("eqsat.") for p in listed), listed
     assert {k: ROOT / v for k, v in config["package-dir"].items()} == {
-        k: v for k, v in PACKAGE_DIRS.items() if k != "eqsat"}
+        k: v for k, v in PACKAGE_DIRS.items() if k != "eqsat"
+    }
     packages = {name for name, path in _modules().items() if path.name == "__init__.py"}
-    assert packages == listed, f"package folders not installed: {packages - listed}; listed, absent: {listed - packages}"
+    assert packages == listed, (
+        f"package folders not installed: {packages - listed}; listed, absent: {listed - packages}"
+    )
     assert "targets/*.toml" in config["package-data"]["eqsat.extract"]
 
 

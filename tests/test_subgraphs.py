@@ -22,14 +22,31 @@ def _branch(name: str, nodes: list[onnx.NodeProto], out: str) -> onnx.GraphProto
 
 def _double_transpose(prefix: str, x: str) -> list[onnx.NodeProto]:
     """x -> Transpose -> Transpose back -> Relu: the pair cancels."""
-    return [transpose(x, f"{prefix}_t1", (2, 0, 1)), transpose(f"{prefix}_t1", f"{prefix}_t2", (1, 2, 0)),
-            node("Relu", [f"{prefix}_t2"], f"{prefix}_out")]
+    return [
+        transpose(x, f"{prefix}_t1", (2, 0, 1)),
+        transpose(f"{prefix}_t1", f"{prefix}_t2", (1, 2, 0)),
+        node("Relu", [f"{prefix}_t2"], f"{prefix}_out"),
+    ]
 
 
-def _if_model(then_nodes: list[onnx.NodeProto], then_out: str, else_nodes: list[onnx.NodeProto], else_out: str,
-              cond_input: bool = True, initializers: dict | None = None) -> onnx.ModelProto:
-    body = [oh.make_node("If", ["c"], ["y"], name="the_if", then_branch=_branch("then", then_nodes, then_out),
-                         else_branch=_branch("else", else_nodes, else_out))]
+def _if_model(
+    then_nodes: list[onnx.NodeProto],
+    then_out: str,
+    else_nodes: list[onnx.NodeProto],
+    else_out: str,
+    cond_input: bool = True,
+    initializers: dict | None = None,
+) -> onnx.ModelProto:
+    body = [
+        oh.make_node(
+            "If",
+            ["c"],
+            ["y"],
+            name="the_if",
+            then_branch=_branch("then", then_nodes, then_out),
+            else_branch=_branch("else", else_nodes, else_out),
+        )
+    ]
     inputs = [("x", "FLOAT", SHAPE)] + ([("c", "BOOL", [])] if cond_input else [])
     return model(body, inputs, [("y", "FLOAT", SHAPE)], initializers)
 
@@ -55,8 +72,12 @@ def _agree_on_both_branches(before: onnx.ModelProto, after: onnx.ModelProto) -> 
 
 
 def _unnamed(m: onnx.ModelProto) -> list[str]:
-    return [n.name or n.op_type for g in all_graphs(m.graph) for n in g.node
-            if not any(p.key == PROVENANCE_KEY and p.value for p in n.metadata_props)]
+    return [
+        n.name or n.op_type
+        for g in all_graphs(m.graph)
+        for n in g.node
+        if not any(p.key == PROVENANCE_KEY and p.value for p in n.metadata_props)
+    ]
 
 
 def test_if_bodies_reading_outer_values_are_optimized_and_verified() -> None:
@@ -75,16 +96,25 @@ def test_if_bodies_reading_outer_values_are_optimized_and_verified() -> None:
 
 def test_conv_batchnorm_in_a_body_with_outer_weights_is_folded() -> None:
     rng = np.random.default_rng(1)
-    inits = {"w": rng.standard_normal((3, 2, 1, 1)).astype(np.float32),
-             "s": rng.uniform(0.5, 2, 3).astype(np.float32), "b": rng.standard_normal(3).astype(np.float32),
-             "mu": rng.standard_normal(3).astype(np.float32), "var": rng.uniform(0.5, 2, 3).astype(np.float32)}
+    inits = {
+        "w": rng.standard_normal((3, 2, 1, 1)).astype(np.float32),
+        "s": rng.uniform(0.5, 2, 3).astype(np.float32),
+        "b": rng.standard_normal(3).astype(np.float32),
+        "mu": rng.standard_normal(3).astype(np.float32),
+        "var": rng.uniform(0.5, 2, 3).astype(np.float32),
+    }
     shape = [1, 2, 4, 4]
     conv_bn = [node("Conv", ["x", "w"], "cv"), node("BatchNormalization", ["cv", "s", "b", "mu", "var"], "bn")]
     then = oh.make_graph(conv_bn, "then", [], [oh.make_tensor_value_info("bn", F32, [1, 3, 4, 4])])
-    other = oh.make_graph([node("Conv", ["x", "w"], "cv2")], "else", [],
-                          [oh.make_tensor_value_info("cv2", F32, [1, 3, 4, 4])])
-    m = model([oh.make_node("If", ["c"], ["y"], name="the_if", then_branch=then, else_branch=other)],
-              [("x", "FLOAT", shape), ("c", "BOOL", [])], [("y", "FLOAT", [1, 3, 4, 4])], inits)
+    other = oh.make_graph(
+        [node("Conv", ["x", "w"], "cv2")], "else", [], [oh.make_tensor_value_info("cv2", F32, [1, 3, 4, 4])]
+    )
+    m = model(
+        [oh.make_node("If", ["c"], ["y"], name="the_if", then_branch=then, else_branch=other)],
+        [("x", "FLOAT", shape), ("c", "BOOL", [])],
+        [("y", "FLOAT", [1, 3, 4, 4])],
+        inits,
+    )
     out = eqsat.optimize(m).proto
     assert "BatchNormalization" not in _ops(out.graph)
     assert sorted(t.name for t in out.graph.initializer) == ["w"]  # the folded parameters live in the body
@@ -98,16 +128,27 @@ def test_conv_batchnorm_in_a_body_with_outer_weights_is_folded() -> None:
 def test_loop_body_is_optimized_and_verified() -> None:
     i64, b = onnx.TensorProto.INT64, onnx.TensorProto.BOOL
     body = oh.make_graph(
-        [oh.make_node("Identity", ["cond_in"], ["cond_out"]),
-         transpose("acc", "t1", (2, 0, 1)), transpose("t1", "t2", (1, 2, 0)),
-         node("Mul", ["t2", "one"], "m"), node("Add", ["m", "x"], "acc_out")],
+        [
+            oh.make_node("Identity", ["cond_in"], ["cond_out"]),
+            transpose("acc", "t1", (2, 0, 1)),
+            transpose("t1", "t2", (1, 2, 0)),
+            node("Mul", ["t2", "one"], "m"),
+            node("Add", ["m", "x"], "acc_out"),
+        ],
         "loop_body",
-        [oh.make_tensor_value_info("i", i64, []), oh.make_tensor_value_info("cond_in", b, []),
-         oh.make_tensor_value_info("acc", F32, SHAPE)],
-        [oh.make_tensor_value_info("cond_out", b, []), oh.make_tensor_value_info("acc_out", F32, SHAPE)])
-    m = model([oh.make_node("Loop", ["n", "", "x"], ["y"], name="the_loop", body=body)],
-              [("x", "FLOAT", SHAPE), ("n", "INT64", [])], [("y", "FLOAT", SHAPE)],
-              {"one": np.ones((), np.float32)})
+        [
+            oh.make_tensor_value_info("i", i64, []),
+            oh.make_tensor_value_info("cond_in", b, []),
+            oh.make_tensor_value_info("acc", F32, SHAPE),
+        ],
+        [oh.make_tensor_value_info("cond_out", b, []), oh.make_tensor_value_info("acc_out", F32, SHAPE)],
+    )
+    m = model(
+        [oh.make_node("Loop", ["n", "", "x"], ["y"], name="the_loop", body=body)],
+        [("x", "FLOAT", SHAPE), ("n", "INT64", [])],
+        [("y", "FLOAT", SHAPE)],
+        {"one": np.ones((), np.float32)},
+    )
     result = eqsat.optimize(m, verify=False)
     out = result.proto
     assert _ops(out.graph) == ["Add", "Identity", "Loop"]
@@ -119,8 +160,14 @@ def test_loop_body_is_optimized_and_verified() -> None:
 
 
 def test_if_with_a_constant_condition_is_replaced_by_its_branch() -> None:
-    m = _if_model(_double_transpose("a", "x"), "a_out", [node("Neg", ["x"], "b_out")], "b_out",
-                  cond_input=False, initializers={"c": np.array(True)})
+    m = _if_model(
+        _double_transpose("a", "x"),
+        "a_out",
+        [node("Neg", ["x"], "b_out")],
+        "b_out",
+        cond_input=False,
+        initializers={"c": np.array(True)},
+    )
     out = eqsat.optimize(m).proto
     assert _ops(out.graph) == ["Relu"]
     np.testing.assert_allclose(_run(out, {"x": _x()})[0], np.maximum(_x(), 0), rtol=1e-6)
@@ -130,9 +177,14 @@ def test_if_with_a_constant_condition_is_replaced_by_its_branch() -> None:
 
 
 def test_nested_if_bodies_are_optimized() -> None:
-    inner = oh.make_node("If", ["c2"], ["inner_y"], name="inner_if",
-                         then_branch=_branch("ithen", _double_transpose("p", "x"), "p_out"),
-                         else_branch=_branch("ielse", [node("Neg", ["x"], "q_out")], "q_out"))
+    inner = oh.make_node(
+        "If",
+        ["c2"],
+        ["inner_y"],
+        name="inner_if",
+        then_branch=_branch("ithen", _double_transpose("p", "x"), "p_out"),
+        else_branch=_branch("ielse", [node("Neg", ["x"], "q_out")], "q_out"),
+    )
     c2 = node("Not", ["c"], "c2")
     m = _if_model([inner], "inner_y", [node("Sigmoid", ["x"], "b_out")], "b_out")
     m.graph.node.insert(0, c2)
@@ -150,8 +202,9 @@ def test_a_body_that_cannot_be_improved_stays_identical() -> None:
     (the_if,) = out.graph.node
     before = {a.name: a.g for a in m.graph.node[0].attribute}
     for a in the_if.attribute:
-        assert [(n.op_type, list(n.input), list(n.output)) for n in a.g.node] == \
-               [(n.op_type, list(n.input), list(n.output)) for n in before[a.name].node]
+        assert [(n.op_type, list(n.input), list(n.output)) for n in a.g.node] == [
+            (n.op_type, list(n.input), list(n.output)) for n in before[a.name].node
+        ]
     _agree_on_both_branches(m, out)
 
 
@@ -181,13 +234,23 @@ def test_every_body_node_names_its_origin() -> None:
 
 def test_scan_body_is_optimized_and_verified() -> None:
     body = oh.make_graph(
-        [node("Mul", ["e", "one"], "m"), transpose("m", "t1", (1, 0)), transpose("t1", "t2", (1, 0)),
-         node("Add", ["s_in", "t2"], "s_out"), node("Identity", ["s_out"], "scan_out")],
-        "sbody", [oh.make_tensor_value_info("s_in", F32, [3, 4]), oh.make_tensor_value_info("e", F32, [3, 4])],
-        [oh.make_tensor_value_info("s_out", F32, [3, 4]), oh.make_tensor_value_info("scan_out", F32, [3, 4])])
-    m = model([oh.make_node("Scan", ["init", "x"], ["final", "cum"], name="the_scan", body=body, num_scan_inputs=1)],
-              [("x", "FLOAT", SHAPE)], [("final", "FLOAT", [3, 4]), ("cum", "FLOAT", SHAPE)],
-              {"init": np.zeros((3, 4), np.float32), "one": np.ones((), np.float32)})
+        [
+            node("Mul", ["e", "one"], "m"),
+            transpose("m", "t1", (1, 0)),
+            transpose("t1", "t2", (1, 0)),
+            node("Add", ["s_in", "t2"], "s_out"),
+            node("Identity", ["s_out"], "scan_out"),
+        ],
+        "sbody",
+        [oh.make_tensor_value_info("s_in", F32, [3, 4]), oh.make_tensor_value_info("e", F32, [3, 4])],
+        [oh.make_tensor_value_info("s_out", F32, [3, 4]), oh.make_tensor_value_info("scan_out", F32, [3, 4])],
+    )
+    m = model(
+        [oh.make_node("Scan", ["init", "x"], ["final", "cum"], name="the_scan", body=body, num_scan_inputs=1)],
+        [("x", "FLOAT", SHAPE)],
+        [("final", "FLOAT", [3, 4]), ("cum", "FLOAT", SHAPE)],
+        {"init": np.zeros((3, 4), np.float32), "one": np.ones((), np.float32)},
+    )
     result = eqsat.optimize(m)
     assert result.report.verification.ok
     assert _ops(result.proto.graph) == ["Add", "Identity", "Scan"]
@@ -202,11 +265,17 @@ def test_an_outer_initializer_read_unchanged_stays_outside() -> None:
     """The else branch reads the outer initializer `k` unchanged: it stays an outer initializer, not copied
     into the body; the then branch is an Identity of `x` (kept)."""
     then = _branch("then", [node("Identity", ["x"], "a_out")], "a_out")
-    other = _branch("else", [*_double_transpose("b", "x")[:2], node("Add", ["b_t2", "k"], "b_out"),
-                             node("Relu", ["b_out"], "b_r")], "b_r")
-    m = model([oh.make_node("If", ["c"], ["y"], name="the_if", then_branch=then, else_branch=other)],
-              [("x", "FLOAT", SHAPE), ("c", "BOOL", [])], [("y", "FLOAT", SHAPE)],
-              {"k": np.arange(4, dtype=np.float32)})
+    other = _branch(
+        "else",
+        [*_double_transpose("b", "x")[:2], node("Add", ["b_t2", "k"], "b_out"), node("Relu", ["b_out"], "b_r")],
+        "b_r",
+    )
+    m = model(
+        [oh.make_node("If", ["c"], ["y"], name="the_if", then_branch=then, else_branch=other)],
+        [("x", "FLOAT", SHAPE), ("c", "BOOL", [])],
+        [("y", "FLOAT", SHAPE)],
+        {"k": np.arange(4, dtype=np.float32)},
+    )
     out = eqsat.optimize(m).proto
     assert _ops(out.graph) == ["Add", "Identity", "If", "Relu"]
     assert [t.name for t in out.graph.initializer] == ["k"]

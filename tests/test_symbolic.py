@@ -34,9 +34,12 @@ def _dims(value: onnx.ValueInfoProto) -> list[int | str | None]:
 
 # ---- shape facts ----
 
+
 def test_dim_params_are_shared_symbols() -> None:
-    m = model([node("Relu", ["x"], "r"), node("Add", ["r", "z"], "y")],
-              [("x", "FLOAT", ("batch", 4)), ("z", "FLOAT", ("batch", 4))])
+    m = model(
+        [node("Relu", ["x"], "r"), node("Add", ["r", "z"], "y")],
+        [("x", "FLOAT", ("batch", 4)), ("z", "FLOAT", ("batch", 4))],
+    )
     shapes, names = _facts(m)
     assert shapes["x"] == shapes["z"] == shapes["r"] == shapes["y"]
     assert shapes["x"][1] == 4 and names[shapes["x"][0]] == "batch"
@@ -46,9 +49,15 @@ def test_unnamed_dims_are_fresh_symbols_recovered_through_ops() -> None:
     """An unnamed dim is its own symbol; Relu, BatchNormalization and the conv's batch dim keep it."""
     w = RNG.standard_normal((2, 3, 3, 3)).astype(np.float32)
     bn = [np.ones(2, np.float32), np.zeros(2, np.float32), np.zeros(2, np.float32), np.ones(2, np.float32)]
-    m = model([node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
-               node("BatchNormalization", ["c", "s", "b", "mu", "var"], "n"), node("Relu", ["n"], "y")],
-              [("x", "FLOAT", (None, 3, None, None))], initializers=dict(w=w, s=bn[0], b=bn[1], mu=bn[2], var=bn[3]))
+    m = model(
+        [
+            node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
+            node("BatchNormalization", ["c", "s", "b", "mu", "var"], "n"),
+            node("Relu", ["n"], "y"),
+        ],
+        [("x", "FLOAT", (None, 3, None, None))],
+        initializers=dict(w=w, s=bn[0], b=bn[1], mu=bn[2], var=bn[3]),
+    )
     shapes, _ = _facts(m)
     assert shapes["x"][0] == shapes["c"][0] < 0
     assert shapes["c"] == shapes["n"] == shapes["y"] and shapes["c"][1] == 2
@@ -69,8 +78,9 @@ def test_an_output_declared_with_minus_one_is_not_refused() -> None:
     """paddle2onnx declares outputs with -1 too: the checker's shape inference would call the inferred 12 a
     conflict with -1 and refuse a model onnxruntime runs; the -1 is a dynamic dim, and the output is verified."""
     nodes = [node("Reshape", ["x", "target"], "t"), node("Relu", ["t"], "y")]
-    m = model(nodes, [("x", "FLOAT", ("N", 4, 6))], [("y", "FLOAT", ("N", 2, -1))],
-              {"target": np.array([0, 2, -1], np.int64)})
+    m = model(
+        nodes, [("x", "FLOAT", ("N", 4, 6))], [("y", "FLOAT", ("N", 2, -1))], {"target": np.array([0, 2, -1], np.int64)}
+    )
     result = eqsat.optimize(m, input_shapes={"x": (3, 4, 6)})
     assert result.report.verification.ok
     dims = result.proto.graph.output[0].type.tensor_type.shape.dim
@@ -78,33 +88,54 @@ def test_an_output_declared_with_minus_one_is_not_refused() -> None:
 
 
 def test_reshape_with_allowzero_and_an_empty_dim_is_not_refused() -> None:
-    m = model([node("Reshape", ["x", "target"], "t", allowzero=1), node("Relu", ["t"], "y")],
-              [("x", "FLOAT", (2, 0, 3))], [("y", "FLOAT", (0, 6))], {"target": np.array([0, 6], np.int64)})
+    m = model(
+        [node("Reshape", ["x", "target"], "t", allowzero=1), node("Relu", ["t"], "y")],
+        [("x", "FLOAT", (2, 0, 3))],
+        [("y", "FLOAT", (0, 6))],
+        {"target": np.array([0, 6], np.int64)},
+    )
     assert eqsat.optimize(m).report.verification.ok
 
 
 # ---- run-time shape computations ----
 
+
 def _heads_reshape(batch: str | None = "batch", seq: str | None = "seq") -> onnx.ModelProto:
     """x [batch, seq, 8] -> Reshape(x, Concat(Shape(x)[0], Shape(x)[1], 2, 4)) -> Transpose: attention heads."""
-    nodes = [node("Shape", ["x"], "s"),
-             node("Gather", ["s", "i0"], "b", axis=0), node("Gather", ["s", "i1"], "n", axis=0),
-             node("Unsqueeze", ["b", "ax"], "bu"), node("Unsqueeze", ["n", "ax"], "nu"),
-             node("Concat", ["bu", "nu", "heads"], "target", axis=0),
-             node("Reshape", ["x", "target"], "r"), node("Transpose", ["r"], "y", perm=[0, 2, 1, 3])]
-    inits = dict(i0=np.array(0, np.int64), i1=np.array(1, np.int64), ax=np.array([0], np.int64),
-                 heads=np.array([2, 4], np.int64))
+    nodes = [
+        node("Shape", ["x"], "s"),
+        node("Gather", ["s", "i0"], "b", axis=0),
+        node("Gather", ["s", "i1"], "n", axis=0),
+        node("Unsqueeze", ["b", "ax"], "bu"),
+        node("Unsqueeze", ["n", "ax"], "nu"),
+        node("Concat", ["bu", "nu", "heads"], "target", axis=0),
+        node("Reshape", ["x", "target"], "r"),
+        node("Transpose", ["r"], "y", perm=[0, 2, 1, 3]),
+    ]
+    inits = dict(
+        i0=np.array(0, np.int64), i1=np.array(1, np.int64), ax=np.array([0], np.int64), heads=np.array([2, 4], np.int64)
+    )
     return model(nodes, [("x", "FLOAT", (batch, seq, 8))], initializers=inits)
 
 
 def test_reshape_minus_one_is_the_symbol_left_over() -> None:
     """Reshape([B, 3, 4] -> [-1, 12]): the -1 is B (x's one symbol; the sizes' products agree); with a
     second symbol in x it stays unknown."""
-    shapes, names = _facts(model([node("Reshape", ["x", "t"], "y")], [("x", "FLOAT", ("B", 3, 4))],
-                                 initializers=dict(t=np.array([-1, 12], np.int64))))
+    shapes, names = _facts(
+        model(
+            [node("Reshape", ["x", "t"], "y")],
+            [("x", "FLOAT", ("B", 3, 4))],
+            initializers=dict(t=np.array([-1, 12], np.int64)),
+        )
+    )
     assert shapes["y"] == (shapes["x"][0], 12) and names[shapes["y"][0]] == "B"
-    shapes, _ = _facts(model([node("Reshape", ["x", "t"], "y")], [("x", "FLOAT", ("B", "S", 4))],
-                             initializers=dict(t=np.array([-1, 4], np.int64))))
+    shapes, _ = _facts(
+        model(
+            [node("Reshape", ["x", "t"], "y")],
+            [("x", "FLOAT", ("B", "S", 4))],
+            initializers=dict(t=np.array([-1, 4], np.int64)),
+        )
+    )
     assert shapes["y"][0] not in (shapes["x"][0], shapes["x"][1])
 
 
@@ -121,32 +152,47 @@ def test_shape_chain_becomes_a_static_reshape() -> None:
 def test_shape_chain_with_one_unmatched_symbol_uses_minus_one() -> None:
     """The target's first entry is the batch, the second a product the chain computes from another input:
     only one symbol is left, so it is written -1."""
-    nodes = [node("Shape", ["z"], "s"), node("Gather", ["s", "i0"], "n", axis=0),
-             node("Unsqueeze", ["n", "ax"], "nu"), node("Concat", ["nu", "tail"], "target", axis=0),
-             node("Reshape", ["x", "target"], "y")]
+    nodes = [
+        node("Shape", ["z"], "s"),
+        node("Gather", ["s", "i0"], "n", axis=0),
+        node("Unsqueeze", ["n", "ax"], "nu"),
+        node("Concat", ["nu", "tail"], "target", axis=0),
+        node("Reshape", ["x", "target"], "y"),
+    ]
     inits = dict(i0=np.array(0, np.int64), ax=np.array([0], np.int64), tail=np.array([8], np.int64))
     m = model(nodes, [("x", "FLOAT", ("a", 4, 2)), ("z", "FLOAT", ("b", 2))], initializers=inits)
     out = eqsat.optimize(m, verify=False).proto
     (target,) = [onnx.numpy_helper.to_array(i) for i in out.graph.initializer]
     assert target.tolist() == [-1, 8]
-    feeds = {"x": RNG.standard_normal((3, 4, 2)).astype(np.float32),
-             "z": RNG.standard_normal((3, 2)).astype(np.float32)}
+    feeds = {
+        "x": RNG.standard_normal((3, 4, 2)).astype(np.float32),
+        "z": RNG.standard_normal((3, 2)).astype(np.float32),
+    }
     _same_outputs(m, out, feeds)
 
 
 def test_shape_chain_with_two_unknown_symbols_is_kept() -> None:
     """Two entries that are neither x's dims nor the only unknown: no static target says it."""
-    nodes = [node("Shape", ["z"], "s"), node("Concat", ["s", "tail"], "target", axis=0),
-             node("Reshape", ["x", "target"], "y")]
-    m = model(nodes, [("x", "FLOAT", ("a", 8)), ("z", "FLOAT", ("b", "c"))],
-              initializers=dict(tail=np.array([8], np.int64)))
+    nodes = [
+        node("Shape", ["z"], "s"),
+        node("Concat", ["s", "tail"], "target", axis=0),
+        node("Reshape", ["x", "target"], "y"),
+    ]
+    m = model(
+        nodes, [("x", "FLOAT", ("a", 8)), ("z", "FLOAT", ("b", "c"))], initializers=dict(tail=np.array([8], np.int64))
+    )
     out = eqsat.optimize(m, verify=False).proto
     assert op_counts(out)["Shape"] == 1
 
 
 def test_expand_target_from_the_input_shape_becomes_static() -> None:
-    nodes = [node("Shape", ["x"], "s"), node("Gather", ["s", "i0"], "b", axis=0), node("Unsqueeze", ["b", "ax"], "bu"),
-             node("Concat", ["bu", "tail"], "target", axis=0), node("Expand", ["x", "target"], "y")]
+    nodes = [
+        node("Shape", ["x"], "s"),
+        node("Gather", ["s", "i0"], "b", axis=0),
+        node("Unsqueeze", ["b", "ax"], "bu"),
+        node("Concat", ["bu", "tail"], "target", axis=0),
+        node("Expand", ["x", "target"], "y"),
+    ]
     inits = dict(i0=np.array(0, np.int64), ax=np.array([0], np.int64), tail=np.array([4], np.int64))
     m = model(nodes, [("x", "FLOAT", ("batch", 1))], initializers=inits)
     out = eqsat.optimize(m).proto
@@ -157,9 +203,13 @@ def test_expand_target_from_the_input_shape_becomes_static() -> None:
 def _layernorm_broadcast(taken_name: str | None = None) -> onnx.ModelProto:
     """tf2onnx's and jax2tf's LayerNorm broadcasting: one run-time target `t = Concat(Slice(Shape(x), 0, 1), [1],
     [8])` read by a Reshape and an Expand; with `taken_name`, a value of the model already has that name."""
-    nodes = [node("Shape", ["x"], "s"), node("Slice", ["s", "zero", "one"], "b"),
-             node("Concat", ["b", "one", "eight"], "t", axis=0), node("Reshape", ["x", "t"], "r"),
-             node("Expand", ["r", "t"], "y")]
+    nodes = [
+        node("Shape", ["x"], "s"),
+        node("Slice", ["s", "zero", "one"], "b"),
+        node("Concat", ["b", "one", "eight"], "t", axis=0),
+        node("Reshape", ["x", "t"], "r"),
+        node("Expand", ["r", "t"], "y"),
+    ]
     inits = dict(zero=np.array([0], np.int64), one=np.array([1], np.int64), eight=np.array([8], np.int64))
     outputs: list = ["y"]
     if taken_name is not None:
@@ -187,10 +237,18 @@ def test_a_symbol_and_a_literal_minus_one_are_not_both_written_minus_one() -> No
     """t = Concat(Shape(x)[:1], [-1]) reshapes x [batch, 1, 1, 1] (batch copied: [0, -1]) and x2 [N, 1, 1, 1]:
     for x2, batch is not its dim 0, and the target's own -1 is the one inferred dim, so batch cannot be written
     -1 too (the fuzzer found [-1, -1], which no runtime accepts)."""
-    nodes = [node("Shape", ["x"], "s", start=0, end=1), node("Concat", ["s", "minus_one"], "t", axis=0),
-             node("Reshape", ["x", "t"], "a"), node("Reshape", ["x2", "t"], "b"), node("Sub", ["a", "b"], "y")]
-    m = model(nodes, [("x", "FLOAT", ("batch", 1, 1, 1)), ("x2", "FLOAT", ("N", 1, 1, 1))],
-              initializers=dict(minus_one=np.array([-1], np.int64)))
+    nodes = [
+        node("Shape", ["x"], "s", start=0, end=1),
+        node("Concat", ["s", "minus_one"], "t", axis=0),
+        node("Reshape", ["x", "t"], "a"),
+        node("Reshape", ["x2", "t"], "b"),
+        node("Sub", ["a", "b"], "y"),
+    ]
+    m = model(
+        nodes,
+        [("x", "FLOAT", ("batch", 1, 1, 1)), ("x2", "FLOAT", ("N", 1, 1, 1))],
+        initializers=dict(minus_one=np.array([-1], np.int64)),
+    )
     assert shape_chains._reshape_target(("batch", -1), ("N", 1, 1, 1)) is None
     out = eqsat.optimize(m, input_shapes={"x": (2, 1, 1, 1), "x2": (2, 1, 1, 1)}).proto
     for batch in (2, 3):
@@ -200,16 +258,28 @@ def test_a_symbol_and_a_literal_minus_one_are_not_both_written_minus_one() -> No
 
 # ---- zero recurrent states ----
 
+
 def _gru(fill: float) -> onnx.ModelProto:
     hidden = 4
-    nodes = [node("Shape", ["x"], "s"), node("Gather", ["s", "i1"], "b", axis=0), node("Unsqueeze", ["b", "ax"], "bu"),
-             node("Concat", ["one", "bu", "h"], "hs", axis=0),
-             oh.make_node("ConstantOfShape", ["hs"], ["h0"], value=onnx.numpy_helper.from_array(np.array([fill], np.float32))),
-             oh.make_node("GRU", ["x", "W", "R", "B", "", "h0"], ["y"], hidden_size=hidden)]
-    inits = dict(i1=np.array(1, np.int64), ax=np.array([0], np.int64), one=np.array([1], np.int64),
-                 h=np.array([hidden], np.int64), W=RNG.standard_normal((1, 3 * hidden, 3)).astype(np.float32),
-                 R=RNG.standard_normal((1, 3 * hidden, hidden)).astype(np.float32),
-                 B=RNG.standard_normal((1, 6 * hidden)).astype(np.float32))
+    nodes = [
+        node("Shape", ["x"], "s"),
+        node("Gather", ["s", "i1"], "b", axis=0),
+        node("Unsqueeze", ["b", "ax"], "bu"),
+        node("Concat", ["one", "bu", "h"], "hs", axis=0),
+        oh.make_node(
+            "ConstantOfShape", ["hs"], ["h0"], value=onnx.numpy_helper.from_array(np.array([fill], np.float32))
+        ),
+        oh.make_node("GRU", ["x", "W", "R", "B", "", "h0"], ["y"], hidden_size=hidden),
+    ]
+    inits = dict(
+        i1=np.array(1, np.int64),
+        ax=np.array([0], np.int64),
+        one=np.array([1], np.int64),
+        h=np.array([hidden], np.int64),
+        W=RNG.standard_normal((1, 3 * hidden, 3)).astype(np.float32),
+        R=RNG.standard_normal((1, 3 * hidden, hidden)).astype(np.float32),
+        B=RNG.standard_normal((1, 6 * hidden)).astype(np.float32),
+    )
     return model(nodes, [("x", "FLOAT", ("seq", "batch", 3))], initializers=inits)
 
 
@@ -227,15 +297,25 @@ def test_nonzero_initial_state_is_kept() -> None:
 
 # ---- dynamic dims survive ----
 
+
 def test_dynamic_dims_survive_and_rules_fire_under_them() -> None:
     """Conv + BatchNormalization over [N, 3, H, W]: the fold needs only the channel dim; the output keeps N, H, W."""
     w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
-    stats = dict(s=RNG.uniform(0.5, 2, 4).astype(np.float32), b=RNG.standard_normal(4).astype(np.float32),
-                 mu=RNG.standard_normal(4).astype(np.float32), var=RNG.uniform(0.5, 2, 4).astype(np.float32))
-    m = model([node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
-               node("BatchNormalization", ["c", "s", "b", "mu", "var"], "y")],
-              [("x", "FLOAT", ("N", 3, "H", "W"))], outputs=[("y", "FLOAT", ("N", 4, "H", "W"))],
-              initializers=dict(w=w, **stats))
+    stats = dict(
+        s=RNG.uniform(0.5, 2, 4).astype(np.float32),
+        b=RNG.standard_normal(4).astype(np.float32),
+        mu=RNG.standard_normal(4).astype(np.float32),
+        var=RNG.uniform(0.5, 2, 4).astype(np.float32),
+    )
+    m = model(
+        [
+            node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
+            node("BatchNormalization", ["c", "s", "b", "mu", "var"], "y"),
+        ],
+        [("x", "FLOAT", ("N", 3, "H", "W"))],
+        outputs=[("y", "FLOAT", ("N", 4, "H", "W"))],
+        initializers=dict(w=w, **stats),
+    )
     out = eqsat.optimize(m).proto
     assert op_counts(out) == {"Conv": 1}
     assert _dims(out.graph.input[0]) == ["N", 3, "H", "W"]
@@ -248,8 +328,11 @@ def test_dynamic_dims_survive_and_rules_fire_under_them() -> None:
 def test_reduce_mean_needs_the_reduced_axis_static(shape) -> None:
     """ReduceSum * 1/4 over a static axis becomes ReduceMean under a symbolic batch; over a symbolic axis
     it must not, whatever size that axis has at run time."""
-    m = model([node("ReduceSum", ["x", "axes"], "r", keepdims=0), node("Mul", ["r", "q"], "y")],
-              [("x", "FLOAT", shape)], initializers=dict(axes=np.array([1], np.int64), q=np.array(0.25, np.float32)))
+    m = model(
+        [node("ReduceSum", ["x", "axes"], "r", keepdims=0), node("Mul", ["r", "q"], "y")],
+        [("x", "FLOAT", shape)],
+        initializers=dict(axes=np.array([1], np.int64), q=np.array(0.25, np.float32)),
+    )
     out = eqsat.optimize(m, verify=False).proto
     assert ("ReduceMean" in op_counts(out)) == (shape[1] == 4)
     _same_outputs(m, out, {"x": RNG.standard_normal((2, 4)).astype(np.float32)})
@@ -263,10 +346,15 @@ def test_concat_of_gathered_shape_into_reshape(unsqueeze: bool) -> None:
     gather = [node("Gather", ["s", "i"], "b", axis=0)]
     if unsqueeze:
         gather.append(node("Unsqueeze", ["b", "ax"], "bu"))
-    nodes = [node("Shape", ["x"], "s"), *gather, node("Concat", [gather[-1].output[0], "tail"], "target", axis=0),
-             node("Reshape", ["x", "target"], "y")]
-    inits = dict(i=np.array(0 if unsqueeze else [0], np.int64), ax=np.array([0], np.int64),
-                 tail=np.array([-1], np.int64))
+    nodes = [
+        node("Shape", ["x"], "s"),
+        *gather,
+        node("Concat", [gather[-1].output[0], "tail"], "target", axis=0),
+        node("Reshape", ["x", "target"], "y"),
+    ]
+    inits = dict(
+        i=np.array(0 if unsqueeze else [0], np.int64), ax=np.array([0], np.int64), tail=np.array([-1], np.int64)
+    )
     m = model(nodes, [("x", "FLOAT", ("N", 3, 4))], initializers=inits)
     out = eqsat.optimize(m).proto
     assert op_counts(out) == {"Reshape": 1}
@@ -278,9 +366,16 @@ def test_concat_of_gathered_shape_into_reshape(unsqueeze: bool) -> None:
 
 def test_concat_of_gathered_shape_with_a_literal_zero_is_kept() -> None:
     """A literal 0 among the constants: the folder would mix "copy" zeros with it, so the chain stays."""
-    nodes = [node("Shape", ["x"], "s"), node("Gather", ["s", "i"], "b", axis=0),
-             node("Concat", ["b", "tail"], "target", axis=0), node("Reshape", ["x", "target"], "y")]
-    m = model(nodes, [("x", "FLOAT", ("N", 3, 4))],
-              initializers=dict(i=np.array([0], np.int64), tail=np.array([0, -1], np.int64)))
+    nodes = [
+        node("Shape", ["x"], "s"),
+        node("Gather", ["s", "i"], "b", axis=0),
+        node("Concat", ["b", "tail"], "target", axis=0),
+        node("Reshape", ["x", "target"], "y"),
+    ]
+    m = model(
+        nodes,
+        [("x", "FLOAT", ("N", 3, 4))],
+        initializers=dict(i=np.array([0], np.int64), tail=np.array([0, -1], np.int64)),
+    )
     out = eqsat.optimize(m, verify=False).proto
     assert op_counts(out)["Shape"] == 1

@@ -52,10 +52,13 @@ def histogram(name: str, opset: int | None, target: str) -> Counter:
 
 
 @pytest.mark.slow  # whole bundled models
-@pytest.mark.parametrize("name, opset, fused", [
-    ("vit_l2_h128_legacy_op17.onnx", None, {"LayerNormalization": 5}),
-    ("gpt2_l2_h128_legacy_op14.onnx", 20, {"LayerNormalization": 5, "Gelu": 2}),
-])
+@pytest.mark.parametrize(
+    "name, opset, fused",
+    [
+        ("vit_l2_h128_legacy_op17.onnx", None, {"LayerNormalization": 5}),
+        ("gpt2_l2_h128_legacy_op14.onnx", 20, {"LayerNormalization": 5, "Gelu": 2}),
+    ],
+)
 def test_one_egraph_three_targets(name: str, opset: int | None, fused: dict[str, int]) -> None:
     ops = {t: histogram(name, opset, t) for t in TARGETS}
     for target in ("cpu", "gpu"):

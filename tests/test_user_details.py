@@ -29,10 +29,14 @@ def test_internal_constructors_show_their_onnx_name() -> None:
 def _folded_cast() -> onnx.ModelProto:
     """y = Relu(x + Cast(c)): the Cast of a constant folds away before encoding."""
     c = oh.make_tensor("c", onnx.TensorProto.DOUBLE, [1], [1.0])
-    nodes = [oh.make_node("Cast", ["c"], ["cf"], to=F32), oh.make_node("Add", ["x", "cf"], ["a"]),
-             oh.make_node("Relu", ["a"], ["y"])]
-    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", F32, [2, 3])],
-                          [oh.make_tensor_value_info("y", F32, [2, 3])], [c])
+    nodes = [
+        oh.make_node("Cast", ["c"], ["cf"], to=F32),
+        oh.make_node("Add", ["x", "cf"], ["a"]),
+        oh.make_node("Relu", ["a"], ["y"]),
+    ]
+    graph = oh.make_graph(
+        nodes, "g", [oh.make_tensor_value_info("x", F32, [2, 3])], [oh.make_tensor_value_info("y", F32, [2, 3])], [c]
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
 
 
@@ -67,8 +71,12 @@ def test_info_counts_the_nodes_in_bodies(tmp_path: Path) -> None:
 
 
 def test_no_overflow_warning_from_the_reference_runtime() -> None:
-    graph = oh.make_graph([oh.make_node("Exp", ["x"], ["y"])], "g", [oh.make_tensor_value_info("x", F32, [2])],
-                          [oh.make_tensor_value_info("y", F32, [2])])
+    graph = oh.make_graph(
+        [oh.make_node("Exp", ["x"], ["y"])],
+        "g",
+        [oh.make_tensor_value_info("x", F32, [2])],
+        [oh.make_tensor_value_info("y", F32, [2])],
+    )
     runner = Runner(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]))
     runner._ort = lambda: None  # as when onnxruntime cannot load the model
     with warnings.catch_warnings():

@@ -25,8 +25,9 @@ F32, I64 = TensorProto.FLOAT, TensorProto.INT64
 
 def _corrupt(model: ir.Model) -> None:
     """Change every element of the largest floating-point initializer (in place)."""
-    value = max((v for v in model.graph.initializers.values() if v.dtype.is_floating_point()),
-                key=lambda v: v.const_value.size)
+    value = max(
+        (v for v in model.graph.initializers.values() if v.dtype.is_floating_point()), key=lambda v: v.const_value.size
+    )
     array = value.const_value.numpy()
     value.const_value = ir.tensor(array + 1 + np.abs(array), name=value.name)
 
@@ -42,9 +43,9 @@ def test_corrupted_output_is_caught(bundled_model: Path, optimized_bundled: tupl
     assert f"verification failed on output {bad.name!r}" in report.summary()
 
 
-def test_cli_failed_verification_exits_3_and_writes_nothing(models_dir: Path, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_failed_verification_exits_3_and_writes_nothing(
+    models_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     normalize = normalizing.normalize_proto
 
     def normalize_and_corrupt(proto: onnx.ModelProto, label: str) -> tuple[ir.Model, onnx.ModelProto]:
@@ -64,14 +65,21 @@ def test_cli_failed_verification_exits_3_and_writes_nothing(models_dir: Path, tm
 def _embedding_model(make_model, rows: int) -> onnx.ModelProto:
     """input_ids -> Reshape -> Gather(table of `rows`), scaled by Cast(attention_mask)."""
     return make_model(
-        [oh.make_node("Reshape", ["input_ids", "flat"], ["ids"]),
-         oh.make_node("Gather", ["table", "ids"], ["emb"], axis=0),
-         oh.make_node("Cast", ["attention_mask"], ["mask"], to=F32),
-         oh.make_node("Unsqueeze", ["mask", "last"], ["mask1"]),
-         oh.make_node("Mul", ["emb", "mask1"], ["y"])],
-        [("input_ids", I64, [1, 64]), ("attention_mask", I64, [64])], [("y", F32, [64, 4])],
-        {"flat": np.array([64], np.int64), "last": np.array([1], np.int64),
-         "table": np.random.default_rng(0).standard_normal((rows, 4)).astype(np.float32)})
+        [
+            oh.make_node("Reshape", ["input_ids", "flat"], ["ids"]),
+            oh.make_node("Gather", ["table", "ids"], ["emb"], axis=0),
+            oh.make_node("Cast", ["attention_mask"], ["mask"], to=F32),
+            oh.make_node("Unsqueeze", ["mask", "last"], ["mask1"]),
+            oh.make_node("Mul", ["emb", "mask1"], ["y"]),
+        ],
+        [("input_ids", I64, [1, 64]), ("attention_mask", I64, [64])],
+        [("y", F32, [64, 4])],
+        {
+            "flat": np.array([64], np.int64),
+            "last": np.array([1], np.int64),
+            "table": np.random.default_rng(0).standard_normal((rows, 4)).astype(np.float32),
+        },
+    )
 
 
 def test_integer_inputs_respect_semantics(make_model) -> None:
@@ -118,19 +126,25 @@ def test_compare_tolerance(dtype: str, delta: float, soundness: str, quantized: 
     assert check.ok == accepted, check
 
 
-@pytest.mark.parametrize("actual", [
-    pytest.param(_bumped(_ramp("float32"), np.nan), id="nan-appears"),
-    pytest.param(_ramp("float32")[:8], id="shape-differs"),
-    pytest.param(_ramp("float64"), id="dtype-differs"),
-])
+@pytest.mark.parametrize(
+    "actual",
+    [
+        pytest.param(_bumped(_ramp("float32"), np.nan), id="nan-appears"),
+        pytest.param(_ramp("float32")[:8], id="shape-differs"),
+        pytest.param(_ramp("float64"), id="dtype-differs"),
+    ],
+)
 def test_compare_rejects_structural_differences(actual: np.ndarray) -> None:
     (check,) = compare(["out"], [_ramp("float32")], [actual])
     assert not check.ok and check.problem
 
 
 def _custom_op_model(make_model) -> onnx.ModelProto:
-    model = make_model([oh.make_node("Mystery", ["x"], ["y"], domain="example.custom", name="mystery")],
-                       [("x", F32, [2])], [("y", F32, [2])])
+    model = make_model(
+        [oh.make_node("Mystery", ["x"], ["y"], domain="example.custom", name="mystery")],
+        [("x", F32, [2])],
+        [("y", F32, [2])],
+    )
     model.opset_import.append(oh.make_opsetid("example.custom", 1))
     return model
 
@@ -143,8 +157,9 @@ def test_original_no_runtime_runs_is_not_verified_or_with_strict_bad_input(make_
         verify(_custom_op_model(make_model), _custom_op_model(make_model), source="in.onnx", strict=True)
 
 
-def test_cli_writes_a_model_no_runtime_runs_with_a_warning_and_strict_refuses(make_model, tmp_path: Path,
-                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_writes_a_model_no_runtime_runs_with_a_warning_and_strict_refuses(
+    make_model, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     source, out, js = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "report.json"
     source.write_bytes(_custom_op_model(make_model).SerializeToString())
     assert main(["optimize", str(source), "-o", str(out), "--report-json", str(js)]) == 0

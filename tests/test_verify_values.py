@@ -32,8 +32,10 @@ def gather() -> onnx.ModelProto:
 
 
 def gather_elements() -> onnx.ModelProto:
-    return model([node("GatherElements", ["x", "idx"], "y", axis=1)],
-                 [("x", F32, ["batch", "width"]), ("idx", I64, ["batch", 3])])
+    return model(
+        [node("GatherElements", ["x", "idx"], "y", axis=1)],
+        [("x", F32, ["batch", "width"]), ("idx", I64, ["batch", 3])],
+    )
 
 
 def gather_nd() -> onnx.ModelProto:
@@ -41,13 +43,16 @@ def gather_nd() -> onnx.ModelProto:
 
 
 def scatter_nd() -> onnx.ModelProto:
-    return model([node("ScatterND", ["x", "idx", "u"], "y")],
-                 [("x", F32, ["batch", 8]), ("idx", I64, [3, 2]), ("u", F32, [3])])
+    return model(
+        [node("ScatterND", ["x", "idx", "u"], "y")], [("x", F32, ["batch", 8]), ("idx", I64, [3, 2]), ("u", F32, [3])]
+    )
 
 
 def scatter_elements() -> onnx.ModelProto:
-    return model([node("ScatterElements", ["x", "idx", "u"], "y", axis=1)],
-                 [("x", F32, ["batch", "width"]), ("idx", I64, ["batch", 2]), ("u", F32, ["batch", 2])])
+    return model(
+        [node("ScatterElements", ["x", "idx", "u"], "y", axis=1)],
+        [("x", F32, ["batch", "width"]), ("idx", I64, ["batch", 2]), ("u", F32, ["batch", 2])],
+    )
 
 
 def top_k() -> onnx.ModelProto:
@@ -56,20 +61,25 @@ def top_k() -> onnx.ModelProto:
 
 
 def tile() -> onnx.ModelProto:
-    return model([node("Tile", ["x", "repeats"], "y")], [("x", F32, ["batch", 3, "h", "w"]), ("repeats", I64, [4])],
-                 [_any("y")])
+    return model(
+        [node("Tile", ["x", "repeats"], "y")], [("x", F32, ["batch", 3, "h", "w"]), ("repeats", I64, [4])], [_any("y")]
+    )
 
 
 def reshape() -> onnx.ModelProto:
-    return model([node("Reshape", ["x", "shape"], "y")], [("x", F32, ["batch", "seq", 4]), ("shape", I64, [3])],
-                 [_any("y")])
+    return model(
+        [node("Reshape", ["x", "shape"], "y")], [("x", F32, ["batch", "seq", 4]), ("shape", I64, [3])], [_any("y")]
+    )
 
 
 def reshape_free_rank() -> onnx.ModelProto:
     """The target shape's length is a dynamic dim too: the drawn vector chooses it (summed to a scalar: an
     output of unknown rank is refused)."""
-    return model([node("Reshape", ["x", "shape"], "r"), node("ReduceSum", ["r"], "y", keepdims=0)],
-                 [("x", F32, ["batch", "seq", 4]), ("shape", I64, ["r"])], [("y", F32, [])])
+    return model(
+        [node("Reshape", ["x", "shape"], "r"), node("ReduceSum", ["r"], "y", keepdims=0)],
+        [("x", F32, ["batch", "seq", 4]), ("shape", I64, ["r"])],
+        [("y", F32, [])],
+    )
 
 
 def cum_sum() -> onnx.ModelProto:
@@ -85,34 +95,53 @@ def constant_of_shape() -> onnx.ModelProto:
 
 
 def one_hot() -> onnx.ModelProto:
-    return model([node("OneHot", ["idx", "depth", "values"], "y")], [("idx", I64, ["batch"]), ("depth", I64, [])],
-                 [_any("y")], {"values": np.array([0, 1], np.float32)})
+    return model(
+        [node("OneHot", ["idx", "depth", "values"], "y")],
+        [("idx", I64, ["batch"]), ("depth", I64, [])],
+        [_any("y")],
+        {"values": np.array([0, 1], np.float32)},
+    )
 
 
 def slice_bounds() -> onnx.ModelProto:
-    return model([node("Slice", ["x", "starts", "ends", "axes"], "y")],
-                 [("x", F32, ["batch", "seq"]), ("starts", I64, [1]), ("ends", I64, [1]), ("axes", I64, [1])],
-                 [_any("y")])
+    return model(
+        [node("Slice", ["x", "starts", "ends", "axes"], "y")],
+        [("x", F32, ["batch", "seq"]), ("starts", I64, [1]), ("ends", I64, [1]), ("axes", I64, [1])],
+        [_any("y")],
+    )
 
 
 def reflect_pads() -> onnx.ModelProto:
-    return model([node("Pad", ["x", "pads"], "y", mode="reflect")], [("x", F32, ["batch", "seq"]), ("pads", I64, [4])],
-                 [_any("y")])
+    return model(
+        [node("Pad", ["x", "pads"], "y", mode="reflect")],
+        [("x", F32, ["batch", "seq"]), ("pads", I64, [4])],
+        [_any("y")],
+    )
 
 
 def resize_sizes() -> onnx.ModelProto:
-    return model([node("Resize", ["x", "", "", "sizes"], "y", mode="linear")],
-                 [("x", F32, ["batch", 3, "h", "w"]), ("sizes", I64, [4])], [_any("y")])
+    return model(
+        [node("Resize", ["x", "", "", "sizes"], "y", mode="linear")],
+        [("x", F32, ["batch", 3, "h", "w"]), ("sizes", I64, [4])],
+        [_any("y")],
+    )
 
 
 def resize_scales() -> onnx.ModelProto:
-    return model([node("Resize", ["x", "", "scales"], "y", mode="nearest")],
-                 [("x", F32, ["batch", 3, "h", "w"]), ("scales", F32, [4])], [_any("y")])
+    return model(
+        [node("Resize", ["x", "", "scales"], "y", mode="nearest")],
+        [("x", F32, ["batch", 3, "h", "w"]), ("scales", F32, [4])],
+        [_any("y")],
+    )
 
 
 def col2im() -> onnx.ModelProto:
-    return model([node("Col2Im", ["x", "image", "block"], "y")],
-                 [("x", F32, ["batch", 6, "blocks"]), ("image", I64, [2]), ("block", I64, [2])], [_any("y")], opset=18)
+    return model(
+        [node("Col2Im", ["x", "image", "block"], "y")],
+        [("x", F32, ["batch", 6, "blocks"]), ("image", I64, [2]), ("block", I64, [2])],
+        [_any("y")],
+        opset=18,
+    )
 
 
 def split() -> onnx.ModelProto:
@@ -121,22 +150,49 @@ def split() -> onnx.ModelProto:
 
 
 def range_() -> onnx.ModelProto:
-    return model([node("Range", ["start", "limit", "delta"], "y")],
-                 [("start", I64, []), ("limit", I64, []), ("delta", I64, [])], [("y", I64, None)])
+    return model(
+        [node("Range", ["start", "limit", "delta"], "y")],
+        [("start", I64, []), ("limit", I64, []), ("delta", I64, [])],
+        [("y", I64, None)],
+    )
 
 
 def reduce_axes() -> onnx.ModelProto:
-    return model([node("ReduceSum", ["x", "axes"], "y")], [("x", F32, ["batch", "seq", 4]), ("axes", I64, [1])],
-                 [("y", F32, ["a", "b", "c"])])
+    return model(
+        [node("ReduceSum", ["x", "axes"], "y")],
+        [("x", F32, ["batch", "seq", 4]), ("axes", I64, [1])],
+        [("y", F32, ["a", "b", "c"])],
+    )
 
 
 def integer_divisor() -> onnx.ModelProto:
     return model([node("Div", ["x", "d"], "y")], [("x", I64, ["batch"]), ("d", I64, ["batch"])])
 
 
-CONSUMERS = [gather, gather_elements, gather_nd, scatter_nd, scatter_elements, top_k, tile, reshape,
-             reshape_free_rank, cum_sum, expand, constant_of_shape, one_hot, slice_bounds, reflect_pads, resize_sizes,
-             resize_scales, col2im, split, range_, reduce_axes, integer_divisor]
+CONSUMERS = [
+    gather,
+    gather_elements,
+    gather_nd,
+    scatter_nd,
+    scatter_elements,
+    top_k,
+    tile,
+    reshape,
+    reshape_free_rank,
+    cum_sum,
+    expand,
+    constant_of_shape,
+    one_hot,
+    slice_bounds,
+    reflect_pads,
+    resize_sizes,
+    resize_scales,
+    col2im,
+    split,
+    range_,
+    reduce_axes,
+    integer_divisor,
+]
 
 
 @pytest.mark.parametrize("make", CONSUMERS, ids=[m.__name__.strip("_") for m in CONSUMERS])
@@ -176,8 +232,9 @@ def test_top_k_and_axis_within_the_data() -> None:
 def test_tile_with_graph_input_repeats_stays_within_the_budget() -> None:
     """A 2 x 1024 x 1024 input (2M elements) tiled by drawn repeats: each drawn output stays within the
     budget (27 times the input would be 56M elements)."""
-    m = model([node("Tile", ["x", "repeats"], "y")], [("x", F32, ["batch", 1024, 1024]), ("repeats", I64, [3])],
-              [_any("y")])
+    m = model(
+        [node("Tile", ["x", "repeats"], "y")], [("x", F32, ["batch", 1024, 1024]), ("repeats", I64, [3])], [_any("y")]
+    )
     reference = expected_outputs(m)
     assert reference.runs
     for done in reference.runs:
@@ -188,20 +245,34 @@ def test_tile_with_graph_input_repeats_stays_within_the_budget() -> None:
 def test_a_candidate_whose_output_is_over_the_budget_is_skipped() -> None:
     """x [k] -> Expand to [2**21, k]: 33M elements at the smallest k, over the budget on every candidate:
     each is skipped before it is run, and the model is not verified (nothing was allocated for it)."""
-    m = model([node("Expand", ["x", "rows"], "y")], [("x", F32, ["k"])], [("y", F32, [2**21, "k"])],
-              {"rows": np.array([2**21, 1], np.int64)})
+    m = model(
+        [node("Expand", ["x", "rows"], "y")],
+        [("x", F32, ["k"])],
+        [("y", F32, [2**21, "k"])],
+        {"rows": np.array([2**21, 1], np.int64)},
+    )
     report = verify(m, m)
     assert not report.verified and report.ok
-    assert "sizes tried: none; skipped over the budget: x:16 (value 'y' would hold 33,554,432 elements); x:32" \
+    assert (
+        "sizes tried: none; skipped over the budget: x:16 (value 'y' would hold 33,554,432 elements); x:32"
         in report.unverified
+    )
     assert over_budget({"y": (4097, 4096)}, {"x": (3,)}) == "value 'y' would hold 16,781,312 elements"
     assert over_budget({"y": (4097, 4096)}, {"x": (3,)}, fixed={"y"}) == ""  # a size the model states is no choice
 
 
 def test_random_op_output_is_not_compared_and_named(tmp_path: Path) -> None:
-    m = model([node("Relu", ["x"], "y"), node("RandomNormalLike", ["x"], "noise"), node("Add", ["x", "noise"], "z"),
-               oh.make_node("Dropout", ["x", "ratio", "training"], ["d"])],
-              [("x", F32, ["batch", 4]), ("training", BOOL, [])], ["y", "z", "d"], {"ratio": np.array(0.5, np.float32)})
+    m = model(
+        [
+            node("Relu", ["x"], "y"),
+            node("RandomNormalLike", ["x"], "noise"),
+            node("Add", ["x", "noise"], "z"),
+            oh.make_node("Dropout", ["x", "ratio", "training"], ["d"]),
+        ],
+        [("x", F32, ["batch", 4]), ("training", BOOL, [])],
+        ["y", "z", "d"],
+        {"ratio": np.array(0.5, np.float32)},
+    )
     report = verify(m, m)
     assert report.ok and report.verified and [o.name for o in report.outputs] == ["y"]
     assert report.random_outputs == ("z", "d")
@@ -213,18 +284,24 @@ def test_random_op_output_is_not_compared_and_named(tmp_path: Path) -> None:
 
 
 def test_a_dropout_with_a_constant_false_training_mode_is_compared() -> None:
-    m = model([oh.make_node("Dropout", ["x", "ratio", "training"], ["d"])], [("x", F32, ["batch", 4])], ["d"],
-              {"ratio": np.array(0.5, np.float32), "training": np.array(False)})
+    m = model(
+        [oh.make_node("Dropout", ["x", "ratio", "training"], ["d"])],
+        [("x", F32, ["batch", 4])],
+        ["d"],
+        {"ratio": np.array(0.5, np.float32), "training": np.array(False)},
+    )
     assert verify(m, m).random_outputs == ()
 
 
 def test_sequence_and_optional_inputs_get_values_of_their_type() -> None:
     sequence = oh.make_sequence_type_proto(oh.make_tensor_type_proto(F32, ["n", 3]))
     optional = oh.make_optional_type_proto(oh.make_tensor_type_proto(F32, [2]))
-    graph = oh.make_graph([oh.make_node("ConcatFromSequence", ["s"], ["c"], axis=0),
-                           oh.make_node("OptionalHasElement", ["o"], ["has"])], "g",
-                          [oh.make_value_info("s", sequence), oh.make_value_info("o", optional)],
-                          [oh.make_tensor_value_info("c", F32, None), oh.make_tensor_value_info("has", BOOL, [])])
+    graph = oh.make_graph(
+        [oh.make_node("ConcatFromSequence", ["s"], ["c"], axis=0), oh.make_node("OptionalHasElement", ["o"], ["has"])],
+        "g",
+        [oh.make_value_info("s", sequence), oh.make_value_info("o", optional)],
+        [oh.make_tensor_value_info("c", F32, None), oh.make_tensor_value_info("has", BOOL, [])],
+    )
     m = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=10)
     feeds = make_inputs(m)
     assert isinstance(feeds["s"], list) and len(feeds["s"]) == 2 and feeds["s"][0].shape == feeds["s"][1].shape

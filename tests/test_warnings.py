@@ -21,7 +21,7 @@ from tests.test_display import _sandwich
 def _top(result: eqsat.Result) -> list[str]:
     """The lines of the text report before its first table (the headline and the warnings)."""
     lines = result.report.to_text().splitlines()
-    return lines[:lines.index("")]
+    return lines[: lines.index("")]
 
 
 def _says_at_the_top(result: eqsat.Result, words: str) -> None:
@@ -37,8 +37,12 @@ def _with_constants() -> onnx.ModelProto:
     c = oh.make_node("Constant", [], ["c"], value=oh.make_tensor("cv", onnx.TensorProto.FLOAT, [1], [0.0]))
     add = oh.make_node("Add", ["x", "c"], ["a"])
     relu = oh.make_node("Relu", ["a"], ["y"])
-    graph = oh.make_graph([c, add, relu], "g", [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
-                          [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])])
+    graph = oh.make_graph(
+        [c, add, relu],
+        "g",
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])],
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
 
 

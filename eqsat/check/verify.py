@@ -1,6 +1,7 @@
 """Differential verification: run the input and the optimized model on the same seeded inputs.
 
-Inputs respect their meaning and the model's dynamic dims (eqsat.check.verify_inputs for sizes, eqsat.check.verify_values
+Inputs respect their meaning and the model's dynamic dims (eqsat.check.verify_inputs for sizes,
+eqsat.check.verify_values
 for values): candidates are drawn lazily, smallest first, and the original is tried on each until it runs.
 Every dynamic dim is checked at two sizes: the comparison runs on a first assignment (batch-like dims 2,
 other dims the first rung of their ladder that runs) and on a second (batch 3, other dims another rung).
@@ -30,12 +31,29 @@ import onnx_ir as ir
 
 from eqsat.errors import BadInputError, VerificationError, first_line
 from eqsat.check.verify_facts import fixed_sizes, over_budget, random_outputs
-from eqsat.check.verify_inputs import (Shape, Sizes, assign, check_given, first_sizes, given_shapes, second_sizes,
-                                 shapes_text)
+from eqsat.check.verify_inputs import (
+    Shape,
+    Sizes,
+    assign,
+    check_given,
+    first_sizes,
+    given_shapes,
+    second_sizes,
+    shapes_text,
+)
 from eqsat.check.verify_values import REDRAWS, Draw, Plan, feed_shapes, make_inputs
 
-__all__ = ["CannotRun", "OutputCheck", "Reference", "VerifyReport", "compare", "expected_outputs", "make_inputs",
-           "run", "verify"]
+__all__ = [
+    "CannotRun",
+    "OutputCheck",
+    "Reference",
+    "VerifyReport",
+    "compare",
+    "expected_outputs",
+    "make_inputs",
+    "run",
+    "verify",
+]
 
 SOUNDNESS_TOLERANCE = {"exact": 1e-4, "fp-reassoc": 1e-3, "precision-changing": 1e-2}
 LOW_PRECISION_TOLERANCE = 1e-2
@@ -49,8 +67,8 @@ class OutputCheck:
     allowed: float
     ok: bool
     problem: str = ""
-    where: str = ""     # the element with the largest difference: "at [0, 2]: expected 1.5, got 1.7"
-    inputs: str = ""    # the assignment this check is from (the worst of them): "x:2x16"
+    where: str = ""  # the element with the largest difference: "at [0, 2]: expected 1.5, got 1.7"
+    inputs: str = ""  # the assignment this check is from (the worst of them): "x:2x16"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,14 +87,14 @@ class Run:
 class Reference:
     """The original's outputs on the inputs verification chose, computed once (`expected_outputs`)."""
 
-    runs: tuple[Run, ...]               # one per assignment (two where a dynamic dim can take two sizes)
+    runs: tuple[Run, ...]  # one per assignment (two where a dynamic dim can take two sizes)
     runtime: str
     seed: int
-    names: tuple[str, ...]              # the graph outputs
-    random: tuple[str, ...] = ()        # outputs that depend on random ops: not compared
+    names: tuple[str, ...]  # the graph outputs
+    random: tuple[str, ...] = ()  # outputs that depend on random ops: not compared
     quantized: bool = False
     notes: tuple[str, ...] = ()
-    unverified: str = ""                # why no candidate runs the original ("" when one does)
+    unverified: str = ""  # why no candidate runs the original ("" when one does)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,10 +104,10 @@ class VerifyReport:
     seed: int
     outputs: tuple[OutputCheck, ...]
     input_shapes: dict[str, Shape] = dataclasses.field(default_factory=dict)  # the first assignment
-    assignments: tuple[dict[str, Shape], ...] = ()   # every assignment both models ran on
-    random_outputs: tuple[str, ...] = ()             # not compared: they depend on random ops
+    assignments: tuple[dict[str, Shape], ...] = ()  # every assignment both models ran on
+    random_outputs: tuple[str, ...] = ()  # not compared: they depend on random ops
     notes: tuple[str, ...] = ()
-    unverified: str = ""     # why the original could not be run (then nothing was compared, and `ok`)
+    unverified: str = ""  # why the original could not be run (then nothing was compared, and `ok`)
     reference: Reference | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
@@ -119,16 +137,26 @@ class VerifyReport:
         assert bad is not None
         failed = sum(not o.ok for o in self.outputs)
         others = f" (and {failed - 1} more of {len(self.outputs)} outputs)" if failed > 1 else ""
-        return (f"verification failed on output {bad.name!r}{others}: {bad.problem or 'difference'} "
-                f"max |diff| {bad.max_abs_diff:.3g} > allowed {bad.allowed:.3g}"
-                + (f" on inputs {bad.inputs}" if bad.inputs else "") + (f" {bad.where}" if bad.where else ""))
+        return (
+            f"verification failed on output {bad.name!r}{others}: {bad.problem or 'difference'} "
+            f"max |diff| {bad.max_abs_diff:.3g} > allowed {bad.allowed:.3g}"
+            + (f" on inputs {bad.inputs}" if bad.inputs else "")
+            + (f" {bad.where}" if bad.where else "")
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "verified": self.verified, "runtime": self.runtime, "seed": self.seed,
-                "input_shapes": {k: list(s) for k, s in self.input_shapes.items()},
-                "assignments": [{k: list(s) for k, s in a.items()} for a in self.assignments],
-                "not_compared_random": list(self.random_outputs), "notes": list(self.notes),
-                "unverified": self.unverified, "outputs": [dataclasses.asdict(o) for o in self.outputs]}
+        return {
+            "ok": self.ok,
+            "verified": self.verified,
+            "runtime": self.runtime,
+            "seed": self.seed,
+            "input_shapes": {k: list(s) for k, s in self.input_shapes.items()},
+            "assignments": [{k: list(s) for k, s in a.items()} for a in self.assignments],
+            "not_compared_random": list(self.random_outputs),
+            "notes": list(self.notes),
+            "unverified": self.unverified,
+            "outputs": [dataclasses.asdict(o) for o in self.outputs],
+        }
 
 
 class CannotRun(Exception):
@@ -162,8 +190,9 @@ class Runner:
             opts.log_severity_level = 4  # a refused size is an exception here, not a log line on the terminal
             ort.set_default_logger_severity(3)  # model loading warnings go to the default logger
             try:
-                self._session = ort.InferenceSession(self.model.SerializeToString(), opts,
-                                                     providers=["CPUExecutionProvider"])
+                self._session = ort.InferenceSession(
+                    self.model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+                )
             except Exception as exc:  # an op onnxruntime lacks
                 self.load_problem = first_line(exc) or "cannot load"
         return self._session
@@ -207,11 +236,18 @@ def tolerance_for(dtype: np.dtype, soundness: str = "exact") -> float:
     return SOUNDNESS_TOLERANCE[soundness]
 
 
-def compare(names: Sequence[str], expected: Sequence[Any], actual: Sequence[Any],
-            soundness: str = "exact", quantized: bool = False) -> tuple[OutputCheck, ...]:
+def compare(
+    names: Sequence[str],
+    expected: Sequence[Any],
+    actual: Sequence[Any],
+    soundness: str = "exact",
+    quantized: bool = False,
+) -> tuple[OutputCheck, ...]:
     """One check per output: tensors within tolerance; sequences element by element, optionals and maps
     by their values."""
-    return tuple(_compare_value(name, ref, got, soundness, quantized) for name, ref, got in zip(names, expected, actual))
+    return tuple(
+        _compare_value(name, ref, got, soundness, quantized) for name, ref, got in zip(names, expected, actual)
+    )
 
 
 def _compare_value(name: str, ref: Any, got: Any, soundness: str, quantized: bool) -> OutputCheck:
@@ -227,14 +263,17 @@ def _compare_value(name: str, ref: Any, got: Any, soundness: str, quantized: boo
         return _worst(checks) if checks else OutputCheck(name, 0.0, 0.0, 0.0, True)
     if ref is None or got is None:  # an optional: both empty, or both not
         same = ref is None and got is None
-        return OutputCheck(name, 0.0 if same else float("inf"), 0.0, 0.0, same, "" if same else "optional presence differs;")
+        return OutputCheck(
+            name, 0.0 if same else float("inf"), 0.0, 0.0, same, "" if same else "optional presence differs;"
+        )
     return _compare_tensor(name, np.asarray(ref), np.asarray(got), soundness, quantized)
 
 
 def _compare_tensor(name: str, ref: np.ndarray, got: np.ndarray, soundness: str, quantized: bool) -> OutputCheck:
     if ref.shape != got.shape or ref.dtype != got.dtype:
-        return OutputCheck(name, float("inf"), 0.0, 0.0, False,
-                           f"shape/dtype {got.shape}/{got.dtype} != {ref.shape}/{ref.dtype};")
+        return OutputCheck(
+            name, float("inf"), 0.0, 0.0, False, f"shape/dtype {got.shape}/{got.dtype} != {ref.shape}/{ref.dtype};"
+        )
     if ref.dtype.kind in "OUS":  # strings must match exactly
         same = bool(np.array_equal(ref, got))
         return OutputCheck(name, 0.0 if same else float("inf"), 0.0, 0.0, same, "" if same else "strings differ;")
@@ -271,11 +310,18 @@ def _where(ref: np.ndarray, got: np.ndarray, gap: np.ndarray) -> str:
     return f"at {list(map(int, index))}: expected {show(ref[index])}, got {show(got[index])}"
 
 
-def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.ModelProto, *,
-           soundness: str = "exact", seed: int = 0, source: str = "<model>",
-           input_shapes: Mapping[str, Sequence[int]] | None = None,
-           inputs: Mapping[str, np.ndarray] | None = None, strict: bool = False,
-           reference: Reference | None = None) -> VerifyReport:
+def verify(
+    original: ir.Model | onnx.ModelProto,
+    optimized: ir.Model | onnx.ModelProto,
+    *,
+    soundness: str = "exact",
+    seed: int = 0,
+    source: str = "<model>",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    strict: bool = False,
+    reference: Reference | None = None,
+) -> VerifyReport:
     """Compare both models' outputs on seeded inputs with the tolerance of `soundness`.
 
     `inputs` (arrays by input name) are used as given; `input_shapes` size the other inputs; dynamic dims
@@ -287,11 +333,13 @@ def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.Mode
     """
     orig = _proto(original)
     if reference is None:
-        reference = expected_outputs(orig, seed=seed, source=source, input_shapes=input_shapes, inputs=inputs,
-                                     strict=strict)
+        reference = expected_outputs(
+            orig, seed=seed, source=source, input_shapes=input_shapes, inputs=inputs, strict=strict
+        )
     if reference.unverified:
-        return VerifyReport(True, "", reference.seed, (), {}, (), reference.random, reference.notes,
-                            reference.unverified, reference)
+        return VerifyReport(
+            True, "", reference.seed, (), {}, (), reference.random, reference.notes, reference.unverified, reference
+        )
     runner = Runner(_proto(optimized))
     compared = [k for k, name in enumerate(reference.names) if name not in reference.random]
     names = [reference.names[k] for k in compared]
@@ -304,14 +352,25 @@ def verify(original: ir.Model | onnx.ModelProto, optimized: ir.Model | onnx.Mode
             err.reference = reference  # type: ignore[attr-defined]
             raise err from None
         runtimes.add(runtime)
-        checks = compare(names, [done.outputs[k] for k in compared], [actual[k] for k in compared], soundness,
-                         reference.quantized)
+        checks = compare(
+            names, [done.outputs[k] for k in compared], [actual[k] for k in compared], soundness, reference.quantized
+        )
         per_run.append([dataclasses.replace(c, inputs=shapes_text(done.shapes)) for c in checks])
     worst = tuple(_worst(checks) for checks in zip(*per_run))
     used = reference.runtime if runtimes <= {reference.runtime} else f"{reference.runtime}/{'/'.join(sorted(runtimes))}"
     assignments = tuple(done.shapes for done in reference.runs)
-    return VerifyReport(all(c.ok for c in worst), used, reference.seed, worst, assignments[0], assignments,
-                        reference.random, reference.notes, "", reference)
+    return VerifyReport(
+        all(c.ok for c in worst),
+        used,
+        reference.seed,
+        worst,
+        assignments[0],
+        assignments,
+        reference.random,
+        reference.notes,
+        "",
+        reference,
+    )
 
 
 def _worst(checks: Sequence[OutputCheck]) -> OutputCheck:
@@ -323,9 +382,15 @@ def _proto(model: ir.Model | onnx.ModelProto) -> onnx.ModelProto:
     return model if isinstance(model, onnx.ModelProto) else ir.serde.serialize_model(model)
 
 
-def expected_outputs(original: ir.Model | onnx.ModelProto, *, seed: int = 0, source: str = "<model>",
-                     input_shapes: Mapping[str, Sequence[int]] | None = None,
-                     inputs: Mapping[str, np.ndarray] | None = None, strict: bool = False) -> Reference:
+def expected_outputs(
+    original: ir.Model | onnx.ModelProto,
+    *,
+    seed: int = 0,
+    source: str = "<model>",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    strict: bool = False,
+) -> Reference:
     """The original's outputs on the first candidate it runs on, and on a second assignment of other sizes
     where it has dynamic dims (see the module docstring); `Reference.unverified` says why when it runs on
     none, unless `strict` (or the user gave sizes or arrays): then a one-line `BadInputError`."""
@@ -359,10 +424,10 @@ class _Search:
         self.runner = Runner(model)
         given = given_shapes(shapes, arrays)
         self.fixed = fixed_sizes(self.plan.facts.infer(given)) | set(given)
-        self.tried: list[str] = []      # the sizes tried, as text
-        self.skipped: list[str] = []    # candidates over the budget, and why
+        self.tried: list[str] = []  # the sizes tried, as text
+        self.skipped: list[str] = []  # candidates over the budget, and why
         self.notes: list[str] = []
-        self.problem = ""               # the last complaint
+        self.problem = ""  # the last complaint
         self.runtime = "onnxruntime"
         self.smallest: Draw | None = None  # the first draw within the budget: for onnx.reference at the end
         self.smallest_sizes: Sizes | None = None
@@ -416,7 +481,8 @@ class _Search:
 
     def _has_batch(self) -> bool:
         return assign(self.model, Sizes(1, 0), self.shapes, self.arrays) != assign(
-            self.model, Sizes(2, 0), self.shapes, self.arrays)
+            self.model, Sizes(2, 0), self.shapes, self.arrays
+        )
 
     def second_run(self, first: Sizes) -> Run | None:
         tried, skipped = len(self.tried), len(self.skipped)
@@ -433,13 +499,18 @@ class _Search:
         """Why nothing runs, in one line, for the warning."""
         tried = "; ".join(self.tried) or "none"
         skipped = f"; skipped over the budget: {'; '.join(self.skipped)}" if self.skipped else ""
-        return f"no runtime runs the original on the inputs drawn (sizes tried: {tried}{skipped}; last errors: {self.problem or 'none'})"
+        return (
+            f"no runtime runs the original on the inputs drawn (sizes tried: {tried}{skipped}; "
+            f"last errors: {self.problem or 'none'})"
+        )
 
     def refusal(self) -> str:
         """The same for `BadInputError`."""
         if len(self.tried) == 1 and not self.skipped:
             return f"cannot be verified, no runtime runs it ({self.problem}); rerun with --no-verify"
-        return (f"cannot be verified: no runtime runs it on any input sizes tried ({'; '.join(self.tried)}"
-                + (f"; skipped over the budget: {'; '.join(self.skipped)}" if self.skipped else "")
-                + f"; last errors: {self.problem}); give sizes with --input-shape NAME:D0,D1,... or arrays "
-                "with --inputs FILE.npz, or rerun with --no-verify")
+        return (
+            f"cannot be verified: no runtime runs it on any input sizes tried ({'; '.join(self.tried)}"
+            + (f"; skipped over the budget: {'; '.join(self.skipped)}" if self.skipped else "")
+            + f"; last errors: {self.problem}); give sizes with --input-shape NAME:D0,D1,... or arrays "
+            "with --inputs FILE.npz, or rerun with --no-verify"
+        )

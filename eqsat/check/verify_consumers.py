@@ -31,15 +31,15 @@ DEFER = "defer"
 
 @dataclasses.dataclass
 class Bound:
-    high: Any           # an int, or a list of ints: one per position of the last axis
+    high: Any  # an int, or a list of ints: one per position of the last axis
     low: int = 0
 
 
 @dataclasses.dataclass
 class Context:
-    facts: Mapping[str, tuple]                 # concrete shapes (None entries where unknown)
-    constants: Mapping[str, np.ndarray]        # small initializers and Constant nodes' values
-    drawn: dict[str, Any]                      # inputs drawn so far
+    facts: Mapping[str, tuple]  # concrete shapes (None entries where unknown)
+    constants: Mapping[str, np.ndarray]  # small initializers and Constant nodes' values
+    drawn: dict[str, Any]  # inputs drawn so far
     rng: np.random.Generator
     joint: dict[str, dict[int, np.ndarray]] = dataclasses.field(default_factory=dict)  # by node: per input
     pending: set[str] = dataclasses.field(default_factory=set)  # inputs still to be drawn
@@ -92,7 +92,7 @@ def _count(here: tuple, flexible: bool, default: int) -> int:
     return default if flexible else int(np.prod(here, dtype=np.int64)) if here else 1
 
 
-def _shrink(sizes: list[int], base: int, budget: int, keep: set[int] = set()) -> list[int]:
+def _shrink(sizes: list[int], base: int, budget: int, keep: frozenset[int] | set[int] = frozenset()) -> list[int]:
     """`sizes` with chosen entries set back to 1 (from the last) until base * prod(sizes) fits `budget`."""
     sizes = list(sizes)
     for k in reversed(range(len(sizes))):
@@ -104,6 +104,7 @@ def _shrink(sizes: list[int], base: int, budget: int, keep: set[int] = set()) ->
 
 
 # ---- indices -------------------------------------------------------------------------------------------
+
 
 def _indices(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
     """Gather, GatherElements: within the indexed axis."""
@@ -120,8 +121,8 @@ def _scatter_elements(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, f
     d = data[axis]
     if here[axis] > d:
         return Bound(d) if d else None
-    moved = (*here[:axis], *here[axis + 1:], d)
-    order = np.argsort(ctx.rng.random(moved), axis=-1)[..., :here[axis]]
+    moved = (*here[:axis], *here[axis + 1 :], d)
+    order = np.argsort(ctx.rng.random(moved), axis=-1)[..., : here[axis]]
     return np.moveaxis(order, -1, axis)
 
 
@@ -131,7 +132,7 @@ def _index_tuples(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexi
     if data is None or not here:
         return None
     batch = attr(node, "batch_dims", 0)
-    bounds = list(data[batch:batch + here[-1]])
+    bounds = list(data[batch : batch + here[-1]])
     if len(bounds) != here[-1] or not all(bounds):
         return None
     count = int(np.prod(here[:-1], dtype=np.int64))
@@ -195,6 +196,7 @@ def _sequence_position(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, 
 
 # ---- axes ----------------------------------------------------------------------------------------------
 
+
 def _axis(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
     """CumSum, CumProd: one axis within the rank."""
     rank = ctx.rank(node.input[0])
@@ -219,6 +221,7 @@ def _axes(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: boo
 
 
 # ---- shapes and sizes ----------------------------------------------------------------------------------
+
 
 def _reshape_shape(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
     """A target shape for the data: its dims merged into n groups (or padded with 1s), one of them -1."""
@@ -261,8 +264,9 @@ def _expand_shape(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexi
 
     def size(t: list[int]) -> int:
         m = max(n, len(dims))
-        return int(np.prod([max(a, b) for a, b in zip([1] * (m - n) + t, [1] * (m - len(dims)) + list(dims))],
-                           dtype=np.int64))
+        return int(
+            np.prod([max(a, b) for a, b in zip([1] * (m - n) + t, [1] * (m - len(dims)) + list(dims))], dtype=np.int64)
+        )
 
     for i in reversed(grown):
         if size(target) <= ctx.budget:
@@ -359,7 +363,9 @@ def _joint(ctx: Context, node: onnx.NodeProto, here: tuple = (), flexible: bool 
     axes_at = 3
     given_axes = ctx.value(_input(node, axes_at)) if _input(node, axes_at) else None
     if node.op_type == "Pad":
-        axes = [int(a) % len(dims) for a in given_axes.reshape(-1)] if given_axes is not None else list(range(len(dims)))
+        axes = (
+            [int(a) % len(dims) for a in given_axes.reshape(-1)] if given_axes is not None else list(range(len(dims)))
+        )
         mode = attr(node, "mode", "constant")
         most = [min(2, d - 1) if mode == "reflect" else min(2, d) if mode == "wrap" else 2 for d in dims]
         pads = [int(ctx.rng.integers(0, max(most[a], 0) + 1)) for a in axes for _ in range(2)]
@@ -376,8 +382,12 @@ def _joint(ctx: Context, node: onnx.NodeProto, here: tuple = (), flexible: bool 
             return None
         lo = [int(ctx.rng.integers(0, dims[a] // 2 + 1)) for a in axes]
         hi = [int(ctx.rng.integers(dims[a] // 2 + 1, dims[a] + 1)) if dims[a] else 0 for a in axes]
-        joint = {1: np.array(lo, np.int64), 2: np.array(hi, np.int64), 3: np.array(axes, np.int64),
-                 4: np.ones(len(axes), np.int64)}
+        joint = {
+            1: np.array(lo, np.int64),
+            2: np.array(hi, np.int64),
+            3: np.array(axes, np.int64),
+            4: np.ones(len(axes), np.int64),
+        }
     ctx.joint[key] = joint
     return joint
 
@@ -410,8 +420,11 @@ def _range(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bo
     key = node.name or str(id(node))
     if key not in ctx.joint:
         start, delta = int(ctx.rng.integers(0, 4)), int(ctx.rng.integers(1, 4))
-        ctx.joint[key] = {0: np.array(start), 1: np.array(start + delta * int(ctx.rng.integers(1, 17))),
-                          2: np.array(delta)}
+        ctx.joint[key] = {
+            0: np.array(start),
+            1: np.array(start + delta * int(ctx.rng.integers(1, 17))),
+            2: np.array(delta),
+        }
     return ctx.joint[key][k]
 
 
@@ -461,8 +474,7 @@ def _grid_size(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible
     if theta is None or len(theta) != 3:
         return None
     spatial = theta[1]
-    return np.array([theta[0], int(ctx.rng.integers(1, 4)), *ctx.rng.integers(2, 9, size=spatial)],
-                    np.int64)
+    return np.array([theta[0], int(ctx.rng.integers(1, 4)), *ctx.rng.integers(2, 9, size=spatial)], np.int64)
 
 
 def _probability(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexible: bool) -> Any:
@@ -470,35 +482,75 @@ def _probability(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexib
     return np.asarray(ctx.rng.random(here) * (0.5 if node.op_type == "Dropout" else 1.0))
 
 
-REDUCE_OPS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-              "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+REDUCE_OPS = (
+    "ReduceSum",
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
+)
 
 #: Integer inputs: (op, input position) -> handler.
 INTEGER: dict[tuple[str, int], Handler] = {
-    ("Gather", 1): _indices, ("GatherElements", 1): _indices, ("GatherND", 1): _index_tuples,
-    ("ScatterElements", 1): _scatter_elements, ("Scatter", 1): _scatter_elements, ("ScatterND", 1): _index_tuples,
-    ("OneHot", 0): _one_hot_indices, ("OneHot", 1): _one_hot_depth,
-    ("NegativeLogLikelihoodLoss", 1): _class_target, ("SoftmaxCrossEntropyLoss", 1): _class_target,
-    ("RoiAlign", 2): _batch_index, ("ReverseSequence", 1): _sequence_lengths, ("MaxUnpool", 1): _flat_output_index,
+    ("Gather", 1): _indices,
+    ("GatherElements", 1): _indices,
+    ("GatherND", 1): _index_tuples,
+    ("ScatterElements", 1): _scatter_elements,
+    ("Scatter", 1): _scatter_elements,
+    ("ScatterND", 1): _index_tuples,
+    ("OneHot", 0): _one_hot_indices,
+    ("OneHot", 1): _one_hot_depth,
+    ("NegativeLogLikelihoodLoss", 1): _class_target,
+    ("SoftmaxCrossEntropyLoss", 1): _class_target,
+    ("RoiAlign", 2): _batch_index,
+    ("ReverseSequence", 1): _sequence_lengths,
+    ("MaxUnpool", 1): _flat_output_index,
     ("ArrayFeatureExtractor", 1): _last_axis,
-    ("SequenceAt", 1): _sequence_position, ("SequenceErase", 1): _sequence_position,
+    ("SequenceAt", 1): _sequence_position,
+    ("SequenceErase", 1): _sequence_position,
     ("SequenceInsert", 2): _sequence_position,
-    ("CumSum", 1): _axis, ("CumProd", 1): _axis, ("Squeeze", 1): _axes, ("Unsqueeze", 1): _axes,
+    ("CumSum", 1): _axis,
+    ("CumProd", 1): _axis,
+    ("Squeeze", 1): _axes,
+    ("Unsqueeze", 1): _axes,
     **{(op, 1): _axes for op in REDUCE_OPS},
-    ("Reshape", 1): _reshape_shape, ("Expand", 1): _expand_shape, ("ConstantOfShape", 0): _new_shape,
-    ("Tile", 1): _repeats, ("Resize", 3): _resize, ("Col2Im", 1): _col2im, ("Col2Im", 2): _col2im,
-    ("TopK", 1): _top_k, ("Pad", 1): _pad_or_slice, ("Pad", 3): _pad_or_slice,
+    ("Reshape", 1): _reshape_shape,
+    ("Expand", 1): _expand_shape,
+    ("ConstantOfShape", 0): _new_shape,
+    ("Tile", 1): _repeats,
+    ("Resize", 3): _resize,
+    ("Col2Im", 1): _col2im,
+    ("Col2Im", 2): _col2im,
+    ("TopK", 1): _top_k,
+    ("Pad", 1): _pad_or_slice,
+    ("Pad", 3): _pad_or_slice,
     **{("Slice", k): _pad_or_slice for k in (1, 2, 3, 4)},
-    ("Split", 1): _split, ("SplitToSequence", 1): _split,
+    ("Split", 1): _split,
+    ("SplitToSequence", 1): _split,
     **{("Range", k): _range for k in (0, 1, 2)},
-    ("Div", 1): _divisor, ("Mod", 1): _divisor, ("BitShift", 1): _shift, ("Loop", 0): _trip_count,
-    ("STFT", 1): _positive(9), ("STFT", 3): _frame_length, ("DFT", 1): _positive(17), ("DFT", 2): _dft_axis,
+    ("Div", 1): _divisor,
+    ("Mod", 1): _divisor,
+    ("BitShift", 1): _shift,
+    ("Loop", 0): _trip_count,
+    ("STFT", 1): _positive(9),
+    ("STFT", 3): _frame_length,
+    ("DFT", 1): _positive(17),
+    ("DFT", 2): _dft_axis,
     **{(op, 0): _positive(33) for op in ("HannWindow", "HammingWindow", "BlackmanWindow")},
-    ("CenterCropPad", 1): _crop_shape, ("AffineGrid", 1): _grid_size,
+    ("CenterCropPad", 1): _crop_shape,
+    ("AffineGrid", 1): _grid_size,
 }
 
 #: Floating-point inputs with a meaning: (op, input position) -> handler.
 FLOAT: dict[tuple[str, int], Handler] = {
-    ("Resize", 2): _resize, ("Upsample", 1): _resize, ("Dropout", 1): _probability, ("Bernoulli", 0): _probability,
+    ("Resize", 2): _resize,
+    ("Upsample", 1): _resize,
+    ("Dropout", 1): _probability,
+    ("Bernoulli", 0): _probability,
     **{("Range", k): _range for k in (0, 1, 2)},
 }

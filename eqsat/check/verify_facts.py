@@ -65,8 +65,7 @@ class ShapeFacts:
                 if _size(node.attribute[0].t.dims) <= SMALL:
                     self.constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
 
-    def infer(self, shapes: Mapping[str, Sequence[int]],
-              constants: Mapping[str, np.ndarray] = {}) -> dict[str, Dims]:
+    def infer(self, shapes: Mapping[str, Sequence[int]], constants: Mapping[str, np.ndarray] = {}) -> dict[str, Dims]:
         """Every value's shape that shape inference knows with the graph inputs at `shapes` (tensor inputs
         not in `shapes` keep their declared dims) and `constants` (inputs by name) folded in."""
         model = onnx.ModelProto()
@@ -86,8 +85,10 @@ class ShapeFacts:
         facts: dict[str, Dims] = dict(self.initializers)
         for v in self._feeds:  # inputs not sized here: as declared
             if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
-                facts[v.name] = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
-                                      for d in v.type.tensor_type.shape.dim)
+                facts[v.name] = tuple(
+                    d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+                    for d in v.type.tensor_type.shape.dim
+                )
         facts.update({name: tuple(int(d) for d in shape) for name, shape in shapes.items()})
         try:
             inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
@@ -95,8 +96,10 @@ class ShapeFacts:
             return facts
         for v in (*inferred.graph.value_info, *inferred.graph.output):
             if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape") and v.name not in facts:
-                facts[v.name] = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
-                                      for d in v.type.tensor_type.shape.dim)
+                facts[v.name] = tuple(
+                    d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+                    for d in v.type.tensor_type.shape.dim
+                )
         return facts
 
 
@@ -118,8 +121,12 @@ def fixed_sizes(facts: Mapping[str, Dims]) -> set[str]:
     return {name for name, dims in facts.items() if dims is not None and all(d is not None for d in dims)}
 
 
-def over_budget(facts: Mapping[str, Dims], inputs: Mapping[str, Sequence[int]], fixed: set[str] = set(),
-                budget: int = ELEMENT_BUDGET) -> str:
+def over_budget(
+    facts: Mapping[str, Dims],
+    inputs: Mapping[str, Sequence[int]],
+    fixed: frozenset[str] | set[str] = frozenset(),
+    budget: int = ELEMENT_BUDGET,
+) -> str:
     """Why a candidate is over the element budget ("" when it is not): its inputs together, or the largest
     value whose size the facts know (outputs and intermediate values); values in `fixed` do not count."""
     total = sum(_size(s) for name, s in inputs.items() if name not in fixed)
@@ -134,16 +141,26 @@ def over_budget(facts: Mapping[str, Dims], inputs: Mapping[str, Sequence[int]], 
 def random_outputs(model: onnx.ModelProto) -> list[str]:
     """The graph outputs that depend on a random op (see the module docstring), in output order."""
     graph = model.graph
-    constant_false = {t.name for t in graph.initializer if _size(t.dims) == 1
-                      and not onnx.numpy_helper.to_array(t).any()}
-    constant_false |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.attribute
-                       and n.attribute[0].name == "value" and _size(n.attribute[0].t.dims) == 1
-                       and not onnx.numpy_helper.to_array(n.attribute[0].t).any()}
+    constant_false = {
+        t.name for t in graph.initializer if _size(t.dims) == 1 and not onnx.numpy_helper.to_array(t).any()
+    }
+    constant_false |= {
+        n.output[0]
+        for n in graph.node
+        if n.op_type == "Constant"
+        and n.attribute
+        and n.attribute[0].name == "value"
+        and _size(n.attribute[0].t.dims) == 1
+        and not onnx.numpy_helper.to_array(n.attribute[0].t).any()
+    }
     random_functions = _random_functions(model.functions)
     tainted: set[str] = set()
     for node in graph.node:  # nodes are in topological order (the checker requires it)
-        if (_is_random(node, constant_false, random_functions) or any(i in tainted for i in node.input if i)
-                or any(i in tainted for i in _outer_reads(node))):
+        if (
+            _is_random(node, constant_false, random_functions)
+            or any(i in tainted for i in node.input if i)
+            or any(i in tainted for i in _outer_reads(node))
+        ):
             tainted.update(o for o in node.output if o)
     return [o.name for o in graph.output if o.name in tainted]
 

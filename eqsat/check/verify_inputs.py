@@ -38,7 +38,7 @@ DTYPE_FAMILY = {"f": "float", "i": "int", "u": "int", "b": "bool"}  # an array i
 
 
 def dim_kind(name: str, axis: int, rank: int) -> str:
-    """"batch", "sequence" or "other": which ladder a dynamic dim climbs (`name` is its dim_param, or "")."""
+    """ "batch", "sequence" or "other": which ladder a dynamic dim climbs (`name` is its dim_param, or "")."""
     lname = name.lower()
     if lname in BATCH_NAMES or "batch" in lname or (not name and axis == 0 and rank >= 2):
         return "batch"
@@ -49,8 +49,9 @@ def dim_kind(name: str, axis: int, rank: int) -> str:
     return "other"
 
 
-def check_given(model: onnx.ModelProto, shapes: Shapes, arrays: Mapping[str, np.ndarray],
-                source: str) -> tuple[dict[str, Shape], dict[str, np.ndarray]]:
+def check_given(
+    model: onnx.ModelProto, shapes: Shapes, arrays: Mapping[str, np.ndarray], source: str
+) -> tuple[dict[str, Shape], dict[str, np.ndarray]]:
     """The user's verification shapes and arrays, checked against the model's inputs (name, rank, stated
     dims, dtype family: float, int or bool), arrays cast to the input's dtype; a `BadInputError` names
     what does not fit."""
@@ -58,8 +59,10 @@ def check_given(model: onnx.ModelProto, shapes: Shapes, arrays: Mapping[str, np.
     known = ", ".join(by_name) or "none"
     checked_shapes: dict[str, Shape] = {}
     checked_arrays: dict[str, np.ndarray] = {}
-    for flag, given in (("--input-shape", {k: tuple(v) for k, v in shapes.items()}),
-                        ("--inputs", {k: np.asarray(v) for k, v in arrays.items()})):
+    for flag, given in (
+        ("--input-shape", {k: tuple(v) for k, v in shapes.items()}),
+        ("--inputs", {k: np.asarray(v) for k, v in arrays.items()}),
+    ):
         for name, item in given.items():
             if name not in by_name:
                 raise BadInputError(source, f"{flag}: the model has no input named {name!r} (its inputs: {known})")
@@ -128,15 +131,21 @@ def given_shapes(shapes: Mapping[str, Shape], arrays: Mapping[str, np.ndarray]) 
     return {**shapes, **{k: tuple(np.shape(a)) for k, a in arrays.items()}}
 
 
-def assign(model: onnx.ModelProto, sizes: Sizes, shapes: Mapping[str, Shape] = {},
-           arrays: Mapping[str, np.ndarray] = {}) -> dict[str, Shape]:
+def assign(
+    model: onnx.ModelProto, sizes: Sizes, shapes: Mapping[str, Shape] = {}, arrays: Mapping[str, np.ndarray] = {}
+) -> dict[str, Shape]:
     """The shape of every tensor input for one choice of `sizes`: stated dims as stated, inputs the user
     sized as given, a dim_param the user sized (in any input) that size everywhere, other dynamic dims by
     their kind: batch-like `sizes.batch`, the others their ladder's rung `sizes.rung`."""
     inputs = [v for v in graph_inputs(model) if v.type.HasField("tensor_type")]
     given = given_shapes(shapes, arrays)
-    bound = {dim_name(d): size for v in inputs if v.name in given
-             for d, size in zip(input_dims(v), given[v.name]) if dim_name(d)}
+    bound = {
+        dim_name(d): size
+        for v in inputs
+        if v.name in given
+        for d, size in zip(input_dims(v), given[v.name])
+        if dim_name(d)
+    }
     candidate = {}
     for v in inputs:
         if v.name in given:
@@ -153,8 +162,9 @@ def assign(model: onnx.ModelProto, sizes: Sizes, shapes: Mapping[str, Shape] = {
     return candidate
 
 
-def candidate_shapes(model: onnx.ModelProto, shapes: Mapping[str, Shape] = {},
-                     arrays: Mapping[str, np.ndarray] = {}) -> Iterator[dict[str, Shape]]:
+def candidate_shapes(
+    model: onnx.ModelProto, shapes: Mapping[str, Shape] = {}, arrays: Mapping[str, np.ndarray] = {}
+) -> Iterator[dict[str, Shape]]:
     """Input shapes to try the model on first, smallest first (`first_sizes`), each different."""
     seen: list[dict[str, Shape]] = []
     for sizes in first_sizes():

@@ -4,7 +4,8 @@ Float inputs are standard normal, bool inputs fair coins, string inputs short wo
 *mask* are ones, *token_type* and *segment* zeros, *position* an arange, a scalar sample rate (sr,
 sample_rate) 16000. Every other integer input (and a float input with a meaning: Resize's scales, a Dropout
 ratio, ...) is drawn from what consumes it, followed through the ops that keep its elements (Cast, Identity,
-Reshape, Squeeze, Unsqueeze, Flatten, Transpose, Expand, Tile, Slice, Gather's data, Where's branches): indices within the indexed axis, axes within the rank,
+Reshape, Squeeze, Unsqueeze, Flatten, Transpose, Expand, Tile, Slice, Gather's data, Where's branches): indices within
+the indexed axis, axes within the rank,
 shapes, repeats and sizes valid for the data they apply to and within the element budget, k within the
 axis, pads and slice bounds in range (eqsat.check.verify_consumers has one handler per op and input). The shapes
 they need come from shape inference at the candidate's sizes (eqsat.check.verify_facts); an input that another
@@ -31,10 +32,22 @@ from eqsat.check.verify_inputs import SAMPLE_RATE, SAMPLE_RATE_NAMES, Shape, can
 from eqsat.frontend.model_inputs import graph_inputs, input_dims, static_size
 
 #: Ops whose output holds elements of their inputs at these positions (an index stays an index).
-FOLLOW = {"Cast": (0,), "CastLike": (0,), "Identity": (0,), "Reshape": (0,), "Squeeze": (0,), "Unsqueeze": (0,),
-          "Flatten": (0,), "Transpose": (0,), "Expand": (0,), "Tile": (0,), "Slice": (0,), "Gather": (0,),
-          "Where": (1, 2)}
-FALLBACK_BOUNDS = (16, 4, 1)   # for an index whose axis size is unknown: the draw, then the redraws
+FOLLOW = {
+    "Cast": (0,),
+    "CastLike": (0,),
+    "Identity": (0,),
+    "Reshape": (0,),
+    "Squeeze": (0,),
+    "Unsqueeze": (0,),
+    "Flatten": (0,),
+    "Transpose": (0,),
+    "Expand": (0,),
+    "Tile": (0,),
+    "Slice": (0,),
+    "Gather": (0,),
+    "Where": (1, 2),
+}
+FALLBACK_BOUNDS = (16, 4, 1)  # for an index whose axis size is unknown: the draw, then the redraws
 REDRAWS = len(FALLBACK_BOUNDS)
 DEFAULT_HIGH = 100
 WORDS = ("a", "an", "the", "cat", "dog", "tree", "blue", "run", "onnx", "graph")
@@ -42,13 +55,13 @@ WORDS = ("a", "an", "the", "cat", "dog", "tree", "blue", "run", "onnx", "graph")
 
 @dataclasses.dataclass
 class Draw:
-    feeds: dict[str, Any]                 # by input name
-    uncertain: bool                       # a consumer's facts were unknown: a redraw may run where this does not
-    constants: dict[str, np.ndarray]      # small drawn arrays that size things (for shape inference)
-    facts: dict[str, tuple]               # shapes inferred at the candidate's sizes, before the draw
+    feeds: dict[str, Any]  # by input name
+    uncertain: bool  # a consumer's facts were unknown: a redraw may run where this does not
+    constants: dict[str, np.ndarray]  # small drawn arrays that size things (for shape inference)
+    facts: dict[str, tuple]  # shapes inferred at the candidate's sizes, before the draw
 
 
-Use = tuple[onnx.NodeProto, int, str]     # consuming node, input position, the value it reads there
+Use = tuple[onnx.NodeProto, int, str]  # consuming node, input position, the value it reads there
 
 
 class Plan:
@@ -67,8 +80,9 @@ class Plan:
         self.uses = {v.name: _uses(v.name, consumers) for v in self.inputs}
         self.needs_facts = any(self.uses.values())
 
-    def draw(self, shapes: Mapping[str, Shape], arrays: Mapping[str, Any] = {}, seed: int = 0,
-             attempt: int = 0) -> Draw:
+    def draw(
+        self, shapes: Mapping[str, Shape], arrays: Mapping[str, Any] = {}, seed: int = 0, attempt: int = 0
+    ) -> Draw:
         """Values for every input: `arrays` as given, the others drawn at `shapes` (attempt > 0: a redraw
         with other seeds and smaller fallbacks)."""
         rng = np.random.default_rng(seed if attempt == 0 else [seed, attempt])
@@ -95,13 +109,16 @@ class Plan:
         ordered = {v.name: feeds[v.name] for v in self.inputs if v.name in feeds}
         return Draw(ordered, uncertain, _constants(ordered, self.uses), facts)
 
-    def _value(self, value: onnx.ValueInfoProto, shapes: Mapping[str, Shape], ctx: Context, final: bool,
-               attempt: int) -> tuple[Any, bool]:
+    def _value(
+        self, value: onnx.ValueInfoProto, shapes: Mapping[str, Shape], ctx: Context, final: bool, attempt: int
+    ) -> tuple[Any, bool]:
         """The drawn value of one input (or DEFER), and whether a consumer's facts were unknown."""
         if not value.type.HasField("tensor_type"):
             return _typed(value.type, ctx.rng), False
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
-        shape = tuple(shapes[value.name]) if value.name in shapes else tuple(static_size(d) or 2 for d in input_dims(value))
+        shape = (
+            tuple(shapes[value.name]) if value.name in shapes else tuple(static_size(d) or 2 for d in input_dims(value))
+        )
         dims = input_dims(value)
         flexible = len(dims) == 1 and static_size(dims[0]) is None
         uses = self.uses[value.name]
@@ -223,8 +240,11 @@ def _shapes(feeds: Mapping[str, Any], shapes: Mapping[str, Shape]) -> dict[str, 
 
 def _constants(feeds: Mapping[str, Any], uses: Mapping[str, list[Use]]) -> dict[str, np.ndarray]:
     """The drawn arrays that shape inference should see as constants: small ones a handler chose."""
-    return {k: v for k, v in feeds.items() if isinstance(v, np.ndarray) and uses.get(k)
-            and v.size <= SMALL and v.dtype.kind in "iuf"}
+    return {
+        k: v
+        for k, v in feeds.items()
+        if isinstance(v, np.ndarray) and uses.get(k) and v.size <= SMALL and v.dtype.kind in "iuf"
+    }
 
 
 def feed_shapes(feeds: Mapping[str, Any]) -> dict[str, Shape]:
@@ -232,8 +252,12 @@ def feed_shapes(feeds: Mapping[str, Any]) -> dict[str, Shape]:
     return {k: tuple(v.shape) for k, v in feeds.items() if isinstance(v, np.ndarray)}
 
 
-def make_inputs(model: onnx.ModelProto, seed: int = 0, shapes: Mapping[str, Shape] | None = None,
-                arrays: Mapping[str, np.ndarray] = {}) -> dict[str, Any]:
+def make_inputs(
+    model: onnx.ModelProto,
+    seed: int = 0,
+    shapes: Mapping[str, Shape] | None = None,
+    arrays: Mapping[str, np.ndarray] = {},
+) -> dict[str, Any]:
     """Seeded inputs for every graph input that is not an initializer: `arrays` as given, the others drawn
     at `shapes` (by default the first of `eqsat.check.verify_inputs.candidate_shapes`)."""
     shapes = dict(shapes) if shapes is not None else next(candidate_shapes(model, {}, arrays))

@@ -94,7 +94,7 @@ class Backend:
     def load(self, actions: list[str]) -> None:
         """Insert many actions fast: small rules in throwaway rulesets, each run once."""
         for start in range(0, len(actions), LOAD_RULESET):
-            self._load_ruleset(actions[start:start + LOAD_RULESET])
+            self._load_ruleset(actions[start : start + LOAD_RULESET])
 
     def load_rows(self, rows: "Rows") -> None:
         """Insert an encoded graph: vectors by text, each table by egglog's `input` from a tab-separated
@@ -125,8 +125,10 @@ class Backend:
     def _load_ruleset(self, actions: list[str]) -> None:
         self._loads += 1
         ruleset = f"load_{self._loads}"
-        rules = (f"(rule () ({' '.join(actions[i:i + LOAD_CHUNK])}) :ruleset {ruleset})"
-                 for i in range(0, len(actions), LOAD_CHUNK))
+        rules = (
+            f"(rule () ({' '.join(actions[i : i + LOAD_CHUNK])}) :ruleset {ruleset})"
+            for i in range(0, len(actions), LOAD_CHUNK)
+        )
         self.run(f"(ruleset {ruleset})")
         self.run_many(rules)
         self.run(f"(run-schedule (run {ruleset}))")
@@ -167,11 +169,17 @@ class Backend:
                 except KeyError:
                     found = cache[v] = convert(v)
                     return found
+
             return decoded
 
-        converters = {"i64": primitive(egraph.value_to_i64), "f64": primitive(egraph.value_to_f64),
-                      "String": primitive(egraph.value_to_string), "bool": primitive(egraph.value_to_bool),
-                      "IVec": primitive(vec), "Unit": lambda v: None}
+        converters = {
+            "i64": primitive(egraph.value_to_i64),
+            "f64": primitive(egraph.value_to_f64),
+            "String": primitive(egraph.value_to_string),
+            "bool": primitive(egraph.value_to_bool),
+            "IVec": primitive(vec),
+            "Unit": lambda v: None,
+        }
         result: dict[str, Table] = {}
         for name, fn in egraph.freeze().functions.items():  # declaration order: deterministic
             ins = [converters.get(sort, eclass) for sort in fn.input_sorts]

@@ -55,8 +55,9 @@ def tables() -> dict[str, Table]:
     result = [
         _table("Input", ("i64", "String"), "", "(union (Ref c0) (Input c1))"),
         _table("Const", ("i64", "String"), "", "(union (Ref c0) (Const c1))"),
-        _table("Scalar", ("i64", "f64", "String", "i64"), " (= v3 (load-vec c3))",
-               "(union (Ref c0) (Scalar c1 c2 v3))"),
+        _table(
+            "Scalar", ("i64", "f64", "String", "i64"), " (= v3 (load-vec c3))", "(union (Ref c0) (Scalar c1 c2 v3))"
+        ),
         _table("shape", ("i64", "i64"), " (= v1 (load-vec c1))", "(set (shape (Ref c0)) v1)"),
         _table("dtype", ("i64", "String"), "", "(set (dtype (Ref c0)) c1)"),
         _table("positive", ("i64",), "", "(positive (Ref c0))"),
@@ -83,8 +84,12 @@ def tables() -> dict[str, Table]:
 
 def declarations() -> str:
     """The load tables and the vector table (declared beside eqsat.engine.terms.declarations by Backend.declare)."""
-    lines = ["(function load-vec (i64) IVec :no-merge)", "(ruleset load-rows)", "(ruleset load-clear)",
-             "(rule ((= v (load-vec i))) ((delete (load-vec i))) :ruleset load-clear)"]
+    lines = [
+        "(function load-vec (i64) IVec :no-merge)",
+        "(ruleset load-rows)",
+        "(ruleset load-clear)",
+        "(rule ((= v (load-vec i))) ((delete (load-vec i))) :ruleset load-clear)",
+    ]
     lines += [f"(relation {t.name} ({' '.join(t.columns)}))" for t in tables().values()]
     return "\n".join(lines)
 
@@ -115,7 +120,7 @@ class Rows:
             spec = OPS.get(name.removeprefix("load-"))
             if spec is not None:
                 n = len(spec.inputs)
-                found += [(spec.name, row[0], tuple(row[1:1 + n])) for row in rows]
+                found += [(spec.name, row[0], tuple(row[1 : 1 + n])) for row in rows]
         return found
 
     def vector_actions(self) -> list[str]:

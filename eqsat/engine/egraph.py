@@ -48,11 +48,11 @@ class EClass:
     id: int
     sort: str
     nodes: tuple[int, ...]
-    shape: tuple[int, ...] | None = None   # sizes >= 0, symbols < 0 (eqsat.frontend.symbols)
+    shape: tuple[int, ...] | None = None  # sizes >= 0, symbols < 0 (eqsat.frontend.symbols)
     dtype: str | None = None
     constant: bool = False
-    rules: tuple[str, ...] = ()   # rules that added e-nodes to this class (provenance)
-    sizes: tuple[int, ...] | None = None   # the shape with each symbol at the size the cost model assumes
+    rules: tuple[str, ...] = ()  # rules that added e-nodes to this class (provenance)
+    sizes: tuple[int, ...] | None = None  # the shape with each symbol at the size the cost model assumes
 
     def __post_init__(self) -> None:
         if self.sizes is None and self.shape is not None:  # no symbol sizes given: the default price
@@ -107,11 +107,17 @@ class EGraph:
         first = {c.id: f"n{c.nodes[0]}" for c in self.classes if c.nodes}
         nodes = {}
         for n in self.nodes:
-            nodes[f"n{n.id}"] = {"op": n.op, "children": [first[c] for c in n.children],
-                                 "eclass": f"c{n.eclass}", "cost": float(cost[n.id]) if cost is not None else 1.0,
-                                 "attrs": [list(a) if isinstance(a, tuple) else a for a in n.attrs]}
-        class_data = {f"c{c.id}": {"type": c.sort, "shape": list(c.shape) if c.shape is not None else None,
-                                   "dtype": c.dtype} for c in self.classes}
+            nodes[f"n{n.id}"] = {
+                "op": n.op,
+                "children": [first[c] for c in n.children],
+                "eclass": f"c{n.eclass}",
+                "cost": float(cost[n.id]) if cost is not None else 1.0,
+                "attrs": [list(a) if isinstance(a, tuple) else a for a in n.attrs],
+            }
+        class_data = {
+            f"c{c.id}": {"type": c.sort, "shape": list(c.shape) if c.shape is not None else None, "dtype": c.dtype}
+            for c in self.classes
+        }
         return {"nodes": nodes, "root_eclasses": [f"c{r}" for r in self.roots], "class_data": class_data}
 
     @classmethod
@@ -132,15 +138,19 @@ class EGraph:
             meta = data["class_data"][name]
             shape = meta.get("shape")
             shape = tuple(shape) if shape is not None else None
-            classes.append(EClass(cid, meta.get("type", "T"), tuple(members[cid]), shape, meta.get("dtype"),
-                                  sizes=priced(shape)))
+            classes.append(
+                EClass(cid, meta.get("type", "T"), tuple(members[cid]), shape, meta.get("dtype"), sizes=priced(shape))
+            )
         graph = cls(tuple(nodes), tuple(classes), tuple(class_ids[r] for r in data.get("root_eclasses", [])))
         return _mark_constants(graph)
 
 
-def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = (),
-           originals: Iterable[tuple[str, int, tuple[int, ...]]] = (),
-           symbol_sizes: Mapping[int, int] = {}) -> EGraph:
+def decode(
+    tables: Mapping[str, Any],
+    ref_ids: Iterable[int] = (),
+    originals: Iterable[tuple[str, int, tuple[int, ...]]] = (),
+    symbol_sizes: Mapping[int, int] = {},
+) -> EGraph:
     """Decode egglog's function tables (`eqsat.engine.backend.Backend.snapshot`); `ref_ids` are the handles to
     keep (all when empty). Term constructors become e-nodes, `shape`/`dtype` class facts, `rewritten`
     provenance; handle (`Ref`) rows become the handle map; other tables are analysis-only.
@@ -178,8 +188,11 @@ def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = (),
         for args, out in table.rows:
             children = tuple(cid(args[i], table.input_sorts[i]) for i in term_args)
             raw_nodes.append((name, cid(out, table.output_sort), children, tuple(args[i] for i in attr_args)))
-    original = {(op, refs[out], tuple(refs[i] for i in ins)) for op, out, ins in originals
-                if out in refs and all(i in refs for i in ins)}
+    original = {
+        (op, refs[out], tuple(refs[i] for i in ins))
+        for op, out, ins in originals
+        if out in refs and all(i in refs for i in ins)
+    }
     if original:
         raw_nodes.sort(key=lambda n: n[:3] not in original)  # stable: otherwise egglog's order
     out_nodes: list[ENode] = []
@@ -194,9 +207,18 @@ def decode(tables: Mapping[str, Any], ref_ids: Iterable[int] = (),
     for (raw, rule), _ in tables["rewritten"].rows if "rewritten" in tables else ():
         if raw in class_index:
             rules.setdefault(class_index[raw], set()).add(rule)
-    classes = tuple(EClass(c, sort, tuple(members.get(c, ())), shape.get(c), dtype.get(c),
-                           rules=tuple(sorted(rules.get(c, ()))), sizes=priced(shape.get(c), symbol_sizes))
-                    for c, sort in enumerate(sorts))
+    classes = tuple(
+        EClass(
+            c,
+            sort,
+            tuple(members.get(c, ())),
+            shape.get(c),
+            dtype.get(c),
+            rules=tuple(sorted(rules.get(c, ()))),
+            sizes=priced(shape.get(c), symbol_sizes),
+        )
+        for c, sort in enumerate(sorts)
+    )
     wanted = set(ref_ids)
     kept_refs = {r: c for r, c in sorted(refs.items()) if not wanted or r in wanted}
     return _mark_constants(EGraph(tuple(out_nodes), classes, (), kept_refs))

@@ -30,11 +30,11 @@ class Encoding:
     """The load rows of one graph and the side tables needed to lower a result back."""
 
     rows: Rows = dataclasses.field(default_factory=Rows)
-    refs: dict[str, int] = dataclasses.field(default_factory=dict)              # value name -> handle
+    refs: dict[str, int] = dataclasses.field(default_factory=dict)  # value name -> handle
     constants: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # Const key -> tensor
-    constant_names: dict[str, str] = dataclasses.field(default_factory=dict)    # Const key -> name
+    constant_names: dict[str, str] = dataclasses.field(default_factory=dict)  # Const key -> name
     opaque_nodes: dict[str, ir.Node] = dataclasses.field(default_factory=dict)  # Opaque key -> node
-    producers: dict[int, str] = dataclasses.field(default_factory=dict)         # handle -> node name
+    producers: dict[int, str] = dataclasses.field(default_factory=dict)  # handle -> node name
     outputs: tuple[int, ...] = ()
     opset: int = 0
     perms: set[tuple[int, ...]] = dataclasses.field(default_factory=set)
@@ -118,7 +118,7 @@ class _Encoder:
         flat = array.reshape(-1)
         if flat.size > 1 and _exact_as_f64(flat[:1]) and bool(np.all(flat == flat[0])):  # zeros, ones, ...
             self.rows.add("splat", rid, float(flat[0]))
-        if flat.size <= SMALL_CONST and all(_exact_as_f64(flat[k:k + 1]) for k in range(flat.size)):
+        if flat.size <= SMALL_CONST and all(_exact_as_f64(flat[k : k + 1]) for k in range(flat.size)):
             for k, v in enumerate(flat):
                 self.rows.add("const-value", rid, k, float(v))
 
@@ -142,10 +142,20 @@ class _Encoder:
             spec = OPS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
             typed = self.typed_inputs_and_params(node, spec) if spec is not None else None
             name = node.name or f"{node.op_type}#{index}"
-            if spec is None and node.domain in ("", "ai.onnx") and node.op_type in LIST_OPS and self.encode_list_op(node, name):
+            if (
+                spec is None
+                and node.domain in ("", "ai.onnx")
+                and node.op_type in LIST_OPS
+                and self.encode_list_op(node, name)
+            ):
                 self.enc.typed += 1
                 continue
-            if typed is None and spec is not None and spec.name == "Reshape" and self.encode_dynamic_reshape(node, name):
+            if (
+                typed is None
+                and spec is not None
+                and spec.name == "Reshape"
+                and self.encode_dynamic_reshape(node, name)
+            ):
                 self.enc.typed += 1
                 continue
             if typed is not None:
@@ -167,7 +177,11 @@ class _Encoder:
     def typed_inputs_and_params(self, node: ir.Node, spec: OpSpec) -> tuple[list[int], list[Any]] | None:
         """The node's input handles and static parameter values (Python ints, floats, strings, int tuples),
         or None when some detail is not modelled (it then goes opaque)."""
-        if node.op_type in NONDETERMINISTIC or len([o for o in node.outputs if o.name]) != 1 or not node.outputs[0].name:
+        if (
+            node.op_type in NONDETERMINISTIC
+            or len([o for o in node.outputs if o.name]) != 1
+            or not node.outputs[0].name
+        ):
             return None
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
             return None
@@ -186,12 +200,18 @@ class _Encoder:
         args = [self.ref(v) for v in tensor_inputs] + [ABSENT] * (len(spec.inputs) - len(tensor_inputs))
         if spec.name in BINARY:
             args = [self.broadcast_constant(v, node.outputs[0], a) for v, a in zip(node.inputs, args)]
-        params = [tuple(v) if p.kind == "ints" else float(v) if p.kind == "float" else
-                  int(v) if p.kind == "int" else str(v) for p, v in zip(spec.params, values)]
+        params = [
+            tuple(v) if p.kind == "ints" else float(v) if p.kind == "float" else int(v) if p.kind == "int" else str(v)
+            for p, v in zip(spec.params, values)
+        ]
         return args, params
 
     def param_values(self, node: ir.Node, spec: OpSpec) -> list[Any] | None:
-        in_rank = len(node.inputs[0].shape) if node.inputs and node.inputs[0] is not None and node.inputs[0].shape is not None else None
+        in_rank = (
+            len(node.inputs[0].shape)
+            if node.inputs and node.inputs[0] is not None and node.inputs[0].shape is not None
+            else None
+        )
         out_rank = len(node.outputs[0].shape) if node.outputs[0].shape is not None else None
         values: list[Any] = []
         for p in spec.params:
@@ -240,8 +260,13 @@ class _Encoder:
     def encode_dynamic_reshape(self, node: ir.Node, name: str) -> bool:
         """A Reshape whose target is computed at run time as `(ReshapeDyn x target allowzero)`; False (opaque)
         for any other detail not modelled."""
-        if len(node.inputs) != 2 or any(v is None or not v.name for v in node.inputs) or len(node.outputs) != 1 \
-                or set(node.attributes) - {"allowzero"} or not node.outputs[0].name:
+        if (
+            len(node.inputs) != 2
+            or any(v is None or not v.name for v in node.inputs)
+            or len(node.outputs) != 1
+            or set(node.attributes) - {"allowzero"}
+            or not node.outputs[0].name
+        ):
             return False
         allowzero = int(node.attributes["allowzero"].value) if "allowzero" in node.attributes else 0
         rid = self.new_ref(node.outputs[0], name)
@@ -315,7 +340,11 @@ class _Encoder:
                 if dim % n_out:
                     return None
                 split = (dim // n_out,) * n_out
-        if len(split) != n_out or any(s < 0 for s in split) or (shape is not None and shape[axis] >= 0 and sum(split) != shape[axis]):
+        if (
+            len(split) != n_out
+            or any(s < 0 for s in split)
+            or (shape is not None and shape[axis] >= 0 and sum(split) != shape[axis])
+        ):
             return None
         return axis, split
 

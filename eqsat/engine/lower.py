@@ -24,6 +24,7 @@ from eqsat.errors import InternalError
 from eqsat.metadata import PROVENANCE_KEY, RULES_KEY
 from eqsat.frontend.names import fresh_name
 from eqsat.engine.terms import BINARY, OPS, OpSpec
+
 _FLOAT_UPCAST = {np.dtype(np.float16): np.float32}
 
 
@@ -37,8 +38,11 @@ def _body_names(graph: onnx.GraphProto) -> set[str]:
     from eqsat.frontend.io import all_graphs
 
     bodies = all_graphs(graph)[1:]
-    return {*(v.name for g in bodies for v in g.input), *(t.name for g in bodies for t in g.initializer),
-            *(o for g in bodies for n in g.node for o in n.output if o)}
+    return {
+        *(v.name for g in bodies for v in g.input),
+        *(t.name for g in bodies for t in g.initializer),
+        *(o for g in bodies for n in g.node for o in n.output if o),
+    }
 
 
 def _np_dtype(name: str | None) -> np.dtype | None:
@@ -55,18 +59,22 @@ class _Lowerer:
         self.initializers: list[onnx.TensorProto] = []
         self.value_info: list[onnx.ValueInfoProto] = []
         self._parents: dict[int, set[int]] | None = None
-        self.names: dict[int, str] = {}                 # class -> emitted value name ("" = absent)
-        self.reserved: dict[int, str] = {}              # output class -> its graph output name
+        self.names: dict[int, str] = {}  # class -> emitted value name ("" = absent)
+        self.reserved: dict[int, str] = {}  # output class -> its graph output name
         self.used: set[str] = _body_names(source.graph)  # names that bodies define: never minted at the top
         self.consts: dict[int, tuple[np.ndarray, str]] = {}  # class -> (value in compute precision, dtype)
         self.graph_inputs = {v.name for v in source.graph.input}
         self.outputs = {v.name for v in source.graph.output}
         self.ref_names = {rid: name for name, rid in enc.refs.items()}
         self.class_refs: dict[int, list[int]] = {}
-        self.unbroadcast: set[int] = set()            # constant classes written without leading 1-dims
-        self.absorbed: dict[int, set[str]] = {}       # written class -> original nodes it absorbed
-        self.earlier = {n.name: set(p.value.split(",")) for n in source.graph.node for p in n.metadata_props
-                        if p.key == PROVENANCE_KEY and p.value}  # history an earlier eqsat run recorded
+        self.unbroadcast: set[int] = set()  # constant classes written without leading 1-dims
+        self.absorbed: dict[int, set[str]] = {}  # written class -> original nodes it absorbed
+        self.earlier = {
+            n.name: set(p.value.split(","))
+            for n in source.graph.node
+            for p in n.metadata_props
+            if p.key == PROVENANCE_KEY and p.value
+        }  # history an earlier eqsat run recorded
         for rid, cid in egraph.refs.items():
             self.class_refs.setdefault(cid, []).append(rid)
         for refs in self.class_refs.values():
@@ -89,8 +97,9 @@ class _Lowerer:
         that use it and stand for original nodes (breadth first over readers, iteratively)."""
         frontier, seen = [cid], {cid}
         while frontier:
-            names = {self.enc.producers[r] for c in frontier for r in self.class_refs.get(c, ())
-                     if r in self.enc.producers}
+            names = {
+                self.enc.producers[r] for c in frontier for r in self.class_refs.get(c, ()) if r in self.enc.producers
+            }
             if names:
                 return sorted(names)
             frontier = [p for c in frontier for p in sorted(self.parents().get(c, ())) if p not in seen]
@@ -109,8 +118,12 @@ class _Lowerer:
         """Per class written as a node, the original nodes whose values the output no longer computes,
         attributed to the first written classes downstream of them in the original graph (a Conv and a
         BatchNormalization folded into the class of the Relu they fed; a cancelled Transpose pair)."""
-        written = {cid for cid in order if not self.g.eclass(cid).constant
-                   and self.g.node(self.choice[cid]).op not in ("Input", "Absent", "TNil", "TCons")}
+        written = {
+            cid
+            for cid in order
+            if not self.g.eclass(cid).constant
+            and self.g.node(self.choice[cid]).op not in ("Input", "Absent", "TNil", "TCons")
+        }
         class_of = {name: self.g.refs.get(rid) for name, rid in self.enc.refs.items()}
         nodes = list(self.source.graph.node)
         consumers: dict[str, list[int]] = {}
@@ -123,8 +136,7 @@ class _Lowerer:
             targets[i] = {c for o in nodes[i].output if (c := class_of.get(o)) in written}
             if targets[i]:
                 continue
-            targets[i] = set().union(*(targets.get(k, set())
-                                       for o in nodes[i].output for k in consumers.get(o, ())))
+            targets[i] = set().union(*(targets.get(k, set()) for o in nodes[i].output for k in consumers.get(o, ())))
             for cid in targets[i]:
                 if nodes[i].name:
                     absorbed.setdefault(cid, set()).add(nodes[i].name)
@@ -199,8 +211,12 @@ class _Lowerer:
                 if not self.g.eclass(child).constant:
                     continue
                 others = [self.g.eclass(c).shape for c in node.children if c != child]
-                fits = (node.op in _BROADCASTING and not self.g.eclass(cid).constant and out_shape is not None
-                        and any(s is not None and len(s) >= len(out_shape) for s in others))
+                fits = (
+                    node.op in _BROADCASTING
+                    and not self.g.eclass(cid).constant
+                    and out_shape is not None
+                    and any(s is not None and len(s) >= len(out_shape) for s in others)
+                )
                 ok[child] = ok.get(child, True) and fits
         return {cid for cid, fits in ok.items() if fits}
 
@@ -278,7 +294,9 @@ class _Lowerer:
         self._typed_value_info(cid, out)
 
     def emit_concat(self, cid: int, node: ENode, out: str) -> None:
-        proto = helper.make_node("Concat", self.flatten_list(node.children[0]), [out], name=out, axis=int(node.attrs[0]))
+        proto = helper.make_node(
+            "Concat", self.flatten_list(node.children[0]), [out], name=out, axis=int(node.attrs[0])
+        )
         self._provenance(proto, cid)
         self.nodes.append(proto)
         self._typed_value_info(cid, out)
@@ -291,7 +309,12 @@ class _Lowerer:
         out_classes: list[int | None] = [None] * len(sizes)
         for parent in sorted(self.parents().get(cid, ())):
             chosen = self.g.node(self.choice[parent]) if parent in self.choice else None
-            if chosen is not None and chosen.op == "Out" and chosen.children == (cid,) and 0 <= chosen.attrs[0] < len(sizes):
+            if (
+                chosen is not None
+                and chosen.op == "Out"
+                and chosen.children == (cid,)
+                and 0 <= chosen.attrs[0] < len(sizes)
+            ):
                 k = chosen.attrs[0]
                 if outs[k] is None:
                     outs[k] = self.reserved.get(parent) or self.preferred_name(parent)
@@ -435,9 +458,15 @@ class _Lowerer:
 
     def model(self) -> onnx.ModelProto:
         src = self.source
-        graph = helper.make_graph(self.nodes, src.graph.name, list(src.graph.input), list(src.graph.output),
-                                  self.live_initializers(), doc_string=src.graph.doc_string or None,
-                                  value_info=[v for v in self.value_info if v.name not in self.outputs])
+        graph = helper.make_graph(
+            self.nodes,
+            src.graph.name,
+            list(src.graph.input),
+            list(src.graph.output),
+            self.live_initializers(),
+            doc_string=src.graph.doc_string or None,
+            value_info=[v for v in self.value_info if v.name not in self.outputs],
+        )
         model = helper.make_model(graph, opset_imports=list(src.opset_import), ir_version=src.ir_version)
         for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):
             setattr(model, field, getattr(src, field))
@@ -457,8 +486,15 @@ def _compute_precision(array: np.ndarray) -> np.ndarray:
 
 
 _NUMPY_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": None, "Pow": np.power}
-_NUMPY_UNARY = {"Neg": np.negative, "Reciprocal": np.reciprocal, "Sqrt": np.sqrt, "Abs": np.abs,
-                "Exp": np.exp, "Log": np.log, "Identity": lambda x: x}
+_NUMPY_UNARY = {
+    "Neg": np.negative,
+    "Reciprocal": np.reciprocal,
+    "Sqrt": np.sqrt,
+    "Abs": np.abs,
+    "Exp": np.exp,
+    "Log": np.log,
+    "Identity": lambda x: x,
+}
 
 
 def _evaluate(spec: OpSpec, args: list[np.ndarray | None], params: dict[str, Any], opset: int) -> np.ndarray:
@@ -494,8 +530,9 @@ def _input_list(inputs: Mapping[int, str]) -> list[str]:
     return names
 
 
-def onnx_parts(spec: OpSpec, values: Sequence[Any], opset: int,
-               float_dtype: np.dtype) -> tuple[dict[int, np.ndarray | None], dict[str, Any]]:
+def onnx_parts(
+    spec: OpSpec, values: Sequence[Any], opset: int, float_dtype: np.dtype
+) -> tuple[dict[int, np.ndarray | None], dict[str, Any]]:
     """A typed node's static parameters at `opset`: constant inputs (position -> array, None when
     absent) and attributes (defaults left out)."""
     static: dict[int, np.ndarray | None] = {}
@@ -516,8 +553,7 @@ def onnx_parts(spec: OpSpec, values: Sequence[Any], opset: int,
     return static, attrs
 
 
-def _evaluate_reference(spec: OpSpec, args: list[np.ndarray | None], params: dict[str, Any],
-                        opset: int) -> np.ndarray:
+def _evaluate_reference(spec: OpSpec, args: list[np.ndarray | None], params: dict[str, Any], opset: int) -> np.ndarray:
     from onnx.reference import ReferenceEvaluator
 
     float_dtype = next((a.dtype for a in args if a is not None and a.dtype.kind == "f"), np.dtype(np.float32))
@@ -530,8 +566,12 @@ def _evaluate_reference(spec: OpSpec, args: list[np.ndarray | None], params: dic
             inputs[pos] = f"i{pos}"
             feeds[f"i{pos}"] = array
     node = helper.make_node(spec.name, _input_list(inputs), ["y"], **attrs)
-    graph = helper.make_graph([node], "fold", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()],
-                              [helper.make_value_info("y", onnx.TypeProto())])
+    graph = helper.make_graph(
+        [node],
+        "fold",
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()],
+        [helper.make_value_info("y", onnx.TypeProto())],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     with np.errstate(all="ignore"):  # an overflow (exp of a large constant) is the value, not news for stderr
         (out,) = ReferenceEvaluator(model).run(None, feeds)

@@ -46,8 +46,10 @@ class Egglog:
         if self.need:
             ruleset, name = "analysis", f"{NEED_RULE}#{name}"
         rule = rule_name_of(name)
-        provenance = "".join(f' (rewritten {var} "{rule}")' for var in dict.fromkeys(_UNION_TARGET.findall(self.actions)))
-        return f"(rule ({self.facts}) ({self.actions}{provenance}) :ruleset {ruleset} :name \"{name}\")"
+        provenance = "".join(
+            f' (rewritten {var} "{rule}")' for var in dict.fromkeys(_UNION_TARGET.findall(self.actions))
+        )
+        return f'(rule ({self.facts}) ({self.actions}{provenance}) :ruleset {ruleset} :name "{name}")'
 
 
 def op_pattern(op: str, *args: str) -> str:
@@ -82,13 +84,13 @@ def need(facts: str, actions: str) -> Egglog:
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    name: str                       # kebab-case, unique
-    family: str                     # the rewrites/ module it lives in
-    soundness: str                  # exact | fp-reassoc | precision-changing
-    origin: str                     # the peer pass it subsumes, e.g. "glow:sink-transpose"
-    doc: str                        # one line: A(B(x)) -> C(x) when ...
+    name: str  # kebab-case, unique
+    family: str  # the rewrites/ module it lives in
+    soundness: str  # exact | fp-reassoc | precision-changing
+    origin: str  # the peer pass it subsumes, e.g. "glow:sink-transpose"
+    doc: str  # one line: A(B(x)) -> C(x) when ...
     egglog: tuple[Egglog, ...]
-    ruleset: str = "explore"        # analysis | simplify | explore
+    ruleset: str = "explore"  # analysis | simplify | explore
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -5,7 +5,8 @@ leaf such as `Scalar`) that the e-graph never holds cannot fire. Starting from t
 encoding can hold (`present_constructors`), a rule is usable when every constructor its query names is
 present; its actions may create more (a rewrite to Mul makes the Mul rules usable), so the usable set is
 a closure over constructor sets, computed to a fixed point. Facts that only rules set (RULE_ONLY_FACTS)
-count like constructors: a query reading one needs a usable rule that sets it. Rules whose query names no constructor (pure
+count like constructors: a query reading one needs a usable rule that sets it. Rules whose query names no constructor
+(pure
 fact rules) are always usable. The result keeps the registry's order, so the same model always installs
 the same rules in the same order (deterministic output, whatever the cache of prepared backends holds).
 
@@ -31,10 +32,29 @@ from eqsat.engine.terms import LIST_FUNCTIONS, OPS, SPECIAL
 CONSTRUCTORS = frozenset(OPS) | frozenset(SPECIAL)
 #: Relations and functions that only rules set (never the encoder): a query reading one needs a usable rule
 #: that sets it (conv-merge reads `conv-site`, which only a rule matching a Conv sets).
-RULE_ONLY_FACTS = (frozenset({"conv-site", "bn-foldable", "cdim-demand", "cdim", "const-list", "cat-eq", "split-walk",
-                               "split-fits", "cat-perm", "tsink-need", "untransposed", "stack-need", "stacked",
-                               "gelu-h", "gelu-half"})
-                   | frozenset(LIST_FUNCTIONS) | frozenset(f"need-{name}" for name in LIST_FUNCTIONS))
+RULE_ONLY_FACTS = (
+    frozenset(
+        {
+            "conv-site",
+            "bn-foldable",
+            "cdim-demand",
+            "cdim",
+            "const-list",
+            "cat-eq",
+            "split-walk",
+            "split-fits",
+            "cat-perm",
+            "tsink-need",
+            "untransposed",
+            "stack-need",
+            "stacked",
+            "gelu-h",
+            "gelu-half",
+        }
+    )
+    | frozenset(LIST_FUNCTIONS)
+    | frozenset(f"need-{name}" for name in LIST_FUNCTIONS)
+)
 _TRACKED = CONSTRUCTORS | RULE_ONLY_FACTS
 #: Leaves and plumbing the encoder may create for any model (Scalar, Const, Opaque, lists, ...).
 ALWAYS_PRESENT = frozenset({"Ref", "Input", "Const", "Scalar", "Absent", "TNil", "TCons", "Opaque", "Out"})
@@ -82,6 +102,9 @@ def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
                 if created:
                     available |= created
                     grew = True
-    commands = tuple(body.command(rule.ruleset, f"{rule.name}#{k}")
-                     for index, (rule, k, body) in enumerate(candidates) if index in chosen)
+    commands = tuple(
+        body.command(rule.ruleset, f"{rule.name}#{k}")
+        for index, (rule, k, body) in enumerate(candidates)
+        if index in chosen
+    )
     return Usable(commands, frozenset(available))

@@ -31,7 +31,7 @@ ENODE_TABLES = frozenset(terms.OPS) | frozenset(terms.SPECIAL) - {"Ref"}
 class Limits:
     iterations: int = 30
     nodes: int = 200_000
-    seconds: float | None = None   # wall-clock: results may then differ run to run
+    seconds: float | None = None  # wall-clock: results may then differ run to run
 
     def __post_init__(self) -> None:
         if self.iterations < 0 or self.nodes < 0 or (self.seconds is not None and self.seconds < 0):
@@ -41,25 +41,27 @@ class Limits:
     def from_options(cls, options: Options) -> "Limits":
         """The limits a run's options name (None: the default)."""
         defaults = cls()
-        return cls(iterations=defaults.iterations if options.iter_limit is None else options.iter_limit,
-                   nodes=defaults.nodes if options.node_limit is None else options.node_limit,
-                   seconds=options.time_limit)
+        return cls(
+            iterations=defaults.iterations if options.iter_limit is None else options.iter_limit,
+            nodes=defaults.nodes if options.node_limit is None else options.node_limit,
+            seconds=options.time_limit,
+        )
 
 
 @dataclasses.dataclass
 class RunReport:
-    stop_reason: str                       # saturated | iteration-limit | node-limit | time-limit | error
+    stop_reason: str  # saturated | iteration-limit | node-limit | time-limit | error
     iterations: int
     enodes: int
     seconds: float
     matches_per_rule: dict[str, int]
     enodes_loaded: int = 0
-    eclasses: int | None = None            # filled in when the e-graph is decoded
+    eclasses: int | None = None  # filled in when the e-graph is decoded
     limits: Limits = dataclasses.field(default_factory=Limits)
     error: str | None = None
-    note: str = ""                         # how the run was obtained, when not plainly (a fallback)
-    rules_installed: int = 0               # egglog rules installed: those the model can use (rule_closure)
-    rules_total: int = 0                   # egglog rules of the rule set
+    note: str = ""  # how the run was obtained, when not plainly (a fallback)
+    rules_installed: int = 0  # egglog rules installed: those the model can use (rule_closure)
+    rules_total: int = 0  # egglog rules of the rule set
 
     @property
     def deterministic(self) -> bool:
@@ -79,26 +81,44 @@ class RunReport:
         return {k: v for k, v in sorted(self.matches_per_rule.items()) if v}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stop_reason": self.stop_reason, "iterations": self.iterations, "enodes": self.enodes,
-                "enodes_loaded": self.enodes_loaded, "eclasses": self.eclasses, "seconds": round(self.seconds, 6),
-                "overshoot": self.overshoot, "time_overshoot": round(self.time_overshoot, 6),
-                "deterministic": self.deterministic, "error": self.error, "note": self.note,
-                "rules_installed": self.rules_installed, "rules_total": self.rules_total,
-                "rules_fired": self.rules_fired,
-                "limits": dataclasses.asdict(self.limits)}
+        return {
+            "stop_reason": self.stop_reason,
+            "iterations": self.iterations,
+            "enodes": self.enodes,
+            "enodes_loaded": self.enodes_loaded,
+            "eclasses": self.eclasses,
+            "seconds": round(self.seconds, 6),
+            "overshoot": self.overshoot,
+            "time_overshoot": round(self.time_overshoot, 6),
+            "deterministic": self.deterministic,
+            "error": self.error,
+            "note": self.note,
+            "rules_installed": self.rules_installed,
+            "rules_total": self.rules_total,
+            "rules_fired": self.rules_fired,
+            "limits": dataclasses.asdict(self.limits),
+        }
 
     def to_text(self) -> str:
-        lines = [f"saturation {self.stop_reason} after {self.iterations} iterations in {self.seconds * 1000:.0f} ms: "
-                 f"{self.enodes_loaded} -> {self.enodes} e-nodes"
-                 + (f", {self.eclasses} e-classes" if self.eclasses is not None else "")]
+        lines = [
+            f"saturation {self.stop_reason} after {self.iterations} iterations in {self.seconds * 1000:.0f} ms: "
+            f"{self.enodes_loaded} -> {self.enodes} e-nodes"
+            + (f", {self.eclasses} e-classes" if self.eclasses is not None else "")
+        ]
         if self.rules_total:
-            lines.append(f"{self.rules_installed} of {self.rules_total} egglog rules installed (the others match "
-                         "ops this model cannot hold)")
+            lines.append(
+                f"{self.rules_installed} of {self.rules_total} egglog rules installed (the others match "
+                "ops this model cannot hold)"
+            )
         if self.overshoot:
-            lines.append(f"node limit {self.limits.nodes} overshot by {self.overshoot} (limits are checked between iterations)")
+            lines.append(
+                f"node limit {self.limits.nodes} overshot by {self.overshoot} (limits are checked between iterations)"
+            )
         if self.time_overshoot:
-            lines.append(f"time limit {self.limits.seconds:g} s overshot by {self.time_overshoot:.2f} s "
-                         "(an egglog iteration cannot be interrupted)")
+            lines.append(
+                f"time limit {self.limits.seconds:g} s overshot by {self.time_overshoot:.2f} s "
+                "(an egglog iteration cannot be interrupted)"
+            )
         if self.error:
             lines.append(f"egglog failed: {self.error}")
         fired = self.rules_fired
@@ -150,7 +170,8 @@ def run(backend: Backend, limits: Limits = Limits()) -> RunReport:
             except BaseException as exc:  # egglog panics are BaseException (pyo3 PanicException)
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
-                error = f"{ruleset_step}: {type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+                last = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
+                error = f"{ruleset_step}: {type(exc).__name__}: {last}"
                 break
             updated |= bool(report.updated)
             for name, count in report.num_matches_per_rule.items():
@@ -168,5 +189,6 @@ def run(backend: Backend, limits: Limits = Limits()) -> RunReport:
     except BaseException as exc:  # pragma: no cover - the e-graph is unusable after a panic
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-    return RunReport(stop, iterations, enodes, time.perf_counter() - start, dict(matches), loaded,
-                     limits=limits, error=error)
+    return RunReport(
+        stop, iterations, enodes, time.perf_counter() - start, dict(matches), loaded, limits=limits, error=error
+    )

@@ -40,10 +40,10 @@ class Param:
     """A static parameter: an ONNX attribute, or a constant input (`input` index) from opset `since`."""
 
     name: str
-    kind: str                   # int | ints | float | str | dtype
-    default: Any = None         # None: required (the node goes opaque if it is absent)
-    input: int | None = None    # index of the ONNX input that carries it from opset `since` on
-    since: int = 1              # first opset with this attribute (or with it as an input)
+    kind: str  # int | ints | float | str | dtype
+    default: Any = None  # None: required (the node goes opaque if it is absent)
+    input: int | None = None  # index of the ONNX input that carries it from opset `since` on
+    since: int = 1  # first opset with this attribute (or with it as an input)
     axes_of: str | None = None  # "input"/"output": axis values normalized against that rank
 
     @property
@@ -53,10 +53,10 @@ class Param:
 
 @dataclasses.dataclass(frozen=True)
 class OpSpec:
-    name: str                       # ONNX op_type and egglog constructor name
-    inputs: tuple[str, ...]         # tensor inputs, in ONNX order (static inputs excluded)
+    name: str  # ONNX op_type and egglog constructor name
+    inputs: tuple[str, ...]  # tensor inputs, in ONNX order (static inputs excluded)
     params: tuple[Param, ...] = ()
-    optional: int = 0               # how many trailing tensor inputs may be absent
+    optional: int = 0  # how many trailing tensor inputs may be absent
 
     @property
     def signature(self) -> tuple[str, ...]:
@@ -71,78 +71,190 @@ def _axis(name: str = "axis", default: Any = None, of: str = "input") -> Param:
     return Param(name, "int", default, axes_of=of)
 
 
-_UNARY = ["Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", "Reciprocal", "Floor",
-          "Ceil", "Sign", "Softplus", "Softsign", "Identity", "Not", "Sin", "Cos", "Round", "IsNaN", "HardSwish"]
-_BINARY = ["Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Equal", "Greater", "Less", "GreaterOrEqual",
-           "LessOrEqual", "And", "Or", "Xor", "Mod", "Max", "Min"]  # Max/Min: the two-input form only
-_REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare",
-           "ReduceL1", "ReduceLogSum", "ReduceLogSumExp"]
+_UNARY = [
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Abs",
+    "Neg",
+    "Exp",
+    "Log",
+    "Sqrt",
+    "Erf",
+    "Reciprocal",
+    "Floor",
+    "Ceil",
+    "Sign",
+    "Softplus",
+    "Softsign",
+    "Identity",
+    "Not",
+    "Sin",
+    "Cos",
+    "Round",
+    "IsNaN",
+    "HardSwish",
+]
+_BINARY = [
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "PRelu",
+    "Equal",
+    "Greater",
+    "Less",
+    "GreaterOrEqual",
+    "LessOrEqual",
+    "And",
+    "Or",
+    "Xor",
+    "Mod",
+    "Max",
+    "Min",
+]  # Max/Min: the two-input form only
+_REDUCE = [
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL2",
+    "ReduceSumSquare",
+    "ReduceL1",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+]
 _REDUCE_AXES_INPUT_SINCE = {"ReduceSum": 13}  # the others moved axes to an input at opset 18
-_POOL_PARAMS = (Param("auto_pad", "str", "NOTSET"), Param("ceil_mode", "int", 0, since=10),
-                Param("dilations", "ints", (), since=10), Param("kernel_shape", "ints"),
-                Param("pads", "ints", ()), Param("strides", "ints", ()))
+_POOL_PARAMS = (
+    Param("auto_pad", "str", "NOTSET"),
+    Param("ceil_mode", "int", 0, since=10),
+    Param("dilations", "ints", (), since=10),
+    Param("kernel_shape", "ints"),
+    Param("pads", "ints", ()),
+    Param("strides", "ints", ()),
+)
 
 #: Constructors that never become ONNX nodes (leaves, lists, projections): free in every cost model.
 PLUMBING_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
 UNARY = frozenset(_UNARY)
 BINARY = frozenset(_BINARY)
 
-OPS: dict[str, OpSpec] = {spec.name: spec for spec in [
-    *(_op(name) for name in _UNARY),
-    *(_op(name, "A B") for name in _BINARY),
-    _op("Where", "C X Y"),
-    _op("LeakyRelu", "X", Param("alpha", "float", 0.01)),
-    _op("Elu", "X", Param("alpha", "float", 1.0)),
-    _op("HardSigmoid", "X", Param("alpha", "float", 0.2), Param("beta", "float", 0.5)),
-    _op("Gelu", "X", Param("approximate", "str", "none", since=20)),
-    _op("Clip", "X", Param("min", "float", -INF, input=1, since=11), Param("max", "float", INF, input=2, since=11)),
-    _op("Cast", "X", Param("to", "dtype")),
-    _op("Dropout", "X", Param("ratio", "float", 0.5, input=1, since=12)),
-    _op("Softmax", "X", _axis(default=-1)),
-    _op("LogSoftmax", "X", _axis(default=-1)),
-    _op("Transpose", "X", Param("perm", "ints")),
-    _op("Reshape", "X", Param("shape", "ints", input=1, since=5), Param("allowzero", "int", 0, since=14)),
-    _op("Flatten", "X", _axis(default=1)),
-    _op("Squeeze", "X", Param("axes", "ints", (), input=1, since=13, axes_of="input")),
-    _op("Unsqueeze", "X", Param("axes", "ints", input=1, since=13, axes_of="output")),
-    _op("Expand", "X", Param("shape", "ints", input=1, since=8)),
-    _op("Pad", "X", Param("pads", "ints", input=1, since=11), Param("value", "float", 0.0, input=2, since=11),
-        Param("mode", "str", "constant")),
-    _op("Gather", "X I", _axis(default=0)),
-    _op("DepthToSpace", "X", Param("blocksize", "int"), Param("mode", "str", "DCR", since=11)),
-    _op("SpaceToDepth", "X", Param("blocksize", "int")),
-    _op("OneHot", "I D V", _axis(default=-1, of="output")),  # depth and values stay tensors (their dtypes)
-    _op("Slice", "X", Param("starts", "ints", input=1, since=10), Param("ends", "ints", input=2, since=10),
-        Param("axes", "ints", (), input=3, since=10), Param("steps", "ints", (), input=4, since=10)),
-    *(_op(name, "X", Param("axes", "ints", (), input=1, since=_REDUCE_AXES_INPUT_SINCE.get(name, 18),
-                           axes_of="input"), Param("keepdims", "int", 1)) for name in _REDUCE),
-    *(_op(name, "X", _axis(default=0), Param("keepdims", "int", 1), Param("select_last_index", "int", 0, since=12))
-      for name in ("ArgMax", "ArgMin")),
-    _op("GlobalAveragePool"),
-    _op("GlobalMaxPool"),
-    _op("MaxPool", "X", *_POOL_PARAMS, Param("storage_order", "int", 0, since=8)),
-    _op("AveragePool", "X", *_POOL_PARAMS, Param("count_include_pad", "int", 0, since=7)),
-    _op("MatMul", "A B"),
-    _op("Gemm", "A B C", Param("alpha", "float", 1.0), Param("beta", "float", 1.0),
-        Param("transA", "int", 0), Param("transB", "int", 0), optional=1),
-    _op("Conv", "X W B", Param("auto_pad", "str", "NOTSET"), Param("dilations", "ints", ()),
-        Param("group", "int", 1), Param("kernel_shape", "ints", ()), Param("pads", "ints", ()),
-        Param("strides", "ints", ()), optional=1),
-    _op("ConvTranspose", "X W B", Param("auto_pad", "str", "NOTSET"), Param("dilations", "ints", ()),
-        Param("group", "int", 1), Param("kernel_shape", "ints", ()), Param("output_padding", "ints", ()),
-        Param("output_shape", "ints", ()), Param("pads", "ints", ()), Param("strides", "ints", ()), optional=1),
-    _op("BatchNormalization", "X scale B mean var", Param("epsilon", "float", 1e-5),
-        Param("momentum", "float", 0.9)),
-    _op("InstanceNormalization", "X scale B", Param("epsilon", "float", 1e-5)),
-    _op("LayerNormalization", "X scale B", _axis(default=-1), Param("epsilon", "float", 1e-5),
-        Param("stash_type", "int", 1), optional=1),
-    _op("QuantizeLinear", "X scale zp", _axis(default=1), optional=1),
-    _op("DequantizeLinear", "X scale zp", _axis(default=1), optional=1),
-]}
+OPS: dict[str, OpSpec] = {
+    spec.name: spec
+    for spec in [
+        *(_op(name) for name in _UNARY),
+        *(_op(name, "A B") for name in _BINARY),
+        _op("Where", "C X Y"),
+        _op("LeakyRelu", "X", Param("alpha", "float", 0.01)),
+        _op("Elu", "X", Param("alpha", "float", 1.0)),
+        _op("HardSigmoid", "X", Param("alpha", "float", 0.2), Param("beta", "float", 0.5)),
+        _op("Gelu", "X", Param("approximate", "str", "none", since=20)),
+        _op("Clip", "X", Param("min", "float", -INF, input=1, since=11), Param("max", "float", INF, input=2, since=11)),
+        _op("Cast", "X", Param("to", "dtype")),
+        _op("Dropout", "X", Param("ratio", "float", 0.5, input=1, since=12)),
+        _op("Softmax", "X", _axis(default=-1)),
+        _op("LogSoftmax", "X", _axis(default=-1)),
+        _op("Transpose", "X", Param("perm", "ints")),
+        _op("Reshape", "X", Param("shape", "ints", input=1, since=5), Param("allowzero", "int", 0, since=14)),
+        _op("Flatten", "X", _axis(default=1)),
+        _op("Squeeze", "X", Param("axes", "ints", (), input=1, since=13, axes_of="input")),
+        _op("Unsqueeze", "X", Param("axes", "ints", input=1, since=13, axes_of="output")),
+        _op("Expand", "X", Param("shape", "ints", input=1, since=8)),
+        _op(
+            "Pad",
+            "X",
+            Param("pads", "ints", input=1, since=11),
+            Param("value", "float", 0.0, input=2, since=11),
+            Param("mode", "str", "constant"),
+        ),
+        _op("Gather", "X I", _axis(default=0)),
+        _op("DepthToSpace", "X", Param("blocksize", "int"), Param("mode", "str", "DCR", since=11)),
+        _op("SpaceToDepth", "X", Param("blocksize", "int")),
+        _op("OneHot", "I D V", _axis(default=-1, of="output")),  # depth and values stay tensors (their dtypes)
+        _op(
+            "Slice",
+            "X",
+            Param("starts", "ints", input=1, since=10),
+            Param("ends", "ints", input=2, since=10),
+            Param("axes", "ints", (), input=3, since=10),
+            Param("steps", "ints", (), input=4, since=10),
+        ),
+        *(
+            _op(
+                name,
+                "X",
+                Param("axes", "ints", (), input=1, since=_REDUCE_AXES_INPUT_SINCE.get(name, 18), axes_of="input"),
+                Param("keepdims", "int", 1),
+            )
+            for name in _REDUCE
+        ),
+        *(
+            _op(
+                name, "X", _axis(default=0), Param("keepdims", "int", 1), Param("select_last_index", "int", 0, since=12)
+            )
+            for name in ("ArgMax", "ArgMin")
+        ),
+        _op("GlobalAveragePool"),
+        _op("GlobalMaxPool"),
+        _op("MaxPool", "X", *_POOL_PARAMS, Param("storage_order", "int", 0, since=8)),
+        _op("AveragePool", "X", *_POOL_PARAMS, Param("count_include_pad", "int", 0, since=7)),
+        _op("MatMul", "A B"),
+        _op(
+            "Gemm",
+            "A B C",
+            Param("alpha", "float", 1.0),
+            Param("beta", "float", 1.0),
+            Param("transA", "int", 0),
+            Param("transB", "int", 0),
+            optional=1,
+        ),
+        _op(
+            "Conv",
+            "X W B",
+            Param("auto_pad", "str", "NOTSET"),
+            Param("dilations", "ints", ()),
+            Param("group", "int", 1),
+            Param("kernel_shape", "ints", ()),
+            Param("pads", "ints", ()),
+            Param("strides", "ints", ()),
+            optional=1,
+        ),
+        _op(
+            "ConvTranspose",
+            "X W B",
+            Param("auto_pad", "str", "NOTSET"),
+            Param("dilations", "ints", ()),
+            Param("group", "int", 1),
+            Param("kernel_shape", "ints", ()),
+            Param("output_padding", "ints", ()),
+            Param("output_shape", "ints", ()),
+            Param("pads", "ints", ()),
+            Param("strides", "ints", ()),
+            optional=1,
+        ),
+        _op(
+            "BatchNormalization", "X scale B mean var", Param("epsilon", "float", 1e-5), Param("momentum", "float", 0.9)
+        ),
+        _op("InstanceNormalization", "X scale B", Param("epsilon", "float", 1e-5)),
+        _op(
+            "LayerNormalization",
+            "X scale B",
+            _axis(default=-1),
+            Param("epsilon", "float", 1e-5),
+            Param("stash_type", "int", 1),
+            optional=1,
+        ),
+        _op("QuantizeLinear", "X scale zp", _axis(default=1), optional=1),
+        _op("DequantizeLinear", "X scale zp", _axis(default=1), optional=1),
+    ]
+}
 
 #: Ops that must never be merged by hash-consing (random or stateful): always opaque.
-NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                              "Bernoulli", "Multinomial"})
+NONDETERMINISTIC = frozenset(
+    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"}
+)
 
 #: Constructors that are not ONNX ops, with their signatures and result sorts.
 SPECIAL: dict[str, tuple[tuple[str, ...], str]] = {
@@ -168,14 +280,14 @@ SPECIAL: dict[str, tuple[tuple[str, ...], str]] = {
 #: Functions of lists, computed on demand (`need-<name>` relations) by the analysis rule list-functions
 #: (rewrites/analysis.py): name -> (argument sorts, result sort).
 LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
-    "elements": ("IVec", "ISet"),           # the set of a vector's elements
-    "ascending": ("ISet", "IVec"),          # a set's elements in increasing order
-    "merged": ("IVec IVec", "IVec"),        # the elements of a and b in increasing order (once each)
-    "drop-at": ("IVec IVec", "IVec"),       # v without the positions in ix (ix increasing)
-    "ones-at": ("IVec IVec", "IVec"),       # v with the positions in ix set to 1
-    "index-map": ("IVec", "IVec"),          # m with m[k[i]] = i (k increasing, non-negative)
-    "dims-product": ("IVec IVec", "i64"),   # the product of v[ix] when each is a size (>= 0)
-    "sum-of": ("IVec IVec", "IVec"),        # a + b elementwise (equal lengths)
+    "elements": ("IVec", "ISet"),  # the set of a vector's elements
+    "ascending": ("ISet", "IVec"),  # a set's elements in increasing order
+    "merged": ("IVec IVec", "IVec"),  # the elements of a and b in increasing order (once each)
+    "drop-at": ("IVec IVec", "IVec"),  # v without the positions in ix (ix increasing)
+    "ones-at": ("IVec IVec", "IVec"),  # v with the positions in ix set to 1
+    "index-map": ("IVec", "IVec"),  # m with m[k[i]] = i (k increasing, non-negative)
+    "dims-product": ("IVec IVec", "i64"),  # the product of v[ix] when each is a size (>= 0)
+    "sum-of": ("IVec IVec", "IVec"),  # a + b elementwise (equal lengths)
 }
 
 #: Constructors whose ONNX op has another name (what reports show): the op lowering writes for them.
@@ -186,8 +298,20 @@ LIST_OPS = frozenset({"Concat", "Split"})
 
 #: Dtype pairs (from, to) where every value of `from` is exactly representable in `to`.
 _EXACT_RANGES = {
-    "BOOL": ["UINT8", "INT8", "UINT16", "INT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "BFLOAT16",
-             "FLOAT", "DOUBLE"],
+    "BOOL": [
+        "UINT8",
+        "INT8",
+        "UINT16",
+        "INT16",
+        "UINT32",
+        "INT32",
+        "UINT64",
+        "INT64",
+        "FLOAT16",
+        "BFLOAT16",
+        "FLOAT",
+        "DOUBLE",
+    ],
     "UINT8": ["UINT16", "INT16", "UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "BFLOAT16", "FLOAT", "DOUBLE"],
     "INT8": ["INT16", "INT32", "INT64", "FLOAT16", "BFLOAT16", "FLOAT", "DOUBLE"],
     "UINT16": ["UINT32", "INT32", "UINT64", "INT64", "FLOAT", "DOUBLE"],
@@ -203,8 +327,9 @@ LOSSLESS_CASTS: tuple[tuple[str, str], ...] = tuple((a, b) for a, bs in _EXACT_R
 #: Integer dtypes and their widths in bits.
 INT_BITS = {"INT8": 8, "UINT8": 8, "INT16": 16, "UINT16": 16, "INT32": 32, "UINT32": 32, "INT64": 64, "UINT64": 64}
 #: (t1, t2) with Cast(Cast(x, t1), t2) = Cast(x, t2) for every integer x (t1 != t2): wrap-around keeps the low bits.
-TRUNCATING_CASTS: tuple[tuple[str, str], ...] = tuple((a, b) for a in INT_BITS for b in INT_BITS
-                                                      if a != b and INT_BITS[b] <= INT_BITS[a])
+TRUNCATING_CASTS: tuple[tuple[str, str], ...] = tuple(
+    (a, b) for a in INT_BITS for b in INT_BITS if a != b and INT_BITS[b] <= INT_BITS[a]
+)
 #: Integers a float cast may round (narrower ones are exact in FLOAT).
 WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
 
@@ -262,36 +387,59 @@ def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
 
 
 def declarations() -> str:
-    """The egglog program that declares sorts, constructors and fact tables (Backend.declare adds eqsat.engine.bulk's load tables)."""
-    lines = ["(sort IVec (Vec i64))", "(sort ISet (Set i64))", "(sort IFn (UnstableFn (i64) i64))", "(sort T)",
-             "(sort TL)", "(sort N)"]
+    """The egglog program that declares sorts, constructors and fact tables (Backend.declare adds eqsat.engine.bulk's
+    load tables)."""
+    lines = [
+        "(sort IVec (Vec i64))",
+        "(sort ISet (Set i64))",
+        "(sort IFn (UnstableFn (i64) i64))",
+        "(sort T)",
+        "(sort TL)",
+        "(sort N)",
+    ]
     for name, (args, sort) in SPECIAL.items():
         if sort == "T" or name in ("TNil", "TCons", "Opaque", "Out", "Split", "TAppend"):
             lines.append(f"(constructor {name} ({' '.join(args)}) {sort})")
     for spec in OPS.values():
         lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
-    lines += ["(function shape (T) IVec :no-merge)", "(function dtype (T) String :no-merge)",
-              "(relation positive (T))", "(relation is-const (T))", "(relation finite (T))",
-              "(relation const-value (T i64 f64))", "(relation splat (T f64))", "(function inv-perm (IVec) IVec :no-merge)",
-              "(relation lossless-cast (String String))", "(relation truncating-cast (String String))",
-              "(relation wide-int (String))", "(relation dtype-group (String String i64))",
-              "(function float-max (String) f64 :no-merge)", "(relation conv-fanout (T))",
-              "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))",
-              "(relation bn-foldable (T T T T String))",
-              "(function model-opset () i64 :no-merge)",
-              "(relation rewritten (T String))",
-              # Concat shapes: cdim(l, ax) = sum of shape(h)[ax] over the list, computed on demand
-              "(relation cdim-demand (TL i64))", "(function cdim (TL i64) i64 :no-merge)",
-              "(relation const-list (TL))",
-              # Concat list walks (rewrites/tensor.py): splices, Split sizes, transposed and stacked items
-              "(relation cat-eq (TL TL i64))", "(relation split-walk (N TL TL i64))", "(relation split-fits (N TL))",
-              "(relation cat-perm (TL IVec))", "(relation tsink-need (TL IVec))",
-              "(relation untransposed (TL IVec TL i64))", "(relation stack-need (TL IVec))",
-              "(relation stacked (TL IVec IVec TL i64))",
-              # Gelu forms (rewrites/activation.py): the h a fusion asks for, and y = x * 0.5 * h
-              "(relation gelu-h (T))", "(relation gelu-half (T T T))",
-              # an order on constants (by content key, first seen first) for rules that pick sorted subsets
-              "(function const-rank (T) i64 :merge (min old new))"]
+    lines += [
+        "(function shape (T) IVec :no-merge)",
+        "(function dtype (T) String :no-merge)",
+        "(relation positive (T))",
+        "(relation is-const (T))",
+        "(relation finite (T))",
+        "(relation const-value (T i64 f64))",
+        "(relation splat (T f64))",
+        "(function inv-perm (IVec) IVec :no-merge)",
+        "(relation lossless-cast (String String))",
+        "(relation truncating-cast (String String))",
+        "(relation wide-int (String))",
+        "(relation dtype-group (String String i64))",
+        "(function float-max (String) f64 :no-merge)",
+        "(relation conv-fanout (T))",
+        "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))",
+        "(relation bn-foldable (T T T T String))",
+        "(function model-opset () i64 :no-merge)",
+        "(relation rewritten (T String))",
+        # Concat shapes: cdim(l, ax) = sum of shape(h)[ax] over the list, computed on demand
+        "(relation cdim-demand (TL i64))",
+        "(function cdim (TL i64) i64 :no-merge)",
+        "(relation const-list (TL))",
+        # Concat list walks (rewrites/tensor.py): splices, Split sizes, transposed and stacked items
+        "(relation cat-eq (TL TL i64))",
+        "(relation split-walk (N TL TL i64))",
+        "(relation split-fits (N TL))",
+        "(relation cat-perm (TL IVec))",
+        "(relation tsink-need (TL IVec))",
+        "(relation untransposed (TL IVec TL i64))",
+        "(relation stack-need (TL IVec))",
+        "(relation stacked (TL IVec IVec TL i64))",
+        # Gelu forms (rewrites/activation.py): the h a fusion asks for, and y = x * 0.5 * h
+        "(relation gelu-h (T))",
+        "(relation gelu-half (T T T))",
+        # an order on constants (by content key, first seen first) for rules that pick sorted subsets
+        "(function const-rank (T) i64 :merge (min old new))",
+    ]
     for name, (args, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({args}))", f"(function {name} ({args}) {result} :no-merge)"]
     return "\n".join(lines)
@@ -310,7 +458,9 @@ def standard_facts() -> list[str]:
     facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
     facts += [f"(lossless-cast {egg_str(a)} {egg_str(b)})" for a, b in LOSSLESS_CASTS]
     facts += [f"(truncating-cast {egg_str(a)} {egg_str(b)})" for a, b in TRUNCATING_CASTS]
-    facts += [f"(dtype-group {egg_str(g)} {egg_str(d)} {since})" for g, rows in DTYPE_GROUPS.items() for d, since in rows]
+    facts += [
+        f"(dtype-group {egg_str(g)} {egg_str(d)} {since})" for g, rows in DTYPE_GROUPS.items() for d, since in rows
+    ]
     facts += [f"(set (float-max {egg_str(d)}) {egg_float(top)})" for d, top in FLOAT_MAX.items()]
     return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
 

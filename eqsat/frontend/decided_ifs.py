@@ -30,8 +30,11 @@ from eqsat.frontend.names import add_constant
 #: ("Input X must have 3 dimensions only"; a Gemm is not here: onnxruntime also runs a rank-1 A).
 RANK_RULES: dict[tuple[str, int], int] = {
     **{(op, k): 3 for op in ("RNN", "GRU", "LSTM") for k in (0, 1, 2, 5)},  # X, W, R, initial_h
-    ("RNN", 3): 2, ("GRU", 3): 2, ("LSTM", 3): 2,                           # B
-    ("LSTM", 6): 3, ("LSTM", 7): 2,                                         # initial_c, P
+    ("RNN", 3): 2,
+    ("GRU", 3): 2,
+    ("LSTM", 3): 2,  # B
+    ("LSTM", 6): 3,
+    ("LSTM", 7): 2,  # initial_c, P
 }
 #: If nodes tried per graph (each trial folds a copy of the whole model), and the most nodes all the tried
 #: copies may hold together: a deterministic bound on the work (a large model gets fewer trials).

@@ -14,8 +14,9 @@ from eqsat.errors import BadInputError
 from eqsat.frontend.model_inputs import check_shape, dim_name, graph_inputs
 
 
-def fix_input_shapes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]],
-                     source: str = "<model>") -> onnx.ModelProto:
+def fix_input_shapes(
+    proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]], source: str = "<model>"
+) -> onnx.ModelProto:
     """A copy of `proto` whose inputs named in `shapes` have those static dims; a `BadInputError` for an
     unknown input, a wrong rank, a size that contradicts a stated dim, or one dim_param given two sizes."""
     if not shapes:
@@ -25,12 +26,15 @@ def fix_input_shapes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]
     for name, shape in shapes.items():
         if name not in by_name:
             known = ", ".join(by_name) or "none"
-            raise BadInputError(source, f"--fix-input-shape: the model has no input named {name!r} (its inputs: {known})")
+            raise BadInputError(
+                source, f"--fix-input-shape: the model has no input named {name!r} (its inputs: {known})"
+            )
         check_shape(by_name[name], shape, "--fix-input-shape", source)
         for dim, size in zip(by_name[name].type.tensor_type.shape.dim, shape):
             if dim_name(dim) and bound.setdefault(dim.dim_param, size) != size:
-                raise BadInputError(source, f"--fix-input-shape: dim {dim.dim_param!r} is given sizes "
-                                            f"{bound[dim.dim_param]} and {size}")
+                raise BadInputError(
+                    source, f"--fix-input-shape: dim {dim.dim_param!r} is given sizes {bound[dim.dim_param]} and {size}"
+                )
     fixed = onnx.ModelProto()
     fixed.CopyFrom(proto)
     graph = fixed.graph

@@ -24,6 +24,7 @@ FOLD_INPUT_LIMIT = 1 << 20
 #: Largest ConstantOfShape (in elements) folded: onnxscript keeps them all (a compact form of a big fill).
 FOLD_FILL_LIMIT = 1 << 10
 
+
 def fold(model: ir.Model) -> bool:
     """Fold constants and static-shape sub-graphs, lift Constant nodes, drop dead nodes; True if changed.
 
@@ -42,8 +43,13 @@ def fold(model: ir.Model) -> bool:
     for _ in range(FOLD_ATTEMPTS):
         try:
             with _hidden_from_folder(model, hidden), quiet_folder():
-                folded = fold_constants(model, onnx_shape_inference=reads_shapes, should_fold=_should_fold,
-                                        input_size_limit=FOLD_INPUT_LIMIT, output_size_limit=FOLD_OUTPUT_LIMIT)
+                folded = fold_constants(
+                    model,
+                    onnx_shape_inference=reads_shapes,
+                    should_fold=_should_fold,
+                    input_size_limit=FOLD_INPUT_LIMIT,
+                    output_size_limit=FOLD_OUTPUT_LIMIT,
+                )
             folded_any = folded.modified
             break
         except RuntimeError as exc:  # "Error during constant folding for node 'n' (domain::Op)"

@@ -28,6 +28,7 @@ from eqsat.errors import BadInputError, InternalError, first_line
 
 ModelSource = Union[str, os.PathLike, onnx.ModelProto, ir.Model]
 
+
 def load(source: ModelSource, *, name: str | None = None) -> ir.Model:
     """Read and validate a model from a path, a ModelProto or an ir.Model."""
     if isinstance(source, ir.Model):
@@ -159,10 +160,13 @@ def _checker_failure(label: str, exc: Exception, graph: onnx.GraphProto | None =
         for kind, values in (("input", graph.input), ("output", graph.output)):
             for v in values:
                 if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape"):
-                    return BadInputError(label, f"fails the ONNX checker: graph {kind} {v.name!r} has no shape "
-                                                "(unknown rank); declare its dims (symbolic names are fine)")
+                    return BadInputError(
+                        label,
+                        f"fails the ONNX checker: graph {kind} {v.name!r} has no shape "
+                        "(unknown rank); declare its dims (symbolic names are fine)",
+                    )
     if found := _INFERENCE_NODE.search(first):
-        problem, name, op = first[found.end():], found["name"], found["op"]
+        problem, name, op = first[found.end() :], found["name"], found["op"]
     else:
         found = _CHECKER_NODE.search(str(exc))
         problem, name, op = first, found["name"] if found else "", found["op"] if found else None
@@ -200,8 +204,12 @@ def _topological_order(graph: onnx.GraphProto, label: str) -> list[int]:
             if inp in defined:
                 continue
             if inp not in producer:
-                raise BadInputError(label, f"input {inp!r} is not defined by any node, input or initializer",
-                                    _node_name(node, idx), node.op_type)
+                raise BadInputError(
+                    label,
+                    f"input {inp!r} is not defined by any node, input or initializer",
+                    _node_name(node, idx),
+                    node.op_type,
+                )
             waiting[idx] += 1
             consumers[producer[inp]].append(idx)
     ready = [i for i, w in enumerate(waiting) if w == 0]
@@ -245,12 +253,18 @@ def _node_name(node: onnx.NodeProto, idx: int) -> str:
 def without_negative_dims(proto: onnx.ModelProto) -> onnx.ModelProto:
     """The model with every negative dim_value (paddle2onnx's way to write a dynamic dim) made an unknown dim,
     in a copy when there is one: shape inference and folding would take -1 for a size (Shape -> [-1, ...])."""
+
     def declared(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
         return [*graph.input, *graph.output, *graph.value_info]
 
     def negative(graph: onnx.GraphProto) -> list[onnx.TensorShapeProto.Dimension]:
-        return [d for v in declared(graph) if v.type.HasField("tensor_type")
-                for d in v.type.tensor_type.shape.dim if d.HasField("dim_value") and d.dim_value < 0]
+        return [
+            d
+            for v in declared(graph)
+            if v.type.HasField("tensor_type")
+            for d in v.type.tensor_type.shape.dim
+            if d.HasField("dim_value") and d.dim_value < 0
+        ]
 
     if not any(negative(g) for g in all_graphs(proto.graph)):
         return proto
@@ -275,8 +289,7 @@ def to_proto(model: ir.Model) -> onnx.ModelProto:
     return ir.serde.serialize_model(model)
 
 
-def save(model: ir.Model | onnx.ModelProto, path: str | os.PathLike,
-         original: onnx.ModelProto | None = None) -> None:
+def save(model: ir.Model | onnx.ModelProto, path: str | os.PathLike, original: onnx.ModelProto | None = None) -> None:
     """Check the model fully, then write it atomically: a failure never leaves a partial file. A model whose
     `original` passed only the checker without strict shape inference (onnx's own function bodies can trip
     it) is held to that standard."""
@@ -338,5 +351,4 @@ def proto_op_histogram(model: onnx.ModelProto) -> collections.Counter[str]:
 
 def op_histogram(model: ir.Model) -> collections.Counter[str]:
     """Op types of the graph and its If/Loop/Scan bodies (custom domains shown as domain::Op)."""
-    return collections.Counter(_op_key(n.domain, n.op_type) for g in [model.graph, *model.graph.subgraphs()]
-                               for n in g)
+    return collections.Counter(_op_key(n.domain, n.op_type) for g in [model.graph, *model.graph.subgraphs()] for n in g)

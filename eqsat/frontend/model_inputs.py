@@ -38,5 +38,6 @@ def check_shape(value: onnx.ValueInfoProto, shape: Sequence[int], flag: str, sou
         raise BadInputError(source, f"{flag}: input {value.name!r} has rank {len(dims)}, got shape {shown}")
     for axis, (dim, size) in enumerate(zip(dims, shape)):
         if static_size(dim) is not None and dim.dim_value != size:
-            raise BadInputError(source, f"{flag}: input {value.name!r} has size {dim.dim_value} on axis {axis}, "
-                                        f"got shape {shown}")
+            raise BadInputError(
+                source, f"{flag}: input {value.name!r} has size {dim.dim_value} on axis {axis}, got shape {shown}"
+            )

@@ -51,7 +51,11 @@ def add_constant(graph: ir.Graph, base: str, array: np.ndarray, taken: set[str] 
         taken = value_names(graph)
     name = fresh_name(base, taken)
     array = np.asarray(array)
-    const = ir.Value(name=name, type=ir.TensorType(ir.DataType.from_numpy(array.dtype)), shape=ir.Shape(array.shape),
-                     const_value=ir.tensor(array, name=name))
+    const = ir.Value(
+        name=name,
+        type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
+        shape=ir.Shape(array.shape),
+        const_value=ir.tensor(array, name=name),
+    )
     graph.register_initializer(const)
     return const

@@ -62,12 +62,17 @@ def _sparse_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
         return proto
     proto = io.copy_proto(proto)
     for sparse in proto.graph.sparse_initializer:
-        proto.graph.input.append(onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type,
-                                                                    list(sparse.dims)))
+        proto.graph.input.append(
+            onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type, list(sparse.dims))
+        )
     del proto.graph.sparse_initializer[:]
     return proto
 
 
 def _all_shapes_static(graph: ir.Graph) -> bool:
-    return all(v.dtype is not None and v.shape is not None and v.shape.is_static()
-               for node in graph for v in node.outputs if v.name)
+    return all(
+        v.dtype is not None and v.shape is not None and v.shape.is_static()
+        for node in graph
+        for v in node.outputs
+        if v.name
+    )

@@ -35,8 +35,13 @@ def make_targets_static(model: ir.Model) -> bool:
     changed = False
     taken: set[str] | None = None  # the model's value names, walked once at the first constant
     for node in graph:
-        if node.domain not in ("", "ai.onnx") or node.op_type not in ("Reshape", "Expand") \
-                or len(node.inputs) != 2 or node.inputs[1] is None or node.inputs[1].const_value is not None:
+        if (
+            node.domain not in ("", "ai.onnx")
+            or node.op_type not in ("Reshape", "Expand")
+            or len(node.inputs) != 2
+            or node.inputs[1] is None
+            or node.inputs[1].const_value is not None
+        ):
             continue
         x, target_value = node.inputs
         target = facts.values.get(target_value.name)
@@ -52,8 +57,9 @@ def make_targets_static(model: ir.Model) -> bool:
         if taken is None:
             taken = value_names(graph)
         # one constant per consumer: a target feeding a Reshape and an Expand gets two different ones
-        node.replace_input_with(1, add_constant(graph, f"{target_value.name}_static",
-                                                np.asarray(static, dtype=np.int64), taken))
+        node.replace_input_with(
+            1, add_constant(graph, f"{target_value.name}_static", np.asarray(static, dtype=np.int64), taken)
+        )
         changed = True
     return changed
 

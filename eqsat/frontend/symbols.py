@@ -28,21 +28,98 @@ import onnx_ir as ir
 Dim = int | str | None  # a size, a symbol's name, or unknown
 
 #: Ops whose output 0 has exactly the shape of input 0.
-SAME_SHAPE = frozenset({
-    "Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", "Reciprocal", "Floor", "Ceil",
-    "Sign", "Softplus", "Softsign", "Identity", "Not", "Sin", "Cos", "Round", "IsNaN", "IsInf", "LeakyRelu",
-    "Elu", "Selu", "HardSigmoid", "HardSwish", "Gelu", "Mish", "Clip", "Cast", "CastLike", "Dropout",
-    "Softmax", "LogSoftmax", "Hardmax", "BatchNormalization", "InstanceNormalization", "LayerNormalization",
-    "LpNormalization", "LRN", "MeanVarianceNormalization", "QuantizeLinear", "DequantizeLinear", "CumSum",
-    "ThresholdedRelu", "Shrink", "Celu", "Tan", "Atan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh",
-    "Atanh", "BitwiseNot", "DynamicQuantizeLinear",
-})
+SAME_SHAPE = frozenset(
+    {
+        "Relu",
+        "Sigmoid",
+        "Tanh",
+        "Abs",
+        "Neg",
+        "Exp",
+        "Log",
+        "Sqrt",
+        "Erf",
+        "Reciprocal",
+        "Floor",
+        "Ceil",
+        "Sign",
+        "Softplus",
+        "Softsign",
+        "Identity",
+        "Not",
+        "Sin",
+        "Cos",
+        "Round",
+        "IsNaN",
+        "IsInf",
+        "LeakyRelu",
+        "Elu",
+        "Selu",
+        "HardSigmoid",
+        "HardSwish",
+        "Gelu",
+        "Mish",
+        "Clip",
+        "Cast",
+        "CastLike",
+        "Dropout",
+        "Softmax",
+        "LogSoftmax",
+        "Hardmax",
+        "BatchNormalization",
+        "InstanceNormalization",
+        "LayerNormalization",
+        "LpNormalization",
+        "LRN",
+        "MeanVarianceNormalization",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "CumSum",
+        "ThresholdedRelu",
+        "Shrink",
+        "Celu",
+        "Tan",
+        "Atan",
+        "Asin",
+        "Acos",
+        "Sinh",
+        "Cosh",
+        "Asinh",
+        "Acosh",
+        "Atanh",
+        "BitwiseNot",
+        "DynamicQuantizeLinear",
+    }
+)
 #: Ops whose output broadcasts all inputs (numpy rules).
-BROADCASTING = frozenset({
-    "Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual",
-    "And", "Or", "Xor", "Mod", "Max", "Min", "Sum", "Mean", "Where", "BitShift", "BitwiseAnd", "BitwiseOr",
-    "BitwiseXor",
-})
+BROADCASTING = frozenset(
+    {
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Pow",
+        "PRelu",
+        "Equal",
+        "Greater",
+        "Less",
+        "GreaterOrEqual",
+        "LessOrEqual",
+        "And",
+        "Or",
+        "Xor",
+        "Mod",
+        "Max",
+        "Min",
+        "Sum",
+        "Mean",
+        "Where",
+        "BitShift",
+        "BitwiseAnd",
+        "BitwiseOr",
+        "BitwiseXor",
+    }
+)
 #: Windowed ops: output (N, C_out, spatial...) from input (N, C, spatial...).
 WINDOWED = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool", "ConvInteger", "QLinearConv"})
 
@@ -184,8 +261,13 @@ class _Recovery:
         twin = self.twin(node)
         if twin is not None:  # the e-graph hash-conses the two nodes into one: their outputs share dims
             for a, b in zip(twin.outputs, node.outputs):
-                if a.name and b.name and a.name in self.dims and b.name in self.dims \
-                        and len(self.dims[a.name]) == len(self.dims[b.name]):
+                if (
+                    a.name
+                    and b.name
+                    and a.name in self.dims
+                    and b.name in self.dims
+                    and len(self.dims[a.name]) == len(self.dims[b.name])
+                ):
                     for x, y in zip(self.dims[a.name], self.dims[b.name]):
                         self.unify(x, y)
 
@@ -193,8 +275,12 @@ class _Recovery:
         """An earlier node with the same op, attributes and inputs (None if none, or if it has subgraphs)."""
         if any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()):
             return None
-        key = (node.domain, node.op_type, tuple(sorted((k, str(a.value)) for k, a in node.attributes.items())),
-               tuple(self.key(v) for v in node.inputs))
+        key = (
+            node.domain,
+            node.op_type,
+            tuple(sorted((k, str(a.value)) for k, a in node.attributes.items())),
+            tuple(self.key(v) for v in node.inputs),
+        )
         twin = self.seen.setdefault(key, node)
         if twin is node:
             return None
@@ -250,7 +336,7 @@ class _Recovery:
             if dims is None or any(d is None for d in dims):
                 return None
             start, end = _int(node, "start"), node.attributes.get("end")
-            return dims[start:int(end.value) if end is not None else len(dims)]
+            return dims[start : int(end.value) if end is not None else len(dims)]
         if op == "Identity" or (op == "Cast" and _int(node, "to") in _INT_TYPES):
             return first
         if op in ("Squeeze", "Unsqueeze"):
@@ -266,8 +352,13 @@ class _Recovery:
             return None if any(p is None for p in parts) else tuple(d for p in parts for d in p)  # type: ignore[union-attr]
         if op == "Slice" and first is not None:
             starts, ends, axes, steps = (self.value(ins[k]) if k < len(ins) else None for k in (1, 2, 3, 4))
-            plain = (starts is not None and ends is not None and len(starts) == len(ends) == 1
-                     and axes in (None, (0,), (-1,)) and steps in (None, (1,)))
+            plain = (
+                starts is not None
+                and ends is not None
+                and len(starts) == len(ends) == 1
+                and axes in (None, (0,), (-1,))
+                and steps in (None, (1,))
+            )
             return first[slice(starts[0], ends[0])] if plain else None  # type: ignore[index,misc]
         if op in _ARITHMETIC and first is not None and len(ins) == 2:
             other = self.value(ins[1])
@@ -340,8 +431,7 @@ class _Recovery:
     def sliced(self, node: ir.Node, x: tuple[Dim, ...]) -> tuple[Dim, ...]:
         """A Slice's output dims: an axis it does not slice, or slices whole (start 0 or below -dim, end past
         any dim, step 1), keeps x's dim; a static axis gets its length; the rest are unknown."""
-        starts, ends, axes, steps = (self.value(node.inputs[k]) if k < len(node.inputs) else None
-                                     for k in (1, 2, 3, 4))
+        starts, ends, axes, steps = (self.value(node.inputs[k]) if k < len(node.inputs) else None for k in (1, 2, 3, 4))
         if starts is None or ends is None or len(starts) != len(ends):
             return ()
         axes = axes if axes is not None else tuple(range(len(starts)))
@@ -370,14 +460,22 @@ class _Recovery:
         auto_pad = node.attributes.get("auto_pad")
         mode = auto_pad.value if auto_pad is not None else "NOTSET"
         ceil = _int(node, "ceil_mode")
-        return [None if x[2 + i] is None else
-                f"{node.op_type}({x[2 + i]};k{kernel[i]} s{strides[i]} d{dilations[i]} "
-                f"p{pads[i]},{pads[i + spatial]} {mode} c{ceil})" for i in range(spatial)]
+        return [
+            None
+            if x[2 + i] is None
+            else f"{node.op_type}({x[2 + i]};k{kernel[i]} s{strides[i]} d{dilations[i]} "
+            f"p{pads[i]},{pads[i + spatial]} {mode} c{ceil})"
+            for i in range(spatial)
+        ]
 
 
 #: Integer arithmetic a shape computation may do on sizes.
-_ARITHMETIC = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
-               "Div": lambda a, b: a // b}
+_ARITHMETIC = {
+    "Add": lambda a, b: a + b,
+    "Sub": lambda a, b: a - b,
+    "Mul": lambda a, b: a * b,
+    "Div": lambda a, b: a // b,
+}
 #: Integer dtypes (ONNX codes) a Cast inside a shape computation may go to.
 _INT_TYPES = frozenset({ir.DataType.INT64.value, ir.DataType.INT32.value})
 #: A Slice bound at least this large is past the end of any dim (exporters write INT64_MAX or INT32_MAX).

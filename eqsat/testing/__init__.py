@@ -3,7 +3,8 @@
 Every rule is tested three ways (STYLE habit 10): start -> goal, negative, numeric.
 
     >>> import onnx.helper as oh
-    >>> from eqsat.testing import assert_rule_does_not_fire, assert_rule_sound, make_model, op_counts, optimize_with_rules
+    >>> from eqsat.testing import assert_rule_does_not_fire, assert_rule_sound
+    >>> from eqsat.testing import make_model, op_counts, optimize_with_rules
     >>> model = make_model([oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
     ...                     oh.make_node("Relu", ["t"], ["r"]),
     ...                     oh.make_node("Transpose", ["r"], ["y"], perm=[0, 3, 1, 2])],
@@ -39,18 +40,48 @@ from __future__ import annotations
 
 from eqsat.testing.cases import RuleCase
 from eqsat.testing.models import ValueSpec, dtype_name, make_model, op_counts, random_feeds, run, to_proto
-from eqsat.testing.random_graphs import GRAPH_FAMILIES, GRAPH_MAX_ELEMENTS, GraphCase, onnx_graphs, random_graphs
+from eqsat.testing.layout_graphs import random_graphs
+from eqsat.testing.random_graphs import GRAPH_FAMILIES, GRAPH_MAX_ELEMENTS, GraphCase, onnx_graphs
 from eqsat.testing.runs import ALWAYS_ON_FAMILIES, optimize_with_rules, saturate_with_rules
-from eqsat.testing.soundness import (assert_egraph_sound, assert_optimization_sound, assert_rule_does_not_fire,
-                                     assert_rule_sound, symbolized)
+from eqsat.testing.soundness import (
+    assert_egraph_sound,
+    assert_optimization_sound,
+    assert_rule_does_not_fire,
+    assert_rule_sound,
+    symbolized,
+)
 from eqsat.testing.strategies import arrays, broadcastable_shapes, float_arrays, inverse, perms, shapes
 
 __all__ = [
-    "ALWAYS_ON_FAMILIES", "GRAPH_FAMILIES", "GRAPH_MAX_ELEMENTS", "PROPERTIES", "GraphCase", "RuleCase", "ValueSpec",
-    "arrays", "assert_egraph_sound", "assert_optimization_sound", "assert_rule_does_not_fire", "assert_rule_sound",
-    "broadcastable_shapes", "check_rules", "dtype_name", "float_arrays", "inverse", "make_model", "onnx_graphs",
-    "op_counts", "optimize_with_rules", "perms", "random_feeds", "random_graphs", "run", "saturate_with_rules",
-    "shapes", "symbolized", "to_proto",
+    "ALWAYS_ON_FAMILIES",
+    "GRAPH_FAMILIES",
+    "GRAPH_MAX_ELEMENTS",
+    "PROPERTIES",
+    "GraphCase",
+    "RuleCase",
+    "ValueSpec",
+    "arrays",
+    "assert_egraph_sound",
+    "assert_optimization_sound",
+    "assert_rule_does_not_fire",
+    "assert_rule_sound",
+    "broadcastable_shapes",
+    "check_rules",
+    "dtype_name",
+    "float_arrays",
+    "inverse",
+    "make_model",
+    "onnx_graphs",
+    "op_counts",
+    "optimize_with_rules",
+    "perms",
+    "random_feeds",
+    "random_graphs",
+    "run",
+    "saturate_with_rules",
+    "shapes",
+    "symbolized",
+    "to_proto",
 ]
 
 

@@ -32,24 +32,29 @@ class RuleCase:
     rule: str
     model: onnx.ModelProto
     feeds: Mapping[str, np.ndarray]
-    also: tuple[str, ...] = ()       # rules run alongside (cancel what `rule` exposes)
-    allow: tuple[str, ...] = ()      # soundness classes to admit (precision-changing)
-    symbolic: bool = False           # also check the graph with symbolic dims (`symbolized`)
+    also: tuple[str, ...] = ()  # rules run alongside (cancel what `rule` exposes)
+    allow: tuple[str, ...] = ()  # soundness classes to admit (precision-changing)
+    symbolic: bool = False  # also check the graph with symbolic dims (`symbolized`)
 
     def check(self) -> "Result":
         """`assert_rule_sound` on this case; when `symbolic`, also on the graph with its input and output
         dims made symbolic, where the rule need not fire but the e-graph and the result must stay sound."""
         result = assert_rule_sound(self.model, self.rule, self.feeds, also=self.also, allow=self.allow)
         if self.symbolic:
-            assert_rule_sound(symbolized(self.model), self.rule, self.feeds, also=self.also, allow=self.allow,
-                              must_fire=False)
+            assert_rule_sound(
+                symbolized(self.model), self.rule, self.feeds, also=self.also, allow=self.allow, must_fire=False
+            )
         return result
 
     def __repr__(self) -> str:
-        feeds = ", ".join(f"{k}: {v.dtype.name}{list(v.shape)} = {np.array2string(v.reshape(-1)[:8], precision=4)}"
-                          for k, v in self.feeds.items())
-        return (f"RuleCase(rule={self.rule!r}, also={self.also}, allow={self.allow}, symbolic={self.symbolic}, opset="
-                f"{self.model.opset_import[0].version},\n{_graph_text(self.model)}\nfeeds: {feeds})")
+        feeds = ", ".join(
+            f"{k}: {v.dtype.name}{list(v.shape)} = {np.array2string(v.reshape(-1)[:8], precision=4)}"
+            for k, v in self.feeds.items()
+        )
+        return (
+            f"RuleCase(rule={self.rule!r}, also={self.also}, allow={self.allow}, symbolic={self.symbolic}, opset="
+            f"{self.model.opset_import[0].version},\n{_graph_text(self.model)}\nfeeds: {feeds})"
+        )
 
 
 @dataclasses.dataclass
@@ -70,8 +75,9 @@ class DrawnGraph:
         self.nodes.append(oh.make_node(op, list(inputs), [output], **attrs))
         return output
 
-    def case(self, rule: str, outputs: Sequence[str], *, also: Sequence[str] = (), allow: Sequence[str] = (),
-             opset: int = 17) -> RuleCase:
+    def case(
+        self, rule: str, outputs: Sequence[str], *, also: Sequence[str] = (), allow: Sequence[str] = (), opset: int = 17
+    ) -> RuleCase:
         model = make_model(self.nodes, self.inputs, list(outputs), self.inits, opset)
         return RuleCase(rule, model, self.feeds, tuple(also), tuple(allow))
 
@@ -86,6 +92,7 @@ def rule_case(build: Callable[..., Drawn]) -> Callable[..., "SearchStrategy[Draw
         @rule_case
         def relu_merge(draw, st) -> RuleCase: ...     # PROPERTIES["relu-merge"] = relu_merge
     """
+
     @functools.wraps(build)
     def strategy(*args: Any, **kwargs: Any) -> "SearchStrategy[Drawn]":
         st = hypothesis_strategies()

@@ -18,10 +18,12 @@ if TYPE_CHECKING:  # heavy imports only where they are used
 
 def _drawing_symbolic(builder: Callable[[], "SearchStrategy[RuleCase]"]) -> Callable[[], "SearchStrategy[RuleCase]"]:
     """`builder`'s cases, one in six also checked with symbolic dims (`RuleCase.symbolic`)."""
+
     def strategy() -> "SearchStrategy[RuleCase]":
         st = hypothesis_strategies()
         return st.tuples(builder(), st.integers(0, 5)).map(
-            lambda drawn: dataclasses.replace(drawn[0], symbolic=drawn[1] == 0))
+            lambda drawn: dataclasses.replace(drawn[0], symbolic=drawn[1] == 0)
+        )
 
     return strategy
 
@@ -56,8 +58,14 @@ def describe_case(case: RuleCase) -> str:
 
     from eqsat.testing.soundness import _graph_text
 
-    lines = [f"rule {case.rule}" + (f" (with {', '.join(case.also)})" if case.also else "")
-             + (" with symbolic dims too" if case.symbolic else ""), "graph:", _graph_text(case.model), "inputs:"]
+    lines = [
+        f"rule {case.rule}"
+        + (f" (with {', '.join(case.also)})" if case.also else "")
+        + (" with symbolic dims too" if case.symbolic else ""),
+        "graph:",
+        _graph_text(case.model),
+        "inputs:",
+    ]
     for name, value in case.feeds.items():
         shown = np.array2string(value if value.size <= 64 else value.reshape(-1)[:64], precision=5, threshold=64)
         more = f" (first 64 of {value.size})" if value.size > 64 else ""
@@ -65,8 +73,13 @@ def describe_case(case: RuleCase) -> str:
     return "\n".join(lines)
 
 
-def check_rules(examples: int = 100, rules: Sequence[str] | None = None, *, shrink: bool = True,
-                progress: Callable[..., None] | None = None) -> list[str]:
+def check_rules(
+    examples: int = 100,
+    rules: Sequence[str] | None = None,
+    *,
+    shrink: bool = True,
+    progress: Callable[..., None] | None = None,
+) -> list[str]:
     """Run each rule's property (`PROPERTIES`) on `examples` drawn graphs (derandomized: the same graphs
     every run); return the failures, one message per failing rule: the error and the input that broke it
     (hypothesis's counterexample, shrunk unless `shrink` is False: its graph, its inputs' dtypes, shapes and
@@ -92,17 +105,25 @@ def check_rules(examples: int = 100, rules: Sequence[str] | None = None, *, shri
         drawn: list[int] = [0]
         failing: list[RuleCase] = []
 
-        @settings(max_examples=examples, deadline=None, database=None, derandomize=True, print_blob=False,
-                  suppress_health_check=list(HealthCheck), phases=phases)
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            print_blob=False,
+            suppress_health_check=list(HealthCheck),
+            phases=phases,
+        )
+        # prop runs within this iteration (called below): the loop variables it reads are this rule's
         @given(strategy())
         def prop(case: RuleCase) -> None:
-            drawn[0] += 1
-            if progress is not None and drawn[0] <= examples:
-                progress(name, drawn[0], examples)
+            drawn[0] += 1  # noqa: B023 - see above
+            if progress is not None and drawn[0] <= examples:  # noqa: B023 - see above
+                progress(name, drawn[0], examples)  # noqa: B023 - see above
             try:
                 case.check()
             except BaseException:
-                failing.append(case)  # the last one hypothesis replays is the shrunk one
+                failing.append(case)  # noqa: B023 - the last one hypothesis replays is the shrunk one
                 raise
 
         report: list[str] = []
@@ -111,7 +132,10 @@ def check_rules(examples: int = 100, rules: Sequence[str] | None = None, *, shri
                 prop()
         except Exception as exc:  # a failed property: hypothesis re-raises the shrunk example's error
             detail = "\n".join(str(r) for r in report if r)
-            shrunk = ("\n" + ("shrunk input" if shrink else "failing input") + ":\n" + describe_case(failing[-1])
-                      if failing else "")
+            shrunk = (
+                "\n" + ("shrunk input" if shrink else "failing input") + ":\n" + describe_case(failing[-1])
+                if failing
+                else ""
+            )
             failures.append(f"{name}: {type(exc).__name__}: {exc}" + shrunk + (f"\n{detail}" if detail else ""))
     return failures

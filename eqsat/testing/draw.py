@@ -21,8 +21,27 @@ SANDWICH_RULES = ("transpose-merge", "transpose-identity")
 
 
 #: Elementwise ops drawn by the properties (float inputs; IsNaN gives BOOL, comparisons too).
-FLOAT_UNARY = ("Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", "Reciprocal", "Floor",
-                "Ceil", "Sign", "Softplus", "Softsign", "Sin", "Cos", "Round", "IsNaN")
+FLOAT_UNARY = (
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Abs",
+    "Neg",
+    "Exp",
+    "Log",
+    "Sqrt",
+    "Erf",
+    "Reciprocal",
+    "Floor",
+    "Ceil",
+    "Sign",
+    "Softplus",
+    "Softsign",
+    "Sin",
+    "Cos",
+    "Round",
+    "IsNaN",
+)
 
 
 COMPARE_OPS = ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")
@@ -68,12 +87,19 @@ def binary_const(draw: Callable, st: Any, g: DrawnGraph, a: str, shape: tuple[in
     return g.node(op, [f"{out}_c", a] if const_first else [a, f"{out}_c"], out)
 
 
-def neutral_element(rule: str, op: str, value: float, *, commutative: bool = True,
-                     dtypes: tuple[str, ...] = ("FLOAT", "DOUBLE", "FLOAT16", "INT32", "INT64"),
-                     k_dtypes: tuple[str, ...] | None = None) -> Callable[[], "SearchStrategy[RuleCase]"]:
+def neutral_element(
+    rule: str,
+    op: str,
+    value: float,
+    *,
+    commutative: bool = True,
+    dtypes: tuple[str, ...] = ("FLOAT", "DOUBLE", "FLOAT16", "INT32", "INT64"),
+    k_dtypes: tuple[str, ...] | None = None,
+) -> Callable[[], "SearchStrategy[RuleCase]"]:
     """x op k for k filled with the neutral `value` (on either side when `commutative`), -0.0 included: a
     single element, or a tensor (a `splat`) that broadcasts to x's shape without growing it. k has x's
     dtype, or one of `k_dtypes` (Pow's exponent)."""
+
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         shape = draw(shapes(0, 4, 3))
@@ -83,7 +109,7 @@ def neutral_element(rule: str, op: str, value: float, *, commutative: bool = Tru
         if draw(st.booleans()) and dtype != "BOOL":
             x = g.node("Abs", [x], "ax")
         k = draw(st.integers(0, len(shape)))
-        k_shape = tuple(d if draw(st.booleans()) else 1 for d in shape[len(shape) - k:])  # 1 or x's dim
+        k_shape = tuple(d if draw(st.booleans()) else 1 for d in shape[len(shape) - k :])  # 1 or x's dim
         k_dtype = draw(st.sampled_from(k_dtypes)) if k_dtypes else dtype
         neutral = -0.0 if value == 0.0 and k_dtype in ("FLOAT", "DOUBLE") and draw(st.booleans()) else value
         g.inits["k"] = np.full(k_shape, neutral, numpy_dtype(k_dtype))
@@ -126,9 +152,11 @@ def add_activation(draw: Callable, g: DrawnGraph, act: str, x: str, y: str, dtyp
     return g.node(act, [x], y, **attrs)
 
 
-def concat_parts(draw: Callable, st: Any, n: int, min_rank: int = 1) -> tuple[tuple[int, ...], int, list[tuple[int, ...]]]:
+def concat_parts(
+    draw: Callable, st: Any, n: int, min_rank: int = 1
+) -> tuple[tuple[int, ...], int, list[tuple[int, ...]]]:
     """A base shape, an axis, and n shapes that differ from it only along the axis."""
     base = draw(shapes(min_rank, 4, 3))
     axis = draw(st.integers(0, len(base) - 1))
     sizes = [draw(st.integers(1, 3)) for _ in range(n)]
-    return base, axis, [base[:axis] + (s,) + base[axis + 1:] for s in sizes]
+    return base, axis, [base[:axis] + (s,) + base[axis + 1 :] for s in sizes]

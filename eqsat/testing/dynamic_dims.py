@@ -32,13 +32,16 @@ class Baked(Exception):
 
 #: What a Sym's arithmetic computes: sign -> (operation, neutral operand).
 _ARITHMETIC: dict[str, tuple[Callable[[int, int], int], int]] = {
-    "+": (operator.add, 0), "-": (operator.sub, 0), "*": (operator.mul, 1), "//": (operator.floordiv, 1)}
+    "+": (operator.add, 0),
+    "-": (operator.sub, 0),
+    "*": (operator.mul, 1),
+    "//": (operator.floordiv, 1),
+}
 
 
 def _operators(sign: str) -> tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Any]]:
     """A Sym's `sign` operator and its reflection."""
-    return (lambda self, other: self._combine(other, sign, False),
-            lambda self, other: self._combine(other, sign, True))
+    return (lambda self, other: self._combine(other, sign, False), lambda self, other: self._combine(other, sign, True))
 
 
 class Sym(int):
@@ -74,8 +77,9 @@ class Sym(int):
         if not isinstance(other, Sym) and int(other) == neutral and (not swap or sign in ("+", "*")):
             return self  # x + 0, x - 0, x * 1, x // 1, 0 + x and 1 * x are x
         theirs = (int(other), other.b, other.label) if isinstance(other, Sym) else (int(other), int(other), str(other))
-        (la, lb, ll), (ra, rb, rl) = (theirs, (int(self), self.b, self.label)) if swap else \
-            ((int(self), self.b, self.label), theirs)
+        (la, lb, ll), (ra, rb, rl) = (
+            (theirs, (int(self), self.b, self.label)) if swap else ((int(self), self.b, self.label), theirs)
+        )
         return Sym(op(la, ra), f"({ll}{sign}{rl})", op(lb, rb))
 
     __add__, __radd__ = _operators("+")
@@ -194,9 +198,9 @@ def draw_chain(fz: Any, x: Any, max_elements: int) -> Any:
     elif kind == "merge-tail":
         plan, new = [(0, i), [-1]], [*dims[:i], product(dims[i:])]
     elif kind == "merge-pair" and i + 1 < rank:
-        merged = product(dims[i:i + 2])
+        merged = product(dims[i : i + 2])
         middle = ("mul", i) if fz.chance(0.4) else [-1] if isinstance(merged, Sym) else [int(merged)]
-        plan, new = [(0, i), middle, (i + 2, rank)], [*dims[:i], merged, *dims[i + 2:]]
+        plan, new = [(0, i), middle, (i + 2, rank)], [*dims[:i], merged, *dims[i + 2 :]]
     elif kind == "swap" and rank >= 2:  # Reshape to the dims in another order: the same element count
         j = fz.pick([k for k in range(rank) if k != i])
         order = list(range(rank))

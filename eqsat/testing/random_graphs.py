@@ -1,5 +1,5 @@
-"""Random graphs for checks of all rules together: `random_graphs` (the ops the layout rules know) and
-`onnx_graphs` (random valid ONNX graphs over every supported op family: fuzzing)."""
+"""Random valid ONNX graphs over every supported op family, for fuzzing: `onnx_graphs`, and the `GraphCase`
+both it and `eqsat.testing.layout_graphs.random_graphs` draw."""
 
 from __future__ import annotations
 
@@ -11,9 +11,19 @@ import onnx
 import onnx.helper as oh
 
 from eqsat.testing.cases import DrawnGraph, RuleCase
-from eqsat.testing.draw import COMPARE_OPS, binary_const, draw_unary, transpose_node
-from eqsat.testing.dynamic_dims import (Baked, Sym, aliased, at_b, declared, draw_chain, dynamic_shape, is_dynamic,
-                                        product, reshape_spec, static)
+from eqsat.testing.dynamic_dims import (
+    Baked,
+    Sym,
+    aliased,
+    at_b,
+    declared,
+    draw_chain,
+    dynamic_shape,
+    is_dynamic,
+    product,
+    reshape_spec,
+    static,
+)
 from eqsat.testing.models import make_model, onnx_elem_type
 from eqsat.testing.soundness import _graph_text, assert_optimization_sound
 from eqsat.testing.strategies import broadcastable_shapes, float_arrays, hypothesis_strategies, inverse, perms, shapes
@@ -50,72 +60,6 @@ class GraphCase:
         return text
 
 
-def random_graphs(max_steps: int = 8, allow: Sequence[str] = ()) -> "SearchStrategy[GraphCase]":
-    """Small float graphs mixing the ops the rules know (transposes and their inverses, unary and binary
-    elementwise ops, constants incl. neutral ones, pads, cast round trips, Identity, Relu chains), with
-    shared values and one or two outputs: rule interactions show up here."""
-    st = hypothesis_strategies()
-
-    @st.composite
-    def build(draw: Callable) -> GraphCase:
-        shape = draw(shapes(2, 4, 3))
-        g = DrawnGraph()
-        values: list[tuple[str, tuple[int, ...], tuple[int, ...] | None]] = []  # (name, shape, perm that made it)
-        for name in ("a", "b")[: draw(st.integers(1, 2))]:
-            values.append((g.input(name, draw(float_arrays(shape))), tuple(shape), None))
-        for k in range(draw(st.integers(1, max_steps))):
-            x, x_shape, made_by = values[draw(st.integers(0, len(values) - 1))] if draw(st.booleans()) else values[-1]
-            rank, out = len(x_shape), f"v{k}"
-            kind = draw(st.sampled_from(("transpose", "transpose", "unary", "binary", "const", "neutral", "pad",
-                                         "cast", "identity", "relu2")))
-            if kind == "transpose":
-                perm = inverse(made_by) if made_by is not None and draw(st.booleans()) else draw(perms(rank))
-                g.nodes.append(transpose_node(x, out, perm))
-                values.append((out, tuple(x_shape[i] for i in perm), tuple(perm)))
-                continue
-            if kind == "unary":
-                draw_unary(draw, g, x, out, st)
-                if g.nodes[-1].op_type in ("Cast", "IsNaN"):
-                    g.nodes[-1] = oh.make_node("Relu", [x], [out])
-            elif kind == "binary":
-                same = [v for v in values if v[1] == x_shape]
-                y = draw(st.sampled_from(same))[0]
-                g.node(draw(st.sampled_from(("Add", "Sub", "Mul", "Max", "Min"))), [x, y], out)
-            elif kind == "const":
-                binary_const(draw, st, g, x, x_shape, out)
-                if g.nodes[-1].op_type in COMPARE_OPS:
-                    g.nodes[-1] = oh.make_node("Add", list(g.nodes[-1].input), [out])
-            elif kind == "neutral":
-                op, value = draw(st.sampled_from((("Mul", 1.0), ("Add", 0.0))))
-                g.inits[f"{out}_k"] = np.full((1,) * draw(st.integers(0, rank)), value, np.float32)
-                g.node(op, [x, f"{out}_k"], out)
-            elif kind == "pad":
-                g.inits[f"{out}_pads"] = np.array([draw(st.integers(0, 1)) for _ in range(2 * rank)], np.int64)
-                g.node("Pad", [x, f"{out}_pads"], out)
-                pads = g.inits[f"{out}_pads"]
-                values.append((out, tuple(d + int(pads[i] + pads[i + rank]) for i, d in enumerate(x_shape)), None))
-                continue
-            elif kind == "cast":
-                g.node("Cast", [x], f"{out}_c", to=onnx_elem_type(draw(st.sampled_from(("DOUBLE", "FLOAT16")))))
-                g.node("Cast", [f"{out}_c"], out, to=onnx.TensorProto.FLOAT)
-            elif kind == "identity":
-                g.node("Identity", [x], out)
-            else:
-                g.node("Relu", [g.node("Relu", [x], f"{out}_r")], out)
-            values.append((out, x_shape, None))
-        outputs = [values[-1][0]]
-        extra = values[draw(st.integers(0, len(values) - 1))][0]
-        if draw(st.booleans()) and extra not in outputs and extra not in g.feeds:
-            outputs.append(extra)
-        model = make_model(g.nodes, g.inputs, outputs, g.inits)
-        return GraphCase(model, g.feeds, tuple(allow))
-
-    return build()
-
-
-# --------------------------------------------------------------------------------------------------
-# random ONNX graphs over the supported ops (fuzzing: tests/test_fuzz.py, benchmarks/fuzz.py)
-
 #: What `onnx_graphs` draws from, by family (pass a subset as `families`):
 #: layout (Transpose with inverses, Reshape, Flatten, Squeeze/Unsqueeze, Pad, Slice, Expand),
 #: elementwise (unary ops, binary ops between values and with broadcast constants, neutral constants),
@@ -127,8 +71,20 @@ def random_graphs(max_steps: int = 8, allow: Sequence[str] = ()) -> "SearchStrat
 #: LayerNormalization), activation (Gelu decompositions, Clip chains, Max(x, a*x), Softmax),
 #: opaque (Concat, Split: ops no rule models, kept intact), share (diamonds: two branches of one value
 #: joined again), chains (run-time Reshape and Expand targets computed from shapes: eqsat.testing.dynamic_dims).
-GRAPH_FAMILIES = ("layout", "elementwise", "cast", "quant", "conv", "linear", "reduce", "normalization",
-                  "activation", "opaque", "share", "chains")
+GRAPH_FAMILIES = (
+    "layout",
+    "elementwise",
+    "cast",
+    "quant",
+    "conv",
+    "linear",
+    "reduce",
+    "normalization",
+    "activation",
+    "opaque",
+    "share",
+    "chains",
+)
 #: Largest tensor (elements) `onnx_graphs` creates: small graphs run fast and still show layout bugs.
 GRAPH_MAX_ELEMENTS = 512
 
@@ -136,9 +92,9 @@ GRAPH_MAX_ELEMENTS = 512
 @dataclasses.dataclass(frozen=True)
 class _FuzzValue:
     name: str
-    shape: tuple[int, ...]                  # sizes at A; a dynamic dim is a Sym
-    exact: bool                             # computed bit-exactly under every rewrite (see _GraphFuzzer)
-    perm: tuple[int, ...] | None = None     # the Transpose that produced it (an inverse may follow)
+    shape: tuple[int, ...]  # sizes at A; a dynamic dim is a Sym
+    exact: bool  # computed bit-exactly under every rewrite (see _GraphFuzzer)
+    perm: tuple[int, ...] | None = None  # the Transpose that produced it (an inverse may follow)
 
 
 class _GraphFuzzer:
@@ -158,8 +114,8 @@ class _GraphFuzzer:
         self.pool: list[_FuzzValue] = []
         self.rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
         self.k = 0
-        self.shapes: dict[str, str] = {}   # value -> its Shape, read again by shape chains
-        self.dynamic = False               # some input has a dynamic dim
+        self.shapes: dict[str, str] = {}  # value -> its Shape, read again by shape chains
+        self.dynamic = False  # some input has a dynamic dim
 
     # ---- helpers ----
     def fresh(self, base: str) -> str:
@@ -225,7 +181,7 @@ class _GraphFuzzer:
         try:
             return getattr(self, f"_{family}")(x)
         except Baked:
-            del self.g.nodes[marks[0]:], self.pool[marks[1]:]
+            del self.g.nodes[marks[0] :], self.pool[marks[1] :]
             for name in set(self.g.inits) - marks[2]:
                 del self.g.inits[name]
             self.shapes = marks[3]
@@ -236,12 +192,26 @@ class _GraphFuzzer:
 
     def _layout(self, x: _FuzzValue) -> _FuzzValue | None:
         rank, shape = len(x.shape), x.shape
-        kind = self.pick(("transpose", "transpose", "sandwich", "sandwich", "reshape", "flatten", "unsqueeze",
-                          "squeeze", "pad", "slice", "expand"))
+        kind = self.pick(
+            (
+                "transpose",
+                "transpose",
+                "sandwich",
+                "sandwich",
+                "reshape",
+                "flatten",
+                "unsqueeze",
+                "squeeze",
+                "pad",
+                "slice",
+                "expand",
+            )
+        )
         if kind == "sandwich" and rank >= 2:  # Transpose(p) -> elementwise or pad -> Transpose(p^-1)
             perm = self.draw(perms(rank))
-            t = self.add(self.node("Transpose", [x.name], perm=list(perm)), [shape[i] for i in perm], x.exact,
-                         tuple(perm))
+            t = self.add(
+                self.node("Transpose", [x.name], perm=list(perm)), [shape[i] for i in perm], x.exact, tuple(perm)
+            )
             inner = self.pick((self._elementwise, self._elementwise, self._activation, self._layout))(t) or t
             if len(inner.shape) != rank:
                 return inner
@@ -255,7 +225,7 @@ class _GraphFuzzer:
         if kind == "reshape" and rank >= 1:
             if rank >= 2 and self.chance():  # merge two neighbouring axes
                 i = self.draw(self.st.integers(0, rank - 2))
-                new = [*shape[:i], shape[i] * shape[i + 1], *shape[i + 2:]]
+                new = [*shape[:i], shape[i] * shape[i + 1], *shape[i + 2 :]]
             else:
                 new = list(shape)
                 new.insert(self.draw(self.st.integers(0, rank)), 1)
@@ -316,8 +286,20 @@ class _GraphFuzzer:
             return self.add(out, new, x.exact)
         return None
 
-    _CONTINUOUS = ("Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Softsign", "Erf", "Sin", "Cos", "Softplus",
-                   "Identity", "Exp")
+    _CONTINUOUS = (
+        "Relu",
+        "Sigmoid",
+        "Tanh",
+        "Abs",
+        "Neg",
+        "Softsign",
+        "Erf",
+        "Sin",
+        "Cos",
+        "Softplus",
+        "Identity",
+        "Exp",
+    )
     _PRESERVES_EXACT = ("Relu", "Abs", "Neg", "Identity")
 
     def _elementwise(self, x: _FuzzValue) -> _FuzzValue | None:
@@ -459,8 +441,12 @@ class _GraphFuzzer:
 
     def _batchnorm(self, x: _FuzzValue) -> _FuzzValue:
         c = x.shape[1]
-        names = [self.const("bs", self.floats((c,), 0.5, 1.5)), self.const("bb", self.floats((c,))),
-                 self.const("bm", self.floats((c,), -0.5, 0.5)), self.const("bv", self.floats((c,), 0.5, 2.0))]
+        names = [
+            self.const("bs", self.floats((c,), 0.5, 1.5)),
+            self.const("bb", self.floats((c,))),
+            self.const("bm", self.floats((c,), -0.5, 0.5)),
+            self.const("bv", self.floats((c,), 0.5, 2.0)),
+        ]
         out = self.node("BatchNormalization", [x.name, *names], epsilon=self.pick((1e-5, 1e-3)))
         return self.add(out, x.shape, False)
 
@@ -516,14 +502,20 @@ class _GraphFuzzer:
             return self.add(out, (*shape[:2], shape[2] // 2, shape[3] // 2), x.exact and op == "MaxPool")
         axes = sorted(self.draw(self.st.sets(self.st.integers(0, rank - 1), min_size=1, max_size=rank)))
         keepdims = self.pick((0, 1))
-        new = [1 if i in axes else d for i, d in enumerate(shape)] if keepdims else \
-            [d for i, d in enumerate(shape) if i not in axes]
+        new = (
+            [1 if i in axes else d for i, d in enumerate(shape)]
+            if keepdims
+            else [d for i, d in enumerate(shape) if i not in axes]
+        )
         shown = [a - rank if self.chance(0.3) else a for a in axes]
         if kind == "sum-mean":
             n = int(np.prod([shape[a] for a in axes]))
             total = self.reduce("ReduceSum", x.name, shown, keepdims)
-            scaled = self.node("Mul", [total, self.scalar(np.float32(1.0 / n))]) if self.chance() else \
-                self.node("Div", [total, self.scalar(float(n))])
+            scaled = (
+                self.node("Mul", [total, self.scalar(np.float32(1.0 / n))])
+                if self.chance()
+                else self.node("Div", [total, self.scalar(float(n))])
+            )
             return self.add(scaled, new, False)
         op = self.pick(("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"))
         return self.add(self.reduce(op, x.name, shown, keepdims), new, x.exact and op in ("ReduceMax", "ReduceMin"))
@@ -555,8 +547,10 @@ class _GraphFuzzer:
         return self.add(out, shape, False)
 
     def _activation(self, x: _FuzzValue, only: Sequence[str] | None = None) -> _FuzzValue | None:
-        kind = self.pick(only or ("LeakyRelu", "Elu", "HardSigmoid", "Clip", "Clip", "gelu", "gelu-tanh",
-                                  "max-leaky", "Softmax", "Relu"))
+        kind = self.pick(
+            only
+            or ("LeakyRelu", "Elu", "HardSigmoid", "Clip", "Clip", "gelu", "gelu-tanh", "max-leaky", "Softmax", "Relu")
+        )
         if kind == "Relu":
             return self.add(self.node("Relu", [x.name]), x.shape, x.exact)
         if kind in ("LeakyRelu", "Elu"):
@@ -587,15 +581,22 @@ class _GraphFuzzer:
         if kind == "gelu" and self.opset >= 20 and self.chance(0.3):
             return self.add(self.node("Gelu", [x.name]), x.shape, False)
         if kind == "gelu":
-            inner = self.node("Div", [x.name, self.scalar(1.4142135381698608)]) if self.chance() else \
-                self.node("Mul", [x.name, self.scalar(0.7071067690849304)])
+            inner = (
+                self.node("Div", [x.name, self.scalar(1.4142135381698608)])
+                if self.chance()
+                else self.node("Mul", [x.name, self.scalar(0.7071067690849304)])
+            )
             p = self.node("Add", [self.node("Erf", [inner]), self.scalar(1.0)])
         else:  # tanh approximation
-            cube = self.node("Pow", [x.name, self.scalar(3.0)]) if self.chance() else \
-                self.node("Mul", [x.name, self.node("Mul", [x.name, x.name])])
+            cube = (
+                self.node("Pow", [x.name, self.scalar(3.0)])
+                if self.chance()
+                else self.node("Mul", [x.name, self.node("Mul", [x.name, x.name])])
+            )
             s = self.node("Add", [x.name, self.node("Mul", [cube, self.scalar(0.044714998453855515)])])
-            p = self.node("Add", [self.node("Tanh", [self.node("Mul", [s, self.scalar(0.7978845834732056)])]),
-                                  self.scalar(1.0)])
+            p = self.node(
+                "Add", [self.node("Tanh", [self.node("Mul", [s, self.scalar(0.7978845834732056)])]), self.scalar(1.0)]
+            )
         if self.chance():
             out = self.node("Mul", [self.node("Mul", [x.name, self.scalar(0.5)]), p])
         else:
@@ -610,13 +611,17 @@ class _GraphFuzzer:
         if shape[axis] % 2 == 0 and self.chance():
             half = shape[axis] // 2
             a, b = self.fresh("spl"), self.fresh("spl")
-            self.g.nodes.append(oh.make_node("Split", [x.name, self.ints([half, half])], [a, b], axis=axis,
-                                             name=f"n_{a}"))
+            self.g.nodes.append(
+                oh.make_node("Split", [x.name, self.ints([half, half])], [a, b], axis=axis, name=f"n_{a}")
+            )
             new = [half if i == axis else d for i, d in enumerate(shape)]
             self.add(a, new, x.exact)
             return self.add(b, new, x.exact)
-        partners = [v for v in self.pool if len(v.shape) == rank and
-                    all(d == e for i, (d, e) in enumerate(zip(v.shape, shape)) if i != axis)]
+        partners = [
+            v
+            for v in self.pool
+            if len(v.shape) == rank and all(d == e for i, (d, e) in enumerate(zip(v.shape, shape)) if i != axis)
+        ]
         y = self.pick(partners)
         new = [d + y.shape[axis] if i == axis else d for i, d in enumerate(shape)]
         if int(np.prod(new)) > GRAPH_MAX_ELEMENTS:
@@ -647,8 +652,14 @@ def _broadcasts_to(shape: Sequence[int], target: Sequence[int]) -> bool:
     return all(d in (1, t) for d, t in zip(reversed(shape), reversed(target)))
 
 
-def onnx_graphs(max_nodes: int = 10, *, families: Sequence[str] = GRAPH_FAMILIES, allow: Sequence[str] = (),
-                opsets: Sequence[int] = (13, 17, 18, 20), symbolic: bool = True) -> "SearchStrategy[GraphCase]":
+def onnx_graphs(
+    max_nodes: int = 10,
+    *,
+    families: Sequence[str] = GRAPH_FAMILIES,
+    allow: Sequence[str] = (),
+    opsets: Sequence[int] = (13, 17, 18, 20),
+    symbolic: bool = True,
+) -> "SearchStrategy[GraphCase]":
     """Random valid small ONNX graphs over the ops eqsat models (and a few it keeps opaque), with inputs.
 
     A graph has one or two float32 inputs (rank 1-4; 4-D NCHW when the conv family can use them, the
@@ -658,7 +669,8 @@ def onnx_graphs(max_nodes: int = 10, *, families: Sequence[str] = GRAPH_FAMILIES
     one to three outputs (distinct values, never a graph input). With `symbolic`, a third of the graphs
     declare some input dims dynamic (named `batch`, `N`, `seq`, ... or unnamed: eqsat.testing.dynamic_dims),
     and the case carries feeds at a second size of each (`more_feeds`; neither size is 1). The opset is drawn
-    from `opsets` (attributes vs inputs follow it). Every drawn model passes the full ONNX checker (a failure here is a bug of the strategy).
+    from `opsets` (attributes vs inputs follow it). Every drawn model passes the full ONNX checker (a failure here is
+    a bug of the strategy).
     `allow` is passed on to the GraphCase (soundness classes admitted when checking it).
 
         @given(onnx_graphs())

@@ -38,13 +38,21 @@ def _disabled(rules: Iterable[str], without: Iterable[str] = ()) -> list[str]:
     unknown = (wanted | removed) - set(table)
     if unknown:
         raise KeyError(f"unknown rule(s): {', '.join(sorted(unknown))} (see `eqsat rules`)")
-    return [name for name, r in table.items()
-            if name in removed or (name not in wanted and r.family not in ALWAYS_ON_FAMILIES
-                                   and r.ruleset != "analysis")]
+    return [
+        name
+        for name, r in table.items()
+        if name in removed or (name not in wanted and r.family not in ALWAYS_ON_FAMILIES and r.ruleset != "analysis")
+    ]
 
 
-def saturate_with_rules(model: onnx.ModelProto | "ir.Model", rules: Sequence[str], *, allow: Sequence[str] = (),
-                        without: Sequence[str] = (), limits: "Limits | None" = None) -> "Session":
+def saturate_with_rules(
+    model: onnx.ModelProto | "ir.Model",
+    rules: Sequence[str],
+    *,
+    allow: Sequence[str] = (),
+    without: Sequence[str] = (),
+    limits: "Limits | None" = None,
+) -> "Session":
     """Saturate `model` with only the named rules (plus the fact rules: the analysis family and the
     analysis ruleset), minus the rules named in `without`."""
     from eqsat.engine.saturate import Limits
@@ -54,9 +62,15 @@ def saturate_with_rules(model: onnx.ModelProto | "ir.Model", rules: Sequence[str
     return saturate(model, limits=limits or Limits(), allow=allow, disable=_disabled(rules, without))
 
 
-def optimize_with_rules(model: onnx.ModelProto | "ir.Model", rules: Sequence[str], *, allow: Sequence[str] = (),
-                        without: Sequence[str] = (), target: str = "cpu",
-                        extractor: str = "ilp") -> tuple["Result", dict[str, int]]:
+def optimize_with_rules(
+    model: onnx.ModelProto | "ir.Model",
+    rules: Sequence[str],
+    *,
+    allow: Sequence[str] = (),
+    without: Sequence[str] = (),
+    target: str = "cpu",
+    extractor: str = "ilp",
+) -> tuple["Result", dict[str, int]]:
     """Saturate with only the named rules (and the fact rules, see `saturate_with_rules`), extract for
     `target` without verification; return the result and `rules_fired` (rule name -> matches)."""
     session = saturate_with_rules(model, rules, allow=allow, without=without)

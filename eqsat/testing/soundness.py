@@ -31,8 +31,9 @@ def _soundness_tolerance(soundness: str, dtype: np.dtype) -> float:
     return tolerance_for(np.dtype(dtype), soundness)
 
 
-def _difference(expected: np.ndarray, actual: np.ndarray, tolerance: float | None,
-                soundness: str, bound: np.ndarray | None = None) -> tuple[bool, str]:
+def _difference(
+    expected: np.ndarray, actual: np.ndarray, tolerance: float | None, soundness: str, bound: np.ndarray | None = None
+) -> tuple[bool, str]:
     """(ok, description) for two arrays: same shape and dtype; floats with NaN/Inf at the same places and
     finite values within `tolerance` (default: the soundness class's, for the dtype) times the expected
     scale (its largest finite magnitude, at least 1e-3), or within `bound` element by element (a forward
@@ -64,8 +65,10 @@ def _difference(expected: np.ndarray, actual: np.ndarray, tolerance: float | Non
         return True, "equal"
     wrong = int(np.count_nonzero(expected != actual))
     where = tuple(int(i) for i in np.argwhere(expected != actual)[0])
-    return False, (f"{wrong} of {expected.size} {expected.dtype} values differ (integer and bool values must be "
-                   f"equal); first at {list(where)}: expected {expected[where]}, got {actual[where]}")
+    return False, (
+        f"{wrong} of {expected.size} {expected.dtype} values differ (integer and bool values must be "
+        f"equal); first at {list(where)}: expected {expected[where]}, got {actual[where]}"
+    )
 
 
 def _worst(expected: np.ndarray, actual: np.ndarray, finite: np.ndarray) -> str:
@@ -76,8 +79,10 @@ def _worst(expected: np.ndarray, actual: np.ndarray, finite: np.ndarray) -> str:
 
 
 #: Normalizations whose output is ill-conditioned on (nearly) constant rows: op -> first normalized axis.
-_NORMALIZATIONS = {"LayerNormalization": lambda node, rank: int(node.attrs[0]) % rank,
-                   "InstanceNormalization": lambda node, rank: 2}
+_NORMALIZATIONS = {
+    "LayerNormalization": lambda node, rank: int(node.attrs[0]) % rank,
+    "InstanceNormalization": lambda node, rank: 2,
+}
 
 
 def _normalization_error_bound(egraph: "EGraph", cid: int, values: Mapping[int, Any]) -> np.ndarray | None:
@@ -106,7 +111,9 @@ def _normalization_error_bound(egraph: "EGraph", cid: int, values: Mapping[int, 
         stash32 = node.op == "LayerNormalization" and int(node.attrs[2]) == 1
         u = float(np.finfo(np.float32 if stash32 else x.dtype).eps) / 2
         gamma = (n + 2) * u / (1 - (n + 2) * u)
-        row = gamma * np.max(np.abs(x64), axis=axes, keepdims=True) / np.sqrt(np.var(x64, axis=axes, keepdims=True) + eps)
+        row = (
+            gamma * np.max(np.abs(x64), axis=axes, keepdims=True) / np.sqrt(np.var(x64, axis=axes, keepdims=True) + eps)
+        )
         s64 = np.abs(s.astype(np.float64))
         if node.op == "InstanceNormalization":  # s is per channel
             s64 = s64.reshape((1, -1) + (1,) * (x.ndim - 2))
@@ -131,11 +138,15 @@ class _Evaluator:
         from eqsat.check.verify import run as run_model
 
         feeds = {"x": np.asarray(x), "t": np.asarray(target, dtype=np.int64)}
-        graph = oh.make_graph([oh.make_node("Reshape", ["x", "t"], ["y"], allowzero=allowzero)], "reshape",
-                              [oh.make_tensor_value_info(k, oh.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-                               for k, v in feeds.items()], [oh.make_value_info("y", onnx.TypeProto())])
-        (out,), _ = run_model(oh.make_model(graph, opset_imports=[oh.make_opsetid("", max(self.opset, 14))],
-                                            ir_version=10), feeds)
+        graph = oh.make_graph(
+            [oh.make_node("Reshape", ["x", "t"], ["y"], allowzero=allowzero)],
+            "reshape",
+            [oh.make_tensor_value_info(k, oh.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()],
+            [oh.make_value_info("y", onnx.TypeProto())],
+        )
+        (out,), _ = run_model(
+            oh.make_model(graph, opset_imports=[oh.make_opsetid("", max(self.opset, 14))], ir_version=10), feeds
+        )
         return np.asarray(out)
 
     def leaf(self, node: "ENode") -> np.ndarray | None:
@@ -163,9 +174,11 @@ class _Evaluator:
                 feeds[f"i{pos}"] = np.asarray(array)
         inputs = [names.get(i, "") for i in range(max(names) + 1)] if names else []
         graph = oh.make_graph(
-            [oh.make_node(spec.name, inputs, ["y"], **attrs)], "enode",
+            [oh.make_node(spec.name, inputs, ["y"], **attrs)],
+            "enode",
             [oh.make_tensor_value_info(k, oh.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()],
-            [oh.make_value_info("y", onnx.TypeProto())])
+            [oh.make_value_info("y", onnx.TypeProto())],
+        )
         model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", self.opset)], ir_version=10)
         try:
             (out,), _ = run_model(model, feeds)
@@ -182,8 +195,9 @@ class _Evaluator:
         from eqsat.check.verify import CannotRun, run as run_model
 
         original = self.session.encoding.opaque_nodes.get(node.attrs[0])
-        if original is None or any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
-                                   for a in original.attributes.values()):
+        if original is None or any(
+            a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in original.attributes.values()
+        ):
             return None
         proto = ir.serde.serialize_node(original)
         feeds: dict[str, np.ndarray] = {}
@@ -196,9 +210,11 @@ class _Evaluator:
         names = [f"o{k}" if name else "" for k, name in enumerate(proto.output)]
         proto.output[:] = names
         graph = oh.make_graph(
-            [proto], "opaque",
+            [proto],
+            "opaque",
             [oh.make_tensor_value_info(k, oh.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in feeds.items()],
-            [oh.make_value_info(n, onnx.TypeProto()) for n in names if n])
+            [oh.make_value_info(n, onnx.TypeProto()) for n in names if n],
+        )
         model = oh.make_model(graph, opset_imports=list(self.session.original.opset_import), ir_version=10)
         try:
             outs, _ = run_model(model, feeds)
@@ -229,8 +245,14 @@ def _describe(egraph: "EGraph", nid: int, depth: int = 3) -> str:
     return f"{node.op}({', '.join(args)})"
 
 
-def assert_egraph_sound(session: "Session", feeds: Mapping[str, np.ndarray], *, tolerance: float | None = None,
-                        soundness: str | None = None, context: str = "") -> int:
+def assert_egraph_sound(
+    session: "Session",
+    feeds: Mapping[str, np.ndarray],
+    *,
+    tolerance: float | None = None,
+    soundness: str | None = None,
+    context: str = "",
+) -> int:
     """Evaluate every e-node of `session`'s e-graph on `feeds`; all e-nodes of a class must agree, and
     agree with the class's shape and dtype facts. Returns how many e-nodes were evaluated.
 
@@ -310,36 +332,46 @@ def assert_egraph_sound(session: "Session", feeds: Mapping[str, np.ndarray], *, 
         if value is _UNKNOWN or egraph.eclass(node.eclass).sort != "T":
             continue
         if (expected is None) != (value is None):
-            problems.append(f"class c{node.eclass}: {_describe(egraph, node.id)} and {_describe(egraph, first[node.eclass])}: "
-                            "one is an absent input, the other is not")
+            problems.append(
+                f"class c{node.eclass}: {_describe(egraph, node.id)} and {_describe(egraph, first[node.eclass])}: "
+                "one is an absent input, the other is not"
+            )
         elif value is not None:
             ok, how = _difference(expected, value, tolerance, soundness)
             if not ok:
                 bound = _normalization_error_bound(egraph, node.eclass, values)
                 ok, how = (ok, how) if bound is None else _difference(expected, value, tolerance, soundness, bound)
             if not ok:
-                problems.append(f"class c{node.eclass}: {_describe(egraph, node.id)} != "
-                                f"{_describe(egraph, first[node.eclass])}: {how}")
+                problems.append(
+                    f"class c{node.eclass}: {_describe(egraph, node.id)} != "
+                    f"{_describe(egraph, first[node.eclass])}: {how}"
+                )
     symbol_sizes: dict[int, tuple[int, int]] = {}  # symbol -> (size, the class it was first seen in)
     for cid, value in values.items():
         eclass = egraph.eclass(cid)
         if not isinstance(value, np.ndarray) or eclass.sort != "T":
             continue
         if eclass.shape is not None and not _shape_fact_holds(eclass.shape, value.shape, cid, symbol_sizes):
-            problems.append(f"class c{cid} ({_describe(egraph, first[cid])}): shape fact {tuple(eclass.shape)} "
-                            f"but its value has shape {value.shape}"
-                            + _symbol_clash(eclass.shape, value.shape, symbol_sizes))
+            problems.append(
+                f"class c{cid} ({_describe(egraph, first[cid])}): shape fact {tuple(eclass.shape)} "
+                f"but its value has shape {value.shape}" + _symbol_clash(eclass.shape, value.shape, symbol_sizes)
+            )
         if eclass.dtype is not None and eclass.dtype != dtype_name(value.dtype):
-            problems.append(f"class c{cid} ({_describe(egraph, first[cid])}): dtype fact {eclass.dtype} "
-                            f"but its value is {dtype_name(value.dtype)}")
+            problems.append(
+                f"class c{cid} ({_describe(egraph, first[cid])}): dtype fact {eclass.dtype} "
+                f"but its value is {dtype_name(value.dtype)}"
+            )
     if problems:
-        raise AssertionError(f"{context}e-graph unsound ({len(problems)} problem(s)); rules fired: "
-                             f"{session.saturation.rules_fired}\n  " + "\n  ".join(problems[:10]))
+        raise AssertionError(
+            f"{context}e-graph unsound ({len(problems)} problem(s)); rules fired: "
+            f"{session.saturation.rules_fired}\n  " + "\n  ".join(problems[:10])
+        )
     return evaluated
 
 
-def _shape_fact_holds(fact: Sequence[int], shape: Sequence[int], cid: int,
-                      symbol_sizes: dict[int, tuple[int, int]]) -> bool:
+def _shape_fact_holds(
+    fact: Sequence[int], shape: Sequence[int], cid: int, symbol_sizes: dict[int, tuple[int, int]]
+) -> bool:
     """A shape fact matches a value's shape: same rank, equal sizes, and each symbol (< 0) one size
     throughout the e-graph (`symbol_sizes` records the first size seen)."""
     if len(fact) != len(shape):
@@ -354,8 +386,11 @@ def _shape_fact_holds(fact: Sequence[int], shape: Sequence[int], cid: int,
 
 
 def _symbol_clash(fact: Sequence[int], shape: Sequence[int], symbol_sizes: Mapping[int, tuple[int, int]]) -> str:
-    clashes = [f"symbol {d} is {n} here, {symbol_sizes[d][0]} in class c{symbol_sizes[d][1]}"
-               for d, n in zip(fact, shape) if d < 0 and d in symbol_sizes and symbol_sizes[d][0] != n]
+    clashes = [
+        f"symbol {d} is {n} here, {symbol_sizes[d][0]} in class c{symbol_sizes[d][1]}"
+        for d, n in zip(fact, shape)
+        if d < 0 and d in symbol_sizes and symbol_sizes[d][0] != n
+    ]
     return f" ({'; '.join(clashes)})" if clashes else ""
 
 
@@ -384,10 +419,19 @@ def _graph_text(model: onnx.ModelProto) -> str:
         return ", ".join(n.op_type for n in model.graph.node)
 
 
-def assert_rule_sound(model: onnx.ModelProto | "ir.Model", rule: str, feeds: Mapping[str, np.ndarray] | None = None,
-                      seed: int = 0, tolerance: float | None = None, *, also: Sequence[str] = (),
-                      allow: Sequence[str] = (), extractor: str = "ilp", target: str = "cpu",
-                      must_fire: bool = True) -> "Result":
+def assert_rule_sound(
+    model: onnx.ModelProto | "ir.Model",
+    rule: str,
+    feeds: Mapping[str, np.ndarray] | None = None,
+    seed: int = 0,
+    tolerance: float | None = None,
+    *,
+    also: Sequence[str] = (),
+    allow: Sequence[str] = (),
+    extractor: str = "ilp",
+    target: str = "cpu",
+    must_fire: bool = True,
+) -> "Result":
     """`rule` fires on `model` (unless not `must_fire`), and the result computes what `model` computes.
 
     Only `rule`, the rules in `also` (e.g. transpose-merge to cancel what a sinking rule exposes) and the
@@ -401,15 +445,23 @@ def assert_rule_sound(model: onnx.ModelProto | "ir.Model", rule: str, feeds: Map
     session = saturate_with_rules(proto, [rule, *also], allow=allow)
     fired = session.saturation.rules_fired
     if session.saturation.error:
-        raise AssertionError(f"rule {rule}: egglog failed during saturation: {session.saturation.error}\n"
-                             f"{_graph_text(proto)}")
+        raise AssertionError(
+            f"rule {rule}: egglog failed during saturation: {session.saturation.error}\n{_graph_text(proto)}"
+        )
     if must_fire and rule not in fired:
         raise AssertionError(f"rule {rule} did not fire (rules fired: {fired or 'none'}) on\n{_graph_text(proto)}")
     return _check_session(proto, session, feeds, tolerance, f"rule {rule}: ", target, extractor)
 
 
-def _check_session(proto: onnx.ModelProto, session: "Session", feeds: Mapping[str, np.ndarray],
-                   tolerance: float | None, context: str, target: str, extractor: str) -> "Result":
+def _check_session(
+    proto: onnx.ModelProto,
+    session: "Session",
+    feeds: Mapping[str, np.ndarray],
+    tolerance: float | None,
+    context: str,
+    target: str,
+    extractor: str,
+) -> "Result":
     """The e-graph check, then the extracted model against `proto`, output by output."""
     assert_egraph_sound(session, feeds, tolerance=tolerance, context=context)
     result = session.extract(target, extractor=extractor, verify=False, breakdown=False)
@@ -418,14 +470,23 @@ def _check_session(proto: onnx.ModelProto, session: "Session", feeds: Mapping[st
     for out, ref, got in zip(proto.graph.output, expected, actual):
         ok, how = _difference(ref, got, tolerance, session.soundness)
         if not ok:
-            raise AssertionError(f"{context}output {out.name!r} of the optimized model differs from the original: "
-                                 f"{how}\noriginal:\n{_graph_text(proto)}\noptimized:\n{_graph_text(optimized)}")
+            raise AssertionError(
+                f"{context}output {out.name!r} of the optimized model differs from the original: "
+                f"{how}\noriginal:\n{_graph_text(proto)}\noptimized:\n{_graph_text(optimized)}"
+            )
     return result
 
 
-def assert_optimization_sound(model: onnx.ModelProto | "ir.Model", feeds: Mapping[str, np.ndarray] | None = None,
-                              seed: int = 0, tolerance: float | None = None, *, allow: Sequence[str] = (),
-                              extractor: str = "ilp", target: str = "cpu") -> "Result":
+def assert_optimization_sound(
+    model: onnx.ModelProto | "ir.Model",
+    feeds: Mapping[str, np.ndarray] | None = None,
+    seed: int = 0,
+    tolerance: float | None = None,
+    *,
+    allow: Sequence[str] = (),
+    extractor: str = "ilp",
+    target: str = "cpu",
+) -> "Result":
     """All default rules (plus `allow`ed classes) together: the same two checks as `assert_rule_sound`,
     without requiring any particular rule to fire."""
     from eqsat.session import saturate
@@ -438,8 +499,9 @@ def assert_optimization_sound(model: onnx.ModelProto | "ir.Model", feeds: Mappin
     return _check_session(proto, session, feeds, tolerance, "", target, extractor)
 
 
-def assert_rule_does_not_fire(model: onnx.ModelProto | "ir.Model", rule: str, *, also: Sequence[str] = (),
-                              allow: Sequence[str] = ()) -> None:
+def assert_rule_does_not_fire(
+    model: onnx.ModelProto | "ir.Model", rule: str, *, also: Sequence[str] = (), allow: Sequence[str] = ()
+) -> None:
     """Saturating `model` with `rule` (and `also`, and the fact rules) never matches `rule`."""
     proto = to_proto(model)
     if rule not in _rule_table():
@@ -447,5 +509,6 @@ def assert_rule_does_not_fire(model: onnx.ModelProto | "ir.Model", rule: str, *,
     session = saturate_with_rules(proto, [rule, *also], allow=allow)
     fired = session.saturation.rules_fired
     if rule in fired:
-        raise AssertionError(f"rule {rule} fired ({fired[rule]} matches) where its guard should fail, on\n"
-                             f"{_graph_text(proto)}")
+        raise AssertionError(
+            f"rule {rule} fired ({fired[rule]} matches) where its guard should fail, on\n{_graph_text(proto)}"
+        )

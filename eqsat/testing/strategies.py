@@ -24,7 +24,9 @@ def hypothesis_strategies() -> Any:
     return strategies
 
 
-def shapes(min_rank: int = 1, max_rank: int = 4, max_dim: int = 3, min_dim: int = 1) -> "SearchStrategy[tuple[int, ...]]":
+def shapes(
+    min_rank: int = 1, max_rank: int = 4, max_dim: int = 3, min_dim: int = 1
+) -> "SearchStrategy[tuple[int, ...]]":
     """Static shapes with rank in [min_rank, max_rank] and every dim in [min_dim, max_dim]."""
     st = hypothesis_strategies()
     return st.lists(st.integers(min_dim, max_dim), min_size=min_rank, max_size=max_rank).map(tuple)
@@ -52,7 +54,7 @@ def broadcastable_shapes(shape: Sequence[int], *, same_rank: bool = False) -> "S
     @st.composite
     def draw_shape(draw: Callable) -> tuple[int, ...]:
         k = rank if same_rank else draw(st.integers(0, rank))
-        dims = tuple(shape[rank - k:])
+        dims = tuple(shape[rank - k :])
         ones = draw(st.lists(st.booleans(), min_size=k, max_size=k))
         return tuple(1 if one else d for d, one in zip(dims, ones))
 
@@ -66,8 +68,9 @@ def value_range(dtype: np.dtype, low: float, high: float) -> tuple[float, float]
     return low, high
 
 
-def arrays(dtype: Any, shape: Sequence[int], low: float = -8.0, high: float = 8.0, *,
-           integers: bool = False) -> "SearchStrategy[np.ndarray]":
+def arrays(
+    dtype: Any, shape: Sequence[int], low: float = -8.0, high: float = 8.0, *, integers: bool = False
+) -> "SearchStrategy[np.ndarray]":
     """Arrays of `dtype` and `shape` with values in [low, high] (clipped to the dtype's range).
 
     Values come from a numpy generator seeded by hypothesis (so every element differs, which layout
@@ -96,7 +99,8 @@ def arrays(dtype: Any, shape: Sequence[int], low: float = -8.0, high: float = 8.
     return st.tuples(st.integers(0, 2**32 - 1), st.booleans()).map(build)
 
 
-def float_arrays(shape: Sequence[int], dtype: Any = np.float32, low: float = -8.0,
-                 high: float = 8.0) -> "SearchStrategy[np.ndarray]":
+def float_arrays(
+    shape: Sequence[int], dtype: Any = np.float32, low: float = -8.0, high: float = 8.0
+) -> "SearchStrategy[np.ndarray]":
     """Finite float arrays of moderate magnitude (|x| <= 8 by default); see `arrays`."""
     return arrays(dtype, shape, low, high)

@@ -24,8 +24,12 @@ def _output_of(args: argparse.Namespace) -> str:
     if len(given) == 2 and os.path.abspath(given[0]) != os.path.abspath(given[1]):
         raise BadInputError(given[1], f"two outputs given: {given[0]} and -o {given[1]}")
     output = given[0]
-    if (os.path.exists(output) and os.path.exists(args.input) and os.path.samefile(output, args.input)
-            and not args.force):
+    if (
+        os.path.exists(output)
+        and os.path.exists(args.input)
+        and os.path.samefile(output, args.input)
+        and not args.force
+    ):
         raise BadInputError(output, "is the input file: pass --force to overwrite it")
     return output
 
@@ -34,12 +38,22 @@ def _optimize_kwargs(args: argparse.Namespace) -> dict:
     """What the flags ask of eqsat.pipeline.optimize (the same for one model and for a folder's)."""
     from eqsat.check.verify_inputs import load_npz
 
-    return dict(verify=args.verify, target=args.target, extractor=args.extractor, time_limit=args.time_limit,
-                node_limit=args.node_limit, iter_limit=args.iter_limit, allow=args.allow, opset=args.opset,
-                disable=[rule for arg in args.disable for rule in arg.split(",") if rule], bisect=args.bisect,
-                input_shapes=_shapes("--input-shape", args.input_shape),
-                inputs=load_npz(args.inputs) if args.inputs else None,
-                fix_input_shapes=_shapes("--fix-input-shape", args.fix_input_shape), strict=args.strict)
+    return dict(
+        verify=args.verify,
+        target=args.target,
+        extractor=args.extractor,
+        time_limit=args.time_limit,
+        node_limit=args.node_limit,
+        iter_limit=args.iter_limit,
+        allow=args.allow,
+        opset=args.opset,
+        disable=[rule for arg in args.disable for rule in arg.split(",") if rule],
+        bisect=args.bisect,
+        input_shapes=_shapes("--input-shape", args.input_shape),
+        inputs=load_npz(args.inputs) if args.inputs else None,
+        fix_input_shapes=_shapes("--fix-input-shape", args.fix_input_shape),
+        strict=args.strict,
+    )
 
 
 def _cmd_optimize_folder(args: argparse.Namespace) -> int:
@@ -49,13 +63,17 @@ def _cmd_optimize_folder(args: argparse.Namespace) -> int:
     if not output:
         raise BadInputError(args.input, "a folder needs an output folder: eqsat optimize DIR -o OUTDIR")
     if output.endswith(".onnx") and not os.path.isdir(output):
-        raise BadInputError(args.input, "is a directory: a folder of models is optimized into a folder "
-                                        "(eqsat optimize DIR -o OUTDIR), not into a .onnx file")
+        raise BadInputError(
+            args.input,
+            "is a directory: a folder of models is optimized into a folder "
+            "(eqsat optimize DIR -o OUTDIR), not into a .onnx file",
+        )
     if args.report_json and args.report_json != "-":
         _check_writable(args.report_json)
     human = sys.stderr if args.report_json == "-" else sys.stdout
-    code, rows = folder.run(args.input, output, _optimize_kwargs(args), jobs=args.jobs, force=args.force,
-                            out=human, report=args.report)
+    code, rows = folder.run(
+        args.input, output, _optimize_kwargs(args), jobs=args.jobs, force=args.force, out=human, report=args.report
+    )
     if args.report_json:
         _write_json(args.report_json, folder.folder_json(rows))
     return code
@@ -107,8 +125,11 @@ def _shapes(flag: str, pairs: Sequence[tuple[str, tuple[int, ...]]]) -> dict[str
     shapes: dict[str, tuple[int, ...]] = {}
     for name, dims in pairs:
         if shapes.setdefault(name, dims) != dims:
-            raise BadInputError(flag, f"input {name!r} is given two shapes: {','.join(map(str, shapes[name]))} "
-                                      f"and {','.join(map(str, dims))}")
+            raise BadInputError(
+                flag,
+                f"input {name!r} is given two shapes: {','.join(map(str, shapes[name]))} "
+                f"and {','.join(map(str, dims))}",
+            )
     return shapes
 
 
@@ -203,16 +224,21 @@ def _cmd_check_rules(args: argparse.Namespace) -> int:
             started.update(name=name, at=time.perf_counter())
             print(f"checking {name} ...", end="" if live else "\n", flush=True)
         if live:  # examples drawn out of the total, redrawn in place
-            print(f"\rchecking {name} ... {drawn}/{total} examples, {time.perf_counter() - started['at']:.1f} s",
-                  end="", flush=True)
+            print(
+                f"\rchecking {name} ... {drawn}/{total} examples, {time.perf_counter() - started['at']:.1f} s",
+                end="",
+                flush=True,
+            )
 
     failures = check_rules(examples, names or None, progress=progress, shrink=True)
     _end_rule(started, live)
     for failure in failures:
         print(f"FAILED {failure}")
     checked = len(names) if names else "all"
-    print(f"{checked} rules checked with {examples} examples each: "
-          + (f"{len(failures)} failed" if failures else "all sound"))
+    print(
+        f"{checked} rules checked with {examples} examples each: "
+        + (f"{len(failures)} failed" if failures else "all sound")
+    )
     return 1 if failures else 0
 
 
@@ -221,8 +247,11 @@ def _end_rule(started: dict, live: bool) -> None:
     import time
 
     if started["name"]:
-        print(f"{chr(13) if live else ''}checked {started['name']} in {time.perf_counter() - started['at']:.1f} s"
-              + (" " * 20 if live else ""), flush=True)
+        print(
+            f"{chr(13) if live else ''}checked {started['name']} in {time.perf_counter() - started['at']:.1f} s"
+            + (" " * 20 if live else ""),
+            flush=True,
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -235,41 +264,101 @@ def build_parser() -> argparse.ArgumentParser:
 
     opt = sub.add_parser("optimize", help="optimize an ONNX model")
     opt.add_argument("input", help="input .onnx file, or a folder of them (then the output is a folder)")
-    opt.add_argument("output_path", nargs="?", metavar="output",
-                     help="output .onnx file (written only if verified), or -o")
+    opt.add_argument(
+        "output_path", nargs="?", metavar="output", help="output .onnx file (written only if verified), or -o"
+    )
     opt.add_argument("-o", "--output", help="output .onnx file, or the output folder for a folder of models")
     opt.add_argument("--force", action="store_true", help="allow writing over the input file (or folder)")
-    opt.add_argument("--jobs", "-j", type=_non_negative(int), default=1, metavar="J",
-                     help="with a folder: optimize J models at a time, each in a process of its own (default: 1)")
+    opt.add_argument(
+        "--jobs",
+        "-j",
+        type=_non_negative(int),
+        default=1,
+        metavar="J",
+        help="with a folder: optimize J models at a time, each in a process of its own (default: 1)",
+    )
     opt.add_argument("--target", default="cpu", help="hardware target the cost model describes (see `eqsat targets`)")
-    opt.add_argument("--extractor", default="auto", choices=("auto", *EXTRACTORS),
-                     help="extraction algorithm (default: auto = exact ILP, greedy-dag above 30k e-nodes)")
-    opt.add_argument("--time-limit", type=_non_negative(float), metavar="S", help="saturation wall-clock limit (seconds)")
-    opt.add_argument("--node-limit", type=_non_negative(int), metavar="N", help="e-node limit (checked between iterations)")
+    opt.add_argument(
+        "--extractor",
+        default="auto",
+        choices=("auto", *EXTRACTORS),
+        help="extraction algorithm (default: auto = exact ILP, greedy-dag above 30k e-nodes)",
+    )
+    opt.add_argument(
+        "--time-limit", type=_non_negative(float), metavar="S", help="saturation wall-clock limit (seconds)"
+    )
+    opt.add_argument(
+        "--node-limit", type=_non_negative(int), metavar="N", help="e-node limit (checked between iterations)"
+    )
     opt.add_argument("--iter-limit", type=_non_negative(int), metavar="N", help="saturation iteration limit")
-    opt.add_argument("--allow", action="append", default=[], choices=("precision-changing",),
-                     help="admit rules of this soundness class (off by default)")
-    opt.add_argument("--disable", action="append", default=[], metavar="RULE[,RULE]",
-                     help="disable rules by name (repeatable, or comma-separated)")
-    opt.add_argument("--opset", type=int, metavar="N",
-                     help="upgrade the model to opset N first, making newer fused ops available (e.g. 20 for Gelu)")
-    opt.add_argument("--bisect", action="store_true",
-                     help="with --strict: if verification fails, name the rule responsible in the error")
-    opt.add_argument("--strict", action="store_true",
-                     help="if verification fails, write nothing and exit 3 (default: drop the rule responsible, "
-                          "re-optimize, write the verified result and warn); if no drawn input runs the model, "
-                          "exit 2 (default: write it unverified and warn)")
-    opt.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
-                     help="check the result numerically against the input (default: on)")
-    opt.add_argument("--skip-verify", "--no-check", dest="verify", action="store_false",
-                     help="aliases of --no-verify (onnxsim's --skip-verify, onnxslim's --no-check)")
-    opt.add_argument("--input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",
-                     help="verify with this shape for input NAME (repeatable; default: sized from its dim names)")
-    opt.add_argument("--inputs", metavar="FILE.npz",
-                     help="verify on these arrays (keys: input names; inputs left out are drawn as usual)")
-    opt.add_argument("--fix-input-shape", "--overwrite-input-shape", action="append", default=[], type=_input_shape, metavar="NAME:D0,D1,...",
-                     help="make input NAME static with these dims before optimizing (repeatable), so shape "
-                          "computations fold (--overwrite-input-shape: onnxsim's name)")
+    opt.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        choices=("precision-changing",),
+        help="admit rules of this soundness class (off by default)",
+    )
+    opt.add_argument(
+        "--disable",
+        action="append",
+        default=[],
+        metavar="RULE[,RULE]",
+        help="disable rules by name (repeatable, or comma-separated)",
+    )
+    opt.add_argument(
+        "--opset",
+        type=int,
+        metavar="N",
+        help="upgrade the model to opset N first, making newer fused ops available (e.g. 20 for Gelu)",
+    )
+    opt.add_argument(
+        "--bisect",
+        action="store_true",
+        help="with --strict: if verification fails, name the rule responsible in the error",
+    )
+    opt.add_argument(
+        "--strict",
+        action="store_true",
+        help="if verification fails, write nothing and exit 3 (default: drop the rule responsible, "
+        "re-optimize, write the verified result and warn); if no drawn input runs the model, "
+        "exit 2 (default: write it unverified and warn)",
+    )
+    opt.add_argument(
+        "--verify",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="check the result numerically against the input (default: on)",
+    )
+    opt.add_argument(
+        "--skip-verify",
+        "--no-check",
+        dest="verify",
+        action="store_false",
+        help="aliases of --no-verify (onnxsim's --skip-verify, onnxslim's --no-check)",
+    )
+    opt.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        type=_input_shape,
+        metavar="NAME:D0,D1,...",
+        help="verify with this shape for input NAME (repeatable; default: sized from its dim names)",
+    )
+    opt.add_argument(
+        "--inputs",
+        metavar="FILE.npz",
+        help="verify on these arrays (keys: input names; inputs left out are drawn as usual)",
+    )
+    opt.add_argument(
+        "--fix-input-shape",
+        "--overwrite-input-shape",
+        action="append",
+        default=[],
+        type=_input_shape,
+        metavar="NAME:D0,D1,...",
+        help="make input NAME static with these dims before optimizing (repeatable), so shape "
+        "computations fold (--overwrite-input-shape: onnxsim's name)",
+    )
     opt.add_argument("--report", action="store_true", help="print a report of what was done")
     opt.add_argument("--report-json", metavar="FILE", help="write the report as JSON ('-' for stdout)")
     opt.set_defaults(run=_cmd_optimize)
@@ -291,12 +380,22 @@ def build_parser() -> argparse.ArgumentParser:
     targets.set_defaults(run=_cmd_targets)
 
     check = sub.add_parser("check-rules", help="check each rule's soundness on random graphs (needs hypothesis)")
-    check.add_argument("--examples", type=_non_negative(int), default=None, metavar="N",
-                       help="graphs drawn per rule (default: 100; with --quick: 10)")
+    check.add_argument(
+        "--examples",
+        type=_non_negative(int),
+        default=None,
+        metavar="N",
+        help="graphs drawn per rule (default: 100; with --quick: 10)",
+    )
     check.add_argument("--quick", action="store_true", help="10 examples per rule: a first look in seconds")
     check.add_argument("--rule", action="append", default=[], metavar="RULE", help="check only this rule (repeatable)")
-    check.add_argument("--family", action="append", default=[], metavar="NAME",
-                       help="check the rules of this family (repeatable; see `eqsat rules`)")
+    check.add_argument(
+        "--family",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="check the rules of this family (repeatable; see `eqsat rules`)",
+    )
     check.set_defaults(run=_cmd_check_rules)
     return parser
 
@@ -329,8 +428,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: say so in one line unless --debug asks for the traceback
         if args.debug:
             raise
-        print(f"eqsat: internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)",
-              file=sys.stderr)
+        print(
+            f"eqsat: internal error: {type(exc).__name__}: {exc} (rerun with --debug for a traceback)", file=sys.stderr
+        )
         return 1
 
 

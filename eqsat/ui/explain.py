@@ -17,10 +17,11 @@ def explain(path: str | os.PathLike, node_name: str) -> str:
     if node is None:
         raise BadInputError(label, f"has no node or value named {node_name!r}")
     meta = {p.key: p.value for p in node.metadata_props}
-    lines = [f"node     {node.name or '(unnamed)'}: {node.op_type}"
-             + (f" (domain {node.domain})" if node.domain else ""),
-             f"inputs   {', '.join(i or '(absent)' for i in node.input)}",
-             f"outputs  {', '.join(node.output)}"]
+    lines = [
+        f"node     {node.name or '(unnamed)'}: {node.op_type}" + (f" (domain {node.domain})" if node.domain else ""),
+        f"inputs   {', '.join(i or '(absent)' for i in node.input)}",
+        f"outputs  {', '.join(node.output)}",
+    ]
     origins = [o for o in meta.get(PROVENANCE_KEY, "").split(",") if o]
     lines.append("from     " + (", ".join(origins) if origins else "(no record: not produced by eqsat, or a new node)"))
     rules = [r for r in meta.get(RULES_KEY, "").split(",") if r]

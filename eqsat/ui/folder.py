@@ -37,15 +37,30 @@ def optimize_one(source: str, output: str, kwargs: Mapping[str, Any]) -> dict[st
         row.update(status="error", exit_code=1, error=f"internal error: {type(exc).__name__}: {exc}")
     else:
         report = result.report
-        row.update(status="warning" if report.warnings else "ok", exit_code=0, headline=report.headline(),
-                   summary=headline_text(report), warnings=list(report.warnings), report=report.to_dict(),
-                   text=report.to_text())
+        row.update(
+            status="warning" if report.warnings else "ok",
+            exit_code=0,
+            headline=report.headline(),
+            summary=headline_text(report),
+            warnings=list(report.warnings),
+            report=report.to_dict(),
+            text=report.to_text(),
+        )
     row["seconds"] = time.perf_counter() - start
     return row
 
 
-def run(folder: str, out_folder: str, kwargs: Mapping[str, Any], *, jobs: int, force: bool,
-        out: TextIO, err: TextIO = sys.stderr, report: bool = False) -> tuple[int, list[dict[str, Any]]]:
+def run(
+    folder: str,
+    out_folder: str,
+    kwargs: Mapping[str, Any],
+    *,
+    jobs: int,
+    force: bool,
+    out: TextIO,
+    err: TextIO = sys.stderr,
+    report: bool = False,
+) -> tuple[int, list[dict[str, Any]]]:
     """Optimize every model of `folder` into `out_folder`; print a line per model as it finishes, then the
     summary table. Returns the exit code (0, or the worst error's) and the rows, in the folder's order."""
     names = models_in(folder)
@@ -95,18 +110,39 @@ def summary_table(rows: Sequence[dict[str, Any]], seconds: float, jobs: int) -> 
         if h is None:
             table.append([r["model"], "", "", "", "", "", "", f"{r['seconds']:.1f}", f"error ({r['exit_code']})"])
             continue
-        table.append([r["model"], h["ops_before"], h["ops_after"], percent_change(h["ops_before"], h["ops_after"]),
-                      format_cost(h["cost_before"], h["unit"]), format_cost(h["cost_after"], h["unit"]),
-                      percent_change(h["cost_before"], h["cost_after"]), f"{r['seconds']:.1f}",
-                      r["status"] + (f" ({len(r['warnings'])})" if r["warnings"] else "")])
+        table.append(
+            [
+                r["model"],
+                h["ops_before"],
+                h["ops_after"],
+                percent_change(h["ops_before"], h["ops_after"]),
+                format_cost(h["cost_before"], h["unit"]),
+                format_cost(h["cost_after"], h["unit"]),
+                percent_change(h["cost_before"], h["cost_after"]),
+                f"{r['seconds']:.1f}",
+                r["status"] + (f" ({len(r['warnings'])})" if r["warnings"] else ""),
+            ]
+        )
     failed = sum(r["status"] == "error" for r in rows)
-    head = (f"{len(rows)} models in {seconds:.1f} s with {jobs} job{'s' if jobs > 1 else ''}: "
-            f"{len(rows) - failed} written, {failed} failed (ops: Constant nodes not counted)")
-    return "\n" + head + "\n" + text_table(["model", "ops before", "after", "change", "est. cost before", "after",
-                                           "change", "s", "status"], table)
+    head = (
+        f"{len(rows)} models in {seconds:.1f} s with {jobs} job{'s' if jobs > 1 else ''}: "
+        f"{len(rows) - failed} written, {failed} failed (ops: Constant nodes not counted)"
+    )
+    return (
+        "\n"
+        + head
+        + "\n"
+        + text_table(
+            ["model", "ops before", "after", "change", "est. cost before", "after", "change", "s", "status"], table
+        )
+    )
 
 
 def folder_json(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The JSON report of a folder run: each model's report (or error), by model."""
-    return {"models": {r["model"]: (r["report"] if "report" in r else {"error": r["error"], "exit_code": r["exit_code"]})
-                       for r in rows}}
+    return {
+        "models": {
+            r["model"]: (r["report"] if "report" in r else {"error": r["error"], "exit_code": r["exit_code"]})
+            for r in rows
+        }
+    }

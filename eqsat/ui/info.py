@@ -26,8 +26,9 @@ def describe(source: io.ModelSource) -> str:
     lines.append("opsets     " + ", ".join(f"{d or 'ai.onnx'}={v}" for d, v in sorted(model.opset_imports.items())))
     ops = io.op_histogram(model)  # the graph's nodes and its If/Loop/Scan bodies
     in_bodies = sum(ops.values()) - len(graph)
-    nodes = f"{len(graph)}" + (f" in the graph, {in_bodies} more in If/Loop/Scan bodies ({sum(ops.values())} in all)"
-                                if in_bodies else "")
+    nodes = f"{len(graph)}" + (
+        f" in the graph, {in_bodies} more in If/Loop/Scan bodies ({sum(ops.values())} in all)" if in_bodies else ""
+    )
     lines.append(f"nodes      {nodes}; initializers {len(graph.initializers)} ({weights:,} bytes)")
     lines += [f"input      {v.name}: {_type_text(v)}" for v in graph.inputs]
     lines += [f"output     {v.name}: {_type_text(v)}" for v in graph.outputs]

@@ -50,8 +50,6 @@ _PLAIN_FILL, _PLAIN_LINE = "#f2f2f2", "#8a8a8a"
 _IO_FILL = "#dbe7f7"
 
 
-
-
 # ---------------------------------------------------------------------------------------------------
 # DOT and SVG
 
@@ -97,10 +95,12 @@ def _dot_body(g: ModelGraph, prefix: str, fills: Sequence[str | None], lines: li
             lines.append(f"{producer[name]} -> {nid};")
 
 
-_DOT_HEADER = ['graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.2, ranksep=0.25];',
-               f'node [shape=box, style="rounded,filled", fillcolor="{_PLAIN_FILL}", color="{_PLAIN_LINE}", '
-               'fontname="Helvetica", fontsize=10, height=0.3, margin="0.08,0.03"];',
-               'edge [color="#777777", arrowsize=0.6, fontname="Helvetica", fontsize=8, fontcolor="#666666"];']
+_DOT_HEADER = [
+    'graph [rankdir=TB, fontname="Helvetica", fontsize=11, nodesep=0.2, ranksep=0.25];',
+    f'node [shape=box, style="rounded,filled", fillcolor="{_PLAIN_FILL}", color="{_PLAIN_LINE}", '
+    'fontname="Helvetica", fontsize=10, height=0.3, margin="0.08,0.03"];',
+    'edge [color="#777777", arrowsize=0.6, fontname="Helvetica", fontsize=8, fontcolor="#666666"];',
+]
 
 
 def graph_dot(model: Any, *, highlight: bool = True, title: str | None = None) -> str:
@@ -110,7 +110,7 @@ def graph_dot(model: Any, *, highlight: bool = True, title: str | None = None) -
     fills = ["changed" if marked and is_changed(n) else None for n in g.nodes]
     lines = ["digraph model {", *_DOT_HEADER]
     if title:
-        lines.append(f'labelloc=t; label={_q(title)};')
+        lines.append(f"labelloc=t; label={_q(title)};")
     _dot_body(g, "", fills, lines)
     lines.append("}")
     return "\n".join(lines)
@@ -126,12 +126,20 @@ def compare_dot(before: Any, after: Any) -> str:
     kept = kept_nodes(b, a)
     lines = ["digraph compare {", *_DOT_HEADER, "newrank=true;"]
     for prefix, g, fills, title in (
-            ("b_", b, [None if k else "dropped" for k in kept],
-             f"before: {len(b.nodes)} nodes ({kept.count(False)} not carried over unchanged, shaded red)"),
-            ("a_", a, ["changed" if is_changed(n) else None for n in a.nodes],
-             f"after: {len(a.nodes)} nodes ({sum(map(is_changed, a.nodes))} changed by rules, green)")):
-        lines.append(f"subgraph cluster_{prefix[0]} {{ label={_q(title)}; labeljust=l; color=\"#cccccc\"; "
-                     "style=rounded;")
+        (
+            "b_",
+            b,
+            [None if k else "dropped" for k in kept],
+            f"before: {len(b.nodes)} nodes ({kept.count(False)} not carried over unchanged, shaded red)",
+        ),
+        (
+            "a_",
+            a,
+            ["changed" if is_changed(n) else None for n in a.nodes],
+            f"after: {len(a.nodes)} nodes ({sum(map(is_changed, a.nodes))} changed by rules, green)",
+        ),
+    ):
+        lines.append(f'subgraph cluster_{prefix[0]} {{ label={_q(title)}; labeljust=l; color="#cccccc"; style=rounded;')
         _dot_body(g, prefix, fills, lines)
         lines.append("}")
     lines.append("}")
@@ -154,7 +162,7 @@ def render_svg(dot_text: str, timeout: float = DOT_TIMEOUT) -> tuple[str | None,
         return None, f"dot failed: {type(exc).__name__}: {exc}"
     if done.returncode != 0 or "<svg" not in done.stdout:
         return None, f"dot failed (exit {done.returncode}): {done.stderr.strip()[:200]}"
-    return done.stdout[done.stdout.index("<svg"):], ""
+    return done.stdout[done.stdout.index("<svg") :], ""
 
 
 class Picture:
@@ -163,8 +171,9 @@ class Picture:
     In Jupyter it shows itself; `.svg` is the SVG text (or None), `.dot` the DOT source, `.save(path)`
     writes .svg, .dot or (anything else) the text listing."""
 
-    def __init__(self, dot: str, listing_html: str, listing_text: str, *, drawable: bool = True,
-                 note: str = "") -> None:
+    def __init__(
+        self, dot: str, listing_html: str, listing_text: str, *, drawable: bool = True, note: str = ""
+    ) -> None:
         self.dot, self.listing_html, self.listing_text = dot, listing_html, listing_text
         self.drawable, self.note = drawable, note
         self._svg: tuple[str | None, str] | None = None
@@ -185,8 +194,10 @@ class Picture:
     def _repr_html_(self) -> str | None:
         if self.svg is not None:
             return None  # the SVG shows
-        return (f'<div style="color:#777;font-size:11px">no picture: {html.escape(self.why_not_svg)}</div>'
-                + self.listing_html)
+        return (
+            f'<div style="color:#777;font-size:11px">no picture: {html.escape(self.why_not_svg)}</div>'
+            + self.listing_html
+        )
 
     def html(self) -> str:
         """Inline HTML: the SVG when there is one, else the listing."""
@@ -213,8 +224,13 @@ def picture(model: Any, *, highlight: bool = True, title: str | None = None) -> 
     """A picture of `model` (a ModelProto, onnx_ir Model, path or Result); eqsat's changes in green."""
     g = model_graph(model)
     too_big = len(g.nodes) > MAX_DRAWN_NODES
-    return Picture(graph_dot(g, highlight=highlight, title=title), _listing_html(g, title), _listing_text(g, title),
-                   drawable=not too_big, note=f"{len(g.nodes)} nodes > {MAX_DRAWN_NODES}: listed, not drawn")
+    return Picture(
+        graph_dot(g, highlight=highlight, title=title),
+        _listing_html(g, title),
+        _listing_text(g, title),
+        drawable=not too_big,
+        note=f"{len(g.nodes)} nodes > {MAX_DRAWN_NODES}: listed, not drawn",
+    )
 
 
 def compare(before: Any, after: Any = None) -> Picture:
@@ -224,27 +240,44 @@ def compare(before: Any, after: Any = None) -> Picture:
         result = before
         session = getattr(result, "session", None)
         if session is None:
-            raise ValueError("compare(result) needs a Result from eqsat.optimize or Session.extract; "
-                             "or pass compare(before, after)")
+            raise ValueError(
+                "compare(result) needs a Result from eqsat.optimize or Session.extract; or pass compare(before, after)"
+            )
         before, after = session.original, result.model
     b, a = model_graph(before), model_graph(after)
     kept = kept_nodes(b, a)
     too_big = len(b.nodes) + len(a.nodes) > MAX_DRAWN_NODES
-    listing_html = ('<div style="display:flex;gap:16px;align-items:flex-start">'
-                    f'<div>{_listing_html(b, "before", [not k for k in kept], _DROPPED_FILL)}</div>'
-                    f'<div>{_listing_html(a, "after")}</div></div>')
+    listing_html = (
+        '<div style="display:flex;gap:16px;align-items:flex-start">'
+        f"<div>{_listing_html(b, 'before', [not k for k in kept], _DROPPED_FILL)}</div>"
+        f"<div>{_listing_html(a, 'after')}</div></div>"
+    )
     listing_text = _listing_text(b, "before", [not k for k in kept], mark="-") + "\n\n" + _listing_text(a, "after")
-    return Picture(compare_dot(b, a), listing_html, listing_text, drawable=not too_big,
-                   note=f"{len(b.nodes) + len(a.nodes)} nodes > {MAX_DRAWN_NODES}: listed, not drawn")
+    return Picture(
+        compare_dot(b, a),
+        listing_html,
+        listing_text,
+        drawable=not too_big,
+        note=f"{len(b.nodes) + len(a.nodes)} nodes > {MAX_DRAWN_NODES}: listed, not drawn",
+    )
 
 
-def _listing_rows(g: ModelGraph, marks: Sequence[bool]) -> list[list[str]]:
+def _listing_rows(g: ModelGraph) -> list[list[str]]:
+    """One row per node (the callers mark the changed ones)."""
     rows = []
-    for n, mark in zip(g.nodes, marks):
+    for n in g.nodes:
         detail = short_attr(n.op.split("::")[-1], n.attrs)
         rules = n.meta.get(RULES_KEY, "").replace(",", ", ")
-        rows.append([str(n.index), n.op + (f" ({detail})" if detail else ""), n.name or "",
-                     ", ".join(i for i in n.inputs if i and i not in g.initializers), ", ".join(n.outputs), rules])
+        rows.append(
+            [
+                str(n.index),
+                n.op + (f" ({detail})" if detail else ""),
+                n.name or "",
+                ", ".join(i for i in n.inputs if i and i not in g.initializers),
+                ", ".join(n.outputs),
+                rules,
+            ]
+        )
     return rows
 
 
@@ -254,23 +287,30 @@ def _listing_marks(g: ModelGraph, marks: Sequence[bool] | None) -> list[bool]:
     return [is_changed(n) for n in g.nodes] if _has_provenance(g) else [False] * len(g.nodes)
 
 
-def _listing_html(g: ModelGraph, title: str | None, marks: Sequence[bool] | None = None,
-                  fill: str = _CHANGED_FILL) -> str:
+def _listing_html(
+    g: ModelGraph, title: str | None, marks: Sequence[bool] | None = None, fill: str = _CHANGED_FILL
+) -> str:
     marks = _listing_marks(g, marks)
     caption = f"{title + ': ' if title else ''}{len(g.nodes)} nodes" + (f", {sum(marks)} shaded" if any(marks) else "")
-    table = html_table(["#", "op", "name", "inputs", "outputs", "rules"], _listing_rows(g, marks), caption=caption,
-                       shaded=[k for k, m in enumerate(marks) if m])
+    table = html_table(
+        ["#", "op", "name", "inputs", "outputs", "rules"],
+        _listing_rows(g),
+        caption=caption,
+        shaded=[k for k, m in enumerate(marks) if m],
+    )
     return table.replace(f'bgcolor="{_CHANGED_FILL}"', f'bgcolor="{fill}"')
 
 
 def _listing_text(g: ModelGraph, title: str | None, marks: Sequence[bool] | None = None, mark: str = "*") -> str:
     marks = _listing_marks(g, marks)
     head = f"{title + ': ' if title else ''}{len(g.nodes)} nodes" + (
-        f" ({sum(marks)} marked {mark})" if any(marks) else "")
+        f" ({sum(marks)} marked {mark})" if any(marks) else ""
+    )
     ins = ", ".join(f"{n} {t}" for n, t in g.inputs if n not in g.initializers)
     outs = ", ".join(f"{n} {t}" for n, t in g.outputs)
-    rows = [[mark if m else "", *r[:2], r[4], "<- " + r[3] if r[3] else "", r[5]]
-            for m, r in zip(marks, _listing_rows(g, marks))]
+    rows = [
+        [mark if m else "", *r[:2], r[4], "<- " + r[3] if r[3] else "", r[5]] for m, r in zip(marks, _listing_rows(g))
+    ]
     body = text_table(["", "#", "op", "outputs", "inputs", "rules"], rows)
     return f"{head}\n  inputs:  {ins}\n  outputs: {outs}\n{body}"
 
@@ -283,23 +323,25 @@ def _listing_text(g: ModelGraph, title: str | None, marks: Sequence[bool] | None
 class EGraphStats:
     """Size of a decoded e-graph: tensor classes, e-nodes, e-nodes and classes per op."""
 
-    eclasses: int                    # classes of every sort (T, TL, N)
-    tensor_classes: int              # sort T
+    eclasses: int  # classes of every sort (T, TL, N)
+    tensor_classes: int  # sort T
     enodes: int
     constant_classes: int
-    merged_classes: int              # classes holding more than one e-node: where alternatives exist
+    merged_classes: int  # classes holding more than one e-node: where alternatives exist
     largest_class: int
     classes_with_shape: int
-    per_op: Mapping[str, int]        # op -> e-nodes, most first
+    per_op: Mapping[str, int]  # op -> e-nodes, most first
     classes_per_op: Mapping[str, int]
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in dataclasses.asdict(self).items()}
 
     def to_text(self) -> str:
-        head = (f"e-graph: {self.enodes} e-nodes in {self.eclasses} e-classes ({self.tensor_classes} tensor, "
-                f"{self.constant_classes} constant-only, {self.merged_classes} with alternatives, largest "
-                f"{self.largest_class} e-nodes; {self.classes_with_shape} with a static shape)")
+        head = (
+            f"e-graph: {self.enodes} e-nodes in {self.eclasses} e-classes ({self.tensor_classes} tensor, "
+            f"{self.constant_classes} constant-only, {self.merged_classes} with alternatives, largest "
+            f"{self.largest_class} e-nodes; {self.classes_with_shape} with a static shape)"
+        )
         rows = [[op, n, self.classes_per_op[op]] for op, n in self.per_op.items()]
         return head + "\n" + text_table(["op", "e-nodes", "classes"], rows)
 
@@ -317,22 +359,37 @@ def egraph_stats(egraph: Any) -> EGraphStats:
     classes_per_op = collections.Counter(op for op, _ in {(n.op, n.eclass) for n in egraph.nodes})
     sizes = [len(c.nodes) for c in egraph.classes]
     return EGraphStats(
-        eclasses=len(egraph.classes), tensor_classes=sum(c.sort == "T" for c in egraph.classes),
-        enodes=len(egraph.nodes), constant_classes=sum(c.constant for c in egraph.classes),
-        merged_classes=sum(s > 1 for s in sizes), largest_class=max(sizes, default=0),
+        eclasses=len(egraph.classes),
+        tensor_classes=sum(c.sort == "T" for c in egraph.classes),
+        enodes=len(egraph.nodes),
+        constant_classes=sum(c.constant for c in egraph.classes),
+        merged_classes=sum(s > 1 for s in sizes),
+        largest_class=max(sizes, default=0),
         classes_with_shape=sum(c.shape is not None for c in egraph.classes),
-        per_op=dict(sorted(per_op.items(), key=lambda kv: (-kv[1], kv[0]))), classes_per_op=dict(classes_per_op))
+        per_op=dict(sorted(per_op.items(), key=lambda kv: (-kv[1], kv[0]))),
+        classes_per_op=dict(classes_per_op),
+    )
 
 
 def egraph_html(stats: EGraphStats) -> str:
-    summary = html_table(["", "count"], [
-        ["e-classes", stats.eclasses], ["tensor e-classes", stats.tensor_classes], ["e-nodes", stats.enodes],
-        ["constant-only classes", stats.constant_classes], ["classes with alternatives", stats.merged_classes],
-        ["largest class (e-nodes)", stats.largest_class], ["classes with a static shape", stats.classes_with_shape]],
-        caption="e-graph")
-    ops = html_table(["op", "e-nodes", "classes"],
-                     [[op, n, stats.classes_per_op[op]] for op, n in stats.per_op.items()],
-                     caption="e-nodes per op")
+    summary = html_table(
+        ["", "count"],
+        [
+            ["e-classes", stats.eclasses],
+            ["tensor e-classes", stats.tensor_classes],
+            ["e-nodes", stats.enodes],
+            ["constant-only classes", stats.constant_classes],
+            ["classes with alternatives", stats.merged_classes],
+            ["largest class (e-nodes)", stats.largest_class],
+            ["classes with a static shape", stats.classes_with_shape],
+        ],
+        caption="e-graph",
+    )
+    ops = html_table(
+        ["op", "e-nodes", "classes"],
+        [[op, n, stats.classes_per_op[op]] for op, n in stats.per_op.items()],
+        caption="e-nodes per op",
+    )
     return _flex(summary, ops)
 
 
@@ -361,12 +418,17 @@ def egraph_dot(egraph: Any, *, chosen: Mapping[int, int] | None = None) -> str:
             continue
         fact = ("x".join(map(str, c.shape)) if c.shape else "") + (f" {c.dtype}" if c.dtype else "")
         rules = f"\nby {', '.join(c.rules)}" if c.rules else ""
-        lines.append(f"subgraph cluster_c{c.id} {{ label={_q(f'c{c.id} {fact}'.strip() + rules)}; "
-                     'style="dashed,rounded"; color="#999999"; fontsize=9;')
+        lines.append(
+            f"subgraph cluster_c{c.id} {{ label={_q(f'c{c.id} {fact}'.strip() + rules)}; "
+            'style="dashed,rounded"; color="#999999"; fontsize=9;'
+        )
         for nid in c.nodes:
             node = egraph.nodes[nid]
-            style = (f', fillcolor="{_CHANGED_FILL}", color="{_CHANGED_LINE}"'
-                     if chosen is not None and chosen.get(c.id) == nid else "")
+            style = (
+                f', fillcolor="{_CHANGED_FILL}", color="{_CHANGED_LINE}"'
+                if chosen is not None and chosen.get(c.id) == nid
+                else ""
+            )
             lines.append(f"e{nid} [label={_q(_enode_label(node))}{style}];")
         lines.append("}")
     for node in egraph.nodes:
@@ -387,8 +449,13 @@ def egraph_picture(session_or_egraph: Any, *, chosen: Any = None, max_nodes: int
     choice = getattr(getattr(chosen, "extraction", chosen), "choice", chosen)
     stats = egraph_stats(egraph)
     drawable = len(egraph.nodes) <= max_nodes
-    return Picture(egraph_dot(egraph, chosen=choice) if drawable else "", egraph_html(stats), stats.to_text(),
-                   drawable=drawable, note=f"{len(egraph.nodes)} e-nodes > {max_nodes}: statistics only")
+    return Picture(
+        egraph_dot(egraph, chosen=choice) if drawable else "",
+        egraph_html(stats),
+        stats.to_text(),
+        drawable=drawable,
+        note=f"{len(egraph.nodes)} e-nodes > {max_nodes}: statistics only",
+    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -410,12 +477,28 @@ add_breakdown = breakdown
 
 
 def _breakdown_rows(b: Any, total: bool = True) -> list[list[Any]]:
-    rows = [[o.op, o.nodes_before, o.nodes_after, format_cost(o.cost_before, b.unit), format_cost(o.cost_after, b.unit),
-             percent_change(o.cost_before, o.cost_after)] for o in b.ops]
+    rows = [
+        [
+            o.op,
+            o.nodes_before,
+            o.nodes_after,
+            format_cost(o.cost_before, b.unit),
+            format_cost(o.cost_after, b.unit),
+            percent_change(o.cost_before, o.cost_after),
+        ]
+        for o in b.ops
+    ]
     if total:
-        rows.append(["total", sum(o.nodes_before for o in b.ops), sum(o.nodes_after for o in b.ops),
-                     format_cost(b.cost_before, b.unit), format_cost(b.cost_after, b.unit),
-                     percent_change(b.cost_before, b.cost_after)])
+        rows.append(
+            [
+                "total",
+                sum(o.nodes_before for o in b.ops),
+                sum(o.nodes_after for o in b.ops),
+                format_cost(b.cost_before, b.unit),
+                format_cost(b.cost_after, b.unit),
+                percent_change(b.cost_before, b.cost_after),
+            ]
+        )
     return rows
 
 
@@ -431,8 +514,11 @@ def breakdown_text(b: Any) -> str:
 
 def breakdown_html(b: Any) -> str:
     """An `eqsat.breakdown.Breakdown` as an HTML table."""
-    table = html_table(["op", "nodes folded", "nodes after", "cost before", "cost after", "change"], _breakdown_rows(b),
-                       caption=f"estimated cost per op ({b.target or 'custom cost'})")
+    table = html_table(
+        ["op", "nodes folded", "nodes after", "cost before", "cost after", "change"],
+        _breakdown_rows(b),
+        caption=f"estimated cost per op ({b.target or 'custom cost'})",
+    )
     notes = "".join(f'<div style="color:#777;font-size:11px">{html.escape(n)}</div>' for n in b.notes)
     return table + notes
 
@@ -450,10 +536,13 @@ def headline_text(report: Any) -> str:
     change = percent_change(h["ops_before"], h["ops_after"])
     text += f" ({change})" if change else ""
     if h["constants_before"] or h["constants_after"]:
-        text += f", Constant nodes {h['constants_before']} -> {h['constants_after']} (lifted to initializers, not counted)"
+        text += (
+            f", Constant nodes {h['constants_before']} -> {h['constants_after']} (lifted to initializers, not counted)"
+        )
     if h["cost_after"] is not None:
         where = h["target"] or "custom cost"
-        text += f"; est. cost ({where}) {format_cost(h['cost_before'], h['unit'])} -> {format_cost(h['cost_after'], h['unit'])}"
+        before, after = format_cost(h["cost_before"], h["unit"]), format_cost(h["cost_after"], h["unit"])
+        text += f"; est. cost ({where}) {before} -> {after}"
         change = percent_change(h["cost_before"], h["cost_after"])
         text += f" ({change})" if change else ""
     return text
@@ -467,11 +556,15 @@ def _size_rows(report: Any) -> list[list[Any]]:
     folded = report.watched(folded_ops) if folded_ops is not None else {}
     count = report.ops_before_count if hasattr(report, "ops_before_count") else report.nodes_before
     count_after = report.ops_after_count if hasattr(report, "ops_after_count") else report.nodes_after
-    count_folded = (sum(n for op, n in folded_ops.items() if op != "Constant") if folded_ops is not None else "")
-    rows: list[list[Any]] = [["ops (no Constant)", count, count_folded, count_after,
-                              percent_change(count, count_after)]]
-    constants = [report.ops_before["Constant"], folded_ops["Constant"] if folded_ops is not None else "",
-                 report.ops_after["Constant"]]
+    count_folded = sum(n for op, n in folded_ops.items() if op != "Constant") if folded_ops is not None else ""
+    rows: list[list[Any]] = [
+        ["ops (no Constant)", count, count_folded, count_after, percent_change(count, count_after)]
+    ]
+    constants = [
+        report.ops_before["Constant"],
+        folded_ops["Constant"] if folded_ops is not None else "",
+        report.ops_after["Constant"],
+    ]
     if any(constants):
         rows.append(["Constant nodes", *constants, ""])
     rows += [[k, before[k], folded.get(k, ""), after[k], ""] for k in before if before[k] or after[k] or folded.get(k)]
@@ -480,11 +573,25 @@ def _size_rows(report: Any) -> list[list[Any]]:
         rows.append(["e-nodes", "", sat.enodes_loaded, sat.enodes, ""])
     b = getattr(report, "breakdown", None)
     if b is not None:
-        rows.append([f"est. cost ({b.target or 'custom'})", "", format_cost(b.cost_before, b.unit),
-                     format_cost(b.cost_after, b.unit), percent_change(b.cost_before, b.cost_after)])
+        rows.append(
+            [
+                f"est. cost ({b.target or 'custom'})",
+                "",
+                format_cost(b.cost_before, b.unit),
+                format_cost(b.cost_after, b.unit),
+                percent_change(b.cost_before, b.cost_after),
+            ]
+        )
     elif report.extraction is not None:
-        rows.append([f"est. cost ({report.extraction.target or 'custom'})", "", "-",
-                     format_cost(report.extraction.dag_cost, "s" if report.extraction.target else ""), ""])
+        rows.append(
+            [
+                f"est. cost ({report.extraction.target or 'custom'})",
+                "",
+                "-",
+                format_cost(report.extraction.dag_cost, "s" if report.extraction.target else ""),
+                "",
+            ]
+        )
     return rows
 
 
@@ -500,12 +607,16 @@ def _rule_rows(report: Any) -> list[list[Any]]:
 
 
 def _saturation_lines(sat: Any) -> list[str]:
-    lines = [f"saturation   {sat.stop_reason} after {sat.iterations} iterations in {sat.seconds * 1000:.0f} ms: "
-             f"{sat.enodes_loaded} -> {sat.enodes} e-nodes"
-             + (f", {sat.eclasses} e-classes" if sat.eclasses is not None else "")]
+    lines = [
+        f"saturation   {sat.stop_reason} after {sat.iterations} iterations in {sat.seconds * 1000:.0f} ms: "
+        f"{sat.enodes_loaded} -> {sat.enodes} e-nodes"
+        + (f", {sat.eclasses} e-classes" if sat.eclasses is not None else "")
+    ]
     if sat.overshoot:
-        lines.append(f"             node limit {sat.limits.nodes} overshot by {sat.overshoot} "
-                     "(limits are checked between iterations)")
+        lines.append(
+            f"             node limit {sat.limits.nodes} overshot by {sat.overshoot} "
+            "(limits are checked between iterations)"
+        )
     if not sat.deterministic:
         lines.append("             stopped by the time limit: results may differ run to run")
     if sat.error:
@@ -533,8 +644,9 @@ def report_text(report: Any) -> str:
         lines += [f"  {'':<12} {line.strip()}" for line in ext[1:]]
     if getattr(report, "subgraphs", None) is not None:
         lines.append(f"  {'subgraphs':<12} {report.subgraphs.summary()} (node counts include bodies)")
-    lines.append(f"  {'verification':<12} " + (report.verification.summary() if report.verification is not None
-                                                else "not run"))
+    lines.append(
+        f"  {'verification':<12} " + (report.verification.summary() if report.verification is not None else "not run")
+    )
     rules = _rule_rows(report)
     if rules:
         lines += ["", text_table(["rule", "matches", "in output"], rules)]
@@ -553,16 +665,23 @@ def report_text(report: Any) -> str:
 
 
 def _flex(*parts: str) -> str:
-    return ('<div style="display:flex;flex-wrap:wrap;gap:4px 16px;align-items:flex-start">'
-            + "".join(f"<div>{p}</div>" for p in parts if p) + "</div>")
+    return (
+        '<div style="display:flex;flex-wrap:wrap;gap:4px 16px;align-items:flex-start">'
+        + "".join(f"<div>{p}</div>" for p in parts if p)
+        + "</div>"
+    )
 
 
 def report_html(report: Any) -> str:
     """The report as HTML tables (what `Report._repr_html_` shows)."""
-    head = (f'<div style="font-weight:bold;margin:4px 0">eqsat report for {html.escape(str(report.source))}</div>'
-            f'<div style="margin:2px 0">{html.escape(headline_text(report))}</div>'
-            + "".join(f'<div style="color:#b71c1c;margin:2px 0">warning: {html.escape(w)}</div>'
-                      for w in getattr(report, "warnings", ())))
+    head = (
+        f'<div style="font-weight:bold;margin:4px 0">eqsat report for {html.escape(str(report.source))}</div>'
+        f'<div style="margin:2px 0">{html.escape(headline_text(report))}</div>'
+        + "".join(
+            f'<div style="color:#b71c1c;margin:2px 0">warning: {html.escape(w)}</div>'
+            for w in getattr(report, "warnings", ())
+        )
+    )
     sizes = html_table(_SIZE_HEADER, _size_rows(report), caption="sizes")
     facts = []
     if report.saturation is not None:
@@ -577,8 +696,11 @@ def report_html(report: Any) -> str:
     run = html_table(["", ""], facts, caption="run") if facts else ""
     rules = _rule_rows(report)
     rule_table = html_table(["rule", "matches", "in output"], rules, caption="rules fired") if rules else ""
-    phases = html_table(["phase", "ms"], [[k, f"{v * 1000:.0f}"] for k, v in report.phases.items()]
-                        + [["total", f"{report.seconds * 1000:.0f}"]], caption="time per phase")
+    phases = html_table(
+        ["phase", "ms"],
+        [[k, f"{v * 1000:.0f}"] for k, v in report.phases.items()] + [["total", f"{report.seconds * 1000:.0f}"]],
+        caption="time per phase",
+    )
     b = getattr(report, "breakdown", None)
     costs = breakdown_html(b) if b is not None else ""
     return head + _flex(sizes, run) + _flex(rule_table, costs, phases)
@@ -606,13 +728,19 @@ def result_html(result: Any, *, pictures: bool = True) -> str:
 
 def session_html(session: Any) -> str:
     """A Session: what was saturated, the e-graph's statistics and the rules that fired."""
-    head = (f'<div style="font-weight:bold;margin:4px 0">eqsat session for {html.escape(str(session.source))}</div>'
-            f'<div style="font-size:12px">{html.escape(" / ".join(_saturation_lines(session.saturation)))}; '
-            f"{len(session.rules)} rules installed; extract with <code>session.extract(target)</code> "
-            "or <code>session.extract(cost=fn)</code></div>")
+    head = (
+        f'<div style="font-weight:bold;margin:4px 0">eqsat session for {html.escape(str(session.source))}</div>'
+        f'<div style="font-size:12px">{html.escape(" / ".join(_saturation_lines(session.saturation)))}; '
+        f"{len(session.rules)} rules installed; extract with <code>session.extract(target)</code> "
+        "or <code>session.extract(cost=fn)</code></div>"
+    )
     fired = session.saturation.rules_fired
-    rules = html_table(["rule", "matches"], sorted(fired.items(), key=lambda kv: (-kv[1], kv[0])),
-                       caption="rules fired") if fired else ""
-    phases = html_table(["phase", "ms"], [[k, f"{v * 1000:.0f}"] for k, v in session.phases.items()],
-                        caption="time per phase")
+    rules = (
+        html_table(["rule", "matches"], sorted(fired.items(), key=lambda kv: (-kv[1], kv[0])), caption="rules fired")
+        if fired
+        else ""
+    )
+    phases = html_table(
+        ["phase", "ms"], [[k, f"{v * 1000:.0f}"] for k, v in session.phases.items()], caption="time per phase"
+    )
     return head + _flex(egraph_html(egraph_stats(session.egraph)), rules, phases)

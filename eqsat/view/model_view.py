@@ -33,10 +33,10 @@ class ModelNode:
 @dataclasses.dataclass(frozen=True)
 class ModelGraph:
     nodes: tuple[ModelNode, ...]
-    inputs: tuple[tuple[str, str], ...]     # (name, "FLOAT[1,3,224,224]")
+    inputs: tuple[tuple[str, str], ...]  # (name, "FLOAT[1,3,224,224]")
     outputs: tuple[tuple[str, str], ...]
     initializers: frozenset[str]
-    shapes: Mapping[str, str]               # value name -> "1x64x56x56"
+    shapes: Mapping[str, str]  # value name -> "1x64x56x56"
 
 
 def model_graph(model: Any) -> ModelGraph:
@@ -105,11 +105,24 @@ def _graph_of_proto(model: Any) -> ModelGraph:
     for i, n in enumerate(graph.node):
         attrs = {}
         for a in n.attribute:
-            if a.type in (onnx.AttributeProto.INT, onnx.AttributeProto.INTS, onnx.AttributeProto.FLOAT,
-                          onnx.AttributeProto.STRING):
+            if a.type in (
+                onnx.AttributeProto.INT,
+                onnx.AttributeProto.INTS,
+                onnx.AttributeProto.FLOAT,
+                onnx.AttributeProto.STRING,
+            ):
                 attrs[a.name] = helper.get_attribute_value(a)
-        nodes.append(ModelNode(i, n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}", n.name,
-                           tuple(n.input), tuple(n.output), attrs, {p.key: p.value for p in n.metadata_props}))
+        nodes.append(
+            ModelNode(
+                i,
+                n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}",
+                n.name,
+                tuple(n.input),
+                tuple(n.output),
+                attrs,
+                {p.key: p.value for p in n.metadata_props},
+            )
+        )
     return ModelGraph(tuple(nodes), inputs, outputs, frozenset(t.name for t in graph.initializer), shapes)
 
 
@@ -135,12 +148,22 @@ def _graph_of_ir(model: Any) -> ModelGraph:
         attrs = {}
         for name, a in n.attributes.items():
             value = getattr(a, "value", None)
-            if isinstance(value, (int, float, str)) or (isinstance(value, (list, tuple))
-                                                       and all(isinstance(x, (int, float)) for x in value)):
+            if isinstance(value, (int, float, str)) or (
+                isinstance(value, (list, tuple)) and all(isinstance(x, (int, float)) for x in value)
+            ):
                 attrs[name] = value
         op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
-        nodes.append(ModelNode(i, op, n.name or "", tuple(v.name if v is not None else "" for v in n.inputs),
-                           tuple(v.name for v in n.outputs), attrs, dict(n.metadata_props)))
+        nodes.append(
+            ModelNode(
+                i,
+                op,
+                n.name or "",
+                tuple(v.name if v is not None else "" for v in n.inputs),
+                tuple(v.name for v in n.outputs),
+                attrs,
+                dict(n.metadata_props),
+            )
+        )
     return ModelGraph(tuple(nodes), inputs, outputs, frozenset(graph.initializers), shapes)
 
 
@@ -156,6 +179,7 @@ def is_changed(n: ModelNode) -> bool:
 
 def kept_nodes(before: ModelGraph, after: ModelGraph) -> list[bool]:
     """Per input node: is it in the output unchanged (named by the `eqsat.from` of an unchanged node)?"""
-    carried = {name for n in after.nodes if not is_changed(n)
-               for name in n.meta.get(PROVENANCE_KEY, "").split(",") if name}
+    carried = {
+        name for n in after.nodes if not is_changed(n) for name in n.meta.get(PROVENANCE_KEY, "").split(",") if name
+    }
     return [n.key in carried for n in before.nodes]

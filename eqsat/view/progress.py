@@ -10,7 +10,6 @@ import time
 from typing import Any, TextIO
 
 
-
 # ---------------------------------------------------------------------------------------------------
 # progress on a terminal
 
@@ -25,8 +24,9 @@ class Progress:
     captured output (tests, pipes, CI logs) stay exactly as they were. The line is erased on exit.
     """
 
-    def __init__(self, label: str = "", stream: TextIO | None = None, *, delay: float = 0.5,
-                 interval: float = 0.1) -> None:
+    def __init__(
+        self, label: str = "", stream: TextIO | None = None, *, delay: float = 0.5, interval: float = 0.1
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.label, self.delay, self.interval = label, delay, interval
         self.enabled = _is_terminal(self.stream)
@@ -55,7 +55,7 @@ class Progress:
             shown.pop(0)
             dropped = True
         text = head + ("... > " if dropped else "") + " > ".join(shown) + tail
-        return text if len(text) <= width else text[:max(0, width - 3)] + "..."
+        return text if len(text) <= width else text[: max(0, width - 3)] + "..."
 
     def _draw(self) -> None:
         width = max(20, shutil.get_terminal_size((100, 20)).columns - 1)

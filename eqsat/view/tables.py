@@ -8,11 +8,12 @@ from typing import Any, Iterable, Sequence
 from eqsat.extract.units import format_cost  # noqa: F401 (part of this module's API)
 
 
-
 #: Fill of what eqsat changed: highlighted nodes in pictures, marked rows in tables.
 CHANGED_FILL = "#c8ecc8"
-_TABLE = ('style="border-collapse:collapse;font-size:12px;margin:4px 12px 8px 0;'
-          'font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif"')
+_TABLE = (
+    'style="border-collapse:collapse;font-size:12px;margin:4px 12px 8px 0;'
+    'font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif"'
+)
 _CELL = 'style="border:1px solid #ddd;padding:2px 6px;text-align:{}"'
 
 
@@ -32,8 +33,9 @@ def text_table(header: Sequence[str], rows: Iterable[Sequence[Any]], indent: str
     return "\n".join(lines)
 
 
-def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, caption: str | None = None,
-               shaded: Iterable[int] = ()) -> str:
+def html_table(
+    header: Sequence[str], rows: Iterable[Sequence[Any]], *, caption: str | None = None, shaded: Iterable[int] = ()
+) -> str:
     """An HTML table (cells escaped); rows whose index is in `shaded` get the "changed" background."""
     rows = [["" if c is None else str(c) for c in row] for row in rows]
     numeric = [i > 0 and bool(rows) and all(_numeric(r[i]) for r in rows) for i in range(len(header))]
@@ -45,8 +47,14 @@ def html_table(header: Sequence[str], rows: Iterable[Sequence[Any]], *, caption:
         out.append("<tr>" + "".join(f"<th {_CELL.format('left')}>{html.escape(str(h))}</th>" for h in header) + "</tr>")
     for k, row in enumerate(rows):
         bg = f' bgcolor="{CHANGED_FILL}"' if k in marked else ""
-        out.append(f"<tr{bg}>" + "".join(f"<td {_CELL.format('right' if numeric[i] else 'left')}>{html.escape(c)}</td>"
-                                        for i, c in enumerate(row)) + "</tr>")
+        out.append(
+            f"<tr{bg}>"
+            + "".join(
+                f"<td {_CELL.format('right' if numeric[i] else 'left')}>{html.escape(c)}</td>"
+                for i, c in enumerate(row)
+            )
+            + "</tr>"
+        )
     out.append("</table>")
     return "".join(out)
 

@@ -6,9 +6,35 @@ gathers them all; tests/test_structure.py fails if a family has no module here.
 
 from __future__ import annotations
 
-from eqsat.rewrites.properties import (activation, analysis, cast, cleanup, conv, elementwise, layout, linear,
-                                      normalization, pool, quant, reduce, tensor)
+from eqsat.rewrites.properties import (
+    activation,
+    analysis,
+    cast,
+    cleanup,
+    conv,
+    elementwise,
+    layout,
+    linear,
+    normalization,
+    pool,
+    quant,
+    reduce,
+    tensor,
+)
 
 #: Every family's property module.
-FAMILIES = (activation, analysis, cast, cleanup, conv, elementwise, layout, linear, normalization, pool, quant,
-            reduce, tensor)
+FAMILIES = (
+    activation,
+    analysis,
+    cast,
+    cleanup,
+    conv,
+    elementwise,
+    layout,
+    linear,
+    normalization,
+    pool,
+    quant,
+    reduce,
+    tensor,
+)

@@ -33,6 +33,7 @@ def _gelu_product(draw: Callable, st: Any, g: DrawnGraph, x: str, h: str, dtype:
 
 def _gelu(rule: str, checked: str = "") -> Callable[[], Any]:
     """Graphs where `rule` (a Gelu fusion) fires; `checked`: the rule the case checks instead (with `rule` also)."""
+
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         shape = draw(shapes(1, 3, 4))
@@ -52,7 +53,9 @@ def _gelu(rule: str, checked: str = "") -> Callable[[], Any]:
             else:
                 cube = g.node("Mul", [g.node("Mul", [x, x], "x2"), x], "cube")
             c = g.node("Mul", [cube, const_input(g, "c1", 0.044715, dtype)], "c")
-            inner = g.node("Mul", [g.node("Add", [x, c], "p"), const_input(g, "c2", math.sqrt(2 / math.pi), dtype)], "u")
+            inner = g.node(
+                "Mul", [g.node("Add", [x, c], "p"), const_input(g, "c2", math.sqrt(2 / math.pi), dtype)], "u"
+            )
             h = g.node("Add", [g.node("Tanh", [inner], "t"), one], "h")
         out = _gelu_product(draw, st, g, x, h, dtype)
         return g.case(checked or rule, [out], opset=20, also=(rule,) if checked else ())
@@ -91,7 +94,7 @@ def _hardswish_fuse(draw: Callable, st: Any) -> RuleCase:
     if draw(st.booleans()):  # (x * h) / 6
         xh = g.node("Mul", [x, h] if draw(st.booleans()) else [h, x], "xh")
         g.node("Div" if by_six else "Mul", [xh, scale], "y")
-    else:                    # x * (h / 6)
+    else:  # x * (h / 6)
         hs = g.node("Div" if by_six else "Mul", [h, scale], "hs")
         g.node("Mul", [x, hs] if draw(st.booleans()) else [hs, x], "y")
     return g.case("hardswish-fuse", ["y"], opset=draw(st.sampled_from((11, 14, 17))))

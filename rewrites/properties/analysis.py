@@ -22,6 +22,7 @@ def _analysis_case(rule: str, kind: str) -> Callable[[], "SearchStrategy[RuleCas
     """Graphs where a rewrite needs a fact that only the analysis rule `rule` derives (see the docs of
     tests/test_rules_analysis.py): a sunk unary (shape-unary), a sunk binary (shape-binary), a transposed
     constant created by a rewrite (shape-transpose, constant-terms)."""
+
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         shape = draw(shapes(1, 4, 3))
@@ -86,9 +87,13 @@ def _splat_facts(draw: Callable, st: Any) -> RuleCase:
 def _list_functions(draw: Callable, st: Any) -> RuleCase:
     """A rewrite that reads functions of lists (sorted merged axes, a product of reduced dims): two Squeezes
     that both list axes (the axes-less outer Squeeze merges without them), two Unsqueezes, a sum over a count."""
-    case = draw(st.one_of(layout.PROPERTIES["squeeze-merge"](), layout.PROPERTIES["unsqueeze-merge"](),
-                          reduce.PROPERTIES["reducesum-div-to-mean"]())
-                .filter(lambda c: all(len(n.input) == 2 or n.attribute for n in c.model.graph.node if n.op_type == "Squeeze")))
+    case = draw(
+        st.one_of(
+            layout.PROPERTIES["squeeze-merge"](),
+            layout.PROPERTIES["unsqueeze-merge"](),
+            reduce.PROPERTIES["reducesum-div-to-mean"](),
+        ).filter(lambda c: all(len(n.input) == 2 or n.attribute for n in c.model.graph.node if n.op_type == "Squeeze"))
+    )
     return dataclasses.replace(case, rule="list-functions", also=(case.rule, *case.also))
 
 

@@ -44,6 +44,7 @@ def _cast_values(draw: Callable, st: Any, d: str, t1: str, t2: str, shape: tuple
 
 def _cast_pair(rule: str, also: str, back_to_source: bool) -> Callable[[], "SearchStrategy[RuleCase]"]:
     """x (dtype d) -> Cast(t1) -> Cast(t2) with d -> t1 lossless; t2 = d when `back_to_source` (a no-op pair)."""
+
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         d, t1 = draw(st.sampled_from(_lossless_pairs()))
@@ -96,7 +97,7 @@ def _cast_int_via_float_to_half(draw: Callable, st: Any) -> RuleCase:
     shape = draw(shapes(1, 3, 4))
     g = DrawnGraph()
     x = np.asarray(draw(arrays(d, shape, -3e9, 3e9)))
-    edges = np.array([65504, 65519, 65520, 2 ** 24 + 1, 2 ** 24 - 1, 2049, 2047, -65520, -(2 ** 24 + 3)])
+    edges = np.array([65504, 65519, 65520, 2**24 + 1, 2**24 - 1, 2049, 2047, -65520, -(2**24 + 3)])
     k = draw(st.integers(0, x.size))
     flat = x.reshape(-1)
     flat[:k] = np.resize(edges, k).astype(x.dtype)  # negative edges wrap for unsigned: still integers
@@ -139,8 +140,9 @@ def _cast_fp16_arith(draw: Callable, st: Any) -> RuleCase:
     elif op == "Pow":
         z = g.node("Pow", [a, const_input(g, "two", 2.0, draw(st.sampled_from(("FLOAT", "FLOAT16"))))], "z")
     else:
-        b = g.node("Cast", [g.input("b", draw(arrays("FLOAT16", b_shape, -300.0, 300.0)))], "b32",
-                   to=onnx_elem_type("FLOAT"))
+        b = g.node(
+            "Cast", [g.input("b", draw(arrays("FLOAT16", b_shape, -300.0, 300.0)))], "b32", to=onnx_elem_type("FLOAT")
+        )
         z = g.node(op, [a, b], "z")
     g.node("Cast", [z], "y", to=onnx_elem_type("FLOAT16"))
     return g.case("cast-fp16-arith", ["y"])

@@ -100,8 +100,9 @@ def _slice_noop(draw: Callable, st: Any) -> RuleCase:
     if not with_axes:  # without an axes input, starts/ends apply to the first len(axes) axes
         axes = list(range(len(axes)))
     g.inits["starts"] = np.array([draw(st.sampled_from((0, -shape[a] - 5))) for a in axes], np.int64)
-    g.inits["ends"] = np.array([draw(st.sampled_from((shape[a], 1000, np.iinfo(np.int64).max))) for a in axes],
-                               np.int64)
+    g.inits["ends"] = np.array(
+        [draw(st.sampled_from((shape[a], 1000, np.iinfo(np.int64).max))) for a in axes], np.int64
+    )
     inputs = [x, "starts", "ends"]
     if with_axes:
         g.inits["axes"] = np.array([a - rank if draw(st.booleans()) else a for a in axes], np.int64)
@@ -116,6 +117,7 @@ def _slice_noop(draw: Callable, st: Any) -> RuleCase:
 def _pad_merge(rule: str, mode: str) -> Callable[[], Any]:
     """Two Pads of `mode` with non-negative pads (constant mode: sometimes with an explicit pad value; edge mode:
     at opset 13 or 18)."""
+
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         shape = draw(shapes(1, 4, 3))
@@ -133,6 +135,7 @@ def _pad_merge(rule: str, mode: str) -> Callable[[], Any]:
         if mode == "constant":
             return g.case(rule, ["y"])
         return g.case(rule, ["y"], opset=draw(st.sampled_from((13, 18))))
+
     return strategy
 
 
@@ -183,9 +186,14 @@ def _split_noop(draw: Callable, st: Any) -> RuleCase:
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "relu-merge": functools.partial(_repeated, "relu-merge", {"Relu": ("FLOAT", "FLOAT16", "DOUBLE", "INT32")}),
-    "idempotent-merge": functools.partial(_repeated, "idempotent-merge", {
-        op: ("FLOAT", "FLOAT16", "DOUBLE") + (("INT32", "INT64") if op in ("Sign", "Abs") else ())
-        for op in ("Sign", "Abs", "Ceil", "Floor", "Round")}),
+    "idempotent-merge": functools.partial(
+        _repeated,
+        "idempotent-merge",
+        {
+            op: ("FLOAT", "FLOAT16", "DOUBLE") + (("INT32", "INT64") if op in ("Sign", "Abs") else ())
+            for op in ("Sign", "Abs", "Ceil", "Floor", "Round")
+        },
+    ),
     "flatten-noop": _flatten_noop,
     "split-noop": _split_noop,
     "mul-one": neutral_element("mul-one", "Mul", 1.0),

@@ -67,12 +67,23 @@ class ConvSpec:
         return (self.batch, self.co, *dims)
 
     def attrs(self) -> dict[str, Any]:
-        return {"group": self.group, "kernel_shape": list(self.kernel), "strides": list(self.strides),
-                "pads": list(self.pads), "dilations": list(self.dilations)}
+        return {
+            "group": self.group,
+            "kernel_shape": list(self.kernel),
+            "strides": list(self.strides),
+            "pads": list(self.pads),
+            "dilations": list(self.dilations),
+        }
 
 
-def draw_conv(draw: Callable, *, kind: str | None = None, dtype: str | None = None, group: str | None = None,
-              spatial_rank: int | None = None) -> ConvSpec:
+def draw_conv(
+    draw: Callable,
+    *,
+    kind: str | None = None,
+    dtype: str | None = None,
+    group: str | None = None,
+    spatial_rank: int | None = None,
+) -> ConvSpec:
     """A convolution whose output is at least 1 wide: `group` is "one", "grouped", "depthwise" or drawn."""
     st = hypothesis_strategies()
     kind = kind or draw(st.sampled_from(("Conv", "Conv", "ConvTranspose")))
@@ -89,16 +100,26 @@ def draw_conv(draw: Callable, *, kind: str | None = None, dtype: str | None = No
     dilations = tuple(draw(st.sampled_from((1, 1, 2))) if k > 1 else 1 for k in kernel)
     strides = tuple(draw(st.integers(1, 2)) for _ in range(n))
     pads = tuple(draw(st.integers(0, 1)) if k > 1 else 0 for k in kernel * 2)
-    spatial = tuple(draw(st.integers(d * (k - 1) + 1 + wide, d * (k - 1) + 3 + wide))
-                    for k, d in zip(kernel, dilations))
-    spec = ConvSpec(kind, g * per_in, g * per_out, g, kernel, strides, pads, dilations, spatial,
-                    draw(st.integers(1, 2)), dtype)
+    spatial = tuple(
+        draw(st.integers(d * (k - 1) + 1 + wide, d * (k - 1) + 3 + wide)) for k, d in zip(kernel, dilations)
+    )
+    spec = ConvSpec(
+        kind, g * per_in, g * per_out, g, kernel, strides, pads, dilations, spatial, draw(st.integers(1, 2)), dtype
+    )
     assert all(d > 0 for d in spec.out_shape), spec
     return spec
 
 
-def add_conv(draw: Callable, g: DrawnGraph, spec: ConvSpec, x: str, y: str, *, bias: bool | None = None,
-             runtime_weights: bool = False) -> str:
+def add_conv(
+    draw: Callable,
+    g: DrawnGraph,
+    spec: ConvSpec,
+    x: str,
+    y: str,
+    *,
+    bias: bool | None = None,
+    runtime_weights: bool = False,
+) -> str:
     """y = spec.kind(x, W, [B]) with drawn weights (and a bias when `bias`, drawn when None); W a graph input
     when `runtime_weights`."""
     st = hypothesis_strategies()
@@ -147,8 +168,9 @@ def _conv_zero_bias(draw: Callable, st: Any) -> RuleCase:
     if then == "BatchNormalization":
         g.node(then, ["conv", *_bn_params(draw, g, spec.co, spec.dtype)], "y")
         return g.case("conv-zero-bias", ["y"], also=("conv-bn-fold",))
-    g.inits["c"] = draw_constant(draw, draw(st.sampled_from(channel_shapes(spec.rank, spec.co))), spec.dtype,
-                                 positive=then == "Div")
+    g.inits["c"] = draw_constant(
+        draw, draw(st.sampled_from(channel_shapes(spec.rank, spec.co))), spec.dtype, positive=then == "Div"
+    )
     g.node(then, ["c", "conv"] if then == "Sub" and draw(st.booleans()) and not runtime else ["conv", "c"], "y")
     return g.case("conv-zero-bias", ["y"], also=("conv-bias-fold", "conv-scale-fold", "conv-div-fold"))
 
@@ -188,8 +210,13 @@ def _conv_bn_fold(draw: Callable, st: Any, rule: str = "conv-bn-fold") -> RuleCa
     x = float_input(draw, g, "x", spec.x_shape, spec.dtype)
     add_conv(draw, g, spec, x, "conv")
     eps = draw(st.sampled_from((1e-5, 1e-3, 0.1, 0.0)))  # eps 0: folds too (the composed mark is eps 0, momentum 1)
-    g.node("BatchNormalization", ["conv", *_bn_params(draw, g, spec.co, spec.dtype)], "y", epsilon=eps,
-           **({"momentum": draw(st.sampled_from((0.9, 0.99)))} if draw(st.booleans()) else {}))
+    g.node(
+        "BatchNormalization",
+        ["conv", *_bn_params(draw, g, spec.co, spec.dtype)],
+        "y",
+        epsilon=eps,
+        **({"momentum": draw(st.sampled_from((0.9, 0.99)))} if draw(st.booleans()) else {}),
+    )
     return g.case(rule, ["y"], also=ZERO_BIAS + (("conv-bn-fold",) if rule != "conv-bn-fold" else ()))
 
 
@@ -207,8 +234,12 @@ def _bn_decompose(draw: Callable, st: Any) -> RuleCase:
     shape = _norm_shape(draw, dtype)
     g = DrawnGraph()
     x = float_input(draw, g, "x", shape, dtype)
-    g.node("BatchNormalization", [x, *_bn_params(draw, g, shape[1], dtype)], "y",
-           epsilon=draw(st.sampled_from((1e-5, 0.01))))
+    g.node(
+        "BatchNormalization",
+        [x, *_bn_params(draw, g, shape[1], dtype)],
+        "y",
+        epsilon=draw(st.sampled_from((1e-5, 0.01))),
+    )
     return g.case("bn-decompose", ["y"])
 
 
@@ -239,6 +270,7 @@ def _conv_input_scale_fold(draw: Callable, st: Any) -> RuleCase:
 
 def _scale_through(rule: str, act: str) -> Callable[[], Any]:
     """Backward: act(Conv) * c; forward: Conv(act(x * s)); c, s positive, per channel or scalar."""
+
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         spec = draw_conv(draw, dtype="FLOAT")
@@ -248,12 +280,14 @@ def _scale_through(rule: str, act: str) -> Callable[[], Any]:
         if draw(st.booleans()):  # backward
             add_conv(draw, g, spec, x, "conv")
             g.node(act, ["conv"], "a", **attrs)
-            g.inits["c"] = draw_constant(draw, draw(st.sampled_from(channel_shapes(spec.rank, spec.co))),
-                                         spec.dtype, positive=True)
+            g.inits["c"] = draw_constant(
+                draw, draw(st.sampled_from(channel_shapes(spec.rank, spec.co))), spec.dtype, positive=True
+            )
             g.node("Mul", ["a", "c"], "y")
             return g.case(rule, ["y"], also=ZERO_BIAS + ("conv-scale-fold",))
-        g.inits["s"] = draw_constant(draw, draw(st.sampled_from(channel_shapes(spec.rank, spec.ci))),
-                                     spec.dtype, positive=True)
+        g.inits["s"] = draw_constant(
+            draw, draw(st.sampled_from(channel_shapes(spec.rank, spec.ci))), spec.dtype, positive=True
+        )
         g.node("Mul", [x, "s"], "xs")
         g.node(act, ["xs"], "a", **attrs)
         add_conv(draw, g, spec, "a", "y")
@@ -281,15 +315,19 @@ def _scale_through_add(draw: Callable, st: Any) -> RuleCase:
         g.node("Mul", ["a", "c"], "y")
         return g.case("scale-through-add", ["y"], also=also)
     # forward: Conv(act(x * s + t)), s > 0, t a constant, act Relu or LeakyRelu
-    g.inits["s"] = draw_constant(draw, draw(st.sampled_from(channel_shapes(spec.rank, spec.ci))), spec.dtype,
-                                 positive=True)
+    g.inits["s"] = draw_constant(
+        draw, draw(st.sampled_from(channel_shapes(spec.rank, spec.ci))), spec.dtype, positive=True
+    )
     g.inits["t"] = draw_constant(draw, draw(st.sampled_from(channel_shapes(spec.rank, spec.ci)[:2])), spec.dtype)
     g.node("Mul", [x, "s"], "xs")
     g.node("Add", ["xs", "t"], "m")
     g.node(draw(st.sampled_from(("Relu", "LeakyRelu"))), ["m"], "r")
     add_conv(draw, g, spec, "r", "y")
-    return g.case("scale-through-add", ["y"],
-                  also=also + ("scale-through-relu", "scale-through-leaky-relu", "scale-positive-facts"))
+    return g.case(
+        "scale-through-add",
+        ["y"],
+        also=also + ("scale-through-relu", "scale-through-leaky-relu", "scale-positive-facts"),
+    )
 
 
 @rule_case
@@ -334,6 +372,7 @@ def _analysis_fact(rule: str) -> Callable[[], Any]:
     gamma / sqrt(var + eps), positive by this rule, which then passes through the Relu into the conv.
     scale-finite-facts: the same graph: that scale is finite (a positive divisor) by this rule, so it folds.
     """
+
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         spec = draw_conv(draw, dtype="FLOAT")
@@ -364,6 +403,7 @@ def _conv_merge(rule: str = "conv-merge") -> Callable[[], Any]:
     """2 or 3 group-1 convs over one input with the same geometry and their own output channels; each bias
     present or absent (a mix goes through the zero bias), each followed by the same activation (always for
     conv-merge-epilogue) or none."""
+
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         spec = draw_conv(draw, kind="Conv", group="one")

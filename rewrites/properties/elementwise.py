@@ -57,7 +57,9 @@ def _where_not_swap(draw: Callable, st: Any) -> RuleCase:
         c = g.input("c", draw(arrays("BOOL", draw(broadcastable_shapes(shape)))))
     b_shape = draw(broadcastable_shapes(shape))
     g.inits["b"] = draw(arrays(g.feeds[x].dtype, b_shape))
-    g.node("Where", [g.node("Not", [c], "n"), x, "b"] if draw(st.booleans()) else [g.node("Not", [c], "n"), "b", x], "y")
+    g.node(
+        "Where", [g.node("Not", [c], "n"), x, "b"] if draw(st.booleans()) else [g.node("Not", [c], "n"), "b", x], "y"
+    )
     return g.case("where-not-swap", ["y"])
 
 
@@ -80,8 +82,9 @@ def _mul_scalar_reassoc(draw: Callable, st: Any) -> RuleCase:
     g = DrawnGraph()
     a = g.input("a", draw(arrays(dtype, shape, -4, 4)))
     b = g.input("b", draw(arrays(dtype, shape, -4, 4)))
-    g.inits["c"] = np.full((1,) * draw(st.integers(0, len(shape))), draw(st.sampled_from((0.5, -3.0, 0.7071))),
-                           numpy_dtype(dtype))
+    g.inits["c"] = np.full(
+        (1,) * draw(st.integers(0, len(shape))), draw(st.sampled_from((0.5, -3.0, 0.7071))), numpy_dtype(dtype)
+    )
     inner_b = draw(st.booleans())
     m = g.node("Mul", [b if inner_b else a, "c"] if draw(st.booleans()) else ["c", b if inner_b else a], "m")
     other = a if inner_b else b
@@ -113,8 +116,14 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "mul-neg-one": neutral_element("mul-neg-one", "Mul", -1.0),
     "mul-scalar-reassoc": _mul_scalar_reassoc,
     "add-scaled-last": _add_scaled_last,
-    "pow-one": neutral_element("pow-one", "Pow", 1.0, commutative=False, dtypes=("FLOAT", "DOUBLE", "INT32", "INT64"),
-                               k_dtypes=("FLOAT", "INT64", "INT32")),
+    "pow-one": neutral_element(
+        "pow-one",
+        "Pow",
+        1.0,
+        commutative=False,
+        dtypes=("FLOAT", "DOUBLE", "INT32", "INT64"),
+        k_dtypes=("FLOAT", "INT64", "INT32"),
+    ),
     "or-false": neutral_element("or-false", "Or", 0.0, dtypes=("BOOL",)),
     "and-true": neutral_element("and-true", "And", 1.0, dtypes=("BOOL",)),
 }

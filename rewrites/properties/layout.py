@@ -78,8 +78,12 @@ def _binary_operands(draw: Callable, st: Any, shape: tuple[int, ...]) -> tuple[s
         return op, "FLOAT", draw(float_arrays(a_shape)), draw(float_arrays(b_shape))
     a_shape = draw(broadcastable_shapes(shape, same_rank=True))
     if family == "compare":
-        return (draw(st.sampled_from(COMPARE_OPS)), "FLOAT", draw(arrays("FLOAT", a_shape, -3, 3, integers=True)),
-                draw(arrays("FLOAT", b_shape, -3, 3, integers=True)))
+        return (
+            draw(st.sampled_from(COMPARE_OPS)),
+            "FLOAT",
+            draw(arrays("FLOAT", a_shape, -3, 3, integers=True)),
+            draw(arrays("FLOAT", b_shape, -3, 3, integers=True)),
+        )
     if family == "logical":
         return draw(st.sampled_from(_LOGICAL)), "BOOL", draw(arrays("BOOL", a_shape)), draw(arrays("BOOL", b_shape))
     return "Mod", "INT32", draw(arrays("INT32", a_shape, -20, 20)), draw(arrays("INT32", b_shape, 1, 5))
@@ -123,7 +127,7 @@ def _transpose_sink_binary_broadcast(draw: Callable, st: Any) -> RuleCase:
     p = draw(perms(len(shape)))
     t_shape = tuple(shape[i] for i in p)
     k = draw(st.integers(0, len(shape) - 1))
-    c_shape = tuple(1 if draw(st.booleans()) else d for d in t_shape[len(shape) - k:])
+    c_shape = tuple(1 if draw(st.booleans()) else d for d in t_shape[len(shape) - k :])
     op = draw(st.sampled_from(("Add", "Sub", "Mul", "Div")))
     g = DrawnGraph()
     x = g.input("x", draw(float_arrays(shape)))
@@ -239,8 +243,11 @@ def _reshape_transpose_reshape(draw: Callable, st: Any) -> RuleCase:
     x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "INT64"))), shape)))
     g.inits["m"] = np.array(merged, np.int64)
     g.inits["s"] = np.array(split, np.int64)
-    g.nodes += [oh.make_node("Reshape", [x, "m"], ["r"]), transpose_node("r", "t", p),
-                oh.make_node("Reshape", ["t", "s"], ["y"])]
+    g.nodes += [
+        oh.make_node("Reshape", [x, "m"], ["r"]),
+        transpose_node("r", "t", p),
+        oh.make_node("Reshape", ["t", "s"], ["y"]),
+    ]
     return g.case("reshape-transpose-reshape", ["y"])
 
 
@@ -251,8 +258,9 @@ def _squeeze_unsqueeze_cancel(draw: Callable, st: Any) -> RuleCase:
     if draw(st.booleans()):  # Squeeze(Unsqueeze(x, a), a)
         shape = draw(shapes(0, 4, 3))
         out_rank = len(shape) + draw(st.integers(1, 2))
-        axes = sorted(draw(st.sets(st.integers(0, out_rank - 1), min_size=out_rank - len(shape),
-                                   max_size=out_rank - len(shape))))
+        axes = sorted(
+            draw(st.sets(st.integers(0, out_rank - 1), min_size=out_rank - len(shape), max_size=out_rank - len(shape)))
+        )
         x = g.input("x", draw(arrays("FLOAT", shape)))
         u = _axes_op(g, "Unsqueeze", x, "u", [a - out_rank if draw(st.booleans()) else a for a in axes], opset, 13)
         _axes_op(g, "Squeeze", u, "y", axes, opset, 13)
@@ -301,16 +309,18 @@ def _unsqueeze_merge(draw: Callable, st: Any) -> RuleCase:
     opset = draw(st.sampled_from((11, 13, 17)))
     shape = draw(shapes(0, 3, 3))
     out_rank = len(shape) + draw(st.integers(2, 7))
-    inserted = sorted(draw(st.sets(st.integers(0, out_rank - 1), min_size=out_rank - len(shape),
-                                   max_size=out_rank - len(shape))))
+    inserted = sorted(
+        draw(st.sets(st.integers(0, out_rank - 1), min_size=out_rank - len(shape), max_size=out_rank - len(shape)))
+    )
     outer = sorted(draw(st.sets(st.sampled_from(inserted), min_size=1, max_size=len(inserted) - 1)))
     inner = [c - sum(b < c for b in outer) for c in inserted if c not in outer]
     g = DrawnGraph()
     x = g.input("x", draw(arrays(draw(st.sampled_from(("FLOAT", "BOOL"))), shape)))
     u = _axes_op(g, "Unsqueeze", x, "u", _negated(draw, st, inner, len(shape) + len(inner)), opset, 13)
     _axes_op(g, "Unsqueeze", u, "y", _negated(draw, st, outer, out_rank), opset, 13)
-    return g.case("unsqueeze-merge", [g.node("Not" if g.feeds[x].dtype == np.bool_ else "Neg", ["y"], "out")],
-                  opset=opset)
+    return g.case(
+        "unsqueeze-merge", [g.node("Not" if g.feeds[x].dtype == np.bool_ else "Neg", ["y"], "out")], opset=opset
+    )
 
 
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.

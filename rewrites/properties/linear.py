@@ -46,8 +46,15 @@ def _linear(rule: str) -> Callable[[], Any]:
                 c_shape = draw(st.sampled_from(((n,), (1, n), (m, n), (m, 1), ())))
                 g.inits["cc"] = draw_constant(draw, c_shape, dtype)
                 inputs.append("cc")
-            g.node("Gemm", inputs, "lin", alpha=draw(st.sampled_from((1.0, 0.5))),
-                   beta=draw(st.sampled_from((1.0, 2.0))), transA=int(trans_a), transB=int(trans_b))
+            g.node(
+                "Gemm",
+                inputs,
+                "lin",
+                alpha=draw(st.sampled_from((1.0, 0.5))),
+                beta=draw(st.sampled_from((1.0, 2.0))),
+                transA=int(trans_a),
+                transB=int(trans_b),
+            )
         else:
             a = float_input(draw, g, "a", (m, k), dtype)
         if "Gemm" not in [nd.op_type for nd in g.nodes]:
@@ -95,8 +102,15 @@ def _const_minus_linear(draw: Callable, st: Any) -> RuleCase:
         if draw(st.booleans()):
             g.inits["cc"] = draw_constant(draw, draw(st.sampled_from(((n,), (1, n), (m, n), (m, 1), ()))), dtype)
             inputs.append("cc")
-        g.node("Gemm", inputs, "lin", alpha=draw(st.sampled_from((1.0, 0.5, -2.0))),
-               beta=draw(st.sampled_from((1.0, 2.0, -0.5))), transA=int(trans_a), transB=int(trans_b))
+        g.node(
+            "Gemm",
+            inputs,
+            "lin",
+            alpha=draw(st.sampled_from((1.0, 0.5, -2.0))),
+            beta=draw(st.sampled_from((1.0, 2.0, -0.5))),
+            transA=int(trans_a),
+            transB=int(trans_b),
+        )
     g.inits["c"] = draw_constant(draw, draw(st.sampled_from(((n,), (1, n), (m, n), (m, 1), (), (1,)))), dtype)
     g.node("Sub", ["c", "lin"], "y")
     return g.case("const-minus-linear", ["y"], opset=draw(st.sampled_from((13, 17))))
@@ -107,6 +121,7 @@ def _linear_merge(rule: str) -> Callable[[], Any]:
     biases all absent or all per column ([N_k]), each output through a Relu or not (gemm-merge); for
     matmul-merge-epilogue, Gemms or MatMuls (with per-column biases or not) each followed by the same
     activation (Gelu at opset 20)."""
+
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         dtype, dt, (m, k) = _linear_dtype_and_dims(draw, 2)
@@ -114,16 +129,19 @@ def _linear_merge(rule: str) -> Callable[[], Any]:
         trans_a = not matmul and draw(st.booleans())
         trans_b = not matmul and draw(st.booleans())
         bias = draw(st.booleans())
-        attrs = {"alpha": draw(st.sampled_from((1.0, 0.5, -2.0))), "beta": draw(st.sampled_from((1.0, 2.0))),
-                 "transA": int(trans_a), "transB": int(trans_b)}
+        attrs = {
+            "alpha": draw(st.sampled_from((1.0, 0.5, -2.0))),
+            "beta": draw(st.sampled_from((1.0, 2.0))),
+            "transA": int(trans_a),
+            "transB": int(trans_b),
+        }
         act = draw(st.sampled_from(LINEAR_EPILOGUES)) if rule == "matmul-merge-epilogue" else None
         g = DrawnGraph()
         a = float_input(draw, g, "a", (k, m) if trans_a else (m, k), dtype)
         outs = []
         for i in range(draw(st.integers(2, 3))):
             n = draw(st.integers(2, 4))  # B of 2 elements at least (one element is a Scalar, not a Const)
-            g.inits[f"b{i}"] = np.asarray(draw(float_arrays((n, k) if trans_b else (k, n), dt, -1.0, 1.0))
-                                          + dt.type(i))
+            g.inits[f"b{i}"] = np.asarray(draw(float_arrays((n, k) if trans_b else (k, n), dt, -1.0, 1.0)) + dt.type(i))
             if bias:
                 g.inits[f"c{i}"] = np.asarray(draw(float_arrays((n,), dt, -1.0, 1.0)))
             if matmul:

@@ -1,4 +1,5 @@
-"""Hypothesis properties of the normalization rules (rewrites/normalization.py): for each rule, a strategy of small graphs
+"""Hypothesis properties of the normalization rules (rewrites/normalization.py): for each rule, a strategy of small
+graphs
 where its guard holds (`RuleCase`), checked by tests/test_rules_normalization.py and `eqsat check-rules`."""
 
 from __future__ import annotations
@@ -53,8 +54,14 @@ def _spread(draw: Callable, st: Any, shape: tuple[int, ...], dtype: str) -> np.n
 def _layernorm(rule: str, affine: str) -> Callable[[], Any]:
     """Moments over the trailing axes (one or several: LN decomposition), then nothing / Mul(gamma) /
     Mul(gamma) + Add(beta)."""
-    also = (FORMS, *{"layernorm-fuse": (), "layernorm-fuse-scale": ("layernorm-fuse",),
-                     "layernorm-fuse-bias": ("layernorm-fuse", "layernorm-fuse-scale")}[rule])
+    also = (
+        FORMS,
+        *{
+            "layernorm-fuse": (),
+            "layernorm-fuse-scale": ("layernorm-fuse",),
+            "layernorm-fuse-bias": ("layernorm-fuse", "layernorm-fuse-scale"),
+        }[rule],
+    )
 
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
@@ -67,7 +74,7 @@ def _layernorm(rule: str, affine: str) -> Callable[[], Any]:
         n = draw(st.integers(1, rank))
         axes = [a - rank if draw(st.booleans()) else a for a in range(rank - n, rank)]
         out = _moments(draw, st, g, x, axes, dtype, opset)
-        nd = shape[rank - n:]
+        nd = shape[rank - n :]
         gamma_shape = draw(st.sampled_from((nd, (1,) * (rank - n) + nd)))
         if affine in ("scale", "bias") and (affine == "scale" or draw(st.booleans())):
             out = _with_constant(draw, st, g, "Mul", out, "gamma", gamma_shape, "scaled", dtype)
@@ -94,12 +101,17 @@ def _layernorm_transposed(draw: Callable, st: Any) -> RuleCase:
     out = _moments(draw, st, g, x, list(range(a, a + n)), "FLOAT", opset)
     also: tuple[str, ...] = ()
     if draw(st.booleans()):
-        cshape = tuple(d if a <= i < a + n else 1 for i, d in enumerate(shape))[draw(st.integers(0, a)):]
+        cshape = tuple(d if a <= i < a + n else 1 for i, d in enumerate(shape))[draw(st.integers(0, a)) :]
         gamma = const_input(g, "gamma", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
         beta = const_input(g, "beta", draw(float_arrays(cshape, np.float32, -2, 2)), "FLOAT")
         out = g.node("Add", [g.node("Mul", [out, gamma], "scaled"), beta], "y")
-        also = ("layernorm-fuse-scale", "layernorm-fuse-bias", "transpose-sink-binary-const", "transpose-merge",
-                "transpose-identity")
+        also = (
+            "layernorm-fuse-scale",
+            "layernorm-fuse-bias",
+            "transpose-sink-binary-const",
+            "transpose-merge",
+            "transpose-identity",
+        )
     return g.case("layernorm-fuse-transposed", [out], also=(*also, FORMS), opset=opset)
 
 
@@ -125,8 +137,17 @@ def _instancenorm_channels_last(draw: Callable, st: Any) -> RuleCase:
     return g.case("instancenorm-fuse-channels-last", [out], also=(*also, FORMS), opset=opset)
 
 
-def _with_constant(draw: Callable, st: Any, g: DrawnGraph, op: str, x: str, name: str, shape: tuple[int, ...],
-                   out: str, dtype: str = "FLOAT") -> str:
+def _with_constant(
+    draw: Callable,
+    st: Any,
+    g: DrawnGraph,
+    op: str,
+    x: str,
+    name: str,
+    shape: tuple[int, ...],
+    out: str,
+    dtype: str = "FLOAT",
+) -> str:
     """`out` = op(x, c) or op(c, x) for a constant c called `name` of `shape`, values in [-2, 2] (a gamma, a beta)."""
     c = const_input(g, name, draw(float_arrays(shape, numpy_dtype(dtype), -2, 2)), dtype)
     return g.node(op, [x, c] if draw(st.booleans()) else [c, x], out)
@@ -235,8 +256,9 @@ def _distribute_affine(draw: Callable, st: Any) -> RuleCase:
     instance = draw(st.booleans())
     rank = draw(st.integers(3, 4)) if instance else draw(st.integers(1, 3))
     if instance:
-        shape = ((draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(4, 6)))
-                 + draw(shapes(rank - 3, rank - 3, 3)))
+        shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(4, 6))) + draw(
+            shapes(rank - 3, rank - 3, 3)
+        )
         axes, cshape, also = list(range(2, rank)), (1, shape[1]) + (1,) * (rank - 2), ("instancenorm-fuse",)
     else:
         shape = draw(shapes(rank - 1, rank - 1, 3)) + (draw(st.integers(4, 8)),)

@@ -19,6 +19,7 @@ def _pad_pool(rule: str) -> Callable[[], Any]:
     """x (N, C, spatial...) -> Pad (spatial only, zero or -inf) -> AveragePool(count_include_pad=1) or MaxPool,
     with or without pads of its own; every summed pad below the kernel size. Values in [-4, 4]: windows whose
     values are all negative are common (where a zero pad would win a max)."""
+
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         n = draw(st.integers(1, 3))
@@ -26,8 +27,14 @@ def _pad_pool(rule: str) -> Callable[[], Any]:
         spatial = [draw(st.integers(k, k + 3)) for k in kernel]
         dtype = draw(st.sampled_from(("FLOAT", "FLOAT", "DOUBLE")))
         g = DrawnGraph()
-        x = g.input("x", draw(float_arrays((draw(st.integers(1, 2)), draw(st.integers(1, 3)), *spatial),
-                                           numpy_dtype(dtype), -4.0, 4.0)))
+        x = g.input(
+            "x",
+            draw(
+                float_arrays(
+                    (draw(st.integers(1, 2)), draw(st.integers(1, 3)), *spatial), numpy_dtype(dtype), -4.0, 4.0
+                )
+            ),
+        )
         own = [draw(st.integers(0, k - 1)) for k in kernel * 2] if draw(st.booleans()) else None
         have = own or [0] * (2 * n)
         extra = [draw(st.integers(0, kernel[i % n] - 1 - have[i])) for i in range(2 * n)]

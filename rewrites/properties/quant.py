@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
 
-def _qparams(draw: Callable, st: Any, g: DrawnGraph, qtype: str, channels: int | None, prefix: str = "") -> tuple[str, str]:
+def _qparams(
+    draw: Callable, st: Any, g: DrawnGraph, qtype: str, channels: int | None, prefix: str = ""
+) -> tuple[str, str]:
     """Scale (per tensor, or per channel when `channels`) and zero point initializers."""
     shape = () if channels is None else (channels,)
     scale = np.asarray(draw(float_arrays(shape, np.float32, 0.01, 0.2)), np.float32)
@@ -54,8 +56,18 @@ def _dq_q_drop(draw: Callable, st: Any) -> RuleCase:
     # `big` is 60 to 400 steps: beyond ~127 steps Quantize saturates (the Clip must clamp alike); the
     # rounding error <= s / 2 stays under 1% of the output's scale (>= 60 steps)
     g.inits["s"] = np.array(big / draw(st.sampled_from((60.0, 100.0, 200.0, 400.0))), np.float32)
-    zp = draw(st.sampled_from((np.array(128, np.uint8), np.array(0, np.int8), np.array(3, np.int8),
-                               np.array(-5, np.int8), np.array(0, np.uint8), None)))
+    zp = draw(
+        st.sampled_from(
+            (
+                np.array(128, np.uint8),
+                np.array(0, np.int8),
+                np.array(3, np.int8),
+                np.array(-5, np.int8),
+                np.array(0, np.uint8),
+                None,
+            )
+        )
+    )
     params = ["s"]
     if zp is not None:
         g.inits["z"] = zp
@@ -90,6 +102,7 @@ def _qdq_zero_point_default(draw: Callable, st: Any) -> RuleCase:
 
 def _qdq_sink(rule: str) -> Callable[[], Any]:
     """DQ -> layout op -> Q (the pair meets and cancels), or a lone DQ -> layout op, or layout op -> Q."""
+
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
         shape = draw(shapes(1, 4, 3))
@@ -136,10 +149,12 @@ def _qdq_zero_point_shift(draw: Callable, st: Any) -> RuleCase:
     attrs = {"axis": draw(st.integers(0, len(shape) - 1))} if per_axis or draw(st.booleans()) else {}
     if per_axis:
         channels = shape[attrs["axis"]]
-        g.inits["s"] = np.asarray(draw(st.lists(st.sampled_from((0.01, 0.05, 0.2, 1.0)), min_size=channels,
-                                                max_size=channels)), np.float32)
-        g.inits["z"] = np.asarray(draw(st.lists(st.integers(lo, hi), min_size=channels, max_size=channels)),
-                                  numpy_dtype(qtype))
+        g.inits["s"] = np.asarray(
+            draw(st.lists(st.sampled_from((0.01, 0.05, 0.2, 1.0)), min_size=channels, max_size=channels)), np.float32
+        )
+        g.inits["z"] = np.asarray(
+            draw(st.lists(st.integers(lo, hi), min_size=channels, max_size=channels)), numpy_dtype(qtype)
+        )
     else:
         g.inits["s"] = np.asarray(draw(st.sampled_from((0.01, 0.05, 0.2, 1.0))), np.float32)
         g.inits["z"] = np.full((1,) * draw(st.integers(0, 1)), draw(st.integers(lo, hi)), numpy_dtype(qtype))
@@ -222,7 +237,9 @@ def _rescale_merge(rule: str) -> Callable[[], Any]:
         if end == "requantize":
             per_axis = draw(st.booleans())
             channels = shape[1] if per_axis and len(shape) > 1 else None
-            s3 = np.asarray(draw(float_arrays(() if channels is None else (channels,), np.float32, 0.001, 0.5)), np.float32)
+            s3 = np.asarray(
+                draw(float_arrays(() if channels is None else (channels,), np.float32, 0.001, 0.5)), np.float32
+            )
             t3 = draw(st.sampled_from(("UINT8", "INT8")))
             z3 = draw(st.integers(0, 10) if t3 == "UINT8" else st.integers(-5, 5))
             g.inits.update({"s3": s3, "z3": np.full(s3.shape, z3, numpy_dtype(t3))})

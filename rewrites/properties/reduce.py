@@ -70,8 +70,18 @@ def _global_pool(rule: str) -> Callable[[], Any]:
     return strategy
 
 
-_REDUCTIONS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-               "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp")
+_REDUCTIONS = (
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceSumSquare",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+)
 
 
 @rule_case

@@ -83,8 +83,11 @@ def _transpose_sink_concat(draw: Callable, st: Any, constant: bool = False, rule
             x = g.input(f"x{k}", draw(float_arrays(tuple(shape))))
             items.append(g.node("Transpose", [x], f"t{k}", perm=list(p)))
     g.node("Concat", items, "y", axis=axis)
-    return g.case(rule or ("transpose-sink-concat-const" if constant else "transpose-sink-concat"), ["y"],
-                  also=("transpose-sink-concat-const" if constant else "transpose-sink-concat",) if rule else ())
+    return g.case(
+        rule or ("transpose-sink-concat-const" if constant else "transpose-sink-concat"),
+        ["y"],
+        also=("transpose-sink-concat-const" if constant else "transpose-sink-concat",) if rule else (),
+    )
 
 
 @rule_case
@@ -117,8 +120,9 @@ def _target(draw: Callable, st: Any, shape: tuple[int, ...], copy: bool = True) 
     return np.array(target, np.int64)
 
 
-def _shuffle(g: DrawnGraph, draw: Callable, st: Any, x: str, mid: tuple[int, ...], perm: tuple[int, ...],
-             out: tuple[int, ...]) -> str:
+def _shuffle(
+    g: DrawnGraph, draw: Callable, st: Any, x: str, mid: tuple[int, ...], perm: tuple[int, ...], out: tuple[int, ...]
+) -> str:
     """Reshape(x, mid) -> Transpose(perm) -> Reshape(out), the targets drawn by `_target`."""
     g.inits["mid"], g.inits["out"] = _target(draw, st, mid), _target(draw, st, out)
     r = g.node("Reshape", [x, "mid"], "r")
@@ -169,7 +173,7 @@ def _stack_reshape(draw: Callable, st: Any) -> RuleCase:
         else:
             ups.append(g.node("Unsqueeze", [x], f"u{k}", axes=[a]))
     c = g.node("Concat", ups, "c", axis=_onnx_axis(draw, st, axis, len(base) + 1))
-    g.inits["shape"] = _target(draw, st, base[:axis] + (n * base[axis],) + base[axis + 1:], copy=axis > 0)
+    g.inits["shape"] = _target(draw, st, base[:axis] + (n * base[axis],) + base[axis + 1 :], copy=axis > 0)
     g.node("Reshape", [c, "shape"], "y")
     return g.case("stack-reshape-to-concat", ["y"], opset=opset)
 
@@ -202,7 +206,7 @@ def _dequantized_gather(draw: Callable, st: Any, rule: str, cast_only: bool) -> 
     Sub of a zero point and/or Mul by a scale, each a scalar or per row) and gathered along axis 0."""
     table = draw(shapes(1, 3, 4, min_dim=1))
     lead = draw(shapes(0 if cast_only else 1, 2, 3))  # a rank-0 index under a scalar aligned to the table's
-    g = DrawnGraph()                                         # rank would lower the rank: the rule declines
+    g = DrawnGraph()  # rank would lower the rank: the rule declines
     w = g.input("w", draw(arrays(draw(st.sampled_from(("INT8", "UINT8", "INT32"))), table)))
     axis = draw(st.integers(0, len(table) - 1)) if cast_only else 0
     i = g.input("i", draw(arrays("INT64", lead, -table[axis], table[axis] - 1)))
@@ -218,9 +222,7 @@ def _dequantized_gather(draw: Callable, st: Any, rule: str, cast_only: bool) -> 
 
 
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
-PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
-
-}
+PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {}
 #: Properties checked with static shapes only.
 STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "list-append": _concat_merge("list-append"),
