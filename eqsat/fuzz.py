@@ -254,7 +254,7 @@ def _chunk(
     start = time.perf_counter()
     lines: list[str] = []
     try:
-        with with_reporter(lines.append):
+        with with_reporter(lambda text: lines.append(str(text))):
             prop()
     except Exception as exc:
         case = state["last"]
@@ -269,7 +269,8 @@ def _save(case: Any, folder: Path, seed: int) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     stem = folder / f"fuzz-seed{seed}"
     onnx.save(case.model, str(stem) + ".onnx")
-    np.savez(str(stem) + ".npz", **{k: np.asarray(v) for k, v in case.feeds.items()})
+    arrays: dict[str, Any] = {k: np.asarray(v) for k, v in case.feeds.items()}
+    np.savez(str(stem) + ".npz", **arrays)
     return str(stem)
 
 

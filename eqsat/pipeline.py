@@ -132,7 +132,8 @@ def _bisect(session: Session, reference: Any, known_failure: tuple[str, tuple[st
     the session's options."""
     from eqsat.bisect import find_culprit
 
-    return find_culprit(session.loaded, session.options, known_failure=known_failure, reference=reference)
+    loaded = session.loaded if session.loaded is not None else session.original  # a session saturate made has one
+    return find_culprit(loaded, session.options, known_failure=known_failure, reference=reference)
 
 
 def _verification_failure(

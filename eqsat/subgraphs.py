@@ -197,7 +197,9 @@ def put_back(
             before = count_nodes(graph)
             new, problem = None, body.problem if body is not None else None
             out = optimized.get(body.key) if body is not None else None
-            if isinstance(out, Exception):
+            if body is None:
+                pass
+            elif isinstance(out, Exception):
                 problem = problem_of(f"{body.node}.{attr_name}", out)
             elif out is not None:
                 try:

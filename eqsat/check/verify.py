@@ -289,8 +289,8 @@ def _compare_tensor(name: str, ref: np.ndarray, got: np.ndarray, soundness: str,
         allowed = tolerance_for(ref.dtype, soundness) * max(scale, 1e-3)
         ok = nan_ok and inf_ok and diff <= allowed
         problem = "" if nan_ok and inf_ok else "NaN/Inf positions differ;"
-        gap = np.zeros(r64.shape)
-        gap[finite] = np.abs(r64[finite] - g64[finite])
+        gap: np.ndarray | None = np.zeros(r64.shape)
+        gap[finite] = np.abs(r64[finite] - g64[finite])  # type: ignore[index]  # just made
         if not nan_ok or not inf_ok:  # point at the first element where NaN/Inf disagree
             gap = (~np.isclose(r64, g64, equal_nan=True) & ~finite).astype(np.float64)
     else:

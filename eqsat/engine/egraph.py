@@ -125,7 +125,8 @@ class EGraph:
         """Inverse of `to_serialized` (attributes and facts round-trip; costs are not kept)."""
         class_ids = {name: i for i, name in enumerate(data["class_data"])}
         node_ids = {name: i for i, name in enumerate(data["nodes"])}
-        nodes, members = [], {i: [] for i in range(len(class_ids))}
+        nodes: list[ENode] = []
+        members: dict[int, list[int]] = {i: [] for i in range(len(class_ids))}
         for name, raw in data["nodes"].items():
             nid = node_ids[name]
             cid = class_ids[raw["eclass"]]

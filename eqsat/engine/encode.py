@@ -90,21 +90,22 @@ class _Encoder:
 
     def new_ref(self, value: ir.Value, producer: str | None = None) -> int:
         rid = self.handle()
-        self.enc.refs[value.name] = rid
+        name = _name(value)
+        self.enc.refs[name] = rid
         if producer is not None:
             self.enc.producers[rid] = producer
-        self.facts(rid, self.shapes.get(value.name), value.dtype.name if value.dtype is not None else None)
+        self.facts(rid, self.shapes.get(name), value.dtype.name if value.dtype is not None else None)
         return rid
 
     # ---- leaves ----
     def constant(self, rid: int, value: ir.Value, array: np.ndarray) -> None:
         """`rid` defined as the constant `array` (a Scalar when it has one element exact in f64)."""
         if array.size == 1 and array.dtype.kind in "biuf" and _exact_as_f64(array):
-            self.rows.add("Scalar", rid, float(array.reshape(-1)[0]), value.dtype.name, self.rows.vec(array.shape))
+            self.rows.add("Scalar", rid, float(array.reshape(-1)[0]), _dtype(value), self.rows.vec(array.shape))
         else:
             key = constant_key(array)
             self.enc.constants.setdefault(key, array)
-            self.enc.constant_names.setdefault(key, value.name)
+            self.enc.constant_names.setdefault(key, _name(value))
             self.rows.add("Const", rid, key)
             self.rows.add("const-rank", rid, self.const_rank.setdefault(key, len(self.const_rank)))
             self.value_facts(rid, array)
@@ -127,7 +128,7 @@ class _Encoder:
         for value in graph.inputs:
             rid = self.new_ref(value)
             if not self.rows.add("Input", rid, value.name):
-                self.rows.text.append(f"(union (Ref {rid}) (Input {egg_str(value.name)}))")
+                self.rows.text.append(f"(union (Ref {rid}) (Input {egg_str(_name(value))}))")
         for name, value in graph.initializers.items():
             if name in self.enc.refs or value.const_value is None:
                 continue
@@ -158,7 +159,7 @@ class _Encoder:
             ):
                 self.enc.typed += 1
                 continue
-            if typed is not None:
+            if typed is not None and spec is not None:
                 self.enc.typed += 1
                 rid = self.new_ref(node.outputs[0], name)
                 inputs, params = typed
@@ -254,7 +255,7 @@ class _Encoder:
         array = array.reshape((1,) * (len(out.shape) - array.ndim) + array.shape)
         handle = self.handle()
         self.constant(handle, value, array)
-        self.facts(handle, array.shape, value.dtype.name, positive=_all_positive(array))
+        self.facts(handle, array.shape, _dtype(value), positive=_all_positive(array))
         return handle
 
     def encode_dynamic_reshape(self, node: ir.Node, name: str) -> bool:
@@ -292,10 +293,10 @@ class _Encoder:
             rid = self.new_ref(out, name)
             self.rows.text.append(f"(union (Ref {rid}) (Concat {self.tensor_list(node.inputs)} {axis}))")
             return True
-        sizes = self.split_sizes(node)
-        if sizes is None:
+        found = self.split_sizes(node)
+        if found is None:
             return False
-        axis, sizes = sizes
+        axis, sizes = found
         term = f"(Split (Ref {self.ref(node.inputs[0])}) {axis} {egg_value('ints', sizes)})"
         for k, out in enumerate(node.outputs):
             if out.name:
@@ -401,6 +402,20 @@ def _captured_values(node: ir.Node, refs: dict[str, int]) -> list[ir.Value]:
     return [captured[k] for k in sorted(captured)]
 
 
+def _name(value: ir.Value) -> str:
+    """A value's name: every value encoding refers to is named (the IR names them on load)."""
+    if value.name is None:
+        raise ValueError("an unnamed value cannot be encoded")
+    return value.name
+
+
+def _dtype(value: ir.Value) -> str:
+    """A constant's dtype name (constants always have one)."""
+    if value.dtype is None:
+        raise ValueError(f"value {value.name!r} has no dtype")
+    return value.dtype.name
+
+
 def encode(model: ir.Model, symbolic: bool = True) -> Encoding:
     """Actions and side tables for `model` (normalized: shapes inferred, constants folded and lifted).
     Without `symbolic`, only fully static shapes become shape facts (the fallback when symbols conflict)."""
@@ -408,5 +423,5 @@ def encode(model: ir.Model, symbolic: bool = True) -> Encoding:
     encoder.encode_leaves()
     encoder.encode_nodes()
     enc = encoder.enc
-    enc.outputs = tuple(enc.refs[v.name] for v in model.graph.outputs)
+    enc.outputs = tuple(enc.refs[_name(v)] for v in model.graph.outputs)
     return enc

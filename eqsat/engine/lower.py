@@ -11,7 +11,7 @@ records in its metadata (`eqsat.from`) the original nodes its class stands for.
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -287,7 +287,7 @@ class _Lowerer:
             self.value_info.append(helper.make_tensor_value_info(out, int(ir.DataType[eclass.dtype]), dims))
 
     def emit_dynamic_reshape(self, cid: int, node: ENode, out: str) -> None:
-        allowzero = {"allowzero": 1} if int(node.attrs[0]) and self.opset >= 14 else {}
+        allowzero: dict[str, Any] = {"allowzero": 1} if int(node.attrs[0]) and self.opset >= 14 else {}
         proto = helper.make_node("Reshape", [self.names[c] for c in node.children], [out], name=out, **allowzero)
         self._provenance(proto, cid)
         self.nodes.append(proto)
@@ -392,7 +392,7 @@ class _Lowerer:
             head, cid = node.children
             heads.append(head)
 
-    def _provenance(self, proto: onnx.NodeProto, cid: int, also: set[str] = frozenset()) -> None:
+    def _provenance(self, proto: onnx.NodeProto, cid: int, also: frozenset[str] | set[str] = frozenset()) -> None:
         """The node's metadata: the original nodes it stands for (its class's history, the classes of its
         projections for a multi-output node, and `also`) and the rules behind it."""
         names = set(self.history(cid)) | {e for name in also for e in self.earlier.get(name, {name})}
@@ -485,8 +485,13 @@ def _compute_precision(array: np.ndarray) -> np.ndarray:
     return array.astype(up) if up is not None else np.asarray(array)
 
 
-_NUMPY_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": None, "Pow": np.power}
-_NUMPY_UNARY = {
+_NUMPY_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Pow": np.power,
+}  # Div apart: integer division truncates
+_NUMPY_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Neg": np.negative,
     "Reciprocal": np.reciprocal,
     "Sqrt": np.sqrt,
@@ -499,28 +504,39 @@ _NUMPY_UNARY = {
 
 def _evaluate(spec: OpSpec, args: list[np.ndarray | None], params: dict[str, Any], opset: int) -> np.ndarray:
     op = spec.name
+    if op not in _NUMPY_OPS:
+        return _evaluate_reference(spec, args, params, opset)
+    x = _present(args[0], op)
     if op == "Transpose":
-        return np.transpose(args[0], params["perm"])
+        return np.transpose(x, params["perm"])
     if op == "Reshape":
-        shape = [d if d != 0 or params.get("allowzero") else args[0].shape[i] for i, d in enumerate(params["shape"])]
-        return np.reshape(args[0], shape)
+        shape = [d if d != 0 or params.get("allowzero") else x.shape[i] for i, d in enumerate(params["shape"])]
+        return np.reshape(x, shape)
     if op == "Cast":
-        return args[0].astype(_np_dtype(params["to"]))  # explicit casts round (fp16 included)
+        to = _np_dtype(params["to"])
+        return x.astype(to)  # explicit casts round (fp16 included)
     if op in _NUMPY_UNARY:
-        return _NUMPY_UNARY[op](args[0])
-    if op == "Div":
-        a, b = args
-        if np.issubdtype(a.dtype, np.integer):
-            return np.trunc(np.divide(a, b)).astype(a.dtype)
-        return np.divide(a, b)
-    if op in _NUMPY_BINARY:
-        return _NUMPY_BINARY[op](args[0], args[1])
+        return _NUMPY_UNARY[op](x)
     if op == "Unsqueeze":
-        out = args[0]
         for axis in sorted(params["axes"]):
-            out = np.expand_dims(out, axis)
-        return out
-    return _evaluate_reference(spec, args, params, opset)
+            x = np.expand_dims(x, axis)
+        return x
+    y = _present(args[1], op)
+    if op == "Div":
+        if np.issubdtype(x.dtype, np.integer):
+            return np.trunc(np.divide(x, y)).astype(x.dtype)
+        return np.divide(x, y)
+    return _NUMPY_BINARY[op](x, y)
+
+
+#: The ops `_evaluate` computes with numpy; onnx.reference evaluates the others.
+_NUMPY_OPS = frozenset({"Transpose", "Reshape", "Cast", "Unsqueeze", "Div", *_NUMPY_UNARY, *_NUMPY_BINARY})
+
+
+def _present(array: np.ndarray | None, op: str) -> np.ndarray:
+    if array is None:
+        raise LoweringError(f"{op}: a constant input is absent")
+    return array
 
 
 def _input_list(inputs: Mapping[int, str]) -> list[str]:

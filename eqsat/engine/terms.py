@@ -440,8 +440,8 @@ def declarations() -> str:
         # an order on constants (by content key, first seen first) for rules that pick sorted subsets
         "(function const-rank (T) i64 :merge (min old new))",
     ]
-    for name, (args, result) in LIST_FUNCTIONS.items():
-        lines += [f"(relation need-{name} ({args}))", f"(function {name} ({args}) {result} :no-merge)"]
+    for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
+        lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]
     return "\n".join(lines)
 
 

@@ -39,11 +39,14 @@ def make_targets_static(model: ir.Model) -> bool:
             node.domain not in ("", "ai.onnx")
             or node.op_type not in ("Reshape", "Expand")
             or len(node.inputs) != 2
+            or node.inputs[0] is None
             or node.inputs[1] is None
             or node.inputs[1].const_value is not None
         ):
             continue
-        x, target_value = node.inputs
+        x, target_value = node.inputs[0], node.inputs[1]
+        if x.name is None or target_value.name is None:
+            continue
         target = facts.values.get(target_value.name)
         dims = facts.shapes.get(x.name) if x is not None else None
         if target is None or dims is None:

@@ -296,7 +296,8 @@ class _Recovery:
         if value.const_value is not None and value.const_value.size <= MAX_SHAPE_VALUE:
             array = value.const_value.numpy()
             return (array.dtype.str, array.shape, array.tobytes())
-        return self.same.get(value.name, value.name)
+        name = value.name or ""
+        return self.same.get(name, name)
 
     def record(self, node: ir.Node) -> None:
         if node.domain in ("", "ai.onnx") and len(node.outputs) == 1 and node.outputs[0].name:
@@ -317,8 +318,8 @@ class _Recovery:
         if x is None:
             return []
         axis = _int(node, "axis") % len(x) if x else 0
-        sizes = self.value(node.inputs[1]) if len(node.inputs) > 1 else None
-        sizes = sizes if sizes is not None else _ints(node, "split")
+        given = self.value(node.inputs[1]) if len(node.inputs) > 1 else None
+        sizes = given if given is not None else _ints(node, "split")
         outs = []
         for k in range(len(node.outputs)):
             size = sizes[k] if sizes is not None and k < len(sizes) else None
@@ -359,7 +360,7 @@ class _Recovery:
                 and axes in (None, (0,), (-1,))
                 and steps in (None, (1,))
             )
-            return first[slice(starts[0], ends[0])] if plain else None  # type: ignore[index,misc]
+            return first[slice(starts[0], ends[0])] if plain else None  # type: ignore[arg-type,index]  # plain: ints
         if op in _ARITHMETIC and first is not None and len(ins) == 2:
             other = self.value(ins[1])
             if other is None or len(other) != len(first) or not all(isinstance(d, int) for d in first + other):
@@ -445,7 +446,7 @@ class _Recovery:
             dim = x[axis]  # type: ignore[index]
             whole = step == 1 and (start == 0 or start <= -_HUGE) and end >= _HUGE
             static = isinstance(dim, int) and isinstance(step, int) and step != 0
-            out[axis] = dim if whole else len(range(dim)[start:end:step]) if static else None  # type: ignore[arg-type]
+            out[axis] = dim if whole else len(range(dim)[start:end:step]) if static else None  # type: ignore[arg-type,index]  # static: ints
         return tuple(out)
 
     def windowed(self, node: ir.Node, x: tuple[Dim, ...]) -> list[Dim]:
@@ -617,6 +618,6 @@ def symbolic_shapes(graph: ir.Graph, table: SymbolTable | None = None) -> ShapeF
         recovery.node(node)
 
     known = {name: dims for name, dims in recovery.resolved(recovery.dims).items() if None not in dims}
-    shapes = {name: tuple(d if isinstance(d, int) else table.id(d) for d in dims) for name, dims in known.items()}
+    shapes = {name: tuple(d if isinstance(d, int) else table.id(str(d)) for d in dims) for name, dims in known.items()}
     values = {name: items for name, items in recovery.resolved(recovery.values).items() if None not in items}
     return ShapeFacts(shapes, values, table)  # type: ignore[arg-type]

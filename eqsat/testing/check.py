@@ -127,8 +127,12 @@ def check_rules(
                 raise
 
         report: list[str] = []
+
+        def tell(text: object, into: list[str] = report) -> None:  # hypothesis's lines for this rule
+            into.append(str(text))
+
         try:
-            with with_reporter(report.append):
+            with with_reporter(tell):
                 prop()
         except Exception as exc:  # a failed property: hypothesis re-raises the shrunk example's error
             detail = "\n".join(str(r) for r in report if r)

@@ -436,7 +436,10 @@ class _GraphFuzzer:
                 inputs = [c_name, out.name] if link != "div" and self.chance(0.3) else [out.name, c_name]
                 out = self.add(self.node(op, inputs), out.shape, False)
             else:
-                out = self._activation(out, only=("Relu", "LeakyRelu", "Clip"))
+                activated = self._activation(out, only=("Relu", "LeakyRelu", "Clip"))
+                if activated is None:
+                    return None
+                out = activated
         return out
 
     def _batchnorm(self, x: _FuzzValue) -> _FuzzValue:
@@ -512,7 +515,7 @@ class _GraphFuzzer:
             n = int(np.prod([shape[a] for a in axes]))
             total = self.reduce("ReduceSum", x.name, shown, keepdims)
             scaled = (
-                self.node("Mul", [total, self.scalar(np.float32(1.0 / n))])
+                self.node("Mul", [total, self.scalar(float(np.float32(1.0 / n)))])
                 if self.chance()
                 else self.node("Div", [total, self.scalar(float(n))])
             )
@@ -524,6 +527,7 @@ class _GraphFuzzer:
         rank, shape = len(x.shape), x.shape
         if rank < 2:
             return None
+        affine_shape: tuple[Any, ...]
         if rank == 4 and self.chance(0.3):
             axes, affine_shape = [2, 3], (shape[1], 1, 1)  # instance norm, decomposed
         else:
@@ -687,6 +691,7 @@ def onnx_graphs(
         opset = draw(st.sampled_from(list(opsets)))
         fz = _GraphFuzzer(draw, st, families, opset, lossy="precision-changing" in allow)
         four_d = any(f in families for f in ("conv", "quant")) and draw(st.booleans())
+        shape: tuple[Any, ...]
         if four_d:
             shape = (draw(st.integers(1, 2)), draw(st.integers(1, 4)), draw(st.integers(1, 5)), draw(st.integers(1, 5)))
         else:

@@ -7,7 +7,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import eqsat
 from eqsat import run_warnings
@@ -216,7 +216,7 @@ def _cmd_check_rules(args: argparse.Namespace) -> int:
             raise BadInputError("--family", exc.args[0]) from None
     examples = args.examples if args.examples is not None else (QUICK_EXAMPLES if args.quick else 100)
     live = sys.stderr.isatty()
-    started = {"at": time.perf_counter(), "name": ""}
+    started: dict[str, Any] = {"at": time.perf_counter(), "name": ""}
 
     def progress(name: str, drawn: int, total: int) -> None:
         if name != started["name"]:
