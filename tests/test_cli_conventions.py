@@ -117,3 +117,15 @@ def test_a_folder_is_not_written_over_without_force(tmp_path: Path, capsys: pyte
     folder = _folder(tmp_path)
     assert main(["optimize", str(folder), "-o", str(folder)]) == 2
     assert "--force" in capsys.readouterr().err
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`eqsat info m.onnx | head -1`: the reader goes away; no internal error, no traceback on stderr. The
+    reader here (`true`) leaves before the command writes anything, so the write always meets a closed pipe."""
+    import subprocess
+    import sys
+
+    model = Path(__file__).parent / "models" / "nhwc_tfstyle_resnet_legacy.onnx"
+    command = f"{sys.executable} -m eqsat info {model} | true"
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+    assert done.stderr == "", done.stderr

@@ -425,6 +425,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("eqsat: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader closed stdout (`eqsat info m.onnx | head`): stop quietly, as `cat` does
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # later flushes must not raise
+        except (OSError, ValueError):
+            pass
+        return 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader went away
     except Exception as exc:  # a bug: say so in one line unless --debug asks for the traceback
         if args.debug:
             raise
