@@ -7,6 +7,8 @@
     GlobalAveragePool(x)            -> ReduceMean(x, [2..r-1], keepdims=1)
     Unsqueeze(R(x, axes, keepdims=0), axes) -> R(x, axes, keepdims=1)    every reduction R; empty axes (all
                                                                          axes) with Unsqueeze [0..r-1]
+    R(x, axes, keepdims=1)          -> x                         every reduced dim of x is 1; R Sum, Mean, Max,
+                                                                 Min or Prod (of one element: that element)
     ArgMax(f(x), axis)              -> ArgMax(x, axis)           f Exp, or Softmax/LogSoftmax on that axis
                                                                  (opset >= 13); ArgMin too; precision-changing
 
@@ -54,6 +56,20 @@ _SPATIAL = (
 
 #: Every reduction of the term language (ReduceSum, ReduceMean, ..., ReduceL1, ReduceLogSumExp).
 REDUCTIONS = tuple(sorted(op for op in OPS if op.startswith("Reduce")))
+#: Reductions whose value over one element is that element (L1, L2, SumSquare, LogSum, LogSumExp are not).
+ELEMENT_REDUCTIONS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
+
+#: y = R(x, ax, keepdims=1); rx = the axes it reduces (ax, or every axis when ax is empty), as in _SUM.
+_KEPT = (
+    "(= y ({op} x ax 1)) (= sx (shape x)) (= r (vec-length sx)) "
+    "(= rx (vec-append ax (vec-range (* r (- 1 (min 1 (vec-length ax)))))))"
+)
+
+
+def _unit_axes(op: str) -> tuple:
+    """R(x, axes, keepdims=1) -> x when the product of the reduced dims is 1 (a symbol declines)."""
+    kept = _KEPT.format(op=op)
+    return (need(kept, "(need-dims-product sx rx)"), fact(f"{kept} (= 1 (dims-product sx rx))", "(union y x)"))
 
 
 def _reduce_unsqueeze(op: str) -> tuple:
@@ -77,6 +93,15 @@ def _argmax_monotone() -> tuple:
 
 
 RULES = [
+    Rule(
+        "reduce-unit-axes",
+        FAMILY,
+        "exact",
+        "onnxoptimizer:eliminate_nop_reduce (its keepdims form); tvm:SimplifyExpr",
+        "R(x, axes, keepdims=1) -> x when every reduced dim of x is 1, for R Sum, Mean, Max, Min and Prod (the "
+        "value of one element)",
+        tuple(row for op in ELEMENT_REDUCTIONS for row in _unit_axes(op)),
+    ),
     Rule(
         "reducesum-mul-to-mean",
         FAMILY,

@@ -304,3 +304,45 @@ def test_argmax_monotone_changes_the_index_on_underflow_ties() -> None:
 @given(PROPERTIES["argmax-monotone"]())
 def test_argmax_monotone_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- reduce-unit-axes ----
+
+
+def _reduce_kept(op: str, axes: list | None, shape: tuple, keepdims: int = 1):
+    attrs: dict = {"keepdims": keepdims, **({"axes": axes} if axes is not None else {})}
+    return model(
+        [node("Abs", ["x"], "a"), node(op, ["a"], "y", **attrs)],
+        [("x", "FLOAT", shape)],
+        opset=13 if op != "ReduceSum" else 11,
+    )
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"])
+@pytest.mark.parametrize("axes,shape", [([1], (2, 1, 4)), ([0, 2], (1, 3, 1)), (None, (1, 1)), ([-1], ("N", 3, 1))])
+def test_reduce_unit_axes(op: str, axes: list | None, shape: tuple) -> None:
+    """Reducing only dims of size 1 with keepdims=1 leaves every element where it was: the reduction goes."""
+    result = assert_rule_sound(_reduce_kept(op, axes, shape), "reduce-unit-axes")
+    assert op_counts(result.model) == {"Abs": 1}
+
+
+@pytest.mark.parametrize(
+    "op,axes,shape,keepdims",
+    [
+        ("ReduceSum", [1], (2, 3, 4), 1),  # a reduced dim of 3
+        ("ReduceMean", [0, 1], (1, 2), 1),  # one of the reduced dims is 2
+        ("ReduceMax", None, (1, 2), 1),  # no axes: every dim reduced, one of them 2
+        ("ReduceSum", [1], (2, 1, 4), 0),  # keepdims=0 drops the axis: a Reshape, not an identity
+        ("ReduceL2", [1], (2, 1, 4), 1),  # |x|, not x
+        ("ReduceSumSquare", [1], (2, 1, 4), 1),  # x * x
+        ("ReduceMean", [1], (2, "K", 4), 1),  # a symbolic reduced dim may be anything
+    ],
+)
+def test_reduce_unit_axes_not(op: str, axes: list | None, shape: tuple, keepdims: int) -> None:
+    assert_rule_does_not_fire(_reduce_kept(op, axes, shape, keepdims), "reduce-unit-axes")
+
+
+@property_settings()
+@given(PROPERTIES["reduce-unit-axes"]())
+def test_reduce_unit_axes_property(case: RuleCase) -> None:
+    case.check()

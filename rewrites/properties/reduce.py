@@ -116,6 +116,29 @@ def _reduce_unsqueeze(draw: Callable, st: Any) -> RuleCase:
 
 
 @rule_case
+def _reduce_unit_axes(draw: Callable, st: Any) -> RuleCase:
+    """A reduction with keepdims=1 whose reduced dims are all 1 (no axes: every dim 1)."""
+    op = draw(st.sampled_from(("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")))
+    rank = draw(st.integers(1, 4))
+    axes = sorted(draw(st.sets(st.integers(0, rank - 1), max_size=rank)))
+    shape = tuple(1 if (a in axes or not axes) else draw(st.integers(1, 4)) for a in range(rank))
+    dtype = draw(st.sampled_from(("FLOAT", "DOUBLE", "FLOAT16")))
+    g = DrawnGraph()
+    x = float_input(draw, g, "x", shape, dtype)
+    opset = draw(st.sampled_from((11, 13, 18)))
+    listed = [a - rank if draw(st.booleans()) else a for a in axes]
+    if opset >= (13 if op == "ReduceSum" else 18):
+        inputs = [x]
+        if axes:
+            g.inits["axes"] = np.array(listed, np.int64)
+            inputs.append("axes")
+        g.node(op, inputs, "y", keepdims=1)
+    else:
+        g.node(op, [x], "y", keepdims=1, **({"axes": listed} if axes else {}))
+    return g.case("reduce-unit-axes", ["y"], opset=opset)
+
+
+@rule_case
 def _argmax_monotone(draw: Callable, st: Any) -> RuleCase:
     """Distinct values (a permutation of a grid spanning at most 16): no float ties after Exp or Softmax."""
     rank = draw(st.integers(1, 3))
@@ -145,5 +168,6 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "reducemean-to-global-pool": _global_pool("reducemean-to-global-pool"),
     "global-pool-to-reducemean": _global_pool("global-pool-to-reducemean"),
     "reduce-unsqueeze-fuse": _reduce_unsqueeze,
+    "reduce-unit-axes": _reduce_unit_axes,
     "argmax-monotone": _argmax_monotone,
 }
