@@ -277,3 +277,31 @@ def test_wrong_layernorm_rewrite_is_caught_despite_the_bound(monkeypatch: pytest
     m, feeds = _layernorm_of(x, x.shape)
     with pytest.raises(AssertionError, match="forward error bound: False"):
         assert_rule_sound(m, "bad-ln-eps", feeds)
+
+
+def test_precision_changing_differences_are_measured_against_the_rounded_values() -> None:
+    """`a - Cast16(a)` is nothing but float16's rounding of `a`: dropping the round trip (precision-changing,
+    allowed here) leaves an output off by 2**-11 |a|, all of its own scale. The harness measures it against
+    the inputs' magnitude, which the dropped rounding step is relative to (a false alarm in CI before);
+    exact and fp-reassoc rules keep the output's scale."""
+    import onnx.helper as oh
+    from onnx import TensorProto
+
+    from eqsat.testing.soundness import assert_optimization_sound, precision_floor
+
+    graph = oh.make_graph(
+        [
+            oh.make_node("Cast", ["a"], ["h"], to=TensorProto.FLOAT16),
+            oh.make_node("Cast", ["h"], ["f"], to=TensorProto.FLOAT),
+            oh.make_node("Sub", ["a", "f"], ["y"]),
+        ],
+        "g",
+        [oh.make_tensor_value_info("a", TensorProto.FLOAT, [1, 1])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])],
+    )
+    m = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    feeds = {"a": np.array([[0.0396]], np.float32)}
+    result = assert_optimization_sound(m, feeds, allow=("precision-changing",))
+    assert [n.op_type for n in result.proto.graph.node] == ["Sub"]
+    assert precision_floor("precision-changing", feeds) == pytest.approx(0.0396)
+    assert precision_floor("fp-reassoc", feeds) == precision_floor("exact", feeds) == 1e-3
