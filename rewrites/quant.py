@@ -162,8 +162,8 @@ def _zero_point_shift() -> tuple:
     for qt, nt, sign, op in SHIFTS:
         scalar = f'(Scalar zv "{qt}" zs)'
         forms = [(scalar, scalar, ""), (scalar, "(Absent)", "(= zv 0.0)")]
-        if qt == "UINT8":  # a Q without zero point quantizes to uint8 with zero point 0
-            forms += [("(Absent)", "(Absent)", "")]
+        if qt == "UINT8":  # a Q without zero point quantizes to uint8 with zero point 0 (its DQ's: absent or 0)
+            forms += [("(Absent)", "(Absent)", ""), ("(Absent)", scalar, "(= zv 0.0)")]
         for q_zp, dq_zp, bind in forms:
             value = "0.0" if q_zp == "(Absent)" else "zv"
             shape = "(vec-empty)" if q_zp == "(Absent)" else "zs"

@@ -627,3 +627,22 @@ def test_bundled_qdq_resnet_still_verifies() -> None:
     assert (
         after["QuantizeLinear"] == before["QuantizeLinear"] and after["DequantizeLinear"] == before["DequantizeLinear"]
     )
+
+
+@pytest.mark.parametrize("zero_point_shape", [(), (1,)])
+def test_qdq_zero_point_shift_q_without_zero_point_dq_with_zero(zero_point_shape: tuple) -> None:
+    """QuantizeLinear with no zero point (uint8, 0) read by a DequantizeLinear with an explicit uint8 0: the same
+    pair as both absent or both 0, so the int8 twin exists too (a draw of the property that CI hit)."""
+    import onnx.helper as oh
+    import onnx.numpy_helper as onh
+    from onnx import TensorProto
+
+    graph = oh.make_graph(
+        [oh.make_node("QuantizeLinear", ["x", "s"], ["q"]), oh.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])],
+        "test",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        [onh.from_array(np.array(0.01, np.float32), "s"), onh.from_array(np.zeros(zero_point_shape, np.uint8), "z")],
+    )
+    m = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+    assert_rule_sound(m, "qdq-zero-point-shift", {"x": np.array([0.0], np.float32)})
