@@ -143,29 +143,19 @@ def _read_value(path: Path, value_type: Any) -> Any:
 
 
 def run_model(model: Any, feeds: dict[str, Any]) -> tuple[list[Any], str]:
-    """Outputs of `model` (a ModelProto) on `feeds`: onnxruntime (no optimizations), else onnx.reference."""
-    import onnxruntime as ort
-    from onnx.reference import ReferenceEvaluator
-
+    """Outputs of `model` (a ModelProto) on `feeds` and the runtime that gave them: onnxruntime (no
+    optimizations), else onnx.reference."""
     problems = []
-    try:
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        opts.log_severity_level = 4
-        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        return sess.run(None, feeds), "onnxruntime"
-    except Exception as exc:
-        problems.append(f"onnxruntime: {_first_line(exc)}")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return list(ReferenceEvaluator(model).run(None, feeds)), "onnx.reference"
-    except Exception as exc:
-        problems.append(f"onnx.reference: {_first_line(exc)}")
+    for runtime in ("onnxruntime", "onnx.reference"):
+        try:
+            return run_with(model, feeds, runtime), runtime
+        except Exception as exc:
+            problems.append(f"{runtime}: {_first_line(exc)}")
     raise RuntimeError("; ".join(problems))
 
 
 def run_with(model: Any, feeds: dict[str, Any], runtime: str) -> list[Any]:
+    """Outputs of `model` on `feeds` with `runtime` ("onnxruntime", no graph optimizations, or "onnx.reference")."""
     import onnxruntime as ort
     from onnx.reference import ReferenceEvaluator
 

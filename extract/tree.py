@@ -55,12 +55,10 @@ def solve(problem: Problem, costs: Sequence[float] | None = None) -> TreeSolutio
         choice[c] = n
         order.append(c)
 
-    def value(p: int) -> float:
-        total = cost[p] + sum(best[k] for k in full_children[p])
-        return total if total == math.inf and not _finite_parts(p) else min(total, TREE_COST_CAP)
-
-    def _finite_parts(p: int) -> bool:  # a sum that overflowed (finite parts), not an excluded node
-        return cost[p] < math.inf and all(best[k] < math.inf for k in full_children[p])
+    def value(p: int) -> float:  # inf for an excluded node or child; a sum that overflows is capped
+        if cost[p] == math.inf or any(best[k] == math.inf for k in full_children[p]):
+            return math.inf
+        return min(cost[p] + sum(best[k] for k in full_children[p]), TREE_COST_CAP)
 
     bottom_up(
         ((cost[n], n) for nodes in problem.class_nodes for n in nodes if not children[n]),

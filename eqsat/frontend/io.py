@@ -127,9 +127,7 @@ def _valid_despite_strict_inference(proto: onnx.ModelProto) -> bool:
     """True when the model passes the checker without strict shape inference and onnxruntime loads it: a
     valid model whose strict inference trips on onnx's own function bodies (MeanVarianceNormalization at
     opset 13 expands to a Constant that inference rejects). Its output is held to the same standard (`save`)."""
-    try:
-        onnx.checker.check_model(proto)
-    except CHECKER_ERRORS:
+    if not _passes_check(proto, full=False):
         return False
     import onnxruntime as ort
 
@@ -297,7 +295,7 @@ def save(model: ir.Model | onnx.ModelProto, path: str | os.PathLike, original: o
     try:
         onnx.checker.check_model(proto, full_check=True)
     except CHECKER_ERRORS as exc:
-        if original is None or not _strict_inference_fails(original) or not _passes_basic_check(proto):
+        if original is None or _passes_check(original, full=True) or not _passes_check(proto, full=False):
             raise InternalError(f"eqsat produced an invalid model, not written: {first_line(exc)}") from None
     target = Path(path)
     try:
@@ -306,17 +304,10 @@ def save(model: ir.Model | onnx.ModelProto, path: str | os.PathLike, original: o
         raise BadInputError(str(target), f"cannot be written: {exc.strerror or exc}") from None
 
 
-def _strict_inference_fails(proto: onnx.ModelProto) -> bool:
+def _passes_check(proto: onnx.ModelProto, *, full: bool) -> bool:
+    """Whether the ONNX checker accepts `proto` (`full`: with strict shape and type inference)."""
     try:
-        onnx.checker.check_model(proto, full_check=True)
-    except CHECKER_ERRORS:
-        return True
-    return False
-
-
-def _passes_basic_check(proto: onnx.ModelProto) -> bool:
-    try:
-        onnx.checker.check_model(proto)
+        onnx.checker.check_model(proto, full_check=full)
     except CHECKER_ERRORS:
         return False
     return True
