@@ -54,6 +54,8 @@ per node id) to cost a whole e-graph at once; `node_costs()` below uses it when 
   explicit zero point 0 reads one more than the default's), twice for a constant input computed at lowering
   (a Reciprocal(c): one more initializer than c itself, so Div(x, c) beats Mul(x, Reciprocal(c))): among
   otherwise equal graphs, the one with fewer inputs and new constants wins (constant classes stay free);
+- measured prices (`[op_scale]`, op -> factor, 1 by default): an op's roofline time (launch excluded) times the
+  factor its kernel measured against the roofline's peers (the cpu's Div against Mul: benchmarks/measure_ops.py);
 Remaining ties between equal-cost nodes are broken by the extractors (lowest node id): deterministic.
 """
 
@@ -152,6 +154,7 @@ class Target:
     quant_symmetric: bool = False  # ... with zero point 0 only
     quant_other: str = "convert"  # cost of any other Q/DQ: "unsupported" or "convert" (see QUANT_OTHER)
     tie_break: float = 0.0  # seconds per input an op reads and per constant it computes (ties)
+    op_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)  # measured factor per op
     source: str = ""
 
     def peak_for(self, dtype: str) -> float | None:
@@ -218,6 +221,7 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
         quant_symmetric=bool(data.get("quant", {}).get("symmetric", False)),
         quant_other=str(data.get("quant", {}).get("other", "convert")),
         tie_break=float(data.get("tie_break", 0.0)),
+        op_scale={str(k): float(v) for k, v in data.get("op_scale", {}).items()},
         source=source,
     )
     _validate(target)
@@ -241,7 +245,7 @@ def _validate(t: Target) -> None:
         "fallback.bandwidth": t.fallback_bandwidth,
         "view_fraction": t.view_fraction,
     }
-    positive.update({f"peak.{k}": v for k, v in t.peak.items()})
+    positive.update({f"peak.{k}": v for k, v in t.peak.items()} | {f"op_scale.{k}": v for k, v in t.op_scale.items()})
     for key, value in positive.items():
         if not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{key} must be a positive finite number, got {value}")
@@ -446,7 +450,7 @@ class Roofline:
                 return const_bytes / t.bandwidth + FUSED_EPSILON
             return max(flops / peak, (extra_bytes + const_bytes) / t.bandwidth, FUSED_EPSILON)
         seconds = max(flops / peak, (in_bytes + out_bytes) / t.bandwidth, self._span(f, n, ins, out_numel))
-        seconds += t.launch
+        seconds = seconds * t.op_scale.get(op, 1.0) + t.launch
         if op in LAYOUT_OPS and t.layout == "NHWC":
             act_bytes = out_bytes + (self._numel(f, ins[0]) * f.elt_bytes[ins[0]] if ins else 0.0)
             seconds += t.layout_penalty * act_bytes / t.bandwidth

@@ -22,6 +22,7 @@ TARGET_SCHEMA: Mapping[str, Mapping[str, Any] | None] = {
         )
     ),
     "peak": None,
+    "op_scale": None,
     "fallback": dict.fromkeys(("peak", "bandwidth")),
     "fused": dict.fromkeys(("name", "producers", "consumers", "other_inputs", "mode")),
     "qdq": dict.fromkeys(("ops",)),

@@ -3,6 +3,8 @@
     Div(x, c)          -> Mul(x, 1 / c)     c constant, float dtype (fp-reassoc: x / c and x * (1 / c) differ
                                             by an ulp; 1 / c is folded at lowering, a single-element c at once)
                                             when 1 / c does not overflow c's dtype
+    Div(x, 2^k)        -> Mul(x, 2^-k)      a single-element c = +-2^k (exact: scaling by a power of two rounds
+                                            once, the same way; div-pow2-to-mul, the fp-reassoc rule leaves it)
     Sub(x, 0)          -> x                 when the output shape is x's (0: a scalar or a tensor of zeros,
                                             the `splat` fact; 1 likewise)
     Div(x, 1)          -> x                 likewise (integer division by 1 too)
@@ -46,21 +48,53 @@ REASSOC = (
     "(<= (vec-length sc) (vec-length s))",
 )
 
+#: b = max(|v|, 1 / |v|) >= 1 for a nonzero scalar v, and n = b as an integer when b < 2**62: v is a power of two
+#: exactly when b is an integer whose binary form has one bit ((b - n) + (n & (n - 1)) = 0, both terms >= 0).
+POW2_RANGE = "(= b (max (abs v) (/ 1.0 (abs v)))) (< b 4611686018427387904.0) (= n (to-i64 b))"
+POW2_REST = "(+ (- b (to-f64 n)) (to-f64 (& n (- n 1))))"
+#: A scalar divisor whose reciprocal is finite in its dtype (float dtypes only: integer division truncates).
+SCALAR_DIVISOR = ("(!= v 0.0) (= top (float-max dt))", "(<= (abs (/ 1.0 v)) top)")
+
 RULES = [
+    Rule(
+        "div-pow2-to-mul",
+        "elementwise",
+        "exact",
+        "tvm:DivToMul; onnxruntime:DivMulFusion",
+        "Div(x, c) -> Mul(x, 1 / c) for a single-element float constant c = +-2^k (|k| <= 62) whose reciprocal "
+        "is finite: x / 2^k and x * 2^-k are the same correctly rounded product",
+        (
+            rw(
+                "(Div x (Scalar v dt s))",
+                "(Mul x (Scalar (/ 1.0 v) dt s))",
+                *SCALAR_DIVISOR,
+                POW2_RANGE,
+                f"(= {POW2_REST} 0.0)",
+            ),
+        ),
+    ),
     Rule(
         "div-const-to-mul",
         "elementwise",
         "fp-reassoc",
         "tvm:DivToMul; onnxruntime:DivMulFusion",
         "Div(x, c) -> Mul(x, Reciprocal(c)) for a float constant c whose reciprocal does not overflow (a "
-        "single-element c becomes Scalar(1 / c); a tensor c only in FLOAT/DOUBLE)",
+        "single-element c becomes Scalar(1 / c), powers of two excepted: div-pow2-to-mul; a tensor c only in "
+        "FLOAT/DOUBLE)",
         (
             rw(
                 "(Div x (Scalar v dt s))",
                 "(Mul x (Scalar (/ 1.0 v) dt s))",
-                "(!= v 0.0) (= top (float-max dt))",
-                "(<= (abs (/ 1.0 v)) top)",
-            ),  # float dtypes only: integer division truncates
+                *SCALAR_DIVISOR,
+                POW2_RANGE,
+                f"(!= {POW2_REST} 0.0)",
+            ),  # not a power of two within 2**+-62
+            rw(
+                "(Div x (Scalar v dt s))",
+                "(Mul x (Scalar (/ 1.0 v) dt s))",
+                *SCALAR_DIVISOR,
+                "(>= (max (abs v) (/ 1.0 (abs v))) 4611686018427387904.0)",
+            ),  # beyond 2**+-62: not checked
             rw(
                 "(Div x c)",
                 "(Mul x (Reciprocal c))",

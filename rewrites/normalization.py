@@ -19,6 +19,7 @@ and the reverse decomposition, so that the extractor picks per target. (Mul + Ad
 
 Canonicalizations that bring other exported forms to the ones above (coremltools' variants):
     Pow(d, 2) -> Mul(d, d),  Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v))   d = x - ReduceMean(x, keepdims)
+                                  (also Mul(Reciprocal(Sqrt(v)), d))
     Pow(ve, -0.5), Div(1, Sqrt(ve))  -> Reciprocal(Sqrt(ve)),  Pow(ve, 0.5) -> Sqrt(ve)   ve = var + eps
     Add(Mul(x, k), Sub(b, Mul(m, k))) -> Add(Mul(Sub(x, m), k), b)     m = ReduceMean(x, keepdims) (folded form;
         also Sub(Mul(x, k), Mul(m, k)) and Add(Mul(x, k), Neg(Mul(m, k))) -> Mul(Sub(x, m), k))
@@ -67,12 +68,16 @@ def _moments() -> list[str]:
 
 
 def _moment_forms() -> tuple:
-    """Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v)) for d = x - ReduceMean(x):
-    the variants exporters write, in the form the fusions match (the exponent must not broadcast d)."""
+    """Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) (either operand order) -> Div(d, Sqrt(v)) for
+    d = x - ReduceMean(x): the variants exporters write, in the form the fusions match (the exponent must not
+    broadcast d)."""
     d = "(= d (Sub x (ReduceMean x ax 1)))"
     return (
         fact(f"(= __root (Pow d (Scalar 2.0 pd ps))) {d} (= (shape __root) (shape d))", "(union __root (Mul d d))"),
-        fact(f"(= __root (Mul d (Reciprocal q))) (= q (Sqrt v)) {d}", "(union __root (Div d q))"),
+        *(
+            fact(f"(= __root {pattern}) (= q (Sqrt v)) {d}", "(union __root (Div d q))")
+            for pattern in _both("Mul", "d", "(Reciprocal q)")  # d * rstd as BERT exports it, rstd * d as others
+        ),
     )
 
 
@@ -409,7 +414,8 @@ RULES = [
         "normalization",
         "fp-reassoc",
         "onnxruntime:LayerNormFusion (its pattern variants)",
-        "Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v)) for d = x - ReduceMean(x): "
+        "Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) (either order) -> Div(d, Sqrt(v)) for "
+        "d = x - ReduceMean(x): "
         "the exporters' variants in the one form the LayerNorm/InstanceNorm fusions match",
         _moment_forms(),
     ),

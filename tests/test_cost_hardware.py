@@ -8,6 +8,10 @@ import dataclasses
 import math
 from pathlib import Path
 
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper
 import pytest
 
 from eqsat.engine.egraph import EClass, EGraph, ENode
@@ -64,8 +68,9 @@ def head(x_dtype: str, x_shape: tuple[int, ...], quantized: bool) -> EGraph:
 
 
 def untied(name: str) -> Target:
-    """The target without its tie-breaker (`tie_break`): the formulas below, exactly."""
-    return dataclasses.replace(load_target(name), tie_break=0.0)
+    """The target without its tie-breaker (`tie_break`) and measured prices (`op_scale`): the formulas below,
+    exactly."""
+    return dataclasses.replace(load_target(name), tie_break=0.0, op_scale={})
 
 
 def test_qdq_unit_is_one_integer_kernel_where_the_runtime_fuses_it() -> None:
@@ -357,8 +362,9 @@ def test_pixel_shuffle_is_a_data_move_on_every_target(target: str) -> None:
 
 def test_cpu_tie_break_prefers_a_default_zero_point_and_a_leaf_divisor() -> None:
     """DQ(x, s, 0) against DQ(x, s) (qdq-zero-point-default): the same kernel on the cpu, one input fewer; and
-    Div(x, c) against Mul(x, Reciprocal(c)) (div-const-to-mul): the same roofline, one initializer fewer."""
-    cpu_t = load_target("cpu")
+    Div(x, c) against Mul(x, Reciprocal(c)) (div-const-to-mul): the same roofline, one initializer fewer (on
+    the cpu without its measured Div price: see the next test)."""
+    cpu_t = dataclasses.replace(load_target("cpu"), op_scale={})
     assert cpu_t.tie_break > 0 and untied("cpu").tie_break == 0.0
     g = egraph(
         [
@@ -392,8 +398,32 @@ def test_cpu_tie_break_prefers_a_default_zero_point_and_a_leaf_divisor() -> None
     assert cpu(g, default) == pytest.approx(cpu(g, explicit) - cpu_t.tie_break)
     assert cpu(g, div) == pytest.approx(cpu(g, mul) - cpu_t.tie_break)
     assert cpu(g, node(g, "Reciprocal")) == 0.0  # constant classes stay free
-    choice = extract(g, None, "cpu", "ilp").choice
+    choice = extract(g, None, cpu_t, "ilp").choice
     assert choice[4] == default.id and choice[7] == div.id
+
+
+def test_cpu_prices_div_above_mul_as_measured() -> None:
+    """cpu.toml's [op_scale] Div = 1.5 (onnxruntime: Div(x, 8) 8.08 us, Mul(x, 0.125) 5.27 us on [1, 2, 128, 128],
+    benchmarks/measure_ops.py): a division by a constant becomes a product by its folded reciprocal on the cpu,
+    exactly for a power of two, within fp-reassoc otherwise; the gpu (no measurement) keeps the Div."""
+    import eqsat
+    from eqsat.testing import op_counts
+
+    cpu_t = load_target("cpu")
+    assert cpu_t.op_scale == {"Div": 1.5} and load_target("gpu").op_scale == {}
+    for c, rule in ((np.array(3.0, np.float32), "div-const-to-mul"), (np.array(8.0, np.float32), "div-pow2-to-mul")):
+        graph = oh.make_graph(
+            [oh.make_node("Div", ["x", "c"], ["y"])],
+            "g",
+            [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 2, 128, 128])],
+            [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 2, 128, 128])],
+            [onnx.numpy_helper.from_array(c, "c")],
+        )
+        m = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+        cpu = eqsat.optimize(m, target="cpu")
+        assert op_counts(cpu.proto) == {"Mul": 1} and cpu.report.verification.ok
+        assert cpu.report.saturation.rules_fired.get(rule, 0) > 0
+        assert op_counts(eqsat.optimize(m, target="gpu", verify=False).proto) == {"Div": 1}
 
 
 @pytest.mark.parametrize(

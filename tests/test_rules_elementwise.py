@@ -37,7 +37,7 @@ def test_div_const_to_mul_folds_a_scalar_reciprocal() -> None:
     """Div(x, 4) gets the alternative Mul(x, Scalar 0.25): the reciprocal of a single-element constant is
     computed in the e-graph (rounded to the constant's dtype once, at lowering)."""
     m = model([node("Div", ["x", "c"], "y")], X, initializers={"c": np.array(4.0, np.float32)})
-    g = saturate_with_rules(m, ["div-const-to-mul"]).egraph
+    g = saturate_with_rules(m, ["div-const-to-mul", "div-pow2-to-mul"]).egraph  # 4: the exact rule's case
     muls = [n for n in g.nodes if n.op == "Mul"]
     assert len(muls) == 1 and any(
         g.node(k).op == "Scalar" and g.node(k).attrs[0] == 0.25 for k in g.eclass(muls[0].children[1]).nodes
@@ -60,6 +60,49 @@ def test_div_const_to_mul_with_zero_divisors_is_exact() -> None:
     assert op_counts(as_mul) == {"Mul": 1}
     with np.errstate(divide="ignore", invalid="ignore"):
         np.testing.assert_array_equal(run(as_mul, x)[0], run(m, x)[0])
+
+
+# ---- div-pow2-to-mul: the exact case of a division by a constant ----
+
+
+@pytest.mark.parametrize("dtype", ["FLOAT", "FLOAT16", "DOUBLE"])
+@pytest.mark.parametrize("v", [8.0, -0.25, 1024.0, 2.0**-10])
+def test_div_pow2_to_mul_is_exact(dtype: str, v: float) -> None:
+    """x / 2^k = x * 2^-k bit for bit (one rounding of the same real product), so the rule is `exact` and the
+    fp-reassoc div-const-to-mul leaves these divisors to it; checked bit for bit on values whose quotient is
+    subnormal, huge or rounded, at two batch sizes."""
+    np_dtype = {"FLOAT": np.float32, "FLOAT16": np.float16, "DOUBLE": np.float64}[dtype]
+    m = model([node("Div", ["x", "c"], "y")], [("x", dtype, ("N", 3))], initializers={"c": np.array(v, np_dtype)})
+    _, fired = optimize_with_rules(m, ["div-pow2-to-mul", "div-const-to-mul"])
+    assert fired.get("div-pow2-to-mul", 0) > 0 and "div-const-to-mul" not in fired, fired
+    tiny, big = np.finfo(np_dtype).tiny, np.finfo(np_dtype).max
+    for rows in (2, 5):
+        x = np.random.default_rng(rows).standard_normal((rows, 3)).astype(np_dtype)
+        x[0] = [tiny * 3, big / 3, np_dtype(1) / 3]
+        session = saturate_with_rules(m, ["div-pow2-to-mul"])
+        as_mul = session.extract(cost=lambda graph, n: 10.0 if n.op == "Div" else 1.0).model
+        assert op_counts(as_mul) == {"Mul": 1}
+        with np.errstate(over="ignore", under="ignore"):
+            np.testing.assert_array_equal(run(as_mul, {"x": x})[0], run(m, {"x": x})[0])
+
+
+@pytest.mark.parametrize("v", [3.0, 0.1, 1.4142135, 6.0])
+def test_div_pow2_to_mul_not_for_other_divisors(v: float) -> None:
+    """x / 3 and x * (1 / 3) differ by an ulp: the fp-reassoc rule takes these, the exact one must not."""
+    m = model([node("Div", ["x", "c"], "y")], X, initializers={"c": np.array(v, np.float32)})
+    assert_rule_does_not_fire(m, "div-pow2-to-mul")
+    _, fired = optimize_with_rules(m, ["div-pow2-to-mul", "div-const-to-mul"])
+    assert fired.get("div-const-to-mul", 0) > 0
+    assert_rule_does_not_fire(
+        model([node("Div", ["x", "c"], "y")], X, initializers={"c": np.array([2.0, 4.0], np.float32)[:1].repeat(4)}),
+        "div-pow2-to-mul",
+    )  # a tensor of powers of two: its elements are not visible to rules
+
+
+@property_settings()
+@given(PROPERTIES["div-pow2-to-mul"]())
+def test_div_pow2_to_mul_property(case: RuleCase) -> None:
+    case.check()
 
 
 @pytest.mark.parametrize(

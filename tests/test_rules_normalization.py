@@ -56,8 +56,11 @@ def _moments(
     ]
     if norm == "div":
         nodes.append(node("Div", ["d", "std"], "n"))
-    else:
-        nodes += [node("Reciprocal", ["std"], "rstd"), node("Mul", ["d", "rstd"], "n")]
+    else:  # "recip": d * Reciprocal(std); "recip-first": Reciprocal(std) * d
+        nodes += [
+            node("Reciprocal", ["std"], "rstd"),
+            node("Mul", ["rstd", "d"] if norm == "recip-first" else ["d", "rstd"], "n"),
+        ]
     inits = {"two": np.array(2.0, np.float32), "eps": np.array(1e-12, np.float32)}
     if opset >= 18:
         inits["axes"] = np.array(axes, np.int64)
@@ -631,3 +634,94 @@ def test_layernorm_not_fused_in_bundled_fp16_bert() -> None:
     session = saturate(path, rules=rules, opset=17)
     assert session.saturation.error is None
     assert "layernorm-fuse" not in session.saturation.rules_fired
+
+
+# ---- issue 24 item 4: Reciprocal(std) * d at opset 21 (axes as an input), LayerNorm over two trailing axes and
+# the InstanceNorm of an NCHW tensor whose moments are taken after a Transpose to NHWC ----
+
+LN21 = dict(square="mul", norm="recip-first", opset=21)
+
+
+def _eps_input(m: onnx.ModelProto) -> onnx.ModelProto:
+    """The same model with eps a graph input (not a constant)."""
+    (eps,) = [i for i in m.graph.initializer if i.name == "eps"]
+    m.graph.initializer.remove(eps)
+    m.graph.input.append(onnx.helper.make_tensor_value_info("eps", onnx.TensorProto.FLOAT, []))
+    return m
+
+
+def _ln21(shape=(2, 4, 6, D), gamma=(6, D)) -> onnx.ModelProto:
+    return _layernorm_model(axes=(-2, -1), shape=shape, gamma=gamma, beta=gamma, **LN21)
+
+
+def test_layernorm_fuse_two_trailing_axes_opset_21_rstd_first() -> None:
+    """ReduceMean(axes input [-2, -1]), Sub, Mul(d, d), ReduceMean, Add eps, Sqrt, Reciprocal, Mul(rstd, d),
+    Mul gamma (6, 8), Add beta -> LayerNormalization(axis=-2 as 2); verified at two batch sizes."""
+    m = _ln21()
+    result, fired = optimize_with_rules(m, [*LN_RULES, FORMS])
+    assert fired[FORMS] > 0 and all(fired[r] > 0 for r in LN_RULES), fired
+    assert op_counts(result.model) == {"LayerNormalization": 1}
+    assert attribute(result.model, "LayerNormalization", "axis") == 2
+    assert_rule_sound(m, "layernorm-fuse-bias", also=(*LN_RULES[:2], FORMS))
+    import eqsat
+
+    dynamic = eqsat.optimize(_ln21(shape=("N", 4, 6, D)))
+    assert op_counts(dynamic.proto) == {"LayerNormalization": 1}
+    assert dynamic.report.verification is not None and dynamic.report.verification.ok
+
+
+def test_layernorm_fuse_two_trailing_axes_opset_21_negatives() -> None:
+    """Axes [1, 2] of a rank-4 x are not trailing; eps a graph input is not the attribute; a gamma (4, 1, 1)
+    varies along an axis that is not normalized: no LayerNormalization takes it."""
+    wrong_axes = _layernorm_model(axes=(1, 2), shape=(2, 4, 6, D), gamma=None, beta=None, **LN21)
+    assert_rule_does_not_fire(wrong_axes, "layernorm-fuse", also=(FORMS,))
+    assert_rule_does_not_fire(_eps_input(_ln21()), "layernorm-fuse", also=(FORMS,))
+    m = _ln21(gamma=(4, 1, 1))
+    assert_rule_does_not_fire(m, "layernorm-fuse-scale", also=("layernorm-fuse", FORMS))
+    result, fired = optimize_with_rules(m, [*LN_RULES, FORMS])
+    assert fired["layernorm-fuse"] > 0 and op_counts(result.model)["Mul"] == 1
+
+
+def _instancenorm_after_nhwc(
+    gamma=(3,), axes=(1, 2), eps_input: bool = False, shape=(2, 3, 5, 7), opset: int = 21
+) -> onnx.ModelProto:
+    """NCHW x -> Transpose to NHWC -> moments over `axes` (Reciprocal(std) * d) -> Mul gamma -> Add beta ->
+    Transpose back to NCHW."""
+    nodes, inits = _moments(list(axes), x="t", mean_of="t", square="mul", norm="recip-first", opset=opset)
+    rng = np.random.default_rng(3)
+    inits["gamma"] = rng.uniform(0.5, 1.5, gamma).astype(np.float32)
+    inits["beta"] = rng.uniform(-1, 1, gamma).astype(np.float32)
+    nodes = [
+        node("Transpose", ["x"], "t", perm=[0, 2, 3, 1]),
+        *nodes,
+        node("Mul", ["n", "gamma"], "g"),
+        node("Add", ["g", "beta"], "yt"),
+        node("Transpose", ["yt"], "y", perm=[0, 3, 1, 2]),
+    ]
+    m = model(nodes, [("x", "FLOAT", shape)], ["y"], inits, opset=opset)
+    return _eps_input(m) if eps_input else m
+
+
+def test_instancenorm_after_a_transpose_to_nhwc_folds_the_transposes() -> None:
+    """The moments of Transpose(x, NHWC) over H, W with per-channel gamma/beta (3,), then Transpose back: one
+    InstanceNormalization of x (the four Transposes cancel); verified at two batch sizes."""
+    m = _instancenorm_after_nhwc()
+    result = assert_rule_sound(m, "instancenorm-fuse-channels-last", also=(*IN_CL_RULES[1:], FORMS))
+    assert op_counts(result.model) == {"InstanceNormalization": 1}
+    import eqsat
+
+    dynamic = eqsat.optimize(_instancenorm_after_nhwc(shape=("N", 3, 5, 7)))
+    assert op_counts(dynamic.proto) == {"InstanceNormalization": 1}
+    assert dynamic.report.verification is not None and dynamic.report.verification.ok
+
+
+def test_instancenorm_after_a_transpose_to_nhwc_negatives() -> None:
+    """Moments over H only (axes [1]) are no InstanceNorm; eps a graph input is not the attribute; a gamma
+    (7, 1) varies along W: the affine part stays outside the kernel."""
+    also = (FORMS,)
+    assert_rule_does_not_fire(_instancenorm_after_nhwc(axes=(1,)), "instancenorm-fuse-channels-last", also=also)
+    assert_rule_does_not_fire(_instancenorm_after_nhwc(eps_input=True), "instancenorm-fuse-channels-last", also=also)
+    m = _instancenorm_after_nhwc(gamma=(7, 1))
+    result, fired = optimize_with_rules(m, [*IN_CL_RULES, FORMS])
+    assert fired["instancenorm-fuse-channels-last"] > 0
+    assert "instancenorm-fuse-affine" not in fired and op_counts(result.model)["Mul"] == 1

@@ -3,6 +3,8 @@ where its guard holds (`RuleCase`), checked by tests/test_rules_elementwise.py a
 
 from __future__ import annotations
 
+import math
+
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -26,6 +28,8 @@ def _div_const_to_mul(draw: Callable, st: Any) -> RuleCase:
     if dtype == "FLOAT16":  # float16 tensors may hold overflowing divisors: single elements only
         c_shape = (1,) * len(c_shape)
     c = draw(float_arrays(c_shape, numpy_dtype(dtype), 0.5, 4.0))
+    if c.size == 1 and _power_of_two(float(c.reshape(-1)[0])):  # div-pow2-to-mul's (exact) case
+        c = (c * 1.5).astype(c.dtype)
     if draw(st.booleans()):
         c = -c
     if c.size > 1 and draw(st.integers(0, 3)) == 0:  # zeros: x / 0 = x * inf (NaN and inf alike)
@@ -34,6 +38,24 @@ def _div_const_to_mul(draw: Callable, st: Any) -> RuleCase:
     g.inits["c"] = c
     g.node("Div", [x, "c"], "y")
     return g.case("div-const-to-mul", ["y"])
+
+
+def _power_of_two(v: float) -> bool:
+    return v != 0 and math.frexp(abs(v))[0] == 0.5
+
+
+@rule_case
+def _div_pow2_to_mul(draw: Callable, st: Any) -> RuleCase:
+    """x / +-2^k for a single-element c (any rank up to x's): the product x * 2^-k, bit for bit."""
+    shape = draw(shapes(1, 4, 3))
+    dtype = draw(st.sampled_from(("FLOAT", "FLOAT16", "DOUBLE")))
+    g = DrawnGraph()
+    x = g.input("x", draw(arrays(dtype, shape)))
+    k = draw(st.integers(-12, 12))  # 2^+-12 and its reciprocal are normal in float16 too
+    c = np.full((1,) * draw(st.integers(0, len(shape))), 2.0**k * draw(st.sampled_from((1.0, -1.0))))
+    g.inits["c"] = c.astype(numpy_dtype(dtype))
+    g.node("Div", [x, "c"], "y")
+    return g.case("div-pow2-to-mul", ["y"])
 
 
 @rule_case
@@ -108,6 +130,7 @@ def _add_scaled_last(draw: Callable, st: Any) -> RuleCase:
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "div-const-to-mul": _div_const_to_mul,
+    "div-pow2-to-mul": _div_pow2_to_mul,
     "sub-zero": neutral_element("sub-zero", "Sub", 0.0, commutative=False),
     "div-one": neutral_element("div-one", "Div", 1.0, commutative=False),
     "neg-neg": _neg_neg,

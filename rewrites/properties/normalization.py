@@ -42,7 +42,8 @@ def _moments(draw: Callable, st: Any, g: DrawnGraph, x: str, axes: list[int], dt
     std = g.node("Sqrt", [g.node("Add", [var, eps], "ve")], "std")
     if draw(st.booleans()):
         return g.node("Div", [d, std], "n")
-    return g.node("Mul", [d, g.node("Reciprocal", [std], "rstd")], "n")
+    rstd = g.node("Reciprocal", [std], "rstd")
+    return g.node("Mul", [d, rstd] if draw(st.booleans()) else [rstd, d], "n")
 
 
 def _spread(draw: Callable, st: Any, shape: tuple[int, ...], dtype: str) -> np.ndarray:
@@ -185,7 +186,7 @@ def _norm_input(draw: Callable, st: Any) -> tuple[DrawnGraph, str, tuple[int, ..
 
 @rule_case
 def _moment_forms(draw: Callable, st: Any) -> RuleCase:
-    """(x - mean) * Reciprocal(Sqrt(var + eps)) or with Pow(x - mean, 2), over any axes."""
+    """(x - mean) * Reciprocal(Sqrt(var + eps)) (either operand order) or with Pow(x - mean, 2), over any axes."""
     g, x, shape, axes, opset = _norm_input(draw, st)
     m = _reduce_mean(g, x, "mean", axes, opset)
     d = g.node("Sub", [x, m], "d")
@@ -197,7 +198,8 @@ def _moment_forms(draw: Callable, st: Any) -> RuleCase:
     if pow_form and draw(st.booleans()):
         out = g.node("Div", [d, std], "n")
     else:
-        out = g.node("Mul", [d, g.node("Reciprocal", [std], "rstd")], "n")
+        rstd = g.node("Reciprocal", [std], "rstd")
+        out = g.node("Mul", [d, rstd] if draw(st.booleans()) else [rstd, d], "n")  # either operand order
     return g.case(FORMS, [out], opset=opset)
 
 
