@@ -453,6 +453,62 @@ def test_pad_merge_edge_property(case: RuleCase) -> None:
     case.check()
 
 
+# ---- pad-merge-reflect ----
+
+
+@pytest.mark.parametrize(
+    "p,q",
+    [
+        ([0, 1, 0, 0, 2, 0], [0, 0, 2, 0, 0, 1]),  # axis 1, then axis 2
+        ([0, 0, 2, 0, 0, 3], [1, 0, 0, 1, 0, 0]),  # axis 2 (x's last), then the batch axis
+        ([0, 2, 0, 0, 0, 0], [0, 0, 0, 0, 0, 3]),  # begin of axis 1, end of axis 2
+    ],
+)
+def test_pad_merge_reflect_disjoint_axes(p: list, q: list) -> None:
+    """Reflect pads on different axes each read x's own values: one Pad; a dynamic batch at two sizes (when the
+    batch axis is not padded)."""
+    dims = ("N", 3, 4) if p[0] == q[0] == p[3] == q[3] == 0 else (2, 3, 4)
+    m = model(
+        [node("Pad", ["x", "p"], "p1", mode="reflect"), node("Pad", ["p1", "q"], "y", mode="reflect")],
+        [("x", "FLOAT", dims)],
+        initializers={"p": np.array(p), "q": np.array(q)},
+    )
+    rng = np.random.default_rng(2)
+    for n in (2, 3) if dims[0] == "N" else (2,):
+        feeds = {"x": rng.standard_normal((n, 3, 4)).astype(np.float32)}
+        result = assert_rule_sound(m, "pad-merge-reflect", feeds)
+        assert op_counts(result.model) == {"Pad": 1}
+
+
+@pytest.mark.parametrize(
+    "p,q",
+    [
+        ([0, 1, 0, 0, 1, 0], [0, 1, 0, 0, 1, 0]),  # the same axis, both ends
+        ([0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 0]),  # one axis: begin, then end (the end reflects the padding)
+        ([0, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1]),  # axes 1 and 2, then axis 2 again
+    ],
+)
+def test_pad_merge_reflect_not_on_a_shared_axis(p: list, q: list) -> None:
+    """x = [0 1 2] reflect 1 twice is [1 0 1 2 1 2], not reflect 2's [2 1 0 1 2 1 0]: shared axes stay."""
+    m = _two_pads(p, q, mode1="reflect", mode2="reflect")
+    assert_rule_does_not_fire(m, "pad-merge-reflect")
+
+
+def test_pad_merge_reflect_not_for_mixed_modes_or_crops() -> None:
+    assert_rule_does_not_fire(
+        _two_pads([0, 1, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0], mode1="edge", mode2="reflect"), "pad-merge-reflect"
+    )
+    assert_rule_does_not_fire(
+        _two_pads([0, -1, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0], mode1="reflect", mode2="reflect"), "pad-merge-reflect"
+    )
+
+
+@property_settings()
+@given(PROPERTIES["pad-merge-reflect"]())
+def test_pad_merge_reflect_property(case: RuleCase) -> None:
+    case.check()
+
+
 # ---- reshape-merge ----
 
 

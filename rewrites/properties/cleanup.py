@@ -154,6 +154,23 @@ def _reshape_merge(draw: Callable, st: Any) -> RuleCase:
 
 
 @rule_case
+def _pad_merge_reflect(draw: Callable, st: Any) -> RuleCase:
+    """Two reflect Pads on disjoint sets of axes (each pad below its dim, as reflect needs), opset 13 or 18."""
+    shape = draw(shapes(2, 4, 4, min_dim=2))
+    rank = len(shape)
+    first = draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=rank - 1))
+    second = draw(st.sets(st.sampled_from([a for a in range(rank) if a not in first]), min_size=1))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape)))
+    for name, axes in (("p", first), ("q", second)):  # a pad of 1 to dim - 1 before, 0 to dim - 1 after
+        begin = [draw(st.integers(1, shape[a] - 1)) if a in axes else 0 for a in range(rank)]
+        end = [draw(st.integers(0, shape[a] - 1)) if a in axes else 0 for a in range(rank)]
+        g.inits[name] = np.array(begin + end, np.int64)
+    g.node("Pad", [g.node("Pad", [x, "p"], "p1", mode="reflect"), "q"], "y", mode="reflect")
+    return g.case("pad-merge-reflect", ["y"], opset=draw(st.sampled_from((13, 18))))
+
+
+@rule_case
 def _flatten_noop(draw: Callable, st: Any) -> RuleCase:
     shape = draw(shapes(2, 2, 4))
     g = DrawnGraph()
@@ -206,5 +223,6 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "slice-noop": _slice_noop,
     "pad-merge": _pad_merge("pad-merge", "constant"),
     "pad-merge-edge": _pad_merge("pad-merge-edge", "edge"),
+    "pad-merge-reflect": _pad_merge_reflect,
     "reshape-merge": _reshape_merge,
 }
