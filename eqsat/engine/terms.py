@@ -417,6 +417,8 @@ def declarations() -> str:
         "(relation dtype-group (String String i64))",
         "(function float-max (String) f64 :no-merge)",
         "(relation conv-fanout (T))",
+        # a Slice's axes a over an input of rank r, non-negative (rewrites/tensor.py: all of one sign)
+        "(relation axes-at (IVec i64 IVec))",
         "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))",
         "(relation bn-foldable (T T T T String))",
         "(function model-opset () i64 :no-merge)",
