@@ -20,6 +20,9 @@
                                                     reflect 1 twice gives [1 0 1 2 1 2] on [0 1 2], reflect 2
                                                     gives [2 1 0 1 2 1 0])
     Pad(Pad(x, p, reflect), q, reflect) -> Pad(x, p + q, reflect)   p and q non-negative, no axis padded by both
+    V(W(x)) -> Reshape(x, shape(out))               V, W: Reshape then Squeeze / Unsqueeze, or Squeeze / Unsqueeze
+                                                    then Reshape; the output shape without 0, at most one symbol
+                                                    (as -1; the inner targets' 0 and -1 entries do not matter)
     Reshape(Reshape(x, s), t) -> Reshape(x, t)      t without 0 entries (or allowzero): a 0 copies a dim
                                                     of the inner Reshape's output, which x may not have
 
@@ -85,6 +88,21 @@ PAD_MERGE_REFLECT = (
         f"{_REFLECTS} {_TOTALS} (= t (sum-of {_min1('pa')} {_min1('qa')})) (vec-not-contains t 2) (= s (sum-of p q))",
         '(union y (Pad x s w "reflect"))',
     ),
+)
+
+#: y = V(W(x)) whose shape so has no 0 and at most one symbol: Reshape(x, so with the symbol as -1) (Reshape
+#: infers it: y has x's elements). Reshape then Squeeze / Unsqueeze, Squeeze / Unsqueeze then Reshape.
+_VIEW_TARGET = '(Reshape x (unstable-vec-map (unstable-fn "max" -1) so) 0)'
+_VIEW_SHAPE = "(= so (shape __root)) (vec-not-contains so 0)"
+VIEW_MERGE = (
+    need("(= __root (Squeeze (Reshape x s z) a)) (= so (shape __root))", "(need-symbol-count so)"),
+    rw("(Squeeze (Reshape x s z) a)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
+    need("(= __root (Unsqueeze (Reshape x s z) a)) (= so (shape __root))", "(need-symbol-count so)"),
+    rw("(Unsqueeze (Reshape x s z) a)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
+    need("(= __root (Reshape (Squeeze x a) s z)) (= so (shape __root))", "(need-symbol-count so)"),
+    rw("(Reshape (Squeeze x a) s z)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
+    need("(= __root (Reshape (Unsqueeze x a) s z)) (= so (shape __root))", "(need-symbol-count so)"),
+    rw("(Reshape (Unsqueeze x a) s z)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
 )
 
 RULES = [
@@ -235,6 +253,16 @@ RULES = [
             need(f'(= y (Pad (Pad x p v "edge") q w "edge")) {_PADS}', "(need-sum-of p q)"),
             rw('(Pad (Pad x p v "edge") q w "edge")', '(Pad x s w "edge")', _PADS, "(= s (sum-of p q))"),
         ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "reshape-view-merge",
+        "cleanup",
+        "exact",
+        "onnxoptimizer:fuse_consecutive_reshapes (with squeeze/unsqueeze); tvm:SimplifyExpr (reshape chains)",
+        "Squeeze/Unsqueeze(Reshape(x)) and Reshape(Squeeze/Unsqueeze(x)) -> Reshape(x, shape(out)) when the output "
+        "shape has no 0 and at most one symbol (written -1: Reshape infers it)",
+        VIEW_MERGE,
         ruleset="simplify",
     ),
     Rule(
