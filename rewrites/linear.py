@@ -8,6 +8,7 @@
     Gemm(A, B, C, beta) - c         -> Gemm(A, B, C * beta - c, beta=1)
     c - MatMul(A, B)                -> Gemm(A, B, c, alpha=-1)           (same guards as MatMul + c)
     c - Gemm(A, B, C, alpha, beta)  -> Gemm(A, B, c - C * beta, alpha=-alpha, beta=1)
+    c - MatMul(A, B)                -> MatMul(A, Neg(B)) + c             B, c constants, A of any rank (exact)
     Gemm(Transpose(A, [1, 0]), B, C) -> Gemm(A, B, C, transA = 1 - transA)   (likewise B and transB)
     (MatMul(A, B) +/- c1) +/- c2    -> MatMul(A, B) + (+/-c1 +/- c2)     A of any rank, c1, c2 constants of one shape
                                                                          (or c2 single-element): one bias Add
@@ -100,6 +101,19 @@ def _const_minus() -> tuple:
         )
     )
     return tuple(rules)
+
+
+#: c - MatMul(A, B) -> MatMul(A, Neg(B)) + c for constant B and c (Neg(B) folds at lowering) and A of any rank
+#: (a 1-D A has no Gemm): the constant-last bias Add the targets fuse into the product. Exact: negation is exact
+#: and commutes with rounding, so A (-B) = -(A B) and c - p = c + (-p) bit for bit (integers: modulo 2^n).
+CONST_MINUS_MATMUL = (
+    fact(
+        "(= y (Sub c mm)) (= mm (MatMul a b)) (is-const c) (is-const b) (= sy (shape y)) (= sy (shape mm)) "
+        "(= sb (shape b)) (= db (dtype b))",
+        "(let nb (Neg b)) (set (shape nb) sb) (set (dtype nb) db) (let p (MatMul a nb)) (set (shape p) sy) "
+        "(set (dtype p) db) (union y (Add p c))",
+    ),
+)
 
 
 def _matmul_scale() -> tuple:
@@ -219,6 +233,16 @@ RULES = [
         "c - MatMul(A, B) -> Gemm(A, B, c, alpha=-1) and c - Gemm(A, B, C, alpha, beta) -> Gemm(A, B, c - C * beta, "
         "alpha=-alpha, beta=1) for a constant c not enlarging the output (MatMul: 2-D A and B)",
         _const_minus(),
+    ),
+    Rule(
+        "const-minus-matmul",
+        FAMILY,
+        "exact",
+        "onnxoptimizer:fuse_matmul_add_bias_into_gemm (c - MatMul, any rank)",
+        "c - MatMul(A, B) -> MatMul(A, Neg(B)) + c for constant B and c not enlarging the output, A of any rank "
+        "(1-D too: no Gemm there); the bias Add is the form the targets fuse (c + MatMul is made MatMul + c by "
+        "const-operand-last)",
+        CONST_MINUS_MATMUL,
     ),
     Rule(
         "matmul-bias-chain",

@@ -249,6 +249,45 @@ def test_const_minus_matmul_to_gemm_with_negative_alpha(c_shape: tuple) -> None:
     assert gemm_attribute(result, "alpha") == -1.0
 
 
+# ---- const-minus-matmul ----
+
+
+def _const_minus_vector(op: str = "Sub", b_input: bool = False, a_dims: tuple = (4,), c_shape: tuple = (5,)) -> object:
+    """c op MatMul(a, b) for a (rank-1: a 1-D a has no Gemm) and b [4, 5], constant or an input."""
+    inits = {"c": rand(*c_shape), **({} if b_input else {"b": rand(4, 5)})}
+    inputs = [("a", "FLOAT", a_dims)] + ([("b", "FLOAT", (4, 5))] if b_input else [])
+    return model([node("MatMul", ["a", "b"], "lin"), node(op, ["c", "lin"], "y")], inputs, initializers=inits)
+
+
+def test_const_minus_matmul_rank1_is_a_bias_add() -> None:
+    """c - MatMul(x, W) with a 1-D x: MatMul(x, -W) + c (-W folded), the bias Add fused into the product."""
+    m = _const_minus_vector()
+    result = assert_rule_sound(m, "const-minus-matmul")
+    assert op_counts(result.model) == {"MatMul": 1, "Add": 1}
+
+
+def test_const_minus_matmul_dynamic_rows() -> None:
+    """A [N, 4] input (any rank works): checked at two row counts."""
+    m = _const_minus_vector(a_dims=("N", 4))
+    rng = np.random.default_rng(8)
+    for n in (2, 3):
+        result = assert_rule_sound(m, "const-minus-matmul", {"a": rng.standard_normal((n, 4)).astype(np.float32)})
+        assert op_counts(result.model) == {"MatMul": 1, "Add": 1}
+
+
+@pytest.mark.parametrize("kw", [{"b_input": True}, {"op": "Add"}, {"c_shape": (3, 5)}])
+def test_const_minus_matmul_not(kw: dict) -> None:
+    """Not for weights computed at run time (Neg would run), c + MatMul (const-operand-last's), or a c that
+    enlarges the output (a [3, 5] c over a 1-D product)."""
+    assert_rule_does_not_fire(_const_minus_vector(**kw), "const-minus-matmul")
+
+
+@property_settings()
+@given(PROPERTIES["const-minus-matmul"]())
+def test_const_minus_matmul_property(case: RuleCase) -> None:
+    case.check()
+
+
 def gemm_attribute(m, name: str) -> float:
     """alpha or beta of the only Gemm of `m` (1.0 when left at its default)."""
     try:

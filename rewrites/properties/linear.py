@@ -80,6 +80,19 @@ def _linear(rule: str) -> Callable[[], Any]:
 
 
 @rule_case
+def _const_minus_matmul(draw: Callable, st: Any) -> RuleCase:
+    """c - MatMul(A, B) for A 1-D to 3-D, constant B [K, N] and c of shape [N], [1] or a scalar."""
+    dtype, dt, (k, n) = _linear_dtype_and_dims(draw, 2)
+    lead = draw(shapes(0, 2, 3))
+    g = DrawnGraph()
+    a = float_input(draw, g, "a", (*lead, k), dtype)
+    g.inits["b"] = np.asarray(draw(float_arrays((k, n), dt, -1.0, 1.0)))
+    g.inits["c"] = draw_constant(draw, draw(st.sampled_from(((n,), (1,), ()))), dtype)
+    g.node("Sub", ["c", g.node("MatMul", [a, "b"], "lin")], "y")
+    return g.case("const-minus-matmul", ["y"], opset=draw(st.sampled_from((13, 17))))
+
+
+@rule_case
 def _const_minus_linear(draw: Callable, st: Any) -> RuleCase:
     """c - MatMul(A, B) (constant B) or c - Gemm(A, B, [C], alpha, beta, transA, transB): alphas and betas of
     both signs, so that a sign error in the rewrite changes the values."""
@@ -239,6 +252,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "matmul-scale-fold": _linear("matmul-scale-fold"),
     "gemm-scale-fold": _linear("gemm-scale-fold"),
     "const-minus-linear": _const_minus_linear,
+    "const-minus-matmul": _const_minus_matmul,
     "gemm-merge": _linear_merge("gemm-merge"),
     "matmul-merge-epilogue": _linear_merge("matmul-merge-epilogue"),
 }
