@@ -8,6 +8,7 @@
     B(Transpose(a, p), c)             -> Transpose(B(a, Transpose(Unsqueeze(c, [0..r-k-1]), p^-1)), p)
                                          c a graph input of lower rank k (broadcasting aligns it to the
                                          trailing axes: the Unsqueeze makes that explicit)
+    Transpose(B(Transpose(a, p), y), p^-1) -> B(a, Transpose(y, p^-1))  y of the same rank, any value (either order)
     Pad(Transpose(x, p), pads)        -> Transpose(Pad(x, pads o p^-1), p)
     R(Transpose(x, p), axes, 1)       -> Transpose(R(x, sorted p[axes], 1), p)          R a reduction
     R(Transpose(x, p), axes, 0)       -> Transpose(R(x, sorted p[axes], 0), q)          q: p without the
@@ -238,6 +239,23 @@ def _reshape_sink_bias() -> tuple:
     return tuple(rules)
 
 
+#: Transpose(B(Transpose(a, p), y), q) with q = p^-1 and y of the same rank, not enlarging the inner output: the
+#: transposes around `a` cancel and y takes q instead (same rank: Transpose commutes with broadcasting axis by axis).
+_CANCEL = (
+    "(= o (Transpose m q)) (= m {pattern}) (= t (Transpose a p)) (= q (inv-perm p)) (= (shape m) (shape t)) "
+    "(= (vec-length (shape y)) (vec-length p)) (= sa (shape a))"
+)
+
+
+def _cancel_across_binary() -> tuple:
+    """Transpose(B(Transpose(a, p), y), p^-1) and Transpose(B(y, Transpose(a, p)), p^-1) for binary elementwise B."""
+    return tuple(
+        fact(_CANCEL.format(pattern=f"({op} {args})"), f"(let b ({op} {new})) (set (shape b) sa) (union o b)")
+        for op in sorted(BINARY)
+        for args, new in (("t y", "a (Transpose y q)"), ("y t", "(Transpose y q) a"))
+    )
+
+
 RULES = [
     Rule(
         "transpose-merge",
@@ -437,5 +455,15 @@ RULES = [
         "order) when b varies along the last axis only ([1, .., 1, n], rank <= the output's) and the Reshape keeps "
         "the last dim (y's last dim is the output's)",
         _reshape_sink_bias(),
+    ),
+    Rule(
+        "transpose-cancel-binary",
+        "layout",
+        "exact",
+        "coreml:reduce_transposes (non-constant operand); onnxruntime:TransposeOptimizer",
+        "Transpose(B(Transpose(a, p), y), p^-1) -> B(a, Transpose(y, p^-1)) (either operand order) for binary "
+        "elementwise B and y of the same rank not enlarging the output (y need not be constant: it takes the "
+        "transpose instead, and a Transpose y cancels with it)",
+        _cancel_across_binary(),
     ),
 ]

@@ -847,3 +847,49 @@ def test_reshape_sink_unary_property(case: RuleCase) -> None:
 @given(PROPERTIES["reshape-sink-bias"]())
 def test_reshape_sink_bias_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- transpose-cancel-binary ----
+
+
+def _cancel_graph(op: str, y_shape: tuple, x_shape: tuple = ("batch", 3, 4, 5), back: tuple = NHWC_TO_NCHW) -> object:
+    """x (NCHW) -> Transpose to NHWC -> op with a graph input y (y second for Add, first otherwise) -> Transpose
+    `back`."""
+    operands = ["t", "y"] if op == "Add" else ["y", "t"]
+    return model(
+        [transpose("x", "t", NCHW_TO_NHWC), node(op, operands, "m"), transpose("m", "out", back)],
+        [("x", "FLOAT", x_shape), ("y", "FLOAT", y_shape)],
+        ["out"],
+    )
+
+
+@pytest.mark.parametrize("op,y_shape", [("Add", ("batch", 4, 5, 3)), ("Sub", ("batch", 1, 1, 3))])
+def test_transpose_cancel_binary(op: str, y_shape: tuple) -> None:
+    """The transposes around x cancel and the non-constant y (an NHWC input, or a per-channel one of the same
+    rank) takes the inverse instead: 2 Transposes -> 1, verified at two batch sizes."""
+    m = _cancel_graph(op, y_shape)
+    session = saturate_with_rules(m, ["transpose-cancel-binary", *SANDWICH])
+    assert session.saturation.rules_fired["transpose-cancel-binary"] > 0
+    result = session.extract("cpu", verify=True)
+    assert result.report.verification.ok and "x:3x3x4x5" in result.report.verification.summary()
+    assert op_counts(result.model) == {op: 1, "Transpose": 1}
+    assert_rule_sound(m, "transpose-cancel-binary", also=SANDWICH)
+
+
+@pytest.mark.parametrize("case", ["lower-rank", "enlarging", "not-inverse"])
+def test_transpose_cancel_binary_not(case: str) -> None:
+    """y [3] of lower rank aligns with the last axis (C in NHWC, W in NCHW): transposing it cannot say that; a y
+    that enlarges the output changes the inner shape; an outer Transpose that is not p^-1 leaves a transpose."""
+    if case == "lower-rank":
+        m = _cancel_graph("Add", (3,))
+    elif case == "enlarging":
+        m = _cancel_graph("Add", (2, 4, 5, 3), x_shape=(1, 3, 4, 5))
+    else:
+        m = _cancel_graph("Add", ("batch", 4, 5, 3), back=(0, 1, 3, 2))
+    assert_rule_does_not_fire(m, "transpose-cancel-binary", also=SANDWICH)
+
+
+@property_settings()
+@given(PROPERTIES["transpose-cancel-binary"]())
+def test_transpose_cancel_binary_property(case: RuleCase) -> None:
+    case.check()

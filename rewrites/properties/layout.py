@@ -365,6 +365,23 @@ def _reshape_sink_bias(draw: Callable, st: Any) -> RuleCase:
     return g.case("reshape-sink-bias", [g.node("Relu", ["z"], "out")])
 
 
+@rule_case
+def _transpose_cancel_binary(draw: Callable, st: Any) -> RuleCase:
+    """Transpose(B(Transpose(x, p), y), p^-1) (either operand order) for a graph input y of the same rank
+    broadcasting into the inner output."""
+    shape = draw(shapes(1, 4, 3))
+    p = draw(perms(len(shape)))
+    t_shape = tuple(shape[i] for i in p)
+    op = draw(st.sampled_from(("Add", "Sub", "Mul", "Div", "Max", "Min")))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape, low=0.5, high=2.0)))
+    y = g.input("y", draw(float_arrays(draw(broadcastable_shapes(t_shape, same_rank=True)), low=0.5, high=2.0)))
+    g.nodes.append(transpose_node(x, "t", p))
+    g.node(op, ["t", y] if draw(st.booleans()) else [y, "t"], "m")
+    g.nodes.append(transpose_node("m", "out", inverse(p)))
+    return g.case("transpose-cancel-binary", ["out"], also=SANDWICH_RULES)
+
+
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "transpose-merge": _transpose_merge,
@@ -382,4 +399,5 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "unsqueeze-merge": _unsqueeze_merge,
     "reshape-sink-unary": _reshape_sink_unary,
     "reshape-sink-bias": _reshape_sink_bias,
+    "transpose-cancel-binary": _transpose_cancel_binary,
 }
