@@ -19,6 +19,8 @@
                                                                          alpha, beta, transA, transB)
     act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k)  p a merged MatMul, Add or Gemm; act
                                                                          Relu, Gelu or Clip (matmul-merge-epilogue)
+    Reshape(MatMul(Reshape(x, [P, K]), W), s) -> MatMul(x, W)           x [..., K] of rank >= 3, W [K, N], the output
+                                                                         x's shape with N last (tf2onnx Dense pairs)
 
 `c - MatMul(A, B)` is -(A B) + c: Gemm's alpha carries the sign (alpha = -1; a Gemm's alpha is negated and its
 C * beta moves into the new constant). A per-column constant is one whose shape is the output's with every axis
@@ -32,6 +34,7 @@ subset is generated once; the cost model decides whether one launch and one read
 from __future__ import annotations
 
 from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern, rw
+from eqsat.rewrites.layout import RESHAPES
 from eqsat.rewrites.tensor import tlist
 
 FAMILY = "linear"
@@ -196,6 +199,26 @@ def _gemm_transpose() -> tuple:
     )
 
 
+#: Reshape(MatMul(Reshape(x, [P, K]), W), [d0, .., N]): x of rank n >= 3 whose last dim is K, W [K, N], and the
+#: output x's shape with its last dim N. A Reshape to [P, K] with K x's last dim flattens x's leading dims (row-major
+#: order), and the outer one restores them: row i of the product is row i of x times W either way.
+_FLATTENED = (
+    "(= y {outer}) (= mm (MatMul r w)) (= r {inner}) (= sx (shape x)) (= n (vec-length sx)) (>= n 3) "
+    "(= sr (shape r)) (= (vec-length sr) 2) (= (vec-get sr 1) (vec-get sx (- n 1))) (= sw (shape w)) "
+    "(= (vec-length sw) 2) (= (shape y) (vec-set sx (- n 1) (vec-get sw 1)))"
+)
+
+
+def _flattened_matmul() -> tuple:
+    return tuple(
+        fact(
+            _FLATTENED.format(outer=outer.format(x="mm", k=2), inner=inner.format(x="x", k=1)), "(union y (MatMul x w))"
+        )
+        for outer in RESHAPES
+        for inner in RESHAPES
+    )
+
+
 RULES = [
     Rule(
         "gemm-transpose-fold",
@@ -269,6 +292,15 @@ RULES = [
         "Gemm(A, B, C) * s -> Gemm(A, B * s, C * s) for constant B and s per output column or scalar "
         "(transB: per row of B)",
         _gemm_scale(),
+    ),
+    Rule(
+        "matmul-unflatten",
+        FAMILY,
+        "fp-reassoc",
+        "tf2onnx Dense (Reshape -> MatMul -> Reshape); onnxruntime:MatMul (N-D input, 2-D weights)",
+        "Reshape(MatMul(Reshape(x, [P, K]), W), s) -> MatMul(x, W) for x [..., K] of rank >= 3, W [K, N] and s x's "
+        "shape with N last (targets static or run-time): the same rows, possibly computed with another blocking",
+        _flattened_matmul(),
     ),
 ]
 

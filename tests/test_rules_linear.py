@@ -586,3 +586,43 @@ def test_matmul_bias_chain_not_for_biases_of_different_shapes() -> None:
 @given(PROPERTIES["matmul-bias-chain"]())
 def test_matmul_bias_chain_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- matmul-unflatten ----
+
+
+def _flattened_matmul(x_shape: tuple, flat: list, back: list, w_shape: tuple = (4, 5)) -> object:
+    """x -> Reshape(flat) -> MatMul(W) -> Reshape(back)."""
+    return model(
+        [node("Reshape", ["x", "flat"], "r"), node("MatMul", ["r", "w"], "m"), node("Reshape", ["m", "back"], "y")],
+        [("x", "FLOAT", x_shape)],
+        initializers={"flat": np.array(flat, np.int64), "back": np.array(back, np.int64), "w": rand(*w_shape)},
+    )
+
+
+@pytest.mark.parametrize("back", [[-1, 16, 5], [-1, 5]])
+def test_matmul_unflatten(back: list) -> None:
+    """tf2onnx's Dense over x [batch, 16, 4]: the flattening Reshape and the one restoring the leading dims go, the
+    MatMul takes x as it is (verified at two batch sizes). A Reshape to [-1, 5] is not x's shape with 5 last."""
+    m = _flattened_matmul(("batch", 16, 4), [-1, 4], back)
+    session = saturate_with_rules(m, ["matmul-unflatten"])
+    if back == [-1, 5]:
+        assert "matmul-unflatten" not in session.saturation.rules_fired
+        return
+    result = session.extract("cpu", verify=True)
+    assert result.report.verification.ok and "x:3x16x4" in result.report.verification.summary()
+    assert op_counts(result.model) == {"MatMul": 1}
+    assert_rule_sound(m, "matmul-unflatten")
+
+
+@pytest.mark.parametrize("back", [[3, 4, 5], [6, 2, 5]])
+def test_matmul_unflatten_not(back: list) -> None:
+    """The outer Reshape must restore x's leading dims: 12 rows of x [2, 6, 4] regrouped as [3, 4] or [6, 2] are
+    the same numbers under another shape, which MatMul(x, W) does not have."""
+    assert_rule_does_not_fire(_flattened_matmul((2, 6, 4), [-1, 4], back), "matmul-unflatten")
+
+
+@property_settings()
+@given(PROPERTIES["matmul-unflatten"]())
+def test_matmul_unflatten_property(case: RuleCase) -> None:
+    case.check()

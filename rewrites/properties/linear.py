@@ -244,6 +244,27 @@ def _matmul_bias_chain(draw: Callable, st: Any) -> RuleCase:
     return g.case("matmul-bias-chain", [y], opset=draw(st.sampled_from((13, 17))))
 
 
+@rule_case
+def _matmul_unflatten(draw: Callable, st: Any) -> RuleCase:
+    """x [d0, .., K] (rank 3 or 4) -> Reshape [-1, K] (or [P, K]) -> MatMul W [K, N] -> Reshape [d0, .., N] (or
+    with -1 first): the weights a constant or a graph input."""
+    lead = draw(shapes(2, 3, 3))
+    k, n = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    size = int(np.prod(lead))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays((*lead, k), low=-2.0, high=2.0)))
+    g.inits["flat"] = np.array(draw(st.sampled_from(([-1, k], [size, k]))), np.int64)
+    g.inits["back"] = np.array(draw(st.sampled_from(([*lead, n], [-1, *lead[1:], n]))), np.int64)
+    w = draw(float_arrays((k, n), low=-2.0, high=2.0))
+    if draw(st.booleans()):
+        g.inits["w"] = w
+    else:
+        g.input("w", w)
+    g.node("Reshape", [x, "flat"], "r")
+    g.node("MatMul", ["r", "w"], "m")
+    return g.case("matmul-unflatten", [g.node("Reshape", ["m", "back"], "y")])
+
+
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "matmul-bias-chain": _matmul_bias_chain,
     "gemm-transpose-fold": _gemm_transpose_fold,
@@ -255,6 +276,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "const-minus-matmul": _const_minus_matmul,
     "gemm-merge": _linear_merge("gemm-merge"),
     "matmul-merge-epilogue": _linear_merge("matmul-merge-epilogue"),
+    "matmul-unflatten": _matmul_unflatten,
 }
 #: Properties checked with static shapes only.
 STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
