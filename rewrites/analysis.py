@@ -9,7 +9,7 @@
     splat(Scalar(v), v); splat(L(c), v) for splat(c, v), L Reshape/Transpose/Expand/Identity (the loader
                                                                     gives Const splats: zeros, ones, ...)
     elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
-                                                                    sum-of(a, b)
+                                                                    sum-of(a, b), symbol-count(v)
                                                                     (functions of lists, on demand)
 
 Functions of lists (eqsat.engine.terms.LIST_FUNCTIONS): egglog has no fold or sort over vectors, so a rule that
@@ -88,6 +88,13 @@ LIST_ROWS = (
     fact(
         "(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b)) (= r (sum-of (vec-pop a) (vec-pop b)))",
         "(set (sum-of a b) (vec-push r (+ (vec-get a (- n 1)) (vec-get b (- n 1)))))",
+    ),
+    # symbol-count(v): the others' count, plus 1 when the last entry is a symbol (negative)
+    fact("(need-symbol-count v) (> (vec-length v) 0)", "(need-symbol-count (vec-pop v))"),
+    fact("(need-symbol-count v) (= (vec-length v) 0)", "(set (symbol-count v) 0)"),
+    fact(
+        f"(need-symbol-count v) {_LAST.format(v='v')} (= c (symbol-count (vec-pop v)))",
+        "(set (symbol-count v) (+ c (min 1 (max 0 (- 0 l)))))",
     ),
     # dims-product(v, ix): v[l] times the product of the others, declined at a symbol (a negative dim)
     fact("(need-dims-product v ix) (> (vec-length ix) 0)", "(need-dims-product v (vec-pop ix))"),
@@ -219,7 +226,8 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix): "
-        "functions of lists and sum-of(a, b) computed by recursion where a rule's need row asks for them (any length)",
+        "functions of lists, sum-of(a, b) and symbol-count(v) computed by recursion where a rule's need row asks "
+        "for them (any length)",
         LIST_ROWS,
         ruleset="analysis",
     ),

@@ -19,6 +19,10 @@
                                                     either way; reflect and wrap pads do NOT compose so:
                                                     reflect 1 twice gives [1 0 1 2 1 2] on [0 1 2], reflect 2
                                                     gives [2 1 0 1 2 1 0])
+    Pad(Pad(x, p, reflect), q, reflect) -> Pad(x, p + q, reflect)   p and q non-negative, no axis padded by both
+    V(W(x)) -> Reshape(x, shape(out))               V, W: Reshape then Squeeze / Unsqueeze, or Squeeze / Unsqueeze
+                                                    then Reshape; the output shape without 0, at most one symbol
+                                                    (as -1; the inner targets' 0 and -1 entries do not matter)
     Reshape(Reshape(x, s), t) -> Reshape(x, t)      t without 0 entries (or allowzero): a 0 copies a dim
                                                     of the inner Reshape's output, which x may not have
 
@@ -57,6 +61,49 @@ def _nonnegative(v: str) -> str:
 
 #: Pad(Pad(x, p, ...), q, ...) with p and q of one length, non-negative (their sum: sum-of(p, q), a function of lists)
 _PADS = f"(= (vec-length p) (vec-length q)) {_nonnegative('p')} {_nonnegative('q')}"
+
+
+def _min1(v: str) -> str:
+    """v with every entry capped at 1 (non-negative pads: 1 where the pad is not 0)."""
+    return f'(unstable-vec-map (unstable-fn "min" 1) {v})'
+
+
+#: Two reflect Pads, pads p and q of one length 2r, non-negative; lo/hi: the positions of the begin/end halves.
+_REFLECTS = (
+    '(= y (Pad (Pad x p v "reflect") q w "reflect")) '
+    f'{_PADS} (= h (/ (vec-length p) 2)) (= lo (vec-range h)) (= hi (unstable-vec-map (unstable-fn "+" h) lo))'
+)
+#: ... with pb/pe (qb/qe): p's (q's) begin and end pads, and pa/qa the per-axis totals.
+_HALVES = "(= pb (drop-at p hi)) (= pe (drop-at p lo)) (= qb (drop-at q hi)) (= qe (drop-at q lo))"
+_TOTALS = f"{_HALVES} (= pa (sum-of pb pe)) (= qa (sum-of qb qe))"
+
+#: Pad(Pad(x, p, reflect), q, reflect) when no axis is padded by both: each pad reads x's own values along its
+#: axes (the other pad leaves those axes as they were), so the two compose into one (per-axis disjointness:
+#: the capped totals of p and q never both 1 on an axis).
+PAD_MERGE_REFLECT = (
+    need(_REFLECTS, "(need-drop-at p hi) (need-drop-at p lo) (need-drop-at q hi) (need-drop-at q lo)"),
+    need(f"{_REFLECTS} {_HALVES}", "(need-sum-of pb pe) (need-sum-of qb qe) (need-sum-of p q)"),
+    need(f"{_REFLECTS} {_TOTALS}", f"(need-sum-of {_min1('pa')} {_min1('qa')})"),
+    fact(
+        f"{_REFLECTS} {_TOTALS} (= t (sum-of {_min1('pa')} {_min1('qa')})) (vec-not-contains t 2) (= s (sum-of p q))",
+        '(union y (Pad x s w "reflect"))',
+    ),
+)
+
+#: y = V(W(x)) whose shape so has no 0 and at most one symbol: Reshape(x, so with the symbol as -1) (Reshape
+#: infers it: y has x's elements). Reshape then Squeeze / Unsqueeze, Squeeze / Unsqueeze then Reshape.
+_VIEW_TARGET = '(Reshape x (unstable-vec-map (unstable-fn "max" -1) so) 0)'
+_VIEW_SHAPE = "(= so (shape __root)) (vec-not-contains so 0)"
+VIEW_MERGE = (
+    need("(= __root (Squeeze (Reshape x s z) a)) (= so (shape __root))", "(need-symbol-count so)"),
+    rw("(Squeeze (Reshape x s z) a)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
+    need("(= __root (Unsqueeze (Reshape x s z) a)) (= so (shape __root))", "(need-symbol-count so)"),
+    rw("(Unsqueeze (Reshape x s z) a)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
+    need("(= __root (Reshape (Squeeze x a) s z)) (= so (shape __root))", "(need-symbol-count so)"),
+    rw("(Reshape (Squeeze x a) s z)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
+    need("(= __root (Reshape (Unsqueeze x a) s z)) (= so (shape __root))", "(need-symbol-count so)"),
+    rw("(Reshape (Unsqueeze x a) s z)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
+)
 
 RULES = [
     Rule(
@@ -206,6 +253,26 @@ RULES = [
             need(f'(= y (Pad (Pad x p v "edge") q w "edge")) {_PADS}', "(need-sum-of p q)"),
             rw('(Pad (Pad x p v "edge") q w "edge")', '(Pad x s w "edge")', _PADS, "(= s (sum-of p q))"),
         ),
+        ruleset="simplify",
+    ),
+    Rule(
+        "reshape-view-merge",
+        "cleanup",
+        "exact",
+        "onnxoptimizer:fuse_consecutive_reshapes (with squeeze/unsqueeze); tvm:SimplifyExpr (reshape chains)",
+        "Squeeze/Unsqueeze(Reshape(x)) and Reshape(Squeeze/Unsqueeze(x)) -> Reshape(x, shape(out)) when the output "
+        "shape has no 0 and at most one symbol (written -1: Reshape infers it)",
+        VIEW_MERGE,
+        ruleset="simplify",
+    ),
+    Rule(
+        "pad-merge-reflect",
+        "cleanup",
+        "exact",
+        "onnxoptimizer:fuse_pad_into_pad (reflect, disjoint axes); tvm:SimplifyExpr (pad)",
+        "Pad(Pad(x, p, reflect), q, reflect) -> Pad(x, p + q, reflect) for non-negative p, q padding disjoint axes "
+        "(on a shared axis the second reflects the first's padding)",
+        PAD_MERGE_REFLECT,
         ruleset="simplify",
     ),
     Rule(

@@ -8,6 +8,7 @@
     B(Transpose(a, p), c)             -> Transpose(B(a, Transpose(Unsqueeze(c, [0..r-k-1]), p^-1)), p)
                                          c a graph input of lower rank k (broadcasting aligns it to the
                                          trailing axes: the Unsqueeze makes that explicit)
+    Transpose(B(Transpose(a, p), y), p^-1) -> B(a, Transpose(y, p^-1))  y of the same rank, any value (either order)
     Pad(Transpose(x, p), pads)        -> Transpose(Pad(x, pads o p^-1), p)
     R(Transpose(x, p), axes, 1)       -> Transpose(R(x, sorted p[axes], 1), p)          R a reduction
     R(Transpose(x, p), axes, 0)       -> Transpose(R(x, sorted p[axes], 0), q)          q: p without the
@@ -19,6 +20,9 @@
     Reshape(Transpose(Reshape(x, [a b, ...]), p), [a, b, ...]) -> Transpose(x, [0, 1, 1 + p[1:]])   p[0] = 0:
                                          the Reshapes only merge and split x's leading two axes (static
                                          or run-time targets: matched on shape facts)
+    U(Reshape(x, s))                  -> Reshape(U(x), s)                U unary elementwise (Cast: cast-reshape)
+    B(Reshape(y, s), b)               -> Reshape(B(y, Reshape(b, [-1])), s)   B in Add, Sub, Mul, Div (either order),
+                                         b [1, .., 1, n] of rank <= the output's, y's last dim the output's
     Squeeze(Squeeze(x, a), b)         -> Squeeze(x, sorted(a + b mapped to x's axes))   (axes-less outer: Squeeze(x))
     Unsqueeze(Unsqueeze(x, a), b)     -> Unsqueeze(x, sorted(b + a mapped to the output's axes))
     Squeeze(Unsqueeze(x, a), a)       -> x,  Unsqueeze(Squeeze(x, a), a) -> x  (and any pair whose output
@@ -127,7 +131,7 @@ def _reshape_targets(rank: int) -> list[tuple[str, str]]:
 
 
 #: A Reshape with a static target, or with one computed at run time: the rules read shape facts only.
-_RESHAPES = ("(Reshape {x} s{k} z{k})", "(ReshapeDyn {x} t{k} z{k})")
+RESHAPES = ("(Reshape {x} s{k} z{k})", "(ReshapeDyn {x} t{k} z{k})")
 
 
 #: Reshape(Transpose(Reshape(x, [a b, c...]), p), [a, b, ...]) with p[0] = 0 (x of rank r >= 3): the first Reshape
@@ -201,6 +205,55 @@ def _sink_broadcast() -> tuple:
 _PADS_REMAPPED = (
     '(unstable-vec-map (unstable-fn "vec-get" pads) (vec-append ip (unstable-vec-map (unstable-fn "+" r) ip)))'
 )
+
+
+#: B(Reshape(y, s), b) with b varying along the last axis only (shape [1, .., 1, n] of rank k <= the output's, n the
+#: last dim or 1) and a Reshape that keeps the last dim (y's last dim is the output's: a symbol equal to itself).
+#: Element i of Reshape(y) is element i of y, and its last-axis index is i mod d in both (d the shared last dim): b
+#: adds (multiplies, ...) the same value to it either way. `r` is the Reshape, {op} the binary op, {args} its operands.
+_RESHAPE_BIAS = (
+    "(= __root ({op} {args})) (= so (shape r)) (= so (shape __root)) (= n (vec-length so)) (= sy (shape y)) "
+    "(= ny (vec-length sy)) (> ny 0) (= (vec-get sy (- ny 1)) (vec-get so (- n 1))) (= sb (shape b)) "
+    "(= k (vec-length sb)) (> k 0) (<= k n) (= sb (vec-set {ones} (- k 1) (vec-get sb (- k 1)))) (= db (dtype b))"
+)
+#: ... -> Reshape(B(y, Reshape(b, [-1])), s): b as a vector along y's last axis (w's dtype: the analysis's).
+_RESHAPE_BIAS_SUNK = (
+    "(let bv (Reshape b (vec-of -1) 0)) (set (shape bv) (vec-of (vec-get sb (- k 1)))) (set (dtype bv) db) "
+    "(let w ({op} {args})) (set (shape w) sy) (union __root {reshape})"
+)
+
+
+def _reshape_sink_bias() -> tuple:
+    """B(Reshape(y, s), b) and B(b, Reshape(y, s)) for B in Add, Sub, Mul, Div, static or run-time targets."""
+    rules = []
+    for op in BROADCAST_SINK_OPS:
+        for reshape in RESHAPES:
+            r = reshape.format(x="y", k=1)
+            for lhs, rhs in (("r b", "y bv"), ("b r", "bv y")):
+                rules.append(
+                    fact(
+                        f"(= r {r}) " + _RESHAPE_BIAS.format(op=op, args=lhs, ones=ones("sb")),
+                        _RESHAPE_BIAS_SUNK.format(op=op, args=rhs, reshape=reshape.format(x="w", k=1)),
+                    )
+                )
+    return tuple(rules)
+
+
+#: Transpose(B(Transpose(a, p), y), q) with q = p^-1 and y of the same rank, not enlarging the inner output: the
+#: transposes around `a` cancel and y takes q instead (same rank: Transpose commutes with broadcasting axis by axis).
+_CANCEL = (
+    "(= o (Transpose m q)) (= m {pattern}) (= t (Transpose a p)) (= q (inv-perm p)) (= (shape m) (shape t)) "
+    "(= (vec-length (shape y)) (vec-length p)) (= sa (shape a))"
+)
+
+
+def _cancel_across_binary() -> tuple:
+    """Transpose(B(Transpose(a, p), y), p^-1) and Transpose(B(y, Transpose(a, p)), p^-1) for binary elementwise B."""
+    return tuple(
+        fact(_CANCEL.format(pattern=f"({op} {args})"), f"(let b ({op} {new})) (set (shape b) sa) (union o b)")
+        for op in sorted(BINARY)
+        for args, new in (("t y", "a (Transpose y q)"), ("y t", "(Transpose y q) a"))
+    )
 
 
 RULES = [
@@ -316,7 +369,7 @@ RULES = [
         "onnxruntime:ReshapeFusion (attention transposes); coreml:reduce_transposes",
         "Reshape(Transpose(Reshape(x, [a*b, c, ...]), p), [a, b, ...]) -> Transpose(x, [0, 1, 1 + p[1:]]) when "
         "p[0] = 0 and the reshapes only merge and split x's leading two axes (targets static or run-time)",
-        tuple(_reshape_transpose_reshape(inner, outer) for inner in _RESHAPES for outer in _RESHAPES),
+        tuple(_reshape_transpose_reshape(inner, outer) for inner in RESHAPES for outer in RESHAPES),
     ),
     Rule(
         "squeeze-unsqueeze-cancel",
@@ -379,5 +432,38 @@ RULES = [
                 "(= ip (inv-perm p))",
             ),
         ),
+    ),
+    Rule(
+        "reshape-sink-unary",
+        "layout",
+        "exact",
+        "onnxruntime:TransposeOptimizer (reshape); tvm:SimplifyExpr; coreml:reduce_transposes",
+        "U(Reshape(x, s)) -> Reshape(U(x), s) for unary elementwise U (Relu, Gelu, Sigmoid, ...; Cast: cast-reshape), "
+        "static or run-time targets",
+        tuple(
+            rw(op_pattern(op, reshape.format(x="x", k=1)), reshape.format(x=op_pattern(op, "x"), k=1))
+            for op in sorted(UNARY) + [p for p in PARAM_UNARY if p != "Cast"]
+            for reshape in RESHAPES
+        ),
+    ),
+    Rule(
+        "reshape-sink-bias",
+        "layout",
+        "exact",
+        "tf2onnx Dense (Reshape -> MatMul -> Reshape -> Add); onnxruntime:MatMulAddFusion (reshaped bias)",
+        "B(Reshape(y, s), b) -> Reshape(B(y, Reshape(b, [-1])), s) for B in Add, Sub, Mul, Div (either operand "
+        "order) when b varies along the last axis only ([1, .., 1, n], rank <= the output's) and the Reshape keeps "
+        "the last dim (y's last dim is the output's)",
+        _reshape_sink_bias(),
+    ),
+    Rule(
+        "transpose-cancel-binary",
+        "layout",
+        "exact",
+        "coreml:reduce_transposes (non-constant operand); onnxruntime:TransposeOptimizer",
+        "Transpose(B(Transpose(a, p), y), p^-1) -> B(a, Transpose(y, p^-1)) (either operand order) for binary "
+        "elementwise B and y of the same rank not enlarging the output (y need not be constant: it takes the "
+        "transpose instead, and a Transpose y cancels with it)",
+        _cancel_across_binary(),
     ),
 ]

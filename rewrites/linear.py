@@ -8,6 +8,7 @@
     Gemm(A, B, C, beta) - c         -> Gemm(A, B, C * beta - c, beta=1)
     c - MatMul(A, B)                -> Gemm(A, B, c, alpha=-1)           (same guards as MatMul + c)
     c - Gemm(A, B, C, alpha, beta)  -> Gemm(A, B, c - C * beta, alpha=-alpha, beta=1)
+    c - MatMul(A, B)                -> MatMul(A, Neg(B)) + c             B, c constants, A of any rank (exact)
     Gemm(Transpose(A, [1, 0]), B, C) -> Gemm(A, B, C, transA = 1 - transA)   (likewise B and transB)
     (MatMul(A, B) +/- c1) +/- c2    -> MatMul(A, B) + (+/-c1 +/- c2)     A of any rank, c1, c2 constants of one shape
                                                                          (or c2 single-element): one bias Add
@@ -18,6 +19,8 @@
                                                                          alpha, beta, transA, transB)
     act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k)  p a merged MatMul, Add or Gemm; act
                                                                          Relu, Gelu or Clip (matmul-merge-epilogue)
+    Reshape(MatMul(Reshape(x, [P, K]), W), s) -> MatMul(x, W)           x [..., K] of rank >= 3, W [K, N], the output
+                                                                         x's shape with N last (tf2onnx Dense pairs)
 
 `c - MatMul(A, B)` is -(A B) + c: Gemm's alpha carries the sign (alpha = -1; a Gemm's alpha is negated and its
 C * beta moves into the new constant). A per-column constant is one whose shape is the output's with every axis
@@ -31,6 +34,7 @@ subset is generated once; the cost model decides whether one launch and one read
 from __future__ import annotations
 
 from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern, rw
+from eqsat.rewrites.layout import RESHAPES
 from eqsat.rewrites.tensor import tlist
 
 FAMILY = "linear"
@@ -100,6 +104,19 @@ def _const_minus() -> tuple:
         )
     )
     return tuple(rules)
+
+
+#: c - MatMul(A, B) -> MatMul(A, Neg(B)) + c for constant B and c (Neg(B) folds at lowering) and A of any rank
+#: (a 1-D A has no Gemm): the constant-last bias Add the targets fuse into the product. Exact: negation is exact
+#: and commutes with rounding, so A (-B) = -(A B) and c - p = c + (-p) bit for bit (integers: modulo 2^n).
+CONST_MINUS_MATMUL = (
+    fact(
+        "(= y (Sub c mm)) (= mm (MatMul a b)) (is-const c) (is-const b) (= sy (shape y)) (= sy (shape mm)) "
+        "(= sb (shape b)) (= db (dtype b))",
+        "(let nb (Neg b)) (set (shape nb) sb) (set (dtype nb) db) (let p (MatMul a nb)) (set (shape p) sy) "
+        "(set (dtype p) db) (union y (Add p c))",
+    ),
+)
 
 
 def _matmul_scale() -> tuple:
@@ -182,6 +199,26 @@ def _gemm_transpose() -> tuple:
     )
 
 
+#: Reshape(MatMul(Reshape(x, [P, K]), W), [d0, .., N]): x of rank n >= 3 whose last dim is K, W [K, N], and the
+#: output x's shape with its last dim N. A Reshape to [P, K] with K x's last dim flattens x's leading dims (row-major
+#: order), and the outer one restores them: row i of the product is row i of x times W either way.
+_FLATTENED = (
+    "(= y {outer}) (= mm (MatMul r w)) (= r {inner}) (= sx (shape x)) (= n (vec-length sx)) (>= n 3) "
+    "(= sr (shape r)) (= (vec-length sr) 2) (= (vec-get sr 1) (vec-get sx (- n 1))) (= sw (shape w)) "
+    "(= (vec-length sw) 2) (= (shape y) (vec-set sx (- n 1) (vec-get sw 1)))"
+)
+
+
+def _flattened_matmul() -> tuple:
+    return tuple(
+        fact(
+            _FLATTENED.format(outer=outer.format(x="mm", k=2), inner=inner.format(x="x", k=1)), "(union y (MatMul x w))"
+        )
+        for outer in RESHAPES
+        for inner in RESHAPES
+    )
+
+
 RULES = [
     Rule(
         "gemm-transpose-fold",
@@ -221,6 +258,16 @@ RULES = [
         _const_minus(),
     ),
     Rule(
+        "const-minus-matmul",
+        FAMILY,
+        "exact",
+        "onnxoptimizer:fuse_matmul_add_bias_into_gemm (c - MatMul, any rank)",
+        "c - MatMul(A, B) -> MatMul(A, Neg(B)) + c for constant B and c not enlarging the output, A of any rank "
+        "(1-D too: no Gemm there); the bias Add is the form the targets fuse (c + MatMul is made MatMul + c by "
+        "const-operand-last)",
+        CONST_MINUS_MATMUL,
+    ),
+    Rule(
         "matmul-bias-chain",
         FAMILY,
         "fp-reassoc",
@@ -245,6 +292,15 @@ RULES = [
         "Gemm(A, B, C) * s -> Gemm(A, B * s, C * s) for constant B and s per output column or scalar "
         "(transB: per row of B)",
         _gemm_scale(),
+    ),
+    Rule(
+        "matmul-unflatten",
+        FAMILY,
+        "fp-reassoc",
+        "tf2onnx Dense (Reshape -> MatMul -> Reshape); onnxruntime:MatMul (N-D input, 2-D weights)",
+        "Reshape(MatMul(Reshape(x, [P, K]), W), s) -> MatMul(x, W) for x [..., K] of rank >= 3, W [K, N] and s x's "
+        "shape with N last (targets static or run-time): the same rows, possibly computed with another blocking",
+        _flattened_matmul(),
     ),
 ]
 

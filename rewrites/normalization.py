@@ -20,6 +20,7 @@ and the reverse decomposition, so that the extractor picks per target. (Mul + Ad
 Canonicalizations that bring other exported forms to the ones above (coremltools' variants):
     Pow(d, 2) -> Mul(d, d),  Mul(d, Reciprocal(Sqrt(v))) -> Div(d, Sqrt(v))   d = x - ReduceMean(x, keepdims)
                                   (also Mul(Reciprocal(Sqrt(v)), d))
+    Mul(x, Reciprocal(Sqrt(ve))), Mul(Reciprocal(Sqrt(ve)), x) -> Div(x, Sqrt(ve))   any x (RMSNorm), ve = var + eps
     Pow(ve, -0.5), Div(1, Sqrt(ve))  -> Reciprocal(Sqrt(ve)),  Pow(ve, 0.5) -> Sqrt(ve)   ve = var + eps
     Add(Mul(x, k), Sub(b, Mul(m, k))) -> Add(Mul(Sub(x, m), k), b)     m = ReduceMean(x, keepdims) (folded form;
         also Sub(Mul(x, k), Mul(m, k)) and Add(Mul(x, k), Neg(Mul(m, k))) -> Mul(Sub(x, m), k))
@@ -67,10 +68,15 @@ def _moments() -> list[str]:
     return [f"(= d (Sub x (ReduceMean x ax 1))) (= __root (Div d {std}))"]
 
 
+#: The variance-plus-epsilon of a normalization: Add(ReduceMean(q, ax, keepdims), eps).
+_VE = "(= ve (Add (ReduceMean q ax 1) (Scalar eps ed es)))"
+
+
 def _moment_forms() -> tuple:
     """Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) (either operand order) -> Div(d, Sqrt(v)) for
     d = x - ReduceMean(x): the variants exporters write, in the form the fusions match (the exponent must not
-    broadcast d)."""
+    broadcast d). Any x (RMSNorm: x * rsqrt(mean(x^2) + eps), either operand order) when v is a variance plus
+    epsilon (_VE): a Reciprocal has its operand's shape, so Mul and Div broadcast alike."""
     d = "(= d (Sub x (ReduceMean x ax 1)))"
     return (
         fact(f"(= __root (Pow d (Scalar 2.0 pd ps))) {d} (= (shape __root) (shape d))", "(union __root (Mul d d))"),
@@ -78,6 +84,8 @@ def _moment_forms() -> tuple:
             fact(f"(= __root {pattern}) (= q (Sqrt v)) {d}", "(union __root (Div d q))")
             for pattern in _both("Mul", "d", "(Reciprocal q)")  # d * rstd as BERT exports it, rstd * d as others
         ),
+        fact(f"(= __root (Mul x (Reciprocal sd))) (= sd (Sqrt ve)) {_VE}", "(union __root (Div x sd))"),
+        fact(f"(= __root (Mul (Reciprocal sd) x)) (= sd (Sqrt ve)) {_VE}", "(union __root (Div x sd))"),
     )
 
 
@@ -255,10 +263,6 @@ def _in_affine(op: str) -> tuple:
     )
 
 
-#: The variance-plus-epsilon of a normalization: Add(ReduceMean(q, ax, keepdims), eps).
-_VE = "(= ve (Add (ReduceMean q ax 1) (Scalar eps ed es)))"
-
-
 def _rsqrt_forms() -> tuple:
     """Pow(ve, -0.5) and Div(1, Sqrt(ve)) -> Reciprocal(Sqrt(ve)), Pow(ve, 0.5) -> Sqrt(ve): the forms the
     fusions match, for ve the variance plus epsilon (the exponent / numerator must not broadcast: the output
@@ -415,8 +419,9 @@ RULES = [
         "fp-reassoc",
         "onnxruntime:LayerNormFusion (its pattern variants)",
         "Pow(d, 2) -> Mul(d, d) and Mul(d, Reciprocal(Sqrt(v))) (either order) -> Div(d, Sqrt(v)) for "
-        "d = x - ReduceMean(x): "
-        "the exporters' variants in the one form the LayerNorm/InstanceNorm fusions match",
+        "d = x - ReduceMean(x), and x * Reciprocal(Sqrt(v + eps)) -> x / Sqrt(v + eps) for any x (RMSNorm): one "
+        "rounding of 1/s fewer, so fp-reassoc; the exporters' variants in the one form the LayerNorm/InstanceNorm "
+        "fusions match",
         _moment_forms(),
     ),
     Rule(

@@ -9,6 +9,7 @@
                                                                          axes) with Unsqueeze [0..r-1]
     R(x, axes, keepdims=1)          -> x                         every reduced dim of x is 1; R Sum, Mean, Max,
                                                                  Min or Prod (of one element: that element)
+    R(x, axes, keepdims=1)          -> Abs(x), Mul(x, x), Log(x) likewise, R ReduceL1, ReduceSumSquare, ReduceLogSum
     ArgMax(f(x), axis)              -> ArgMax(x, axis)           f Exp, or Softmax/LogSoftmax on that axis
                                                                  (opset >= 13); ArgMin too; precision-changing
 
@@ -72,6 +73,20 @@ def _unit_axes(op: str) -> tuple:
     return (need(kept, "(need-dims-product sx rx)"), fact(f"{kept} (= 1 (dims-product sx rx))", "(union y x)"))
 
 
+#: The unit-axes guard of a pointwise form: y = R(x, ax, 1) with every reduced dim 1 (`{op}`: R's name).
+_UNIT = f"{_KEPT} (= 1 (dims-product sx rx))"
+
+#: R(x, axes, keepdims=1) over dims of size 1 as the pointwise op it then is (one element e: |e|, e * e, log e).
+UNIT_AXES_POINTWISE = (
+    need(_KEPT.format(op="ReduceL1"), "(need-dims-product sx rx)"),
+    fact(_UNIT.format(op="ReduceL1"), "(union y (Abs x))"),
+    need(_KEPT.format(op="ReduceSumSquare"), "(need-dims-product sx rx)"),
+    fact(_UNIT.format(op="ReduceSumSquare"), "(union y (Mul x x))"),
+    need(_KEPT.format(op="ReduceLogSum"), "(need-dims-product sx rx)"),
+    fact(_UNIT.format(op="ReduceLogSum"), "(union y (Log x))"),
+)
+
+
 def _reduce_unsqueeze(op: str) -> tuple:
     return (
         rw(f"(Unsqueeze ({op} x ax 0) ax)", f"({op} x ax 1)", "(> (vec-length ax) 0)"),
@@ -101,6 +116,16 @@ RULES = [
         "R(x, axes, keepdims=1) -> x when every reduced dim of x is 1, for R Sum, Mean, Max, Min and Prod (the "
         "value of one element)",
         tuple(row for op in ELEMENT_REDUCTIONS for row in _unit_axes(op)),
+    ),
+    Rule(
+        "reduce-unit-axes-pointwise",
+        FAMILY,
+        "exact",
+        "onnxoptimizer:eliminate_nop_reduce (its keepdims form); tvm:SimplifyExpr",
+        "R(x, axes, keepdims=1) -> Abs(x), Mul(x, x), Log(x) for R ReduceL1, ReduceSumSquare, ReduceLogSum when "
+        "every reduced dim of x is 1 (the value of one element; L2 and LogSumExp are left: sqrt(x*x) overflows "
+        "and log(exp(x)) rounds)",
+        UNIT_AXES_POINTWISE,
     ),
     Rule(
         "reducesum-mul-to-mean",

@@ -7,6 +7,7 @@ pixel shuffles, stacks and one-hot products.
     Concat([Transpose(a_i, p)...], ax) -> Transpose(Concat([a_i...], p[ax]), p)      transpose sinking
     Concat([Transpose(a, p), c], ax)   -> Transpose(Concat([a, Transpose(c, p^-1)], p[ax]), p)   one constant c
     Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)
+    Slice(Slice(x, s1, e1, a1, t1), s2, e2, a2, t2) -> Slice(x, s1 + s2, e1 + e2, a1 + a2, t1 + t2)   no shared axis
     Reshape(Transpose(Reshape(x, [N, b, b, C/b², H, W]), [0, 3, 4, 1, 5, 2]), [N, C/b², H b, W b])
                                       -> DepthToSpace(x, b, DCR)
     Reshape(Transpose(Reshape(x, [N, C/b², b, b, H, W]), [0, 1, 4, 2, 5, 3]), [N, C/b², H b, W b])
@@ -170,6 +171,36 @@ STACK_RESHAPE = (
 )
 
 
+#: y = Slice(Slice(x, s1, e1, a1, t1), s2, e2, a2, t2) over x of rank r.
+_SLICES = "(= y (Slice (Slice x s1 e1 a1 t1) s2 e2 a2 t2)) (= r (vec-length (shape x)))"
+
+#: Slice axes as non-negative ones (axes-at): listed all non-negative, or all negative (+ r); a mixed list has none.
+SLICE_AXES = (
+    need(
+        '(= y (Slice x s e a t)) (= r (vec-length (shape x))) (= a (unstable-vec-map (unstable-fn "max" 0) a))',
+        "(axes-at a r a)",
+    ),
+    need(
+        '(= y (Slice x s e a t)) (= r (vec-length (shape x))) (= a (unstable-vec-map (unstable-fn "min" -1) a))',
+        '(axes-at a r (unstable-vec-map (unstable-fn "+" r) a))',
+    ),
+)
+
+#: Slice(Slice(x, ..a1..), ..a2..) -> one Slice over a1 then a2 when no axis is in both (merged(n1, n2) has them
+#: all): slices of different axes commute and read the same dims, so bounds and steps mean the same. Axes and
+#: steps listed (the same number as the axes: an empty list is the default, not matched).
+SLICE_MERGE = (
+    need(f"{_SLICES} (axes-at a1 r n1) (axes-at a2 r n2)", "(need-merged n1 n2)"),
+    rw(
+        "(Slice (Slice x s1 e1 a1 t1) s2 e2 a2 t2)",
+        "(Slice x (vec-append s1 s2) (vec-append e1 e2) (vec-append n1 n2) (vec-append t1 t2))",
+        "(= r (vec-length (shape x))) (axes-at a1 r n1) (axes-at a2 r n2) (= k1 (vec-length n1)) (> k1 0)",
+        "(= k1 (vec-length t1)) (= k2 (vec-length n2)) (> k2 0) (= k2 (vec-length t2))",
+        "(= (vec-length (merged n1 n2)) (+ k1 k2))",
+    ),
+)
+
+
 #: Gather's index dtypes (OneHot takes any numeric index, Gather only these).
 INDEX_DTYPES = ("INT64", "INT32")
 
@@ -303,6 +334,15 @@ RULES = [
         "onnxruntime:TransposeOptimizer (Split); coreml:reduce_transposes",
         "Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)",
         _transpose_sink_split(),
+    ),
+    Rule(
+        "slice-merge",
+        FAMILY,
+        "exact",
+        "onnxoptimizer:fuse_consecutive_slices; tvm:SimplifyExpr (strided_slice)",
+        "Slice(Slice(x, s1, e1, a1, t1), s2, e2, a2, t2) -> Slice(x, s1 + s2, e1 + e2, a1 + a2, t1 + t2) (lists "
+        "joined) when no axis is sliced twice (axes of one sign each, steps listed)",
+        SLICE_AXES + SLICE_MERGE,
     ),
     Rule(
         "depth-to-space",

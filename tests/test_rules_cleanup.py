@@ -453,6 +453,132 @@ def test_pad_merge_edge_property(case: RuleCase) -> None:
     case.check()
 
 
+# ---- pad-merge-reflect ----
+
+
+@pytest.mark.parametrize(
+    "p,q",
+    [
+        ([0, 1, 0, 0, 2, 0], [0, 0, 2, 0, 0, 1]),  # axis 1, then axis 2
+        ([0, 0, 2, 0, 0, 3], [1, 0, 0, 1, 0, 0]),  # axis 2 (x's last), then the batch axis
+        ([0, 2, 0, 0, 0, 0], [0, 0, 0, 0, 0, 3]),  # begin of axis 1, end of axis 2
+    ],
+)
+def test_pad_merge_reflect_disjoint_axes(p: list, q: list) -> None:
+    """Reflect pads on different axes each read x's own values: one Pad; a dynamic batch at two sizes (when the
+    batch axis is not padded)."""
+    dims = ("N", 3, 4) if p[0] == q[0] == p[3] == q[3] == 0 else (2, 3, 4)
+    m = model(
+        [node("Pad", ["x", "p"], "p1", mode="reflect"), node("Pad", ["p1", "q"], "y", mode="reflect")],
+        [("x", "FLOAT", dims)],
+        initializers={"p": np.array(p), "q": np.array(q)},
+    )
+    rng = np.random.default_rng(2)
+    for n in (2, 3) if dims[0] == "N" else (2,):
+        feeds = {"x": rng.standard_normal((n, 3, 4)).astype(np.float32)}
+        result = assert_rule_sound(m, "pad-merge-reflect", feeds)
+        assert op_counts(result.model) == {"Pad": 1}
+
+
+@pytest.mark.parametrize(
+    "p,q",
+    [
+        ([0, 1, 0, 0, 1, 0], [0, 1, 0, 0, 1, 0]),  # the same axis, both ends
+        ([0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 0]),  # one axis: begin, then end (the end reflects the padding)
+        ([0, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1]),  # axes 1 and 2, then axis 2 again
+    ],
+)
+def test_pad_merge_reflect_not_on_a_shared_axis(p: list, q: list) -> None:
+    """x = [0 1 2] reflect 1 twice is [1 0 1 2 1 2], not reflect 2's [2 1 0 1 2 1 0]: shared axes stay."""
+    m = _two_pads(p, q, mode1="reflect", mode2="reflect")
+    assert_rule_does_not_fire(m, "pad-merge-reflect")
+
+
+def test_pad_merge_reflect_not_for_mixed_modes_or_crops() -> None:
+    assert_rule_does_not_fire(
+        _two_pads([0, 1, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0], mode1="edge", mode2="reflect"), "pad-merge-reflect"
+    )
+    assert_rule_does_not_fire(
+        _two_pads([0, -1, 0, 0, 0, 0], [0, 0, 1, 0, 0, 0], mode1="reflect", mode2="reflect"), "pad-merge-reflect"
+    )
+
+
+@property_settings()
+@given(PROPERTIES["pad-merge-reflect"]())
+def test_pad_merge_reflect_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- reshape-view-merge ----
+
+
+def _views(nodes: list, dims: tuple, inits: dict, opset: int = 13) -> object:
+    return model(
+        nodes, [("x", "FLOAT", dims)], initializers={k: np.array(v, np.int64) for k, v in inits.items()}, opset=opset
+    )
+
+
+VIEW_CHAINS = {
+    # Reshape (0 copies N, -1 infers 48) then Squeeze: Reshape(x, [-1, 48])
+    "reshape-squeeze": (
+        [node("Reshape", ["x", "s"], "r"), node("Squeeze", ["r", "a"], "y")],
+        {"s": [0, -1, 1], "a": [2]},
+    ),
+    # Unsqueeze then Reshape with copied dims: Reshape(x, [-1, 1, 48])
+    "unsqueeze-reshape": (
+        [node("Unsqueeze", ["x", "a"], "u"), node("Reshape", ["u", "s"], "y")],
+        {"a": [1], "s": [0, 0, -1]},
+    ),
+    # Reshape then Unsqueeze at the end: Reshape(x, [-1, 8, 1])
+    "reshape-unsqueeze": (
+        [node("Reshape", ["x", "s"], "r"), node("Unsqueeze", ["r", "a"], "y")],
+        {"s": [-1, 8], "a": [-1]},
+    ),
+}
+
+
+@pytest.mark.parametrize("chain", sorted(VIEW_CHAINS))
+def test_reshape_view_merge_dynamic_batch(chain: str) -> None:
+    """Two views are one Reshape to the output shape, its one symbol (the batch) as -1; at two batch sizes."""
+    nodes, inits = VIEW_CHAINS[chain]
+    m = _views(nodes, ("N", 6, 8), inits)
+    rng = np.random.default_rng(6)
+    for n in (2, 3):
+        result = assert_rule_sound(m, "reshape-view-merge", {"x": rng.standard_normal((n, 6, 8)).astype(np.float32)})
+        assert op_counts(result.model) == {"Reshape": 1}
+
+
+def test_reshape_view_merge_squeeze_then_reshape() -> None:
+    m = _views([node("Squeeze", ["x", "a"], "q"), node("Reshape", ["q", "s"], "y")], (2, 1, 4), {"a": [1], "s": [4, 2]})
+    result = assert_rule_sound(m, "reshape-view-merge")
+    assert op_counts(result.model) == {"Reshape": 1}
+
+
+def test_reshape_view_merge_not_with_two_symbols() -> None:
+    """[1, N, M, 4] has two unknown dims: no single Reshape target says it (-1 infers one)."""
+    m = model(
+        [node("Unsqueeze", ["x", "a"], "u"), node("Reshape", ["u", "s"], "y")],
+        [("x", "FLOAT", ("N", "M", 4))],
+        initializers={"a": np.array([0]), "s": np.array([0, 0, 0, 4])},
+        opset=13,
+    )
+    assert_rule_does_not_fire(m, "reshape-view-merge")
+
+
+def test_reshape_view_merge_not_with_an_empty_dim() -> None:
+    """A 0 in the output shape would copy a dim (allowzero = 0): no target is written."""
+    m = _views(
+        [node("Reshape", ["x", "s"], "r"), node("Unsqueeze", ["r", "a"], "y")], (2, 0, 3), {"s": [0, -1], "a": [0]}
+    )
+    assert_rule_does_not_fire(m, "reshape-view-merge")
+
+
+@property_settings()
+@given(PROPERTIES["reshape-view-merge"]())
+def test_reshape_view_merge_property(case: RuleCase) -> None:
+    case.check()
+
+
 # ---- reshape-merge ----
 
 

@@ -742,3 +742,154 @@ def test_unsqueeze_merge_not_with_a_squeeze_between() -> None:
 @given(PROPERTIES["unsqueeze-merge"]())
 def test_unsqueeze_merge_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- reshape-sink-unary, reshape-sink-bias (tf2onnx Dense layers) ----
+
+DENSE_RULES = ["reshape-sink-bias", "reshape-sink-unary", "reshape-merge", "reshape-noop"]
+
+
+def dense_stack(runtime_target: bool = False) -> object:
+    """tf2onnx's Dense layers over x [batch, 16, 32]: Reshape [-1, 32] -> MatMul -> Reshape [batch, 16, 64] (a
+    static target with -1, or one computed from Shape(x)) -> Add(bias) -> Relu -> Reshape [-1, 64] -> MatMul ->
+    Reshape back -> Add(bias)."""
+    rng = np.random.default_rng(3)
+    inits = {
+        "flat1": np.array([-1, 32], np.int64),
+        "flat2": np.array([-1, 64], np.int64),
+        "back": np.array([-1, 16, 64], np.int64),
+        "w1": rng.uniform(-1, 1, (32, 64)).astype(np.float32),
+        "w2": rng.uniform(-1, 1, (64, 64)).astype(np.float32),
+        "b1": rng.uniform(-1, 1, 64).astype(np.float32),
+        "b2": rng.uniform(-1, 1, 64).astype(np.float32),
+    }
+    nodes = [node("Reshape", ["x", "flat1"], "r1"), node("MatMul", ["r1", "w1"], "m1")]
+    if runtime_target:
+        inits.update(n64=np.array([64], np.int64), lo=np.array([0], np.int64), hi=np.array([2], np.int64))
+        nodes += [
+            node("Shape", ["x"], "sh"),
+            node("Slice", ["sh", "lo", "hi"], "lead"),
+            node("Concat", ["lead", "n64"], "tgt", axis=0),
+            node("Reshape", ["m1", "tgt"], "u1"),
+        ]
+    else:
+        nodes.append(node("Reshape", ["m1", "back"], "u1"))
+    nodes += [
+        node("Add", ["u1", "b1"], "a1"),
+        node("Relu", ["a1"], "h1"),
+        node("Reshape", ["h1", "flat2"], "r2"),
+        node("MatMul", ["r2", "w2"], "m2"),
+        node("Reshape", ["m2", "back"], "u2"),
+        node("Add", ["u2", "b2"], "y"),
+    ]
+    return model(nodes, [("x", "FLOAT", ("batch", 16, 32))], initializers=inits)
+
+
+@pytest.mark.parametrize("runtime_target", [False, True])
+def test_reshape_sinking_removes_dense_reshape_pairs(runtime_target: bool) -> None:
+    """The Reshape back to [batch, 16, 64] sinks through the bias Add and the Relu, meets the next flattening
+    Reshape and both go: 4 Reshapes -> 2 (the stack's first and last), verified at two batch sizes."""
+    m = dense_stack(runtime_target)
+    session = saturate_with_rules(m, DENSE_RULES)
+    assert session.saturation.rules_fired["reshape-sink-bias"] > 0
+    assert session.saturation.rules_fired["reshape-sink-unary"] > 0
+    result = session.extract("cpu", verify=True)
+    assert result.report.verification.ok and "x:3x16x32" in result.report.verification.summary()
+    assert op_counts(result.model)["Reshape"] == 2
+    assert_rule_sound(m, "reshape-sink-bias", also=DENSE_RULES)
+
+
+def test_reshape_sinking_in_the_default_rules() -> None:
+    """With every default rule the Dense stack keeps no Reshape at all (matmul-unflatten folds the outer pair)."""
+    from eqsat.session import saturate
+
+    result = saturate(to_proto(dense_stack())).extract("cpu", verify=True)
+    assert result.report.verification.ok
+    assert op_counts(result.model)["Reshape"] == 0
+
+
+@pytest.mark.parametrize("case", ["last-dim-changed", "bias-on-another-axis", "full-operand"])
+def test_reshape_sink_bias_not(case: str) -> None:
+    """b must vary along the last axis only, and the Reshape must keep the last dim: [4, 6] -> [4, 2, 3] puts
+    element (i, j) at last index j mod 3, where b [6]'s broadcast would read b[j]."""
+    b_shape, target = {
+        "last-dim-changed": ((3,), [4, 2, 3]),
+        "bias-on-another-axis": ((2, 1), [4, 2, 3]),
+        "full-operand": ((4, 2, 3), [4, 2, 3]),
+    }[case]
+    y_shape = (4, 6) if case == "last-dim-changed" else (8, 3)
+    m = model(
+        [node("Reshape", ["y", "s"], "r"), node("Add", ["r", "b"], "z")],
+        [("y", "FLOAT", y_shape), ("b", "FLOAT", b_shape)],
+        ["z"],
+        initializers={"s": np.array(target, np.int64)},
+    )
+    assert_rule_does_not_fire(m, "reshape-sink-bias")
+
+
+def test_reshape_sink_unary_not_through_softmax() -> None:
+    """Softmax normalizes along an axis the Reshape regroups: not elementwise, not sunk."""
+    m = model(
+        [node("Reshape", ["x", "s"], "r"), node("Softmax", ["r"], "y", axis=-1)],
+        [("x", "FLOAT", (2, 6))],
+        initializers={"s": np.array([4, 3], np.int64)},
+    )
+    assert_rule_does_not_fire(m, "reshape-sink-unary")
+
+
+@property_settings()
+@given(PROPERTIES["reshape-sink-unary"]())
+def test_reshape_sink_unary_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["reshape-sink-bias"]())
+def test_reshape_sink_bias_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- transpose-cancel-binary ----
+
+
+def _cancel_graph(op: str, y_shape: tuple, x_shape: tuple = ("batch", 3, 4, 5), back: tuple = NHWC_TO_NCHW) -> object:
+    """x (NCHW) -> Transpose to NHWC -> op with a graph input y (y second for Add, first otherwise) -> Transpose
+    `back`."""
+    operands = ["t", "y"] if op == "Add" else ["y", "t"]
+    return model(
+        [transpose("x", "t", NCHW_TO_NHWC), node(op, operands, "m"), transpose("m", "out", back)],
+        [("x", "FLOAT", x_shape), ("y", "FLOAT", y_shape)],
+        ["out"],
+    )
+
+
+@pytest.mark.parametrize("op,y_shape", [("Add", ("batch", 4, 5, 3)), ("Sub", ("batch", 1, 1, 3))])
+def test_transpose_cancel_binary(op: str, y_shape: tuple) -> None:
+    """The transposes around x cancel and the non-constant y (an NHWC input, or a per-channel one of the same
+    rank) takes the inverse instead: 2 Transposes -> 1, verified at two batch sizes."""
+    m = _cancel_graph(op, y_shape)
+    session = saturate_with_rules(m, ["transpose-cancel-binary", *SANDWICH])
+    assert session.saturation.rules_fired["transpose-cancel-binary"] > 0
+    result = session.extract("cpu", verify=True)
+    assert result.report.verification.ok and "x:3x3x4x5" in result.report.verification.summary()
+    assert op_counts(result.model) == {op: 1, "Transpose": 1}
+    assert_rule_sound(m, "transpose-cancel-binary", also=SANDWICH)
+
+
+@pytest.mark.parametrize("case", ["lower-rank", "enlarging", "not-inverse"])
+def test_transpose_cancel_binary_not(case: str) -> None:
+    """y [3] of lower rank aligns with the last axis (C in NHWC, W in NCHW): transposing it cannot say that; a y
+    that enlarges the output changes the inner shape; an outer Transpose that is not p^-1 leaves a transpose."""
+    if case == "lower-rank":
+        m = _cancel_graph("Add", (3,))
+    elif case == "enlarging":
+        m = _cancel_graph("Add", (2, 4, 5, 3), x_shape=(1, 3, 4, 5))
+    else:
+        m = _cancel_graph("Add", ("batch", 4, 5, 3), back=(0, 1, 3, 2))
+    assert_rule_does_not_fire(m, "transpose-cancel-binary", also=SANDWICH)
+
+
+@property_settings()
+@given(PROPERTIES["transpose-cancel-binary"]())
+def test_transpose_cancel_binary_property(case: RuleCase) -> None:
+    case.check()

@@ -249,6 +249,45 @@ def test_const_minus_matmul_to_gemm_with_negative_alpha(c_shape: tuple) -> None:
     assert gemm_attribute(result, "alpha") == -1.0
 
 
+# ---- const-minus-matmul ----
+
+
+def _const_minus_vector(op: str = "Sub", b_input: bool = False, a_dims: tuple = (4,), c_shape: tuple = (5,)) -> object:
+    """c op MatMul(a, b) for a (rank-1: a 1-D a has no Gemm) and b [4, 5], constant or an input."""
+    inits = {"c": rand(*c_shape), **({} if b_input else {"b": rand(4, 5)})}
+    inputs = [("a", "FLOAT", a_dims)] + ([("b", "FLOAT", (4, 5))] if b_input else [])
+    return model([node("MatMul", ["a", "b"], "lin"), node(op, ["c", "lin"], "y")], inputs, initializers=inits)
+
+
+def test_const_minus_matmul_rank1_is_a_bias_add() -> None:
+    """c - MatMul(x, W) with a 1-D x: MatMul(x, -W) + c (-W folded), the bias Add fused into the product."""
+    m = _const_minus_vector()
+    result = assert_rule_sound(m, "const-minus-matmul")
+    assert op_counts(result.model) == {"MatMul": 1, "Add": 1}
+
+
+def test_const_minus_matmul_dynamic_rows() -> None:
+    """A [N, 4] input (any rank works): checked at two row counts."""
+    m = _const_minus_vector(a_dims=("N", 4))
+    rng = np.random.default_rng(8)
+    for n in (2, 3):
+        result = assert_rule_sound(m, "const-minus-matmul", {"a": rng.standard_normal((n, 4)).astype(np.float32)})
+        assert op_counts(result.model) == {"MatMul": 1, "Add": 1}
+
+
+@pytest.mark.parametrize("kw", [{"b_input": True}, {"op": "Add"}, {"c_shape": (3, 5)}])
+def test_const_minus_matmul_not(kw: dict) -> None:
+    """Not for weights computed at run time (Neg would run), c + MatMul (const-operand-last's), or a c that
+    enlarges the output (a [3, 5] c over a 1-D product)."""
+    assert_rule_does_not_fire(_const_minus_vector(**kw), "const-minus-matmul")
+
+
+@property_settings()
+@given(PROPERTIES["const-minus-matmul"]())
+def test_const_minus_matmul_property(case: RuleCase) -> None:
+    case.check()
+
+
 def gemm_attribute(m, name: str) -> float:
     """alpha or beta of the only Gemm of `m` (1.0 when left at its default)."""
     try:
@@ -546,4 +585,44 @@ def test_matmul_bias_chain_not_for_biases_of_different_shapes() -> None:
 @property_settings()
 @given(PROPERTIES["matmul-bias-chain"]())
 def test_matmul_bias_chain_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- matmul-unflatten ----
+
+
+def _flattened_matmul(x_shape: tuple, flat: list, back: list, w_shape: tuple = (4, 5)) -> object:
+    """x -> Reshape(flat) -> MatMul(W) -> Reshape(back)."""
+    return model(
+        [node("Reshape", ["x", "flat"], "r"), node("MatMul", ["r", "w"], "m"), node("Reshape", ["m", "back"], "y")],
+        [("x", "FLOAT", x_shape)],
+        initializers={"flat": np.array(flat, np.int64), "back": np.array(back, np.int64), "w": rand(*w_shape)},
+    )
+
+
+@pytest.mark.parametrize("back", [[-1, 16, 5], [-1, 5]])
+def test_matmul_unflatten(back: list) -> None:
+    """tf2onnx's Dense over x [batch, 16, 4]: the flattening Reshape and the one restoring the leading dims go, the
+    MatMul takes x as it is (verified at two batch sizes). A Reshape to [-1, 5] is not x's shape with 5 last."""
+    m = _flattened_matmul(("batch", 16, 4), [-1, 4], back)
+    session = saturate_with_rules(m, ["matmul-unflatten"])
+    if back == [-1, 5]:
+        assert "matmul-unflatten" not in session.saturation.rules_fired
+        return
+    result = session.extract("cpu", verify=True)
+    assert result.report.verification.ok and "x:3x16x4" in result.report.verification.summary()
+    assert op_counts(result.model) == {"MatMul": 1}
+    assert_rule_sound(m, "matmul-unflatten")
+
+
+@pytest.mark.parametrize("back", [[3, 4, 5], [6, 2, 5]])
+def test_matmul_unflatten_not(back: list) -> None:
+    """The outer Reshape must restore x's leading dims: 12 rows of x [2, 6, 4] regrouped as [3, 4] or [6, 2] are
+    the same numbers under another shape, which MatMul(x, W) does not have."""
+    assert_rule_does_not_fire(_flattened_matmul((2, 6, 4), [-1, 4], back), "matmul-unflatten")
+
+
+@property_settings()
+@given(PROPERTIES["matmul-unflatten"]())
+def test_matmul_unflatten_property(case: RuleCase) -> None:
     case.check()

@@ -725,3 +725,57 @@ def test_instancenorm_after_a_transpose_to_nhwc_negatives() -> None:
     result, fired = optimize_with_rules(m, [*IN_CL_RULES, FORMS])
     assert fired["instancenorm-fuse-channels-last"] > 0
     assert "instancenorm-fuse-affine" not in fired and op_counts(result.model)["Mul"] == 1
+
+
+# ---- norm-moment-forms: RMSNorm's x * rsqrt(mean(x^2) + eps) ----
+
+
+def _rms(recip: str, *, order: str = "x_first", gated: str = "ve", shape: tuple = (1, 4, D)) -> object:
+    """x * r for r = 1 / Sqrt(mean(x^2) + eps) written as Reciprocal or Div(1, .); `gated` the Sqrt's operand
+    ("ve": the variance plus eps; "z": a plain input, not a variance)."""
+    nodes = [
+        node("Mul", ["x", "x"], "sq"),
+        node("ReduceMean", ["sq"], "ms", axes=[-1]),
+        node("Add", ["ms", "eps"], "ve"),
+    ]
+    nodes.append(node("Sqrt", [gated], "std"))
+    nodes.append(node("Reciprocal", ["std"], "r") if recip == "reciprocal" else node("Div", ["one", "std"], "r"))
+    nodes.append(node("Mul", ["x", "r"] if order == "x_first" else ["r", "x"], "n"))
+    nodes.append(node("Mul", ["n", "gamma"], "y"))
+    inits = {
+        "eps": np.array(1e-6, np.float32),
+        "one": np.array(1.0, np.float32),
+        "gamma": np.linspace(0.5, 1.5, D, dtype=np.float32),
+    }
+    inputs = [("x", "FLOAT", shape)] + ([("z", "FLOAT", (shape[0], shape[1], 1))] if gated == "z" else [])
+    return model(nodes, inputs, ["y"], inits, opset=17)
+
+
+@pytest.mark.parametrize("recip", ["reciprocal", "div"])
+@pytest.mark.parametrize("order", ["x_first", "r_first"])
+def test_norm_moment_forms_rmsnorm_divides(recip: str, order: str) -> None:
+    """RMSNorm (LLaMA, T5) as exported: x * Reciprocal(Sqrt(..)) or x * Div(1, Sqrt(..)) becomes x / Sqrt(..),
+    one node less; checked with a dynamic batch at two sizes."""
+    m = _rms(recip, order=order, shape=("N", 4, D))
+    rng = np.random.default_rng(5)
+    also = ("norm-rsqrt-forms",) if recip == "div" else ()
+    for n in (2, 3):
+        feeds = {"x": rng.uniform(-3, 3, (n, 4, D)).astype(np.float32)}
+        result = assert_rule_sound(m, FORMS, feeds, also=also)
+        counts = op_counts(result.model)
+        assert counts.get("Reciprocal", 0) == 0 and counts["Div"] == 1, counts
+        assert sum(counts.values()) == 6, counts
+
+
+def test_norm_moment_forms_not_for_a_root_of_something_else() -> None:
+    """x * Reciprocal(Sqrt(z)) for z not a mean plus epsilon: left alone (the rule is local to normalizations)."""
+    assert_rule_does_not_fire(_rms("reciprocal", gated="z"), FORMS)
+
+
+def test_norm_moment_forms_not_for_a_reciprocal_without_root() -> None:
+    """x * Reciprocal(mean(x^2) + eps): no Sqrt, not the normalization's form."""
+    m = _rms("reciprocal")
+    graph = m.graph
+    sqrt = next(n for n in graph.node if n.op_type == "Sqrt")
+    sqrt.op_type = "Abs"
+    assert_rule_does_not_fire(m, FORMS)

@@ -9,6 +9,7 @@ from hypothesis import given
 from eqsat.testing import (
     PROPERTIES,
     RuleCase,
+    assert_optimization_sound,
     assert_rule_does_not_fire,
     assert_rule_sound,
     op_counts,
@@ -345,4 +346,77 @@ def test_reduce_unit_axes_not(op: str, axes: list | None, shape: tuple, keepdims
 @property_settings()
 @given(PROPERTIES["reduce-unit-axes"]())
 def test_reduce_unit_axes_property(case: RuleCase) -> None:
+    case.check()
+
+
+def _reduce_kept_input_axes(op: str, axes: list | None, shape: tuple, **attrs: int):
+    """R(Abs(x), axes) with keepdims=1 at opset 18 (ReduceSum: 13), axes as an input."""
+    inits = {"axes": np.array(axes, np.int64)} if axes is not None else {}
+    reduce = node(op, ["a", "axes"] if axes is not None else ["a"], "y", keepdims=1, **attrs)
+    return model([node("Abs", ["x"], "a"), reduce], [("x", "FLOAT", shape)], initializers=inits, opset=18)
+
+
+@pytest.mark.parametrize("noop", [0, 1])
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax"])
+def test_reduce_unit_axes_with_noop_attribute(op: str, noop: int) -> None:
+    """noop_with_empty_axes only matters without axes: listed axes (or 0) are the plain reduction, typed."""
+    m = _reduce_kept_input_axes(op, [1], (2, 1, 4), noop_with_empty_axes=noop)
+    result = assert_rule_sound(m, "reduce-unit-axes")
+    assert op_counts(result.model) == {"Abs": 1}
+
+
+def test_reduce_noop_without_axes_stays() -> None:
+    """noop_with_empty_axes = 1 with no axes returns x as it is (not modelled: the node stays opaque)."""
+    m = _reduce_kept_input_axes("ReduceSum", None, (2, 3, 4), noop_with_empty_axes=1)
+    assert_rule_does_not_fire(m, "reduce-unit-axes")
+    result = assert_optimization_sound(m)
+    assert op_counts(result.model) == {"Abs": 1, "ReduceSum": 1}
+
+
+# ---- reduce-unit-axes-pointwise ----
+
+POINTWISE = ("ReduceL1", "ReduceSumSquare", "ReduceLogSum")
+
+
+@pytest.mark.parametrize("op", POINTWISE)
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("axes,shape", [([1], (2, 1, 4)), ([0, 2], (1, 3, 1)), (None, (1, 1)), ([-1], ("N", 3, 1))])
+def test_reduce_unit_axes_pointwise(op: str, opset: int, axes: list | None, shape: tuple) -> None:
+    """Over dims of size 1 (keepdims=1) L1 is |x|, SumSquare x * x, LogSum log x: the pointwise op replaces the
+    reduction (axes as an attribute, and as an input at opset 18); a dynamic dim is checked at two sizes. Every
+    e-class is checked; the cpu cost model ties a one-element reduction with its pointwise op (see the next test
+    for where the pointwise form wins)."""
+    m = _reduce_kept(op, axes, shape) if opset == 13 else _reduce_kept_input_axes(op, axes, shape)
+    m.opset_import[0].version = opset
+    rng = np.random.default_rng(3)
+    for n in (2, 5):
+        feeds = {"x": rng.uniform(-3, 3, tuple(n if d == "N" else d for d in shape)).astype(np.float32)}
+        assert_rule_sound(m, "reduce-unit-axes-pointwise", feeds)
+
+
+def test_reduce_unit_axes_pointwise_l1_of_abs() -> None:
+    """ReduceL1(Abs(x)) over a dim of 1 is Abs(Abs(x)), which idempotent-merge makes one Abs."""
+    m = _reduce_kept("ReduceL1", [1], (2, 1, 4))
+    result = assert_rule_sound(m, "reduce-unit-axes-pointwise", also=("idempotent-merge",))
+    assert op_counts(result.model) == {"Abs": 1}
+
+
+@pytest.mark.parametrize(
+    "op,axes,shape,keepdims",
+    [
+        ("ReduceL1", [1], (2, 3, 4), 1),  # a reduced dim of 3
+        ("ReduceSumSquare", None, (1, 2), 1),  # no axes: every dim reduced, one of them 2
+        ("ReduceLogSum", [1], (2, 1, 4), 0),  # keepdims=0 drops the axis
+        ("ReduceL1", [1], (2, "K", 4), 1),  # a symbolic reduced dim may be anything
+        ("ReduceL2", [1], (2, 1, 4), 1),  # sqrt(x * x) overflows where |x| does not
+        ("ReduceLogSumExp", [1], (2, 1, 4), 1),  # log(exp(x)) rounds (and overflows)
+    ],
+)
+def test_reduce_unit_axes_pointwise_not(op: str, axes: list | None, shape: tuple, keepdims: int) -> None:
+    assert_rule_does_not_fire(_reduce_kept(op, axes, shape, keepdims), "reduce-unit-axes-pointwise")
+
+
+@property_settings()
+@given(PROPERTIES["reduce-unit-axes-pointwise"]())
+def test_reduce_unit_axes_pointwise_property(case: RuleCase) -> None:
     case.check()

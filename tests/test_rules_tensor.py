@@ -676,3 +676,58 @@ def test_gather_before_cast_property(case: RuleCase) -> None:
 @given(PROPERTIES["gather-before-elementwise"]())
 def test_gather_before_elementwise_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- slice-merge ----
+
+BIG = 2**62
+
+
+def _two_slices(first: tuple, second: tuple, dims: tuple = ("N", 6, 8)) -> object:
+    """Slice(Slice(x, *first), *second), each (starts, ends, axes, steps) as constant inputs (steps None: absent)."""
+    inits: dict = {}
+    nodes = []
+    for k, (starts, ends, axes, steps) in enumerate((first, second)):
+        names = [f"s{k}", f"e{k}", f"a{k}"] + ([f"t{k}"] if steps is not None else [])
+        for name, values in zip(names, (starts, ends, axes, steps)):
+            inits[name] = np.array(values, np.int64)
+        nodes.append(node("Slice", ["x" if k == 0 else "y0", *names], f"y{k}"))
+    return model(nodes, [("x", "FLOAT", dims)], ["y1"], inits, opset=13)
+
+
+@pytest.mark.parametrize(
+    "first,second",
+    [
+        (([1], [5], [1], [2]), ([-6], [BIG], [-1], [1])),  # axis 1 by 2, then the last axis (negative) from -6
+        (([-1], [-BIG], [2], [-2]), ([0, 4], [-1, 1], [0, 1], [1, -1])),  # reversed last axis; then batch and axis 1
+        (([1], [-1], [0], [1]), ([2, 0], [8, 3], [2, 1], [3, 1])),  # the dynamic batch, then two axes unsorted
+    ],
+)
+def test_slice_merge_disjoint_axes(first: tuple, second: tuple) -> None:
+    """Slices of different axes are one Slice over both (bounds relative to the same dims); the dynamic batch
+    at two sizes."""
+    m = _two_slices(first, second)
+    rng = np.random.default_rng(1)
+    for n in (3, 5):
+        feeds = {"x": rng.standard_normal((n, 6, 8)).astype(np.float32)}
+        result = assert_rule_sound(m, "slice-merge", feeds)
+        assert op_counts(result.model) == {"Slice": 1}
+
+
+@pytest.mark.parametrize(
+    "first,second",
+    [
+        (([1], [5], [1], [1]), ([1], [3], [1], [1])),  # the same axis: the second indexes the first's output
+        (([0], [4], [2], [1]), ([1], [3], [-1], [1])),  # axis 2 and -1 are one axis of a rank-3 x
+        (([0, 1], [4, 5], [0, -1], [1, 1]), ([1], [3], [1], [1])),  # a mixed-sign axes list (not normalized)
+        (([1], [5], [1], None), ([1], [3], [2], [1])),  # steps not listed
+    ],
+)
+def test_slice_merge_not(first: tuple, second: tuple) -> None:
+    assert_rule_does_not_fire(_two_slices(first, second), "slice-merge")
+
+
+@property_settings()
+@given(PROPERTIES["slice-merge"]())
+def test_slice_merge_property(case: RuleCase) -> None:
+    case.check()

@@ -191,10 +191,11 @@ class _Encoder:
         if len(tensor_inputs) > len(spec.inputs) or len(tensor_inputs) < len(spec.inputs) - spec.optional:
             return None
         known_attrs = {p.name for p in spec.params if not (p.input is not None and self.enc.opset >= p.since)}
-        if set(node.attributes) - known_attrs:
+        noop = _reduce_noop(node, spec)
+        if set(node.attributes) - known_attrs - ({"noop_with_empty_axes"} if noop is not None else set()):
             return None
         values = self.param_values(node, spec)
-        if values is None:
+        if values is None or (noop and not values[0]):  # noop with no axes: x unchanged, not modelled
             return None
         if spec.name == "Transpose":
             self.enc.perms.add(tuple(values[0]))
@@ -366,6 +367,15 @@ def _all_positive(array: np.ndarray) -> bool:
 def _exact_as_f64(array: np.ndarray) -> bool:
     """Scalars carry their value as f64: integers beyond 2^53 stay `Const` to stay exact."""
     return array.dtype.kind not in "iu" or abs(int(array.reshape(-1)[0])) <= 1 << 53
+
+
+def _reduce_noop(node: ir.Node, spec: OpSpec) -> int | None:
+    """A reduction's noop_with_empty_axes (0 or 1), None for another op or when unset. Only an empty axes list
+    reads it: with axes listed, or 0, the node is the plain reduction its term says."""
+    attr = node.attributes.get("noop_with_empty_axes")
+    if attr is None or not spec.name.startswith("Reduce"):
+        return None
+    return int(attr.value)
 
 
 def _normalize_axes(value: Any, rank: int | None) -> Any:

@@ -288,6 +288,7 @@ LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
     "index-map": ("IVec", "IVec"),  # m with m[k[i]] = i (k increasing, non-negative)
     "dims-product": ("IVec IVec", "i64"),  # the product of v[ix] when each is a size (>= 0)
     "sum-of": ("IVec IVec", "IVec"),  # a + b elementwise (equal lengths)
+    "symbol-count": ("IVec", "i64"),  # how many entries of a shape are symbols (negative)
 }
 
 #: Constructors whose ONNX op has another name (what reports show): the op lowering writes for them.
@@ -417,6 +418,8 @@ def declarations() -> str:
         "(relation dtype-group (String String i64))",
         "(function float-max (String) f64 :no-merge)",
         "(relation conv-fanout (T))",
+        # a Slice's axes a over an input of rank r, non-negative (rewrites/tensor.py: all of one sign)
+        "(relation axes-at (IVec i64 IVec))",
         "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))",
         "(relation bn-foldable (T T T T String))",
         "(function model-opset () i64 :no-merge)",

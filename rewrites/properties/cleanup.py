@@ -154,6 +154,65 @@ def _reshape_merge(draw: Callable, st: Any) -> RuleCase:
 
 
 @rule_case
+def _pad_merge_reflect(draw: Callable, st: Any) -> RuleCase:
+    """Two reflect Pads on disjoint sets of axes (each pad below its dim, as reflect needs), opset 13 or 18."""
+    shape = draw(shapes(2, 4, 4, min_dim=2))
+    rank = len(shape)
+    first = draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=rank - 1))
+    second = draw(st.sets(st.sampled_from([a for a in range(rank) if a not in first]), min_size=1))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape)))
+    for name, axes in (("p", first), ("q", second)):  # a pad of 1 to dim - 1 before, 0 to dim - 1 after
+        begin = [draw(st.integers(1, shape[a] - 1)) if a in axes else 0 for a in range(rank)]
+        end = [draw(st.integers(0, shape[a] - 1)) if a in axes else 0 for a in range(rank)]
+        g.inits[name] = np.array(begin + end, np.int64)
+    g.node("Pad", [g.node("Pad", [x, "p"], "p1", mode="reflect"), "q"], "y", mode="reflect")
+    return g.case("pad-merge-reflect", ["y"], opset=draw(st.sampled_from((13, 18))))
+
+
+@rule_case
+def _reshape_view_merge(draw: Callable, st: Any) -> RuleCase:
+    """Reshape then Squeeze / Unsqueeze, or Squeeze / Unsqueeze then Reshape, with Reshape targets using -1 and
+    0 (copy) entries; opset 13 (axes as inputs) or 11 (attributes)."""
+    shape = draw(shapes(1, 3, 4))
+    rank = len(shape)
+    kind = draw(st.sampled_from(("reshape-squeeze", "reshape-unsqueeze", "squeeze-reshape", "unsqueeze-reshape")))
+    opset = draw(st.sampled_from((11, 13)))
+    g = DrawnGraph()
+    pos = draw(st.integers(0, rank))
+
+    def axes_node(op: str, x: str, axis: int, out: str) -> str:
+        if opset >= 13:
+            g.inits[f"{out}_axes"] = np.array([axis], np.int64)
+            return g.node(op, [x, f"{out}_axes"], out)
+        return g.node(op, [x], out, axes=[axis])
+
+    def reshape(x: str, target: list[int], out: str) -> str:
+        g.inits[f"{out}_shape"] = np.array(target, np.int64)
+        return g.node("Reshape", [x, f"{out}_shape"], out)
+
+    if kind == "squeeze-reshape":
+        x = g.input("x", draw(float_arrays(shape[:pos] + (1,) + shape[pos:])))
+        y = reshape(axes_node("Squeeze", x, pos, "v"), [-1] + ([1] if draw(st.booleans()) else []), "y")
+    elif kind == "unsqueeze-reshape":
+        x = g.input("x", draw(float_arrays(shape)))
+        y = reshape(axes_node("Unsqueeze", x, 0, "v"), [0, -1], "y")  # 0 copies the new axis of 1
+    else:
+        x = g.input("x", draw(float_arrays(shape)))
+        target = [0] * min(pos, rank) + [-1]  # copies of x's leading dims, the rest flattened
+        target.insert(len(target) - 1 if kind == "reshape-squeeze" else len(target), 1)
+        r = reshape(x, target, "r")
+        out_rank = len(target)
+        y = axes_node(
+            "Squeeze" if kind == "reshape-squeeze" else "Unsqueeze",
+            r,
+            target.index(1) if kind == "reshape-squeeze" else draw(st.integers(0, out_rank)),
+            "y",
+        )
+    return g.case("reshape-view-merge", [y], opset=opset)
+
+
+@rule_case
 def _flatten_noop(draw: Callable, st: Any) -> RuleCase:
     shape = draw(shapes(2, 2, 4))
     g = DrawnGraph()
@@ -206,5 +265,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "slice-noop": _slice_noop,
     "pad-merge": _pad_merge("pad-merge", "constant"),
     "pad-merge-edge": _pad_merge("pad-merge-edge", "edge"),
+    "pad-merge-reflect": _pad_merge_reflect,
+    "reshape-view-merge": _reshape_view_merge,
     "reshape-merge": _reshape_merge,
 }

@@ -9,7 +9,7 @@ import numpy as np
 import onnx.helper as oh
 
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
-from eqsat.testing.draw import COMPARE_OPS, SANDWICH_RULES, binary_const, draw_unary, transpose_node
+from eqsat.testing.draw import COMPARE_OPS, FLOAT_UNARY, SANDWICH_RULES, binary_const, draw_unary, transpose_node
 from eqsat.testing.strategies import arrays, broadcastable_shapes, float_arrays, inverse, perms, shapes
 
 if TYPE_CHECKING:
@@ -323,6 +323,65 @@ def _unsqueeze_merge(draw: Callable, st: Any) -> RuleCase:
     )
 
 
+def _reshape_target(g: DrawnGraph, name: str, target: Sequence[int]) -> str:
+    """`target` as an int64 initializer named `name` (Reshape's shape input)."""
+    g.inits[name] = np.array(list(target), np.int64)
+    return name
+
+
+@rule_case
+def _reshape_sink_unary(draw: Callable, st: Any) -> RuleCase:
+    """U(Reshape(x, s)) for x of rank 2 to 4, s of another rank (flattened, a 1 added, or [-1, last, 1]): a
+    Reshape to x's own shape is dropped at load."""
+    shape = draw(shapes(2, 4, 3))
+    size = int(np.prod(shape))
+    target = draw(st.sampled_from(([size], [1, *shape], [-1, shape[-1], 1] if len(shape) != 3 else [size, 1])))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape)))
+    g.node("Reshape", [x, _reshape_target(g, "s", target)], "r")
+    if draw(st.booleans()):
+        g.node(draw(st.sampled_from(FLOAT_UNARY)), ["r"], "y")
+    else:
+        g.node("LeakyRelu", ["r"], "y", alpha=draw(st.sampled_from((0.01, 0.2))))
+    return g.case("reshape-sink-unary", ["y"])
+
+
+@rule_case
+def _reshape_sink_bias(draw: Callable, st: Any) -> RuleCase:
+    """B(Reshape(y, s), b) or B(b, Reshape(y, s)) for y [P, d] reshaped to [.., d] of rank 3 or 4 (static or with -1)
+    and b [1, .., 1, d or 1] of rank 1 to the output's."""
+    lead = draw(shapes(2, 3, 3))
+    d = draw(st.integers(1, 4))
+    out = (*lead, d)
+    target = draw(st.sampled_from((list(out), [-1, *out[1:]])))
+    op = draw(st.sampled_from(("Add", "Sub", "Mul", "Div")))
+    k = draw(st.integers(1, len(out)))
+    b_shape = (1,) * (k - 1) + (draw(st.sampled_from((d, d, 1))),)
+    g = DrawnGraph()
+    y = g.input("y", draw(float_arrays((int(np.prod(lead)), d), low=0.5, high=2.0)))
+    g.node("Reshape", [y, _reshape_target(g, "s", target)], "r")
+    g.inits["b"] = draw(float_arrays(b_shape, low=0.5, high=2.0))
+    g.node(op, ["r", "b"] if draw(st.booleans()) else ["b", "r"], "z")
+    return g.case("reshape-sink-bias", [g.node("Relu", ["z"], "out")])
+
+
+@rule_case
+def _transpose_cancel_binary(draw: Callable, st: Any) -> RuleCase:
+    """Transpose(B(Transpose(x, p), y), p^-1) (either operand order) for a graph input y of the same rank
+    broadcasting into the inner output."""
+    shape = draw(shapes(1, 4, 3))
+    p = draw(perms(len(shape)))
+    t_shape = tuple(shape[i] for i in p)
+    op = draw(st.sampled_from(("Add", "Sub", "Mul", "Div", "Max", "Min")))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays(shape, low=0.5, high=2.0)))
+    y = g.input("y", draw(float_arrays(draw(broadcastable_shapes(t_shape, same_rank=True)), low=0.5, high=2.0)))
+    g.nodes.append(transpose_node(x, "t", p))
+    g.node(op, ["t", y] if draw(st.booleans()) else [y, "t"], "m")
+    g.nodes.append(transpose_node("m", "out", inverse(p)))
+    return g.case("transpose-cancel-binary", ["out"], also=SANDWICH_RULES)
+
+
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "transpose-merge": _transpose_merge,
@@ -338,4 +397,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "squeeze-unsqueeze-cancel": _squeeze_unsqueeze_cancel,
     "squeeze-merge": _squeeze_merge,
     "unsqueeze-merge": _unsqueeze_merge,
+    "reshape-sink-unary": _reshape_sink_unary,
+    "reshape-sink-bias": _reshape_sink_bias,
+    "transpose-cancel-binary": _transpose_cancel_binary,
 }

@@ -80,6 +80,19 @@ def _linear(rule: str) -> Callable[[], Any]:
 
 
 @rule_case
+def _const_minus_matmul(draw: Callable, st: Any) -> RuleCase:
+    """c - MatMul(A, B) for A 1-D to 3-D, constant B [K, N] and c of shape [N], [1] or a scalar."""
+    dtype, dt, (k, n) = _linear_dtype_and_dims(draw, 2)
+    lead = draw(shapes(0, 2, 3))
+    g = DrawnGraph()
+    a = float_input(draw, g, "a", (*lead, k), dtype)
+    g.inits["b"] = np.asarray(draw(float_arrays((k, n), dt, -1.0, 1.0)))
+    g.inits["c"] = draw_constant(draw, draw(st.sampled_from(((n,), (1,), ()))), dtype)
+    g.node("Sub", ["c", g.node("MatMul", [a, "b"], "lin")], "y")
+    return g.case("const-minus-matmul", ["y"], opset=draw(st.sampled_from((13, 17))))
+
+
+@rule_case
 def _const_minus_linear(draw: Callable, st: Any) -> RuleCase:
     """c - MatMul(A, B) (constant B) or c - Gemm(A, B, [C], alpha, beta, transA, transB): alphas and betas of
     both signs, so that a sign error in the rewrite changes the values."""
@@ -231,6 +244,27 @@ def _matmul_bias_chain(draw: Callable, st: Any) -> RuleCase:
     return g.case("matmul-bias-chain", [y], opset=draw(st.sampled_from((13, 17))))
 
 
+@rule_case
+def _matmul_unflatten(draw: Callable, st: Any) -> RuleCase:
+    """x [d0, .., K] (rank 3 or 4) -> Reshape [-1, K] (or [P, K]) -> MatMul W [K, N] -> Reshape [d0, .., N] (or
+    with -1 first): the weights a constant or a graph input."""
+    lead = draw(shapes(2, 3, 3))
+    k, n = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    size = int(np.prod(lead))
+    g = DrawnGraph()
+    x = g.input("x", draw(float_arrays((*lead, k), low=-2.0, high=2.0)))
+    g.inits["flat"] = np.array(draw(st.sampled_from(([-1, k], [size, k]))), np.int64)
+    g.inits["back"] = np.array(draw(st.sampled_from(([*lead, n], [-1, *lead[1:], n]))), np.int64)
+    w = draw(float_arrays((k, n), low=-2.0, high=2.0))
+    if draw(st.booleans()):
+        g.inits["w"] = w
+    else:
+        g.input("w", w)
+    g.node("Reshape", [x, "flat"], "r")
+    g.node("MatMul", ["r", "w"], "m")
+    return g.case("matmul-unflatten", [g.node("Reshape", ["m", "back"], "y")])
+
+
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "matmul-bias-chain": _matmul_bias_chain,
     "gemm-transpose-fold": _gemm_transpose_fold,
@@ -239,8 +273,10 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "matmul-scale-fold": _linear("matmul-scale-fold"),
     "gemm-scale-fold": _linear("gemm-scale-fold"),
     "const-minus-linear": _const_minus_linear,
+    "const-minus-matmul": _const_minus_matmul,
     "gemm-merge": _linear_merge("gemm-merge"),
     "matmul-merge-epilogue": _linear_merge("matmul-merge-epilogue"),
+    "matmul-unflatten": _matmul_unflatten,
 }
 #: Properties checked with static shapes only.
 STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {

@@ -184,9 +184,29 @@ def _norm_input(draw: Callable, st: Any) -> tuple[DrawnGraph, str, tuple[int, ..
     return g, x, shape, axes, draw(st.sampled_from((13, 17, 18)))
 
 
+def _rms_form(draw: Callable, st: Any) -> RuleCase:
+    """x * r or r * x for r = Reciprocal(Sqrt(mean(x^2) + eps)) or Div(1, Sqrt(..)) (with norm-rsqrt-forms), over
+    any axes."""
+    g, x, shape, axes, opset = _norm_input(draw, st)
+    sq = (
+        g.node("Pow", [x, const_input(g, "two", 2.0, "FLOAT")], "sq")
+        if draw(st.booleans())
+        else g.node("Mul", [x, x], "sq")
+    )
+    ve = g.node("Add", [_reduce_mean(g, sq, "ms", axes, opset), const_input(g, "eps", 1e-6, "FLOAT")], "ve")
+    std = g.node("Sqrt", [ve], "std")
+    divided = draw(st.booleans())
+    r = g.node("Div", [const_input(g, "one", 1.0, "FLOAT"), std], "r") if divided else g.node("Reciprocal", [std], "r")
+    out = g.node("Mul", [x, r] if draw(st.booleans()) else [r, x], "n")
+    return g.case(FORMS, [out], also=("norm-rsqrt-forms",) if divided else (), opset=opset)
+
+
 @rule_case
 def _moment_forms(draw: Callable, st: Any) -> RuleCase:
-    """(x - mean) * Reciprocal(Sqrt(var + eps)) (either operand order) or with Pow(x - mean, 2), over any axes."""
+    """(x - mean) * Reciprocal(Sqrt(var + eps)) (either operand order) or with Pow(x - mean, 2), over any axes;
+    or RMSNorm's x * rsqrt(mean(x^2) + eps) (`_rms_form`)."""
+    if draw(st.booleans()):
+        return _rms_form(draw, st)
     g, x, shape, axes, opset = _norm_input(draw, st)
     m = _reduce_mean(g, x, "mean", axes, opset)
     d = g.node("Sub", [x, m], "d")

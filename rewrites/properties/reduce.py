@@ -3,6 +3,8 @@ where its guard holds (`RuleCase`), checked by tests/test_rules_reduce.py and `e
 
 from __future__ import annotations
 
+import functools
+
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -116,9 +118,10 @@ def _reduce_unsqueeze(draw: Callable, st: Any) -> RuleCase:
 
 
 @rule_case
-def _reduce_unit_axes(draw: Callable, st: Any) -> RuleCase:
-    """A reduction with keepdims=1 whose reduced dims are all 1 (no axes: every dim 1)."""
-    op = draw(st.sampled_from(("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")))
+def _reduce_unit_axes(draw: Callable, st: Any, rule: str, ops: tuple[str, ...]) -> RuleCase:
+    """A reduction of `ops` with keepdims=1 whose reduced dims are all 1 (no axes: every dim 1); opset 18 with
+    noop_with_empty_axes = 0 or 1 written out when axes are listed."""
+    op = draw(st.sampled_from(ops))
     rank = draw(st.integers(1, 4))
     axes = sorted(draw(st.sets(st.integers(0, rank - 1), max_size=rank)))
     shape = tuple(1 if (a in axes or not axes) else draw(st.integers(1, 4)) for a in range(rank))
@@ -132,10 +135,11 @@ def _reduce_unit_axes(draw: Callable, st: Any) -> RuleCase:
         if axes:
             g.inits["axes"] = np.array(listed, np.int64)
             inputs.append("axes")
-        g.node(op, inputs, "y", keepdims=1)
+        noop = {"noop_with_empty_axes": draw(st.sampled_from((0, 1)))} if axes and draw(st.booleans()) else {}
+        g.node(op, inputs, "y", keepdims=1, **noop)
     else:
         g.node(op, [x], "y", keepdims=1, **({"axes": listed} if axes else {}))
-    return g.case("reduce-unit-axes", ["y"], opset=opset)
+    return g.case(rule, ["y"], opset=opset)
 
 
 @rule_case
@@ -168,6 +172,11 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "reducemean-to-global-pool": _global_pool("reducemean-to-global-pool"),
     "global-pool-to-reducemean": _global_pool("global-pool-to-reducemean"),
     "reduce-unsqueeze-fuse": _reduce_unsqueeze,
-    "reduce-unit-axes": _reduce_unit_axes,
+    "reduce-unit-axes": functools.partial(
+        _reduce_unit_axes, "reduce-unit-axes", ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
+    ),
+    "reduce-unit-axes-pointwise": functools.partial(
+        _reduce_unit_axes, "reduce-unit-axes-pointwise", ("ReduceL1", "ReduceSumSquare", "ReduceLogSum")
+    ),
     "argmax-monotone": _argmax_monotone,
 }

@@ -222,7 +222,30 @@ def _dequantized_gather(draw: Callable, st: Any, rule: str, cast_only: bool) -> 
 
 
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
-PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {}
+@rule_case
+def _slice_merge(draw: Callable, st: Any) -> RuleCase:
+    """Slice(Slice(x)) over disjoint non-empty axis sets, each listed all non-negative or all negative, with
+    bounds past either end and steps of either sign (the first axis of each reversed: never a no-op the front
+    end would remove); opset 13 or 18."""
+    shape = draw(shapes(2, 4, 5, min_dim=2))
+    rank = len(shape)
+    axes = draw(st.permutations(range(rank)))
+    cut = draw(st.integers(1, rank - 1))
+    g = DrawnGraph()
+    prev = g.input("x", draw(float_arrays(shape)))
+    for k, listed in enumerate((axes[:cut], axes[cut:])):
+        negative = draw(st.booleans())
+        bounds = [st.integers(-shape[a] - 2, shape[a] + 2) for a in listed]
+        g.inits[f"s{k}"] = np.array([draw(b) for b in bounds], np.int64)
+        g.inits[f"e{k}"] = np.array([draw(b) for b in bounds], np.int64)
+        g.inits[f"a{k}"] = np.array([a - rank if negative else a for a in listed], np.int64)
+        steps = [draw(st.sampled_from((-1, -2)))] + [draw(st.sampled_from((1, 2, -1, -2, 3))) for _ in listed[1:]]
+        g.inits[f"t{k}"] = np.array(steps, np.int64)
+        prev = g.node("Slice", [prev, f"s{k}", f"e{k}", f"a{k}", f"t{k}"], f"y{k}")
+    return g.case("slice-merge", [prev], opset=draw(st.sampled_from((13, 18))))
+
+
+PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {"slice-merge": _slice_merge}
 #: Properties checked with static shapes only.
 STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "list-append": _concat_merge("list-append"),
