@@ -101,6 +101,22 @@ LIST_ROWS = (
 
 RULES = [
     Rule(
+        "shape-facts-agree",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "every shape fact an e-class gets has its rank and its static dims (shape-rank, shape-dim): two that "
+        "differ there are a real conflict (egglog's illegal merge); symbols that meet are unified by the session",
+        (
+            fact("(shape-met t s)", "(set (shape-rank t) (vec-length s))"),
+            fact(
+                "(shape-met t s) (dim-index i) (< i (vec-length s)) (>= (vec-get s i) 0)",
+                "(set (shape-dim t i) (vec-get s i))",
+            ),
+        ),
+        ruleset="analysis",
+    ),
+    Rule(
         "shape-unary",
         "analysis",
         "exact",
