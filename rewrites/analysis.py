@@ -89,6 +89,26 @@ LIST_ROWS = (
         "(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b)) (= r (sum-of (vec-pop a) (vec-pop b)))",
         "(set (sum-of a b) (vec-push r (+ (vec-get a (- n 1)) (vec-get b (- n 1)))))",
     ),
+    # zeros-resolved(t, sy, sx): t with each 0 (a copy of dim i of shape sy) as sy[i] when that is a size > 0 (a 0
+    # would read as a copy again), or kept 0
+    # when sy[i] is the symbol sx[i] (a copy of that dim of shape sx); declined when neither is known
+    fact("(need-zeros-resolved t sy sx) (> (vec-length t) 0)", "(need-zeros-resolved (vec-pop t) sy sx)"),
+    fact("(need-zeros-resolved t sy sx) (= (vec-length t) 0)", "(set (zeros-resolved t sy sx) t)"),
+    fact(
+        f"(need-zeros-resolved t sy sx) {_LAST.format(v='t')} (!= l 0) (= r (zeros-resolved (vec-pop t) sy sx))",
+        "(set (zeros-resolved t sy sx) (vec-push r l))",
+    ),
+    fact(
+        f"(need-zeros-resolved t sy sx) {_LAST.format(v='t')} (= l 0) (<= n (vec-length sy)) "
+        "(> (vec-get sy (- n 1)) 0) (= r (zeros-resolved (vec-pop t) sy sx))",
+        "(set (zeros-resolved t sy sx) (vec-push r (vec-get sy (- n 1))))",
+    ),
+    fact(
+        f"(need-zeros-resolved t sy sx) {_LAST.format(v='t')} (= l 0) (<= n (vec-length sy)) (<= n (vec-length sx)) "
+        "(< (vec-get sy (- n 1)) 0) (= (vec-get sy (- n 1)) (vec-get sx (- n 1))) "
+        "(= r (zeros-resolved (vec-pop t) sy sx))",
+        "(set (zeros-resolved t sy sx) (vec-push r 0))",
+    ),
     # dims-product(v, ix): v[l] times the product of the others, declined at a symbol (a negative dim)
     fact("(need-dims-product v ix) (> (vec-length ix) 0)", "(need-dims-product v (vec-pop ix))"),
     fact("(need-dims-product v ix) (= (vec-length ix) 0)", "(set (dims-product v ix) 1)"),
@@ -234,8 +254,8 @@ RULES = [
         "analysis",
         "exact",
         "eqsat:analysis",
-        "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix): "
-        "functions of lists and sum-of(a, b) computed by recursion where a rule's need row asks for them (any length)",
+        "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix), "
+        "zeros-resolved(t, sy, sx): functions of lists and sum-of(a, b) computed by recursion where a rule's need row asks for them (any length)",
         LIST_ROWS,
         ruleset="analysis",
     ),

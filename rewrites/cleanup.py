@@ -19,8 +19,9 @@
                                                     either way; reflect and wrap pads do NOT compose so:
                                                     reflect 1 twice gives [1 0 1 2 1 2] on [0 1 2], reflect 2
                                                     gives [2 1 0 1 2 1 0])
-    Reshape(Reshape(x, s), t) -> Reshape(x, t)      t without 0 entries (or allowzero): a 0 copies a dim
-                                                    of the inner Reshape's output, which x may not have
+    Reshape(Reshape(x, s), t) -> Reshape(x, t)      t without 0 entries (or allowzero); a 0 (a copy of the
+                                                    inner output's dim i) written as that dim's size, or
+                                                    kept when that dim is x's dim i (the same symbol)
 
 Common sub-expressions need no rule: the e-graph hash-conses identical typed ops on the same inputs into
 one node; nondeterministic ops (RandomNormalLike, ...) are opaque nodes keyed by their position, never merged.
@@ -57,6 +58,10 @@ def _nonnegative(v: str) -> str:
 
 #: Pad(Pad(x, p, ...), q, ...) with p and q of one length, non-negative (their sum: sum-of(p, q), a function of lists)
 _PADS = f"(= (vec-length p) (vec-length q)) {_nonnegative('p')} {_nonnegative('q')}"
+
+#: An outer Reshape with copied dims (allowzero 0) over an inner one: sy the inner output's shape, sx x's.
+_ZEROS_OF = "(= y (Reshape x s z)) (= sy (shape y)) (= sx (shape x))"
+_ZEROS = f"(= __root (Reshape y t 0)) {_ZEROS_OF}"
 
 RULES = [
     Rule(
@@ -213,10 +218,13 @@ RULES = [
         "cleanup",
         "exact",
         "onnxoptimizer:fuse_consecutive_reshapes",
-        "Reshape(Reshape(x, s), t) -> Reshape(x, t) when t has no 0 entry (or allowzero = 1)",
+        "Reshape(Reshape(x, s), t) -> Reshape(x, t) when t has no 0 entry (or allowzero = 1); a 0 in t (a copy of "
+        "the inner output's dim i) becomes that dim when it is a size, or stays when it is x's dim i (the same symbol)",
         (
             rw("(Reshape (Reshape x s z) t w)", "(Reshape x t w)", "(vec-not-contains t 0)"),
             rw("(Reshape (Reshape x s z) t 1)", "(Reshape x t 1)"),
+            need(f"{_ZEROS} (vec-contains t 0)", "(need-zeros-resolved t sy sx)"),
+            rw("(Reshape y t 0)", "(Reshape x r 0)", f"{_ZEROS_OF} (vec-contains t 0) (= r (zeros-resolved t sy sx))"),
         ),
         ruleset="simplify",
     ),

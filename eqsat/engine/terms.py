@@ -288,6 +288,7 @@ LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
     "index-map": ("IVec", "IVec"),  # m with m[k[i]] = i (k increasing, non-negative)
     "dims-product": ("IVec IVec", "i64"),  # the product of v[ix] when each is a size (>= 0)
     "sum-of": ("IVec IVec", "IVec"),  # a + b elementwise (equal lengths)
+    "zeros-resolved": ("IVec IVec IVec", "IVec"),  # t's 0s (copies of dims sy) as sizes, or as 0s copying sx
 }
 
 #: Constructors whose ONNX op has another name (what reports show): the op lowering writes for them.
