@@ -255,7 +255,8 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix), "
-        "zeros-resolved(t, sy, sx): functions of lists and sum-of(a, b) computed by recursion where a rule's need row asks for them (any length)",
+        "zeros-resolved(t, sy, sx): functions of lists and sum-of(a, b) computed by recursion where a rule's need "
+        "row asks for them (any length)",
         LIST_ROWS,
         ruleset="analysis",
     ),
