@@ -242,3 +242,9 @@ def test_shape_facts_agree_reports_two_sizes_for_one_class(monkeypatch: pytest.M
 
     monkeypatch.setattr(encode_module, "symbolic_shapes", wrong)
     assert "static shape facts only" in saturate(_relu_chain()).saturation.note
+
+
+@property_settings()
+@given(PROPERTIES["shape-facts-agree"]())
+def test_shape_facts_agree_property(case: RuleCase) -> None:
+    case.check()
