@@ -96,6 +96,26 @@ LIST_ROWS = (
         f"(need-symbol-count v) {_LAST.format(v='v')} (= c (symbol-count (vec-pop v)))",
         "(set (symbol-count v) (+ c (min 1 (max 0 (- 0 l)))))",
     ),
+    # zeros-resolved(t, sy, sx): t with each 0 (a copy of dim i of shape sy) as sy[i] when that is a size > 0 (a 0
+    # would read as a copy again), or kept 0
+    # when sy[i] is the symbol sx[i] (a copy of that dim of shape sx); declined when neither is known
+    fact("(need-zeros-resolved t sy sx) (> (vec-length t) 0)", "(need-zeros-resolved (vec-pop t) sy sx)"),
+    fact("(need-zeros-resolved t sy sx) (= (vec-length t) 0)", "(set (zeros-resolved t sy sx) t)"),
+    fact(
+        f"(need-zeros-resolved t sy sx) {_LAST.format(v='t')} (!= l 0) (= r (zeros-resolved (vec-pop t) sy sx))",
+        "(set (zeros-resolved t sy sx) (vec-push r l))",
+    ),
+    fact(
+        f"(need-zeros-resolved t sy sx) {_LAST.format(v='t')} (= l 0) (<= n (vec-length sy)) "
+        "(> (vec-get sy (- n 1)) 0) (= r (zeros-resolved (vec-pop t) sy sx))",
+        "(set (zeros-resolved t sy sx) (vec-push r (vec-get sy (- n 1))))",
+    ),
+    fact(
+        f"(need-zeros-resolved t sy sx) {_LAST.format(v='t')} (= l 0) (<= n (vec-length sy)) (<= n (vec-length sx)) "
+        "(< (vec-get sy (- n 1)) 0) (= (vec-get sy (- n 1)) (vec-get sx (- n 1))) "
+        "(= r (zeros-resolved (vec-pop t) sy sx))",
+        "(set (zeros-resolved t sy sx) (vec-push r 0))",
+    ),
     # dims-product(v, ix): v[l] times the product of the others, declined at a symbol (a negative dim)
     fact("(need-dims-product v ix) (> (vec-length ix) 0)", "(need-dims-product v (vec-pop ix))"),
     fact("(need-dims-product v ix) (= (vec-length ix) 0)", "(set (dims-product v ix) 1)"),
@@ -107,6 +127,22 @@ LIST_ROWS = (
 )
 
 RULES = [
+    Rule(
+        "shape-facts-agree",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "every shape fact an e-class gets has its rank and its static dims (shape-rank, shape-dim): two that "
+        "differ there are a real conflict (egglog's illegal merge); symbols that meet are unified by the session",
+        (
+            fact("(shape-met t s)", "(set (shape-rank t) (vec-length s))"),
+            fact(
+                "(shape-met t s) (dim-index i) (< i (vec-length s)) (>= (vec-get s i) 0)",
+                "(set (shape-dim t i) (vec-get s i))",
+            ),
+        ),
+        ruleset="analysis",
+    ),
     Rule(
         "shape-unary",
         "analysis",
@@ -225,9 +261,9 @@ RULES = [
         "analysis",
         "exact",
         "eqsat:analysis",
-        "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix): "
-        "functions of lists, sum-of(a, b) and symbol-count(v) computed by recursion where a rule's need row asks "
-        "for them (any length)",
+        "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix), "
+        "zeros-resolved(t, sy, sx): functions of lists, sum-of(a, b) and symbol-count(v) computed by recursion where "
+        "a rule's need row asks for them (any length)",
         LIST_ROWS,
         ruleset="analysis",
     ),
