@@ -5,7 +5,8 @@ Table of contents:
 - `EXTRACTORS`: the registry (CLI name -> module, what it is optimal for); `Extractor`: the protocol each
   module satisfies
 - `ExtractionResult` / `ExtractionError` / `ExtractionSummary` (result.py): the one validated result type
-- `CostModel`, `Target`, `roofline(target)`, `targets()`, `load_target(name)` (cost.py)
+- `CostModel`, `Target`, `roofline(target)`, `targets()`, `load_target(name)` (cost.py); the tie-break every
+  target has: fewer nodes, then fewer bytes read among graphs of equal cost (ties.py)
 - extractors: `tree` (tree.py), `greedy-dag` (greedy_dag.py), `ilp` (ilp.py)
 """
 

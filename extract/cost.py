@@ -50,10 +50,9 @@ per node id) to cost a whole e-graph at once; `node_costs()` below uses it when 
   reading and writing the quantized tensor). Zero points are read from Scalar/Absent leaves; a zero point held
   as a tensor (per channel) is taken as zero, one computed at lowering (a per-axis zero point shifted into the
   other 8-bit type) as nonzero. Targets without the section take every type.
-- tie-breaker (`tie_break`, seconds, 0 by default): added to a kernel per tensor input it reads (a DQ with an
-  explicit zero point 0 reads one more than the default's), twice for a constant input computed at lowering
-  (a Reciprocal(c): one more initializer than c itself, so Div(x, c) beats Mul(x, Reciprocal(c))): among
-  otherwise equal graphs, the one with fewer inputs and new constants wins (constant classes stay free);
+- tie-break (`tie_break`, seconds per node, every target; extract/ties.py): each kernel adds tie_break x
+  (1 + a quarter to a half per tensor it reads, growing with its bytes; twice for a constant computed at
+  lowering): among graphs of equal cost fewer nodes win, then fewer and smaller inputs; constant classes stay free;
 - measured prices (`[op_scale]`, op -> factor, 1 by default): an op's roofline time (launch excluded) times the
   factor its kernel measured against the roofline's peers (the cpu's Div against Mul: benchmarks/measure_ops.py);
 Remaining ties between equal-cost nodes are broken by the extractors (lowest node id): deterministic.
@@ -89,6 +88,7 @@ from eqsat.extract.op_traits import (
     MATMUL_RHS,
 )
 from eqsat.extract.target_schema import check_keys
+from eqsat.extract.ties import check_tie_break, default_tie_break, tie_cost
 from eqsat.engine.egraph import EGraph, ENode
 from eqsat.errors import BadInputError
 from eqsat.engine.terms import PLUMBING_OPS
@@ -153,7 +153,7 @@ class Target:
     quant_types: frozenset[str] | None = None  # quantized types taken natively by Q/DQ (None: every type)
     quant_symmetric: bool = False  # ... with zero point 0 only
     quant_other: str = "convert"  # cost of any other Q/DQ: "unsupported" or "convert" (see QUANT_OTHER)
-    tie_break: float = 0.0  # seconds per input an op reads and per constant it computes (ties)
+    tie_break: float = 0.0  # seconds per node, plus a share per input it reads (extract/ties.py)
     op_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)  # measured factor per op
     source: str = ""
 
@@ -220,7 +220,7 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
         quant_types=frozenset(map(str, data["quant"]["types"])) if "types" in data.get("quant", {}) else None,
         quant_symmetric=bool(data.get("quant", {}).get("symmetric", False)),
         quant_other=str(data.get("quant", {}).get("other", "convert")),
-        tie_break=float(data.get("tie_break", 0.0)),
+        tie_break=float(data.get("tie_break", default_tie_break(float(data["launch"])))),
         op_scale={str(k): float(v) for k, v in data.get("op_scale", {}).items()},
         source=source,
     )
@@ -251,8 +251,7 @@ def _validate(t: Target) -> None:
             raise ValueError(f"{key} must be a positive finite number, got {value}")
     if t.unsupported_penalty < 0 or t.layout_penalty < 0:
         raise ValueError("penalties must be >= 0")
-    if not (t.tie_break >= 0 and math.isfinite(t.tie_break)):
-        raise ValueError(f"tie_break must be a finite number >= 0, got {t.tie_break}")
+    check_tie_break(t.tie_break, t.launch)
     if not (t.serial_step >= 0 and math.isfinite(t.serial_step)):
         raise ValueError(f"serial.step must be a finite number >= 0, got {t.serial_step}")
     if t.blocked is not None:
@@ -353,13 +352,19 @@ class Roofline:
 
     # ---- one node ----
     def _cost(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
-        """The node's cost and its tie-breaker (`tie_break`: per input read, once more for a constant computed
-        at lowering); constant-only classes stay free."""
+        """The node's cost plus its tie-break; constant-only classes and plumbing stay free."""
         cost = self._priced(g, f, n)
         if self.target.tie_break and n.op not in PLUMBING_OPS and not g.classes[n.eclass].constant:
-            ins = _tensor_inputs(g, n)
-            cost += self.target.tie_break * (len(ins) + sum(1 for c in ins if _computed(g, c)))
+            cost += self._tie(g, f, n)
         return cost
+
+    def _tie(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+        """The tie-break (extract/ties.py) over the bytes `n` reads: of an indexed read's table, the rows read."""
+        ins = _tensor_inputs(g, n)
+        nbytes = [f.numel[c] * f.elt_bytes[c] for c in ins]
+        if n.op in INDEXED_READ_OPS and nbytes:
+            nbytes[0] = min(nbytes[0], f.numel[n.eclass] * f.elt_bytes[n.eclass])
+        return tie_cost(self.target.tie_break, zip(nbytes, (_computed(g, c) for c in ins)))
 
     def _priced(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
         """The node's cost; a Q/DQ in a quantized form the target does not take pays for it (`[quant]`)."""
@@ -572,9 +577,9 @@ def _zero_point(g: EGraph, n: ENode) -> float | None:
 
 
 def _computed(g: EGraph, cid: int) -> bool:
-    """A constant-only class without a constant leaf: lowering evaluates it into a new initializer."""
+    """A constant-only class without a leaf (Const, Scalar, Absent): lowering evaluates it into a new initializer."""
     eclass = g.classes[cid]
-    return eclass.constant and not any(g.nodes[m].op in ("Const", "Scalar") for m in eclass.nodes)
+    return eclass.constant and not any(g.nodes[m].op in ("Const", "Scalar", "Absent") for m in eclass.nodes)
 
 
 def _absent(g: EGraph, cid: int) -> bool:

@@ -16,6 +16,7 @@ import pytest
 
 from eqsat.engine.egraph import EClass, EGraph, ENode
 from eqsat.extract import extract, load_target, roofline
+from eqsat.extract import ties
 from eqsat.extract.cost import DTYPE_BYTES, FUSED_EPSILON, Target, TargetError
 
 Spec = tuple[int, str, tuple[int, ...], tuple]  # (class, op, child classes, attrs)
@@ -77,7 +78,7 @@ def test_qdq_unit_is_one_integer_kernel_where_the_runtime_fuses_it() -> None:
     g = head("UINT8", (1, 64, 7, 7), quantized=True)
     gap, mean, dq, q = (node(g, op) for op in ("GlobalAveragePool", "ReduceMean", "DequantizeLinear", "QuantizeLinear"))
     cpu_t = untied("cpu")
-    cpu, gpu, npu = roofline(cpu_t), roofline("gpu"), roofline("npu")
+    cpu, gpu, npu = roofline(cpu_t), roofline(untied("gpu")), roofline(untied("npu"))
     # cpu (ONNX Runtime CPU EP): DQ -> GlobalAveragePool -> Q is QLinearGlobalAveragePool: uint8 in, uint8 out
     numel = 64 * 49
     flops = numel  # one add per input element
@@ -94,7 +95,7 @@ def test_qdq_unit_is_one_integer_kernel_where_the_runtime_fuses_it() -> None:
     assert extract(g, None, "gpu", "ilp").choice[4] == mean.id
     # npu: both are int8 kernels (its [qdq] list holds both), and both read a 4-D map: a tie; the DQ is
     # absorbed, but its uint8 input costs one conversion to int8 (npu.toml [quant])
-    npu_t = load_target("npu")
+    npu_t = untied("npu")
     assert npu(g, gap) == npu(g, mean)
     assert npu(g, dq) == pytest.approx(FUSED_EPSILON + npu_t.launch + 2 * numel / npu_t.bandwidth)
 
@@ -152,7 +153,7 @@ def test_blocked_layout_charges_the_reorder_to_the_consumer_that_leaves_it() -> 
 
 
 def test_gpu_global_pool_is_bound_by_its_serial_window() -> None:
-    t = load_target("gpu")
+    t = untied("gpu")
     g = head("FLOAT", (1, 64, 56, 56), quantized=False)
     gap, mean = node(g, "GlobalAveragePool"), node(g, "ReduceMean")
     window = 56 * 56
@@ -306,6 +307,28 @@ def test_symmetric_target_counts_nonzero_int8_zero_points_and_skips_int32_biases
         (3,),
     )
     assert gpu(bias, bias.nodes[3]) < t.unsupported_penalty
+    # an int8 weight under DQ without zero point (0, qdq-zero-point-default's form) is symmetric: native too,
+    # and no dearer than with an explicit 0 (an Absent leaf is not a constant computed at lowering)
+    weight = egraph(
+        [
+            (0, "Const", (), ("w",)),
+            (1, "Scalar", (), (0.01, "FLOAT", ())),
+            (2, "Absent", (), ()),
+            (3, "DequantizeLinear", (0, 1, 2), (1,)),
+            (4, "Scalar", (), (0.0, "INT8", ())),
+            (3, "DequantizeLinear", (0, 1, 4), (1,)),
+        ],
+        {
+            0: ((64, 64), "INT8", True),
+            1: ((), "FLOAT", True),
+            2: (None, None, True),
+            3: ((64, 64), "FLOAT", False),
+            4: ((), "INT8", True),
+        },
+        (3,),
+    )
+    default, explicit = weight.nodes[3], weight.nodes[5]
+    assert gpu(weight, default) < gpu(weight, explicit) < t.unsupported_penalty
 
 
 @pytest.mark.parametrize(
@@ -357,13 +380,13 @@ def test_pixel_shuffle_is_a_data_move_on_every_target(target: str) -> None:
     assert cost(g, node(g, "DepthToSpace")) == pytest.approx(cost(g, node(g, "Transpose")))
 
 
-# ---- tie_break: among otherwise equal graphs, fewer inputs and fewer computed constants ----
+# ---- tie_break (extract/ties.py): among otherwise equal graphs, fewer nodes, then fewer bytes read ----
 
 
 def test_cpu_tie_break_prefers_a_default_zero_point_and_a_leaf_divisor() -> None:
-    """DQ(x, s, 0) against DQ(x, s) (qdq-zero-point-default): the same kernel on the cpu, one input fewer; and
-    Div(x, c) against Mul(x, Reciprocal(c)) (div-const-to-mul): the same roofline, one initializer fewer (on
-    the cpu without its measured Div price: see the next test)."""
+    """DQ(x, s, 0) against DQ(x, s) (qdq-zero-point-default): the same kernel on the cpu, one input (a byte)
+    fewer; and Div(x, c) against Mul(x, Reciprocal(c)) (div-const-to-mul): the same roofline, one initializer
+    fewer (on the cpu without its measured Div price: see the next test)."""
     cpu_t = dataclasses.replace(load_target("cpu"), op_scale={})
     assert cpu_t.tie_break > 0 and untied("cpu").tie_break == 0.0
     g = egraph(
@@ -395,11 +418,41 @@ def test_cpu_tie_break_prefers_a_default_zero_point_and_a_leaf_divisor() -> None
     div, mul = node(g, "Div"), node(g, "Mul")
     cpu, flat = roofline(cpu_t), roofline(untied("cpu"))
     assert flat(g, explicit) == flat(g, default) and flat(g, div) == flat(g, mul)  # a tie without it
-    assert cpu(g, default) == pytest.approx(cpu(g, explicit) - cpu_t.tie_break)
-    assert cpu(g, div) == pytest.approx(cpu(g, mul) - cpu_t.tie_break)
+    tie = cpu_t.tie_break
+    # the node, then per input INPUT_SHARE x (1 + log2(1 + bytes) / 64): x (8 bytes), s (4), the zero point (1)
+    dq_tie = tie * (1 + sum(ties.INPUT_SHARE * (1 + math.log2(1 + b) / 64) for b in (8, 4)))
+    assert cpu(g, default) == pytest.approx(flat(g, default) + dq_tie, abs=1e-18)
+    assert cpu(g, explicit) == pytest.approx(cpu(g, default) + tie * ties.INPUT_SHARE * (1 + 1 / 64), abs=1e-18)
+    # Reciprocal(c) is computed at lowering: counted twice (32 bytes, as c)
+    assert cpu(g, mul) == pytest.approx(cpu(g, div) + tie * ties.input_weight(32, False), abs=1e-18)
+    assert ties.input_weight(32, True) == 2 * ties.input_weight(32, False)
     assert cpu(g, node(g, "Reciprocal")) == 0.0  # constant classes stay free
     choice = extract(g, None, cpu_t, "ilp").choice
     assert choice[4] == default.id and choice[7] == div.id
+
+
+@pytest.mark.parametrize("name", ["gpu", "npu"])
+def test_a_division_by_a_constant_keeps_its_divisor_where_div_is_not_priced_above_mul(name: str) -> None:
+    """Div(x, c) against Mul(x, Reciprocal(c)) (div-const-to-mul): the same roofline on the gpu and the npu (no
+    measured [op_scale]); the Reciprocal is a new initializer, so the Div wins, by the tie-break, not by node id."""
+    g = egraph(
+        [
+            (0, "Input", (), ("x",)),
+            (1, "Const", (), ("c",)),
+            (2, "Reciprocal", (1,), ()),
+            (3, "Mul", (0, 2), ()),
+            (3, "Div", (0, 1), ()),
+        ],
+        {0: ((1, 8), "FLOAT", False), 1: ((8,), "FLOAT", True), 2: ((8,), "FLOAT", True), 3: ((1, 8), "FLOAT", False)},
+        (3,),
+    )
+    mul, div = g.nodes[3], g.nodes[4]
+    t = load_target(name)
+    flat = roofline(dataclasses.replace(t, tie_break=0.0))
+    assert flat(g, mul) == flat(g, div)  # a tie without it
+    cost = roofline(t)
+    assert cost(g, mul) - cost(g, div) == pytest.approx(t.tie_break * ties.input_weight(32, False))
+    assert extract(g, None, t, "ilp").choice[3] == div.id  # the Mul has the lower node id
 
 
 def test_cpu_prices_div_above_mul_as_measured() -> None:
