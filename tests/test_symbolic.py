@@ -549,3 +549,22 @@ def test_a_chain_scaled_by_data_stays() -> None:
     result = eqsat.optimize(m)
     assert result.report.verification.ok
     assert op_counts(result.proto)["Shape"] == 1 and op_counts(result.proto)["Cast"] == 1
+
+
+def test_a_declared_dim_param_that_reads_as_a_product_is_a_name() -> None:
+    """x [2*seq, seq, 8]: the dim_param "2*seq" is a size of its own, not twice seq; Shape(x)[1:2] * 2 is no
+    name for it, so a target Concat(Shape(x)[1:2] * 2, [-1]) is not written [0, -1]."""
+    nodes = [
+        node("Shape", ["x"], "s"),
+        node("Slice", ["s", "one", "two"], "t0"),
+        node("Mul", ["t0", "two"], "t1"),
+        node("Concat", ["t1", "flat"], "target", axis=0),
+        node("Reshape", ["x", "target"], "y"),
+    ]
+    ints = dict(one=[1], two=[2], flat=[-1])
+    inits = {k: np.array(v, np.int64) for k, v in ints.items()}
+    m = model(nodes, [("x", "FLOAT", ("2*seq", "seq", 8))], initializers=inits)
+    out = eqsat.optimize(m, verify=False).proto
+    assert op_counts(out)["Shape"] == 1
+    feeds = {"x": RNG.standard_normal((3, 2, 8)).astype(np.float32)}  # 2*seq is 3 here: the Reshape is valid
+    _same_outputs(m, out, feeds)

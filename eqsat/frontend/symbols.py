@@ -242,6 +242,11 @@ class _Recovery:
             return 3
         return 2 if d in self.table.declared else 1 if PRODUCT in str(d) else 0
 
+    def no_declared_products(self, dims: Sequence[Dim]) -> bool:
+        """No dim is a declared dim_param that reads as a product ("2*seq" declared is a name of its own, not
+        twice seq: `_symbolic` must neither split it nor compute it)."""
+        return not any(isinstance(d, str) and PRODUCT in d and d in self.table.declared for d in dims)
+
     def named(self, value: ir.Value, hints: Sequence[Dim] = ()) -> None:
         """Record `value`'s dims: declared ones kept (and unified with `hints`, same position), unknown ones
         from `hints` or fresh."""
@@ -392,7 +397,8 @@ class _Recovery:
             if other is None or len(other) != len(first):
                 return None
             if not all(isinstance(d, int) for d in first + other):
-                return _symbolic(op, first, other)
+                items = _symbolic(op, first, other)
+                return items if items is not None and self.no_declared_products(first + other + items) else None
             if op == "Div" and 0 in other:
                 return None
             return tuple(_ARITHMETIC[op](a, b) for a, b in zip(first, other))  # type: ignore[arg-type]
