@@ -9,7 +9,7 @@ import onnx.helper as oh
 import pytest
 
 import eqsat
-from eqsat.frontend import normalize, shape_chains
+from eqsat.frontend import normalize, shape_chains, symbols
 from eqsat.frontend.symbols import symbolic_shapes
 from eqsat.testing import op_counts, run
 from tests.rule_graphs import model, node
@@ -379,3 +379,192 @@ def test_concat_of_gathered_shape_with_a_literal_zero_is_kept() -> None:
     )
     out = eqsat.optimize(m, verify=False).proto
     assert op_counts(out)["Shape"] == 1
+
+
+# ---- chains through Reshape, and sizes times symbols ----
+
+#: A [batch] piece of a target: Gather(Shape(x), 0) made 1-D by an Unsqueeze, or by a Reshape to [1]; or
+#: Shape(x)[0:1] made a scalar by a Reshape to [] and 1-D again by an Unsqueeze.
+_BATCH_PIECES = {
+    "unsqueeze": [node("Gather", ["s", "i0"], "b0", axis=0), node("Unsqueeze", ["b0", "ax"], "batch")],
+    "reshape-to-1": [node("Gather", ["s", "i0"], "b0", axis=0), node("Reshape", ["b0", "one"], "batch")],
+    "reshape-to-scalar": [
+        node("Slice", ["s", "zero", "one"], "b0"),
+        node("Reshape", ["b0", "scalar"], "b1"),
+        node("Unsqueeze", ["b1", "ax"], "batch"),
+    ],
+}
+#: A [4 * time] piece: Shape(x)[1:2] times 4, flattened by a Reshape to [-1]; or times 8, halved, to [1].
+_TIME_PIECES = {
+    "mul-flatten": [
+        node("Slice", ["s", "one", "two"], "t0"),
+        node("Mul", ["t0", "four"], "t1"),
+        node("Reshape", ["t1", "flat"], "time4"),
+    ],
+    "mul-div": [
+        node("Slice", ["s", "one", "two"], "t0"),
+        node("Mul", ["eight", "t0"], "t1"),
+        node("Div", ["t1", "two_scalar"], "t2"),
+        node("Reshape", ["t2", "one"], "time4"),
+    ],
+}
+
+
+def _speech_chain(batch_piece: str, time_piece: str, tail: tuple[int, ...] = (-1, 10)) -> onnx.ModelProto:
+    """A speech model's frames: x [batch, time, 80] viewed as x2 [batch, 4 * time, 20], then reshaped to a target
+    computed from x's shape, Concat([batch], [4 * time], tail): its elements are known only through the
+    Reshapes (and the product) of the pieces."""
+    nodes = [
+        node("Reshape", ["x", "frames"], "x2"),
+        node("Shape", ["x"], "s"),
+        *_BATCH_PIECES[batch_piece],
+        *_TIME_PIECES[time_piece],
+        node("Concat", ["batch", "time4", "tail"], "target", axis=0),
+        node("Reshape", ["x2", "target"], "r"),
+        node("Relu", ["r"], "y"),
+    ]
+    ints = dict(
+        frames=[0, -1, 20], i0=0, ax=[0], zero=[0], one=[1], two=[2], scalar=[], four=4, eight=[8], two_scalar=2
+    )
+    inits = {k: np.array(v, np.int64) for k, v in ints.items()}
+    inits.update(flat=np.array([-1], np.int64), tail=np.array(tail, np.int64))
+    return model(nodes, [("x", "FLOAT", ("batch", "time", 80))], initializers=inits)
+
+
+def _targets(out: onnx.ModelProto) -> list[list[int]]:
+    return [onnx.numpy_helper.to_array(i).tolist() for i in out.graph.initializer]
+
+
+@pytest.mark.parametrize(
+    "batch_piece, time_piece",
+    [("unsqueeze", "mul-flatten"), ("reshape-to-1", "mul-div"), ("reshape-to-scalar", "mul-flatten")],
+)
+def test_shape_chain_through_reshapes_becomes_a_static_target(batch_piece: str, time_piece: str) -> None:
+    """Shape -> Gather -> Unsqueeze and Shape -> Slice -> Mul -> Reshape([-1]) -> Concat -> Reshape: the
+    target is [batch, 4 * time, -1, 10], written [0, 0, -1, 10] (x2's dims 0 and 1 copied); the chain goes."""
+    m = _speech_chain(batch_piece, time_piece)
+    result = eqsat.optimize(m)
+    assert result.report.verification.ok
+    assert op_counts(result.proto) == {"Reshape": 2, "Relu": 1}
+    assert [0, 0, -1, 10] in _targets(result.proto)
+    for shape in ((1, 5, 80), (3, 5, 80), (3, 2, 80)):  # two sizes of each dynamic dim
+        _same_outputs(m, result.proto, {"x": RNG.standard_normal(shape).astype(np.float32)})
+
+
+def test_size_times_symbol_is_a_product_symbol_and_divides_back() -> None:
+    """Shape(x)[1:2] * 4 is the dim a Reshape merging time with 4 gets ("4*time"); "4*time" * 2 / 8 is time;
+    a size 0 times a symbol is 0; a sum, a negative size or a remainder is not evaluated."""
+    m = _speech_chain("unsqueeze", "mul-div")
+    work, _ = normalize.normalize_proto(m)
+    facts = symbolic_shapes(work.graph)
+    assert facts.named(facts.shapes["x2"])[1] == "4*time"
+    assert symbols._symbolic("Mul", ("time", 4), (4, "batch")) == ("4*time", "4*batch")
+    assert symbols._symbolic("Div", ("8*time",), (8,)) == ("time",)
+    assert symbols._symbolic("Mul", (0,), ("time",)) == (0,)
+    assert symbols._symbolic("Div", ("time",), (2,)) is None
+    assert symbols._symbolic("Div", ("4*time",), (3,)) is None
+    assert symbols._symbolic("Add", ("time",), (1,)) is None
+    assert symbols._symbolic("Mul", ("time",), (-1,)) is None
+
+
+def test_reshape_keeps_elements_only_as_a_list() -> None:
+    """A Reshape keeps a shape computation's elements at rank <= 1 only: to [-1], [n] or, from one element,
+    []; not to [2, 1] (rows), nor to another element count."""
+    assert symbols._flattened(2, (-1,)) and symbols._flattened(2, (2,)) and symbols._flattened(1, ())
+    assert not symbols._flattened(2, (2, 1)) and not symbols._flattened(2, (1, 2))
+    assert not symbols._flattened(2, (3,)) and not symbols._flattened(2, ()) and not symbols._flattened(2, None)
+
+
+def test_a_row_of_two_unsqueezed_dims_is_not_read_as_a_list() -> None:
+    """Concat(Unsqueeze(b, [1]), Unsqueeze(t, [1]), axis=-1) is [[batch, time]] (rank 2): its row 0 is both
+    dims, not batch alone (read as a list of elements, the target was [batch, 2, 4] and the Reshape failed at
+    run time); a value of rank 2 is no shape computation, so the chain stays and the output is right."""
+    nodes = [
+        node("Shape", ["x"], "s"),
+        node("Slice", ["s", "zero", "one"], "b"),
+        node("Slice", ["s", "one", "two"], "t"),
+        node("Unsqueeze", ["b", "ax1"], "bu"),
+        node("Unsqueeze", ["t", "ax1"], "tu"),
+        node("Concat", ["bu", "tu"], "row", axis=-1),
+        node("Gather", ["row", "i0"], "bt", axis=0),
+        node("Concat", ["bt", "tail"], "target", axis=0),
+        node("Reshape", ["x", "target"], "y"),
+    ]
+    ints = dict(zero=[0], one=[1], two=[2], ax1=[1], i0=0, tail=[2, 4])
+    m = model(
+        nodes, [("x", "FLOAT", ("batch", "time", 8))], initializers={k: np.array(v, np.int64) for k, v in ints.items()}
+    )
+    result = eqsat.optimize(m)
+    assert result.report.verification.ok
+    assert op_counts(result.proto)["Shape"] == 1
+    for shape in ((2, 3, 8), (3, 5, 8)):
+        _same_outputs(m, result.proto, {"x": RNG.standard_normal(shape).astype(np.float32)})
+
+
+def test_a_reshape_of_a_shape_to_two_dims_is_not_a_list() -> None:
+    """Shape(x)[0:2] reshaped to [1, 2] and row 0 gathered is [[batch, time]]: the Reshape to [1, 2] is not
+    read as keeping a list, so the chain stays."""
+    nodes = [
+        node("Shape", ["x"], "s"),
+        node("Slice", ["s", "zero", "two"], "bt"),
+        node("Reshape", ["bt", "row_shape"], "row"),
+        node("Gather", ["row", "i0"], "g", axis=0),
+        node("Concat", ["g", "tail"], "target", axis=0),
+        node("Reshape", ["x", "target"], "y"),
+    ]
+    ints = dict(zero=[0], two=[2], row_shape=[1, 2], i0=0, tail=[2, 4])
+    m = model(
+        nodes, [("x", "FLOAT", ("batch", "time", 8))], initializers={k: np.array(v, np.int64) for k, v in ints.items()}
+    )
+    out = eqsat.optimize(m).proto
+    assert op_counts(out)["Shape"] == 1
+    for shape in ((2, 3, 8), (3, 5, 8)):
+        _same_outputs(m, out, {"x": RNG.standard_normal(shape).astype(np.float32)})
+
+
+def test_a_chain_scaled_by_data_stays() -> None:
+    """The time piece times a count computed from x's values (Cast(ReduceMax(x) * 0 + 4)) is 4 * time at run
+    time, but no shape fact says so: the target stays computed."""
+    nodes = [
+        node("Reshape", ["x", "frames"], "x2"),
+        node("Shape", ["x"], "s"),
+        node("Gather", ["s", "i0"], "b0", axis=0),
+        node("Unsqueeze", ["b0", "ax"], "batch"),
+        node("Slice", ["s", "one", "two"], "t0"),
+        node("ReduceMax", ["x"], "mx", keepdims=0),
+        node("Mul", ["mx", "zero_f"], "z"),
+        node("Add", ["z", "four_f"], "k_f"),
+        node("Cast", ["k_f"], "k", to=onnx.TensorProto.INT64),
+        node("Mul", ["t0", "k"], "t1"),
+        node("Reshape", ["t1", "flat"], "time4"),
+        node("Concat", ["batch", "time4", "tail"], "target", axis=0),
+        node("Reshape", ["x2", "target"], "y"),
+    ]
+    inits = {
+        k: np.array(v, np.int64)
+        for k, v in dict(frames=[0, -1, 20], i0=0, ax=[0], one=[1], two=[2], flat=[-1], tail=[-1, 10]).items()
+    }
+    inits.update(zero_f=np.array(0, np.float32), four_f=np.array(4, np.float32))
+    m = model(nodes, [("x", "FLOAT", ("batch", "time", 80))], initializers=inits)
+    result = eqsat.optimize(m)
+    assert result.report.verification.ok
+    assert op_counts(result.proto)["Shape"] == 1 and op_counts(result.proto)["Cast"] == 1
+
+
+def test_a_declared_dim_param_that_reads_as_a_product_is_a_name() -> None:
+    """x [2*seq, seq, 8]: the dim_param "2*seq" is a size of its own, not twice seq; Shape(x)[1:2] * 2 is no
+    name for it, so a target Concat(Shape(x)[1:2] * 2, [-1]) is not written [0, -1]."""
+    nodes = [
+        node("Shape", ["x"], "s"),
+        node("Slice", ["s", "one", "two"], "t0"),
+        node("Mul", ["t0", "two"], "t1"),
+        node("Concat", ["t1", "flat"], "target", axis=0),
+        node("Reshape", ["x", "target"], "y"),
+    ]
+    ints = dict(one=[1], two=[2], flat=[-1])
+    inits = {k: np.array(v, np.int64) for k, v in ints.items()}
+    m = model(nodes, [("x", "FLOAT", ("2*seq", "seq", 8))], initializers=inits)
+    out = eqsat.optimize(m, verify=False).proto
+    assert op_counts(out)["Shape"] == 1
+    feeds = {"x": RNG.standard_normal((3, 2, 8)).astype(np.float32)}  # 2*seq is 3 here: the Reshape is valid
+    _same_outputs(m, out, feeds)

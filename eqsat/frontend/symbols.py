@@ -242,6 +242,11 @@ class _Recovery:
             return 3
         return 2 if d in self.table.declared else 1 if PRODUCT in str(d) else 0
 
+    def no_declared_products(self, dims: Sequence[Dim]) -> bool:
+        """No dim is a declared dim_param that reads as a product ("2*seq" declared is a name of its own, not
+        twice seq: `_symbolic` must neither split it nor compute it)."""
+        return not any(isinstance(d, str) and PRODUCT in d and d in self.table.declared for d in dims)
+
     def named(self, value: ir.Value, hints: Sequence[Dim] = ()) -> None:
         """Record `value`'s dims: declared ones kept (and unified with `hints`, same position), unknown ones
         from `hints` or fresh."""
@@ -324,7 +329,8 @@ class _Recovery:
     def record(self, node: ir.Node) -> None:
         if node.domain in ("", "ai.onnx") and len(node.outputs) == 1 and node.outputs[0].name:
             items = self.evaluate(node)
-            if items is not None:
+            shape = node.outputs[0].shape
+            if items is not None and (shape is None or len(shape) <= 1):  # axis 0 is then the elements' order
                 self.values[node.outputs[0].name] = items
         if node.op_type == "Split" and node.domain in ("", "ai.onnx"):
             for out, hints in zip(node.outputs, self.split(node)):
@@ -351,7 +357,8 @@ class _Recovery:
     def evaluate(self, node: ir.Node) -> tuple[Dim, ...] | None:
         """A shape computation's output elements (sizes and symbols), or None when it is not one: Shape,
         Gather along axis 0 with constant indices, Concat, Slice along axis 0 with step 1, Cast to an integer
-        type, Identity, Squeeze/Unsqueeze of one element, and Add/Sub/Mul/Div of sizes."""
+        type, Identity, Squeeze/Unsqueeze of one element, a Reshape that keeps the elements (`_flattened`),
+        Add/Sub/Mul/Div of sizes, and Mul/Div of symbols (`_symbolic`)."""
         op, ins = node.op_type, node.inputs
         first = self.value(ins[0]) if ins else None
         if op == "Shape":
@@ -364,6 +371,8 @@ class _Recovery:
             return first
         if op in ("Squeeze", "Unsqueeze"):
             return first if first is not None and len(first) == 1 else None
+        if op == "Reshape" and first is not None and len(ins) > 1:
+            return first if _flattened(len(first), self.value(ins[1])) else None
         if op == "Gather" and _int(node, "axis") == 0 and first is not None and len(ins) > 1:
             index = self.value(ins[1])
             n = len(first)
@@ -385,8 +394,11 @@ class _Recovery:
             return first[slice(starts[0], ends[0])] if plain else None  # type: ignore[arg-type,index]  # plain: ints
         if op in _ARITHMETIC and first is not None and len(ins) == 2:
             other = self.value(ins[1])
-            if other is None or len(other) != len(first) or not all(isinstance(d, int) for d in first + other):
+            if other is None or len(other) != len(first):
                 return None
+            if not all(isinstance(d, int) for d in first + other):
+                items = _symbolic(op, first, other)
+                return items if items is not None and self.no_declared_products(first + other + items) else None
             if op == "Div" and 0 in other:
                 return None
             return tuple(_ARITHMETIC[op](a, b) for a, b in zip(first, other))  # type: ignore[arg-type]
@@ -528,6 +540,34 @@ _INT_TYPES = frozenset({ir.DataType.INT64.value, ir.DataType.INT32.value})
 _HUGE = 2**31 - 1
 #: Largest constant read as a shape computation's operand.
 MAX_SHAPE_VALUE = 16
+
+
+def _flattened(count: int, target: tuple[Dim, ...] | None) -> bool:
+    """Whether Reshape(v, target) of a shape computation v of `count` elements (rank <= 1) keeps them in order
+    at rank <= 1: a constant target [-1] or [count], or [] (a scalar) of one element. A target of rank 2
+    (a [2, 1] view) is no list of elements: its axis 0 holds rows."""
+    if target is None or len(target) > 1:
+        return False
+    return target in ((-1,), (count,)) or (target == () and count == 1)
+
+
+def _symbolic(op: str, first: tuple[Dim, ...], other: tuple[Dim, ...]) -> tuple[Dim, ...] | None:
+    """Mul of sizes and symbols as a product symbol (named by its factors, `_product`, as `_inferred` names
+    the dim a Reshape merges), and Div of a product symbol by a size that divides its size factor ("4*time"
+    / 4 is time); None for anything else (a sum of symbols, a negative size, a division with a remainder)."""
+    if None in first or None in other or any(isinstance(d, int) and d < 0 for d in first + other):
+        return None
+    out: list[Dim] = []
+    for a, b in zip(first, other):
+        if op == "Mul":
+            size, factors = _factors([a, b])
+            out.append(_product(size, factors) if size else 0)  # a size 0 is 0 whatever the symbols
+            continue
+        size, factors = _factors([a])
+        if op != "Div" or not isinstance(b, int) or b == 0 or size % b != 0:
+            return None
+        out.append(_product(size // b, factors))
+    return tuple(out)
 
 
 def _broadcast(shapes: Sequence[tuple[Dim, ...]], rank: int) -> tuple[Dim, ...]:

@@ -285,10 +285,13 @@ def _target(fz: Any, x: Any, plan: Sequence[Any]) -> str:
 
 def _piece(fz: Any, p: Any) -> str:
     """A 1-D int64 tensor: a constant (a list), or ("of", v, lo, hi), v's dims lo:hi, read from the Shape of
-    v or (one dynamic dim) of another value that has the same dim; sometimes through a Cast to int32 and back."""
+    v or (one dynamic dim) of another value that has the same dim; sometimes through a Reshape to [-1], or a
+    Cast to int32 and back."""
     if isinstance(p, list):
         return fz.ints(static(p))
     read = _read(fz, p)
+    if fz.chance(0.15):  # flattened again, as exporters do: Reshape(piece, [-1]) keeps its elements
+        read = fz.node("Reshape", [read, fz.ints([-1])])
     if fz.chance(0.1):
         return fz.node("Cast", [fz.node("Cast", [read], to=6)], to=7)  # INT32, INT64
     return read
