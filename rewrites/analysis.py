@@ -9,7 +9,7 @@
     splat(Scalar(v), v); splat(L(c), v) for splat(c, v), L Reshape/Transpose/Expand/Identity (the loader
                                                                     gives Const splats: zeros, ones, ...)
     elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
-                                                                    sum-of(a, b), symbol-count(v)
+                                                                    sum-of(a, b), symbol-count(v), quotients(v, d)
                                                                     (functions of lists, on demand)
 
 Functions of lists (eqsat.engine.terms.LIST_FUNCTIONS): egglog has no fold or sort over vectors, so a rule that
@@ -95,6 +95,13 @@ LIST_ROWS = (
     fact(
         f"(need-symbol-count v) {_LAST.format(v='v')} (= c (symbol-count (vec-pop v)))",
         "(set (symbol-count v) (+ c (min 1 (max 0 (- 0 l)))))",
+    ),
+    # quotients(v, d): the others' quotients with l / d pushed after them, declined unless d > 0 divides l >= 0
+    fact("(need-quotients v d) (> (vec-length v) 0)", "(need-quotients (vec-pop v) d)"),
+    fact("(need-quotients v d) (= (vec-length v) 0) (> d 0)", "(set (quotients v d) (vec-empty))"),
+    fact(
+        f"(need-quotients v d) {_LAST.format(v='v')} (> d 0) (>= l 0) (= (% l d) 0) (= r (quotients (vec-pop v) d))",
+        "(set (quotients v d) (vec-push r (/ l d)))",
     ),
     # dims-product(v, ix): v[l] times the product of the others, declined at a symbol (a negative dim)
     fact("(need-dims-product v ix) (> (vec-length ix) 0)", "(need-dims-product v (vec-pop ix))"),
@@ -226,7 +233,7 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix): "
-        "functions of lists, sum-of(a, b) and symbol-count(v) computed by recursion where a rule's need row asks "
+        "functions of lists, sum-of(a, b), symbol-count(v) and quotients(v, d) computed by recursion where a rule's need row asks "
         "for them (any length)",
         LIST_ROWS,
         ruleset="analysis",

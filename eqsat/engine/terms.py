@@ -289,6 +289,7 @@ LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
     "dims-product": ("IVec IVec", "i64"),  # the product of v[ix] when each is a size (>= 0)
     "sum-of": ("IVec IVec", "IVec"),  # a + b elementwise (equal lengths)
     "symbol-count": ("IVec", "i64"),  # how many entries of a shape are symbols (negative)
+    "quotients": ("IVec i64", "IVec"),  # v[i] / d, when d > 0 divides every v[i] >= 0 (else no value)
 }
 
 #: Constructors whose ONNX op has another name (what reports show): the op lowering writes for them.
