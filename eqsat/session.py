@@ -29,6 +29,7 @@ from eqsat.engine.prepared import checkout
 from eqsat.engine.rule_closure import CONSTRUCTORS, Usable, present_constructors, usable_rules
 from eqsat.engine.saturate import Limits, RunReport, run
 from eqsat.engine import terms
+from eqsat.engine.unify import Fact, met, unified
 
 if TYPE_CHECKING:  # heavy modules stay lazy at run time
     import onnx_ir as ir
@@ -210,8 +211,10 @@ class Session:
         return out
 
 
-#: egglog's complaint when two shape facts meet in one e-class.
+#: egglog's complaint when two shape facts of one e-class differ in a size or a rank (shape-dim, shape-rank).
 _SYMBOL_CONFLICT = "Illegal merge attempted for function shape"
+#: Saturations again with symbols unified, at most (each round unifies at least one more symbol).
+UNIFY_ROUNDS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -357,21 +360,33 @@ def _saturate(
     start: float,
     note: Callable[[str], None],
 ) -> tuple[EGraph, Encoding, RunReport, EGraph]:
-    """Encode `work` with symbolic shape facts and saturate it; if two of them meet in one e-class (dims the
-    symbol recovery could not prove equal: egglog's illegal merge, at loading or during the run), again on
-    static shape facts only, in a fresh backend: as sound as before symbols, and the report says so."""
-    encoding = encode(work)
-    try:
-        egraph, report, input_graph = _in_backend(backend, usable, encoding, limits, phases, start, note)
-        if report.error is None or _SYMBOL_CONFLICT not in report.error:
+    """Encode `work` with symbolic shape facts and saturate it. Symbols that met in one e-class (facts the
+    symbol recovery could not prove equal) are unified (eqsat.engine.unify) and the model saturated again
+    with them, until none meet (at most `UNIFY_ROUNDS` times; every round's e-graph is sound). If two
+    different sizes or ranks meet (egglog's illegal merge, at loading or during the run), again on static
+    shape facts only, in a fresh backend: as sound as before symbols, and the report says so."""
+    representatives: dict[int, int] = {}
+    rounds = 0
+    while True:
+        encoding = encode(work, unified=representatives)
+        try:
+            egraph, report, input_graph, groups = _in_backend(backend, usable, encoding, limits, phases, start, note)
+        except Exception as exc:  # egglog's EggSmolError while loading the facts
+            if _SYMBOL_CONFLICT not in str(exc):
+                raise
+            where = "loading"
+            break
+        if report.error is not None and _SYMBOL_CONFLICT in report.error:
+            where = "saturation"
+            break
+        found = unified(groups, representatives, encoding.symbols.preference) if groups else representatives
+        if not groups or rounds == UNIFY_ROUNDS or found is None:
+            if groups:
+                report.note = f"symbols still met after {rounds} rounds of unification"
             return egraph, encoding, report, input_graph
-        where = "saturation"
-    except Exception as exc:  # egglog's EggSmolError while loading the facts
-        if _SYMBOL_CONFLICT not in str(exc):
-            raise
-        where = "loading"
+        representatives, rounds = found, rounds + 1
     encoding = encode(work, symbolic=False)
-    egraph, report, input_graph = _in_backend(prepared.like(backend), usable, encoding, limits, phases, start, note)
+    egraph, report, input_graph, _ = _in_backend(prepared.like(backend), usable, encoding, limits, phases, start, note)
     report.note = f"symbolic shape facts conflicted during {where}; saturated with static shape facts only"
     return egraph, encoding, report, input_graph
 
@@ -384,7 +399,7 @@ def _in_backend(
     phases: dict[str, float],
     start: float,
     note: Callable[[str], None],
-) -> tuple[EGraph, RunReport, EGraph]:
+) -> tuple[EGraph, RunReport, EGraph, list[tuple[Fact, ...]]]:
     """`_run` in `backend` (declarations and rules installed) between a push and a pop; a backend an earlier
     egglog panic broke is replaced by a fresh one with the same rules, and a pop that fails (a panic during
     this run: the result is already decoded or fell back) leaves it marked broken (eqsat.engine.prepared drops it)."""
@@ -409,7 +424,7 @@ def _run(
     phases: dict[str, float],
     start: float,
     note: Callable[[str], None],
-) -> tuple[EGraph, RunReport, EGraph]:
+) -> tuple[EGraph, RunReport, EGraph, list[tuple[Fact, ...]]]:
     """Load `encoding` into `backend` (declarations, `usable`'s rules and standard facts there), snapshot
     the input graph (every e-class its one original e-node: what the input costs), saturate, decode."""
     backend.load(terms.model_facts(encoding.perms, encoding.opset))
@@ -430,8 +445,11 @@ def _run(
     phases["saturate"] = time.perf_counter() - start
     note("decode")
     start = time.perf_counter()
+    groups: list[tuple[Fact, ...]] = []
     try:
-        egraph = decode(backend.snapshot(), encoding.refs.values(), encoding.rows.ops(), encoding.symbols.sizes())
+        tables = backend.snapshot()
+        groups = met(tables)
+        egraph = decode(tables, encoding.refs.values(), encoding.rows.ops(), encoding.symbols.sizes())
     except BaseException as exc:  # the e-graph is unusable after a panic: extract the input as it was
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
@@ -439,4 +457,4 @@ def _run(
         report.error = f"{report.error or type(exc).__name__}; fell back to the input graph"
     report.eclasses = sum(1 for c in egraph.classes if c.sort == "T")
     phases["decode"] = time.perf_counter() - start
-    return egraph, report, input_graph
+    return egraph, report, input_graph, groups

@@ -9,7 +9,8 @@
     splat(Scalar(v), v); splat(L(c), v) for splat(c, v), L Reshape/Transpose/Expand/Identity (the loader
                                                                     gives Const splats: zeros, ones, ...)
     elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
-                                                                    sum-of(a, b), symbol-count(v), quotients(v, d)
+                                                                    sum-of(a, b), symbol-count(v), quotients(v, d),
+                                                                    zeros-resolved(t, sy, sx)
                                                                     (functions of lists, on demand)
 
 Functions of lists (eqsat.engine.terms.LIST_FUNCTIONS): egglog has no fold or sort over vectors, so a rule that
@@ -96,6 +97,26 @@ LIST_ROWS = (
         f"(need-symbol-count v) {_LAST.format(v='v')} (= c (symbol-count (vec-pop v)))",
         "(set (symbol-count v) (+ c (min 1 (max 0 (- 0 l)))))",
     ),
+    # zeros-resolved(t, sy, sx): t with each 0 (a copy of dim i of shape sy) as sy[i] when that is a size > 0 (a 0
+    # would read as a copy again), or kept 0
+    # when sy[i] is the symbol sx[i] (a copy of that dim of shape sx); declined when neither is known
+    fact("(need-zeros-resolved t sy sx) (> (vec-length t) 0)", "(need-zeros-resolved (vec-pop t) sy sx)"),
+    fact("(need-zeros-resolved t sy sx) (= (vec-length t) 0)", "(set (zeros-resolved t sy sx) t)"),
+    fact(
+        f"(need-zeros-resolved t sy sx) {_LAST.format(v='t')} (!= l 0) (= r (zeros-resolved (vec-pop t) sy sx))",
+        "(set (zeros-resolved t sy sx) (vec-push r l))",
+    ),
+    fact(
+        f"(need-zeros-resolved t sy sx) {_LAST.format(v='t')} (= l 0) (<= n (vec-length sy)) "
+        "(> (vec-get sy (- n 1)) 0) (= r (zeros-resolved (vec-pop t) sy sx))",
+        "(set (zeros-resolved t sy sx) (vec-push r (vec-get sy (- n 1))))",
+    ),
+    fact(
+        f"(need-zeros-resolved t sy sx) {_LAST.format(v='t')} (= l 0) (<= n (vec-length sy)) (<= n (vec-length sx)) "
+        "(< (vec-get sy (- n 1)) 0) (= (vec-get sy (- n 1)) (vec-get sx (- n 1))) "
+        "(= r (zeros-resolved (vec-pop t) sy sx))",
+        "(set (zeros-resolved t sy sx) (vec-push r 0))",
+    ),
     # quotients(v, d): the others' quotients with l / d pushed after them, declined unless d > 0 divides l >= 0
     fact("(need-quotients v d) (> (vec-length v) 0)", "(need-quotients (vec-pop v) d)"),
     fact("(need-quotients v d) (= (vec-length v) 0) (> d 0)", "(set (quotients v d) (vec-empty))"),
@@ -114,6 +135,22 @@ LIST_ROWS = (
 )
 
 RULES = [
+    Rule(
+        "shape-facts-agree",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "every shape fact an e-class gets has its rank and its static dims (shape-rank, shape-dim): two that "
+        "differ there are a real conflict (egglog's illegal merge); symbols that meet are unified by the session",
+        (
+            fact("(shape-met t s)", "(set (shape-rank t) (vec-length s))"),
+            fact(
+                "(shape-met t s) (dim-index i) (< i (vec-length s)) (>= (vec-get s i) 0)",
+                "(set (shape-dim t i) (vec-get s i))",
+            ),
+        ),
+        ruleset="analysis",
+    ),
     Rule(
         "shape-unary",
         "analysis",
@@ -232,9 +269,9 @@ RULES = [
         "analysis",
         "exact",
         "eqsat:analysis",
-        "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix): "
-        "functions of lists, sum-of(a, b), symbol-count(v) and quotients(v, d) computed by recursion where a rule's need row asks "
-        "for them (any length)",
+        "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix), "
+        "zeros-resolved(t, sy, sx): functions of lists, sum-of(a, b), symbol-count(v) and quotients(v, d) computed by "
+        "recursion where a rule's need row asks for them (any length)",
         LIST_ROWS,
         ruleset="analysis",
     ),

@@ -23,8 +23,9 @@
     V(W(x)) -> Reshape(x, shape(out))               V, W: Reshape then Squeeze / Unsqueeze, or Squeeze / Unsqueeze
                                                     then Reshape; the output shape without 0, at most one symbol
                                                     (as -1; the inner targets' 0 and -1 entries do not matter)
-    Reshape(Reshape(x, s), t) -> Reshape(x, t)      t without 0 entries (or allowzero): a 0 copies a dim
-                                                    of the inner Reshape's output, which x may not have
+    Reshape(Reshape(x, s), t) -> Reshape(x, t)      t without 0 entries (or allowzero); a 0 (a copy of the
+                                                    inner output's dim i) written as that dim's size, or
+                                                    kept when that dim is x's dim i (the same symbol)
 
 Common sub-expressions need no rule: the e-graph hash-conses identical typed ops on the same inputs into
 one node; nondeterministic ops (RandomNormalLike, ...) are opaque nodes keyed by their position, never merged.
@@ -104,6 +105,10 @@ VIEW_MERGE = (
     need("(= __root (Reshape (Unsqueeze x a) s z)) (= so (shape __root))", "(need-symbol-count so)"),
     rw("(Reshape (Unsqueeze x a) s z)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
 )
+
+#: An outer Reshape with copied dims (allowzero 0) over an inner one: sy the inner output's shape, sx x's.
+_ZEROS_OF = "(= y (Reshape x s z)) (= sy (shape y)) (= sx (shape x))"
+_ZEROS = f"(= __root (Reshape y t 0)) {_ZEROS_OF}"
 
 RULES = [
     Rule(
@@ -280,10 +285,13 @@ RULES = [
         "cleanup",
         "exact",
         "onnxoptimizer:fuse_consecutive_reshapes",
-        "Reshape(Reshape(x, s), t) -> Reshape(x, t) when t has no 0 entry (or allowzero = 1)",
+        "Reshape(Reshape(x, s), t) -> Reshape(x, t) when t has no 0 entry (or allowzero = 1); a 0 in t (a copy of "
+        "the inner output's dim i) becomes that dim when it is a size, or stays when it is x's dim i (the same symbol)",
         (
             rw("(Reshape (Reshape x s z) t w)", "(Reshape x t w)", "(vec-not-contains t 0)"),
             rw("(Reshape (Reshape x s z) t 1)", "(Reshape x t 1)"),
+            need(f"{_ZEROS} (vec-contains t 0)", "(need-zeros-resolved t sy sx)"),
+            rw("(Reshape y t 0)", "(Reshape x r 0)", f"{_ZEROS_OF} (vec-contains t 0) (= r (zeros-resolved t sy sx))"),
         ),
         ruleset="simplify",
     ),

@@ -68,9 +68,12 @@ def test_rules_run_report_and_vec_map() -> None:
 
 
 def test_conflicting_facts_raise_an_ordinary_error() -> None:
+    """shape keeps its first fact (symbols that meet are unified by the session, eqsat.engine.unify); the
+    facts that must agree (shape-dim, shape-rank: :no-merge) raise an ordinary error on a conflict."""
     backend = _loaded()
-    with pytest.raises(EgglogError, match="merge"):
-        backend.load(["(set (shape (Ref 0)) (vec-of 9))"])
+    backend.load(["(set (shape (Ref 0)) (vec-of 9))"])  # a second fact: kept aside, no error
+    with pytest.raises(EgglogError, match="Illegal merge attempted for function shape"):
+        backend.load(["(set (shape-rank (Ref 0)) 1)", "(set (shape-rank (Ref 0)) 2)"])
     assert decode(backend.snapshot()).refs  # the e-graph stays usable
 
 

@@ -589,10 +589,52 @@ def test_reshape_merge_consecutive() -> None:
     assert op_counts(result.model) == {"Reshape": 1}
 
 
-def test_reshape_merge_not_when_the_outer_shape_copies_a_dim() -> None:
-    """A 0 copies a dim of the inner Reshape's output (here 24), which x (2, 3, 4) does not have."""
+def test_reshape_merge_writes_a_copied_static_dim_as_its_size() -> None:
+    """A 0 copies a dim of the inner Reshape's output (here 24), which x (2, 3, 4) does not have: written as 24."""
     inits = {"s1": np.array([24, 1]), "s2": np.array([0, -1])}
     m = model([node("Reshape", ["x", "s1"], "r"), node("Reshape", ["r", "s2"], "y")], X, initializers=inits)
+    result = assert_rule_sound(m, "reshape-merge")
+    assert op_counts(result.model) == {"Reshape": 1}
+
+
+@pytest.mark.parametrize("batch", [80, None])
+def test_reshape_merge_keeps_a_zero_that_copies_the_same_dim_of_x(batch: int | None) -> None:
+    """Reshape(Reshape(x, [80, -1, 1, 768]), [80, 0, 768]) for x [80, S, 768] (S dynamic): the inner dim 1 is x's
+    S, so the 0 copies x's dim 1 directly; with a dynamic batch its 0 copies x's dim 0 too. Two sizes of S."""
+    inits = {"s1": np.array([80, -1, 1, 768]), "s2": np.array([80, 0, 768])}
+    if batch is None:
+        inits["s1"][0] = inits["s2"][0] = 0  # the batch dim copied through both
+    m = model(
+        [node("Reshape", ["x", "s1"], "r"), node("Reshape", ["r", "s2"], "y")],
+        [("x", "FLOAT", (batch or "n", "seq", 768))],
+        initializers=inits,
+    )
+    for seq in (3, 7):
+        x = np.random.default_rng(seq).standard_normal((batch or 2, seq, 768)).astype(np.float32)
+        result = assert_rule_sound(m, "reshape-merge", {"x": x})
+        assert op_counts(result.model) == {"Reshape": 1}
+
+
+def test_reshape_merge_not_when_the_copied_dim_is_unknown() -> None:
+    """x [n, 6]; Reshape(x, [-1, 3]) has dim 0 = 2n, a size no symbol names: the outer 0 cannot be written."""
+    inits = {"s1": np.array([-1, 3]), "s2": np.array([0, 3])}
+    m = model(
+        [node("Reshape", ["x", "s1"], "r"), node("Reshape", ["r", "s2"], "y")],
+        [("x", "FLOAT", ("n", 6))],
+        initializers=inits,
+    )
+    assert_rule_does_not_fire(m, "reshape-merge")
+
+
+def test_reshape_merge_not_when_the_copied_dim_is_an_allowzero_empty_dim() -> None:
+    """Inner allowzero=1 makes dim 0 a literal 0 (x is (2, 0)); the outer 0 copies that 0. Written back as 0 in
+    Reshape(x, ., 0) it would copy x's 2 instead: not merged."""
+    inits = {"s1": np.array([0, 5]), "s2": np.array([0, 5])}
+    m = model(
+        [node("Reshape", ["x", "s1"], "r", allowzero=1), node("Reshape", ["r", "s2"], "y")],
+        [("x", "FLOAT", (2, 0))],
+        initializers=inits,
+    )
     assert_rule_does_not_fire(m, "reshape-merge")
 
 

@@ -58,7 +58,7 @@ def tables() -> dict[str, Table]:
         _table(
             "Scalar", ("i64", "f64", "String", "i64"), " (= v3 (load-vec c3))", "(union (Ref c0) (Scalar c1 c2 v3))"
         ),
-        _table("shape", ("i64", "i64"), " (= v1 (load-vec c1))", "(set (shape (Ref c0)) v1)"),
+        _table("shape", ("i64", "i64"), " (= v1 (load-vec c1))", "(set (shape (Ref c0)) v1) (shape-met (Ref c0) v1)"),
         _table("dtype", ("i64", "String"), "", "(set (dtype (Ref c0)) c1)"),
         _table("positive", ("i64",), "", "(positive (Ref c0))"),
         _table("finite", ("i64",), "", "(finite (Ref c0))"),

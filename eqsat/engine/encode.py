@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -42,6 +42,7 @@ class Encoding:
     opaque: int = 0
     handles: int = 0  # handles allocated: one per value, plus one per re-encoded broadcast constant
     symbols: SymbolTable = dataclasses.field(default_factory=SymbolTable)  # the symbols in shape facts
+    unified: dict[int, int] = dataclasses.field(default_factory=dict)  # symbol -> the dim it was proven equal to
 
 
 def constant_key(array: np.ndarray) -> str:
@@ -51,12 +52,15 @@ def constant_key(array: np.ndarray) -> str:
 
 
 class _Encoder:
-    def __init__(self, model: ir.Model, symbolic: bool = True) -> None:
+    def __init__(self, model: ir.Model, symbolic: bool = True, unified: Mapping[int, int] | None = None) -> None:
         self.model = model
         self.enc = Encoding(opset=model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
         self.rows = self.enc.rows
         facts = symbolic_shapes(model.graph)
         self.shapes, self.enc.symbols = facts.shapes, facts.table
+        if unified:  # symbols proven equal (eqsat.engine.unify): each written as its representative
+            self.enc.unified = dict(unified)
+            self.shapes = {name: tuple(unified.get(d, d) for d in dims) for name, dims in self.shapes.items()}
         if not symbolic:
             self.shapes = {name: shape for name, shape in facts.shapes.items() if all(d >= 0 for d in shape)}
         self.conv_readers: dict[int, int] = {}  # value handle -> Convs reading it as their input
@@ -426,10 +430,11 @@ def _dtype(value: ir.Value) -> str:
     return value.dtype.name
 
 
-def encode(model: ir.Model, symbolic: bool = True) -> Encoding:
+def encode(model: ir.Model, symbolic: bool = True, unified: Mapping[int, int] | None = None) -> Encoding:
     """Actions and side tables for `model` (normalized: shapes inferred, constants folded and lifted).
-    Without `symbolic`, only fully static shapes become shape facts (the fallback when symbols conflict)."""
-    encoder = _Encoder(model, symbolic)
+    Without `symbolic`, only fully static shapes become shape facts (the fallback when sizes conflict);
+    `unified` maps symbols to the dims an earlier saturation proved them equal to (eqsat.engine.unify)."""
+    encoder = _Encoder(model, symbolic, unified)
     encoder.encode_leaves()
     encoder.encode_nodes()
     enc = encoder.enc

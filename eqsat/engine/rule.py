@@ -31,6 +31,7 @@ DEFAULT_SOUNDNESS = frozenset({"exact", "fp-reassoc"})
 NEED_RULE = "list-functions"
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _UNION_TARGET = re.compile(r"\(union (\w+) ")
+_SET_SHAPE = re.compile(r"\(set \(shape ")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +50,40 @@ class Egglog:
         provenance = "".join(
             f' (rewritten {var} "{rule}")' for var in dict.fromkeys(_UNION_TARGET.findall(self.actions))
         )
-        return f'(rule ({self.facts}) ({self.actions}{provenance}) :ruleset {ruleset} :name "{name}")'
+        actions = self.actions + "".join(f" (shape-met {t} {v})" for t, v in shape_sets(self.actions))
+        return f'(rule ({self.facts}) ({actions}{provenance}) :ruleset {ruleset} :name "{name}")'
+
+
+def shape_sets(actions: str) -> list[tuple[str, str]]:
+    """The (term, vector) of every `(set (shape term) vector)` in `actions`: each also records its fact in
+    `shape-met`, where facts that meet in one e-class stay side by side (eqsat.engine.unify)."""
+    found = []
+    for match in _SET_SHAPE.finditer(actions):
+        term_end = _sexp_end(actions, match.end())
+        value_start = term_end + 1  # past the `)` closing `(shape term)`
+        while actions[value_start] == " ":
+            value_start += 1
+        found.append((actions[match.end() : term_end], actions[value_start : _sexp_end(actions, value_start)]))
+    return found
+
+
+def _sexp_end(text: str, start: int) -> int:
+    """The index just past the s-expression (or atom) starting at `start`."""
+    depth, k = 0, start
+    while k < len(text):
+        c = text[k]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            if depth == 0:
+                return k
+            depth -= 1
+            if depth == 0:
+                return k + 1
+        elif c == " " and depth == 0:
+            return k
+        k += 1
+    return k
 
 
 def op_pattern(op: str, *args: str) -> str:

@@ -289,6 +289,7 @@ LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
     "dims-product": ("IVec IVec", "i64"),  # the product of v[ix] when each is a size (>= 0)
     "sum-of": ("IVec IVec", "IVec"),  # a + b elementwise (equal lengths)
     "symbol-count": ("IVec", "i64"),  # how many entries of a shape are symbols (negative)
+    "zeros-resolved": ("IVec IVec IVec", "IVec"),  # t's 0s (copies of dims sy) as sizes, or as 0s copying sx
     "quotients": ("IVec i64", "IVec"),  # v[i] / d, when d > 0 divides every v[i] >= 0 (else no value)
 }
 
@@ -388,6 +389,10 @@ def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
     return tuple(inv)
 
 
+#: Shape facts' static dims are checked against each other up to this rank (`dim-index`).
+MAX_CHECKED_RANK = 16
+
+
 def declarations() -> str:
     """The egglog program that declares sorts, constructors and fact tables (Backend.declare adds eqsat.engine.bulk's
     load tables)."""
@@ -405,7 +410,13 @@ def declarations() -> str:
     for spec in OPS.values():
         lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
     lines += [
-        "(function shape (T) IVec :no-merge)",
+        # shape facts: the first one an e-class gets is read by the rules; every one it gets is in shape-met
+        # (symbols that meet there are unified by eqsat.engine.unify); static dims and ranks that differ panic
+        "(function shape (T) IVec :merge old)",
+        "(relation shape-met (T IVec))",
+        "(function shape-dim (T i64) i64 :no-merge)",
+        "(function shape-rank (T) i64 :no-merge)",
+        "(relation dim-index (i64))",
         "(function dtype (T) String :no-merge)",
         "(relation positive (T))",
         "(relation is-const (T))",
@@ -466,6 +477,7 @@ def standard_facts() -> list[str]:
         f"(dtype-group {egg_str(g)} {egg_str(d)} {since})" for g, rows in DTYPE_GROUPS.items() for d, since in rows
     ]
     facts += [f"(set (float-max {egg_str(d)}) {egg_float(top)})" for d, top in FLOAT_MAX.items()]
+    facts += [f"(dim-index {i})" for i in range(MAX_CHECKED_RANK)]
     return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
 
 

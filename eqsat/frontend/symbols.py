@@ -120,6 +120,23 @@ BROADCASTING = frozenset(
         "BitwiseXor",
     }
 )
+#: Reductions: output 0 is input 0 with the reduced axes 1 (keepdims) or dropped.
+REDUCTIONS = frozenset(
+    {
+        "ReduceMean",
+        "ReduceSum",
+        "ReduceMax",
+        "ReduceMin",
+        "ReduceProd",
+        "ReduceL1",
+        "ReduceL2",
+        "ReduceLogSum",
+        "ReduceLogSumExp",
+        "ReduceSumSquare",
+        "ArgMax",
+        "ArgMin",
+    }
+)
 #: Windowed ops: output (N, C_out, spatial...) from input (N, C, spatial...).
 WINDOWED = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool", "ConvInteger", "QLinearConv"})
 
@@ -154,6 +171,10 @@ class SymbolTable:
         name = self.names.get(symbol)
         return name if name in self.declared else None
 
+    def preference(self, symbol: int) -> int:
+        """Which of unified symbols represents them: a declared one (lowering writes it back), else any."""
+        return 1 if self.declared_name(symbol) is not None else 0
+
     def sizes(self) -> dict[int, int]:
         """The size each symbol is priced at."""
         return {i: representative_size(n) for n, i in self.ids.items()}
@@ -172,8 +193,9 @@ def representative_size(name: str) -> int:
 _INFERRED_NAME = re.compile(r"unk__\d+")
 
 
-def declared_dims(shape: ir.Shape | None) -> tuple[Dim, ...] | None:
-    """A declared shape as sizes, dim_params and None (unknown: unnamed, or a negative dim_value)."""
+def declared_dims(shape: ir.Shape | None, inferred: bool = False) -> tuple[Dim, ...] | None:
+    """A declared shape as sizes, dim_params and None (unknown: unnamed, or a negative dim_value); with
+    `inferred`, the names ONNX inference gave (`unk__N`: one name is one size, as inference propagates it) too."""
     if shape is None:
         return None
     dims: list[Dim] = []
@@ -181,7 +203,7 @@ def declared_dims(shape: ir.Shape | None) -> tuple[Dim, ...] | None:
         if isinstance(d, int):
             dims.append(d if d >= 0 else None)
         else:
-            dims.append(d.value if d.value and not _INFERRED_NAME.fullmatch(d.value) else None)
+            dims.append(d.value if d.value and (inferred or not _INFERRED_NAME.fullmatch(d.value)) else None)
     return tuple(dims)
 
 
@@ -223,12 +245,12 @@ class _Recovery:
     def named(self, value: ir.Value, hints: Sequence[Dim] = ()) -> None:
         """Record `value`'s dims: declared ones kept (and unified with `hints`, same position), unknown ones
         from `hints` or fresh."""
-        dims = declared_dims(value.shape)
+        dims = declared_dims(value.shape, inferred=True)
         if dims is None or not value.name:
             return
         out: list[Dim] = []
         for axis, d in enumerate(dims):
-            if isinstance(d, str):
+            if isinstance(d, str) and not _INFERRED_NAME.fullmatch(d):
                 self.table.declared.add(d)
             hint = hints[axis] if axis < len(hints) and len(hints) == len(dims) else None
             if d is None:
@@ -395,6 +417,8 @@ class _Recovery:
             return (x[0], None, *self.windowed(node, x))
         if op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool") and x is not None and len(x) == rank:
             return (x[0], x[1])
+        if op in REDUCTIONS and x is not None:
+            return self.reduced(node, x, rank)
         target = self.value(node.inputs[1]) if len(node.inputs) > 1 else None
         if op == "Reshape" and target is not None and len(target) == rank:
             return _reshaped(x, target, copy_zeros=not _int(node, "allowzero"))
@@ -411,6 +435,27 @@ class _Recovery:
             shape = self.value(node.inputs[0])
             return shape if shape is not None and len(shape) == rank else ()
         return ()
+
+    def reduced(self, node: ir.Node, x: tuple[Dim, ...], rank: int) -> tuple[Dim, ...]:
+        """A reduction's dims: x's, each reduced axis 1 (keepdims) or dropped; no axes reduce all of them
+        (or none, with noop_with_empty_axes); ArgMax/ArgMin reduce their `axis`."""
+        if node.op_type in ("ArgMax", "ArgMin"):
+            axes: Sequence[Dim] | None = [_int(node, "axis")]
+        else:
+            given = node.inputs[1] if len(node.inputs) > 1 else None
+            axes = self.value(given) if given is not None else _ints(node, "axes")
+            if given is not None and axes is None:
+                return ()  # axes computed at run time
+        if axes is not None and not all(isinstance(a, int) and -len(x) <= a < len(x) for a in axes):
+            return ()
+        if not axes:
+            if _int(node, "noop_with_empty_axes") and node.op_type not in ("ArgMax", "ArgMin"):
+                return x if len(x) == rank else ()
+            axes = range(len(x))
+        gone = {a % len(x) for a in axes}  # type: ignore[operator]
+        keep = _int(node, "keepdims") if "keepdims" in node.attributes else 1
+        out = tuple(1 if a in gone else d for a, d in enumerate(x)) if keep else _squeezed(x, sorted(gone), rank)
+        return out if len(out) == rank else ()
 
     def concat(self, node: ir.Node, ins: list[tuple[Dim, ...] | None], rank: int) -> tuple[Dim, ...]:
         """A Concat's dims: the inputs agree off the axis (ONNX requires it: their dims are unified), the

@@ -146,7 +146,7 @@ def _reshape_merge(draw: Callable, st: Any) -> RuleCase:
     g = DrawnGraph()
     x = g.input("x", draw(float_arrays(shape)))
     g.inits["s1"] = np.array(draw(st.sampled_from(([-1], [1, -1], [-1, 1, 1]))), np.int64)
-    second = list(draw(st.sampled_from(([size, -1], [-1], [1, -1], list(shape)))))
+    second = list(draw(st.sampled_from(([size, -1], [-1], [1, -1], [0, -1], list(shape)))))  # 0: copies r1's dim 0
     second[-1] = -1  # never literally the inner output's shape (the folder removes that Reshape itself)
     g.inits["s2"] = np.array(second, np.int64)
     g.node("Reshape", [g.node("Reshape", [x, "s1"], "r1"), "s2"], "y")
