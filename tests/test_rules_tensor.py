@@ -770,8 +770,7 @@ def test_split_reshape_merge_qkv(target: str, x_shape: tuple, flat: bool, heads:
 def test_split_reshape_merge_whole_parts() -> None:
     """Parts of y [2, 3, 12] reshaped to [6, n_k] (rows regrouped, the width whole): one Reshape to [6, 12]."""
     m = model(
-        [split("y", ["p0", "p1"], 2, [4, 8], 13)]
-        + [node("Reshape", [f"p{k}", "rows"], f"o{k}") for k in range(2)],
+        [split("y", ["p0", "p1"], 2, [4, 8], 13)] + [node("Reshape", [f"p{k}", "rows"], f"o{k}") for k in range(2)],
         [("y", "FLOAT", (2, 3, 12))],
         ["o0", "o1"],
         initializers={"sizes": np.array([4, 8], np.int64), "rows": np.array([6, -1], np.int64)},

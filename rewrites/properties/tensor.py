@@ -112,7 +112,8 @@ def _transpose_sink_split(draw: Callable, st: Any) -> RuleCase:
 def _split_reshape_merge(draw: Callable, st: Any) -> RuleCase:
     """y [P.., N] split along its last axis into 2 or 3 widths, each part reshaped: by heads ([L.., h_k, d] with d
     dividing every width) or whole ([L.., n_k], L != P: a Reshape to the part's own shape is dropped at load); L = P,
-    P flattened or regrouped, as is, with one -1, or (L = P) with its leading dims as 0. The split axis written positive or negative, opset 11, 13 or 18."""
+    P flattened or regrouped, as is, with one -1, or (L = P) with its leading dims as 0. The split axis written
+    positive or negative, opset 11, 13 or 18."""
     lead = draw(shapes(1, 3, 3))
     heads = draw(st.booleans())
     d = draw(st.integers(1, 3)) if heads else 1
