@@ -736,7 +736,7 @@ def test_slice_merge_property(case: RuleCase) -> None:
 # ---- split-reshape-merge ----
 
 
-def _qkv(x_shape: tuple, flat: bool, targets: list, widths=(16, 16, 16)) -> object:
+def _reshaped_qkv(x_shape: tuple, flat: bool, targets: list, widths=(16, 16, 16)) -> object:
     """Q/K/V projections of x: (flat: x Reshaped to [-1, 16] first, tf2onnx) MatMul(W_k) + b_k, each Reshaped."""
     nodes = [node("Reshape", ["x", "flat"], "xf")] if flat else []
     inits = {"flat": np.array([-1, 16], np.int64)} if flat else {}
@@ -759,7 +759,7 @@ def test_split_reshape_merge_qkv(target: str, x_shape: tuple, flat: bool, heads:
     part after the Split): 1 Reshape fewer per part but one, verified at two sizes of each symbolic dim."""
     import eqsat
 
-    result = eqsat.optimize(_qkv(x_shape, flat, [heads] * 3), target=target)
+    result = eqsat.optimize(_reshaped_qkv(x_shape, flat, [heads] * 3), target=target)
     counts = op_counts(result.proto)
     assert result.report.verification.ok, result.report.verification.summary()
     assert "x:2x" in result.report.verification.summary() and "x:3x" in result.report.verification.summary()
