@@ -209,3 +209,42 @@ def test_splat_facts_property(case: RuleCase) -> None:
 @given(PROPERTIES["list-functions"]())
 def test_list_functions_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- shape-facts-agree: two different static sizes (or ranks) for one e-class are a real conflict ----
+
+
+def _relu_chain() -> object:
+    from eqsat.testing.models import make_model
+    import onnx.helper as oh
+
+    return make_model(
+        [oh.make_node("Relu", ["x"], ["r"]), oh.make_node("Sigmoid", ["r"], ["s"]), oh.make_node("Neg", ["s"], ["y"])],
+        [("x", "FLOAT", ("n", 4))],
+        ["y"],
+    )
+
+
+def test_shape_facts_agree_reports_two_sizes_for_one_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ "shape-facts-agree" refuses r loaded as [n, 5] where Relu keeps x's [n, 4]: reported as a conflict and
+    saturated again on static facts, never merged; without the planted fact there is no conflict."""
+    from eqsat.engine import encode as encode_module
+    from eqsat.session import saturate
+
+    clean = saturate(_relu_chain())
+    assert clean.saturation.error is None and "static shape facts only" not in clean.saturation.note
+    real = encode_module.symbolic_shapes
+
+    def wrong(graph, table=None):  # noqa: ANN001, ANN202 - the wrapped function's signature
+        facts = real(graph, table)
+        facts.shapes["r"] = (facts.shapes["r"][0], 5)
+        return facts
+
+    monkeypatch.setattr(encode_module, "symbolic_shapes", wrong)
+    assert "static shape facts only" in saturate(_relu_chain()).saturation.note
+
+
+@property_settings()
+@given(PROPERTIES["shape-facts-agree"]())
+def test_shape_facts_agree_property(case: RuleCase) -> None:
+    case.check()

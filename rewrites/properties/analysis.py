@@ -97,6 +97,14 @@ def _list_functions(draw: Callable, st: Any) -> RuleCase:
     return dataclasses.replace(case, rule="list-functions", also=(case.rule, *case.also))
 
 
+@rule_case
+def _facts_agree(draw: Callable, st: Any) -> RuleCase:
+    """A graph whose rewrites give classes second shape facts (a sunk unary): each is checked against the first
+    (rank and static dims), and the result stays equal to the input."""
+    case = draw(_analysis_case("shape-unary", "unary")())
+    return dataclasses.replace(case, rule="shape-facts-agree", also=(case.rule, *case.also))
+
+
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "shape-unary": _analysis_case("shape-unary", "unary"),
@@ -105,6 +113,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "constant-terms": _analysis_case("constant-terms", "transposed-constant"),
     "splat-facts": _splat_facts,
     "list-functions": _list_functions,
+    "shape-facts-agree": _facts_agree,
 }
 #: Properties checked with static shapes only.
 STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
