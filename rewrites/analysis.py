@@ -9,7 +9,8 @@
     splat(Scalar(v), v); splat(L(c), v) for splat(c, v), L Reshape/Transpose/Expand/Identity (the loader
                                                                     gives Const splats: zeros, ones, ...)
     elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
-                                                                    sum-of(a, b), symbol-count(v)
+                                                                    sum-of(a, b), symbol-count(v), quotients(v, d),
+                                                                    zeros-resolved(t, sy, sx)
                                                                     (functions of lists, on demand)
 
 Functions of lists (eqsat.engine.terms.LIST_FUNCTIONS): egglog has no fold or sort over vectors, so a rule that
@@ -115,6 +116,13 @@ LIST_ROWS = (
         "(< (vec-get sy (- n 1)) 0) (= (vec-get sy (- n 1)) (vec-get sx (- n 1))) "
         "(= r (zeros-resolved (vec-pop t) sy sx))",
         "(set (zeros-resolved t sy sx) (vec-push r 0))",
+    ),
+    # quotients(v, d): the others' quotients with l / d pushed after them, declined unless d > 0 divides l >= 0
+    fact("(need-quotients v d) (> (vec-length v) 0)", "(need-quotients (vec-pop v) d)"),
+    fact("(need-quotients v d) (= (vec-length v) 0) (> d 0)", "(set (quotients v d) (vec-empty))"),
+    fact(
+        f"(need-quotients v d) {_LAST.format(v='v')} (> d 0) (>= l 0) (= (% l d) 0) (= r (quotients (vec-pop v) d))",
+        "(set (quotients v d) (vec-push r (/ l d)))",
     ),
     # dims-product(v, ix): v[l] times the product of the others, declined at a symbol (a negative dim)
     fact("(need-dims-product v ix) (> (vec-length ix) 0)", "(need-dims-product v (vec-pop ix))"),
@@ -262,8 +270,8 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix), "
-        "zeros-resolved(t, sy, sx): functions of lists, sum-of(a, b) and symbol-count(v) computed by recursion where "
-        "a rule's need row asks for them (any length)",
+        "zeros-resolved(t, sy, sx): functions of lists, sum-of(a, b), symbol-count(v) and quotients(v, d) computed by "
+        "recursion where a rule's need row asks for them (any length)",
         LIST_ROWS,
         ruleset="analysis",
     ),

@@ -7,6 +7,10 @@ pixel shuffles, stacks and one-hot products.
     Concat([Transpose(a_i, p)...], ax) -> Transpose(Concat([a_i...], p[ax]), p)      transpose sinking
     Concat([Transpose(a, p), c], ax)   -> Transpose(Concat([a, Transpose(c, p^-1)], p[ax]), p)   one constant c
     Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)
+    Reshape(Out(Split(y, -1, [n_j]), k), [L.., n_k / d, d]) -> Out(Split(Reshape(y, [L.., N / d, d]), -2, [n_j / d]), k)
+    Reshape(Out(Split(y, -1, [n_j]), k), [L.., n_k])        -> Out(Split(Reshape(y, [L.., N]), -1, [n_j]), k)
+                                      N = sum of n_j, d > 0 dividing every n_j: one Reshape before the Split
+                                      instead of one per part (Q/K/V heads)
     Slice(Slice(x, s1, e1, a1, t1), s2, e2, a2, t2) -> Slice(x, s1 + s2, e1 + e2, a1 + a2, t1 + t2)   no shared axis
     Reshape(Transpose(Reshape(x, [N, b, b, C/b², H, W]), [0, 3, 4, 1, 5, 2]), [N, C/b², H b, W b])
                                       -> DepthToSpace(x, b, DCR)
@@ -108,6 +112,42 @@ def _transpose_sink_split() -> tuple:
             "(= o (Out sp k)) (= sp (Split t ax sz)) (= t (Transpose x p)) (>= ax 0) (< ax (vec-length p))",
             "(union o (Transpose (Out (Split x (vec-get p ax) sz) k) p))",
         ),
+    )
+
+
+#: Reshape(Out(Split(y, ax, sz), k), s, z) with ax y's last axis (rank ry, static width n = sum(sz)), a part of
+#: width sz[k] > 0 and an output of rank r >= 2 (shape so); the new target is s with one entry changed. Entries of
+#: s keep their meaning for y: a -1 infers the same dim (both totals scale by n / sz[k], as does the changed entry);
+#: a 0 at a position below ry - 1 copies a leading dim the part shares with y; a 0 at ry - 1 (which would copy the
+#: part's width, not y's) is excluded by the guard at min(ry - 1, r - 1) (positions past the input's rank hold no
+#: 0 in a valid model).
+_SPLIT_RESHAPE = (
+    "(= o (Reshape p s z)) (= p (Out sp k)) (= sp (Split y ax sz)) (= sy (shape y)) (= ry (vec-length sy)) "
+    "(= ax (- ry 1)) (= n (vec-get sy ax)) (>= n 0) (= so (shape o)) (= r (vec-length so)) (>= r 2) "
+    "(= (vec-length s) r) (>= k 0) (< k (vec-length sz)) (= w (vec-get sz k)) (> w 0) "
+    "(!= (vec-get s (min (- ry 1) (- r 1))) 0) (= dt (dtype y))"
+)
+#: ... heads: so ends [h, d] with h d = sz[k] and d dividing every size (q = sz / d): Reshape(y) ends [n / d, d] and
+#: the Split runs along axis r - 2. Element (i, j) of y (i its leading index) is (i, j div d, j mod d) after it; the
+#: part k column j - off_k (off_k = d q[0..k) summed) is (i, (j - off_k) div d, j mod d) in the part's Reshape.
+_SPLIT_HEADS = "(= d (vec-get so (- r 1))) (> d 0) (= h (vec-get so (- r 2))) (= (* h d) w)"
+
+
+def _split_reshape() -> tuple:
+    """The heads form (a list function divides the sizes) and the whole-width form (the Reshape keeps the part's
+    last axis whole and only regroups the leading dims: so[-1] = sz[k], the Split stays on the last axis)."""
+    heads = (
+        "(let t (vec-set s (- r 2) (/ n d))) (let yr (Reshape y t z)) (set (shape yr) (vec-set so (- r 2) (/ n d))) "
+        "(set (dtype yr) dt) (union o (Out (Split yr (- r 2) q) k))"
+    )
+    whole = (
+        "(let t (vec-set s (- r 1) n)) (let yr (Reshape y t z)) (set (shape yr) (vec-set so (- r 1) n)) "
+        "(set (dtype yr) dt) (union o (Out (Split yr (- r 1) sz) k))"
+    )
+    return (
+        need(f"{_SPLIT_RESHAPE} {_SPLIT_HEADS}", "(need-quotients sz d)"),
+        fact(f"{_SPLIT_RESHAPE} {_SPLIT_HEADS} (= q (quotients sz d))", heads),
+        fact(f"{_SPLIT_RESHAPE} (= (vec-get so (- r 1)) w)", whole),
     )
 
 
@@ -334,6 +374,17 @@ RULES = [
         "onnxruntime:TransposeOptimizer (Split); coreml:reduce_transposes",
         "Out(Split(Transpose(x, p), ax, sizes), k) -> Transpose(Out(Split(x, p[ax], sizes), k), p)",
         _transpose_sink_split(),
+    ),
+    Rule(
+        "split-reshape-merge",
+        FAMILY,
+        "exact",
+        "onnxruntime:AttentionFusion (packed QKV); tvm:CombineParallelDense (reshaped outputs)",
+        "Reshape(Out(Split(y, -1, [n_j]), k), [L.., n_k / d, d]) -> Out(Split(Reshape(y, [L.., N / d, d]), -2, "
+        "[n_j / d]), k) when d > 0 divides every n_j (N their sum, static); Reshape(Out(Split(y, -1, sizes), k), "
+        "[L.., n_k]) -> Out(Split(Reshape(y, [L.., N]), -1, sizes), k): a static target whose entry at position "
+        "min(rank(y), rank(out)) - 1 is not 0, the parts' Reshapes become one (pure data movement)",
+        _split_reshape(),
     ),
     Rule(
         "slice-merge",

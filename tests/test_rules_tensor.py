@@ -731,3 +731,78 @@ def test_slice_merge_not(first: tuple, second: tuple) -> None:
 @given(PROPERTIES["slice-merge"]())
 def test_slice_merge_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- split-reshape-merge ----
+
+
+def _reshaped_qkv(x_shape: tuple, flat: bool, targets: list, widths=(16, 16, 16)) -> object:
+    """Q/K/V projections of x: (flat: x Reshaped to [-1, 16] first, tf2onnx) MatMul(W_k) + b_k, each Reshaped."""
+    nodes = [node("Reshape", ["x", "flat"], "xf")] if flat else []
+    inits = {"flat": np.array([-1, 16], np.int64)} if flat else {}
+    for k, (n, target) in enumerate(zip(widths, targets)):
+        inits |= {f"w{k}": RNG.uniform(-1, 1, (16, n)).astype(np.float32), f"s{k}": np.array(target, np.int64)}
+        inits[f"b{k}"] = RNG.uniform(-1, 1, (n,)).astype(np.float32)
+        nodes += [node("MatMul", ["xf" if flat else "x", f"w{k}"], f"m{k}"), node("Add", [f"m{k}", f"b{k}"], f"a{k}")]
+        nodes.append(node("Reshape", [f"a{k}", f"s{k}"], f"y{k}"))
+    return model(nodes, [("x", "FLOAT", x_shape)], [f"y{k}" for k in range(len(widths))], inits)
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu"])
+@pytest.mark.parametrize(
+    "x_shape,flat,heads",
+    [(("batch", 4, 16), True, [-1, 4, 2, 8]), (("batch", "seq", 16), False, [0, 0, 2, 8])],
+    ids=["tf2onnx-flattened", "symbolic-batch-and-seq"],
+)
+def test_split_reshape_merge_qkv(target: str, x_shape: tuple, flat: bool, heads: list) -> None:
+    """The merged projection is Reshaped to [.., 6 heads, 8] once and split along the heads (main: one Reshape per
+    part after the Split): 1 Reshape fewer per part but one, verified at two sizes of each symbolic dim."""
+    import eqsat
+
+    result = eqsat.optimize(_reshaped_qkv(x_shape, flat, [heads] * 3), target=target)
+    counts = op_counts(result.proto)
+    assert result.report.verification.ok, result.report.verification.summary()
+    assert "x:2x" in result.report.verification.summary() and "x:3x" in result.report.verification.summary()
+    assert counts["Reshape"] == 1 + flat and counts["Split"] == 1 and sum(counts.values()) == 4, counts
+    assert attribute(result.proto, "Split", "axis") == 2  # the heads axis of [batch, seq, 6, 8]
+
+
+def test_split_reshape_merge_whole_parts() -> None:
+    """Parts of y [2, 3, 12] reshaped to [6, n_k] (rows regrouped, the width whole): one Reshape to [6, 12]."""
+    m = model(
+        [split("y", ["p0", "p1"], 2, [4, 8], 13)] + [node("Reshape", [f"p{k}", "rows"], f"o{k}") for k in range(2)],
+        [("y", "FLOAT", (2, 3, 12))],
+        ["o0", "o1"],
+        initializers={"sizes": np.array([4, 8], np.int64), "rows": np.array([6, -1], np.int64)},
+    )
+    result = assert_rule_sound(m, "split-reshape-merge")
+    assert op_counts(result.model) == {"Reshape": 1, "Split": 1}
+
+
+def _split_parts(y_shape: tuple, axis: int, sizes: list, targets: list) -> object:
+    outs = [f"o{k}" for k in range(len(sizes))]
+    nodes = [split("y", [f"p{k}" for k in range(len(sizes))], axis, sizes, 13)]
+    nodes += [node("Reshape", [f"p{k}", f"t{k}"], o) for k, o in enumerate(outs)]
+    inits = {f"t{k}": np.array(t, np.int64) for k, t in enumerate(targets)} | {"sizes": np.array(sizes, np.int64)}
+    return model(nodes, [("y", "FLOAT", y_shape)], outs, inits)
+
+
+@pytest.mark.parametrize(
+    "y_shape,axis,sizes,targets",
+    [
+        ((6, 48), 1, [16, 16, 16], [[12, 8], [3, 32], [2, 48]]),  # the parts' last axis split across rows
+        ((6, 52), 1, [16, 16, 20], [[6, 2, 8], [6, 2, 8], [6, 2, 10]]),  # 8 and 10 do not divide every width
+        ((6, 44), 1, [16, 16, 12], [[6, 2, 8], [6, 2, 8], [6, 2, 6]]),
+        ((16, 8), 0, [8, 8], [[8, 2, 4], [8, 2, 4]]),  # a Split along the rows (each 8 wide and 8 high)
+        ((16, 48), 1, [16, 16, 16], [[1, 0, 16], [1, 0, 16], [1, 0, 16]]),  # 0 copies the part's width, not y's
+    ],
+    ids=["last-axis-split-otherwise", "d-not-dividing", "widths-not-multiples", "non-last-axis", "zero-copies-width"],
+)
+def test_split_reshape_merge_not(y_shape: tuple, axis: int, sizes: list, targets: list) -> None:
+    assert_rule_does_not_fire(_split_parts(y_shape, axis, sizes, targets), "split-reshape-merge")
+
+
+@property_settings()
+@given(PROPERTIES["split-reshape-merge"]())
+def test_split_reshape_merge_property(case: RuleCase) -> None:
+    case.check()

@@ -290,6 +290,7 @@ LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
     "sum-of": ("IVec IVec", "IVec"),  # a + b elementwise (equal lengths)
     "symbol-count": ("IVec", "i64"),  # how many entries of a shape are symbols (negative)
     "zeros-resolved": ("IVec IVec IVec", "IVec"),  # t's 0s (copies of dims sy) as sizes, or as 0s copying sx
+    "quotients": ("IVec i64", "IVec"),  # v[i] / d, when d > 0 divides every v[i] >= 0 (else no value)
 }
 
 #: Constructors whose ONNX op has another name (what reports show): the op lowering writes for them.

@@ -108,6 +108,38 @@ def _transpose_sink_split(draw: Callable, st: Any) -> RuleCase:
     return g.case("transpose-sink-split", outs, opset=opset)
 
 
+@rule_case
+def _split_reshape_merge(draw: Callable, st: Any) -> RuleCase:
+    """y [P.., N] split along its last axis into 2 or 3 widths, each part reshaped: by heads ([L.., h_k, d] with d
+    dividing every width) or whole ([L.., n_k], L != P: a Reshape to the part's own shape is dropped at load); L = P,
+    P flattened or regrouped, as is, with one -1, or (L = P) with its leading dims as 0. The split axis written
+    positive or negative, opset 11, 13 or 18."""
+    lead = draw(shapes(1, 3, 3))
+    heads = draw(st.booleans())
+    d = draw(st.integers(1, 3)) if heads else 1
+    widths = [d * draw(st.integers(1, 3)) for _ in range(draw(st.integers(2, 3)))]
+    size = int(np.prod(lead))
+    leads = [lead] * heads + [(size,)] * (len(lead) > 1) + [(size // lead[-1], lead[-1]), (1, *lead)]
+    opset = draw(st.sampled_from((11, 13, 18)))
+    g = DrawnGraph()
+    y = g.input("y", draw(float_arrays((*lead, sum(widths)))))
+    parts = [f"p{k}" for k in range(len(widths))]
+    _split(g, y, parts, _onnx_axis(draw, st, len(lead), len(lead) + 1), widths, opset)
+    outs = []
+    for k, n in enumerate(widths):
+        out_lead = draw(st.sampled_from(leads))
+        shape = (*out_lead, n // d, d) if heads else (*out_lead, n)
+        target = list(shape)
+        kind = draw(st.sampled_from(("plain", "infer", "copy") if out_lead == lead else ("plain", "infer")))
+        if kind == "infer":
+            target[draw(st.integers(0, len(shape) - 1))] = -1
+        elif kind == "copy":
+            target[: len(lead)] = [0] * len(lead)
+        g.inits[f"s{k}"] = np.array(target, np.int64)
+        outs.append(g.node("Reshape", [parts[k], f"s{k}"], f"y{k}"))
+    return g.case("split-reshape-merge", outs, opset=opset)
+
+
 def _target(draw: Callable, st: Any, shape: tuple[int, ...], copy: bool = True) -> np.ndarray:
     """A Reshape target for `shape`: as is, with one dim as -1, or (`copy`: the Reshape's input has the same
     first dim) with the first as 0."""
@@ -245,7 +277,10 @@ def _slice_merge(draw: Callable, st: Any) -> RuleCase:
     return g.case("slice-merge", [prev], opset=draw(st.sampled_from((13, 18))))
 
 
-PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {"slice-merge": _slice_merge}
+PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
+    "slice-merge": _slice_merge,
+    "split-reshape-merge": _split_reshape_merge,
+}
 #: Properties checked with static shapes only.
 STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "list-append": _concat_merge("list-append"),
