@@ -30,6 +30,7 @@ import onnx
 import onnx_ir as ir
 
 from eqsat.errors import BadInputError, VerificationError, first_line
+from eqsat.frontend import weights
 from eqsat.check.verify_facts import fixed_sizes, over_budget, random_outputs
 from eqsat.check.verify_inputs import (
     Shape,
@@ -171,6 +172,7 @@ class Runner:
         self.model = model
         self._session: Any = None
         self._evaluator: Any = None
+        self._weights: list[Any] = []
         self.load_problem = ""  # why onnxruntime cannot load the model
 
     @property
@@ -189,9 +191,14 @@ class Runner:
             opts.inter_op_num_threads = 1
             opts.log_severity_level = 4  # a refused size is an exception here, not a log line on the terminal
             ort.set_default_logger_severity(3)  # model loading warnings go to the default logger
+            light = weights.Light.placeholders(self.model)  # the weights go to onnxruntime as arrays
+            values = light.values()
+            self._weights = [ort.OrtValue.ortvalue_from_numpy(v) for v in values.values()]  # alive with the session
+            if values:
+                opts.add_external_initializers(list(values), self._weights)
             try:
                 self._session = ort.InferenceSession(
-                    self.model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+                    light.proto.SerializeToString(), opts, providers=["CPUExecutionProvider"]
                 )
             except Exception as exc:  # an op onnxruntime lacks
                 self.load_problem = first_line(exc) or "cannot load"

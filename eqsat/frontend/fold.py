@@ -17,6 +17,8 @@ from typing import Iterator
 import onnx
 import onnx_ir as ir
 
+from eqsat.frontend import weights
+
 #: Largest tensor (in elements) that folding may materialize; bigger results stay as computations.
 FOLD_OUTPUT_LIMIT = 1 << 20
 #: Largest constant input (in elements) that folding will read.
@@ -103,10 +105,14 @@ def _should_fold(node: ir.Node) -> bool | None:
 
 
 def infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `proto` with shapes inferred (large weights kept out of the round trip), or `proto` itself when
+    inference fails."""
+    light = weights.Light.inputs(proto)
     try:
-        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(light.proto, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # best effort, as in _infer_shapes
         return proto
+    return light.put_back(inferred)
 
 
 def infer_shapes(model: ir.Model) -> None:
