@@ -27,7 +27,7 @@ FOLD_INPUT_LIMIT = 1 << 20
 FOLD_FILL_LIMIT = 1 << 10
 
 
-def fold(model: ir.Model) -> bool:
+def fold(model: ir.Model, infer: bool = True) -> bool:
     """Fold constants and static-shape sub-graphs, lift Constant nodes, drop dead nodes; True if changed.
 
     The folder never sees the nodes it would rewrite into forms newer than the model's opset
@@ -39,7 +39,7 @@ def fold(model: ir.Model) -> bool:
 
     # Per-node shape inference inside the folder only pays off where shapes are computed at run time
     # (Shape/Size chains); elsewhere it costs 6x the fold itself (20k nodes: 1.3 s against 0.2 s).
-    reads_shapes = any(n.op_type in ("Shape", "Size") for n in model.graph)
+    reads_shapes = infer and any(n.op_type in ("Shape", "Size") for n in model.graph)
     hidden = set(NEWER_FORMS_BELOW_13) if model.opset_imports.get("", 1) < 13 else set()
     folded_any = False
     for _ in range(FOLD_ATTEMPTS):

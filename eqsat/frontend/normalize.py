@@ -43,7 +43,7 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
     if decided:
         folded = fold(model) or True
     if make_targets_static(model) | drop_zero_states(model.graph):  # both: each frees nodes for the folder
-        folded = fold(model) or True
+        folded = fold(model, infer=False) or True
     if folded and not _all_shapes_static(model.graph):
         inferred = infer_proto(io.to_proto(model))
         model = io.from_proto(inferred, label)
