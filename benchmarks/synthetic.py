@@ -210,7 +210,9 @@ class _Builder:
         return self.const((self.rng.standard_normal(shape) * scale).astype(np.float32))
 
 
-def transformer_encoder(layers: int, hidden: int = 256, heads: int = 4, ffn: int = 1024, seed: int = 0) -> onnx.ModelProto:
+def transformer_encoder(
+    layers: int, hidden: int = 256, heads: int = 4, ffn: int = 1024, seed: int = 0
+) -> onnx.ModelProto:
     """A torch-style transformer encoder as the legacy exporter writes one (opset 14, x [batch, seq, hidden] with
     symbolic batch and seq): LayerNorm and erf-GELU written out, per-head Reshape/Transpose chains whose targets are
     computed at run time from Shape -> Gather -> Unsqueeze -> Concat, scalars as Constant nodes. About 108 nodes and
@@ -263,8 +265,13 @@ def transformer_encoder(layers: int, hidden: int = 256, heads: int = 4, ffn: int
         x = g.op("Add", [x, linear(g.op("Reshape", [context, target]), hidden, hidden)])
         h = linear(layer_norm(x), hidden, ffn)
         erf = g.op("Erf", [g.op("Div", [h, g.constant_node(np.array(2**0.5, np.float32))])])
-        gelu = g.op("Mul", [g.op("Mul", [h, g.op("Add", [erf, g.constant_node(np.array(1.0, np.float32))])]),
-                            g.constant_node(np.array(0.5, np.float32))])
+        gelu = g.op(
+            "Mul",
+            [
+                g.op("Mul", [h, g.op("Add", [erf, g.constant_node(np.array(1.0, np.float32))])]),
+                g.constant_node(np.array(0.5, np.float32)),
+            ],
+        )
         x = g.op("Add", [x, linear(gelu, ffn, hidden)])
     g.nodes.append(oh.make_node("Identity", [x], ["y"], name="y"))
     float32 = onnx.TensorProto.FLOAT

@@ -47,7 +47,9 @@ class Light:
         inputs = {i.name for i in proto.graph.input} | (set(large) if proto.ir_version < 4 else set())
         added = [t for t in large.values() if t.name not in inputs]
         for tensor in added:
-            light.graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+            light.graph.input.append(
+                onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims))
+            )
         return cls(light, large, _names(proto), len(added))
 
     @classmethod
@@ -76,7 +78,11 @@ class Light:
         if self.added_inputs:
             del graph.input[len(graph.input) - self.added_inputs :]
         present = {t.name: t for t in graph.initializer}
-        tensors = [self.large[name] if name in self.large else present[name] for name in self.order if name in present or name in self.large]
+        tensors = [
+            self.large[name] if name in self.large else present[name]
+            for name in self.order
+            if name in present or name in self.large
+        ]
         del graph.initializer[:]
         graph.initializer.extend(tensors)
         return result
