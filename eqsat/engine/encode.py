@@ -46,7 +46,10 @@ class Encoding:
 
 def constant_key(array: np.ndarray) -> str:
     digest = hashlib.sha1(f"{array.dtype.str}{array.shape}".encode())
-    digest.update(np.ascontiguousarray(array).tobytes())
+    contiguous = np.ascontiguousarray(array)
+    digest.update(
+        contiguous.view(np.uint8) if contiguous.dtype.kind in "biufc" and contiguous.ndim else contiguous.tobytes()
+    )
     return "c" + digest.hexdigest()[:20]
 
 
