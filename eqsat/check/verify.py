@@ -189,18 +189,19 @@ class Runner:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
             opts.intra_op_num_threads = 1
             opts.inter_op_num_threads = 1
+            opts.add_session_config_entry("session.disable_prepacking", "1")  # a packed copy of every weight
             opts.log_severity_level = 4  # a refused size is an exception here, not a log line on the terminal
             ort.set_default_logger_severity(3)  # model loading warnings go to the default logger
             light = weights.Light.placeholders(self.model)  # the weights go to onnxruntime as arrays
-            values = light.values()
-            self._weights = [ort.OrtValue.ortvalue_from_numpy(v) for v in values.values()]  # alive with the session
-            if values:
-                opts.add_external_initializers(list(values), self._weights)
             try:
+                values = light.values()
+                self._weights = [ort.OrtValue.ortvalue_from_numpy(v) for v in values.values()]  # kept with the session
+                if values:
+                    opts.add_external_initializers(list(values), self._weights)
                 self._session = ort.InferenceSession(
                     light.proto.SerializeToString(), opts, providers=["CPUExecutionProvider"]
                 )
-            except Exception as exc:  # an op onnxruntime lacks
+            except Exception as exc:  # an op onnxruntime lacks, weights of another size than their dims
                 self.load_problem = first_line(exc) or "cannot load"
         return self._session
 

@@ -47,9 +47,8 @@ class Encoding:
 def constant_key(array: np.ndarray) -> str:
     digest = hashlib.sha1(f"{array.dtype.str}{array.shape}".encode())
     contiguous = np.ascontiguousarray(array)
-    digest.update(
-        contiguous.view(np.uint8) if contiguous.dtype.kind in "biufc" and contiguous.ndim else contiguous.tobytes()
-    )
+    plain = contiguous.dtype.kind in "biufc" and contiguous.ndim  # hashed in place: no copy of a large weight
+    digest.update(contiguous.view(np.uint8).data if plain else contiguous.tobytes())
     return "c" + digest.hexdigest()[:20]
 
 

@@ -19,6 +19,7 @@ Shape tensors (what data propagation reads) are far below `LARGE_BYTES`.
 from __future__ import annotations
 
 import dataclasses
+import mmap
 
 import numpy as np
 import onnx
@@ -65,11 +66,20 @@ class Light:
         return cls(light, large, _names(proto))
 
     def values(self) -> dict[str, np.ndarray]:
-        """The large initializers' data by name (one copy: protobuf hands out bytes)."""
-        return {
-            name: np.frombuffer(t.raw_data, onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).reshape(tuple(t.dims))
-            for name, t in self.large.items()
-        }
+        """The large initializers' data by name, as arrays in one anonymous memory mapping: it goes back to the
+        operating system as soon as nothing holds the arrays (malloc would keep freed weights in its heap, so a
+        second model's copy would add to the first's)."""
+        sizes = [_nbytes(t) for t in self.large.values()]
+        if not sizes:
+            return {}
+        buffer = mmap.mmap(-1, sum(sizes))
+        arrays, offset = {}, 0
+        for (name, tensor), size in zip(self.large.items(), sizes):
+            buffer[offset : offset + size] = tensor.raw_data  # IndexError for data of another size than dims say
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+            arrays[name] = np.frombuffer(buffer, dtype, size // dtype.itemsize, offset).reshape(tuple(tensor.dims))
+            offset += size
+        return arrays
 
     def put_back(self, result: onnx.ModelProto) -> onnx.ModelProto:
         """`result` (what a tool made of the light copy, e.g. shape inference's) with the large initializers in
@@ -108,6 +118,13 @@ def _float_raw(tensor: onnx.TensorProto) -> bool:
         return bool(np.issubdtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type), np.floating))
     except (KeyError, ValueError, TypeError):  # a type numpy has no dtype for
         return False
+
+
+def _nbytes(tensor: onnx.TensorProto) -> int:
+    count = 1
+    for d in tensor.dims:
+        count *= d
+    return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
 
 
 def _names(proto: onnx.ModelProto) -> tuple[str, ...]:
