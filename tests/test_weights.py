@@ -42,7 +42,7 @@ def test_shape_inference_on_the_light_copy_equals_it_on_the_model(ir_version: in
     model = _model(ir_version)
     before = model.SerializeToString(deterministic=True)
     expected = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-    light = weights.Light.inputs(model)
+    light = weights.Light.of(model)
     assert [t.name for t in light.proto.graph.initializer] == ["b", "shape"]  # the weight is not copied
     assert infer_proto(model).SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
     assert model.SerializeToString(deterministic=True) == before  # the model itself never changes
@@ -57,14 +57,16 @@ def test_the_checker_still_checks_a_large_weight() -> None:
         weights.check_model(model)
 
 
-def test_onnxruntime_with_external_weights_computes_what_it_computes_with_the_model() -> None:
+def test_onnxruntime_fed_the_weights_computes_what_it_computes_with_the_model() -> None:
     model = _model()
     x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
     w, b = (onh.to_array(t) for t in model.graph.initializer[:2])
     outputs, runtime = Runner(model).run({"x": x})
     assert runtime == "onnxruntime"
     np.testing.assert_allclose(outputs[0], (x @ w + b).reshape(-1, 4, 8), rtol=1e-5, atol=1e-5)
-    values = weights.Light.placeholders(model).values()
+    light = weights.Light.of(model, floats_only=True)
+    assert [i.name for i in light.proto.graph.input] == ["x", "w"]
+    values = light.values()
     assert list(values) == ["w"] and np.array_equal(values["w"], w)
 
 

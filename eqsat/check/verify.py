@@ -172,7 +172,7 @@ class Runner:
         self.model = model
         self._session: Any = None
         self._evaluator: Any = None
-        self._weights: list[Any] = []
+        self._weights: dict[str, np.ndarray] = {}  # float weights fed to onnxruntime as inputs
         self.load_problem = ""  # why onnxruntime cannot load the model
 
     @property
@@ -192,12 +192,9 @@ class Runner:
             opts.add_session_config_entry("session.disable_prepacking", "1")  # a packed copy of every weight
             opts.log_severity_level = 4  # a refused size is an exception here, not a log line on the terminal
             ort.set_default_logger_severity(3)  # model loading warnings go to the default logger
-            light = weights.Light.placeholders(self.model)  # the weights go to onnxruntime as arrays
+            light = weights.Light.of(self.model, floats_only=True)  # the weights are fed, never copied
             try:
-                values = light.values()
-                self._weights = [ort.OrtValue.ortvalue_from_numpy(v) for v in values.values()]  # kept with the session
-                if values:
-                    opts.add_external_initializers(list(values), self._weights)
+                self._weights = light.values()
                 self._session = ort.InferenceSession(
                     light.proto.SerializeToString(), opts, providers=["CPUExecutionProvider"]
                 )
@@ -212,7 +209,7 @@ class Runner:
         problem = self.load_problem
         if session is not None:
             try:
-                return session.run(None, dict(feeds)), "onnxruntime"
+                return session.run(None, {**self._weights, **feeds}), "onnxruntime"
             except Exception as exc:  # these feeds are refused
                 problem = first_line(exc)
                 if not fallback:

@@ -107,12 +107,23 @@ def _should_fold(node: ir.Node) -> bool | None:
 def infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of `proto` with shapes inferred (large weights kept out of the round trip), or `proto` itself when
     inference fails."""
-    light = weights.Light.inputs(proto)
+    light = weights.Light.of(proto)
+    inferred = _inferred(light.proto)
+    return proto if inferred is None else light.put_back(inferred)
+
+
+def infer_model(model: ir.Model) -> onnx.ModelProto:
+    """The proto of `model` with shapes inferred (as `infer_proto`; as it is when inference fails), its weights
+    serialized once."""
+    light = weights.Light.of_ir(model)
+    return light.put_back(_inferred(light.proto) or light.proto)
+
+
+def _inferred(proto: onnx.ModelProto) -> onnx.ModelProto | None:
     try:
-        inferred = onnx.shape_inference.infer_shapes(light.proto, check_type=False, strict_mode=False, data_prop=True)
+        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # best effort, as in _infer_shapes
-        return proto
-    return light.put_back(inferred)
+        return None
 
 
 def infer_shapes(model: ir.Model) -> None:

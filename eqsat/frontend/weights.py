@@ -2,14 +2,15 @@
 
 onnx's checker and shape inference, and onnxruntime's session, take a serialized model: for a model of
 300 MB of weights each call copies them through protobuf several times (serialize, parse in C++, serialize
-the result, parse it back), though none of them reads a weight's values. Here such calls get a light copy
-of the model, without the top-level initializers of at least `LARGE_BYTES`:
+the result, parse it back), though none of them needs a weight's values. Here such calls get a light copy
+of the model, whose top-level initializers of at least `LARGE_BYTES` are graph inputs of their type instead:
 
-    light = Light.inputs(proto)              # each large initializer a graph input of its type
+    light = Light.of(proto)
     inferred = light.put_back(onnx.shape_inference.infer_shapes(light.proto))
 
-    light = Light.placeholders(proto)        # each large float initializer's data "external"
-    options.add_external_initializers(names, values)   # values: light.values(), arrays of the data
+    light = Light.of(proto, floats_only=True)      # onnxruntime: weights fed as inputs, never copied
+    session = onnxruntime.InferenceSession(light.proto.SerializeToString(), ...)
+    session.run(None, {**light.values(), **feeds})
 
 The model itself is never changed: protobuf (upb) keeps a cleared field's memory in the message's arena,
 so taking weights out and putting them back would grow it by their size each time.
@@ -23,11 +24,10 @@ import mmap
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 
 #: Initializers of at least this many bytes are kept aside (shape tensors, scalars and axes stay).
 LARGE_BYTES = 4096
-#: Where a placeholder says its data is: no file, onnxruntime is given the values instead.
-PLACEHOLDER_LOCATION = "eqsat-weights-aside"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,12 +38,14 @@ class Light:
     large: dict[str, onnx.TensorProto]
     order: tuple[str, ...]  # every top-level initializer's name, in the original's order
     added_inputs: int = 0
+    from_ir: dict[str, ir.TensorProtocol] = dataclasses.field(default_factory=dict)  # large ones of an IR model
 
     @classmethod
-    def inputs(cls, proto: onnx.ModelProto) -> "Light":
-        """Each large initializer a graph input of its type and shape (one already a graph input just loses its
-        initializer; below IR 4, where every initializer must be an input, none is added)."""
-        large = {t.name: t for t in proto.graph.initializer if _large(t)}
+    def of(cls, proto: onnx.ModelProto, *, floats_only: bool = False) -> "Light":
+        """Each large initializer (floating point only, with `floats_only`: what onnxruntime never needs as a
+        constant) a graph input of its type and shape; one already a graph input just loses its initializer,
+        and below IR 4, where every initializer must be an input, none is added."""
+        large = {t.name: t for t in proto.graph.initializer if _large(t) and (not floats_only or _float_raw(t))}
         light = _copy_without(proto, large)
         inputs = {i.name for i in proto.graph.input} | (set(large) if proto.ir_version < 4 else set())
         added = [t for t in large.values() if t.name not in inputs]
@@ -54,16 +56,28 @@ class Light:
         return cls(light, large, _names(proto), len(added))
 
     @classmethod
-    def placeholders(cls, proto: onnx.ModelProto) -> "Light":
-        """Each large floating-point initializer (what onnxruntime never needs as a constant) a placeholder whose
-        data is external (`PLACEHOLDER_LOCATION`); `values()` are its data."""
-        large = {t.name: t for t in proto.graph.initializer if _large(t) and _float_raw(t)}
-        light = _copy_without(proto, large)
-        for tensor in large.values():
-            placeholder = light.graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
-            placeholder.data_location = onnx.TensorProto.EXTERNAL
-            placeholder.external_data.add(key="location", value=PLACEHOLDER_LOCATION)
-        return cls(light, large, _names(proto))
+    def of_ir(cls, model: ir.Model) -> "Light":
+        """`of` for an IR model, serialized once without its large initializers (a copy with them would be
+        a copy of every weight); the model is the same again on return."""
+        graph = model.graph
+        order = list(graph.initializers.values())
+        large = [v for v in order if v.const_value is not None and _large_ir(v.const_value)]
+        inputs = len(graph.inputs)
+        try:
+            for value in large:
+                del graph.initializers[value.name]  # type: ignore[arg-type]
+                if value not in graph.inputs and model.ir_version >= 4:
+                    graph.inputs.append(value)
+            proto = ir.serde.serialize_model(model)
+        finally:
+            while len(graph.inputs) > inputs:
+                graph.inputs.pop()
+            graph.initializers.clear()
+            for value in order:
+                graph.initializers.add(value)
+        tensors = {v.name: v.const_value for v in large if v.name and v.const_value is not None}
+        added = len(proto.graph.input) - inputs
+        return cls(proto, {}, tuple(v.name or "" for v in order), added, tensors)
 
     def values(self) -> dict[str, np.ndarray]:
         """The large initializers' data by name, as arrays in one anonymous memory mapping: it goes back to the
@@ -88,20 +102,21 @@ class Light:
         if self.added_inputs:
             del graph.input[len(graph.input) - self.added_inputs :]
         present = {t.name: t for t in graph.initializer}
-        tensors = [
-            self.large[name] if name in self.large else present[name]
-            for name in self.order
-            if name in present or name in self.large
-        ]
-        del graph.initializer[:]
-        graph.initializer.extend(tensors)
+        del graph.initializer[:]  # the detached messages keep their data
+        for name in self.order:
+            if name in self.large:
+                graph.initializer.append(self.large[name])
+            elif name in self.from_ir:
+                ir.serde.serialize_tensor_into(graph.initializer.add(), self.from_ir[name])
+            elif name in present:
+                graph.initializer.append(present[name])
         return result
 
 
 def check_model(proto: onnx.ModelProto, *, full: bool = True) -> None:
     """`onnx.checker.check_model(proto, full_check=full)` with the large initializers checked one by one
     (the same checks) instead of serialized with the graph; raises what it raises."""
-    light = Light.inputs(proto)
+    light = Light.of(proto)
     onnx.checker.check_model(light.proto, full_check=full)
     for tensor in light.large.values():
         onnx.checker.check_tensor(tensor)
@@ -109,6 +124,10 @@ def check_model(proto: onnx.ModelProto, *, full: bool = True) -> None:
 
 def _large(tensor: onnx.TensorProto) -> bool:
     return tensor.data_type != onnx.TensorProto.STRING and tensor.ByteSize() >= LARGE_BYTES
+
+
+def _large_ir(tensor: ir.TensorProtocol) -> bool:
+    return tensor.dtype != ir.DataType.STRING and tensor.nbytes >= LARGE_BYTES
 
 
 def _float_raw(tensor: onnx.TensorProto) -> bool:
