@@ -1,80 +1,159 @@
-"""Scaling of the whole pipeline on synthetic graphs: time per phase and e-graph size.
+"""Scaling of the whole pipeline on models shaped like real exports: time per node of every phase, peak memory,
+and the peers on the same files.
 
-python -m benchmarks.bench_scaling [--sizes 1000 5000 20000] [--extractor ilp] [--verify]
+    python -m benchmarks.bench_scaling                                   # transformer at 1k, 3k and 10k nodes
+    python -m benchmarks.bench_scaling --model resnet --sizes 200 600     # ResNet-like stacks, in blocks
+    python -m benchmarks.bench_scaling --peer onnxsim=/venvs/onnxsim/bin/python --peer ort-basic=/venvs/ort/bin/python
+
+Models (benchmarks.synthetic, seeded): `transformer` (a torch-style encoder, hidden 256, symbolic batch and seq,
+run-time head reshapes; sizes in layers, ~108 nodes a layer), `resnet` (Conv+BN+Relu basic blocks, symbolic batch;
+sizes in blocks, 7 nodes a block), `chain` (Transpose/Relu/scale/Conv blocks, static; sizes in ops).
+Each run is a fresh process (`python -m eqsat optimize`, verification on), so
+peak memory is that run's own. Peers run in the interpreter given (a venv of their own, as their users install
+them), interleaved with eqsat's runs: `onnxsim` (`onnxsim.simplify()`, not its CLI, which spends most of its time
+printing a summary), `onnxslim` (`onnxslim.slim()`), `ort-basic` (onnxruntime's basic level, the optimized model
+written). eqsat runs in `--eqsat-python` (default: this interpreter; a non-editable install for figures to quote).
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
+import json
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Sequence
 
-import eqsat
-from benchmarks.synthetic import block_chain
+import onnx
 
-PHASES = ("load", "fold", "install rules", "encode", "saturate", "decode", "extract", "lower", "verify")
+from benchmarks import synthetic
+
+PHASES = (
+    "load",
+    "fold",
+    "install rules",
+    "encode",
+    "snapshot input",
+    "saturate",
+    "decode",
+    "extract",
+    "lower",
+    "verify",
+    "save",
+)
+MODELS = {
+    "transformer": synthetic.transformer_encoder,
+    "resnet": synthetic.resnet_stack,
+    "chain": synthetic.block_chain,
+}
+DEFAULT_SIZES = {"transformer": (10, 28, 96), "resnet": (70, 200, 600), "chain": (1000, 5000, 20000)}
+
+#: Each peer's run, as a script taking the input and output paths; it prints its seconds.
+PEER_SCRIPTS = {
+    "onnxsim": (
+        "import sys, time, onnx, onnxsim; m = onnx.load(sys.argv[1]); t = time.perf_counter(); "
+        "out, ok = onnxsim.simplify(m); print(time.perf_counter() - t); onnx.save(out, sys.argv[2])"
+    ),
+    "onnxslim": (
+        "import sys, time, onnxslim; t = time.perf_counter(); onnxslim.slim(sys.argv[1], sys.argv[2]); "
+        "print(time.perf_counter() - t)"
+    ),
+    "ort-basic": (
+        "import sys, time, onnxruntime as ort; o = ort.SessionOptions(); "
+        "o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC; "
+        "o.optimized_model_filepath = sys.argv[2]; "
+        "t = time.perf_counter(); ort.InferenceSession(sys.argv[1], o, providers=['CPUExecutionProvider']); "
+        "print(time.perf_counter() - t)"
+    ),
+}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000])
-    parser.add_argument("--extractor", default="auto", help="as `eqsat optimize --extractor` (default auto)")
-    parser.add_argument("--verify", action="store_true")
-    parser.add_argument("--plot", default="scaling.png", help="where to save the time-per-phase plot ('' for none)")
-    args = parser.parse_args()
-    rows: list[tuple[int, dict[str, float], int]] = []
-    print(
-        "| ops in | ops out | Transpose in/out | e-nodes loaded/saturated | e-classes | stop | "
-        + " | ".join(PHASES)
-        + " | total s | peak RSS MB |"
+def run_eqsat(python: str, model: Path, out: Path) -> dict:
+    """One CLI run in a fresh process: wall time, peak RSS and the report's phases."""
+    report = out.with_suffix(".json")
+    command = [python, "-m", "eqsat", "optimize", str(model), "-o", str(out), "--force", "--report-json", str(report)]
+    wall, peak = _timed(command)
+    data = json.loads(report.read_text())
+    return {"wall": wall, "peak_mb": peak, "phases": data.get("phases", {}), "nodes_after": data.get("nodes_after")}
+
+
+def run_peer(name: str, python: str, model: Path, out: Path) -> dict:
+    wall, peak = _timed([python, "-c", PEER_SCRIPTS[name], str(model), str(out)])
+    return {"wall": wall, "peak_mb": peak, "nodes_after": _count(out)}
+
+
+def _timed(command: Sequence[str]) -> tuple[float, float]:
+    """Wall seconds and the child's peak RSS in MB (GNU time's %M)."""
+    start = time.perf_counter()
+    done = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:4])} failed: {done.stderr.strip()[-500:]}")
+    return wall, int(done.stderr.strip().splitlines()[-1]) / 1024
+
+
+def _count(path: Path) -> int | None:
+    if not path.exists():
+        return None
+    model = onnx.load(str(path), load_external_data=False)
+    return sum(1 for n in model.graph.node if n.op_type != "Constant")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=sorted(MODELS), default="transformer")
+    parser.add_argument("--sizes", type=int, nargs="+", help="layers (transformer) or blocks (resnet)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each tool per size (median reported)")
+    parser.add_argument("--eqsat-python", default=sys.executable)
+    parser.add_argument(
+        "--peer", action="append", default=[], metavar="NAME=PYTHON", help=f"one of {sorted(PEER_SCRIPTS)}"
     )
-    print("|" + "---|" * (len(PHASES) + 7))
-    for size in args.sizes:
-        model = block_chain(size)
-        start = time.perf_counter()
-        result = eqsat.optimize(model, extractor=args.extractor, verify=args.verify)
-        total = time.perf_counter() - start
-        r = result.report
-        sat = r.saturation
-        phases = " | ".join(f"{r.phases.get(p, 0.0):.2f}" for p in PHASES)
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(
-            f"| {r.nodes_before} | {r.nodes_after} | {r.ops_before['Transpose']}/{r.ops_after['Transpose']} | "
-            f"{sat.enodes_loaded}/{sat.enodes} | {sat.eclasses} | {sat.stop_reason} | {phases} | "
-            f"{total:.2f} | {rss:.0f} |",
-            flush=True,
-        )
-        rows.append((r.nodes_before, dict(r.phases), sat.enodes))
-    if args.plot:
-        save_plot(rows, args.plot)
-        print(f"\nplot saved to {args.plot}")
+    args = parser.parse_args(argv)
+    peers = dict(p.split("=", 1) for p in args.peer)
+    unknown = set(peers) - set(PEER_SCRIPTS)
+    if unknown:
+        parser.error(f"unknown peer(s): {', '.join(sorted(unknown))}")
+    sizes = args.sizes or DEFAULT_SIZES[args.model]
+    print(f"model {args.model}; eqsat: {args.eqsat_python}; per-phase figures in microseconds per input node\n")
+    header = ["size", "nodes", "MB", "out", "wall s", "peak MB", *PHASES] + [f"{p} s / MB / out" for p in peers]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in sizes:
+            proto = MODELS[args.model](size)
+            nodes = len(proto.graph.node)
+            path = Path(tmp) / f"{args.model}{size}.onnx"
+            onnx.save(proto, str(path))
+            megabytes = path.stat().st_size / 2**20
+            del proto
+            runs: dict[str, list[dict]] = {"eqsat": [], **{p: [] for p in peers}}
+            for _ in range(args.repeat):  # interleaved: a load spike hits every tool alike
+                runs["eqsat"].append(run_eqsat(args.eqsat_python, path, Path(tmp) / "eqsat.onnx"))
+                for name, python in peers.items():
+                    runs[name].append(run_peer(name, python, path, Path(tmp) / f"{name}.onnx"))
+            eq = _median_run(runs["eqsat"])
+            phases = [f"{1e6 * eq['phases'].get(p, 0.0) / nodes:.0f}" for p in PHASES]
+            cells = [
+                str(size),
+                str(nodes),
+                f"{megabytes:.0f}",
+                str(eq["nodes_after"]),
+                f"{eq['wall']:.2f}",
+                f"{eq['peak_mb']:.0f}",
+                *phases,
+            ]
+            for name in peers:
+                r = _median_run(runs[name])
+                cells.append(f"{r['wall']:.2f} / {r['peak_mb']:.0f} / {r['nodes_after']}")
+            print("| " + " | ".join(cells) + " |", flush=True)
+    return 0
 
 
-def save_plot(rows: list[tuple[int, dict[str, float], int]], path: str) -> None:
-    """Stacked seconds per phase against graph size, e-graph size on a second axis."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = [str(n) for n, _, _ in rows]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    bottom = [0.0] * len(rows)
-    for phase in PHASES:
-        values = [phases.get(phase, 0.0) for _, phases, _ in rows]
-        if any(values):
-            ax.bar(sizes, values, bottom=bottom, label=phase)
-            bottom = [b + v for b, v in zip(bottom, values)]
-    ax.set_xlabel("ops in the input graph")
-    ax.set_ylabel("seconds")
-    ax.legend(fontsize=8, loc="upper left")
-    twin = ax.twinx()
-    twin.plot(sizes, [e for _, _, e in rows], "k.-", label="e-nodes after saturation")
-    twin.set_ylabel("e-nodes")
-    ax.set_title("eqsat on synthetic graphs: time per phase")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+def _median_run(runs: list[dict]) -> dict:
+    return sorted(runs, key=lambda r: r["wall"])[len(runs) // 2]
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

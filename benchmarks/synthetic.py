@@ -179,3 +179,140 @@ def dynamic_conv_net(blocks_per_stage: tuple[int, ...] = (9, 9, 10, 11), seed: i
         initializer=inits,
     )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 11)], ir_version=6)
+
+
+class _Builder:
+    """Nodes and initializers of a graph under construction, with fresh names."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self._count = iter(range(1 << 30))
+
+    def const(self, array: np.ndarray) -> str:
+        name = f"c{next(self._count)}"
+        self.inits.append(onh.from_array(np.asarray(array), name))
+        return name
+
+    def constant_node(self, array: np.ndarray) -> str:
+        """A Constant node, as torch's exporter writes small scalars and index lists."""
+        name = f"k{next(self._count)}"
+        self.nodes.append(oh.make_node("Constant", [], [name], name=name, value=onh.from_array(np.asarray(array))))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], **attrs: object) -> str:
+        out = f"v{next(self._count)}"
+        self.nodes.append(oh.make_node(op_type, inputs, [out], name=out, **attrs))
+        return out
+
+    def weight(self, *shape: int, scale: float = 0.05) -> str:
+        return self.const((self.rng.standard_normal(shape) * scale).astype(np.float32))
+
+
+def transformer_encoder(
+    layers: int, hidden: int = 256, heads: int = 4, ffn: int = 1024, seed: int = 0
+) -> onnx.ModelProto:
+    """A torch-style transformer encoder as the legacy exporter writes one (opset 14, x [batch, seq, hidden] with
+    symbolic batch and seq): LayerNorm and erf-GELU written out, per-head Reshape/Transpose chains whose targets are
+    computed at run time from Shape -> Gather -> Unsqueeze -> Concat, scalars as Constant nodes. About 108 nodes and
+    3 MB of weights per layer at the defaults (96 layers: ~10.4k nodes)."""
+    g = _Builder(seed)
+    head_dim = hidden // heads
+
+    def layer_norm(x: str) -> str:
+        mean = g.op("ReduceMean", [x], axes=[-1])
+        d = g.op("Sub", [x, mean])
+        var = g.op("ReduceMean", [g.op("Pow", [d, g.constant_node(np.array(2.0, np.float32))])], axes=[-1])
+        std = g.op("Sqrt", [g.op("Add", [var, g.constant_node(np.array(1e-5, np.float32))])])
+        y = g.op("Div", [d, std])
+        gamma = g.const((1 + 0.1 * g.rng.standard_normal(hidden)).astype(np.float32))
+        return g.op("Add", [g.op("Mul", [y, gamma]), g.weight(hidden)])
+
+    def linear(x: str, cin: int, cout: int) -> str:
+        return g.op("Add", [g.weight(cout), g.op("MatMul", [x, g.weight(cin, cout)])])
+
+    def dim(x: str, index: int) -> str:
+        picked = g.op("Gather", [g.op("Shape", [x]), g.constant_node(np.array(index, np.int64))], axis=0)
+        return g.op("Unsqueeze", [picked, g.constant_node(np.array([0], np.int64))])
+
+    def split_heads(x: str, perm: list[int]) -> str:
+        target = g.op(
+            "Concat",
+            [
+                dim(x, 0),
+                dim(x, 1),
+                g.constant_node(np.array([heads], np.int64)),
+                g.constant_node(np.array([head_dim], np.int64)),
+            ],
+            axis=0,
+        )
+        return g.op("Transpose", [g.op("Reshape", [x, target])], perm=perm)
+
+    x = "x"
+    for _ in range(layers):
+        h = layer_norm(x)
+        q = split_heads(linear(h, hidden, hidden), [0, 2, 1, 3])
+        k = split_heads(linear(h, hidden, hidden), [0, 2, 3, 1])
+        v = split_heads(linear(h, hidden, hidden), [0, 2, 1, 3])
+        scores = g.op("Div", [g.op("MatMul", [q, k]), g.constant_node(np.array(head_dim**0.5, np.float32))])
+        context = g.op("Transpose", [g.op("MatMul", [g.op("Softmax", [scores], axis=-1), v])], perm=[0, 2, 1, 3])
+        target = g.op(
+            "Concat",
+            [dim(context, 0), dim(context, 1), g.constant_node(np.array([hidden], np.int64))],
+            axis=0,
+        )
+        x = g.op("Add", [x, linear(g.op("Reshape", [context, target]), hidden, hidden)])
+        h = linear(layer_norm(x), hidden, ffn)
+        erf = g.op("Erf", [g.op("Div", [h, g.constant_node(np.array(2**0.5, np.float32))])])
+        gelu = g.op(
+            "Mul",
+            [
+                g.op("Mul", [h, g.op("Add", [erf, g.constant_node(np.array(1.0, np.float32))])]),
+                g.constant_node(np.array(0.5, np.float32)),
+            ],
+        )
+        x = g.op("Add", [x, linear(gelu, ffn, hidden)])
+    g.nodes.append(oh.make_node("Identity", [x], ["y"], name="y"))
+    float32 = onnx.TensorProto.FLOAT
+    graph = oh.make_graph(
+        g.nodes,
+        "transformer_encoder",
+        [oh.make_tensor_value_info("x", float32, ["batch", "seq", hidden])],
+        [oh.make_tensor_value_info("y", float32, ["batch", "seq", hidden])],
+        initializer=g.inits,
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 14)], ir_version=7)
+
+
+def resnet_stack(blocks: int, channels: int = 16, size: int = 32, seed: int = 0) -> onnx.ModelProto:
+    """A ResNet-like stack of basic blocks (Conv -> BatchNormalization -> Relu -> Conv -> BatchNormalization ->
+    Add(residual) -> Relu: 7 nodes a block) on x [batch, channels, size, size] with a symbolic batch."""
+    g = _Builder(seed)
+
+    def conv_bn(x: str) -> str:
+        scale = (2 / (channels * 9)) ** 0.5
+        y = g.op("Conv", [x, g.weight(channels, channels, 3, 3, scale=scale)], kernel_shape=[3, 3], pads=[1] * 4)
+        stats = [
+            (1 + 0.1 * g.rng.standard_normal(channels)).astype(np.float32),
+            (0.1 * g.rng.standard_normal(channels)).astype(np.float32),
+            (0.1 * g.rng.standard_normal(channels)).astype(np.float32),
+            (1 + g.rng.random(channels)).astype(np.float32),
+        ]
+        return g.op("BatchNormalization", [y, *map(g.const, stats)], epsilon=1e-5)
+
+    x = "x"
+    for _ in range(blocks):
+        h = conv_bn(g.op("Relu", [conv_bn(x)]))
+        x = g.op("Relu", [g.op("Add", [h, x])])
+    g.nodes.append(oh.make_node("Identity", [x], ["y"], name="y"))
+    float32 = onnx.TensorProto.FLOAT
+    shape = ["batch", channels, size, size]
+    graph = oh.make_graph(
+        g.nodes,
+        "resnet_stack",
+        [oh.make_tensor_value_info("x", float32, shape)],
+        [oh.make_tensor_value_info("y", float32, shape)],
+        initializer=g.inits,
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 14)], ir_version=7)

@@ -311,6 +311,7 @@ class _GraphFacts:
     dq_used: list[bool]  # per class: a DQ output with consumers (which absorb it or pay for it)
     q_paid: list[bool]  # per class: its producer absorbs (unit) or pays for a Q reading it
     blocked: list[bool]  # per class: holds an activation in the target's blocked layout
+    costs: dict[int, float] = dataclasses.field(default_factory=dict)  # per node id: its cost, once computed
 
 
 class Roofline:
@@ -324,13 +325,16 @@ class Roofline:
         return f"roofline({self.target.name!r})"
 
     def __call__(self, egraph: EGraph, node: ENode) -> float:
-        return self._cost(egraph, self._graph_facts(egraph), node)
+        facts = self._graph_facts(egraph)
+        known = facts.costs.get(node.id)
+        if known is None or egraph.nodes[node.id] is not node:  # a node of the graph is priced once
+            known = self._cost(egraph, facts, node)
+            if egraph.nodes[node.id] is node:
+                facts.costs[node.id] = known
+        return known
 
     def node_costs(self, egraph: EGraph) -> np.ndarray:
-        facts = self._graph_facts(egraph)
-        return np.fromiter(
-            (self._cost(egraph, facts, n) for n in egraph.nodes), dtype=np.float64, count=len(egraph.nodes)
-        )
+        return np.fromiter((self(egraph, n) for n in egraph.nodes), dtype=np.float64, count=len(egraph.nodes))
 
     # ---- per-graph facts ----
     def _graph_facts(self, egraph: EGraph) -> _GraphFacts:

@@ -184,7 +184,7 @@ class ExtractionSummary:
             "target": self.target,
             "seconds": round(self.seconds, 6),
             "dag_cost": self.dag_cost,
-            "tree_cost": self.tree_cost,
+            "tree_cost": self.tree_cost if math.isfinite(self.tree_cost) else None,  # JSON has no infinity
             "eclasses": self.eclasses,
             "enodes": self.enodes,
             "chosen": self.chosen,
@@ -197,7 +197,8 @@ class ExtractionSummary:
         lines = [
             f"extraction {self.extractor}{target}: {self.chosen} of {self.enodes} e-nodes "
             f"({self.eclasses} e-classes), DAG cost {format_cost(self.dag_cost, unit)}, tree cost "
-            f"{format_cost(self.tree_cost, unit)} (shared sub-graphs counted once per use), "
+            f"{format_cost(self.tree_cost, unit) if math.isfinite(self.tree_cost) else 'beyond float64'} "
+            "(shared sub-graphs counted once per use), "
             f"{self.seconds * 1000:.0f} ms"
         ]
         lines += [f"  note: {n}" for n in self.notes]

@@ -566,3 +566,13 @@ def test_tree_costs_past_float64_range_do_not_break_extraction(name: str) -> Non
         assert result.dag_cost(costs) == depth
         problems = ("Infeasible", "infeasible", "incumbent", "fall", "gap")  # the old failure: all of these
         assert not any(word in n for n in result.notes for word in problems), result.notes
+
+
+def test_a_tree_cost_beyond_float64_reads_as_such_and_stays_valid_json() -> None:
+    """A DAG with deep sharing has a tree cost past float64 (a 30k-node ResNet-like stack does): the report says
+    so, and its JSON stays strict (no Infinity)."""
+    summary = ExtractionSummary("ilp", "cpu", 0.5, 1e-3, math.inf, 10, 12, 8)
+    assert json.loads(json.dumps(summary.to_dict(), allow_nan=False))["tree_cost"] is None
+    assert "tree cost beyond float64" in summary.to_text()
+    finite = ExtractionSummary("ilp", "cpu", 0.5, 1e-3, 2e-3, 10, 12, 8)
+    assert finite.to_dict()["tree_cost"] == 2e-3

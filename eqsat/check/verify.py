@@ -30,6 +30,7 @@ import onnx
 import onnx_ir as ir
 
 from eqsat.errors import BadInputError, VerificationError, first_line
+from eqsat.frontend import weights
 from eqsat.check.verify_facts import fixed_sizes, over_budget, random_outputs
 from eqsat.check.verify_inputs import (
     Shape,
@@ -171,6 +172,7 @@ class Runner:
         self.model = model
         self._session: Any = None
         self._evaluator: Any = None
+        self._weights: dict[str, np.ndarray] = {}  # float weights fed to onnxruntime as inputs
         self.load_problem = ""  # why onnxruntime cannot load the model
 
     @property
@@ -187,13 +189,16 @@ class Runner:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
             opts.intra_op_num_threads = 1
             opts.inter_op_num_threads = 1
+            opts.add_session_config_entry("session.disable_prepacking", "1")  # a packed copy of every weight
             opts.log_severity_level = 4  # a refused size is an exception here, not a log line on the terminal
             ort.set_default_logger_severity(3)  # model loading warnings go to the default logger
+            light = weights.Light.of(self.model, floats_only=True)  # the weights are fed, never copied
             try:
+                self._weights = light.values()
                 self._session = ort.InferenceSession(
-                    self.model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+                    light.proto.SerializeToString(), opts, providers=["CPUExecutionProvider"]
                 )
-            except Exception as exc:  # an op onnxruntime lacks
+            except Exception as exc:  # an op onnxruntime lacks, weights of another size than their dims
                 self.load_problem = first_line(exc) or "cannot load"
         return self._session
 
@@ -204,7 +209,7 @@ class Runner:
         problem = self.load_problem
         if session is not None:
             try:
-                return session.run(None, dict(feeds)), "onnxruntime"
+                return session.run(None, {**self._weights, **feeds}), "onnxruntime"
             except Exception as exc:  # these feeds are refused
                 problem = first_line(exc)
                 if not fallback:

@@ -47,7 +47,9 @@ class Encoding:
 
 def constant_key(array: np.ndarray) -> str:
     digest = hashlib.sha1(f"{array.dtype.str}{array.shape}".encode())
-    digest.update(np.ascontiguousarray(array).tobytes())
+    contiguous = np.ascontiguousarray(array)
+    plain = contiguous.dtype.kind in "biufc" and contiguous.ndim  # hashed in place: no copy of a large weight
+    digest.update(contiguous.view(np.uint8).data if plain else contiguous.tobytes())
     return "c" + digest.hexdigest()[:20]
 
 

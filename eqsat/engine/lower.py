@@ -56,7 +56,7 @@ class _Lowerer:
         self.g, self.choice, self.enc, self.source = egraph, choice, enc, source
         self.opset = enc.opset
         self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[onnx.TensorProto] = []
+        self.initializers: list[tuple[str, np.ndarray]] = []  # made protos only in the model (one copy)
         self.value_info: list[onnx.ValueInfoProto] = []
         self._parents: dict[int, set[int]] | None = None
         self.names: dict[int, str] = {}  # class -> emitted value name ("" = absent)
@@ -269,7 +269,7 @@ class _Lowerer:
         for pos, array in static.items():
             if array is not None:
                 name = self.fresh(f"{out}_{pos}")
-                self.initializers.append(numpy_helper.from_array(array, name))
+                self.initializers.append((name, array))
                 inputs[pos] = name
         positions = [i for i in range(len(spec.inputs) + len(static)) if i not in static]
         for pos, child in zip(positions, node.children):
@@ -325,7 +325,7 @@ class _Lowerer:
         attrs: dict[str, Any] = {"axis": axis}
         if self.opset >= 13:
             split_name = self.fresh(f"{names[0]}_split")
-            self.initializers.append(numpy_helper.from_array(np.asarray(sizes, np.int64), split_name))
+            self.initializers.append((split_name, np.asarray(sizes, np.int64)))
             inputs.append(split_name)
         else:
             attrs["split"] = list(sizes)
@@ -414,11 +414,11 @@ class _Lowerer:
             out = self.fresh(base) if base else None
         out = out or self.preferred_name(cid)
         self.names[cid] = out
-        final = np.asarray(value.astype(_np_dtype(dtype)) if dtype is not None else value)
+        final = np.asarray(value.astype(_np_dtype(dtype), copy=False) if dtype is not None else value)
         if cid in self.unbroadcast:
             lead = next((k for k, d in enumerate(final.shape) if d != 1), final.ndim)
             final = final.reshape(final.shape[lead:])
-        self.initializers.append(numpy_helper.from_array(final, out))
+        self.initializers.append((out, final))
 
     def evaluate(self, cid: int, node: ENode) -> tuple[np.ndarray, str]:
         if node.op == "Const":
@@ -444,7 +444,7 @@ class _Lowerer:
             value = value.astype(_np_dtype(dtype))
         return _compute_precision(value), dtype
 
-    def live_initializers(self) -> list[onnx.TensorProto]:
+    def live_initializers(self) -> list[tuple[str, np.ndarray]]:
         """The initializers something reads: a constant class is emitted before the classes computed from
         it, and only the folded result is read when a whole constant sub-term was evaluated here."""
         from eqsat.frontend.io import outer_values
@@ -454,7 +454,7 @@ class _Lowerer:
             used.update(n.input)
             if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute):
                 used |= outer_values(n)  # subgraphs read outer values by name
-        return [t for t in self.initializers if t.name in used]
+        return [(name, array) for name, array in self.initializers if name in used]
 
     def model(self) -> onnx.ModelProto:
         src = self.source
@@ -463,11 +463,12 @@ class _Lowerer:
             src.graph.name,
             list(src.graph.input),
             list(src.graph.output),
-            self.live_initializers(),
             doc_string=src.graph.doc_string or None,
             value_info=[v for v in self.value_info if v.name not in self.outputs],
         )
         model = helper.make_model(graph, opset_imports=list(src.opset_import), ir_version=src.ir_version)
+        for name, array in self.live_initializers():  # into the model itself: a weight is copied once
+            model.graph.initializer.append(numpy_helper.from_array(array, name))
         for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):
             setattr(model, field, getattr(src, field))
         model.metadata_props.extend(src.metadata_props)

@@ -17,6 +17,8 @@ from typing import Iterator
 import onnx
 import onnx_ir as ir
 
+from eqsat.frontend import weights
+
 #: Largest tensor (in elements) that folding may materialize; bigger results stay as computations.
 FOLD_OUTPUT_LIMIT = 1 << 20
 #: Largest constant input (in elements) that folding will read.
@@ -25,7 +27,7 @@ FOLD_INPUT_LIMIT = 1 << 20
 FOLD_FILL_LIMIT = 1 << 10
 
 
-def fold(model: ir.Model) -> bool:
+def fold(model: ir.Model, infer: bool = True) -> bool:
     """Fold constants and static-shape sub-graphs, lift Constant nodes, drop dead nodes; True if changed.
 
     The folder never sees the nodes it would rewrite into forms newer than the model's opset
@@ -37,7 +39,7 @@ def fold(model: ir.Model) -> bool:
 
     # Per-node shape inference inside the folder only pays off where shapes are computed at run time
     # (Shape/Size chains); elsewhere it costs 6x the fold itself (20k nodes: 1.3 s against 0.2 s).
-    reads_shapes = any(n.op_type in ("Shape", "Size") for n in model.graph)
+    reads_shapes = infer and any(n.op_type in ("Shape", "Size") for n in model.graph)
     hidden = set(NEWER_FORMS_BELOW_13) if model.opset_imports.get("", 1) < 13 else set()
     folded_any = False
     for _ in range(FOLD_ATTEMPTS):
@@ -103,10 +105,25 @@ def _should_fold(node: ir.Node) -> bool | None:
 
 
 def infer_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `proto` with shapes inferred (large weights kept out of the round trip), or `proto` itself when
+    inference fails."""
+    light = weights.Light.of(proto)
+    inferred = _inferred(light.proto)
+    return proto if inferred is None else light.put_back(inferred)
+
+
+def infer_model(model: ir.Model) -> onnx.ModelProto:
+    """The proto of `model` with shapes inferred (as `infer_proto`; as it is when inference fails), its weights
+    serialized once."""
+    light = weights.Light.of_ir(model)
+    return light.put_back(_inferred(light.proto) or light.proto)
+
+
+def _inferred(proto: onnx.ModelProto) -> onnx.ModelProto | None:
     try:
         return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # best effort, as in _infer_shapes
-        return proto
+        return None
 
 
 def infer_shapes(model: ir.Model) -> None:

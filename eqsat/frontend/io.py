@@ -25,6 +25,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from eqsat.errors import BadInputError, InternalError, first_line
+from eqsat.frontend import weights
 
 ModelSource = Union[str, os.PathLike, onnx.ModelProto, ir.Model]
 
@@ -116,7 +117,7 @@ def _check_structure(proto: onnx.ModelProto, label: str, base_dir: Path | None, 
         proto.graph.node.extend(nodes)
     proto = without_negative_dims(proto)  # a dim declared -1 (paddle2onnx) is dynamic, not a conflict
     try:
-        onnx.checker.check_model(proto, full_check=True)
+        weights.check_model(proto)
     except CHECKER_ERRORS as exc:
         if not _valid_despite_strict_inference(proto):
             raise _checker_failure(label, exc, proto.graph) from None
@@ -293,7 +294,7 @@ def save(model: ir.Model | onnx.ModelProto, path: str | os.PathLike, original: o
     it) is held to that standard."""
     proto = model if isinstance(model, onnx.ModelProto) else to_proto(model)
     try:
-        onnx.checker.check_model(proto, full_check=True)
+        weights.check_model(proto)
     except CHECKER_ERRORS as exc:
         if original is None or _passes_check(original, full=True) or not _passes_check(proto, full=False):
             raise InternalError(f"eqsat produced an invalid model, not written: {first_line(exc)}") from None
@@ -307,7 +308,7 @@ def save(model: ir.Model | onnx.ModelProto, path: str | os.PathLike, original: o
 def _passes_check(proto: onnx.ModelProto, *, full: bool) -> bool:
     """Whether the ONNX checker accepts `proto` (`full`: with strict shape and type inference)."""
     try:
-        onnx.checker.check_model(proto, full_check=full)
+        weights.check_model(proto, full=full)
     except CHECKER_ERRORS:
         return False
     return True

@@ -12,7 +12,7 @@ import onnx_ir as ir
 
 from eqsat.frontend import io
 from eqsat.frontend.decided_ifs import decide_ifs
-from eqsat.frontend.fold import fold, infer_proto, infer_shapes
+from eqsat.frontend.fold import fold, infer_model, infer_proto, infer_shapes
 from eqsat.frontend.shape_chains import make_targets_static
 from eqsat.frontend.zero_states import drop_zero_states
 
@@ -43,9 +43,9 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
     if decided:
         folded = fold(model) or True
     if make_targets_static(model) | drop_zero_states(model.graph):  # both: each frees nodes for the folder
-        folded = fold(model) or True
+        folded = fold(model, infer=False) or True
     if folded and not _all_shapes_static(model.graph):
-        inferred = infer_proto(io.to_proto(model))
+        inferred = infer_model(model)
         model = io.from_proto(inferred, label)
     elif folded:
         inferred = io.to_proto(model)

@@ -1,0 +1,173 @@
+"""Large weights kept out of protobuf round trips.
+
+onnx's checker and shape inference, and onnxruntime's session, take a serialized model: for a model of
+300 MB of weights each call copies them through protobuf several times (serialize, parse in C++, serialize
+the result, parse it back), though none of them needs a weight's values. Here such calls get a light copy
+of the model, whose top-level initializers of at least `LARGE_BYTES` are graph inputs of their type instead:
+
+    light = Light.of(proto)
+    inferred = light.put_back(onnx.shape_inference.infer_shapes(light.proto))
+
+    light = Light.of(proto, floats_only=True)      # onnxruntime: weights fed as inputs, never copied
+    session = onnxruntime.InferenceSession(light.proto.SerializeToString(), ...)
+    session.run(None, {**light.values(), **feeds})
+
+The model itself is never changed: protobuf (upb) keeps a cleared field's memory in the message's arena,
+so taking weights out and putting them back would grow it by their size each time.
+Shape tensors (what data propagation reads) are far below `LARGE_BYTES`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import mmap
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+#: Initializers of at least this many bytes are kept aside (shape tensors, scalars and axes stay).
+LARGE_BYTES = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class Light:
+    """A copy of a model without its large initializers' data, and those initializers (the original's)."""
+
+    proto: onnx.ModelProto
+    large: dict[str, onnx.TensorProto]
+    order: tuple[str, ...]  # every top-level initializer's name, in the original's order
+    added_inputs: int = 0
+    from_ir: dict[str, ir.TensorProtocol] = dataclasses.field(default_factory=dict)  # large ones of an IR model
+
+    @classmethod
+    def of(cls, proto: onnx.ModelProto, *, floats_only: bool = False) -> "Light":
+        """Each large initializer (floating point only, with `floats_only`: what onnxruntime never needs as a
+        constant) a graph input of its type and shape; one already a graph input just loses its initializer,
+        and below IR 4, where every initializer must be an input, none is added."""
+        large = {t.name: t for t in proto.graph.initializer if _large(t) and (not floats_only or _float_raw(t))}
+        light = _copy_without(proto, large)
+        inputs = {i.name for i in proto.graph.input} | (set(large) if proto.ir_version < 4 else set())
+        added = [t for t in large.values() if t.name not in inputs]
+        for tensor in added:
+            light.graph.input.append(
+                onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims))
+            )
+        return cls(light, large, _names(proto), len(added))
+
+    @classmethod
+    def of_ir(cls, model: ir.Model) -> "Light":
+        """`of` for an IR model, serialized once without its large initializers (a copy with them would be
+        a copy of every weight); the model is the same again on return."""
+        graph = model.graph
+        order = list(graph.initializers.values())
+        large = [v for v in order if v.const_value is not None and _large_ir(v.const_value)]
+        inputs = len(graph.inputs)
+        try:
+            for value in large:
+                del graph.initializers[value.name]  # type: ignore[arg-type]
+                if value not in graph.inputs and model.ir_version >= 4:
+                    graph.inputs.append(value)
+            proto = ir.serde.serialize_model(model)
+        finally:
+            while len(graph.inputs) > inputs:
+                graph.inputs.pop()
+            graph.initializers.clear()
+            for value in order:
+                graph.initializers.add(value)
+        tensors = {v.name: v.const_value for v in large if v.name and v.const_value is not None}
+        added = len(proto.graph.input) - inputs
+        return cls(proto, {}, tuple(v.name or "" for v in order), added, tensors)
+
+    def values(self) -> dict[str, np.ndarray]:
+        """The large initializers' data by name, as arrays in one anonymous memory mapping: it goes back to the
+        operating system as soon as nothing holds the arrays (malloc would keep freed weights in its heap, so a
+        second model's copy would add to the first's)."""
+        sizes = [_nbytes(t) for t in self.large.values()]
+        if not sizes:
+            return {}
+        buffer = mmap.mmap(-1, sum(sizes))
+        arrays, offset = {}, 0
+        for (name, tensor), size in zip(self.large.items(), sizes):
+            buffer[offset : offset + size] = tensor.raw_data  # IndexError for data of another size than dims say
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+            arrays[name] = np.frombuffer(buffer, dtype, size // dtype.itemsize, offset).reshape(tuple(tensor.dims))
+            offset += size
+        return arrays
+
+    def put_back(self, result: onnx.ModelProto) -> onnx.ModelProto:
+        """`result` (what a tool made of the light copy, e.g. shape inference's) with the large initializers in
+        their places again and the inputs that stood for them gone; changed in place and returned."""
+        graph = result.graph
+        if self.added_inputs:
+            del graph.input[len(graph.input) - self.added_inputs :]
+        present = {t.name: t for t in graph.initializer}
+        del graph.initializer[:]  # the detached messages keep their data
+        for name in self.order:
+            if name in self.large:
+                graph.initializer.append(self.large[name])
+            elif name in self.from_ir:
+                ir.serde.serialize_tensor_into(graph.initializer.add(), self.from_ir[name])
+            elif name in present:
+                graph.initializer.append(present[name])
+        return result
+
+
+def check_model(proto: onnx.ModelProto, *, full: bool = True) -> None:
+    """`onnx.checker.check_model(proto, full_check=full)` with the large initializers checked one by one
+    (the same checks) instead of serialized with the graph; raises what it raises."""
+    light = Light.of(proto)
+    onnx.checker.check_model(light.proto, full_check=full)
+    for tensor in light.large.values():
+        onnx.checker.check_tensor(tensor)
+
+
+def _large(tensor: onnx.TensorProto) -> bool:
+    return tensor.data_type != onnx.TensorProto.STRING and tensor.ByteSize() >= LARGE_BYTES
+
+
+def _large_ir(tensor: ir.TensorProtocol) -> bool:
+    return tensor.dtype != ir.DataType.STRING and tensor.nbytes >= LARGE_BYTES
+
+
+def _float_raw(tensor: onnx.TensorProto) -> bool:
+    if not tensor.HasField("raw_data") or tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return False
+    try:
+        return bool(np.issubdtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type), np.floating))
+    except (KeyError, ValueError, TypeError):  # a type numpy has no dtype for
+        return False
+
+
+def _nbytes(tensor: onnx.TensorProto) -> int:
+    count = 1
+    for d in tensor.dims:
+        count *= d
+    return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+
+
+def _names(proto: onnx.ModelProto) -> tuple[str, ...]:
+    return tuple(t.name for t in proto.graph.initializer)
+
+
+def _copy_without(proto: onnx.ModelProto, left_out: dict[str, onnx.TensorProto]) -> onnx.ModelProto:
+    """A copy of `proto` whose top-level graph lacks the initializers `left_out` names (nothing else differs)."""
+    copy = onnx.ModelProto()
+    for field, value in proto.ListFields():
+        if field.name != "graph":
+            _copy_field(copy, field.name, value)
+    for field, value in proto.graph.ListFields():
+        if field.name == "initializer":
+            copy.graph.initializer.extend(t for t in value if t.name not in left_out)
+        else:
+            _copy_field(copy.graph, field.name, value)
+    return copy
+
+
+def _copy_field(target: object, name: str, value: object) -> None:
+    if hasattr(value, "extend"):  # a repeated field
+        getattr(target, name).extend(value)
+    elif hasattr(value, "CopyFrom"):  # a message
+        getattr(target, name).CopyFrom(value)
+    else:
+        setattr(target, name, value)

@@ -1,0 +1,77 @@
+"""Large weights kept out of protobuf round trips (eqsat.frontend.weights): the tools see the same model."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper as onh
+import pytest
+
+from eqsat.check.verify import Runner
+from eqsat.frontend import weights
+from eqsat.frontend.fold import infer_proto
+
+
+def _model(ir_version: int = 8) -> onnx.ModelProto:
+    """x [batch, 64] @ w [64, 32] + b, Reshape by a small shape initializer: one large weight, small rest."""
+    rng = np.random.default_rng(0)
+    inits = [
+        onh.from_array(rng.standard_normal((64, 32)).astype(np.float32), "w"),  # 8 KiB: large
+        onh.from_array(rng.standard_normal(32).astype(np.float32), "b"),  # 128 bytes: small
+        onh.from_array(np.array([-1, 4, 8], np.int64), "shape"),
+    ]
+    graph = oh.make_graph(
+        [
+            oh.make_node("MatMul", ["x", "w"], ["h"]),
+            oh.make_node("Add", ["h", "b"], ["a"]),
+            oh.make_node("Reshape", ["a", "shape"], ["y"]),
+        ],
+        "g",
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 64])],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 4, 8])],
+        initializer=inits,
+    )
+    if ir_version < 4:
+        graph.input.extend(oh.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in inits)
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=ir_version)
+
+
+@pytest.mark.parametrize("ir_version", [3, 8])
+def test_shape_inference_on_the_light_copy_equals_it_on_the_model(ir_version: int) -> None:
+    model = _model(ir_version)
+    before = model.SerializeToString(deterministic=True)
+    expected = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    light = weights.Light.of(model)
+    assert [t.name for t in light.proto.graph.initializer] == ["b", "shape"]  # the weight is not copied
+    assert infer_proto(model).SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
+    assert model.SerializeToString(deterministic=True) == before  # the model itself never changes
+
+
+def test_the_checker_still_checks_a_large_weight() -> None:
+    model = _model()
+    weights.check_model(model)
+    bad = model.graph.initializer[0]
+    bad.float_data.append(1.0)  # two value fields: the checker's complaint, for a tensor kept aside
+    with pytest.raises(onnx.checker.ValidationError):
+        weights.check_model(model)
+
+
+def test_onnxruntime_fed_the_weights_computes_what_it_computes_with_the_model() -> None:
+    model = _model()
+    x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
+    w, b = (onh.to_array(t) for t in model.graph.initializer[:2])
+    outputs, runtime = Runner(model).run({"x": x})
+    assert runtime == "onnxruntime"
+    np.testing.assert_allclose(outputs[0], (x @ w + b).reshape(-1, 4, 8), rtol=1e-5, atol=1e-5)
+    light = weights.Light.of(model, floats_only=True)
+    assert [i.name for i in light.proto.graph.input] == ["x", "w"]
+    values = light.values()
+    assert list(values) == ["w"] and np.array_equal(values["w"], w)
+
+
+def test_a_weight_whose_data_disagrees_with_its_dims_is_a_load_problem_not_a_crash() -> None:
+    model = _model()
+    model.graph.initializer[0].raw_data = model.graph.initializer[0].raw_data[:-4]
+    runner = Runner(model)
+    assert not runner.loaded and runner.load_problem
