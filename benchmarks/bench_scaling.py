@@ -74,20 +74,20 @@ def run_eqsat(python: str, model: Path, out: Path) -> dict:
     """One CLI run in a fresh process: wall time, peak RSS and the report's phases."""
     report = out.with_suffix(".json")
     command = [python, "-m", "eqsat", "optimize", str(model), "-o", str(out), "--force", "--report-json", str(report)]
-    wall, peak = _timed(command)
+    wall, peak = _timed(command, cwd=model.parent)  # not the checkout: `-m eqsat` would import it from there
     data = json.loads(report.read_text())
     return {"wall": wall, "peak_mb": peak, "phases": data.get("phases", {}), "nodes_after": data.get("nodes_after")}
 
 
 def run_peer(name: str, python: str, model: Path, out: Path) -> dict:
-    wall, peak = _timed([python, "-c", PEER_SCRIPTS[name], str(model), str(out)])
+    wall, peak = _timed([python, "-c", PEER_SCRIPTS[name], str(model), str(out)], cwd=model.parent)
     return {"wall": wall, "peak_mb": peak, "nodes_after": _count(out)}
 
 
-def _timed(command: Sequence[str]) -> tuple[float, float]:
+def _timed(command: Sequence[str], cwd: Path) -> tuple[float, float]:
     """Wall seconds and the child's peak RSS in MB (GNU time's %M)."""
     start = time.perf_counter()
-    done = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True)
+    done = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, cwd=cwd)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:4])} failed: {done.stderr.strip()[-500:]}")
