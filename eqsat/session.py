@@ -167,7 +167,7 @@ class Session:
         report.extraction = result.summary(cost_model, target if cost is None else None)
         note("lower")
         with timed(report, "lower"):
-            model = lower(result.egraph, result.choice, self.encoding, self.normalized)
+            model, arrays = lower(result.egraph, result.choice, self.encoding, self.normalized)
         if self.bodies:
             from eqsat.subgraphs import put_back
 
@@ -196,6 +196,8 @@ class Session:
                     inputs=options.inputs,
                     strict=options.strict,
                     reference=reference,
+                    weights=arrays,
+                    original_weights=self.encoding.arrays_by_name(),
                 )
         run_warnings.add(
             report.warnings,
@@ -203,6 +205,7 @@ class Session:
             + run_warnings.of_bodies(report.subgraphs)
             + run_warnings.of_verification(report.verification, pending=pending),
         )
+        del arrays  # verified: the output holds its weights
         out = Result(model, report, result, session=self, cost_model=cost_model, pending_verification=pending)
         if breakdown:
             note("breakdown")

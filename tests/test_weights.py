@@ -75,3 +75,21 @@ def test_a_weight_whose_data_disagrees_with_its_dims_is_a_load_problem_not_a_cra
     model.graph.initializer[0].raw_data = model.graph.initializer[0].raw_data[:-4]
     runner = Runner(model)
     assert not runner.loaded and runner.load_problem
+
+
+def test_known_arrays_are_fed_only_where_their_bytes_equal_the_weight() -> None:
+    """Verification feeds the arrays lowering wrote (and encoding read) instead of copies, but only an array
+    that holds the initializer's exact type, dims and bytes: -0.0 against 0.0, another dtype or shape, or one
+    changed element is copied from the model instead."""
+    model = _model()
+    w = onh.to_array(model.graph.initializer[0]).copy()
+    w[0, 0] = 0.0
+    model.graph.initializer[0].CopyFrom(onh.from_array(w, "w"))
+    light = weights.Light.of(model, floats_only=True)
+    assert light.values({"w": w})["w"] is w
+    changed, negative_zero = w.copy(), w.copy()
+    changed[3, 5] = np.nextafter(changed[3, 5], np.float32(np.inf))
+    negative_zero[0, 0] = -0.0
+    for other in (changed, negative_zero, w.astype(np.float64), w.reshape(32, 64)):
+        value = light.values({"w": other})["w"]
+        assert value is not other and np.array_equal(value.view(np.uint8), w.view(np.uint8))

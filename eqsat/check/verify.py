@@ -168,8 +168,9 @@ class Runner:
     """One model, serialized once: an onnxruntime session (no graph optimizations, one thread) made on first
     use, onnx.reference's evaluator where onnxruntime cannot load the model or run it on the feeds."""
 
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, weights: Mapping[str, np.ndarray] | None = None):
         self.model = model
+        self._known = weights or {}  # initializers' arrays already in memory (checked equal before use)
         self._session: Any = None
         self._evaluator: Any = None
         self._weights: dict[str, np.ndarray] = {}  # float weights fed to onnxruntime as inputs
@@ -194,7 +195,8 @@ class Runner:
             ort.set_default_logger_severity(3)  # model loading warnings go to the default logger
             light = weights.Light.of(self.model, floats_only=True)  # the weights are fed, never copied
             try:
-                self._weights = light.values()
+                self._weights = light.values(self._known)
+                self._known = {}
                 self._session = ort.InferenceSession(
                     light.proto.SerializeToString(), opts, providers=["CPUExecutionProvider"]
                 )
@@ -326,6 +328,8 @@ def verify(
     inputs: Mapping[str, np.ndarray] | None = None,
     strict: bool = False,
     reference: Reference | None = None,
+    weights: Mapping[str, np.ndarray] | None = None,
+    original_weights: Mapping[str, np.ndarray] | None = None,
 ) -> VerifyReport:
     """Compare both models' outputs on seeded inputs with the tolerance of `soundness`.
 
@@ -334,18 +338,26 @@ def verify(
     on this original) saves running the original again. An original that runs on no candidate is not
     verified (`VerifyReport.unverified` says why; `ok` stays true), or with `strict` (or with sizes or arrays
     the user gave) bad input (`BadInputError` naming `source`); an optimized model that cannot run while the
-    original can fails verification (`VerificationError`).
+    original can fails verification (`VerificationError`). `weights` and `original_weights` (arrays by
+    initializer name already in memory: what lowering wrote, what encoding read) are fed to onnxruntime where
+    they equal the model's initializers byte for byte, instead of copies.
     """
     orig = _proto(original)
     if reference is None:
         reference = expected_outputs(
-            orig, seed=seed, source=source, input_shapes=input_shapes, inputs=inputs, strict=strict
+            orig,
+            seed=seed,
+            source=source,
+            input_shapes=input_shapes,
+            inputs=inputs,
+            strict=strict,
+            weights=original_weights,
         )
     if reference.unverified:
         return VerifyReport(
             True, "", reference.seed, (), {}, (), reference.random, reference.notes, reference.unverified, reference
         )
-    runner = Runner(_proto(optimized))
+    runner = Runner(_proto(optimized), weights)
     compared = [k for k, name in enumerate(reference.names) if name not in reference.random]
     names = [reference.names[k] for k in compared]
     per_run, runtimes = [], set()
@@ -395,13 +407,15 @@ def expected_outputs(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     inputs: Mapping[str, np.ndarray] | None = None,
     strict: bool = False,
+    weights: Mapping[str, np.ndarray] | None = None,
 ) -> Reference:
     """The original's outputs on the first candidate it runs on, and on a second assignment of other sizes
     where it has dynamic dims (see the module docstring); `Reference.unverified` says why when it runs on
-    none, unless `strict` (or the user gave sizes or arrays): then a one-line `BadInputError`."""
+    none, unless `strict` (or the user gave sizes or arrays): then a one-line `BadInputError`. `weights`:
+    as `verify`'s `original_weights`."""
     orig = _proto(original)
     shapes, arrays = check_given(orig, input_shapes or {}, inputs or {}, source)
-    search = _Search(orig, seed, shapes, arrays)
+    search = _Search(orig, seed, shapes, arrays, weights)
     names = tuple(o.name for o in orig.graph.output)
     random = tuple(random_outputs(orig))
     quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in orig.graph.node)
@@ -423,10 +437,17 @@ class _Search:
     when tried, skipped when over the element budget, redrawn (up to REDRAWS times) when a draw was
     uncertain and refused."""
 
-    def __init__(self, model: onnx.ModelProto, seed: int, shapes: dict[str, Shape], arrays: dict[str, Any]):
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        seed: int,
+        shapes: dict[str, Shape],
+        arrays: dict[str, Any],
+        weights: Mapping[str, np.ndarray] | None = None,
+    ):
         self.model, self.seed, self.shapes, self.arrays = model, seed, shapes, arrays
         self.plan = Plan(model)
-        self.runner = Runner(model)
+        self.runner = Runner(model, weights)
         given = given_shapes(shapes, arrays)
         self.fixed = fixed_sizes(self.plan.facts.infer(given)) | set(given)
         self.tried: list[str] = []  # the sizes tried, as text

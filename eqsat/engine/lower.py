@@ -174,7 +174,7 @@ class _Lowerer:
                 stack.extend((c, False) for c in reversed(node.children) if c not in done)
         return out
 
-    def run(self) -> onnx.ModelProto:
+    def run(self) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         roots = [self.g.refs[r] for r in self.enc.outputs]
         out_names = [v.name for v in self.source.graph.output]
         self.used |= self.graph_inputs
@@ -194,7 +194,7 @@ class _Lowerer:
                 self._provenance(alias, cid)
                 self.nodes.append(alias)
                 self.used.add(name)
-        return self.model()
+        return self.model(), dict(self.live_initializers())
 
     def _unbroadcast_constants(self, order: Sequence[int], roots: Sequence[int]) -> set[int]:
         """Constant classes whose every reader is a broadcasting op with another operand of the output's
@@ -595,6 +595,9 @@ def _evaluate_reference(spec: OpSpec, args: list[np.ndarray | None], params: dic
     return np.asarray(out)
 
 
-def lower(egraph: EGraph, choice: Mapping[int, int], enc: Encoding, source: onnx.ModelProto) -> onnx.ModelProto:
-    """The graph the choice describes, as a model shaped like `source` (the normalized input)."""
+def lower(
+    egraph: EGraph, choice: Mapping[int, int], enc: Encoding, source: onnx.ModelProto
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """The graph the choice describes, as a model shaped like `source` (the normalized input), and its
+    initializers' arrays by name (what verification feeds onnxruntime instead of copying them back out)."""
     return _Lowerer(egraph, choice, enc, source).run()

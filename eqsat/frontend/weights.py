@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import mmap
+from typing import Mapping
 
 import numpy as np
 import onnx
@@ -79,21 +80,29 @@ class Light:
         added = len(proto.graph.input) - inputs
         return cls(proto, {}, tuple(v.name or "" for v in order), added, tensors)
 
-    def values(self) -> dict[str, np.ndarray]:
-        """The large initializers' data by name, as arrays in one anonymous memory mapping: it goes back to the
+    def values(self, known: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """The large initializers' data by name. An array of `known` whose bytes equal the initializer's is
+        used as it is; the others are copied into one anonymous memory mapping, which goes back to the
         operating system as soon as nothing holds the arrays (malloc would keep freed weights in its heap, so a
         second model's copy would add to the first's)."""
-        sizes = [_nbytes(t) for t in self.large.values()]
-        if not sizes:
-            return {}
-        buffer = mmap.mmap(-1, sum(sizes))
-        arrays, offset = {}, 0
-        for (name, tensor), size in zip(self.large.items(), sizes):
-            buffer[offset : offset + size] = tensor.raw_data  # IndexError for data of another size than dims say
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
-            arrays[name] = np.frombuffer(buffer, dtype, size // dtype.itemsize, offset).reshape(tuple(tensor.dims))
-            offset += size
-        return arrays
+        known = known or {}
+        arrays: dict[str, np.ndarray] = {}
+        copied: list[tuple[str, onnx.TensorProto, int]] = []
+        for name, tensor in self.large.items():
+            same = _same_array(known.get(name), tensor)
+            if same is not None:
+                arrays[name] = same
+            else:
+                copied.append((name, tensor, _nbytes(tensor)))
+        if copied:
+            buffer = mmap.mmap(-1, sum(size for _, _, size in copied))
+            offset = 0
+            for name, tensor, size in copied:
+                buffer[offset : offset + size] = tensor.raw_data  # IndexError for data of another size than dims say
+                dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+                arrays[name] = np.frombuffer(buffer, dtype, size // dtype.itemsize, offset).reshape(tuple(tensor.dims))
+                offset += size
+        return {name: arrays[name] for name in self.large}
 
     def put_back(self, result: onnx.ModelProto) -> onnx.ModelProto:
         """`result` (what a tool made of the light copy, e.g. shape inference's) with the large initializers in
@@ -137,6 +146,20 @@ def _float_raw(tensor: onnx.TensorProto) -> bool:
         return bool(np.issubdtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type), np.floating))
     except (KeyError, ValueError, TypeError):  # a type numpy has no dtype for
         return False
+
+
+def _same_array(array: np.ndarray | None, tensor: onnx.TensorProto) -> np.ndarray | None:
+    """`array` (C-contiguous) when it holds exactly the tensor's type, dims and bytes, else None."""
+    if array is None or not tensor.HasField("raw_data"):
+        return None
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    if array.dtype != dtype or array.shape != tuple(tensor.dims):
+        return None
+    array = np.ascontiguousarray(array)
+    data = tensor.raw_data  # a copy, for this one tensor only
+    if len(data) != array.nbytes:
+        return None
+    return array if np.array_equal(array.reshape(-1).view(np.uint8), np.frombuffer(data, np.uint8)) else None
 
 
 def _nbytes(tensor: onnx.TensorProto) -> int:
