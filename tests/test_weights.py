@@ -93,3 +93,19 @@ def test_known_arrays_are_fed_only_where_their_bytes_equal_the_weight() -> None:
     for other in (changed, negative_zero, w.astype(np.float64), w.reshape(32, 64)):
         value = light.values({"w": other})["w"]
         assert value is not other and np.array_equal(value.view(np.uint8), w.view(np.uint8))
+
+
+def test_a_model_is_written_in_pieces_byte_for_byte() -> None:
+    """Saving writes the graph's initializers one at a time: the bytes are SerializeToString's exactly, with
+    model fields on both sides of the graph and graph fields on both sides of the initializers."""
+    model = _model()
+    model.producer_name, model.doc_string = "eqsat", "a model"
+    model.metadata_props.add(key="k", value="v")
+    model.graph.doc_string = "a graph"
+    model.graph.value_info.append(oh.make_tensor_value_info("h", onnx.TensorProto.FLOAT, ["batch", 32]))
+    pieces = list(weights.serialized(model))
+    assert len(pieces) == 2 + len(model.graph.initializer)
+    assert b"".join(pieces) == model.SerializeToString()
+    small = _model()
+    del small.graph.initializer[0]  # nothing large: one piece
+    assert list(weights.serialized(small)) == [small.SerializeToString()]

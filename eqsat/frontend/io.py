@@ -17,7 +17,7 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Union
+from typing import Iterable, Union
 
 import onnx
 import onnx.version_converter
@@ -300,7 +300,7 @@ def save(model: ir.Model | onnx.ModelProto, path: str | os.PathLike, original: o
             raise InternalError(f"eqsat produced an invalid model, not written: {first_line(exc)}") from None
     target = Path(path)
     try:
-        _write_atomically(target, proto.SerializeToString())
+        _write_atomically(target, weights.serialized(proto))
     except OSError as exc:
         raise BadInputError(str(target), f"cannot be written: {exc.strerror or exc}") from None
 
@@ -314,7 +314,7 @@ def _passes_check(proto: onnx.ModelProto, *, full: bool) -> bool:
     return True
 
 
-def _write_atomically(target: Path, data: bytes) -> None:
+def _write_atomically(target: Path, data: Iterable[bytes]) -> None:
     """Write a fresh temporary file beside `target`, then rename it over `target`.
 
     Not tempfile.mkstemp: its files are private (0600); opening with "xb" honours the umask like any save.
@@ -323,7 +323,8 @@ def _write_atomically(target: Path, data: bytes) -> None:
     fh = open(tmp, "xb")  # if this fails, nothing was created
     try:
         with fh:
-            fh.write(data)
+            for piece in data:
+                fh.write(piece)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)

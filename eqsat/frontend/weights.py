@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import mmap
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -129,6 +129,45 @@ def check_model(proto: onnx.ModelProto, *, full: bool = True) -> None:
     onnx.checker.check_model(light.proto, full_check=full)
     for tensor in light.large.values():
         onnx.checker.check_tensor(tensor)
+
+
+def serialized(proto: onnx.ModelProto) -> Iterator[bytes]:
+    """`proto.SerializeToString()` in pieces, byte for byte: the graph's initializers one at a time, so that
+    writing a model never holds a second copy of its weights. Protobuf writes fields in field-number order; a
+    GraphProto's initializers (field 5) come after its nodes (1) and name (2) and before the rest, and the
+    graph (ModelProto field 7) between the model's fields below 7 and above. (Unknown fields of the two
+    top-level messages would move; eqsat's outputs, built by lowering, have none.)"""
+    graph = proto.graph
+    if not any(_large(t) for t in graph.initializer):
+        yield proto.SerializeToString()
+        return
+    before, after = onnx.ModelProto(), onnx.ModelProto()
+    head, tail = onnx.GraphProto(), onnx.GraphProto()
+    for field, value in proto.ListFields():
+        if field.number != 7:
+            _copy_field(before if field.number < 7 else after, field.name, value)
+    for field, value in graph.ListFields():
+        if field.number != 5:
+            _copy_field(head if field.number < 5 else tail, field.name, value)
+    entries = [(t.ByteSize(), t) for t in graph.initializer]
+    size = head.ByteSize() + tail.ByteSize() + sum(1 + _varint_size(n) + n for n, _ in entries)
+    yield before.SerializeToString() + b"\x3a" + _varint(size) + head.SerializeToString()
+    for n, tensor in entries:
+        yield b"\x2a" + _varint(n) + tensor.SerializeToString()
+    yield tail.SerializeToString() + after.SerializeToString()
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _varint_size(n: int) -> int:
+    return len(_varint(n))
 
 
 def _large(tensor: onnx.TensorProto) -> bool:
