@@ -84,8 +84,10 @@ def _moment_forms() -> tuple:
             fact(f"(= __root {pattern}) (= q (Sqrt v)) {d}", "(union __root (Div d q))")
             for pattern in _both("Mul", "d", "(Reciprocal q)")  # d * rstd as BERT exports it, rstd * d as others
         ),
-        fact(f"(= __root (Mul x (Reciprocal sd))) (= sd (Sqrt ve)) {_VE}", "(union __root (Div x sd))"),
-        fact(f"(= __root (Mul (Reciprocal sd) x)) (= sd (Sqrt ve)) {_VE}", "(union __root (Div x sd))"),
+        *(
+            fact(f"(= __root {pattern}) (= sd (Sqrt ve)) {_VE}", "(union __root (Div x sd))")
+            for pattern in _both("Mul", "x", "(Reciprocal sd)")
+        ),
     )
 
 

@@ -43,11 +43,11 @@ class Encoding:
     handles: int = 0  # handles allocated: one per value, plus one per re-encoded broadcast constant
     symbols: SymbolTable = dataclasses.field(default_factory=SymbolTable)  # the symbols in shape facts
 
+    unified: dict[int, int] = dataclasses.field(default_factory=dict)  # symbol -> the dim it was proven equal to
+
     def arrays_by_name(self) -> dict[str, np.ndarray]:
         """Each constant's array under the name it was first read by (the model's initializer names)."""
         return {name: self.constants[key] for key, name in self.constant_names.items() if key in self.constants}
-
-    unified: dict[int, int] = dataclasses.field(default_factory=dict)  # symbol -> the dim it was proven equal to
 
 
 def constant_key(array: np.ndarray) -> str:
