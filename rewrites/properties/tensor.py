@@ -111,7 +111,7 @@ def _transpose_sink_split(draw: Callable, st: Any) -> RuleCase:
 @rule_case
 def _split_reshape_merge(draw: Callable, st: Any) -> RuleCase:
     """y [P.., N] split along its last axis into 2 or 3 widths, each part reshaped: by heads ([L.., h_k, d] with d
-    dividing every width) or whole ([L.., n_k], L != P: a Reshape to the part's own shape is dropped at load); L = P,
+    dividing every width) or whole ([L.., n_k]), never to the part's own shape (that Reshape is dropped at load); L = P,
     P flattened or regrouped, as is, with one -1, or (L = P) with its leading dims as 0. The split axis written
     positive or negative, opset 11, 13 or 18."""
     lead = draw(shapes(1, 3, 3))
@@ -129,6 +129,8 @@ def _split_reshape_merge(draw: Callable, st: Any) -> RuleCase:
     for k, n in enumerate(widths):
         out_lead = draw(st.sampled_from(leads))
         shape = (*out_lead, n // d, d) if heads else (*out_lead, n)
+        if shape == (*lead, n):  # the part's own shape: that Reshape is dropped at load, so regroup it
+            out_lead, shape = (1, *out_lead), (1, *shape)
         target = list(shape)
         kind = draw(st.sampled_from(("plain", "infer", "copy") if out_lead == lead else ("plain", "infer")))
         if kind == "infer":
