@@ -422,34 +422,57 @@ def _positive_facts() -> tuple:
 
 
 # ---- multi-pattern merge (TENSAT): convs sharing their input, with constant weights ----
-#: Most convs merged into one (every sorted subset of 2..MAX_MERGE convs sharing an input gets one merged form).
-MAX_MERGE = 4
+# Any number of convs, built a pair at a time as the linear merges are (rewrites/linear.py): each site (conv-site)
+# merges with the next one of its input and attributes (conv-next, conv-bias-next: the least larger const-rank
+# among the sites whose weights agree but on axis 0), and a merged conv grows by the site next to its last
+# (merge-tip), its Split extending the smaller one's (split-extends).
+
+#: Sites whose weights agree but on C_out (axis 0) and in dtype: the next one's const-rank.
+_NEXT = (
+    "(conv-site x ap dl ks pd st r y w {b}) (conv-site x ap dl ks pd st q z v {c}) (< r q) (= sw (shape w)) "
+    "(>= (vec-length sw) 3) (= (vec-remove sw 0) (vec-remove (shape v) 0)) (= dt (dtype w)) (= dt (dtype v))"
+)
+CONV_NEXT = (
+    fact(_NEXT.format(b="(Absent)", c="(Absent)"), "(set (conv-next x ap dl ks pd st r) q)"),
+    fact(
+        f"{_NEXT.format(b='b', c='c')} (is-const b) (is-const c) (= (dtype b) dt) (= (dtype c) dt)",
+        "(set (conv-bias-next x ap dl ks pd st r) q)",
+    ),
+    fact("(= y (Conv x w b ap dl g ks pd st)) (= d (dtype x))", "(set (dtype y) d)"),
+    # a conv over concatenated weights: the output of a conv of x by the first of them, with their C_out summed
+    fact(
+        "(= m (Conv x wc bc ap dl 1 ks pd st)) (= wc (Concat (TCons h t) 0)) (= y (Conv x h b ap dl 1 ks pd st)) "
+        "(= sy (shape y)) (>= (vec-length sy) 2) (= sw (shape wc))",
+        "(set (shape m) (vec-set sy 1 (vec-get sw 0)))",
+    ),
+)
 
 
-def _merge(n: int, bias: bool) -> "Egglog":
-    """n group-1 convs of x with identical attributes and constant weights w_k (const-rank order), biases all
-    absent or all constant: one conv over Concat(w_k, 0) (and Concat(b_k, 0)), Split along axis 1."""
-    ks = range(n)
-    b = [f"b{k}" if bias else "(Absent)" for k in ks]
-    q = " ".join(f"(conv-site x ap dl ks pd st r{k} y{k} w{k} {b[k]})" for k in ks)
-    q += " " + " ".join(f"(< r{k} r{k + 1})" for k in range(n - 1))
-    q += " " + " ".join(f"(= sw{k} (shape w{k}))" for k in ks) + " (>= (vec-length sw0) 3) (= dt (dtype w0))"
-    q += " " + " ".join(f"(= dt (dtype w{k})) (= (vec-remove sw0 0) (vec-remove sw{k} 0))" for k in range(1, n))
+def _merge_pair(bias: bool) -> Egglog:
+    """The site of const-rank r and its next one: one conv over Concat(W, 0) (and Concat(B, 0)), Split along
+    axis 1."""
+    nxt, b, c, bc = ("conv-next", "(Absent)", "(Absent)", "(Absent)")
     if bias:
-        q += " " + " ".join(f"(is-const b{k}) (= (dtype b{k}) dt)" for k in ks)
-    q += " (= sy0 (shape y0)) (>= (vec-length sy0) 3)"
-    sizes = "(vec-of " + " ".join(f"(vec-get sw{k} 0)" for k in ks) + ")"
-    total = "(+ " * (n - 1) + "(vec-get sw0 0)" + "".join(f" (vec-get sw{k} 0))" for k in range(1, n))
-    acts = [f"(let wc (Concat {tlist([f'w{k}' for k in ks])} 0))"]
-    acts.append(f"(let bc (Concat {tlist(b)} 0))" if bias else "(let bc (Absent))")
-    acts += [
-        "(let mc (Conv x wc bc ap dl 1 ks pd st))",
-        f"(set (shape mc) (vec-set sy0 1 {total}))",
-        "(set (dtype mc) dt)",
-        f"(let sp (Split mc 1 {sizes}))",
-    ]
-    acts += [f"(union y{k} (Out sp {k}))" for k in ks]
-    return fact(q, " ".join(acts))
+        nxt, b, c, bc = ("conv-bias-next", "b) (is-const b", "c) (is-const c", "(Concat (TCons b (TCons c (TNil))) 0)")
+    return fact(
+        f"(conv-site x ap dl ks pd st r y w {b}) (= q ({nxt} x ap dl ks pd st r)) "
+        f"(conv-site x ap dl ks pd st q z v {c}) (= m (vec-get (shape w) 0)) (= n (vec-get (shape v) 0))",
+        f"(let sp (Split (Conv x (Concat (TCons w (TCons v (TNil))) 0) {bc} ap dl 1 ks pd st) 1 (vec-of m n))) "
+        "(union y (Out sp 0)) (union z (Out sp 1)) (merge-tip sp q)",
+    )
+
+
+def _merge_grow(bias: bool) -> Egglog:
+    """A merged conv whose last site has const-rank r, grown by the next site."""
+    nxt, b, bc, b2 = ("conv-next", "(Absent)", "(Absent)", "(Absent)")
+    if bias:
+        nxt, b, bc, b2 = ("conv-bias-next", "b) (is-const b", "(Concat lb 0)", "(Concat (TAppend lb (TCons b (TNil))) 0)")
+    return fact(
+        f"(merge-tip sp r) (= sp (Split mc 1 ns)) (= mc (Conv x (Concat l 0) {bc} ap dl 1 ks pd st)) "
+        f"(= q ({nxt} x ap dl ks pd st r)) (conv-site x ap dl ks pd st q y w {b}) (= n (vec-get (shape w) 0))",
+        f"(let s2 (Split (Conv x (Concat (TAppend l (TCons w (TNil))) 0) {b2} ap dl 1 ks pd st) 1 (vec-push ns n))) "
+        "(union y (Out s2 (vec-length ns))) (split-extends sp s2) (merge-tip s2 q)",
+    )
 
 
 def _merge_sites() -> "Egglog":
@@ -502,6 +525,17 @@ RULES = [
         "conv-site(x, attributes, rank of W, y, W, B) for each group-1 Conv with a loaded constant W whose input x "
         "several input Convs read (the relation conv-merge joins)",
         (_merge_sites(),),
+        ruleset="analysis",
+    ),
+    Rule(
+        "conv-merge-order",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "conv-next, conv-bias-next: the next const-rank among the conv sites of one input and attributes whose "
+        "weights agree but on C_out (the order conv-merge grows in); dtype(Conv(x, ...)) = dtype(x); the shape of a "
+        "conv over concatenated weights",
+        CONV_NEXT,
         ruleset="analysis",
     ),
     Rule(
@@ -633,8 +667,9 @@ RULES = [
         "fp-reassoc",
         "tensat:multi-pattern (conv with shared input); tvm:CombineParallelConv2D",
         "Conv(x, W1, B1), Conv(x, W2, B2), ... -> Out(Split(Conv(x, Concat(W, 0), Concat(B, 0)), 1, [C1, C2, ...]), "
-        "k) for 2 to 4 group-1 convs with identical attributes, constant weights and constant or absent biases",
-        tuple(_merge(n, bias) for bias in (False, True) for n in range(2, MAX_MERGE + 1)) + (_merge_zero_bias(),),
+        "k) for group-1 convs with identical attributes, constant weights and constant or absent biases, any number: "
+        "each run of consecutive sites (const-rank order), grown a site at a time",
+        (*(row(bias) for bias in (False, True) for row in (_merge_pair, _merge_grow)), _merge_zero_bias()),
     ),
     Rule(
         "conv-merge-epilogue",

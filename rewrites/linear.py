@@ -305,59 +305,94 @@ RULES = [
 ]
 
 
-# ---- multi-pattern merges (TENSAT): MatMuls sharing their input, with constant weights ----
-#: Most MatMuls merged into one (every sorted subset of 2..MAX_MERGE sharing an input gets one merged form).
-MAX_MERGE = 4
+# ---- multi-pattern merges (TENSAT): products sharing their input, with constant weights ----
+# A merge of any number of products, built a pair at a time. An analysis row marks each site (a product over an
+# input x with a constant weight, keyed by the weight's const-rank) and each site's next one (`*-next`: the
+# least larger const-rank among x's sites of the same kind). A site merges with its next one, and a merged form
+# grows by the site next to its last (`merge-tip`); the grown Split extends the smaller one's
+# (`split-extends`: its first projections read the same columns). So n sites give one merged form per run of
+# consecutive sites in const-rank order (n (n - 1) / 2 forms, the one of all n among them), whatever n is.
 
-
-def _merge(n: int, bias: bool) -> "Egglog":
-    """n MatMuls (x, W_k) with constant 2-D W_k in const-rank order (each subset matched once), plus a
-    per-column constant bias b_k each when `bias`: one MatMul (and Add) over Concat(W_k) (and Concat(b_k)),
-    Split along the last axis; each original unioned with its projection."""
-    ks = range(n)
-    last = "(- (vec-length sy0) 1)"
-    q = " ".join(
-        f"(= y{k} (MatMul x w{k})) (= w{k} (Const c{k})) (= r{k} (const-rank w{k})) (= sw{k} (shape w{k})) "
-        f"(= (vec-length sw{k}) 2)"
-        for k in ks
-    )
-    q += " " + " ".join(f"(< r{k} r{k + 1})" for k in range(n - 1))
-    q += " (= sy0 (shape y0)) (>= (vec-length sy0) 1) (= dt (dtype y0))"
-    sizes = "(vec-of " + " ".join(f"(vec-get sw{k} 1)" for k in ks) + ")"
-    total = "(+ " * (n - 1) + "(vec-get sw0 1)" + "".join(f" (vec-get sw{k} 1))" for k in range(1, n))
-    acts = [
-        f"(let wc (Concat {tlist([f'w{k}' for k in ks])} 1))",
-        "(let mm (MatMul x wc))",
-        f"(set (shape mm) (vec-set sy0 {last} {total}))",
-        "(set (dtype mm) dt)",
-    ]
-    top, outs = "mm", [f"y{k}" for k in ks]
-    if bias:
-        q += " " + " ".join(
-            f"(= z{k} (Add y{k} b{k})) {per_column(f'b{k}', 'sy0')} (= (vec-get s_b{k} {last}) (vec-get sw{k} 1))"
-            for k in ks
-        )
-        acts += [
-            f"(let bc (Concat {tlist([f'b{k}' for k in ks])} {last}))",
-            "(let ad (Add mm bc))",
-            f"(set (shape ad) (vec-set sy0 {last} {total}))",
-            "(set (dtype ad) dt)",
-        ]
-        top, outs = "ad", [f"z{k}" for k in ks]
-    acts.append(f"(let sp (Split {top} {last} {sizes}))")
-    acts += [f"(union {o} (Out sp {k}))" for k, o in enumerate(outs)]
-    return fact(q, " ".join(acts))
-
+#: mm-site(x, r, y, w): y = MatMul(x, w), w a constant 2-D weight of const-rank r.
+MM_SITE = fact(
+    "(= y (MatMul x w)) (= w (Const c)) (= r (const-rank w)) (= sw (shape w)) (= (vec-length sw) 2)",
+    "(mm-site x r y w)",
+)
+#: mm-bias-site(x, r, z, w, b): z = y + b for a site y and b per column, of w's width.
+MM_BIAS_SITE = fact(
+    f"(mm-site x r y w) (= z (Add y b)) (= sy (shape y)) {per_column('b', 'sy')} "
+    "(= (vec-get s_b (- (vec-length sy) 1)) (vec-get (shape w) 1))",
+    "(mm-bias-site x r z w b)",
+)
+MM_NEXT = (
+    fact("(mm-site x r y w) (mm-site x q z v) (< r q)", "(set (mm-next x r) q)"),
+    fact("(mm-bias-site x r y w b) (mm-bias-site x q z v c) (< r q)", "(set (mm-bias-next x r) q)"),
+)
+#: Out(Split(p, ax, sizes), k) = Out(Split(p', ax, sizes'), k) when p' is p with columns appended on axis ax.
+SPLIT_EXTENDS = fact("(split-extends sp s2) (= o (Out sp k))", "(union o (Out s2 k))")
+#: The products matmul-merge and matmul-bias-merge build: dtype(MatMul(a, b)) = dtype(a);
+#: shape(MatMul(a, Concat(l, ax))) = a's with its last dim the 2-D weights' width; shape(p + Concat(lb, ax)) =
+#: shape(p) for such a p and biases of p's rank, all ones but the last dim, p's width.
+MM_FACTS = (
+    fact("(= y (MatMul a b)) (= d (dtype a))", "(set (dtype y) d)"),
+    fact(
+        "(= y (MatMul a b)) (= b (Concat l ax)) (= sa (shape a)) (= n (vec-length sa)) (>= n 1) (= sb (shape b)) "
+        "(= (vec-length sb) 2)",
+        "(set (shape y) (vec-set sa (- n 1) (vec-get sb 1)))",
+    ),
+    fact(
+        "(= y (Add p c)) (= p (MatMul x (Concat l k))) (= c (Concat lb ax)) (= s (shape p)) (= n (vec-length s)) "
+        f"(>= n 1) (= (shape c) (vec-set {ones('s')} (- n 1) (vec-get s (- n 1))))",
+        "(set (shape y) s)",
+    ),
+)
+MM_PAIR = fact(
+    "(mm-site x r y w) (= q (mm-next x r)) (mm-site x q z v) (= sy (shape y)) (= n (vec-length sy)) (>= n 1) "
+    "(= a (vec-get (shape w) 1)) (= b (vec-get (shape v) 1))",
+    "(let sp (Split (MatMul x (Concat (TCons w (TCons v (TNil))) 1)) (- n 1) (vec-of a b))) (union y (Out sp 0)) "
+    "(union z (Out sp 1)) (merge-tip sp q)",
+)
+MM_GROW = fact(
+    "(merge-tip sp r) (= sp (Split mm ax ns)) (= mm (MatMul x (Concat l 1))) (= q (mm-next x r)) "
+    "(mm-site x q y w) (= a (vec-get (shape w) 1))",
+    "(let s2 (Split (MatMul x (Concat (TAppend l (TCons w (TNil))) 1)) ax (vec-push ns a))) "
+    "(union y (Out s2 (vec-length ns))) (split-extends sp s2) (merge-tip s2 q)",
+)
+MM_BIAS_PAIR = fact(
+    "(mm-bias-site x r y w c) (= q (mm-bias-next x r)) (mm-bias-site x q z v d) (= sy (shape y)) "
+    "(= n (vec-length sy)) (= a (vec-get (shape w) 1)) (= b (vec-get (shape v) 1))",
+    "(let ad (Add (MatMul x (Concat (TCons w (TCons v (TNil))) 1)) (Concat (TCons c (TCons d (TNil))) (- n 1)))) "
+    "(let sp (Split ad (- n 1) (vec-of a b))) (union y (Out sp 0)) (union z (Out sp 1)) (merge-tip sp q)",
+)
+MM_BIAS_GROW = fact(
+    "(merge-tip sp r) (= sp (Split ad ax ns)) (= ad (Add (MatMul x (Concat l 1)) (Concat lb ax))) "
+    "(= q (mm-bias-next x r)) (mm-bias-site x q y w b) (= a (vec-get (shape w) 1))",
+    "(let a2 (Add (MatMul x (Concat (TAppend l (TCons w (TNil))) 1)) (Concat (TAppend lb (TCons b (TNil))) ax))) "
+    "(let s2 (Split a2 ax (vec-push ns a))) (union y (Out s2 (vec-length ns))) (split-extends sp s2) "
+    "(merge-tip s2 q)",
+)
 
 RULES += [
+    Rule(
+        "matmul-merge-sites",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "mm-site(x, r, y, W) for MatMul(x, W) with a constant 2-D W of const-rank r; mm-bias-site for such a product "
+        "plus a per-column constant; mm-next, mm-bias-next: the next const-rank among an input's sites; "
+        "Out(Split(p, ax, s), k) = Out(Split(p', ax, s'), k) for a merged p' extending p (split-extends); the dtype "
+        "and shape of a MatMul over concatenated weights (and its bias)",
+        (MM_SITE, MM_BIAS_SITE, *MM_NEXT, SPLIT_EXTENDS, *MM_FACTS),
+        ruleset="analysis",
+    ),
     Rule(
         "matmul-merge",
         FAMILY,
         "fp-reassoc",
         "tensat:multi-pattern (matmul with shared input); tvm:CombineParallelDense",
         "MatMul(x, W1), MatMul(x, W2), ... -> Out(Split(MatMul(x, Concat([W1, W2, ...], 1)), -1, [N1, N2, ...]), k) "
-        "for constant 2-D W_k (2 to 4 MatMuls)",
-        tuple(_merge(n, False) for n in range(2, MAX_MERGE + 1)),
+        "for constant 2-D W_k, any number: each run of consecutive sites (const-rank order), grown a site at a time",
+        (MM_PAIR, MM_GROW),
     ),
     Rule(
         "matmul-bias-merge",
@@ -365,39 +400,72 @@ RULES += [
         "fp-reassoc",
         "tensat:multi-pattern; tvm:CombineParallelDense (with bias)",
         "MatMul(x, W_k) + b_k, ... -> Out(Split(MatMul(x, Concat(W)) + Concat(b), -1, [N_k]), k) for constant "
-        "2-D W_k and per-column constant b_k (2 to 4 MatMuls)",
-        tuple(_merge(n, True) for n in range(2, MAX_MERGE + 1)),
+        "2-D W_k and per-column constant b_k, any number: each run of consecutive sites, grown a site at a time",
+        (MM_BIAS_PAIR, MM_BIAS_GROW),
     ),
 ]
 
 
-def _gemm_merge(n: int, bias: bool) -> "Egglog":
-    """n Gemms (A, B_k, C_k) with the same alpha, beta, transA, transB, constant B_k in const-rank order, and C_k
-    all absent or all constant 1-D of N_k elements: one Gemm over Concat(B_k) (axis 1, or 0 for transB) and
-    Concat(C_k), Split along axis 1; each original unioned with its projection."""
-    ks = range(n)
-    c = [f"c{k}" if bias else "(Absent)" for k in ks]
-    q = " ".join(
-        f"(= y{k} (Gemm a w{k} {c[k]} alpha beta ta tb)) (= w{k} (Const k{k})) "
-        f"(= r{k} (const-rank w{k})) (= sy{k} (shape y{k})) (= (vec-length sy{k}) 2) "
-        f"(>= (vec-get sy{k} 1) 0)"
-        for k in ks
-    )
-    q += " " + " ".join(f"(< r{k} r{k + 1})" for k in range(n - 1)) + " (>= tb 0) (<= tb 1) (= dt (dtype y0))"
+#: gemm-site(a, alpha, beta, transA, transB, r, y, w) for y = Gemm(a, w, (Absent), ...), and
+#: gemm-bias-site(..., c) for y = Gemm(a, w, c, ...) with c a constant [N]: w a constant of const-rank r, the output
+#: 2-D of static width N.
+_GEMM_SITE = (
+    "(= y (Gemm a w c al be ta tb)) (= w (Const k)) (= r (const-rank w)) (= sy (shape y)) (= (vec-length sy) 2) "
+    "(>= (vec-get sy 1) 0) (>= tb 0) (<= tb 1)"
+)
+GEMM_SITES = (
+    fact(f"{_GEMM_SITE} (= c (Absent))", "(gemm-site a al be ta tb r y w)"),
+    fact(f"{_GEMM_SITE} (is-const c) (= (shape c) (vec-of (vec-get sy 1)))", "(gemm-bias-site a al be ta tb r y w c)"),
+)
+GEMM_NEXT = (
+    fact(
+        "(gemm-site a al be ta tb r y w) (gemm-site a al be ta tb q z v) (< r q)",
+        "(set (gemm-next a al be ta tb r) q)",
+    ),
+    fact(
+        "(gemm-bias-site a al be ta tb r y w c) (gemm-bias-site a al be ta tb q z v d) (< r q)",
+        "(set (gemm-bias-next a al be ta tb r) q)",
+    ),
+)
+
+
+def _gemm_pair(bias: bool) -> Egglog:
+    """The site of const-rank r and its next one: one Gemm over Concat(B) (axis 1, or 0 for transB) and
+    Concat(C) (or no C), Split along axis 1."""
+    site, c, d, cc = ("gemm-site", "", "", "(Absent)")
     if bias:
-        q += " " + " ".join(f"(is-const c{k}) (= sc{k} (shape c{k})) (= sc{k} (vec-of (vec-get sy{k} 1)))" for k in ks)
-    sizes = "(vec-of " + " ".join(f"(vec-get sy{k} 1)" for k in ks) + ")"
-    total = "(+ " * (n - 1) + "(vec-get sy0 1)" + "".join(f" (vec-get sy{k} 1))" for k in range(1, n))
-    acts = [
-        f"(let wc (Concat {tlist([f'w{k}' for k in ks])} (- 1 tb)))",
-        f"(let cc (Concat {tlist(c)} 0))" if bias else "(let cc (Absent))",
-        "(let gm (Gemm a wc cc alpha beta ta tb))",
-        f"(set (shape gm) (vec-of (vec-get sy0 0) {total}))",
-        "(set (dtype gm) dt)",
-        f"(let sp (Split gm 1 {sizes}))",
-    ]
-    acts += [f"(union y{k} (Out sp {k}))" for k in ks]
-    return fact(q, " ".join(acts))
+        site, c, d, cc = ("gemm-bias-site", " c", " d", "(Concat (TCons c (TCons d (TNil))) 0)")
+    return fact(
+        f"({site} a al be ta tb r y w{c}) (= q ({site[:-4]}next a al be ta tb r)) ({site} a al be ta tb q z v{d}) "
+        "(= m (vec-get (shape y) 1)) (= n (vec-get (shape z) 1))",
+        f"(let sp (Split (Gemm a (Concat (TCons w (TCons v (TNil))) (- 1 tb)) {cc} al be ta tb) 1 (vec-of m n))) "
+        "(union y (Out sp 0)) (union z (Out sp 1)) (merge-tip sp q)",
+    )
+
+
+def _gemm_grow(bias: bool) -> Egglog:
+    """A merged Gemm whose last site has const-rank r, grown by the next site."""
+    site, c, cc, c2 = ("gemm-site", "", "(Absent)", "(Absent)")
+    if bias:
+        site, c, cc, c2 = ("gemm-bias-site", " c", "(Concat lc 0)", "(Concat (TAppend lc (TCons c (TNil))) 0)")
+    return fact(
+        f"(merge-tip sp r) (= sp (Split gm 1 ns)) (= gm (Gemm a (Concat l ax) {cc} al be ta tb)) "
+        f"(= q ({site[:-4]}next a al be ta tb r)) ({site} a al be ta tb q y w{c}) (= n (vec-get (shape y) 1))",
+        f"(let s2 (Split (Gemm a (Concat (TAppend l (TCons w (TNil))) ax) {c2} al be ta tb) 1 (vec-push ns n))) "
+        "(union y (Out s2 (vec-length ns))) (split-extends sp s2) (merge-tip s2 q)",
+    )
+
+
+#: dtype(Gemm(a, ...)) = dtype(a); shape(Gemm(a, Concat(l, ax), ...)) = [M, N] read from a and the weights as
+#: transA and transB say (the Gemms gemm-merge builds).
+GEMM_FACTS = (
+    fact("(= y (Gemm a b c al be ta tb)) (= d (dtype a))", "(set (dtype y) d)"),
+    fact(
+        "(= y (Gemm a b c al be ta tb)) (= b (Concat l ax)) (= sa (shape a)) (= (vec-length sa) 2) (= sb (shape b)) "
+        "(= (vec-length sb) 2) (>= ta 0) (<= ta 1) (>= tb 0) (<= tb 1)",
+        "(set (shape y) (vec-of (vec-get sa ta) (vec-get sb (- 1 tb))))",
+    ),
+)
 
 
 #: Activations a MatMul or Gemm runs as its epilogue on some target (extract/targets/*.toml `fused`).
@@ -419,14 +487,25 @@ def _epilogue(producer: str) -> tuple:
 
 RULES += [
     Rule(
+        "gemm-merge-sites",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "gemm-site(A, alpha, beta, transA, transB, r, y, B, C) for Gemm(A, B, C) with a constant B of const-rank r, "
+        "a 2-D output and C absent (gemm-bias-site: C constant 1-D); gemm-next, gemm-bias-next: the next const-rank "
+        "among A's sites; the dtype and shape of a Gemm over concatenated weights",
+        (*GEMM_SITES, *GEMM_NEXT, *GEMM_FACTS),
+        ruleset="analysis",
+    ),
+    Rule(
         "gemm-merge",
         FAMILY,
         "fp-reassoc",
         "tensat:multi-pattern (gemm with shared input); tvm:CombineParallelDense",
         "Gemm(A, B1, C1), Gemm(A, B2, C2), ... -> Out(Split(Gemm(A, Concat(B, 1 or 0 for transB), Concat(C)), 1, "
-        "[N1, N2, ...]), k) for equal alpha, beta, transA, transB, constant B_k and C_k all absent or all 1-D "
-        "(2 to 4 Gemms)",
-        tuple(_gemm_merge(n, bias) for bias in (False, True) for n in range(2, MAX_MERGE + 1)),
+        "[N1, N2, ...]), k) for equal alpha, beta, transA, transB, constant B_k and C_k all absent or all 1-D, any "
+        "number: each run of consecutive sites (const-rank order), grown a site at a time",
+        tuple(row(bias) for bias in (False, True) for row in (_gemm_pair, _gemm_grow)),
     ),
     Rule(
         "matmul-merge-epilogue",

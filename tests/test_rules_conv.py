@@ -768,12 +768,24 @@ def test_conv_merge_three_projections() -> None:
     m = branches((4, 6, 2), c=8, hw=5)
     session = saturate_with_rules(m, ["conv-merge"])
     assert session.saturation.rules_fired["conv-merge-sites"] == 3
-    assert session.saturation.rules_fired["conv-merge"] == 4  # 3 pairs + 1 triple: each sorted subset once
+    # runs of consecutive sites in const-rank order: 2 pairs, then the first pair grown by the third
+    assert session.saturation.rules_fired["conv-merge"] == 3
     result = session.extract("gpu", verify=True)
     assert op_counts(result.model) == {"Conv": 1, "Split": 1}
     (split,) = [n for n in result.model.graph if n.op_type == "Split"]
     assert split.attributes["axis"].value == 1
     assert_rule_sound(m, "conv-merge", target="gpu")
+
+
+@pytest.mark.parametrize("bias", [None, (False,) * 6, (True, False, True, True, False, True)])
+def test_conv_merge_any_number(bias: tuple | None) -> None:
+    """Six convs over one x become one conv and a Split (main merged at most four), biases present, absent or
+    mixed (the absent ones as zeros)."""
+    m = branches((4, 6, 2, 3, 5, 1), bias=bias, c=8, hw=5)
+    result = assert_rule_sound(m, "conv-merge", target="gpu")
+    assert op_counts(result.model) == {"Conv": 1, "Split": 1}
+    (split,) = [n for n in result.model.graph if n.op_type == "Split"]
+    assert len(split.outputs) == 6
 
 
 @pytest.mark.parametrize("bias", [(False, False, False), (True, False, True)])

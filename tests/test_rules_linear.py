@@ -404,12 +404,26 @@ def test_gemm_merge_three_projections(bias: bool) -> None:
     11.5 on the cpu); the npu (1 us launches, 12 GB/s) gains nothing from fewer launches and keeps three."""
     m = _linears(bias=None if bias else (False,) * 3)
     session = saturate_with_rules(m, ["gemm-merge"])
-    assert session.saturation.rules_fired["gemm-merge"] == 4  # 3 pairs + 1 triple
+    # runs of consecutive sites in const-rank order: 2 pairs, then the first pair grown by the third
+    assert session.saturation.rules_fired["gemm-merge"] == 3
     for target, merged in (("cpu", True), ("gpu", True), ("npu", False)):
         result = session.extract(target, verify=True)
         assert result.report.verification.ok
         assert op_counts(result.model) == ({"Gemm": 1, "Split": 1} if merged else {"Gemm": 3}), target
     assert_rule_sound(m, "gemm-merge")
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_gemm_merge_any_number(bias: bool) -> None:
+    """Six Gemms over one A become one (main merged at most four): 5 pairs of neighbours, grown 4 + 3 + 2 + 1
+    times; each grown form extends the Split before it, so the six outputs read one Gemm."""
+    m = _linears(6, bias=None if bias else (False,) * 6, width=32)
+    session = saturate_with_rules(m, ["gemm-merge"])
+    assert session.saturation.rules_fired["gemm-merge"] == 15
+    result = session.extract("gpu", verify=True)
+    assert result.report.verification.ok
+    assert op_counts(result.model) == {"Gemm": 1, "Split": 1}
+    assert_rule_sound(m, "gemm-merge", target="gpu")
 
 
 def test_gemm_merge_without_trans_b() -> None:

@@ -327,7 +327,8 @@ def _qkv(bias: bool, n: int = 3, const: bool = True):
 def test_matmul_merge_three_projections(rule: str, bias: bool) -> None:
     m = _qkv(bias)
     session = saturate_with_rules(m, [rule, "matmul-merge-epilogue"])
-    assert session.saturation.rules_fired[rule] == 4  # 3 pairs + 1 triple: each sorted subset once
+    # runs of consecutive sites in const-rank order: 2 pairs, then the first pair grown by the third
+    assert session.saturation.rules_fired[rule] == 3
     result = session.extract("gpu", verify=True)
     assert op_counts(result.model)["MatMul"] == 1 and op_counts(result.model)["Split"] == 1
     assert op_counts(result.model)["Relu"] == 1  # the merged product's epilogue, before the Split
@@ -335,6 +336,18 @@ def test_matmul_merge_three_projections(rule: str, bias: bool) -> None:
     alone = saturate_with_rules(m, [rule]).extract("gpu")
     assert op_counts(alone.model)["MatMul"] == 3 and "input kept" in alone.report.extraction.notes[-1]
     assert_rule_sound(m, rule)
+
+
+@pytest.mark.parametrize("rule,bias", [("matmul-merge", False), ("matmul-bias-merge", True)])
+def test_matmul_merge_any_number(rule: str, bias: bool) -> None:
+    """Six projections of one x become one MatMul and a Split (main merged at most four)."""
+    m = _qkv(bias, n=6)
+    session = saturate_with_rules(m, [rule, "matmul-merge-epilogue"])
+    assert session.saturation.rules_fired[rule] == 15  # 5 pairs of neighbours, grown 4 + 3 + 2 + 1 times
+    result = session.extract("gpu", verify=True)
+    assert result.report.verification.ok
+    assert op_counts(result.model)["MatMul"] == 1 and op_counts(result.model)["Split"] == 1
+    assert_rule_sound(m, rule, target="gpu")
 
 
 @pytest.mark.parametrize("rule,bias", [("matmul-merge", False), ("matmul-bias-merge", True)])

@@ -50,6 +50,18 @@ RULE_ONLY_FACTS = (
             "stacked",
             "gelu-h",
             "gelu-half",
+            "mm-site",
+            "mm-bias-site",
+            "mm-next",
+            "mm-bias-next",
+            "gemm-site",
+            "gemm-bias-site",
+            "gemm-next",
+            "gemm-bias-next",
+            "conv-next",
+            "conv-bias-next",
+            "merge-tip",
+            "split-extends",
         }
     )
     | frozenset(LIST_FUNCTIONS)

@@ -454,6 +454,20 @@ def declarations() -> str:
         "(relation gelu-half (T T T))",
         # an order on constants (by content key, first seen first) for rules that pick sorted subsets
         "(function const-rank (T) i64 :merge (min old new))",
+        # merges of products sharing an input (rewrites/linear.py, conv.py): sites, each site's next one (least
+        # larger const-rank), the last site of a merged Split, and Splits of a merged product that extend another
+        "(relation mm-site (T i64 T T))",
+        "(relation mm-bias-site (T i64 T T T))",
+        "(function mm-next (T i64) i64 :merge (min old new))",
+        "(function mm-bias-next (T i64) i64 :merge (min old new))",
+        "(relation gemm-site (T f64 f64 i64 i64 i64 T T))",
+        "(relation gemm-bias-site (T f64 f64 i64 i64 i64 T T T))",
+        "(function gemm-next (T f64 f64 i64 i64 i64) i64 :merge (min old new))",
+        "(function gemm-bias-next (T f64 f64 i64 i64 i64) i64 :merge (min old new))",
+        "(function conv-next (T String IVec IVec IVec IVec i64) i64 :merge (min old new))",
+        "(function conv-bias-next (T String IVec IVec IVec IVec i64) i64 :merge (min old new))",
+        "(relation merge-tip (N i64))",
+        "(relation split-extends (N N))",
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]

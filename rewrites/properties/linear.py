@@ -130,7 +130,7 @@ def _const_minus_linear(draw: Callable, st: Any) -> RuleCase:
 
 
 def _linear_merge(rule: str) -> Callable[[], Any]:
-    """2 or 3 Gemms over one A with the same alpha, beta, transA, transB, constant B of their own widths, and
+    """2 to 5 Gemms over one A with the same alpha, beta, transA, transB, constant B of their own widths, and
     biases all absent or all per column ([N_k]), each output through a Relu or not (gemm-merge); for
     matmul-merge-epilogue, Gemms or MatMuls (with per-column biases or not) each followed by the same
     activation (Gelu at opset 20)."""
@@ -152,7 +152,7 @@ def _linear_merge(rule: str) -> Callable[[], Any]:
         g = DrawnGraph()
         a = float_input(draw, g, "a", (k, m) if trans_a else (m, k), dtype)
         outs = []
-        for i in range(draw(st.integers(2, 3))):
+        for i in range(draw(st.integers(2, 5))):  # any number merges (up to 5 drawn)
             n = draw(st.integers(2, 4))  # B of 2 elements at least (one element is a Scalar, not a Const)
             g.inits[f"b{i}"] = np.asarray(draw(float_arrays((n, k) if trans_b else (k, n), dt, -1.0, 1.0)) + dt.type(i))
             if bias:
@@ -179,7 +179,7 @@ def _linear_merge(rule: str) -> Callable[[], Any]:
 def _matmul_merge(rule: str) -> Callable[[], Any]:
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
-        n = draw(st.integers(2, 3))
+        n = draw(st.integers(2, 5))  # any number merges (up to 5 drawn)
         lead = draw(shapes(1, 2, 3))
         k = draw(st.integers(1, 4))
         g = DrawnGraph()
