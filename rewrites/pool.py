@@ -8,7 +8,9 @@ pad crops), the pool has auto_pad NOTSET, ceil_mode 0 (ceil mode admits windows 
 which the runtimes size differently) and no dilation, and every summed pad stays below its kernel size (what
 the runtimes require of pool pads: a window then always holds an element of x). Pad's pads and value are an
 attribute before opset 11 and inputs from then on: the term language reads both (a Pad with an `axes` input,
-opset 18, stays opaque).
+opset 18, stays opaque). Any rank: the checks read the vectors (vec-remove for the spatial pads, a map for
+"every pad >= 0", the list function sum-of for the summed pads and their distance to the kernel), computed once
+per pool in the analysis rows of pad-pool-sites.
 
 Why these values: AveragePool with count_include_pad = 1 averages padded positions as zeros over the whole kernel,
 exactly what it computes over an explicit zero Pad; with count_include_pad = 0 the divisor counts only x's
@@ -20,45 +22,60 @@ explicit zero is the maximum there; the pool's padding is not): tests/test_rules
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Rule, fact
+from eqsat.engine.rule import Egglog, Rule, fact, need
 
 FAMILY = "pool"
-#: Ranks of the padded input (1 to 3 spatial axes).
-POOL_RANKS = (3, 4, 5)
 
 
-def _no_dilation(dl: str) -> str:
-    """Guard: dilations absent or all 1."""
-    return f'(= {dl} (unstable-vec-map (unstable-fn "max" 1) (unstable-vec-map (unstable-fn "min" 1) {dl})))'
+def _map(fn: str, arg: int, v: str) -> str:
+    """v with fn(arg, .) applied to each element."""
+    return f'(unstable-vec-map (unstable-fn "{fn}" {arg}) {v})'
 
 
-def _pad_pool(op: str, value: str, tail: str) -> tuple:
-    """op(Pad(x, pp, value), NOTSET, ceil 0, dl, ks, pc, st, *tail) -> op(x, ..., pc + spatial pp, ...) per rank."""
-    rules = []
-    for r in POOL_RANKS:
-        n = r - 2
-        zero = " ".join(f"(= (vec-get pp {i}) 0)" for i in (0, 1, r, r + 1))
-        nonneg = " ".join(f"(>= (vec-get pp {i}) 0)" for i in [*range(2, r), *range(r + 2, 2 * r)])
-        spatial = [f"(vec-get pp {2 + i})" for i in range(n)] + [f"(vec-get pp {r + 2 + i})" for i in range(n)]
-        base = (
-            f'(= y ({op} xp "NOTSET" 0 dl ks pc st {tail})) (= xp (Pad x pp {value} "constant")) '
-            f"(= (vec-length pp) {2 * r}) (= (vec-length ks) {n}) {zero} {nonneg} {_no_dilation('dl')}"
-        )
-        for summed, guard in (
-            (spatial, "(= pc (vec-empty))"),
-            ([f"(+ (vec-get pc {i}) {p})" for i, p in enumerate(spatial)], f"(= (vec-length pc) {2 * n})"),
-        ):
-            below = " ".join(f"(< {summed[i]} (vec-get ks {i % n}))" for i in range(2 * n))
-            rules.append(
-                fact(
-                    f"{base} {guard} {below}",
-                    f'(union y ({op} x "NOTSET" 0 dl ks (vec-of {" ".join(summed)}) st {tail}))',
-                )
-            )
-    return tuple(rules)
+#: pp pads x [N, C, spatial...] (n = |ks| spatial axes) on the spatial axes only (0 on N and C, before and after)
+#: and never crops (every pad >= 0); dl is absent or all 1 (no dilation); sp: pp's spatial pads (begins, ends).
+_CHECKS = (
+    "(= n (vec-length ks)) (= (vec-length pp) (+ 4 (* 2 n))) (= (vec-get pp 0) 0) (= (vec-get pp 1) 0) "
+    f"(= (vec-get pp (+ n 2)) 0) (= (vec-get pp (+ n 3)) 0) (= pp {_map('max', 0, 'pp')}) "
+    f"(= dl {_map('max', 1, _map('min', 1, 'dl'))}) "
+    "(= sp (vec-remove (vec-remove (vec-remove (vec-remove pp (+ n 3)) (+ n 2)) 1) 0))"
+)
+_SITE = "(pool-pad y xp dl ks pc x sp)"
+#: pool-pad(y, xp, dl, ks, pc, x, sp): y pools xp = Pad(x, pp) (a zero Pad under an AveragePool counting pads, a
+#: -inf one under a MaxPool) with auto_pad NOTSET, ceil_mode 0, dilations dl, kernel ks and pads pc; sp: pp's
+#: spatial pads. pool-sum(..., s): s the pads the pool would have (pc + sp), needed sums asked for.
+SITES = (
+    fact(f'(= y (AveragePool xp "NOTSET" 0 dl ks pc st 1)) (= xp (Pad x pp 0.0 "constant")) {_CHECKS}', _SITE),
+    fact(f'(= y (MaxPool xp "NOTSET" 0 dl ks pc st so)) (= xp (Pad x pp -inf "constant")) {_CHECKS}', _SITE),
+    fact(f"{_SITE} (= pc (vec-empty))", "(pool-sum y xp dl ks pc x sp)"),
+    need(f"{_SITE} (= (vec-length pc) (vec-length sp))", "(need-sum-of pc sp)"),
+    fact(f"{_SITE} (= s (sum-of pc sp))", "(pool-sum y xp dl ks pc x s)"),
+    need("(pool-sum y xp dl ks pc x s)", f"(need-sum-of (vec-append ks ks) {_map('*', -1, 's')})"),
+)
+
+
+def _pad_pool(pool: str, merged: str) -> Egglog:
+    """pool -> merged (the same pool over x with pads s) when every summed pad s[i] is below its kernel size
+    ks[i mod n]: ks (twice) - s is at least 1 everywhere."""
+    return fact(
+        f"(pool-sum y xp dl ks pc x s) (= y {pool}) (= d (sum-of (vec-append ks ks) {_map('*', -1, 's')})) "
+        f"(= d {_map('max', 1, 'd')})",
+        f"(union y {merged})",
+    )
 
 
 RULES = [
+    Rule(
+        "pad-pool-sites",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "pool-pad(y, ...) for AveragePool(Pad(x, p, constant 0), count_include_pad=1) and MaxPool(Pad(x, p, constant "
+        "-inf)) with p 0 on N and C and non-negative, auto_pad NOTSET, ceil_mode 0, no dilation (any rank); "
+        "pool-sum: the pads the merged pool would have",
+        SITES,
+        ruleset="analysis",
+    ),
     Rule(
         "pad-avgpool-merge",
         FAMILY,
@@ -66,7 +83,12 @@ RULES = [
         "onnxoptimizer:fuse_pad_into_pool; onnxruntime:PadFusion",
         "AveragePool(Pad(x, p, constant 0), pads, count_include_pad=1) -> AveragePool(x, pads + spatial p) for p 0 on "
         "N and C and non-negative, auto_pad NOTSET, ceil_mode 0, no dilation, summed pads below the kernel",
-        _pad_pool("AveragePool", "0.0", "1"),
+        (
+            _pad_pool(
+                '(AveragePool xp "NOTSET" 0 dl ks pc st 1)',
+                '(AveragePool x "NOTSET" 0 dl ks s st 1)',
+            ),
+        ),
         ruleset="simplify",
     ),
     Rule(
@@ -76,7 +98,7 @@ RULES = [
         "onnxoptimizer:fuse_pad_into_pool (-inf pads only)",
         "MaxPool(Pad(x, p, constant -inf), pads) -> MaxPool(x, pads + spatial p) (same conditions; a zero Pad never: "
         "MaxPool pads with -inf)",
-        _pad_pool("MaxPool", "-inf", "so"),
+        (_pad_pool('(MaxPool xp "NOTSET" 0 dl ks pc st so)', '(MaxPool x "NOTSET" 0 dl ks s st so)'),),
         ruleset="simplify",
     ),
 ]

@@ -76,6 +76,22 @@ def test_pad_maxpool_merge_minus_inf(opset: int) -> None:
     assert pool_pads(result.model) == [1, 0, 1, 2]
 
 
+@pytest.mark.parametrize("pool,value,tail", [("MaxPool", -np.inf, {}), ("AveragePool", 0.0, {"count_include_pad": 1})])
+def test_pad_pool_merge_four_spatial_axes(pool: str, value: float, tail: dict) -> None:
+    """A pool of rank 6 (four spatial axes; main's rows stopped at three): the Pad folds the same way. The runtimes
+    have no 4-D pool kernel, so the arithmetic of the rows is checked at ranks 3 to 5 by the property."""
+    from eqsat.testing.runs import saturate_with_rules
+
+    padding = [0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1]
+    inits = {"pads": np.array(padding, np.int64), "v": np.array(value, np.float32)}
+    nodes = [node("Pad", ["x", "pads", "v"], "p", mode="constant"), node(pool, ["p"], "y", kernel_shape=[2] * 4, **tail)]
+    m = model(nodes, [("x", "FLOAT", (1, 1, 3, 3, 3, 3))], initializers=inits, opset=17)
+    rule = "pad-maxpool-merge" if pool == "MaxPool" else "pad-avgpool-merge"
+    egraph = saturate_with_rules(m, [rule]).egraph
+    # the pool's pads attribute: none on the loaded pool, the Pad's spatial pads on the merged one
+    assert sorted(list(n.attrs[4]) for n in egraph.nodes if n.op == pool) == [[], [1, 0, 1, 0, 0, 1, 0, 1]]
+
+
 def test_pad_maxpool_merge_not_for_a_zero_pad() -> None:
     """onnxoptimizer's fuse_pad_into_pool and onnxruntime's PadFusion fold this one, wrongly: on negative inputs the
     explicit zeros are the maxima of the border windows, the pool's own padding (-inf) never is."""

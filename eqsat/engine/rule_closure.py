@@ -62,6 +62,8 @@ RULE_ONLY_FACTS = (
             "conv-bias-next",
             "merge-tip",
             "split-extends",
+            "pool-pad",
+            "pool-sum",
         }
     )
     | frozenset(LIST_FUNCTIONS)

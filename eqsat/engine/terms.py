@@ -468,6 +468,9 @@ def declarations() -> str:
         "(function conv-bias-next (T String IVec IVec IVec IVec i64) i64 :merge (min old new))",
         "(relation merge-tip (N i64))",
         "(relation split-extends (N N))",
+        # pools over a Pad (rewrites/pool.py): the site, and the pads a merged pool would have
+        "(relation pool-pad (T T IVec IVec IVec T IVec))",
+        "(relation pool-sum (T T IVec IVec IVec T IVec))",
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]
