@@ -70,7 +70,6 @@ from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern
 from eqsat.rewrites.tensor import tlist
 
 FAMILY = "conv"
-FLOATS = ("FLOAT", "FLOAT16", "DOUBLE", "BFLOAT16")
 PAD_RANKS = (3, 4, 5)  # Conv1d, Conv2d, Conv3d (pads are laid out per rank)
 KINDS = ("Conv", "ConvTranspose")
 
@@ -155,7 +154,7 @@ def _bias_fold() -> tuple:
     """Conv + c, Conv - c into the bias; c - Conv as Conv(x, -W, c - B)."""
     rules = []
     for kind in KINDS:
-        base = f"(= cv {conv(kind)}) {BIAS} (= sy (shape y)) (= sy (shape cv)) {per_channel('c', 'sy')}"
+        base = f"(= cv {conv(kind)}) {BIAS} (= sy (shape y)) (= sy (shape cv)) (per-channel c sy)"
         for expr, bias in (("(Add cv c)", "(Add b vf)"), ("(Sub cv c)", "(Sub b vf)")):
             rules.append(
                 fact(
@@ -182,7 +181,7 @@ def _output_scale(op: str, guard: str = "") -> tuple:
     for kind in KINDS:
         base = (
             f"(= y ({op} cv c)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} (= sy (shape y)) (= sy (shape cv)) "
-            f"{per_channel('c', 'sy')} {guard}"
+            f"(per-channel c sy) (= s_c (shape c)) {guard}"
         )
         for extra, weight in weight_forms(OUT_AXIS[kind], op, "vf", "(vec-get s_c 1)", "(vec-get sy 1)"):
             rules.append(
@@ -258,22 +257,26 @@ def _bn_decompose() -> tuple:
     )
 
 
-def _bn_compose() -> tuple:
-    rules = []
-    for dt in FLOATS:
-        rules.append(
-            fact(
-                f'(= y (Add m t)) (= m (Mul x s)) (= (dtype x) "{dt}") (= sx (shape x)) (= sx (shape y)) '
-                f"(= sx (shape m)) {per_channel('s', 'sx')} {per_channel('t', 'sx')} (= c (vec-get sx 1)) (>= c 0)",
-                f'(let one (Scalar 1.0 "{dt}" (vec-of c))) (let zero (Scalar 0.0 "{dt}" (vec-of c))) '
-                f"(let sc (Mul {flat('s')} one)) (let sh (Mul {flat('t')} one)) "
-                f"(union y (BatchNormalization x sc sh zero one {COMPOSED_EPS!r} {COMPOSED_MOMENTUM!r})) "
-                + " ".join(
-                    f'(set (shape {e}) (vec-of c)) (set (dtype {e}) "{dt}")' for e in ("sc", "sh", "zero", "one")
-                ),
-            )
-        )
-    return tuple(rules)
+def _bn_compose() -> Egglog:
+    """x * s + t -> BatchNormalization(x, s, t, 0, 1, eps 0, momentum 1) for a float x (dtype-group "float"); s and
+    t per channel of x's shape, so x * s and x * s + t have x's shape."""
+    return fact(
+        '(= y (Add m t)) (= m (Mul x s)) (= dt (dtype x)) (dtype-group "float" dt o) (= sx (shape x)) '
+        "(per-channel s sx) (per-channel t sx) (= c (vec-get sx 1)) (>= c 0)",
+        "(let v (vec-of c)) (let one (Scalar 1.0 dt v)) (let zero (Scalar 0.0 dt v)) "
+        f"(let sc (Mul {flat('s')} one)) (let sh (Mul {flat('t')} one)) "
+        f"(union y (BatchNormalization x sc sh zero one {COMPOSED_EPS!r} {COMPOSED_MOMENTUM!r})) "
+        + " ".join(f"(set (shape {e}) v) (set (dtype {e}) dt)" for e in ("sc", "sh", "zero", "one")),
+    )
+
+
+#: per-channel(c, r): the constant c, an operand of an Add, Sub, Mul or Div whose other operand has shape r, is
+#: shaped like r with every axis but 1 set to 1 (a per-channel constant or a scalar of r's rank): the guard of the
+#: conv folds and bn-compose, computed once.
+PER_CHANNEL = tuple(
+    fact(f"(= y {e}) (is-const c) (= r (shape a)) {per_channel('c', 'r')}", "(per-channel c r)")
+    for e in ("(Add a c)", "(Sub a c)", "(Sub c a)", "(Mul a c)", "(Div a c)")
+)
 
 
 def _input_scale() -> tuple:
@@ -282,7 +285,7 @@ def _input_scale() -> tuple:
     for kind in KINDS:
         base = (
             f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) {WEIGHTS} (= sx (shape x)) (= sx (shape xs)) "
-            f"{per_channel('s', 'sx')} (finite s)"
+            "(per-channel s sx) (= s_s (shape s)) (finite s)"
         )
         for extra, weight in weight_forms(IN_AXIS[kind], "Mul", "vf", "(vec-get s_s 1)", "(vec-get sx 1)"):
             rules.append(
@@ -607,7 +610,7 @@ RULES = [
         "coreml:fuse_mul_add_to_batchnorm (inverse of tvm:SimplifyInference)",
         "x * s + t -> BatchNormalization(x, s, t, mean 0, var 1, eps 0, momentum 1) for s, t per channel (axis 1) "
         "or scalar",
-        _bn_compose(),
+        (_bn_compose(),),
     ),
     Rule(
         "conv-input-scale-fold",
@@ -679,6 +682,16 @@ RULES = [
         "act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k) for act Relu, LeakyRelu, "
         "Clip, Sigmoid, Tanh or HardSigmoid: a merged conv keeps its activation as an epilogue",
         _merge_epilogue(),
+    ),
+    Rule(
+        "per-channel-facts",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "per-channel(c, r) for a constant operand c of Add/Sub/Mul/Div shaped like the other operand's shape r with "
+        "every axis but 1 set to 1 (the relation the conv folds and bn-compose join)",
+        PER_CHANNEL,
+        ruleset="analysis",
     ),
     Rule(
         "scale-broadcast-shape",

@@ -38,9 +38,9 @@ from eqsat.rewrites.layout import RESHAPES
 from eqsat.rewrites.tensor import tlist
 
 FAMILY = "linear"
-#: Gemm's float dtypes (every opset): ONNX allows integer Gemms from opset 11 on, but ONNX Runtime has no integer
-#: (nor bfloat16) Gemm kernel, so a MatMul of those types stays a MatMul.
-GEMM_OK = tuple(f'(= (dtype y) "{d}")' for d in ("FLOAT", "FLOAT16", "DOUBLE"))
+#: Gemm's float dtypes (dtype-group "Gemm", every opset): ONNX allows integer Gemms from opset 11 on, but ONNX
+#: Runtime has no integer (nor bfloat16) Gemm kernel, so a MatMul of those types stays a MatMul.
+GEMM_OK = '(= dy (dtype y)) (dtype-group "Gemm" dy o)'
 
 
 def per_column(c: str, ref: str) -> str:
@@ -64,11 +64,10 @@ BIAS = "(is-const c) (= s_c (shape c)) (<= (vec-length s_c) 2)"
 
 
 def _matmul_to_gemm() -> tuple:
-    rules = []
-    for ok in GEMM_OK:
-        rules.append(fact(f"(= y (Add mm c)) {MATMUL_2D} {BIAS} {ok}", "(union y (Gemm a b c 1.0 1.0 0 0))"))
-        rules.append(fact(f"(= y (Sub mm c)) {MATMUL_2D} {BIAS} {ok}", "(union y (Gemm a b c 1.0 -1.0 0 0))"))
-    return tuple(rules)
+    return (
+        fact(f"(= y (Add mm c)) {MATMUL_2D} {BIAS} {GEMM_OK}", "(union y (Gemm a b c 1.0 1.0 0 0))"),
+        fact(f"(= y (Sub mm c)) {MATMUL_2D} {BIAS} {GEMM_OK}", "(union y (Gemm a b c 1.0 -1.0 0 0))"),
+    )
 
 
 def _gemm_bias() -> tuple:
@@ -91,7 +90,7 @@ def _gemm_bias() -> tuple:
 
 def _const_minus() -> tuple:
     """c - MatMul(A, B) and c - Gemm(A, B, C, alpha, beta): the product's sign goes into alpha."""
-    rules = [fact(f"(= y (Sub c mm)) {MATMUL_2D} {BIAS} {ok}", "(union y (Gemm a b c -1.0 1.0 0 0))") for ok in GEMM_OK]
+    rules = [fact(f"(= y (Sub c mm)) {MATMUL_2D} {BIAS} {GEMM_OK}", "(union y (Gemm a b c -1.0 1.0 0 0))")]
     base = f"(= y (Sub c gm)) {GEMM} {BIAS}"
     neg = "(* -1.0 alpha)"
     present = "(= scc (shape cc)) (<= (vec-length scc) 2)"

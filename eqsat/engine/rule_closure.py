@@ -64,6 +64,7 @@ RULE_ONLY_FACTS = (
             "split-extends",
             "pool-pad",
             "pool-sum",
+            "per-channel",
         }
     )
     | frozenset(LIST_FUNCTIONS)

@@ -345,6 +345,8 @@ DTYPE_GROUPS: dict[str, tuple[tuple[str, int], ...]] = {
     "SpaceToDepth": (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 1), ("INT8", 1)),
     "activation": (("FLOAT", 1), ("FLOAT16", 1)),
     "tensor-reciprocal": (("FLOAT", 1), ("DOUBLE", 1)),
+    "float": (("FLOAT", 1), ("FLOAT16", 1), ("DOUBLE", 1), ("BFLOAT16", 1)),
+    "Gemm": (("FLOAT", 1), ("FLOAT16", 1), ("DOUBLE", 1)),
 }
 #: Float dtypes with their largest finite value (`float-max`): 1 / c must not exceed it.
 FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.7976931348623157e308}
@@ -471,6 +473,8 @@ def declarations() -> str:
         # pools over a Pad (rewrites/pool.py): the site, and the pads a merged pool would have
         "(relation pool-pad (T T IVec IVec IVec T IVec))",
         "(relation pool-sum (T T IVec IVec IVec T IVec))",
+        # a constant shaped like r with every axis but 1 set to 1 (rewrites/conv.py)
+        "(relation per-channel (T IVec))",
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]
