@@ -66,11 +66,10 @@ from __future__ import annotations
 
 import itertools
 
-from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern
+from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern
 from eqsat.rewrites.tensor import tlist
 
 FAMILY = "conv"
-PAD_RANKS = (3, 4, 5)  # Conv1d, Conv2d, Conv3d (pads are laid out per rank)
 KINDS = ("Conv", "ConvTranspose")
 
 
@@ -346,30 +345,24 @@ def _scale_through_add() -> tuple:
     return tuple(rules)
 
 
+#: conv-pad(y, x, sp): y = Conv(Pad(x, pp, constant 0), ...) with auto_pad NOTSET, pp 0 on N and C (before and
+#: after) and non-negative (any rank: h = |pp| / 2 axes); sp: pp's spatial pads (begins, ends), as Conv lays out pads.
+_PAD_SITE = fact(
+    '(= y (Conv xp w b "NOTSET" dl g ks pc st)) (= xp (Pad x pp 0.0 "constant")) (= h (/ (vec-length pp) 2)) '
+    "(>= h 3) (= (vec-length pp) (* 2 h)) (= (vec-get pp 0) 0) (= (vec-get pp 1) 0) (= (vec-get pp h) 0) "
+    '(= (vec-get pp (+ h 1)) 0) (= pp (unstable-vec-map (unstable-fn "max" 0) pp))',
+    "(conv-pad y xp x (vec-remove (vec-remove (vec-remove (vec-remove pp (+ h 1)) h) 1) 0))",
+)
+_PAD_CONV = '(conv-pad y xp x sp) (= y (Conv xp w b "NOTSET" dl g ks pc st))'
+
+
 def _pad_merge() -> tuple:
-    rules = []
-    for r in PAD_RANKS:
-        n = r - 2
-        zero = " ".join(f"(= (vec-get pp {i}) 0)" for i in (0, 1, r, r + 1))
-        nonneg = " ".join(f"(>= (vec-get pp {i}) 0)" for i in [*range(2, r), *range(r + 2, 2 * r)])
-        base = (
-            f'(= y (Conv xp w b "NOTSET" dl g ks pc st)) (= xp (Pad x pp 0.0 "constant")) '
-            f"(= (vec-length pp) {2 * r}) {zero} {nonneg}"
-        )
-        spatial = [f"(vec-get pp {2 + i})" for i in range(n)] + [f"(vec-get pp {r + 2 + i})" for i in range(n)]
-        summed = [f"(+ (vec-get pc {i}) {p})" for i, p in enumerate(spatial)]
-        rules.append(
-            fact(
-                f"{base} (= pc (vec-empty))", f'(union y (Conv x w b "NOTSET" dl g ks (vec-of {" ".join(spatial)}) st))'
-            )
-        )
-        rules.append(
-            fact(
-                f"{base} (= (vec-length pc) {2 * n})",
-                f'(union y (Conv x w b "NOTSET" dl g ks (vec-of {" ".join(summed)}) st))',
-            )
-        )
-    return tuple(rules)
+    """The conv's own pads pc (none, or one per spatial begin and end) plus the Pad's (sum-of, a list function)."""
+    return (
+        fact(f"{_PAD_CONV} (= pc (vec-empty))", '(union y (Conv x w b "NOTSET" dl g ks sp st))'),
+        need(f"{_PAD_CONV} (= (vec-length pc) (vec-length sp))", "(need-sum-of pc sp)"),
+        fact(f"{_PAD_CONV} (= s (sum-of pc sp))", '(union y (Conv x w b "NOTSET" dl g ks s st))'),
+    )
 
 
 LEAVES = ("(Const k)", "(Scalar v d s)", "(Transpose (Const k) p)")
@@ -645,6 +638,16 @@ RULES = [
         "(Conv +/- y) * c -> Conv * c +/- y * c (backward); x * s + t -> (x + t / s) * s for a positive s and a "
         "constant leaf t when it feeds a Conv through Relu/LeakyRelu (forward)",
         _scale_through_add(),
+    ),
+    Rule(
+        "conv-pad-sites",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "conv-pad(y, Pad(x, p), x, spatial p) for Conv(Pad(x, p, constant 0)) with auto_pad NOTSET and p 0 on N and C, "
+        "non-negative (any rank: the relation conv-pad-merge joins)",
+        (_PAD_SITE,),
+        ruleset="analysis",
     ),
     Rule(
         "conv-pad-merge",

@@ -118,38 +118,42 @@ CONST_MINUS_MATMUL = (
 )
 
 
+#: per-column(c, r): the constant c, an operand of a Mul or Add whose other operand has shape r, is shaped like r
+#: with every axis but the last set to 1 (per output column, or a scalar of r's rank): the guard of the scale folds
+#: and matmul-bias-merge, computed once.
+PER_COLUMN = tuple(
+    fact(f"(= y {e}) (is-const c) (= r (shape a)) {per_column('c', 'r')}", "(per-column c r)")
+    for e in ("(Mul a c)", "(Add a c)")
+)
+
+
 def _matmul_scale() -> tuple:
-    weight = "(Mul b (Reshape s (vec-of 1 -1) 0))"
     return (
         fact(
-            f"(= y (Mul mm s)) (= mm (MatMul a b)) (is-const b) (= sb (shape b)) (= (vec-length sb) 2) "
-            f"(= sy (shape y)) (= sy (shape mm)) {per_column('s', 'sy')}",
-            f"(union y (MatMul a {weight})) (set (shape {weight}) sb)",
+            "(= y (Mul mm s)) (= mm (MatMul a b)) (is-const b) (= sb (shape b)) (= (vec-length sb) 2) "
+            "(= sy (shape y)) (= sy (shape mm)) (per-column s sy)",
+            "(let nw (Mul b (Reshape s (vec-of 1 -1) 0))) (union y (MatMul a nw)) (set (shape nw) sb)",
         ),
     )
 
 
 def _gemm_scale() -> tuple:
-    rules = []
-    for tb, view in ((0, "(vec-of 1 -1)"), (1, "(vec-of -1 1)")):
-        weight = f"(Mul b (Reshape s {view} 0))"
-        base = (
-            f"(= y (Mul gm s)) {GEMM} (= tb {tb}) (is-const b) (= sb (shape b)) (= (vec-length sb) 2) "
-            f"(= (vec-length sy) 2) {per_column('s', 'sy')}"
-        )
-        rules.append(
-            fact(
-                f"{base} (= gm (Gemm a b (Absent) alpha beta ta tb))",
-                f"(union y (Gemm a {weight} (Absent) alpha beta ta tb)) (set (shape {weight}) sb)",
-            )
-        )
-        rules.append(
-            fact(
-                f"{base} (= scc (shape cc))",
-                f"(union y (Gemm a {weight} (Mul cc s) alpha beta ta tb)) (set (shape {weight}) sb)",
-            )
-        )
-    return tuple(rules)
+    """s viewed along B's columns: [1, N] for B [K, N], [N, 1] for transB (B [N, K])."""
+    base = (
+        f"(= y (Mul gm s)) {GEMM} (>= tb 0) (<= tb 1) (is-const b) (= sb (shape b)) (= (vec-length sb) 2) "
+        "(= (vec-length sy) 2) (per-column s sy)"
+    )
+    weight = "(let nw (Mul b (Reshape s (vec-set (vec-of 1 1) (- 1 tb) -1) 0)))"
+    return (
+        fact(
+            f"{base} (= gm (Gemm a b (Absent) alpha beta ta tb))",
+            f"{weight} (union y (Gemm a nw (Absent) alpha beta ta tb)) (set (shape nw) sb)",
+        ),
+        fact(
+            f"{base} (= scc (shape cc))",
+            f"{weight} (union y (Gemm a nw (Mul cc s) alpha beta ta tb)) (set (shape nw) sb)",
+        ),
+    )
 
 
 def _bias_chain() -> tuple:
@@ -276,6 +280,16 @@ RULES = [
         _bias_chain(),
     ),
     Rule(
+        "per-column-facts",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "per-column(c, r) for a constant operand c of Mul/Add shaped like the other operand's shape r with every axis "
+        "but the last set to 1 (the relation the scale folds and matmul-bias-merge join)",
+        PER_COLUMN,
+        ruleset="analysis",
+    ),
+    Rule(
         "matmul-scale-fold",
         FAMILY,
         "fp-reassoc",
@@ -319,7 +333,7 @@ MM_SITE = fact(
 )
 #: mm-bias-site(x, r, z, w, b): z = y + b for a site y and b per column, of w's width.
 MM_BIAS_SITE = fact(
-    f"(mm-site x r y w) (= z (Add y b)) (= sy (shape y)) {per_column('b', 'sy')} "
+    "(mm-site x r y w) (= z (Add y b)) (= sy (shape y)) (per-column b sy) (= s_b (shape b)) "
     "(= (vec-get s_b (- (vec-length sy) 1)) (vec-get (shape w) 1))",
     "(mm-bias-site x r z w b)",
 )

@@ -603,6 +603,18 @@ def test_conv_pad_merge_opset_10_attributes() -> None:
     assert attribute(result.model, "Conv", "pads") == [1, 1, 1, 1]
 
 
+def test_conv_pad_merge_four_spatial_axes() -> None:
+    """A conv of rank 6 (four spatial axes; main's rows stopped at three): the Pad's spatial pads become the conv's.
+    The runtimes have no 4-D conv kernel, so the arithmetic of the rows is checked at ranks 3 to 5 by the property."""
+    pads = [0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1]
+    inits = {"w": rand(2, 1, 2, 2, 2, 2), "pads": np.array(pads, np.int64)}
+    nodes = [node("Pad", ["x", "pads"], "p"), node("Conv", ["p", "w"], "y")]
+    m = model(nodes, [("x", "FLOAT", (1, 1, 3, 3, 3, 3))], initializers=inits)
+    egraph = saturate_with_rules(m, ["conv-pad-merge"]).egraph
+    # the conv's pads attribute: none on the loaded conv, the Pad's spatial pads on the merged one
+    assert sorted(list(n.attrs[4]) for n in egraph.nodes if n.op == "Conv") == [[], [1, 0, 1, 0, 0, 1, 0, 1]]
+
+
 def test_conv_pad_merge_never_into_max_pool() -> None:
     """Peer bug: MaxPool pads with -inf, so a zero Pad before it must stay."""
     m = model(

@@ -65,6 +65,8 @@ RULE_ONLY_FACTS = (
             "pool-pad",
             "pool-sum",
             "per-channel",
+            "per-column",
+            "conv-pad",
         }
     )
     | frozenset(LIST_FUNCTIONS)

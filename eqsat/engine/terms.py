@@ -475,6 +475,8 @@ def declarations() -> str:
         "(relation pool-sum (T T IVec IVec IVec T IVec))",
         # a constant shaped like r with every axis but 1 set to 1 (rewrites/conv.py)
         "(relation per-channel (T IVec))",
+        "(relation per-column (T IVec))",
+        "(relation conv-pad (T T T IVec))",
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]
