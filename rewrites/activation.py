@@ -91,40 +91,54 @@ def _facts(*terms: str, shape: str = "s") -> str:
     return " ".join(f'(set (shape {t}) {shape}) (set (dtype {t}) "FLOAT")' for t in terms)
 
 
+def _sc(value: float) -> str:
+    """A rank-0 FLOAT scalar (its facts: SCALAR_FACTS)."""
+    return f'(Scalar {value!r} "FLOAT" (vec-empty))'
+
+
 def _gelu_decompose() -> tuple:
     """Gelu (FLOAT) -> (x * h) * 0.5 with h = 1 + erf(x / sqrt 2) or 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3));
-    rank-0 scalars, x^3 as x * x * x (targets without Pow)."""
-
-    def sc(value: float) -> str:
-        return f'(Scalar {value!r} "FLOAT" (vec-empty))'
-
-    def scalars(*values: float) -> str:
-        return " ".join(f'(set (shape {sc(v)}) (vec-empty)) (set (dtype {sc(v)}) "FLOAT")' for v in values)
-
-    erf = (
-        f"(let u (Mul x {sc(1 / SQRT2)})) (let e (Erf u)) (let h (Add e {sc(1.0)})) (let xh (Mul x h)) "
-        f"{_facts('u', 'e', 'h', 'xh')} {scalars(0.5, 1.0, 1 / SQRT2)} (union __root (Mul xh {sc(0.5)}))"
+    rank-0 scalars, x^3 as x * x * x (targets without Pow). The new nodes' facts come from the analysis rows:
+    SCALAR_FACTS, shape-binary for equal shapes, shape-unary for Erf and Tanh, dtypes from the first operand."""
+    erf = f"(Add (Erf (Mul x {_sc(1 / SQRT2)})) {_sc(1.0)})"
+    cube = f"(Mul (Mul (Mul x x) x) {_sc(TANH_CUBIC)})"
+    tanh = f"(Add (Tanh (Mul (Add x {cube}) {_sc(SQRT_2_OVER_PI)})) {_sc(1.0)})"
+    guard = '(= (dtype x) "FLOAT")'
+    return (
+        fact(f'(= __root (Gelu x "none")) {guard}', f"(union __root (Mul (Mul x {erf}) {_sc(0.5)}))"),
+        fact(f'(= __root (Gelu x "tanh")) {guard}', f"(union __root (Mul (Mul x {tanh}) {_sc(0.5)}))"),
     )
-    tanh = (
-        f"(let x2 (Mul x x)) (let x3 (Mul x2 x)) (let c (Mul x3 {sc(TANH_CUBIC)})) (let p (Add x c)) "
-        f"(let u (Mul p {sc(SQRT_2_OVER_PI)})) (let t (Tanh u)) (let h (Add t {sc(1.0)})) (let xh (Mul x h)) "
-        f"{_facts('x2', 'x3', 'c', 'p', 'u', 't', 'h', 'xh')} {scalars(0.5, 1.0, TANH_CUBIC, SQRT_2_OVER_PI)} "
-        f"(union __root (Mul xh {sc(0.5)}))"
-    )
-    guard = '(= s (shape x)) (= (dtype x) "FLOAT")'
-    return (fact(f'(= __root (Gelu x "none")) {guard}', erf), fact(f'(= __root (Gelu x "tanh")) {guard}', tanh))
+
+
+#: Facts of rank-0 scalars and of an elementwise op with one as its second operand: shape(Scalar(v, d, [])) = [],
+#: dtype = d; shape(B(a, Scalar(v, d, []))) = shape(a) (broadcasting a rank-0 scalar keeps a's shape).
+SCALAR_FACTS = (
+    fact("(= y (Scalar v d (vec-empty)))", "(set (shape y) (vec-empty)) (set (dtype y) d)"),
+    *(
+        fact(f"(= y ({op} a (Scalar v d (vec-empty)))) (= s (shape a))", "(set (shape y) s)")
+        for op in ("Add", "Sub", "Mul", "Div")
+    ),
+)
+
+
+#: relu6(x + 3) (h), and the scale 1/6 (as a product) or 6 (as a divisor).
+_H = "(Clip (Add x (Scalar three d3 s3)) 0.0 6.0)"
+_SIXTH, _SIX = (near("k", 1 / 6, 1e-6), "(= k 6.0)")
 
 
 def _hardswish_forms() -> list[tuple[str, str]]:
-    """(form, guard) pairs for x * relu6(x + 3) / 6 as exporters write it (paddle, torch, tf)."""
-    h = "(Clip (Add x (Scalar three d3 s3)) 0.0 6.0)"
-    sixth, six = "(Scalar k dk sk)", "(Scalar k dk sk)"
-    forms = []
-    for xh in (f"(Mul x {h})", f"(Mul {h} x)"):
-        forms += [(f"(Mul {xh} {sixth})", near("k", 1 / 6, 1e-6)), (f"(Div {xh} {six})", "(= k 6.0)")]
-    for scaled, guard in ((f"(Div {h} {six})", "(= k 6.0)"), (f"(Mul {h} {sixth})", near("k", 1 / 6, 1e-6))):
-        forms += [(f"(Mul x {scaled})", guard), (f"(Mul {scaled} x)", guard)]
-    return forms
+    """(form, guard) rows for x * relu6(x + 3) / 6 as exporters write it (paddle, torch, tf): one row each."""
+    k = "(Scalar k dk sk)"
+    return [
+        (f"(Mul (Mul x {_H}) {k})", _SIXTH),
+        (f"(Div (Mul x {_H}) {k})", _SIX),
+        (f"(Mul (Mul {_H} x) {k})", _SIXTH),
+        (f"(Div (Mul {_H} x) {k})", _SIX),
+        (f"(Mul x (Div {_H} {k}))", _SIX),
+        (f"(Mul (Div {_H} {k}) x)", _SIX),
+        (f"(Mul x (Mul {_H} {k}))", _SIXTH),
+        (f"(Mul (Mul {_H} {k}) x)", _SIXTH),
+    ]
 
 
 def _hardswish_fuse() -> tuple:
@@ -206,6 +220,16 @@ RULES = [
         "onnxruntime:FastGeluFusion",
         "0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) -> Gelu(x, approximate=tanh) (FLOAT, opset >= 20)",
         GELU_TANH_FUSE,
+    ),
+    Rule(
+        "scalar-broadcast-facts",
+        "activation",
+        "exact",
+        "eqsat:analysis",
+        "shape(Scalar(v, d, [])) = [] and dtype d; shape(B(a, Scalar(v, d, []))) = shape(a) for Add/Sub/Mul/Div (the "
+        "facts of the nodes gelu-decompose builds)",
+        SCALAR_FACTS,
+        ruleset="analysis",
     ),
     Rule(
         "gelu-decompose",
