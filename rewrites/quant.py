@@ -75,7 +75,7 @@ op (an integer shift by z2 - z1, clamped) and has no rule.
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Rule, fact, rw
+from eqsat.engine.rule import Egglog, Rule, fact, rw
 
 #: A per-tensor scale: a single-element constant.
 PER_TENSOR = "(Scalar sv sd ss)"
@@ -101,154 +101,128 @@ def _sink(layout: str, params: str) -> tuple:
     )
 
 
-#: Integer ranges of QuantizeLinear's output types (float8 types saturate to their own ranges: left alone).
+#: Integer ranges of QuantizeLinear's output types, with their widths (float8 types saturate to their own ranges:
+#: left alone): the `quant-range` facts (type, lo, hi, bits) the rules read.
 QUANT_RANGES = {
-    "UINT8": (0, 255),
-    "INT8": (-128, 127),
-    "UINT16": (0, 65535),
-    "INT16": (-32768, 32767),
-    "UINT4": (0, 15),
-    "INT4": (-8, 7),
+    "UINT8": (0, 255, 8),
+    "INT8": (-128, 127, 8),
+    "UINT16": (0, 65535, 16),
+    "INT16": (-32768, 32767, 16),
+    "UINT4": (0, 15, 4),
+    "INT4": (-8, 7, 4),
 }
+#: The shift between the 8-bit types: uint8 zero point z and int8 zero point z - 128 give the same pair.
+SHIFT = 128.0
+#: `quant-twin` facts (type, twin type, what the twin's zero point adds): the other 8-bit type of the same pair.
+TWINS = (("UINT8", "INT8", -SHIFT), ("INT8", "UINT8", SHIFT))
+
+
+def _quant_facts() -> Egglog:
+    """The quant-range and quant-twin tables, asserted once a model has a QuantizeLinear."""
+    ranges = [f'(quant-range "{t}" {float(lo)} {float(hi)} {bits})' for t, (lo, hi, bits) in QUANT_RANGES.items()]
+    twins = [f'(quant-twin "{t}" "{n}" {shift})' for t, n, shift in TWINS]
+    return fact("(= q (QuantizeLinear x s z a))", " ".join(ranges + twins))
 
 
 def _dq_q_drop() -> tuple:
-    """DQ(Q(x)) -> Clip(x, (qmin - z) * s, (qmax - z) * s): one rule per output type, zero point present or
-    absent (0). The bounds are computed in f64 from the stored scale and zero point; lowering rounds them once
+    """DQ(Q(x)) -> Clip(x, (qmin - z) * s, (qmax - z) * s) for every output type of quant-range, zero point present
+    or absent (0). The bounds are computed in f64 from the stored scale and zero point; lowering rounds them once
     to x's dtype (the original computes (qmax - z) * s in the scale's dtype: the same value up to that rounding)."""
-    rules = []
-    for qt, (lo, hi) in QUANT_RANGES.items():
-        for zp, zv in (("(Scalar zv zd zs)", "zv"), ("(Absent)", "0.0")):
-            q = f"(QuantizeLinear x {PER_TENSOR} {zp} a)"
-            clip = f"(Clip x (* (- {float(lo)} {zv}) sv) (* (- {float(hi)} {zv}) sv))"
-            rules.append(
-                fact(
-                    f'(= __root (DequantizeLinear q {PER_TENSOR} {zp} a)) (= q {q}) (= (dtype q) "{qt}") '
-                    "(> sv 0.0) (= dx (dtype x)) (= (dtype __root) dx)",
-                    f"(union __root {clip})",
-                )
+    rows = []
+    for zp, zv in (("(Scalar zv zd zs)", "zv"), ("(Absent)", "0.0")):
+        rows.append(
+            fact(
+                f"(= __root (DequantizeLinear q {PER_TENSOR} {zp} a)) (= q (QuantizeLinear x {PER_TENSOR} {zp} a)) "
+                "(= qt (dtype q)) (quant-range qt lo hi b) (> sv 0.0) (= dx (dtype x)) (= (dtype __root) dx)",
+                f"(union __root (Clip x (* (- lo {zv}) sv) (* (- hi {zv}) sv)))",
             )
-    return tuple(rules)
+        )
+    return tuple(rows)
 
 
-#: The shift between the 8-bit types: uint8 zero point z and int8 zero point z - 128 give the same pair.
-SHIFT = 128.0
-#: (type, twin type, how the twin's zero point is computed from z and SHIFT).
-SHIFTS = (("UINT8", "INT8", "-", "Sub"), ("INT8", "UINT8", "+", "Add"))
-
-
-def _scalar_facts(var: str, value: str, qtype: str, shape: str) -> str:
-    """`(let var (Scalar value qtype shape))` with its shape and dtype facts."""
-    return f'(let {var} (Scalar {value} "{qtype}" {shape})) (set (shape {var}) {shape}) (set (dtype {var}) "{qtype}") '
-
-
-def _shifted_tensor(var: str, src: str, shape: str, op: str, qtype: str) -> str:
-    """`var` = Cast(src as INT32 op 128, qtype) with its facts: a tensor zero point (or weight) shifted into the
-    other 8-bit type, computed at lowering (every value fits: 0..255 - 128 and -128..127 + 128)."""
-    return (
-        f'(let {var}32 (Cast {src} "INT32")) (set (shape {var}32) {shape}) (set (dtype {var}32) "INT32") '
-        + _scalar_facts(f"{var}c", str(SHIFT), "INT32", "(vec-empty)")
-        + f'(let {var}d ({op} {var}32 {var}c)) (set (shape {var}d) {shape}) (set (dtype {var}d) "INT32") '
-        f'(let {var} (Cast {var}d "{qtype}")) (set (shape {var}) {shape}) (set (dtype {var}) "{qtype}") '
-    )
+#: DQ(Q(x, s, z, a), s, z, a), q its Q of type qt (an 8-bit type with a twin nt, z2 = z + sh).
+_PAIR = "(= __root (DequantizeLinear q s {dq} a)) (= q (QuantizeLinear x s {q} a)) (= qt (dtype q)) (quant-twin qt nt sh)"
+_TWIN = "(let q2 (QuantizeLinear x s z2 a)) (set (dtype q2) nt) (union __root (DequantizeLinear q2 s z2 a))"
 
 
 def _zero_point_shift() -> tuple:
     """DQ(Q(x, s, z, a), s, z, a) with an 8-bit zero point z gets the twin pair in the other 8-bit type with
     z -/+ 128: a scalar z as a new Scalar (an absent zero point is 0 of the pair's type: uint8 on the Q, the
     Q's type on the DQ), a per-axis z (a constant tensor) as a tensor computed at lowering; a new Q gets its
-    twin's shape; a uint8 constant W under DQ gets its int8 twin W - 128 with z - 128."""
-    rules = []
-    for qt, nt, sign, op in SHIFTS:
-        scalar = f'(Scalar zv "{qt}" zs)'
-        forms = [(scalar, scalar, ""), (scalar, "(Absent)", "(= zv 0.0)")]
-        if qt == "UINT8":  # a Q without zero point quantizes to uint8 with zero point 0 (its DQ's: absent or 0)
-            forms += [("(Absent)", "(Absent)", ""), ("(Absent)", scalar, "(= zv 0.0)")]
-        for q_zp, dq_zp, bind in forms:
-            value = "0.0" if q_zp == "(Absent)" else "zv"
-            shape = "(vec-empty)" if q_zp == "(Absent)" else "zs"
-            query = (
-                f"(= __root (DequantizeLinear q s {dq_zp} a)) (= q (QuantizeLinear x s {q_zp} a)) "
-                f'(= (dtype q) "{qt}") {bind}'
-            )
-            rules.append(
-                fact(
-                    query.strip(),
-                    _scalar_facts("z2", f"({sign} {value} {SHIFT})", nt, shape)
-                    + f'(let q2 (QuantizeLinear x s z2 a)) (set (dtype q2) "{nt}") '
-                    "(union __root (DequantizeLinear q2 s z2 a))",
-                )
-            )
-        rules.append(
-            fact(
-                f"(= __root (DequantizeLinear q s z a)) (= q (QuantizeLinear x s z a)) (= z (Const k)) "
-                f'(= (dtype z) "{qt}") (= sz (shape z))',
-                _shifted_tensor("z2", "z", "sz", op, nt)
-                + f'(let q2 (QuantizeLinear x s z2 a)) (set (dtype q2) "{nt}") '
-                "(union __root (DequantizeLinear q2 s z2 a))",
-            )
-        )
-        rules.append(
-            fact(
-                f'(= q2 (QuantizeLinear x s z2 a)) (= (dtype q2) "{nt}") (= q (QuantizeLinear x s z a)) '
-                f'(= (dtype q) "{qt}") (= sq (shape q))',
-                "(set (shape q2) sq)",
-            )
-        )
-    rules.append(
+    twin's shape; a uint8 constant W under DQ gets its int8 twin W - 128 with z - 128. The facts of the shifted
+    tensors come from the analysis rows (shape-unary for Cast, scalar-broadcast-facts for the rank-0 shift)."""
+    scalar = "(Scalar zv qt zs)"
+    new_z = "(let z2 (Scalar {v} nt {s})) (set (shape z2) {s}) (set (dtype z2) nt) "
+    return (
+        fact(_PAIR.format(dq=scalar, q=scalar), new_z.format(v="(+ zv sh)", s="zs") + _TWIN),
+        fact(f"{_PAIR.format(dq='(Absent)', q=scalar)} (= zv 0.0)", new_z.format(v="(+ zv sh)", s="zs") + _TWIN),
+        # a Q without zero point quantizes to uint8 with zero point 0 (its DQ's: absent or 0)
         fact(
-            '(= __root (DequantizeLinear w s (Scalar zv "UINT8" zs) a)) (is-const w) (= (dtype w) "UINT8") '
-            "(= sw (shape w))",
-            _shifted_tensor("w8", "w", "sw", "Sub", "INT8")
-            + _scalar_facts("z2", f"(- zv {SHIFT})", "INT8", "zs")
-            + "(union __root (DequantizeLinear w8 s z2 a))",
-        )
+            f'{_PAIR.format(dq="(Absent)", q="(Absent)")} (= qt "UINT8")',
+            new_z.format(v="sh", s="(vec-empty)") + _TWIN,
+        ),
+        fact(
+            f'{_PAIR.format(dq=scalar, q="(Absent)")} (= qt "UINT8") (= zv 0.0)',
+            new_z.format(v="sh", s="(vec-empty)") + _TWIN,
+        ),
+        fact(
+            f"{_PAIR.format(dq='z', q='z')} (= z (Const k))",
+            '(let z2 (Cast (Add (Cast z "INT32") (Scalar sh "INT32" (vec-empty))) nt)) ' + _TWIN,
+        ),
+        fact(
+            "(= q2 (QuantizeLinear x s z2 a)) (= nt (dtype q2)) (= q (QuantizeLinear x s z a)) (= qt (dtype q)) "
+            "(quant-twin qt nt sh) (= sq (shape q))",
+            "(set (shape q2) sq)",
+        ),
+        fact(
+            '(= __root (DequantizeLinear w s (Scalar zv "UINT8" zs) a)) (is-const w) (= (dtype w) "UINT8")',
+            f'(let w8 (Cast (Sub (Cast w "INT32") (Scalar {SHIFT} "INT32" (vec-empty))) "INT8")) '
+            f'(let z2 (Scalar (- zv {SHIFT}) "INT8" zs)) (set (shape z2) zs) (set (dtype z2) "INT8") '
+            "(union __root (DequantizeLinear w8 s z2 a))",
+        ),
     )
-    return tuple(rules)
 
 
-#: Types of x (the first DQ's input) and of the intermediate grid that rescale-merge handles.
-RESCALE_IN = ("UINT8", "INT8")
-RESCALE_MID = ("UINT8", "INT8", "UINT16", "INT16")
 #: The smallest normal float32: products n * s with a scale at least this large keep all their bits.
 FLT_MIN_NORMAL = 1.1754943508222875e-38
 #: The largest first scale: n * s1 stays finite for every 8-bit n.
 MAX_SCALE = 1.0e30
 
 
-def _zero_points(qtype: str, name: str, absent: bool) -> list[tuple[str, str]]:
-    """(pattern, value) of a zero point of `qtype`: a Scalar, and `(Absent)` (0) when `absent`."""
-    forms = [(f'(Scalar {name}v "{qtype}" {name}s)', f"{name}v")]
-    return forms + [("(Absent)", "0.0")] if absent else forms
-
-
 def _rescale_merge(exact: bool) -> tuple:
-    """DQ(Q(DQ(x, s1, z1, a1), s2, z2, a2), s2, z2, a2) -> DQ(x, s1, z1, a1): per-tensor float32 scales, the
-    middle clamp a no-op for every value of x's type; s1 / s2 an integer (`exact`) or not. One rule per type
-    of x and of the middle grid, zero points present or absent (a Q without one writes uint8)."""
-    k = "(/ sv1 sv2)"
-    ratio = "(= (% sv1 sv2) 0.0)" if exact else "(!= (% sv1 sv2) 0.0)"
-    rules = []
-    for t1, t2 in ((a, b) for a in RESCALE_IN for b in RESCALE_MID):
-        (lo1, hi1), (lo2, hi2) = QUANT_RANGES[t1], QUANT_RANGES[t2]
-        for z1, v1 in _zero_points(t1, "z1", absent=True):
-            for z2, v2 in _zero_points(t2, "z2", absent=t2 == "UINT8"):
-                s1, s2 = '(Scalar sv1 "FLOAT" ss1)', '(Scalar sv2 "FLOAT" ss2)'
-                rules.append(
-                    rw(
-                        f"(DequantizeLinear m {s2} {z2} a2)",
-                        "d",
-                        f"(= m (QuantizeLinear d {s2} {z2} a2)) (= d (DequantizeLinear x {s1} {z1} a1))",
-                        f'(= (dtype x) "{t1}") (= (dtype m) "{t2}")',
-                        f"(> sv1 0.0) (< sv1 {MAX_SCALE}) (> sv2 {FLT_MIN_NORMAL}) {ratio}",
-                        f"(>= (+ (* (- {float(lo1)} {v1}) {k}) {v2}) {float(lo2)})",
-                        f"(<= (+ (* (- {float(hi1)} {v1}) {k}) {v2}) {float(hi2)})",
-                    )
+    """DQ(Q(DQ(x, s1, z1, a1), s2, z2, a2), s2, z2, a2) -> DQ(x, s1, z1, a1): per-tensor float32 scales u = s1 and
+    v = s2, x of an 8-bit type t1 and the middle grid of 8 or 16 bits (t2, quant-range), the middle clamp a no-op for
+    every value of x's type: (lo1 - z1) * u / v + z2 >= lo2, likewise hi; u / v an integer (`exact`) or not. Zero
+    points (p = z1, q = z2) present or absent (a Q without one writes uint8)."""
+    ratio = "(= (% u v) 0.0)" if exact else "(!= (% u v) 0.0)"
+    s1, s2 = '(Scalar u "FLOAT" su)', '(Scalar v "FLOAT" sv)'
+    rows = []
+    for z1, p in (("(Scalar p t1 sp)", "p"), ("(Absent)", "0.0")):
+        for z2, q, t2 in (("(Scalar q t2 sq)", "q", ""), ("(Absent)", "0.0", '(= t2 "UINT8") ')):
+            rows.append(
+                rw(
+                    f"(DequantizeLinear m {s2} {z2} a2)",
+                    "d",
+                    f"(= m (QuantizeLinear d {s2} {z2} a2)) (= d (DequantizeLinear x {s1} {z1} a1))",
+                    f"(= t1 (dtype x)) (= t2 (dtype m)) {t2}(quant-range t1 l1 h1 8) (quant-range t2 l2 h2 b) (>= b 8)",
+                    f"(> u 0.0) (< u {MAX_SCALE}) (> v {FLT_MIN_NORMAL}) {ratio}",
+                    f"(>= (+ (* (- l1 {p}) (/ u v)) {q}) l2) (<= (+ (* (- h1 {p}) (/ u v)) {q}) h2)",
                 )
-    return tuple(rules)
+            )
+    return tuple(rows)
 
 
 RULES = [
+    Rule(
+        "quant-tables",
+        "quant",
+        "exact",
+        "eqsat:analysis",
+        "quant-range(type, lo, hi, bits) for QuantizeLinear's integer output types and quant-twin(type, twin, "
+        "shift) for the 8-bit pair (the tables dq-q-drop, rescale-merge and qdq-zero-point-shift read)",
+        (_quant_facts(),),
+        ruleset="analysis",
+    ),
     Rule(
         "qdq-cancel",
         "quant",

@@ -67,6 +67,8 @@ RULE_ONLY_FACTS = (
             "per-channel",
             "per-column",
             "conv-pad",
+            "quant-range",
+            "quant-twin",
         }
     )
     | frozenset(LIST_FUNCTIONS)

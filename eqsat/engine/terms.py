@@ -477,6 +477,9 @@ def declarations() -> str:
         "(relation per-channel (T IVec))",
         "(relation per-column (T IVec))",
         "(relation conv-pad (T T T IVec))",
+        # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
+        "(relation quant-range (String f64 f64 i64))",
+        "(relation quant-twin (String String f64))",
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]
