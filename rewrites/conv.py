@@ -28,8 +28,9 @@ fuse_conv_bias/scale/batchnorm, onnxruntime ConvBNFusion/ConvAddFusion/ConvMulFu
     c * x, c + x                    -> x * c, x + c                      c a constant leaf (one operand order for
                                                                          the folds)
     Conv(x, W1, B1), Conv(x, W2, B2), ... -> Out(Split(Conv(x, Concat([W1, W2, ...], 0), Concat([B1, B2, ...], 0)),
-                                         1, [C1, C2, ...]), k)          (multi-pattern, TENSAT: 2 to 4 convs over
-                                                                         one input, identical attributes, group 1)
+                                         1, [C1, C2, ...]), k)          (multi-pattern, TENSAT: any number of
+                                                                         convs over one input, identical
+                                                                         attributes, group 1)
     act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k)   (conv-merge-epilogue)
 
 Every fold holds for ConvTranspose too, with its channel mapping: its weights are [C_in, C_out/group, k...], so
@@ -49,8 +50,9 @@ conv-merge is TENSAT's multi-pattern for convolutions (TVM CombineParallelConv2D
 the same auto_pad, dilations, kernel_shape, pads and strides, group 1, constant weights of one dtype whose shapes
 differ only on axis 0 (C_out), become one conv over the weights concatenated on axis 0 (and the biases: all
 absent, or all constant, an absent one then being zeros), followed by a Split of its channels; each original
-conv is unioned with its projection. Convs are taken in const-rank order of their weights, so each subset is
-generated once. `fp-reassoc`, as matmul-merge: each output channel is the same sum in math, but a runtime may
+conv is unioned with its projection. Convs are taken in const-rank order of their weights: a conv merges with
+the next one (conv-next), and a merged conv grows by the conv next to its last, so each run of consecutive convs
+gets one merged form (n (n - 1) / 2 for n convs, the one of all n among them), whatever n is. `fp-reassoc`, as matmul-merge: each output channel is the same sum in math, but a runtime may
 pick another algorithm (Winograd, im2col tiling, another GEMM blocking) for another channel count, which changes
 the summation order. Whether the merged form is chosen is the cost model's decision (one launch and one read of
 x against a Split that copies the outputs). conv-merge-epilogue moves an activation after the Split before it,
@@ -247,8 +249,7 @@ def _bn_decompose() -> tuple:
         fact(
             f"(= y (BatchNormalization x gamma beta mean var eps mom)) {FOLDABLE} (= dt (dtype x)) "
             f"(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) {unmarked}",
-            f"(let f {F}) (let view (vec-set {ones('sx')} 1 -1)) "
-            f"(let ch (vec-set {ones('sx')} 1 (vec-get sx 1))) "
+            f"(let f {F}) (let o {ones('sx')}) (let view (vec-set o 1 -1)) (let ch (vec-set o 1 (vec-get sx 1))) "
             "(let sc (Reshape f view 0)) (let sh (Reshape (Sub beta (Mul mean f)) view 0)) (let xs (Mul x sc)) "
             "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)",
         )

@@ -27,14 +27,14 @@ C * beta moves into the new constant). A per-column constant is one whose shape 
 but the last set to 1. MatMul becomes Gemm for float, float16 and double outputs only (integer Gemms are ONNX
 from opset 11 on, but ONNX Runtime has no kernel for them). All are `fp-reassoc`: the bias is added inside the
 product's accumulation, the scale multiplies the weights before the sum, and a merged product may be computed
-with another blocking (n = 2 to 4 products sharing their input, constant weights in const-rank order so each
-subset is generated once; the cost model decides whether one launch and one read of the input beat the Split).
+with another blocking (any number of products sharing their input, constant weights: each run of consecutive
+ones in const-rank order gets one merged form, n (n - 1) / 2 for n products, the one of all n among them; the cost
+model decides whether one launch and one read of the input beat the Split).
 """
 
 from __future__ import annotations
 
 from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern, rw
-from eqsat.rewrites.layout import RESHAPES
 from eqsat.rewrites.tensor import tlist
 
 FAMILY = "linear"
@@ -176,9 +176,9 @@ def _bias_chain() -> tuple:
             rules.append(
                 fact(
                     f"(= y ({outer} z c2)) (= z ({inner} mm c1)) (= mm (MatMul a b)) (is-const c1) (is-const c2) "
-                    f"(= s1 (shape c1)) (= s2 (shape c2)) (= sy (shape y)) (= sy (shape z)) (= d1 (dtype c1)) {guard}",
-                    f"(let c {combined}) (set (shape c) {sc}) (set (dtype c) d1) "
-                    f"(let new ({op} mm c)) (set (shape new) sy) (set (dtype new) d1) (union y new)",
+                    f"(= s1 (shape c1)) (= s2 (shape c2)) (= sy (shape y)) (= sy (shape z)) {guard}",
+                    f"(let c {combined}) (set (shape c) {sc}) "
+                    f"(let new ({op} mm c)) (set (shape new) sy) (union y new)",
                 )
             )
     return tuple(rules)
@@ -213,12 +213,15 @@ _FLATTENED = (
 
 
 def _flattened_matmul() -> tuple:
+    """One row per pair of Reshape forms (static target, or computed at run time: ReshapeDyn)."""
     return tuple(
-        fact(
-            _FLATTENED.format(outer=outer.format(x="mm", k=2), inner=inner.format(x="x", k=1)), "(union y (MatMul x w))"
+        fact(_FLATTENED.format(outer=outer, inner=inner), "(union y (MatMul x w))")
+        for outer, inner in (
+            ("(Reshape mm s2 z2)", "(Reshape x s1 z1)"),
+            ("(Reshape mm s2 z2)", "(ReshapeDyn x t1 z1)"),
+            ("(ReshapeDyn mm t2 z2)", "(Reshape x s1 z1)"),
+            ("(ReshapeDyn mm t2 z2)", "(ReshapeDyn x t1 z1)"),
         )
-        for outer in RESHAPES
-        for inner in RESHAPES
     )
 
 

@@ -179,18 +179,17 @@ def _ln_affine(op: str) -> tuple:
 
 
 def _ln_decompose() -> tuple:
-    """LayerNormalization over the last axis (FLOAT, stash_type 1) -> primitives; with and without B."""
+    """LayerNormalization over the last axis (FLOAT, stash_type 1) -> primitives; with and without B. The facts
+    the analysis rows cannot give are set here (the reductions' shapes and dtypes, and the broadcasting Sub, Div
+    and Mul); the others come from shape-binary (d * d), shape-unary (Sqrt), scalar-broadcast-facts (+ eps) and
+    the dtype rows (dtype of the first operand)."""
     body = (
         "(let sm (vec-set sx a 1)) "
         '(let m (ReduceMean x (vec-of a) 1)) (set (shape m) sm) (set (dtype m) "FLOAT") '
-        '(let d (Sub x m)) (set (shape d) sx) (set (dtype d) "FLOAT") '
-        '(let d2 (Mul d d)) (set (shape d2) sx) (set (dtype d2) "FLOAT") '
-        '(let v (ReduceMean d2 (vec-of a) 1)) (set (shape v) sm) (set (dtype v) "FLOAT") '
-        '(let ep (Scalar eps "FLOAT" (vec-empty))) (set (shape ep) (vec-empty)) (set (dtype ep) "FLOAT") '
-        '(let ve (Add v ep)) (set (shape ve) sm) (set (dtype ve) "FLOAT") '
-        '(let q (Sqrt ve)) (set (shape q) sm) (set (dtype q) "FLOAT") '
-        '(let n (Div d q)) (set (shape n) sx) (set (dtype n) "FLOAT") '
-        '(let y (Mul n sc)) (set (shape y) sx) (set (dtype y) "FLOAT") '
+        "(let d (Sub x m)) (set (shape d) sx) "
+        '(let v (ReduceMean (Mul d d) (vec-of a) 1)) (set (shape v) sm) (set (dtype v) "FLOAT") '
+        '(let n (Div d (Sqrt (Add v (Scalar eps "FLOAT" (vec-empty)))))) (set (shape n) sx) '
+        "(let y (Mul n sc)) (set (shape y) sx) "
     )
     guard = (
         '(= sx (shape x)) (= r (vec-length sx)) (>= r 1) (= a (- r 1)) (= (dtype x) "FLOAT") '

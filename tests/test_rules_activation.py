@@ -467,3 +467,12 @@ def test_relu_clip_merge_not_below_zero() -> None:
 @given(PROPERTIES["relu-clip-merge"]())
 def test_relu_clip_merge_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- analysis relations this family's rules join: each checked on the graphs of a rule that reads it ----
+
+
+@property_settings()
+@given(PROPERTIES["scalar-broadcast-facts"]())
+def test_scalar_broadcast_facts_property(case: RuleCase) -> None:
+    case.check()

@@ -966,3 +966,24 @@ def test_conv_merge_sites_only_for_constant_group_one_weights() -> None:
 @given(PROPERTIES["conv-merge-sites"]())
 def test_conv_merge_sites_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- analysis relations this family's rules join: each checked on the graphs of a rule that reads it ----
+
+
+@property_settings()
+@given(PROPERTIES["conv-merge-order"]())
+def test_conv_merge_order_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["per-channel-facts"]())
+def test_per_channel_facts_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["conv-pad-sites"]())
+def test_conv_pad_sites_property(case: RuleCase) -> None:
+    case.check()

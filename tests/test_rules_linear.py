@@ -640,3 +640,36 @@ def test_matmul_unflatten_not(back: list) -> None:
 @given(PROPERTIES["matmul-unflatten"]())
 def test_matmul_unflatten_property(case: RuleCase) -> None:
     case.check()
+
+
+
+# ---- analysis relations the linear rules join: each checked on the graphs of a rule that reads it ----
+
+
+@property_settings()
+@given(PROPERTIES["gemm-merge-sites"]())
+def test_gemm_merge_sites_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["matmul-merge-sites"]())
+def test_matmul_merge_sites_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["per-column-facts"]())
+def test_per_column_facts_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_per_column_facts_not_for_a_matrix() -> None:
+    """A constant [M, N] multiplying a product varies along both axes: not per column, no scale fold."""
+    m = model(
+        [node("MatMul", ["a", "w"], "p"), node("Mul", ["p", "c"], "y")],
+        [("a", "FLOAT", (3, 4))],
+        ["y"],
+        initializers={"w": rand(4, 5), "c": rand(3, 5)},
+    )
+    assert_rule_does_not_fire(m, "per-column-facts")

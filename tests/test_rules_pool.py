@@ -122,3 +122,12 @@ def test_pad_pool_merge_under_symbolic_dims(rule: str, pool: str, value: float) 
     )
     feeds = {"x": np.random.default_rng(3).standard_normal((2, 2, 5, 7)).astype(np.float32)}
     assert op_counts(assert_rule_sound(m, rule, feeds).model) == {pool: 1}
+
+
+# ---- analysis relations this family's rules join: each checked on the graphs of a rule that reads it ----
+
+
+@property_settings()
+@given(PROPERTIES["pad-pool-sites"]())
+def test_pad_pool_sites_property(case: RuleCase) -> None:
+    case.check()

@@ -646,3 +646,12 @@ def test_qdq_zero_point_shift_q_without_zero_point_dq_with_zero(zero_point_shape
     )
     m = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
     assert_rule_sound(m, "qdq-zero-point-shift", {"x": np.array([0.0], np.float32)})
+
+
+# ---- analysis relations this family's rules join: each checked on the graphs of a rule that reads it ----
+
+
+@property_settings()
+@given(PROPERTIES["quant-tables"]())
+def test_quant_tables_property(case: RuleCase) -> None:
+    case.check()

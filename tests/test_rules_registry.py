@@ -76,3 +76,22 @@ def test_every_rule_has_a_property() -> None:
     assert not missing, f"rules without a property (graph builder) in eqsat.testing.PROPERTIES: {missing}"
     stale = sorted(set(PROPERTIES) - {r.name for r in RULES})
     assert not stale, f"eqsat.testing.PROPERTIES names rules that are not registered: {stale}"
+
+
+#: Families (and rules of other families) whose rules are written as short rows (issue 23): installing a rule costs
+#: time in proportion to its text, and a rule on the page should be readable as one.
+SHORT_FAMILIES = ("linear", "pool", "quant", "activation")
+SHORT_RULES = ("conv-merge", "conv-merge-sites", "conv-merge-order", "conv-pad-merge", "conv-pad-sites")
+
+
+def test_short_rules_stay_short() -> None:
+    """No egglog command of these rules is longer than 600 characters (main had merges of 1,000 to 3,000, built
+    once per count of merged products, and pool rows built once per rank)."""
+    long = sorted(
+        (len(command), rule.name)
+        for rule in RULES
+        if rule.family in SHORT_FAMILIES or rule.name in SHORT_RULES
+        for command in rule.commands()
+        if len(command) > 600
+    )
+    assert not long, f"egglog commands over 600 characters: {long}"

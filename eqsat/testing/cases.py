@@ -99,3 +99,13 @@ def rule_case(build: Callable[..., Drawn]) -> Callable[..., "SearchStrategy[Draw
         return st.composite(lambda draw: build(draw, st, *args, **kwargs))()
 
     return strategy
+
+
+def feeding(strategy: Callable[[], "SearchStrategy[RuleCase]"], rule: str) -> Callable[[], "SearchStrategy[RuleCase]"]:
+    """The cases of `strategy`, checked for the analysis `rule` that computes a relation the rule they were drawn
+    for joins (that rule runs alongside): a site or guard relation fires wherever its consumer does."""
+
+    def relabelled() -> "SearchStrategy[RuleCase]":
+        return strategy().map(lambda case: dataclasses.replace(case, rule=rule, also=(case.rule, *case.also)))
+
+    return relabelled

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.cases import DrawnGraph, RuleCase, feeding, rule_case
 from eqsat.testing.draw import const_input
 from eqsat.testing.models import numpy_dtype
 from eqsat.testing.strategies import arrays, broadcastable_shapes, float_arrays, shapes
@@ -180,6 +180,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "gelu-forms": _gelu("gelu-fuse", checked="gelu-forms"),
     "gelu-tanh-fuse": _gelu("gelu-tanh-fuse"),
     "gelu-decompose": _gelu_decompose,
+    "scalar-broadcast-facts": feeding(_gelu_decompose, "scalar-broadcast-facts"),
     "hardswish-fuse": _hardswish_fuse,
     "leakyrelu-from-max": _leakyrelu_from_max,
     "prelu-from-relu": _prelu_from_relu,

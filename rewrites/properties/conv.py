@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.cases import DrawnGraph, RuleCase, feeding, rule_case
 from eqsat.testing.draw import CONST_LAST, add_activation, draw_constant, float_input
 from eqsat.testing.models import numpy_dtype
 from eqsat.testing.strategies import float_arrays, hypothesis_strategies
@@ -449,6 +449,9 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "conv-merge": _conv_merge(),
     "conv-merge-sites": _conv_merge("conv-merge-sites"),
     "conv-merge-epilogue": _conv_merge("conv-merge-epilogue"),
+    "conv-merge-order": feeding(_conv_merge(), "conv-merge-order"),
+    "per-channel-facts": feeding(_bn_compose, "per-channel-facts"),
+    "conv-pad-sites": feeding(_conv_pad_merge, "conv-pad-sites"),
     "scale-broadcast-shape": _analysis_fact("scale-broadcast-shape"),
     "scale-positive-facts": _analysis_fact("scale-positive-facts"),
     "scale-finite-facts": _analysis_fact("scale-finite-facts"),

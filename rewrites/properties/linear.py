@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.cases import DrawnGraph, RuleCase, feeding, rule_case
 from eqsat.testing.draw import CONST_LAST, add_activation, draw_constant, float_input
 from eqsat.testing.models import numpy_dtype
 from eqsat.testing.strategies import float_arrays, hypothesis_strategies, shapes
@@ -277,9 +277,12 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "gemm-merge": _linear_merge("gemm-merge"),
     "matmul-merge-epilogue": _linear_merge("matmul-merge-epilogue"),
     "matmul-unflatten": _matmul_unflatten,
+    "gemm-merge-sites": feeding(_linear_merge("gemm-merge"), "gemm-merge-sites"),
+    "per-column-facts": feeding(_linear("matmul-scale-fold"), "per-column-facts"),
 }
 #: Properties checked with static shapes only.
 STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "matmul-merge": _matmul_merge("matmul-merge"),
     "matmul-bias-merge": _matmul_merge("matmul-bias-merge"),
+    "matmul-merge-sites": feeding(_matmul_merge("matmul-bias-merge"), "matmul-merge-sites"),
 }

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.cases import DrawnGraph, RuleCase, feeding, rule_case
 from eqsat.testing.models import numpy_dtype
 from eqsat.testing.strategies import float_arrays
 
@@ -68,4 +68,5 @@ def _pad_pool(rule: str) -> Callable[[], Any]:
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "pad-avgpool-merge": _pad_pool("pad-avgpool-merge"),
     "pad-maxpool-merge": _pad_pool("pad-maxpool-merge"),
+    "pad-pool-sites": feeding(_pad_pool("pad-avgpool-merge"), "pad-pool-sites"),
 }

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.cases import DrawnGraph, RuleCase, feeding, rule_case
 from eqsat.testing.models import numpy_dtype
 from eqsat.testing.strategies import arrays, float_arrays, perms, shapes
 
@@ -256,6 +256,7 @@ def _rescale_merge(rule: str) -> Callable[[], Any]:
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "qdq-cancel": _qdq_cancel,
     "dq-q-drop": _dq_q_drop,
+    "quant-tables": feeding(_dq_q_drop, "quant-tables"),
     "qdq-zero-point-default": _qdq_zero_point_default,
     "qdq-sink-transpose": _qdq_sink("qdq-sink-transpose"),
     "qdq-sink-reshape": _qdq_sink("qdq-sink-reshape"),
