@@ -96,37 +96,68 @@ def flat(c: str) -> str:
 
 
 def weight_forms(axis: str, op: str, v: str, channels: str | None, full: str) -> list[tuple[str, str]]:
-    """Ways to scale weights `w` (shape bound to sw, rank >= 3) by the flat vector `v` with `op` (Mul/Div).
+    """Ways to scale weights `w` (conv-weights: shape sw, rank >= 3, o its all-ones shape) by the flat vector `v`
+    with `op` (Mul/Div).
 
     axis "0": along axis 0 (a conv's output channels, a conv transpose's input channels), any group.
     axis "grouped": along axis 1 within each group (a conv's input channels, a conv transpose's output
     channels): a plain broadcast along axis 1 when group == 1; for group > 1, either `v` has one element
     (`channels` = 1: a scalar, any axis) or `full` elements, and the weights are viewed as [g, W0/g, W1, k...]
-    against v viewed as [g, 1, W1, 1...]. Returns (extra guards, weight expression) pairs, mutually exclusive.
+    against v viewed as [g, 1, W1, 1...] (conv-group-views gw, gv). Returns (extra guards, weight expression)
+    pairs, mutually exclusive.
     """
-    axis0 = f"({op} w (Reshape {v} (vec-set {ones('sw')} 0 -1) 0))"  # actions: v is let-bound
+    axis0 = f"({op} w (Reshape {v} (vec-set o 0 -1) 0))"  # actions: v is let-bound
     if axis == "0":
         return [("", axis0)]
-    axis1 = f"({op} w (Reshape {v} (vec-set {ones('sw')} 1 -1) 0))"
-    grouped = (
-        f"(Reshape ({op} (Reshape w (vec-append (vec-of g -1) (vec-remove sw 0)) 0) "
-        f"(Reshape {v} (vec-append (vec-of g 1 -1) (vec-remove (vec-remove {ones('sw')} 0) 0)) 0)) sw 0)"
-    )
+    axis1 = f"({op} w (Reshape {v} (vec-set o 1 -1) 0))"
+    # the grouped form's outer Reshape gets its dtype in the actions (nw's facts: `grouped_dtype`)
+    grouped = f"(Reshape ({op} (Reshape w gw 0) (Reshape {v} gv 0)) sw 0)"
+    views = "(> g 1) (conv-group-views w g gw gv) (= wdt (dtype w))"
     if channels is None:
-        return [("(= g 1)", axis1), ("(> g 1)", grouped)]
+        return [("(= g 1)", axis1), (views, grouped)]
     return [
         ("(= g 1)", axis1),
         (f"(> g 1) (= {channels} 1)", axis0),
-        (f"(> g 1) (= {channels} {full}) (> {full} 1)", grouped),
+        (f"{views} (= {channels} {full}) (> {full} 1)", grouped),
     ]
+
+
+def grouped_dtype(guards: str) -> str:
+    """The dtype fact of new weights nw of the grouped form (a Reshape: the analysis rows give the others, products
+    and quotients of w, theirs)."""
+    return " (set (dtype nw) wdt)" if "conv-group-views" in guards else ""
 
 
 OUT_AXIS = {"Conv": "0", "ConvTranspose": "grouped"}
 IN_AXIS = {"Conv": "grouped", "ConvTranspose": "0"}
+#: conv-weights(w, o): w is a constant of rank >= 3 with shape and dtype facts, o its shape with every dim 1 (the
+#: views that scale it read o); conv-group-views(w, g, gw, gv): w viewed as [g, W0/g, W1, k...] and a flat vector
+#: as [g, 1, W1, 1...] (grouped scales). Computed once per weight (conv-weight-facts).
+CONV_WEIGHT_FACTS = (
+    fact(
+        "(= y (Conv x w b ap dl g ks pd st)) (is-const w) (= sw (shape w)) (>= (vec-length sw) 3) (= d (dtype w))",
+        f"(conv-weights w {ones('sw')})",
+    ),
+    fact(
+        "(= y (ConvTranspose x w b ap dl g ks op os pd st)) (is-const w) (= sw (shape w)) (>= (vec-length sw) 3) "
+        "(= d (dtype w))",
+        f"(conv-weights w {ones('sw')})",
+    ),
+    fact(
+        "(= y (Conv x w b ap dl g ks pd st)) (> g 1) (conv-weights w o) (= sw (shape w))",
+        "(conv-group-views w g (vec-append (vec-of g -1) (vec-remove sw 0)) "
+        "(vec-append (vec-of g 1 -1) (vec-remove (vec-remove o 0) 0)))",
+    ),
+    fact(
+        "(= y (ConvTranspose x w b ap dl g ks op os pd st)) (> g 1) (conv-weights w o) (= sw (shape w))",
+        "(conv-group-views w g (vec-append (vec-of g -1) (vec-remove sw 0)) "
+        "(vec-append (vec-of g 1 -1) (vec-remove (vec-remove o 0) 0)))",
+    ),
+)
 #: b is a present bias (a 1-D tensor with shape and dtype facts): binds sb, bdt. New biases (nb) and weights (nw)
 #: get both facts, so that folds chain.
-BIAS = "(= sb (shape b)) (= (vec-length sb) 1) (= bdt (dtype b))"
-WEIGHTS = "(is-const w) (= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w))"
+BIAS = "(= sb (shape b)) (= (vec-length sb) 1)"
+WEIGHTS = "(conv-weights w o) (= sw (shape w))"
 #: weights constant or not (a graph input): the zero bias and the bias folds hold for any W.
 ANY_WEIGHTS = "(= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w))"
 
@@ -140,7 +171,7 @@ FOLD_CONSUMERS = ("(Add y c)", "(Sub y c)", "(Sub c y)", "(Mul y c)", "(Div y c)
 
 def _zero_bias() -> tuple:
     consumers = [f"(= p {e}) (is-const c)" for e in FOLD_CONSUMERS]
-    consumers.append("(= p (BatchNormalization y gamma beta mean var eps mom))")
+    consumers.append("(= p (BatchNormalization y ga be mu va eps mom))")
     return tuple(
         fact(
             f"(= y {conv(kind, b='(Absent)')}) {consumer} {ANY_WEIGHTS} (= sy (shape y)) (> (vec-length sy) 1) "
@@ -161,16 +192,14 @@ def _bias_fold() -> tuple:
                 fact(
                     f"(= y {expr}) {base}",
                     f"(let vf {flat('c')}) (let nb {bias}) "
-                    f"(union y {conv(kind, 'w', 'nb')}) (set (shape nb) sb) "
-                    "(set (dtype nb) bdt)",
+                    f"(union y {conv(kind, 'w', 'nb')}) (set (shape nb) sb)",
                 )
             )
         rules.append(
             fact(
                 f"(= y (Sub c cv)) {base} {WEIGHTS}",
                 f"(let vf {flat('c')}) (let nb (Sub vf b)) (let nw (Neg w)) "
-                f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nb) sb) (set (shape nw) sw) "
-                "(set (dtype nb) bdt) (set (dtype nw) wdt)",
+                f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nb) sb) (set (shape nw) sw)",
             )
         )
     return tuple(rules)
@@ -190,22 +219,23 @@ def _output_scale(op: str, guard: str = "") -> tuple:
                     f"{base} {extra}",
                     f"(let vf {flat('c')}) (let nw {weight}) (let nb ({op} b vf)) "
                     f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
-                    "(set (dtype nw) wdt) (set (dtype nb) bdt)",
+                    + grouped_dtype(extra),
                 )
             )
     return tuple(rules)
 
 
-F = "(Div gamma (Sqrt (Add var (Scalar eps dt (vec-of 1)))))"  # gamma / sqrt(var + eps), shape [C]
+#: ga, be, mu, va: a batch norm's scale (gamma), bias (beta), mean and variance.
+F = "(Div ga (Sqrt (Add va (Scalar eps dt (vec-of 1)))))"  # gamma / sqrt(var + eps), shape [C]
 #: constant statistics of one dtype (BatchNormalization-15 allows the scale and the statistics other dtypes
 #: than X: those mixed forms are left alone, as the folded arithmetic would mix dtypes).
 BN_PARAMS = (
-    "(is-const gamma) (is-const beta) (is-const mean) (is-const var) (= dt (dtype var)) (= dt (dtype mean)) "
-    "(= dt (dtype gamma)) (= dt (dtype beta))"
+    "(is-const ga) (is-const be) (is-const mu) (is-const va) (= dt (dtype va)) (= dt (dtype mu)) "
+    "(= dt (dtype ga)) (= dt (dtype be))"
 )
 #: A batch norm's parameters pass BN_PARAMS with dtype dt (the analysis rule bn-foldable sets it). Keyed on
 #: the parameters, not on the batch norm's e-class: another batch norm in that class may have other ones.
-FOLDABLE = "(bn-foldable gamma beta mean var dt)"
+FOLDABLE = "(bn-foldable ga be mu va dt)"
 
 
 #: The mark of the batch norms bn-compose builds (eps 0, momentum 1: frozen statistics, exact for mean 0 and
@@ -218,7 +248,7 @@ def _bn_foldable() -> "Egglog":
     """bn-foldable(gamma, beta, mean, var, dt) for each batch norm whose scale, bias and statistics are constants
     of dtype dt: the folds join this one fact (measured on mobilenet v2: joining the eight atoms of BN_PARAMS next
     to the conv's took egglog 166 ms of a 220 ms saturation, the fact 4 ms)."""
-    return fact(f"(= y (BatchNormalization x gamma beta mean var eps mom)) {BN_PARAMS}", FOLDABLE)
+    return fact(f"(= y (BatchNormalization x ga be mu va eps mom)) {BN_PARAMS}", FOLDABLE)
 
 
 def _bn_fold() -> tuple:
@@ -228,16 +258,16 @@ def _bn_fold() -> tuple:
     rules = []
     for kind, unmarked in itertools.product(KINDS, NOT_COMPOSED):
         base = (
-            f"(= y (BatchNormalization cv gamma beta mean var eps mom)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} "
-            f"{FOLDABLE} (= dt wdt) (= dt bdt) {unmarked}"
+            f"(= y (BatchNormalization cv ga be mu va eps mom)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} "
+            f"{FOLDABLE} (= dt (dtype w)) (= dt (dtype b)) {unmarked}"
         )
         for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", None, ""):
             rules.append(
                 fact(
                     f"{base} {extra}",
-                    f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mean) f) beta)) "
+                    f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mu) f) be)) "
                     f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
-                    "(set (dtype nw) wdt) (set (dtype nb) bdt)",
+                    + grouped_dtype(extra),
                 )
             )
     return tuple(rules)
@@ -247,10 +277,10 @@ def _bn_decompose() -> tuple:
     """The batch norms bn-compose builds (NOT_COMPOSED) are not decomposed: that would loop (new constants)."""
     return tuple(
         fact(
-            f"(= y (BatchNormalization x gamma beta mean var eps mom)) {FOLDABLE} (= dt (dtype x)) "
+            f"(= y (BatchNormalization x ga be mu va eps mom)) {FOLDABLE} (= dt (dtype x)) "
             f"(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) {unmarked}",
             f"(let f {F}) (let o {ones('sx')}) (let view (vec-set o 1 -1)) (let ch (vec-set o 1 (vec-get sx 1))) "
-            "(let sc (Reshape f view 0)) (let sh (Reshape (Sub beta (Mul mean f)) view 0)) (let xs (Mul x sc)) "
+            "(let sc (Reshape f view 0)) (let sh (Reshape (Sub be (Mul mu f)) view 0)) (let xs (Mul x sc)) "
             "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)",
         )
         for unmarked in NOT_COMPOSED
@@ -293,7 +323,7 @@ def _input_scale() -> tuple:
                     f"{base} {extra}",
                     f"(let vf {flat('s')}) (let nw {weight}) "
                     f"(union y {conv(kind, 'nw')}) (set (shape nw) sw) "
-                    "(set (dtype nw) wdt)",
+                    + grouped_dtype(extra),
                 )
             )
     return tuple(rules)
@@ -686,6 +716,16 @@ RULES = [
         "act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k) for act Relu, LeakyRelu, "
         "Clip, Sigmoid, Tanh or HardSigmoid: a merged conv keeps its activation as an epilogue",
         _merge_epilogue(),
+    ),
+    Rule(
+        "conv-weight-facts",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "conv-weights(W, ones) for a constant conv weight of rank >= 3 and conv-group-views(W, g, ...) for a grouped "
+        "one: the views the conv folds scale it with",
+        CONV_WEIGHT_FACTS,
+        ruleset="analysis",
     ),
     Rule(
         "per-channel-facts",

@@ -67,6 +67,8 @@ RULE_ONLY_FACTS = (
             "per-channel",
             "per-column",
             "conv-pad",
+            "conv-weights",
+            "conv-group-views",
             "quant-range",
             "quant-twin",
         }

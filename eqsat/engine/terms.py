@@ -477,6 +477,8 @@ def declarations() -> str:
         "(relation per-channel (T IVec))",
         "(relation per-column (T IVec))",
         "(relation conv-pad (T T T IVec))",
+        "(relation conv-weights (T IVec))",
+        "(relation conv-group-views (T i64 IVec IVec))",
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
         "(relation quant-range (String f64 f64 i64))",
         "(relation quant-twin (String String f64))",
