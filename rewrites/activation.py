@@ -110,10 +110,11 @@ def _gelu_decompose() -> tuple:
     )
 
 
-#: Facts of rank-0 scalars and of an elementwise op with one as its second operand: shape(Scalar(v, d, [])) = [],
-#: dtype = d; shape(B(a, Scalar(v, d, []))) = shape(a) (broadcasting a rank-0 scalar keeps a's shape).
+#: Facts of scalars and of an elementwise op with a rank-0 one as its second operand: shape(Scalar(v, d, s)) = s,
+#: dtype = d (a loaded Scalar's are the same); shape(B(a, Scalar(v, d, []))) = shape(a) (broadcasting a rank-0
+#: scalar keeps a's shape).
 SCALAR_FACTS = (
-    fact("(= y (Scalar v d (vec-empty)))", "(set (shape y) (vec-empty)) (set (dtype y) d)"),
+    fact("(= y (Scalar v d s))", "(set (shape y) s) (set (dtype y) d)"),
     *(
         fact(f"(= y ({op} a (Scalar v d (vec-empty)))) (= s (shape a))", "(set (shape y) s)")
         for op in ("Add", "Sub", "Mul", "Div")
@@ -226,8 +227,8 @@ RULES = [
         "activation",
         "exact",
         "eqsat:analysis",
-        "shape(Scalar(v, d, [])) = [] and dtype d; shape(B(a, Scalar(v, d, []))) = shape(a) for Add/Sub/Mul/Div (the "
-        "facts of the nodes gelu-decompose builds)",
+        "shape(Scalar(v, d, s)) = s and dtype d; shape(B(a, Scalar(v, d, []))) = shape(a) for Add/Sub/Mul/Div (the "
+        "facts of the nodes gelu-decompose, bn-compose and the quant shifts build)",
         SCALAR_FACTS,
         ruleset="analysis",
     ),

@@ -48,20 +48,21 @@ would fold as W * inf, and a sum of products of inf weights is NaN where the ori
 
 conv-merge is TENSAT's multi-pattern for convolutions (TVM CombineParallelConv2D): convs that read the same x with
 the same auto_pad, dilations, kernel_shape, pads and strides, group 1, constant weights of one dtype whose shapes
-differ only on axis 0 (C_out), become one conv over the weights concatenated on axis 0 (and the biases: all
-absent, or all constant, an absent one then being zeros), followed by a Split of its channels; each original
-conv is unioned with its projection. Convs are taken in const-rank order of their weights: a conv merges with
-the next one (conv-next), and a merged conv grows by the conv next to its last, so each run of consecutive convs
-gets one merged form (n (n - 1) / 2 for n convs, the one of all n among them), whatever n is. `fp-reassoc`, as matmul-merge: each output channel is the same sum in math, but a runtime may
-pick another algorithm (Winograd, im2col tiling, another GEMM blocking) for another channel count, which changes
-the summation order. Whether the merged form is chosen is the cost model's decision (one launch and one read of
-x against a Split that copies the outputs). conv-merge-epilogue moves an activation after the Split before it,
-so that the merged conv keeps it as an epilogue. Grouped convs are left out: concatenating their weights on
-axis 0 interleaves the groups wrongly (a merge would need a group-wise regrouping of weights and outputs).
-Known limit: the roofline model credits a fused epilogue to any consumer of a class that holds the producer, so
-when the branches end differently (a Relu here, a residual Add there) the epilogues left after the Split are
-costed as fused with the original convs their classes still hold (tests/test_rules_conv.py, the xfail test);
-exact costing needs the extractor to charge a fusion only when the producer is chosen.
+differ only on axis 0 (C_out), become one conv over the weights concatenated on axis 0 (and the biases: all absent,
+or all constant, an absent one then being zeros), followed by a Split of its channels; each original conv is unioned
+with its projection. Convs are taken in const-rank order of their weights: a conv merges with the next one
+(conv-next), and a merged conv grows by the conv next to its last, so each run of consecutive convs gets one merged
+form (n (n - 1) / 2 for n convs, the one of all n among them), whatever n is. `fp-reassoc`, as matmul-merge: each
+output channel is the same sum in math, but a runtime may pick another algorithm (Winograd, im2col tiling, another
+GEMM blocking) for another channel count, which changes the summation order. Whether the merged form is chosen is
+the cost model's decision (one launch and one read of x against a Split that copies the outputs).
+conv-merge-epilogue moves an activation after the Split before it, so that the merged conv keeps it as an epilogue.
+Grouped convs are left out: concatenating their weights on axis 0 interleaves the groups wrongly (a merge would need
+a group-wise regrouping of weights and outputs). Known limit: the roofline model credits a fused epilogue to any
+consumer of a class that holds the producer, so when the branches end differently (a Relu here, a residual Add
+there) the epilogues left after the Split are costed as fused with the original convs their classes still hold
+(tests/test_rules_conv.py, the xfail test); exact costing needs the extractor to charge a fusion only when the
+producer is chosen.
 """
 
 from __future__ import annotations
@@ -69,7 +70,6 @@ from __future__ import annotations
 import itertools
 
 from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern
-from eqsat.rewrites.tensor import tlist
 
 FAMILY = "conv"
 KINDS = ("Conv", "ConvTranspose")
@@ -191,8 +191,7 @@ def _bias_fold() -> tuple:
             rules.append(
                 fact(
                     f"(= y {expr}) {base}",
-                    f"(let vf {flat('c')}) (let nb {bias}) "
-                    f"(union y {conv(kind, 'w', 'nb')}) (set (shape nb) sb)",
+                    f"(let vf {flat('c')}) (let nb {bias}) (union y {conv(kind, 'w', 'nb')}) (set (shape nb) sb)",
                 )
             )
         rules.append(
@@ -242,6 +241,10 @@ FOLDABLE = "(bn-foldable ga be mu va dt)"
 #: var 1); egglog has no negation, so "not marked" is two disjoint guards: eps != 0, or eps = 0 with another momentum.
 COMPOSED_EPS, COMPOSED_MOMENTUM = 0.0, 1.0
 NOT_COMPOSED = (f"(!= eps {COMPOSED_EPS!r})", f"(= eps {COMPOSED_EPS!r}) (!= mom {COMPOSED_MOMENTUM!r})")
+#: bn-unmarked(eps, mom): a batch norm's epsilon and momentum are not the mark (computed once: bn-unmarked).
+UNMARKED = tuple(
+    fact(f"(= y (BatchNormalization x ga be mu va eps mom)) {g}", "(bn-unmarked eps mom)") for g in NOT_COMPOSED
+)
 
 
 def _bn_foldable() -> "Egglog":
@@ -252,14 +255,14 @@ def _bn_foldable() -> "Egglog":
 
 
 def _bn_fold() -> tuple:
-    """The batch norms bn-compose builds from x * s + t (NOT_COMPOSED) are left alone: on a conv output, that
+    """The batch norms bn-compose builds from x * s + t (not bn-unmarked) are left alone: on a conv output, that
     Mul and Add fold already (conv-scale-fold, conv-bias-fold); folding the copy too would only add equivalent
     e-nodes."""
     rules = []
-    for kind, unmarked in itertools.product(KINDS, NOT_COMPOSED):
+    for kind in KINDS:
         base = (
             f"(= y (BatchNormalization cv ga be mu va eps mom)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} "
-            f"{FOLDABLE} (= dt (dtype w)) (= dt (dtype b)) {unmarked}"
+            f"{FOLDABLE} (= dt (dtype w)) (= dt (dtype b)) (bn-unmarked eps mom)"
         )
         for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", None, ""):
             rules.append(
@@ -274,29 +277,28 @@ def _bn_fold() -> tuple:
 
 
 def _bn_decompose() -> tuple:
-    """The batch norms bn-compose builds (NOT_COMPOSED) are not decomposed: that would loop (new constants)."""
-    return tuple(
+    """The batch norms bn-compose builds (not bn-unmarked) are not decomposed: that would loop (new constants)."""
+    return (
         fact(
             f"(= y (BatchNormalization x ga be mu va eps mom)) {FOLDABLE} (= dt (dtype x)) "
-            f"(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) {unmarked}",
+            "(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) (bn-unmarked eps mom)",
             f"(let f {F}) (let o {ones('sx')}) (let view (vec-set o 1 -1)) (let ch (vec-set o 1 (vec-get sx 1))) "
             "(let sc (Reshape f view 0)) (let sh (Reshape (Sub be (Mul mu f)) view 0)) (let xs (Mul x sc)) "
             "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)",
-        )
-        for unmarked in NOT_COMPOSED
+        ),
     )
 
 
 def _bn_compose() -> Egglog:
     """x * s + t -> BatchNormalization(x, s, t, 0, 1, eps 0, momentum 1) for a float x (dtype-group "float"); s and
-    t per channel of x's shape, so x * s and x * s + t have x's shape."""
+    t per channel of x's shape, so x * s and x * s + t have x's shape. The Scalars' facts: scalar-broadcast-facts."""
     return fact(
         '(= y (Add m t)) (= m (Mul x s)) (= dt (dtype x)) (dtype-group "float" dt o) (= sx (shape x)) '
         "(per-channel s sx) (per-channel t sx) (= c (vec-get sx 1)) (>= c 0)",
         "(let v (vec-of c)) (let one (Scalar 1.0 dt v)) (let zero (Scalar 0.0 dt v)) "
         f"(let sc (Mul {flat('s')} one)) (let sh (Mul {flat('t')} one)) "
         f"(union y (BatchNormalization x sc sh zero one {COMPOSED_EPS!r} {COMPOSED_MOMENTUM!r})) "
-        + " ".join(f"(set (shape {e}) v) (set (dtype {e}) dt)" for e in ("sc", "sh", "zero", "one")),
+        + "(set (shape sc) v) (set (dtype sc) dt) (set (shape sh) v) (set (dtype sh) dt)",
     )
 
 
@@ -322,8 +324,7 @@ def _input_scale() -> tuple:
                 fact(
                     f"{base} {extra}",
                     f"(let vf {flat('s')}) (let nw {weight}) "
-                    f"(union y {conv(kind, 'nw')}) (set (shape nw) sw) "
-                    + grouped_dtype(extra),
+                    f"(union y {conv(kind, 'nw')}) (set (shape nw) sw) " + grouped_dtype(extra),
                 )
             )
     return tuple(rules)
@@ -493,7 +494,12 @@ def _merge_grow(bias: bool) -> Egglog:
     """A merged conv whose last site has const-rank r, grown by the next site."""
     nxt, b, bc, b2 = ("conv-next", "(Absent)", "(Absent)", "(Absent)")
     if bias:
-        nxt, b, bc, b2 = ("conv-bias-next", "b) (is-const b", "(Concat lb 0)", "(Concat (TAppend lb (TCons b (TNil))) 0)")
+        nxt, b, bc, b2 = (
+            "conv-bias-next",
+            "b) (is-const b",
+            "(Concat lb 0)",
+            "(Concat (TAppend lb (TCons b (TNil))) 0)",
+        )
     return fact(
         f"(merge-tip sp r) (= sp (Split mc 1 ns)) (= mc (Conv x (Concat l 0) {bc} ap dl 1 ks pd st)) "
         f"(= q ({nxt} x ap dl ks pd st r)) (conv-site x ap dl ks pd st q y w {b}) (= n (vec-get (shape w) 0))",
@@ -608,6 +614,16 @@ RULES = [
         "bn-foldable(scale, bias, mean, variance, dtype) for each BatchNormalization whose four parameters are "
         "constants of one dtype (the relation conv-bn-fold and bn-decompose join)",
         (_bn_foldable(),),
+        ruleset="analysis",
+    ),
+    Rule(
+        "bn-unmarked",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "bn-unmarked(eps, momentum) for each BatchNormalization that is not bn-compose's mark (eps 0 with momentum "
+        "1): the two disjoint guards computed once (egglog has no negation), joined by conv-bn-fold and bn-decompose",
+        UNMARKED,
         ruleset="analysis",
     ),
     Rule(

@@ -35,7 +35,6 @@ model decides whether one launch and one read of the input beat the Split).
 from __future__ import annotations
 
 from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern, rw
-from eqsat.rewrites.tensor import tlist
 
 FAMILY = "linear"
 #: Gemm's float dtypes (dtype-group "Gemm", every opset): ONNX allows integer Gemms from opset 11 on, but ONNX
@@ -177,8 +176,7 @@ def _bias_chain() -> tuple:
                 fact(
                     f"(= y ({outer} z c2)) (= z ({inner} mm c1)) (= mm (MatMul a b)) (is-const c1) (is-const c2) "
                     f"(= s1 (shape c1)) (= s2 (shape c2)) (= sy (shape y)) (= sy (shape z)) {guard}",
-                    f"(let c {combined}) (set (shape c) {sc}) "
-                    f"(let new ({op} mm c)) (set (shape new) sy) (union y new)",
+                    f"(let c {combined}) (set (shape c) {sc}) (let new ({op} mm c)) (set (shape new) sy) (union y new)",
                 )
             )
     return tuple(rules)

@@ -141,7 +141,9 @@ def _dq_q_drop() -> tuple:
 
 
 #: DQ(Q(x, s, z, a), s, z, a), q its Q of type qt (an 8-bit type with a twin nt, z2 = z + sh).
-_PAIR = "(= __root (DequantizeLinear q s {dq} a)) (= q (QuantizeLinear x s {q} a)) (= qt (dtype q)) (quant-twin qt nt sh)"
+_PAIR = (
+    "(= __root (DequantizeLinear q s {dq} a)) (= q (QuantizeLinear x s {q} a)) (= qt (dtype q)) (quant-twin qt nt sh)"
+)
 _TWIN = "(let q2 (QuantizeLinear x s z2 a)) (set (dtype q2) nt) (union __root (DequantizeLinear q2 s z2 a))"
 
 
@@ -152,7 +154,7 @@ def _zero_point_shift() -> tuple:
     twin's shape; a uint8 constant W under DQ gets its int8 twin W - 128 with z - 128. The facts of the shifted
     tensors come from the analysis rows (shape-unary for Cast, scalar-broadcast-facts for the rank-0 shift)."""
     scalar = "(Scalar zv qt zs)"
-    new_z = "(let z2 (Scalar {v} nt {s})) (set (shape z2) {s}) (set (dtype z2) nt) "
+    new_z = "(let z2 (Scalar {v} nt {s})) "
     return (
         fact(_PAIR.format(dq=scalar, q=scalar), new_z.format(v="(+ zv sh)", s="zs") + _TWIN),
         fact(f"{_PAIR.format(dq='(Absent)', q=scalar)} (= zv 0.0)", new_z.format(v="(+ zv sh)", s="zs") + _TWIN),
@@ -177,7 +179,7 @@ def _zero_point_shift() -> tuple:
         fact(
             '(= __root (DequantizeLinear w s (Scalar zv "UINT8" zs) a)) (is-const w) (= (dtype w) "UINT8")',
             f'(let w8 (Cast (Sub (Cast w "INT32") (Scalar {SHIFT} "INT32" (vec-empty))) "INT8")) '
-            f'(let z2 (Scalar (- zv {SHIFT}) "INT8" zs)) (set (shape z2) zs) (set (dtype z2) "INT8") '
+            f'(let z2 (Scalar (- zv {SHIFT}) "INT8" zs)) '
             "(union __root (DequantizeLinear w8 s z2 a))",
         ),
     )

@@ -386,7 +386,9 @@ def test_bn_foldable_is_a_fact_of_the_parameters_not_of_the_class() -> None:
             "(union $g_A $g_B)",
         ]
         backend.run("\n".join(lines))
-        backend.run_many(rules["bn-foldable"].commands() + rules["bn-decompose"].commands())
+        backend.run_many(
+            rules["bn-foldable"].commands() + rules["bn-unmarked"].commands() + rules["bn-decompose"].commands()
+        )
         backend.run("(run-schedule (repeat 3 (saturate (run analysis)) (run explore)))")
         backend.run('(check (Mul (Input "x") sc))')  # A decomposed
         with pytest.raises(EgglogError):
@@ -986,4 +988,16 @@ def test_per_channel_facts_property(case: RuleCase) -> None:
 @property_settings()
 @given(PROPERTIES["conv-pad-sites"]())
 def test_conv_pad_sites_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["bn-unmarked"]())
+def test_bn_unmarked_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["conv-weight-facts"]())
+def test_conv_weight_facts_property(case: RuleCase) -> None:
     case.check()

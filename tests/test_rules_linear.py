@@ -642,7 +642,6 @@ def test_matmul_unflatten_property(case: RuleCase) -> None:
     case.check()
 
 
-
 # ---- analysis relations the linear rules join: each checked on the graphs of a rule that reads it ----
 
 

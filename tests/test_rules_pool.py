@@ -84,7 +84,10 @@ def test_pad_pool_merge_four_spatial_axes(pool: str, value: float, tail: dict) -
 
     padding = [0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1]
     inits = {"pads": np.array(padding, np.int64), "v": np.array(value, np.float32)}
-    nodes = [node("Pad", ["x", "pads", "v"], "p", mode="constant"), node(pool, ["p"], "y", kernel_shape=[2] * 4, **tail)]
+    nodes = [
+        node("Pad", ["x", "pads", "v"], "p", mode="constant"),
+        node(pool, ["p"], "y", kernel_shape=[2] * 4, **tail),
+    ]
     m = model(nodes, [("x", "FLOAT", (1, 1, 3, 3, 3, 3))], initializers=inits, opset=17)
     rule = "pad-maxpool-merge" if pool == "MaxPool" else "pad-avgpool-merge"
     egraph = saturate_with_rules(m, [rule]).egraph

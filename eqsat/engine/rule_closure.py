@@ -69,6 +69,7 @@ RULE_ONLY_FACTS = (
             "conv-pad",
             "conv-weights",
             "conv-group-views",
+            "bn-unmarked",
             "quant-range",
             "quant-twin",
         }

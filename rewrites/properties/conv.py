@@ -450,6 +450,8 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "conv-merge-sites": _conv_merge("conv-merge-sites"),
     "conv-merge-epilogue": _conv_merge("conv-merge-epilogue"),
     "conv-merge-order": feeding(_conv_merge(), "conv-merge-order"),
+    "bn-unmarked": feeding(_conv_bn_fold, "bn-unmarked"),
+    "conv-weight-facts": feeding(_conv_scale("conv-scale-fold"), "conv-weight-facts"),
     "per-channel-facts": feeding(_bn_compose, "per-channel-facts"),
     "conv-pad-sites": feeding(_conv_pad_merge, "conv-pad-sites"),
     "scale-broadcast-shape": _analysis_fact("scale-broadcast-shape"),
