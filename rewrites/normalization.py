@@ -145,18 +145,27 @@ def _ln_transposed() -> tuple:
     )
 
 
+#: ln-dims(x, a, nd, lead): a LayerNormalization of x over the axes a..r-1 (0 <= a < r = rank of x) normalizes the
+#: dims nd = x's dims there; lead = (1, .., 1) + nd (a ones, x's rank). Computed once per LayerNormalization.
+LN_DIMS = fact(
+    "(= y (LayerNormalization x sc b a eps st)) (= sx (shape x)) (= r (vec-length sx)) (>= a 0) (< a r) "
+    f"(= n (- r a)) (= nd {normalized_dims('sx', 'a', 'n')})",
+    f"(ln-dims x a nd (vec-append {ones('(vec-range a)')} nd))",
+)
+
+
 def _ln_affine(op: str) -> tuple:
     """Mul(LN(x, 1, -), c) -> LN(x, c', -) and Add(LN(x, s, -), c) -> LN(x, s, c') over the axes a..r-1: c
     varies only along them. c' is c itself when c's shape is the normalized dims nd, else c (of shape
-    (1, .., 1) + nd) reshaped to nd (never a Reshape of a c already of shape nd: the decomposition and this
-    rule would build ever longer Reshape chains)."""
-    rules = []
+    (1, .., 1) + nd, ln-dims's lead) reshaped to nd (never a Reshape of a c already of shape nd: the decomposition
+    and this rule would build ever longer Reshape chains)."""
     ln = (
         "(LayerNormalization x (Scalar 1.0 dt sd) (Absent) a eps st)"
         if op == "Mul"
         else "(LayerNormalization x sc (Absent) a eps st)"
     )
     bind = "" if op == "Mul" else "(= sd (shape sc)) "
+    rules = []
     for direct in (True, False):
         cr = "c" if direct else "cr"
         new = (
@@ -165,13 +174,11 @@ def _ln_affine(op: str) -> tuple:
             else f"(LayerNormalization x sc {cr} a eps st)"
         )
         reshape = "" if direct else "(let cr (Reshape c sd 0)) (set (shape cr) sd) (set (dtype cr) ct) "
-        shape = "(= (shape c) sd)" if direct else f"(> a 0) (= (shape c) (vec-append {ones('(vec-range a)')} sd))"
-        for pattern in _both(op, ln, "c"):
+        shape = "(= (shape c) sd)" if direct else "(> a 0) (= (shape c) lead) (= ct (dtype c))"
+        for pattern in (f"({op} {ln} c)", f"({op} c {ln})"):
             rules.append(
                 fact(
-                    f"(= __root {pattern}) {bind}(is-const c) (= ct (dtype c)) (= sx (shape x)) (= r (vec-length sx)) "
-                    f"(= n (vec-length sd)) (>= n 1) (= a (- r n)) (>= a 0) (= sd {normalized_dims('sx', 'a', 'n')}) "
-                    f"{shape}",
+                    f"(= __root {pattern}) {bind}(is-const c) (ln-dims x a sd lead) {shape}",
                     f"{reshape}(union __root {new})",
                 )
             )
@@ -362,6 +369,16 @@ RULES = [
         "the LayerNorm moments over contiguous non-trailing axes (a channels-first LayerNorm) -> "
         "Transpose(LayerNormalization(Transpose(x, normalized axes last)), back), static normalized dims, opset >= 17",
         _ln_transposed(),
+    ),
+    Rule(
+        "layernorm-dims",
+        "normalization",
+        "exact",
+        "eqsat:analysis",
+        "ln-dims(x, a, dims, (1, .., 1) + dims) for each LayerNormalization of x over the axes a..: the normalized dims "
+        "the affine fusions compare constants with",
+        (LN_DIMS,),
+        ruleset="analysis",
     ),
     Rule(
         "layernorm-fuse-scale",

@@ -779,3 +779,12 @@ def test_norm_moment_forms_not_for_a_reciprocal_without_root() -> None:
     sqrt = next(n for n in graph.node if n.op_type == "Sqrt")
     sqrt.op_type = "Abs"
     assert_rule_does_not_fire(m, FORMS)
+
+
+# ---- analysis relations the normalization rules join: checked on the graphs of a rule that reads it ----
+
+
+@property_settings()
+@given(PROPERTIES["layernorm-dims"]())
+def test_layernorm_dims_property(case: RuleCase) -> None:
+    case.check()

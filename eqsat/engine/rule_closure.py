@@ -70,6 +70,7 @@ RULE_ONLY_FACTS = (
             "conv-weights",
             "conv-group-views",
             "bn-unmarked",
+            "ln-dims",
             "quant-range",
             "quant-twin",
         }

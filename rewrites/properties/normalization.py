@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.cases import DrawnGraph, RuleCase, feeding, rule_case
 from eqsat.testing.draw import CONST_LAST, const_input
 from eqsat.testing.models import numpy_dtype
 from eqsat.testing.strategies import float_arrays, shapes
@@ -335,6 +335,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "layernorm-fuse": _layernorm("layernorm-fuse", "none"),
     "layernorm-fuse-scale": _layernorm("layernorm-fuse-scale", "scale"),
     "layernorm-fuse-bias": _layernorm("layernorm-fuse-bias", "bias"),
+    "layernorm-dims": feeding(_layernorm("layernorm-fuse-bias", "bias"), "layernorm-dims"),
     "layernorm-decompose": _layernorm_decompose,
     "layernorm-fuse-transposed": _layernorm_transposed,
     "instancenorm-fuse": _instancenorm("instancenorm-fuse"),
