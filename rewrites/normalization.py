@@ -375,8 +375,8 @@ RULES = [
         "normalization",
         "exact",
         "eqsat:analysis",
-        "ln-dims(x, a, dims, (1, .., 1) + dims) for each LayerNormalization of x over the axes a..: the normalized dims "
-        "the affine fusions compare constants with",
+        "ln-dims(x, a, dims, (1, .., 1) + dims) for each LayerNormalization of x over the axes a..: the normalized "
+        "dims the affine fusions compare constants with",
         (LN_DIMS,),
         ruleset="analysis",
     ),
