@@ -70,6 +70,7 @@ from __future__ import annotations
 import itertools
 
 from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern
+from eqsat.ops import CONV_EPILOGUES as EPILOGUES
 
 FAMILY = "conv"
 KINDS = ("Conv", "ConvTranspose")
@@ -531,8 +532,7 @@ def _merge_zero_bias() -> "Egglog":
     )
 
 
-#: Activations a conv runs as its epilogue on some target (extract/targets/*.toml `fused`).
-EPILOGUES = ("Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid")
+# EPILOGUES: activations a conv runs as its epilogue on some target (extract/targets/*.toml `fused`).
 
 
 def _merge_epilogue() -> tuple:

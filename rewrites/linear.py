@@ -35,6 +35,7 @@ model decides whether one launch and one read of the input beat the Split).
 from __future__ import annotations
 
 from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern, rw
+from eqsat.ops import MATMUL_EPILOGUES as EPILOGUES
 
 FAMILY = "linear"
 #: Gemm's float dtypes (dtype-group "Gemm", every opset): ONNX allows integer Gemms from opset 11 on, but ONNX
@@ -482,8 +483,7 @@ GEMM_FACTS = (
 )
 
 
-#: Activations a MatMul or Gemm runs as its epilogue on some target (extract/targets/*.toml `fused`).
-EPILOGUES = ("Relu", "Gelu", "Clip")
+# EPILOGUES: activations a MatMul or Gemm runs as its epilogue on some target (extract/targets/*.toml `fused`).
 
 
 def _epilogue(producer: str) -> tuple:
