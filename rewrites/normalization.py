@@ -113,8 +113,7 @@ def _ln_core() -> tuple:
             f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
             f"(= (shape __root) s) "
             f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
-            "(let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
-            "(union __root (LayerNormalization x one (Absent) a eps 1))",
+            "(let one (Scalar 1.0 dt nd)) (union __root (LayerNormalization x one (Absent) a eps 1))",
         )
         for pattern in _moments()
     )
@@ -136,7 +135,7 @@ def _ln_transposed() -> tuple:
             f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
             f"(= (shape __root) s) (= p {perm}) (= ip (inv-perm p)) "
             f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
-            "(let one (Scalar 1.0 dt nd)) (set (shape one) nd) (set (dtype one) dt) "
+            "(let one (Scalar 1.0 dt nd)) "
             "(let xt (Transpose x p)) (let ln (LayerNormalization xt one (Absent) (- r n) eps 1)) "
             '(set (shape ln) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype ln) dt) '
             "(union __root (Transpose ln ip))",
@@ -225,7 +224,6 @@ def _in_core() -> tuple:
             f"(= (vec-get ax (- r 3)) (- r 1)) (= (shape __root) s) (= dt (dtype x)) {FUSED_DTYPES} "
             "(= o (model-opset)) (>= o 6)",
             "(let cs (vec-of (vec-get s 1))) (let one (Scalar 1.0 dt cs)) (let zero (Scalar 0.0 dt cs)) "
-            "(set (shape one) cs) (set (dtype one) dt) (set (shape zero) cs) (set (dtype zero) dt) "
             "(union __root (InstanceNormalization x one zero eps))",
         )
         for pattern in _moments()
@@ -243,7 +241,6 @@ def _in_channels_last() -> tuple:
             f"(= (vec-length ax) (- r 2)) (= (vec-get ax 0) 1) (= (vec-get ax (- r 3)) (- r 2)) (= (shape __root) s) "
             f"(= dt (dtype x)) {FUSED_DTYPES} (= o (model-opset)) (>= o 6) (= p {perm}) (= ip (inv-perm p))",
             "(let cs (vec-of (vec-get s (- r 1)))) (let one (Scalar 1.0 dt cs)) (let zero (Scalar 0.0 dt cs)) "
-            "(set (shape one) cs) (set (dtype one) dt) (set (shape zero) cs) (set (dtype zero) dt) "
             "(let xt (Transpose x p)) (let nrm (InstanceNormalization xt one zero eps)) "
             '(set (shape nrm) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype nrm) dt) '
             "(union __root (Transpose nrm ip))",
