@@ -167,19 +167,30 @@ ZERO = "(Scalar 0.0 wdt (vec-of co))"
 
 
 #: Consumers of a conv output y that a fold rewrites: the zero bias is only built for these.
-FOLD_CONSUMERS = ("(Add y c)", "(Sub y c)", "(Sub c y)", "(Mul y c)", "(Div y c)")
+FOLD_CONSUMERS = (
+    "(= p (Add y c)) (is-const c)",
+    "(= p (Sub y c)) (is-const c)",
+    "(= p (Sub c y)) (is-const c)",
+    "(= p (Mul y c)) (is-const c)",
+    "(= p (Div y c)) (is-const c)",
+    "(= p (BatchNormalization y ga be mu va eps mom))",
+)
+#: bias-fold-site(y): y, a conv or conv transpose without bias, meets a constant (+, -, *, /) or a batch norm.
+BIAS_FOLD_SITES = tuple(
+    fact(f"{consumer} (= y {conv(kind, b='(Absent)')})", "(bias-fold-site y)")
+    for kind in KINDS
+    for consumer in FOLD_CONSUMERS
+)
 
 
 def _zero_bias() -> tuple:
-    consumers = [f"(= p {e}) (is-const c)" for e in FOLD_CONSUMERS]
-    consumers.append("(= p (BatchNormalization y ga be mu va eps mom))")
     return tuple(
         fact(
-            f"(= y {conv(kind, b='(Absent)')}) {consumer} {ANY_WEIGHTS} (= sy (shape y)) (> (vec-length sy) 1) "
-            "(= co (vec-get sy 1)) (>= co 0)",
+            f"(bias-fold-site y) (= y {conv(kind, b='(Absent)')}) {ANY_WEIGHTS} (= sy (shape y)) "
+            "(> (vec-length sy) 1) (= co (vec-get sy 1)) (>= co 0)",
             f"(let nb {ZERO}) (union y {conv(kind, b='nb')}) (set (shape nb) (vec-of co)) (set (dtype nb) wdt)",
         )
-        for kind, consumer in itertools.product(KINDS, consumers)
+        for kind in KINDS
     )
 
 
@@ -569,6 +580,16 @@ RULES = [
         "weights agree but on C_out (the order conv-merge grows in); dtype(Conv(x, ...)) = dtype(x); the shape of a "
         "conv over concatenated weights",
         CONV_NEXT,
+        ruleset="analysis",
+    ),
+    Rule(
+        "bias-fold-sites",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "bias-fold-site(y) for a Conv or ConvTranspose y without bias read by an Add/Sub/Mul/Div with a constant or by "
+        "a BatchNormalization (the relation conv-zero-bias joins)",
+        BIAS_FOLD_SITES,
         ruleset="analysis",
     ),
     Rule(

@@ -1001,3 +1001,9 @@ def test_bn_unmarked_property(case: RuleCase) -> None:
 @given(PROPERTIES["conv-weight-facts"]())
 def test_conv_weight_facts_property(case: RuleCase) -> None:
     case.check()
+
+
+@property_settings()
+@given(PROPERTIES["bias-fold-sites"]())
+def test_bias_fold_sites_property(case: RuleCase) -> None:
+    case.check()

@@ -71,6 +71,7 @@ RULE_ONLY_FACTS = (
             "conv-group-views",
             "bn-unmarked",
             "ln-dims",
+            "bias-fold-site",
             "quant-range",
             "quant-twin",
         }

@@ -264,6 +264,7 @@ def declarations() -> str:
         "(relation conv-group-views (T i64 IVec IVec))",
         "(relation bn-unmarked (f64 f64))",
         "(relation ln-dims (T i64 IVec IVec))",
+        "(relation bias-fold-site (T))",
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
         "(relation quant-range (String f64 f64 i64))",
         "(relation quant-twin (String String f64))",

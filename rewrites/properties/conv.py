@@ -447,6 +447,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "conv-merge-sites": _conv_merge("conv-merge-sites"),
     "conv-merge-epilogue": _conv_merge("conv-merge-epilogue"),
     "conv-merge-order": feeding(_conv_merge(), "conv-merge-order"),
+    "bias-fold-sites": feeding(_conv_zero_bias, "bias-fold-sites"),
     "bn-unmarked": feeding(_conv_bn_fold, "bn-unmarked"),
     "conv-weight-facts": feeding(_conv_scale("conv-scale-fold"), "conv-weight-facts"),
     "per-channel-facts": feeding(_bn_compose, "per-channel-facts"),
