@@ -92,14 +92,15 @@ def _facts(*terms: str, shape: str = "s") -> str:
 
 
 def _sc(value: float) -> str:
-    """A rank-0 FLOAT scalar (its facts: SCALAR_FACTS)."""
+    """A rank-0 FLOAT scalar (its facts: _scalar_facts)."""
     return f'(Scalar {value!r} "FLOAT" (vec-empty))'
 
 
 def _gelu_decompose() -> tuple:
     """Gelu (FLOAT) -> (x * h) * 0.5 with h = 1 + erf(x / sqrt 2) or 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3));
     rank-0 scalars, x^3 as x * x * x (targets without Pow). The new nodes' facts come from the analysis rows:
-    SCALAR_FACTS, shape-binary for equal shapes, shape-unary for Erf and Tanh, dtypes from the first operand."""
+    scalar-broadcast-facts, shape-binary for equal shapes, shape-unary for Erf and Tanh, dtypes from the first
+    operand."""
     erf = f"(Add (Erf (Mul x {_sc(1 / SQRT2)})) {_sc(1.0)})"
     cube = f"(Mul (Mul (Mul x x) x) {_sc(TANH_CUBIC)})"
     tanh = f"(Add (Tanh (Mul (Add x {cube}) {_sc(SQRT_2_OVER_PI)})) {_sc(1.0)})"
@@ -110,16 +111,17 @@ def _gelu_decompose() -> tuple:
     )
 
 
-#: Facts of scalars and of an elementwise op with a rank-0 one as its second operand: shape(Scalar(v, d, s)) = s,
-#: dtype = d (a loaded Scalar's are the same); shape(B(a, Scalar(v, d, []))) = shape(a) (broadcasting a rank-0
-#: scalar keeps a's shape).
-SCALAR_FACTS = (
-    fact("(= y (Scalar v d s))", "(set (shape y) s) (set (dtype y) d)"),
-    *(
-        fact(f"(= y ({op} a (Scalar v d (vec-empty)))) (= s (shape a))", "(set (shape y) s)")
-        for op in ("Add", "Sub", "Mul", "Div")
-    ),
-)
+def _scalar_facts() -> tuple:
+    """Facts of scalars and of an elementwise op with a rank-0 one as its second operand: shape(Scalar(v, d, s)) = s,
+    dtype = d (a loaded Scalar's are the same); shape(B(a, Scalar(v, d, []))) = shape(a) (broadcasting a rank-0
+    scalar keeps a's shape)."""
+    return (
+        fact("(= y (Scalar v d s))", "(set (shape y) s) (set (dtype y) d)"),
+        *(
+            fact(f"(= y ({op} a (Scalar v d (vec-empty)))) (= s (shape a))", "(set (shape y) s)")
+            for op in ("Add", "Sub", "Mul", "Div")
+        ),
+    )
 
 
 #: relu6(x + 3) (h), and the scale 1/6 (as a product) or 6 (as a divisor).
@@ -229,7 +231,7 @@ RULES = [
         "eqsat:analysis",
         "shape(Scalar(v, d, s)) = s and dtype d; shape(B(a, Scalar(v, d, []))) = shape(a) for Add/Sub/Mul/Div (the "
         "facts of the nodes gelu-decompose, bn-compose and the quant shifts build)",
-        SCALAR_FACTS,
+        _scalar_facts(),
         ruleset="analysis",
     ),
     Rule(

@@ -38,9 +38,9 @@ from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern, rw
 from eqsat.ops import MATMUL_EPILOGUES as EPILOGUES
 
 FAMILY = "linear"
-#: Gemm's float dtypes (dtype-group "Gemm", every opset): ONNX allows integer Gemms from opset 11 on, but ONNX
+#: Gemm's float dtypes (dtype-group "gemm", every opset): ONNX allows integer Gemms from opset 11 on, but ONNX
 #: Runtime has no integer (nor bfloat16) Gemm kernel, so a MatMul of those types stays a MatMul.
-GEMM_OK = '(= dy (dtype y)) (dtype-group "Gemm" dy o)'
+GEMM_OK = '(= dy (dtype y)) (dtype-group "gemm" dy o)'
 
 
 def per_column(c: str, ref: str) -> str:

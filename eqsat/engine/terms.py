@@ -122,14 +122,15 @@ WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
 #: Dtype groups (`dtype-group` facts: group, dtype, first opset): the dtypes ONNX Runtime's CPU kernel of an op
 #: takes (DepthToSpace, SpaceToDepth), those the fused activations run exactly or in higher precision
 #: (activation), those whose tensor constants may be inverted unseen (tensor-reciprocal: overflow only for
-#: subnormal elements).
+#: subnormal elements), the floats (float: bn-compose) and those ONNX Runtime has a Gemm kernel for (gemm: no
+#: integer nor bfloat16 one).
 DTYPE_GROUPS: dict[str, tuple[tuple[str, int], ...]] = {
     "DepthToSpace": (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 11), ("INT8", 11)),
     "SpaceToDepth": (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 1), ("INT8", 1)),
     "activation": (("FLOAT", 1), ("FLOAT16", 1)),
     "tensor-reciprocal": (("FLOAT", 1), ("DOUBLE", 1)),
     "float": (("FLOAT", 1), ("FLOAT16", 1), ("DOUBLE", 1), ("BFLOAT16", 1)),
-    "Gemm": (("FLOAT", 1), ("FLOAT16", 1), ("DOUBLE", 1)),
+    "gemm": (("FLOAT", 1), ("FLOAT16", 1), ("DOUBLE", 1)),
 }
 #: Float dtypes with their largest finite value (`float-max`): 1 / c must not exceed it.
 FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.7976931348623157e308}
