@@ -134,27 +134,17 @@ IN_AXIS = {"Conv": "grouped", "ConvTranspose": "0"}
 #: conv-weights(w, o): w is a constant of rank >= 3 with shape and dtype facts, o its shape with every dim 1 (the
 #: views that scale it read o); conv-group-views(w, g, gw, gv): w viewed as [g, W0/g, W1, k...] and a flat vector
 #: as [g, 1, W1, 1...] (grouped scales). Computed once per weight (conv-weight-facts).
-CONV_WEIGHT_FACTS = (
-    fact(
-        "(= y (Conv x w b ap dl g ks pd st)) (is-const w) (= sw (shape w)) (>= (vec-length sw) 3) (= d (dtype w))",
-        f"(conv-weights w {ones('sw')})",
-    ),
-    fact(
-        "(= y (ConvTranspose x w b ap dl g ks op os pd st)) (is-const w) (= sw (shape w)) (>= (vec-length sw) 3) "
-        "(= d (dtype w))",
-        f"(conv-weights w {ones('sw')})",
-    ),
-    fact(
-        "(= y (Conv x w b ap dl g ks pd st)) (> g 1) (conv-weights w o) (= sw (shape w))",
-        "(conv-group-views w g (vec-append (vec-of g -1) (vec-remove sw 0)) "
-        "(vec-append (vec-of g 1 -1) (vec-remove (vec-remove o 0) 0)))",
-    ),
-    fact(
-        "(= y (ConvTranspose x w b ap dl g ks op os pd st)) (> g 1) (conv-weights w o) (= sw (shape w))",
-        "(conv-group-views w g (vec-append (vec-of g -1) (vec-remove sw 0)) "
-        "(vec-append (vec-of g 1 -1) (vec-remove (vec-remove o 0) 0)))",
-    ),
+_GROUP_VIEWS = (
+    "(conv-group-views w g (vec-append (vec-of g -1) (vec-remove sw 0)) "
+    "(vec-append (vec-of g 1 -1) (vec-remove (vec-remove o 0) 0)))"
 )
+CONV_WEIGHT_FACTS = tuple(
+    fact(
+        f"(= y {conv(kind)}) (is-const w) (= sw (shape w)) (>= (vec-length sw) 3) (= d (dtype w))",
+        f"(conv-weights w {ones('sw')})",
+    )
+    for kind in KINDS
+) + tuple(fact(f"(= y {conv(kind)}) (> g 1) (conv-weights w o) (= sw (shape w))", _GROUP_VIEWS) for kind in KINDS)
 #: b is a present bias (a 1-D tensor with shape and dtype facts): binds sb, bdt. New biases (nb) and weights (nw)
 #: get both facts, so that folds chain.
 BIAS = "(= sb (shape b)) (= (vec-length sb) 1)"
