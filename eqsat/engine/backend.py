@@ -92,7 +92,11 @@ class Backend:
         self._load_tables = self._saved.pop()
 
     def load(self, actions: list[str]) -> None:
-        """Insert many actions fast: small rules in throwaway rulesets, each run once."""
+        """Insert many actions fast: small rules in throwaway rulesets, each run once (ops written as rules write
+        them: `(Relu x)` is rendered `(Unary "Relu" x)`, eqsat.engine.rule.render)."""
+        from eqsat.engine.rule import render
+
+        actions = [render(a) for a in actions]
         for start in range(0, len(actions), LOAD_RULESET):
             self._load_ruleset(actions[start : start + LOAD_RULESET])
 

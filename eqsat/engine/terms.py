@@ -256,6 +256,36 @@ NONDETERMINISTIC = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"}
 )
 
+#: Generic constructors: one egglog constructor per family of ops with one signature, the op's ONNX name its first
+#: argument: `(Unary "Relu" x)`, `(Binary "Add" a b)`, `(Reduce "ReduceSum" x axes keepdims)`. Rules write
+#: `(Relu x)` as before (eqsat.engine.rule renders it) or, for every op of a family, `(Unary op x)` guarded by an
+#: OP_FACTS relation; decoding (eqsat.engine.egraph) gives each row back its op's name.
+GENERIC: dict[str, tuple[str, ...]] = {"Unary": tuple(_UNARY), "Binary": tuple(_BINARY), "Reduce": tuple(_REDUCE)}
+#: The generic constructor of each op that has one.
+GENERIC_OF: dict[str, str] = {op: family for family, ops in GENERIC.items() for op in ops}
+assert all(len({OPS[op].signature for op in ops}) == 1 for ops in GENERIC.values()), "a family shares one signature"
+
+_COMPARISONS = ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")
+#: Op facts (`(name "Op")`, standard facts): the op classes generic rules guard on, one relation each.
+OP_FACTS: dict[str, tuple[str, ...]] = {
+    # U(x) has x's dtype (IsNaN gives BOOL)
+    "same-dtype-unary": tuple(op for op in _UNARY if op != "IsNaN"),
+    # B(a, b) has a's dtype (comparisons give BOOL; And/Or/Xor get none from the analysis)
+    "same-dtype-binary": tuple(op for op in _BINARY if op not in _COMPARISONS and op not in ("And", "Or", "Xor")),
+    "comparison": _COMPARISONS,
+    # unary ops whose constant inputs make a constant the lowering folds (is-const)
+    "const-foldable": ("Neg", "Reciprocal", "Sqrt", "Abs", "Exp", "Log", "Identity"),
+    # U(U(x)) = U(x)
+    "idempotent": ("Sign", "Abs", "Ceil", "Floor", "Round"),
+    # the four arithmetic ops (broadcast sinks, reshaped biases, gathered dequantizations, fp16 narrowing)
+    "arith": ("Add", "Sub", "Mul", "Div"),
+    # reductions of a set of axes whose order does not matter (remapped through a transpose)
+    "axes-reduce": ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare"),
+    # reductions whose value over one element is that element
+    "element-reduce": ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"),
+}
+assert all(op in OPS for ops in OP_FACTS.values() for op in ops)
+
 #: Constructors that are not ONNX ops, with their signatures and result sorts.
 SPECIAL: dict[str, tuple[tuple[str, ...], str]] = {
     "Ref": (("i64",), "T"),
@@ -408,7 +438,11 @@ def declarations() -> str:
         if sort == "T" or name in ("TNil", "TCons", "Opaque", "Out", "Split", "TAppend"):
             lines.append(f"(constructor {name} ({' '.join(args)}) {sort})")
     for spec in OPS.values():
-        lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
+        if spec.name not in GENERIC_OF:
+            lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
+    for family, ops in GENERIC.items():
+        lines.append(f"(constructor {family} (String {' '.join(OPS[ops[0]].signature)}) T)")
+    lines += [f"(relation {name} (String))" for name in OP_FACTS]
     lines += [
         # shape facts: the first one an e-class gets is read by the rules; every one it gets is in shape-met
         # (symbols that meet there are unified by eqsat.engine.unify); static dims and ranks that differ panic
@@ -467,7 +501,7 @@ def static_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = 
 
 def standard_facts() -> list[str]:
     """The facts no model changes: inverse perms (all up to MAX_PERM_RANK), lossless and truncating casts, wide
-    integers, dtype groups and float maxima. A prepared
+    integers, dtype groups, float maxima and the op facts (OP_FACTS). A prepared
     backend (eqsat.engine.prepared) holds them below its push, so each run loads only its `model_facts`."""
     perms = sorted(p for r in range(1, MAX_PERM_RANK + 1) for p in itertools.permutations(range(r)))
     facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
@@ -478,6 +512,7 @@ def standard_facts() -> list[str]:
     ]
     facts += [f"(set (float-max {egg_str(d)}) {egg_float(top)})" for d, top in FLOAT_MAX.items()]
     facts += [f"(dim-index {i})" for i in range(MAX_CHECKED_RANK)]
+    facts += [f"({name} {egg_str(op)})" for name, ops in OP_FACTS.items() for op in ops]
     return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
 
 
