@@ -22,11 +22,8 @@ step, within one saturation of the analysis ruleset. Each is guarded (no vec-get
 from __future__ import annotations
 
 from eqsat.engine.rule import NEED_RULE, Rule, fact, op_pattern
-from eqsat.engine.terms import BINARY, OPS, UNARY
+from eqsat.engine.terms import OPS
 from eqsat.rewrites.layout import PARAM_UNARY
-
-_COMPARISONS = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"}
-_CONST_FOLDABLE_UNARY = ("Neg", "Reciprocal", "Sqrt", "Abs", "Exp", "Log", "Identity")
 
 #: (need v) rows: v's last element is l = v[n - 1], n = |v| > 0, and the value for v without it is r.
 _LAST = "(= n (vec-length {v})) (> n 0) (= l (vec-get {v} (- n 1)))"
@@ -157,13 +154,15 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "shape(U(x)) = shape(x) and dtype(U(x)) = dtype(x) for elementwise U (Cast: dtype(Cast(x, t)) = t)",
-        tuple(
-            fact(f"(= y {op_pattern(op, 'x')}) (= s (shape x))", "(set (shape y) s)")
-            for op in sorted(UNARY) + list(PARAM_UNARY)
+        (
+            fact("(= y (Unary op x)) (= s (shape x))", "(set (shape y) s)"),
+            fact("(= y (Unary op x)) (same-dtype-unary op) (= d (dtype x))", "(set (dtype y) d)"),
         )
+        + tuple(fact(f"(= y {op_pattern(op, 'x')}) (= s (shape x))", "(set (shape y) s)") for op in PARAM_UNARY)
         + tuple(
             fact(f"(= y {op_pattern(op, 'x')}) (= d (dtype x))", "(set (dtype y) d)")
-            for op in sorted(UNARY - {"IsNaN"}) + [o for o in PARAM_UNARY if o != "Cast"]
+            for op in PARAM_UNARY
+            if op != "Cast"
         )
         + (fact("(= y (Cast x t))", "(set (dtype y) t)"),),
         ruleset="analysis",
@@ -189,12 +188,11 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "shape(B(a, b)) = shape(a) when shape(a) = shape(b); dtype(B(a, b)) = dtype(a) (BOOL for comparisons)",
-        tuple(fact(f"(= y ({op} a b)) (= s (shape a)) (= s (shape b))", "(set (shape y) s)") for op in sorted(BINARY))
-        + tuple(
-            fact(f"(= y ({op} a b)) (= d (dtype a))", "(set (dtype y) d)")
-            for op in sorted(BINARY - _COMPARISONS - {"And", "Or", "Xor"})
-        )
-        + tuple(fact(f"(= y ({op} a b))", '(set (dtype y) "BOOL")') for op in sorted(_COMPARISONS)),
+        (
+            fact("(= y (Binary op a b)) (= s (shape a)) (= s (shape b))", "(set (shape y) s)"),
+            fact("(= y (Binary op a b)) (same-dtype-binary op) (= d (dtype a))", "(set (dtype y) d)"),
+            fact("(= y (Binary op a b)) (comparison op)", '(set (dtype y) "BOOL")'),
+        ),
         ruleset="analysis",
     ),
     Rule(
@@ -243,9 +241,9 @@ RULES = [
             fact("(= l (TNil))", "(const-list l)"),
             fact("(= l (TCons h t)) (is-const h) (const-list t)", "(const-list l)"),
             fact("(= y (Concat l ax)) (const-list l)", "(is-const y)"),
-        )
-        + tuple(fact(f"(= y ({op} c)) (is-const c)", "(is-const y)") for op in _CONST_FOLDABLE_UNARY)
-        + tuple(fact(f"(= y ({op} c d)) (is-const c) (is-const d)", "(is-const y)") for op in sorted(BINARY)),
+            fact("(= y (Unary op c)) (const-foldable op) (is-const c)", "(is-const y)"),
+            fact("(= y (Binary op c d)) (is-const c) (is-const d)", "(is-const y)"),
+        ),
         ruleset="analysis",
     ),
     Rule(
