@@ -265,38 +265,26 @@ def _onehot_matmul() -> tuple:
     return tuple(rules)
 
 
-#: Elementwise ops a Gather moves in front of when their other operand is a scalar or varies along the
-#: gathered axis only (a dequantization: Cast, then Sub of a zero point, Mul by a per-row scale).
-_GATHERED_BINARY = ("Add", "Sub", "Mul", "Div")
+#: Gather(B(a, c), i, 0) for B in Add, Sub, Mul, Div (`arith`): the elementwise ops a Gather moves in front of when
+#: their other operand is a scalar or varies along the gathered axis only (a dequantization: Cast, then Sub of a
+#: zero point, Mul by a per-row scale).
+_GATHERED = "(= y (Gather u i 0)) (= u (Binary op a c)) (arith op)"
 
-
-def _gather_before_elementwise() -> tuple:
-    """Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c') with c' = c for a single-element c of rank at most the
-    output's, and Gather(c, i, 0) for a c of a's rank
-    that varies only along axis 0."""
-    rules = []
-    for op in _GATHERED_BINARY:
-        rules.append(
-            fact(
-                f"(= y (Gather u i 0)) (= u ({op} a c)) (= c (Scalar v dt sc)) (= sy (shape y)) "
-                "(<= (vec-length sc) (vec-length sy)) (= d (dtype a))",
-                f"(let g (Gather a i 0)) (set (shape g) sy) (set (dtype g) d) (union y ({op} g c))",
-            )
-        )
-        for rank in range(1, 5):
-            pushes = "si"
-            for _ in range(rank - 1):
-                pushes = f"(vec-push {pushes} 1)"
-            rules.append(
-                fact(
-                    f"(= y (Gather u i 0)) (= u ({op} a c)) (= sa (shape a)) (= (vec-length sa) {rank}) "
-                    f"(= (shape c) (vec-set {ones('sa')} 0 (vec-get sa 0))) (= si (shape i)) (= sy (shape y)) "
-                    "(= d (dtype a)) (= dc (dtype c))",
-                    f"(let g (Gather a i 0)) (let gc (Gather c i 0)) (set (shape g) sy) (set (dtype g) d) "
-                    f"(set (shape gc) {pushes}) (set (dtype gc) dc) (union y ({op} g gc))",
-                )
-            )
-    return tuple(rules)
+#: Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c') with c' = c for a single-element c of rank at most the output's,
+#: and Gather(c, i, 0) for a c of a's rank (any rank) that varies only along axis 0 (of shape [n, 1, .., 1]: its
+#: rows gathered have shape shape(i) + [1, .., 1]).
+GATHER_BEFORE_ELEMENTWISE = (
+    fact(
+        f"{_GATHERED} (= c (Scalar v dt sc)) (= sy (shape y)) (<= (vec-length sc) (vec-length sy)) (= d (dtype a))",
+        "(let g (Gather a i 0)) (set (shape g) sy) (set (dtype g) d) (union y (Binary op g c))",
+    ),
+    fact(
+        f"{_GATHERED} (= sa (shape a)) (> (vec-length sa) 0) (= (shape c) (vec-set {ones('sa')} 0 (vec-get sa 0))) "
+        "(= si (shape i)) (= sy (shape y)) (= d (dtype a)) (= dc (dtype c))",
+        "(let g (Gather a i 0)) (let gc (Gather c i 0)) (set (shape g) sy) (set (dtype g) d) "
+        f"(set (shape gc) (vec-append si (vec-pop {ones('sa')}))) (set (dtype gc) dc) (union y (Binary op g gc))",
+    ),
+)
 
 
 RULES = [
@@ -451,6 +439,6 @@ RULES = [
         "tvm:SimplifyExpr (take of elementwise); embedding dequantization",
         "Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c or Gather(c, i, 0)) for B in Add/Sub/Mul/Div and a "
         "single-element c or one varying along axis 0 only: dequantize the gathered rows, not the table",
-        _gather_before_elementwise(),
+        GATHER_BEFORE_ELEMENTWISE,
     ),
 ]

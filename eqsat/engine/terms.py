@@ -275,7 +275,7 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
     "comparison": _COMPARISONS,
     # unary ops whose constant inputs make a constant the lowering folds (is-const)
     "const-foldable": ("Neg", "Reciprocal", "Sqrt", "Abs", "Exp", "Log", "Identity"),
-    # U(U(x)) = U(x)
+    # U(U(x)) = U(x) for every value (NaN and +-inf included; integer Abs too: |INT_MIN| wraps to INT_MIN in both forms)
     "idempotent": ("Sign", "Abs", "Ceil", "Floor", "Round"),
     # the four arithmetic ops (broadcast sinks, reshaped biases, gathered dequantizations, fp16 narrowing)
     "arith": ("Add", "Sub", "Mul", "Div"),
