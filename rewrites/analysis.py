@@ -10,7 +10,7 @@
                                                                     gives Const splats: zeros, ones, ...)
     elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
                                                                     sum-of(a, b), symbol-count(v), quotients(v, d),
-                                                                    zeros-resolved(t, sy, sx)
+                                                                    zeros-resolved(t, sy, sx), data-order(p, s)
                                                                     (functions of lists, on demand)
 
 Functions of lists (eqsat.engine.terms.LIST_FUNCTIONS): egglog has no fold or sort over vectors, so a rule that
@@ -120,6 +120,20 @@ LIST_ROWS = (
     fact(
         f"(need-quotients v d) {_LAST.format(v='v')} (> d 0) (>= l 0) (= (% l d) 0) (= r (quotients (vec-pop v) d))",
         "(set (quotients v d) (vec-push r (/ l d)))",
+    ),
+    # data-order(p, s): p's last entry l when s[l] is not 1 (a symbol is not) and l is above the others' order; the
+    # others' order when s[l] is 1; declined (no value) when an entry whose dim is not 1 comes after a larger one
+    fact("(need-data-order p s) (> (vec-length p) 0)", "(need-data-order (vec-pop p) s)"),
+    fact("(need-data-order p s) (= (vec-length p) 0)", "(set (data-order p s) -1)"),
+    fact(
+        f"(need-data-order p s) {_LAST.format(v='p')} (>= l 0) (< l (vec-length s)) (= (vec-get s l) 1) "
+        "(= r (data-order (vec-pop p) s))",
+        "(set (data-order p s) r)",
+    ),
+    fact(
+        f"(need-data-order p s) {_LAST.format(v='p')} (>= l 0) (< l (vec-length s)) (!= (vec-get s l) 1) "
+        "(= r (data-order (vec-pop p) s)) (> l r)",
+        "(set (data-order p s) l)",
     ),
     # dims-product(v, ix): v[l] times the product of the others, declined at a symbol (a negative dim)
     fact("(need-dims-product v ix) (> (vec-length ix) 0)", "(need-dims-product v (vec-pop ix))"),
@@ -268,8 +282,8 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix), "
-        "zeros-resolved(t, sy, sx): functions of lists, sum-of(a, b), symbol-count(v) and quotients(v, d) computed by "
-        "recursion where a rule's need row asks for them (any length)",
+        "zeros-resolved(t, sy, sx): functions of lists, sum-of(a, b), symbol-count(v), quotients(v, d) and "
+        "data-order(p, s) computed by recursion where a rule's need row asks for them (any length)",
         LIST_ROWS,
         ruleset="analysis",
     ),

@@ -47,7 +47,6 @@ from __future__ import annotations
 from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern, rw
 
 COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i]]
-MAX_RANK = 6
 
 #: Unary ops with parameters that are elementwise and layout-agnostic.
 PARAM_UNARY = ("LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Clip", "Cast")
@@ -91,40 +90,15 @@ _REDUCE_SINK = (
 )
 
 
-def _moves_no_data(rank: int) -> str:
-    """Guards: the output axes whose dims are not 1 (so = the output's shape; a symbol counts as not 1) come
-    from increasing axes of x. With q_i = p[i] + 1 for such an axis and 0 for a size-1 one, every q_i is 0
-    or above the largest q before it (the running max m). O(rank) atoms: egglog compiles a rule in time
-    growing with its atoms, and the pairwise form cost 11 ms per rank-6 rule."""
-
-    def not_one(i: int) -> str:  # 0 when so[i] is 1, else 1
-        d = f"(vec-get so {i})"
-        return f"(min 1 (* (- {d} 1) (- {d} 1)))"
-
-    guards = [f"(= q{i} (* {not_one(i)} (+ (vec-get p {i}) 1)))" for i in range(rank)]
-    for i in range(1, rank):
-        guards.append(f"(>= (* q{i} (- q{i} {'q0' if i == 1 else f'm{i - 1}'})) 0)")
-        if i < rank - 1:
-            guards.append(f"(= m{i} (max {'q0' if i == 1 else f'm{i - 1}'} q{i}))")
-    return " ".join(guards)
-
-
+#: Transpose(x, p) whose perm moves no data: the output axes whose dims are not 1 (a symbol counts as not 1) come from
+#: increasing axes of x (`data-order`, a function of lists: any rank), the output has no 0 dim, and x is not all 1s
+#: (transpose-identity's case). `so` is the output's shape.
+_NO_DATA_MOVED = (
+    "(= __root (Transpose x p)) (> (vec-length p) 1) (= s (shape x)) (= (vec-length s) (vec-length p)) "
+    f"(!= s {ones('s')}) (= so (shape __root)) (vec-not-contains so 0)"
+)
 #: The output shape `so` with each symbol (a negative dim) as -1.
 _SYMBOLS_AS_MINUS_ONE = '(unstable-vec-map (unstable-fn "max" -1) so)'
-
-
-def _reshape_targets(rank: int) -> list[tuple[str, str]]:
-    """Reshape targets for an output shape `so` of `rank` and their guards: `so` itself when every dim is a
-    size (max(0, d) changes only symbols); `so` with its one symbol as -1 (Reshape infers it) when exactly
-    one dim is a symbol (the dims mapped to -1 for a symbol and 0 for a size sum to -1)."""
-    marks = f'(unstable-vec-map (unstable-fn "min" 0) {_SYMBOLS_AS_MINUS_ONE})'
-    total = "(vec-get n 0)"
-    for i in range(1, rank):
-        total = f"(+ {total} (vec-get n {i}))"
-    return [
-        ("so", '(= so (unstable-vec-map (unstable-fn "max" 0) so))'),
-        (_SYMBOLS_AS_MINUS_ONE, f"(= n {marks}) (= {total} -1)"),
-    ]
 
 
 #: A Reshape with a static target, or with one computed at run time: the rules read shape facts only.
@@ -320,22 +294,18 @@ RULES = [
         "layout",
         "exact",
         "onnxruntime:TransposeOptimizer (transpose as reshape); coreml:transpose -> reshape",
-        "Transpose(x, p) -> Reshape(x, shape(out)) when p moves no data (the axes of size > 1 keep their order)",
-        tuple(
-            rw(
-                "(Transpose x p)",
-                f"(Reshape x {target} 0)",
-                f"(= (vec-length p) {r})",
-                "(= s (shape x))",
-                f"(= (vec-length s) {r})",
-                f"(!= s {ones('s')})",
-                "(= so (shape __root))",
-                "(vec-not-contains so 0)",
-                _moves_no_data(r),
-                guard,
-            )
-            for r in range(2, MAX_RANK + 1)
-            for target, guard in _reshape_targets(r)
+        "Transpose(x, p) -> Reshape(x, shape(out)) when p moves no data (the axes of size > 1 keep their order; any "
+        "rank): the target is the output's shape when it is static, with its one symbol as -1 when it has one",
+        (
+            need(_NO_DATA_MOVED, "(need-data-order p s) (need-symbol-count so)"),
+            fact(
+                f"{_NO_DATA_MOVED} (= o (data-order p s)) (= (symbol-count so) 0)",
+                "(union __root (Reshape x so 0))",
+            ),
+            fact(
+                f"{_NO_DATA_MOVED} (= o (data-order p s)) (= (symbol-count so) 1)",
+                f"(union __root (Reshape x {_SYMBOLS_AS_MINUS_ONE} 0))",
+            ),
         ),
     ),
     Rule(

@@ -241,28 +241,21 @@ SLICE_MERGE = (
 )
 
 
-#: Gather's index dtypes (OneHot takes any numeric index, Gather only these).
-INDEX_DTYPES = ("INT64", "INT32")
-
-
-def _onehot_matmul() -> tuple:
-    rules = []
-    for it in INDEX_DTYPES:
-        query = (
-            "(= y (MatMul oh wt)) (= oh (OneHot i dep v ax)) (= si (shape i)) (= ax (vec-length si)) "
-            f'(= (dtype i) "{it}") (= dep (Scalar dv ddt dsh)) (finite wt) (= sw (shape wt)) '
-            "(= (vec-length sw) 2) (> (vec-get sw 0) 0) (= dv (to-f64 (vec-get sw 0))) (= (shape v) (vec-of 2)) "
-            "(const-value v 0 0.0) (const-value v 1 1.0) (= o (model-opset)) (>= o 12) (= sy (shape y)) "
-            "(= dt (dtype wt))"
-        )
-        actions = (
-            "(let c (Clip i (- 0.0 dv) (- dv 1.0))) (let m (Unsqueeze (Equal c i) (vec-of ax))) "
-            "(let g (Gather wt c 0)) (let z (Scalar 0.0 dt (vec-empty))) "
-            '(set (shape m) (vec-push si 1)) (set (dtype m) "BOOL") (set (shape g) sy) (set (dtype g) dt) '
-            "(set (shape z) (vec-empty)) (set (dtype z) dt) (union y (Where m g z))"
-        )
-        rules.append(fact(query, actions))
-    return tuple(rules)
+#: MatMul(OneHot(i, d, [0, 1], axis=-1), W) for W a finite constant [d, N] and i of a dtype Gather takes
+#: (`dtype-group "gather-index"`: OneHot takes any numeric index, Gather INT32 and INT64 only), opset >= 12.
+_ONEHOT_MATMUL = (
+    "(= y (MatMul oh wt)) (= oh (OneHot i dep v ax)) (= si (shape i)) (= ax (vec-length si)) "
+    '(= it (dtype i)) (dtype-group "gather-index" it since) (= dep (Scalar dv ddt dsh)) (finite wt) (= sw (shape wt)) '
+    "(= (vec-length sw) 2) (> (vec-get sw 0) 0) (= dv (to-f64 (vec-get sw 0))) (= (shape v) (vec-of 2)) "
+    "(const-value v 0 0.0) (const-value v 1 1.0) (= o (model-opset)) (>= o 12) (= sy (shape y)) (= dt (dtype wt))"
+)
+#: ... -> Where(Unsqueeze(Equal(Clip(i, -d, d-1), i), -1), Gather(W, Clip(i, -d, d-1), 0), 0)
+_ONEHOT_AS_GATHER = (
+    "(let c (Clip i (- 0.0 dv) (- dv 1.0))) (let m (Unsqueeze (Equal c i) (vec-of ax))) "
+    "(let g (Gather wt c 0)) (let z (Scalar 0.0 dt (vec-empty))) "
+    '(set (shape m) (vec-push si 1)) (set (dtype m) "BOOL") (set (shape g) sy) (set (dtype g) dt) '
+    "(set (shape z) (vec-empty)) (set (dtype z) dt) (union y (Where m g z))"
+)
 
 
 #: Gather(B(a, c), i, 0) for B in Add, Sub, Mul, Div (`arith`): the elementwise ops a Gather moves in front of when
@@ -417,7 +410,7 @@ RULES = [
         "coreml:fuse_onehot_matmul_to_gather",
         "MatMul(OneHot(i, d, [0, 1], -1), W) -> Where(i in [-d, d-1], Gather(W, Clip(i, -d, d-1)), 0) for a "
         "finite constant W [d, N] and INT32/INT64 i (opset >= 12)",
-        _onehot_matmul(),
+        (fact(_ONEHOT_MATMUL, _ONEHOT_AS_GATHER),),
     ),
     Rule(
         "gather-before-cast",

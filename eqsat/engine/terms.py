@@ -321,6 +321,7 @@ LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
     "symbol-count": ("IVec", "i64"),  # how many entries of a shape are symbols (negative)
     "zeros-resolved": ("IVec IVec IVec", "IVec"),  # t's 0s (copies of dims sy) as sizes, or as 0s copying sx
     "quotients": ("IVec i64", "IVec"),  # v[i] / d, when d > 0 divides every v[i] >= 0 (else no value)
+    "data-order": ("IVec IVec", "i64"),  # the last p[i] with s[p[i]] != 1 when those increase along p (-1: none)
 }
 
 #: Constructors whose ONNX op has another name (what reports show): the op lowering writes for them.
@@ -369,12 +370,13 @@ WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
 #: Dtype groups (`dtype-group` facts: group, dtype, first opset): the dtypes ONNX Runtime's CPU kernel of an op
 #: takes (DepthToSpace, SpaceToDepth), those the fused activations run exactly or in higher precision
 #: (activation), those whose tensor constants may be inverted unseen (tensor-reciprocal: overflow only for
-#: subnormal elements).
+#: subnormal elements), Gather's index dtypes (gather-index).
 DTYPE_GROUPS: dict[str, tuple[tuple[str, int], ...]] = {
     "DepthToSpace": (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 11), ("INT8", 11)),
     "SpaceToDepth": (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 1), ("INT8", 1)),
     "activation": (("FLOAT", 1), ("FLOAT16", 1)),
     "tensor-reciprocal": (("FLOAT", 1), ("DOUBLE", 1)),
+    "gather-index": (("INT64", 1), ("INT32", 1)),
 }
 #: Float dtypes with their largest finite value (`float-max`): 1 / c must not exceed it.
 FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.7976931348623157e308}
