@@ -22,6 +22,8 @@ def test_ops_are_rendered_as_their_family() -> None:
     assert render(text) == rendered
     assert render(rendered) == rendered, "rendering twice changes nothing"
     assert render("(Unary op (Binary op a b))") == "(Unary op (Binary op a b))"
+    named = '(union (Ref 1) (Input "a (Relu) \\" (Add b"))'  # a value name is a string: never rendered
+    assert render(named) == named
 
 
 def test_a_family_is_one_constructor() -> None:

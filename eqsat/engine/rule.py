@@ -38,14 +38,22 @@ NEED_RULE = "list-functions"
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _UNION_TARGET = re.compile(r"\(union (\w+) ")
 _SET_SHAPE = re.compile(r"\(set \(shape ")
-#: An op of a generic constructor at the head of an s-expression: `(Relu ` (longest names first).
-_GENERIC_HEAD = re.compile(r"\((" + "|".join(sorted(GENERIC_OF, key=len, reverse=True)) + r")(?=[\s)])")
+#: An op of a generic constructor at the head of an s-expression: `(Relu ` (text without one is left as it is).
+_OP_HEAD = re.compile(r"\((?:" + "|".join(sorted(GENERIC_OF, key=len, reverse=True)) + r")(?=[\s)])")
+#: A string literal (left as it is), or a capitalized head of an s-expression: `(Relu ` (an op of a generic
+#: constructor when GENERIC_OF has it).
+_HEAD_OR_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|\(([A-Z]\w*)(?=[\s)])')
+
+
+def _rendered(match: re.Match[str]) -> str:
+    family = GENERIC_OF.get(match[1]) if match[1] else None
+    return f'({family} "{match[1]}"' if family else match[0]
 
 
 def render(text: str) -> str:
     """egglog text with each op of a generic constructor written as that constructor: `(Relu x)` ->
-    `(Unary "Relu" x)` (text already rendered is unchanged)."""
-    return _GENERIC_HEAD.sub(lambda m: f'({GENERIC_OF[m[1]]} "{m[1]}"', text)
+    `(Unary "Relu" x)` (text already rendered, and string literals such as value names, are unchanged)."""
+    return _HEAD_OR_STRING.sub(_rendered, text) if _OP_HEAD.search(text) else text
 
 
 @dataclasses.dataclass(frozen=True)
