@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from eqsat.engine.rule import NEED_RULE, Rule, fact, op_pattern
 from eqsat.engine.terms import OPS
-from eqsat.rewrites.layout import PARAM_UNARY
+from eqsat.ops import PARAM_UNARY
 
 #: (need v) rows: v's last element is l = v[n - 1], n = |v| > 0, and the value for v without it is r.
 _LAST = "(= n (vec-length {v})) (> n 0) (= l (vec-get {v} (- n 1)))"

@@ -45,11 +45,11 @@ A reduction over other axes sums in another order: `fp-reassoc` (exact for Max/M
 from __future__ import annotations
 
 from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern, rw
+from eqsat.ops import PARAM_UNARY
 
 COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i]]
 
-#: Unary ops with parameters that are elementwise and layout-agnostic.
-PARAM_UNARY = ("LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Clip", "Cast")
+#: PARAM_UNARY (the op table): unary ops with parameters that are elementwise and layout-agnostic.
 
 
 #: R(Transpose(x, p), ax, kd) with 0 < |ax| < |p| = rank of x (ax sorted, non-negative: normalized at load), R a
