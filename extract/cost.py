@@ -165,15 +165,25 @@ class Target:
         return self.supported_ops is None or op in self.supported_ops
 
 
+def user_target_dir() -> Path:
+    """Where targets calibrated on this machine are kept by name (`eqsat calibrate --name NAME`):
+    $XDG_CONFIG_HOME/eqsat/targets, by default ~/.config/eqsat/targets."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "eqsat" / "targets"
+
+
 def targets() -> list[str]:
-    """Names of the targets shipped in extract/targets/."""
-    return sorted(p.stem for p in TARGET_DIR.glob("*.toml"))
+    """Names of the targets shipped in extract/targets/, then of those calibrated here (user_target_dir())."""
+    shipped = sorted(p.stem for p in TARGET_DIR.glob("*.toml"))
+    return shipped + sorted({p.stem for p in user_target_dir().glob("*.toml")} - set(shipped))
 
 
 def load_target(name: str | os.PathLike[str]) -> Target:
-    """Load a target by name (`cpu`, `gpu`, `npu`, ...) or from a .toml path."""
+    """Load a target by name (`cpu`, `gpu`, `npu`, ...; a shipped one, else one in user_target_dir()) or from a
+    .toml path."""
     text = str(name)
     path = Path(text) if text.endswith(".toml") or os.sep in text else TARGET_DIR / f"{text}.toml"
+    if not path.is_file() and path.parent == TARGET_DIR:
+        path = user_target_dir() / path.name
     if not path.is_file():
         raise TargetError(f"target {text!r}", f"unknown target; available: {', '.join(targets())}")
     try:
