@@ -11,7 +11,7 @@ sizes in blocks, 7 nodes a block), `chain` (Transpose/Relu/scale/Conv blocks, st
 Each run is a fresh process (`python -m eqsat optimize`, verification on), so
 peak memory is that run's own. Peers run in the interpreter given (a venv of their own, as their users install
 them), interleaved with eqsat's runs: `onnxsim` (`onnxsim.simplify()`, not its CLI, which spends most of its time
-printing a summary), `onnxslim` (`onnxslim.slim()`), `ort-basic` (onnxruntime's basic level, the optimized model
+printing a summary), `onnxslim` (`onnxslim.slim()`), `onnxscript` (`onnxscript.optimizer.optimize()`), `ort-basic` (onnxruntime's basic level, the optimized model
 written). eqsat runs in `--eqsat-python` (default: this interpreter; a non-editable install for figures to quote).
 """
 
@@ -59,6 +59,10 @@ PEER_SCRIPTS = {
     "onnxslim": (
         "import sys, time, onnxslim; t = time.perf_counter(); onnxslim.slim(sys.argv[1], sys.argv[2]); "
         "print(time.perf_counter() - t)"
+    ),
+    "onnxscript": (
+        "import sys, time, onnx, onnxscript.optimizer; m = onnx.load(sys.argv[1]); t = time.perf_counter(); "
+        "out = onnxscript.optimizer.optimize(m); print(time.perf_counter() - t); onnx.save(out, sys.argv[2])"
     ),
     "ort-basic": (
         "import sys, time, onnxruntime as ort; o = ort.SessionOptions(); "

@@ -10,7 +10,8 @@ The model fitted is the roofline's own (extract/cost.py), kernel by kernel, plus
 `op_scale` of the reference ops (`REFERENCE_OPS`: Add prices bandwidth, MatMul the peak) is 1, so the scales
 say how an op's kernel compares to them, as the cpu target's Div = 1.5 does. The fit minimizes the squared
 log error (every sample weighs alike, 5 us or 5 ms) by Levenberg-Marquardt over the logs of the parameters,
-with the max smoothed by a p-norm while it converges; a parameter no sample informs keeps its start value.
+with the max smoothed by a p-norm while it converges, and a weak prior that each op_scale is 1 (SCALE_PRIOR);
+a parameter no sample informs keeps its start value.
 
 Measuring (onnxruntime) is elsewhere (eqsat.calibration): this module needs numpy only, so the fit is tested
 on synthetic samples drawn from known parameters.
@@ -28,6 +29,10 @@ from eqsat.extract.op_traits import VIEW_OPS
 
 #: Ops whose op_scale is fixed at 1: Add defines the bandwidth, MatMul the peak of each dtype.
 REFERENCE_OPS = frozenset({"Add", "MatMul"})
+#: Weight of the prior that an op's kernel is priced as its peers' (op_scale 1), per unit of log(op_scale): a
+#: factor 2 weighs as a 3.5% error on one graph. It settles what the graphs cannot tell apart (a kernel's launch
+#: against its op's scale when every graph of the op is tiny) without moving what they can.
+SCALE_PRIOR = 0.05
 #: Exponent of the p-norm standing in for max() while the fit converges (then the true max is polished).
 SMOOTHING = (4.0, 16.0, math.inf)
 
@@ -159,15 +164,22 @@ def fit(samples: Sequence[Sample], start: Params, *, iterations: int = 200) -> F
     return Fit(dataclasses.replace(params, op_scale=scale), samples, frozenset(informed))
 
 
-def _residuals(samples: Sequence[Sample], start: Params, names: Sequence[str], theta: np.ndarray, measured: np.ndarray, norm: float) -> np.ndarray:
+def _residuals(
+    samples: Sequence[Sample], start: Params, names: Sequence[str], theta: np.ndarray, measured: np.ndarray, norm: float
+) -> np.ndarray:
+    """Log errors of the predictions, then the prior on each op_scale (SCALE_PRIOR x its log)."""
     p = _with(start, names, np.exp(theta))
-    return np.log([_predict(p, s, norm) for s in samples]) - measured
+    errors = np.log([_predict(p, s, norm) for s in samples]) - measured
+    scales = np.array([SCALE_PRIOR * t for n, t in zip(names, theta) if n.startswith("op_scale.")])
+    return np.concatenate([errors, scales])
 
 
-def _jacobian(samples: Sequence[Sample], start: Params, names: Sequence[str], theta: np.ndarray, measured: np.ndarray, norm: float) -> np.ndarray:
+def _jacobian(
+    samples: Sequence[Sample], start: Params, names: Sequence[str], theta: np.ndarray, measured: np.ndarray, norm: float
+) -> np.ndarray:
     """Forward differences in log space (a few dozen parameters, a few hundred samples: cheap)."""
     base = _residuals(samples, start, names, theta, measured, norm)
-    jac = np.empty((len(samples), len(names)))
+    jac = np.empty((len(base), len(names)))
     step = 1e-6
     for j in range(len(names)):
         moved = theta.copy()
@@ -210,12 +222,12 @@ def _levenberg_marquardt(
 
 
 def _informed(samples: Sequence[Sample], p: Params, names: Sequence[str]) -> set[str]:
-    """Parameters whose change moves some prediction (on the active side of its max) by 1% or more."""
+    """Parameters whose doubling moves some prediction by 5% or more (on the active side of its max)."""
     base = np.array([p.predict(s) for s in samples])
     informed = set()
     for name in names:
-        moved = _with(p, [name], [_get(p, name) * 1.5])
-        if np.any(np.abs(np.array([moved.predict(s) for s in samples]) / base - 1) > 0.01):
+        moved = _with(p, [name], [_get(p, name) * 2])
+        if np.any(np.abs(np.array([moved.predict(s) for s in samples]) / base - 1) >= 0.05):
             informed.add(name)
     return informed
 
@@ -270,7 +282,7 @@ def _value(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return f"{value:.4e}" if value and (abs(value) < 1e-3 or abs(value) >= 1e4) else repr(value)
+        return f"{value:.6e}" if value and (abs(value) < 1e-3 or abs(value) >= 1e4) else repr(float(f"{value:.6g}"))
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, list):
