@@ -29,11 +29,11 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import onnx
 
 from benchmarks.bench_peers import counts, feeds_for
 from benchmarks.bench_scaling import PEER_SCRIPTS, run_peer
+from eqsat.calibration import predicted_cost, spearman
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 DEFAULT_FOLDERS = (SHARED, SHARED / "real")
@@ -51,16 +51,6 @@ class Version:
     predicted: dict[str, float] = dataclasses.field(default_factory=dict)  # target -> seconds
     measured: dict[str, float] = dataclasses.field(default_factory=dict)  # level -> seconds
     error: str = ""
-
-
-def predicted_cost(proto: onnx.ModelProto, target: str) -> float:
-    """What `target`'s cost model says `proto` costs: loaded and folded as eqsat loads a model, no rule run, every
-    class its one node (eqsat.session.Session.input_extraction), each node costed once."""
-    from eqsat.extract.cost import roofline
-    from eqsat.session import saturate
-
-    session = saturate(proto, rules=(), verify=False)
-    return float(session.input_extraction().standalone().dag_cost(roofline(target)))
 
 
 def make_versions(path: Path, targets: dict[str, str], peers: dict[str, str], workdir: Path) -> list[Version]:
@@ -110,26 +100,6 @@ def measure(path: Path, versions: list[Version], runs: int, target_names: Sequen
     timing.time_interleaved([t for _, _, t in timed], rounds=runs)
     for v, level, run in timed:
         v.measured[level] = run.median
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rank correlation (ties get their mean rank); NaN below 3 pairs."""
-    if len(x) < 3:
-        return math.nan
-    rx, ry = _ranks(np.asarray(x, float)), _ranks(np.asarray(y, float))
-    if rx.std() == 0 or ry.std() == 0:
-        return math.nan
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def _ranks(values: np.ndarray) -> np.ndarray:
-    order = np.argsort(values, kind="stable")
-    ranks = np.empty(len(values))
-    ranks[order] = np.arange(len(values), dtype=float)
-    for value in np.unique(values):
-        tied = values == value
-        ranks[tied] = ranks[tied].mean()
-    return ranks
 
 
 def _first_line(exc: BaseException) -> str:

@@ -24,6 +24,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from eqsat.calibration_cases import Case, fit_cases, fused_cases
 from eqsat.check import timing
 from eqsat.errors import BadInputError
@@ -268,3 +270,40 @@ def _comments(
     if skipped:
         lines += ["", f"Left out ({len(skipped)}):"] + [f"  {s}" for s in skipped]
     return lines + [""]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Checking a target against the clock (benchmarks/bench_latency.py, notebooks/04_calibration.ipynb)
+
+
+def predicted_cost(model: Any, target: str | os.PathLike[str]) -> float:
+    """What `target`'s cost model says `model` (a path, ModelProto or ir.Model) costs: loaded and folded as eqsat
+    loads a model, no rule run, every e-class its one node (Session.input_extraction), each node costed once."""
+    from eqsat.extract.cost import roofline
+    from eqsat.session import saturate
+
+    session = saturate(model, rules=(), verify=False)
+    return float(session.input_extraction().standalone().dag_cost(roofline(load_target(target))))
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rank correlation of two sequences (ties get their mean rank); NaN below 3 pairs or when
+    either is constant."""
+    if len(x) != len(y):
+        raise ValueError(f"spearman: {len(x)} values against {len(y)}")
+    if len(x) < 3:
+        return math.nan
+    rx, ry = _ranks(np.asarray(x, float)), _ranks(np.asarray(y, float))
+    if rx.std() == 0 or ry.std() == 0:
+        return math.nan
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(len(values), dtype=float)
+    for value in np.unique(values):
+        tied = values == value
+        ranks[tied] = ranks[tied].mean()
+    return ranks

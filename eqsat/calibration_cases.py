@@ -195,6 +195,31 @@ def movement(op: str, rows: int, cols: int = 256) -> Case:
     return Case(f"{op} FLOAT [{rows}, {cols}]", model, feeds, kernels=(Kernel(op, "FLOAT", 0.0, moved),))
 
 
+def qdq_unit(op: str, size: int) -> Case:
+    """DequantizeLinear -> Conv 3x3 (or MatMul) -> QuantizeLinear on uint8 activations and int8 weights: ONNX
+    Runtime runs it as one integer kernel (QLinearConv / QLinearMatMul), as a target's [qdq] units are priced
+    (on the quantized bytes, the UINT8 peak, no op_scale)."""
+    scale = {"s": np.array(0.05, np.float32), "z": np.array(128, np.uint8), "ws": np.array(0.01, np.float32)}
+    if op == "Conv":
+        x_shape, w_shape, out = (1, 32, size, size), (32, 32, 3, 3), 32 * size * size
+        node = oh.make_node("Conv", ["xd", "wd"], ["y"], pads=[1] * 4)
+        flops = 2.0 * out * 32 * 9
+    else:
+        x_shape, w_shape, out = (size, 256), (256, 256), size * 256
+        node = oh.make_node("MatMul", ["xd", "wd"], ["y"])
+        flops = 2.0 * out * 256
+    inits = {**scale, "w": RNG.integers(-100, 100, w_shape).astype(np.int8)}
+    nodes = [
+        oh.make_node("DequantizeLinear", ["x", "s", "z"], ["xd"]),
+        oh.make_node("DequantizeLinear", ["w", "ws"], ["wd"]),
+        node,
+        oh.make_node("QuantizeLinear", ["y", "s", "z"], ["q"]),
+    ]
+    x = {"x": RNG.integers(0, 255, x_shape).astype(np.uint8)}
+    kernel = Kernel(op, "UINT8", flops, float(math.prod(x_shape) + math.prod(w_shape) + out), scaled=False)
+    return Case(f"DQ -> {op} -> Q UINT8 {list(x_shape)}", *_graph(nodes, x, inits), kernels=(kernel,))
+
+
 def fit_cases() -> list[Case]:
     """The fit's graphs, most informative first (see the module docstring)."""
     cases: list[Case] = list(chains())
@@ -209,6 +234,7 @@ def fit_cases() -> list[Case]:
     cases += [reduction(op, (1, 64, 28, 28)) for op in ("GlobalAveragePool", "MaxPool")]
     cases += [movement(op, 512) for op in ("Transpose", "Concat", "Cast", "Gather", "Slice")]
     cases += [elementwise("Add", d, 262144, 2) for d in ("DOUBLE", "FLOAT16", "INT64", "INT32")]
+    cases += [qdq_unit("Conv", 28), qdq_unit("Conv", 56), qdq_unit("MatMul", 128), qdq_unit("MatMul", 512)]
     cases += [matmul(128, 128, 128, "DOUBLE"), matmul(128, 128, 128, "FLOAT16"), matmul(256, 256, 256, "UINT8")]
     return cases
 

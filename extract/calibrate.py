@@ -45,6 +45,7 @@ class Kernel:
     dtype: str
     flops: float
     nbytes: float
+    scaled: bool = True  # priced with op_scale[op] (a QDQ node unit's integer kernel is not: extract/cost.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +102,7 @@ def _kernel_time(p: Params, k: Kernel, norm: float) -> float:
     else:
         top = max(compute, memory)
         work = top * ((compute / top) ** norm + (memory / top) ** norm) ** (1 / norm)
-    return p.launch + p.op_scale.get(k.op, 1.0) * work
+    return p.launch + (p.op_scale.get(k.op, 1.0) if k.scaled else 1.0) * work
 
 
 def _predict(p: Params, sample: Sample, norm: float) -> float:
@@ -110,7 +111,7 @@ def _predict(p: Params, sample: Sample, norm: float) -> float:
 
 def _names(samples: Sequence[Sample]) -> list[str]:
     """The parameters the samples can inform, in a fixed order."""
-    ops = {k.op for s in samples for k in s.kernels}
+    ops = {k.op for s in samples for k in s.kernels if k.scaled}
     dtypes = {k.dtype for s in samples for k in s.kernels if k.flops and k.op not in VIEW_OPS}
     names = ["call", "launch", "bandwidth"]
     names += ["view_fraction"] if ops & VIEW_OPS else []

@@ -14,7 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eqsat.calibration import Calibration, FusedCheck, _with_fused, calibrate, check_options
+from eqsat.calibration import (
+    Calibration,
+    FusedCheck,
+    _with_fused,
+    calibrate,
+    check_options,
+    predicted_cost,
+    spearman,
+)
 from eqsat.calibration_cases import fit_cases, fused_cases
 from eqsat.errors import BadInputError
 from eqsat.extract.calibrate import Kernel, Params, Sample, calibrated_data, fit, to_toml
@@ -211,9 +219,34 @@ def test_a_calibrated_target_is_found_by_name(tmp_path: Path, monkeypatch: pytes
 def test_every_calibration_graph_prices_what_it_runs() -> None:
     """Each fit graph's kernels are its nodes (views and all), so measured and priced are the same graph."""
     for case in fit_cases():
-        ops = [n.op_type for n in case.model.graph.node]
-        assert [k.op for k in case.kernels] == ops, case.name
+        ops = [n.op_type for n in case.model.graph.node if n.op_type not in ("DequantizeLinear", "QuantizeLinear")]
+        assert [k.op for k in case.kernels] == ops, case.name  # a QDQ unit is one kernel (extract/cost.py)
+        assert all(k.scaled for k in case.kernels) == (len(ops) == len(case.model.graph.node)), case.name
         assert all(k.nbytes > 0 or k.op == "Reshape" for k in case.kernels), case.name
     names = [c.name for c in fit_cases()]
     assert len(names) == len(set(names))
     assert list(itertools.islice(names, 1)) == ["Relu x1 [64]"]  # launch first: a small budget still fits it
+
+
+def test_spearman_ranks_as_the_definition_says() -> None:
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(0.8207826816681233)  # a tie: mean ranks
+    assert math.isnan(spearman([1, 2], [2, 1])) and math.isnan(spearman([1, 1, 1], [1, 2, 3]))
+    with pytest.raises(ValueError):
+        spearman([1, 2, 3], [1, 2])
+
+
+def test_predicted_cost_prices_a_graph_as_loaded_by_each_target() -> None:
+    """An extra Relu costs one kernel more; the cpu target and a cheaper-launch copy price it apart."""
+    import onnx.helper as oh
+
+    def chain(k: int):
+        nodes = [oh.make_node("Relu", [f"v{i}"], [f"v{i + 1}"]) for i in range(k)]
+        x = oh.make_tensor_value_info("v0", 1, [4, 256])
+        y = oh.make_tensor_value_info(f"v{k}", 1, [4, 256])
+        return oh.make_model(oh.make_graph(nodes, "g", [x], [y]), opset_imports=[oh.make_opsetid("", 17)])
+
+    one, two = predicted_cost(chain(1), "cpu"), predicted_cost(chain(2), "cpu")
+    assert two - one == pytest.approx(one, rel=0.01)  # each Relu: launch + its traffic
+    assert one > 3.0e-6 and predicted_cost(chain(1), "gpu") != one
