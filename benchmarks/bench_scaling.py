@@ -11,7 +11,8 @@ sizes in blocks, 7 nodes a block), `chain` (Transpose/Relu/scale/Conv blocks, st
 Each run is a fresh process (`python -m eqsat optimize`, verification on), so
 peak memory is that run's own. Peers run in the interpreter given (a venv of their own, as their users install
 them), interleaved with eqsat's runs: `onnxsim` (`onnxsim.simplify()`, not its CLI, which spends most of its time
-printing a summary), `onnxslim` (`onnxslim.slim()`), `onnxscript` (`onnxscript.optimizer.optimize()`), `ort-basic` (onnxruntime's basic level, the optimized model
+printing a summary), `onnxslim` (`onnxslim.slim()`), `onnxscript` (`onnxscript.optimizer.optimize()`),
+`ort-basic` (onnxruntime's basic level, the optimized model
 written). eqsat runs in `--eqsat-python` (default: this interpreter; a non-editable install for figures to quote).
 """
 

@@ -9,8 +9,9 @@ spent: a small budget times fewer graphs), then timed in interleaved rounds (eqs
 budget less FIT_RESERVE is reached; the fit (eqsat.extract.calibrate) finds launch, bandwidth, view_fraction,
 the peak of each dtype measured and an op_scale per op; each fused pattern of the base target keeps the
 consumers whose measured time after their producer is nearer the pattern's price (an epilogue's compute, a free
-consumer's constants) than their price as a kernel of their own, and drops the others. Everything else of the base target (its QDQ units, blocked layout, ...) is kept as it is. The TOML's
-comments hold the machine, every measurement beside its prediction, and the fit's error.
+consumer's constants) than their price as a kernel of their own, and drops the others. Everything else of the
+base target (its QDQ units, blocked layout, ...) is kept as it is. The TOML's comments hold the machine, every
+measurement beside its prediction, and the fit's error.
 """
 
 from __future__ import annotations
@@ -136,7 +137,11 @@ def calibrate(
     def on_round(done: int) -> None:
         note(min(1.0, (clock() - began) / budget), f"timing {len(runs)} graphs, round {done}")
 
-    rounds = 0 if not runs else timing.time_interleaved(runs, rounds=100_000, until=deadline, min_rounds=1, clock=clock, on_round=on_round)
+    rounds = (
+        0
+        if not runs
+        else timing.time_interleaved(runs, rounds=100_000, until=deadline, min_rounds=1, clock=clock, on_round=on_round)
+    )
     note(min(1.0, (clock() - began) / budget), "fitting")
     samples = [Sample(case.name, case.kernels, run.median) for case, run in built if case.kernels and not case.pair]
     start = Params(target.launch, target.bandwidth, target.view_fraction, dict(target.peak), dict(target.op_scale))
@@ -173,9 +178,7 @@ def _build(
     return built, skipped
 
 
-def _fused_checks(
-    built: Sequence[tuple[Case, timing.Timed]], found: Params, modes: dict[str, str]
-) -> list[FusedCheck]:
+def _fused_checks(built: Sequence[tuple[Case, timing.Timed]], found: Params, modes: dict[str, str]) -> list[FusedCheck]:
     """The fused patterns' checks from the timed pair graphs, priced with the fitted parameters."""
     times = {case.pair: run.median for case, run in built if case.pair is not None}
     kernels = {case.pair: case.kernels[0] for case, _ in built if case.pair is not None and case.kernels}
@@ -253,7 +256,9 @@ def _comments(
         "graph                                            measured us  predicted us   error",
     ]
     for sample, error in zip(found.samples, found.errors()):
-        lines.append(f"  {sample.name:46} {sample.seconds * 1e6:11.2f} {p.predict(sample) * 1e6:13.2f} {error * 100:+6.1f}%")
+        lines.append(
+            f"  {sample.name:46} {sample.seconds * 1e6:11.2f} {p.predict(sample) * 1e6:13.2f} {error * 100:+6.1f}%"
+        )
     if checks:
         lines += [
             "",

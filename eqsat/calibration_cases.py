@@ -66,7 +66,10 @@ def _graph(
     graph = oh.make_graph(
         list(nodes),
         "calibrate",
-        [oh.make_tensor_value_info(k, onh.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for k, v in inputs.items()],
+        [
+            oh.make_tensor_value_info(k, onh.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+            for k, v in inputs.items()
+        ],
         [oh.make_tensor_value_info(nodes[-1].output[0], first if out is None else out, None)],
         [onh.from_array(v, k) for k, v in (inits or {}).items()],
     )
@@ -116,7 +119,12 @@ def matmul(m: int, k: int, n: int, dtype: str) -> Case:
         op = "MatMulInteger"
     else:
         node, op = oh.make_node("MatMul", ["x", "w"], ["z"]), "MatMul"
-    kernel = Kernel(op, dtype, 2.0 * m * n * k, _nbytes(dtype, m * k, k * n) + 4.0 * m * n if op != "MatMul" else _nbytes(dtype, m * k, k * n, m * n))
+    kernel = Kernel(
+        op,
+        dtype,
+        2.0 * m * n * k,
+        _nbytes(dtype, m * k, k * n) + 4.0 * m * n if op != "MatMul" else _nbytes(dtype, m * k, k * n, m * n),
+    )
     out = onnx.TensorProto.INT32 if op == "MatMulInteger" else None
     model, feeds = _graph([node], {"x": _array((m, k), dtype)}, {"w": _array((k, n), dtype)}, out=out)
     return Case(f"{op} {dtype} [{m}, {k}] x [{k}, {n}]", model, feeds, kernels=(kernel,))
@@ -190,8 +198,8 @@ def movement(op: str, rows: int, cols: int = 256) -> Case:
         node, moved = oh.make_node(op, ["x", "s", "e"], ["z"]), _nbytes("FLOAT", n, out) + 16.0
     else:
         raise ValueError(f"no calibration graph for {op}")
-    out = onnx.TensorProto.FLOAT16 if op == "Cast" else None
-    model, feeds = _graph([node], x, inits, out=out)
+    out_type = onnx.TensorProto.FLOAT16 if op == "Cast" else None
+    model, feeds = _graph([node], x, inits, out=out_type)
     return Case(f"{op} FLOAT [{rows}, {cols}]", model, feeds, kernels=(Kernel(op, "FLOAT", 0.0, moved),))
 
 
@@ -199,7 +207,10 @@ def qdq_unit(op: str, size: int) -> Case:
     """DequantizeLinear -> Conv 3x3 (or MatMul) -> QuantizeLinear on uint8 activations and int8 weights: ONNX
     Runtime runs it as one integer kernel (QLinearConv / QLinearMatMul), as a target's [qdq] units are priced
     (on the quantized bytes, the UINT8 peak, no op_scale)."""
-    scale = {"s": np.array(0.05, np.float32), "z": np.array(128, np.uint8), "ws": np.array(0.01, np.float32)}
+    scale: dict[str, np.ndarray] = {"s": np.array(0.05, np.float32), "z": np.array(128, np.uint8)}
+    scale["ws"] = np.array(0.01, np.float32)
+    x_shape: tuple[int, ...]
+    w_shape: tuple[int, ...]
     if op == "Conv":
         x_shape, w_shape, out = (1, 32, size, size), (32, 32, 3, 3), 32 * size * size
         node = oh.make_node("Conv", ["xd", "wd"], ["y"], pads=[1] * 4)
@@ -208,7 +219,7 @@ def qdq_unit(op: str, size: int) -> Case:
         x_shape, w_shape, out = (size, 256), (256, 256), size * 256
         node = oh.make_node("MatMul", ["xd", "wd"], ["y"])
         flops = 2.0 * out * 256
-    inits = {**scale, "w": RNG.integers(-100, 100, w_shape).astype(np.int8)}
+    inits: dict[str, np.ndarray] = {**scale, "w": RNG.integers(-100, 100, w_shape).astype(np.int8)}
     nodes = [
         oh.make_node("DequantizeLinear", ["x", "s", "z"], ["xd"]),
         oh.make_node("DequantizeLinear", ["w", "ws"], ["wd"]),
@@ -227,7 +238,9 @@ def fit_cases() -> list[Case]:
     cases += [elementwise("Add", "FLOAT", n, 2) for n in sizes]
     cases += [matmul(s, s, s, "FLOAT") for s in (64, 128, 256)] + [matmul(1, 512, 512, "FLOAT")]
     cases += [elementwise(op, "FLOAT", n, 2) for op in ("Mul", "Div", "Sub") for n in sizes[1:]]
-    cases += [elementwise(op, "FLOAT", n, 1) for op in ("Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp") for n in sizes[1:3]]
+    cases += [
+        elementwise(op, "FLOAT", n, 1) for op in ("Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Exp") for n in sizes[1:3]
+    ]
     cases += [conv(32, 28, 3), conv(64, 14, 1), conv(64, 28, 3, group=64), conv(128, 14, 1)]
     cases += [gemm(1, 512, 512), gemm(128, 256, 256)]
     cases += [reduction(op, (512, 256)) for op in ("ReduceMean", "ReduceSum", "Softmax", "LayerNormalization")]
@@ -305,8 +318,8 @@ def fused_cases(patterns: Sequence[tuple[str, Sequence[str], Sequence[str], str]
             nodes, inputs, inits, opset = built
             c_inputs = {"p": _array(shape, "FLOAT"), **inputs}
             n = float(math.prod(shape))
-            other = _nbytes("FLOAT", *(v.size for v in [*inputs.values(), *inits.values()]))
-            fused = Kernel(op, "FLOAT", ELEMENTWISE_FLOPS.get(op, 1.0) * n, other)  # as an epilogue prices it
+            reads = _nbytes("FLOAT", *(v.size for v in [*inputs.values(), *inits.values()]))  # besides "p"
+            fused = Kernel(op, "FLOAT", ELEMENTWISE_FLOPS.get(op, 1.0) * n, reads)  # as an epilogue prices it
             consumer = _graph(nodes, c_inputs, inits, opset)
             cases.append(Case(op, *consumer, kernels=(fused,), pair=(name, op, "consumer")))
             both = _graph([*p_nodes, *nodes], {**p_inputs, **inputs}, {**p_inits, **inits}, opset)

@@ -88,7 +88,8 @@ class Fit:
         e = np.abs(self.errors())
         if not e.size:
             return "no samples"
-        return f"median |error| {np.median(e) * 100:.1f}%, 90th percentile {np.quantile(e, 0.9) * 100:.1f}%, max {e.max() * 100:.1f}%"
+        median, top = np.median(e) * 100, np.quantile(e, 0.9) * 100
+        return f"median |error| {median:.1f}%, 90th percentile {top:.1f}%, max {e.max() * 100:.1f}%"
 
 
 def _kernel_time(p: Params, k: Kernel, norm: float) -> float:

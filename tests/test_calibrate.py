@@ -60,7 +60,10 @@ def _synthetic(truth: Params, noise: float, seed: int = 0) -> list[Sample]:
             shapes.append((f"MatMul {dtype} {m}", (Kernel("MatMul", dtype, 2.0 * m**3, 12.0 * m * m),)))
         shapes.append((f"Conv {m}", (Kernel("Conv", "FLOAT", 2.0 * m**3, 12.0 * m * m),)))
     rng = np.random.default_rng(seed)
-    return [Sample(name, kernels, truth.predict(Sample(name, kernels, 0)) * math.exp(rng.normal(0, noise))) for name, kernels in shapes]
+    return [
+        Sample(name, kernels, truth.predict(Sample(name, kernels, 0)) * math.exp(rng.normal(0, noise)))
+        for name, kernels in shapes
+    ]
 
 
 @pytest.mark.parametrize(("noise", "tolerance"), [(0.0, 0.01), (0.03, 0.12)])
@@ -116,7 +119,15 @@ def test_a_consumer_is_kept_fused_when_it_adds_nearer_its_fused_price() -> None:
     kept = {f["name"]: f["consumers"] for f in data["fused"]}
     assert kept["matmul-bias"] == ["Add"]
     assert kept["conv-activation"] == ["LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid"]
-    assert "fused" not in _with_fused(base, [_check(25.0)] + [dataclasses.replace(u, consumer=op) for u in unfused[:1] for op in ("LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "Relu", "Clip")])
+    assert "fused" not in _with_fused(
+        base,
+        [_check(25.0)]
+        + [
+            dataclasses.replace(u, consumer=op)
+            for u in unfused[:1]
+            for op in ("LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "Relu", "Clip")
+        ],
+    )
 
 
 def _small_cases() -> list:
@@ -250,3 +261,19 @@ def test_predicted_cost_prices_a_graph_as_loaded_by_each_target() -> None:
     one, two = predicted_cost(chain(1), "cpu"), predicted_cost(chain(2), "cpu")
     assert two - one == pytest.approx(one, rel=0.01)  # each Relu: launch + its traffic
     assert one > 3.0e-6 and predicted_cost(chain(1), "gpu") != one
+
+
+def test_fused_checks_build_each_consumer_of_a_pattern_with_its_other_inputs() -> None:
+    """`other_inputs = "any"` (the gpu's conv-residual): every consumer's graphs read a second activation, a
+    residual, as a graph input; with "constant" the consumer's other operand is an initializer."""
+    for other, inputs in (("any", {"x", "r"}), ("constant", {"x"})):
+        cases = fused_cases([("p", ["Conv"], ["Relu", "Add", "Mul"], other)])
+        assert [c.pair for c in cases][:3] == [
+            ("p", "Conv", "producer"),
+            ("p", "Relu", "consumer"),
+            ("p", "Relu", "both"),
+        ]
+        for op in ("Add", "Mul"):
+            both = next(c for c in cases if c.pair == ("p", op, "both"))
+            assert {i.name for i in both.model.graph.input} == inputs, (other, op)
+            assert set(both.feeds) == inputs
