@@ -6,7 +6,7 @@
 
 FOLDERs default to ../shared/models and ../shared/models/real beside the repository. For each model the
 versions are: the input; eqsat's output for the default target (cpu) and for the calibrated one; each peer's
-output, made by the peer in its own interpreter (benchmarks.bench_scaling.PEER_SCRIPTS: onnxsim, onnxslim,
+output, made by the peer in its own interpreter (benchmarks.tools.PEER_SCRIPTS: onnxsim, onnxslim,
 onnxscript's optimizer, onnxruntime's basic level). Each version runs under onnxruntime at ORT_ENABLE_ALL and
 ORT_ENABLE_BASIC, 1 thread, after a warm-up; the rounds are interleaved over every version and level of the
 model (eqsat.check.timing), and a version's latency is its median. Beside each, the cost each target predicts
@@ -32,7 +32,8 @@ from typing import Sequence
 import onnx
 
 from benchmarks.bench_peers import counts, feeds_for
-from benchmarks.bench_scaling import PEER_SCRIPTS, run_peer
+from benchmarks.bench_scaling import run_peer
+from benchmarks.tools import PEER_SCRIPTS
 from eqsat.calibration import predicted_cost, spearman
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"

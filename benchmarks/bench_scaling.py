@@ -11,8 +11,7 @@ sizes in blocks, 7 nodes a block), `chain` (Transpose/Relu/scale/Conv blocks, st
 Each run is a fresh process (`python -m eqsat optimize`, verification on), so
 peak memory is that run's own. Peers run in the interpreter given (a venv of their own, as their users install
 them), interleaved with eqsat's runs: `onnxsim` (`onnxsim.simplify()`, not its CLI, which spends most of its time
-printing a summary), `onnxslim` (`onnxslim.slim()`), `onnxscript` (`onnxscript.optimizer.optimize()`),
-`ort-basic` (onnxruntime's basic level, the optimized model
+printing a summary), `onnxslim` (`onnxslim.slim()`), `ort-basic` (onnxruntime's basic level, the optimized model
 written). eqsat runs in `--eqsat-python` (default: this interpreter; a non-editable install for figures to quote).
 """
 
@@ -20,16 +19,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Sequence
 
 import onnx
 
 from benchmarks import synthetic
+from benchmarks.tools import PEER_SCRIPTS, timed
 
 PHASES = (
     "load",
@@ -51,52 +49,19 @@ MODELS = {
 }
 DEFAULT_SIZES = {"transformer": (10, 28, 96), "resnet": (70, 200, 600), "chain": (1000, 5000, 20000)}
 
-#: Each peer's run, as a script taking the input and output paths; it prints its seconds.
-PEER_SCRIPTS = {
-    "onnxsim": (
-        "import sys, time, onnx, onnxsim; m = onnx.load(sys.argv[1]); t = time.perf_counter(); "
-        "out, ok = onnxsim.simplify(m); print(time.perf_counter() - t); onnx.save(out, sys.argv[2])"
-    ),
-    "onnxslim": (
-        "import sys, time, onnxslim; t = time.perf_counter(); onnxslim.slim(sys.argv[1], sys.argv[2]); "
-        "print(time.perf_counter() - t)"
-    ),
-    "onnxscript": (
-        "import sys, time, onnx, onnxscript.optimizer; m = onnx.load(sys.argv[1]); t = time.perf_counter(); "
-        "out = onnxscript.optimizer.optimize(m); print(time.perf_counter() - t); onnx.save(out, sys.argv[2])"
-    ),
-    "ort-basic": (
-        "import sys, time, onnxruntime as ort; o = ort.SessionOptions(); "
-        "o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC; "
-        "o.optimized_model_filepath = sys.argv[2]; "
-        "t = time.perf_counter(); ort.InferenceSession(sys.argv[1], o, providers=['CPUExecutionProvider']); "
-        "print(time.perf_counter() - t)"
-    ),
-}
-
 
 def run_eqsat(python: str, model: Path, out: Path) -> dict:
     """One CLI run in a fresh process: wall time, peak RSS and the report's phases."""
     report = out.with_suffix(".json")
     command = [python, "-m", "eqsat", "optimize", str(model), "-o", str(out), "--force", "--report-json", str(report)]
-    wall, peak = _timed(command, cwd=model.parent)  # not the checkout: `-m eqsat` would import it from there
+    wall, peak = timed(command, cwd=model.parent)  # not the checkout: `-m eqsat` would import it from there
     data = json.loads(report.read_text())
     return {"wall": wall, "peak_mb": peak, "phases": data.get("phases", {}), "nodes_after": data.get("nodes_after")}
 
 
 def run_peer(name: str, python: str, model: Path, out: Path) -> dict:
-    wall, peak = _timed([python, "-c", PEER_SCRIPTS[name], str(model), str(out)], cwd=model.parent)
+    wall, peak = timed([python, "-c", PEER_SCRIPTS[name], str(model), str(out)], cwd=model.parent)
     return {"wall": wall, "peak_mb": peak, "nodes_after": _count(out)}
-
-
-def _timed(command: Sequence[str], cwd: Path) -> tuple[float, float]:
-    """Wall seconds and the child's peak RSS in MB (GNU time's %M)."""
-    start = time.perf_counter()
-    done = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, cwd=cwd)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command[:4])} failed: {done.stderr.strip()[-500:]}")
-    return wall, int(done.stderr.strip().splitlines()[-1]) / 1024
 
 
 def _count(path: Path) -> int | None:

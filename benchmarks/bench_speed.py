@@ -1,147 +1,151 @@
-"""eqsat's speed next to onnxsim's CLI and onnxruntime's basic level, interleaved in one run.
+"""eqsat's CLI speed beside each peer's, every tool timed as its users install it, interleaved.
 
-    python -m benchmarks.bench_speed [FOLDER ...] [--repeat N]
+    python -m benchmarks.bench_speed --eqsat-python /venvs/eqsat/bin/python \\
+        --peer onnxsim=/venvs/onnxsim/bin/python [--peer onnxslim=... --peer ort-basic=...] [FOLDER ...]
 
-Per model (FOLDERs default to ../shared/models and ../shared/models/real): the wall time of
-`eqsat optimize M -o OUT` and of `onnxsim M OUT` (fresh interpreters, both checking their output as they
-do by default; the median of N runs, the two tools alternating so that machine noise hits both), their
-ratio, onnxruntime's basic level (in process: a session that writes its optimized model), and eqsat's time
-per phase in process (warm: a second `eqsat.optimize(M, verify=False)` in the same interpreter).
-The last rows give, per folder, the median and worst ratio and the median warm time: the figures issue
-"Speed" asks for (on ../shared/models).
-"CLI phases s" is the time the eqsat command reports for its phases (the rest of its wall time is the
-interpreter's start and the imports). eqsat's sources are byte-compiled first, as `pip install` does: an
-editable install under PYTHONDONTWRITEBYTECODE would compile ~50 modules at every start (~0.17 s).
+eqsat runs from `--eqsat-python`: a venv where `pip install .` put it (non-editable: byte-compiled, as users
+get it). Each peer runs from a venv of its own holding only that peer and onnxruntime (benchmarks.tools says
+why). The table's header names each interpreter, its install kind and its environment's size; an editable
+eqsat or a peer beside sympy is flagged there.
+
+Per model (FOLDERs default to ../shared/models and ../shared/models/real), `--repeat` rounds; each round
+runs every tool once, in turn (interleaved: a load spike hits every tool alike), each in a fresh process:
+- `eqsat optimize M -o OUT` (verification on, its default);
+- `onnxsim M OUT` and `onnxslim M OUT`, their CLIs (each checks its output as it does by default);
+- ort-basic: an onnxruntime session at the basic level writing its optimized model (the library call).
+The cells are medians; "ratio" is eqsat's over onnxsim's. "warm s" is a second in-process
+`eqsat.optimize(M, verify=False)` in the eqsat interpreter. The last rows give, per folder, the median and the
+worst ratio and the median warm time.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Sequence
 
-import eqsat
-from eqsat.errors import EqsatError, first_line
+from benchmarks.tools import PEER_SCRIPTS, installation, timed
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+PEERS = ("onnxsim", "onnxslim", "ort-basic")
+#: The package each peer's venv must hold.
+PACKAGE = {"onnxsim": "onnxsim", "onnxslim": "onnxslim", "ort-basic": "onnxruntime"}
+
+_WARM_SCRIPT = """
+import json, sys, time
+import eqsat
+from eqsat.errors import EqsatError
+found = {}
+for path in sys.argv[1:]:
+    try:
+        eqsat.optimize(path, verify=False)
+        start = time.perf_counter()
+        eqsat.optimize(path, verify=False)
+        found[path] = time.perf_counter() - start
+    except EqsatError:
+        found[path] = None
+print(json.dumps(found))
+"""
 
 
-def _command(tool: str, model: Path, out: Path) -> list[str]:
+def command(tool: str, python: str, model: Path, out: Path) -> list[str]:
+    """The command a user of `tool` runs on `model` (the interpreter's own console script for a CLI)."""
     if tool == "eqsat":
-        script = Path(sys.executable).with_name("eqsat")
-        return [
-            str(script) if script.exists() else sys.executable,
-            *([] if script.exists() else ["-m", "eqsat"]),
-            "optimize",
-            str(model),
-            "-o",
-            str(out),
-        ]
-    return [shutil.which("onnxsim") or "onnxsim", str(model), str(out)]
+        return [python, "-m", "eqsat", "optimize", str(model), "-o", str(out), "--force"]
+    if tool in ("onnxsim", "onnxslim"):
+        return [str(Path(python).with_name(tool)), str(model), str(out)]
+    return [python, "-c", PEER_SCRIPTS[tool], str(model), str(out)]
 
 
-def _wall(command: list[str]) -> float:
+def _wall(cmd: list[str], cwd: Path) -> float:
     """Seconds the command takes; NaN when it fails."""
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True)
-    return time.perf_counter() - start if done.returncode == 0 else float("nan")
-
-
-def _cli_phases(model: Path, out: Path) -> float:
-    """Seconds of phases the eqsat command reports (its --report-json), NaN when it fails."""
-    report = out.with_suffix(".json")
-    done = subprocess.run([*_command("eqsat", model, out), "--report-json", str(report)], capture_output=True)
-    if done.returncode != 0:
+    try:
+        return timed(cmd, cwd)[0]
+    except RuntimeError:
         return float("nan")
-    return sum(json.loads(report.read_text())["phases"].values())
 
 
-def _compile_sources() -> None:
-    import compileall
-
-    import eqsat.extract
-    import eqsat.rewrites
-
-    for folder in {*eqsat.__path__, *eqsat.rewrites.__path__, *eqsat.extract.__path__}:
-        compileall.compile_dir(folder, quiet=1)
+def warm_seconds(python: str, models: Sequence[Path]) -> dict[str, float | None]:
+    """Per model, a second in-process `eqsat.optimize(M, verify=False)` in `python` (None: refused)."""
+    done = subprocess.run(
+        [python, "-c", _WARM_SCRIPT, *map(str, models)], capture_output=True, text=True, cwd="/", check=True
+    )
+    return json.loads(done.stdout)
 
 
-def _ort_basic(model: Path, out: Path) -> float:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    opts.optimized_model_filepath = str(out)
-    opts.log_severity_level = 3
-    start = time.perf_counter()
-    ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
-    return time.perf_counter() - start
-
-
-def _warm_phases(model: Path) -> tuple[float, dict[str, float]]:
-    """A second in-process `optimize` without verification: total seconds and seconds per phase."""
-    eqsat.optimize(model, verify=False)
-    start = time.perf_counter()
-    report = eqsat.optimize(model, verify=False).report
-    return time.perf_counter() - start, dict(report.phases)
-
-
-def bench(models: Sequence[Path], repeat: int) -> str:
-    _compile_sources()
-    rows = [
-        "| model | eqsat CLI s | CLI phases s | onnxsim CLI s | ratio | ort-basic s | eqsat warm s | "
-        "phases (warm, ms) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+def bench(models: Sequence[Path], eqsat_python: str, peers: dict[str, str], repeat: int) -> str:
+    tools = {"eqsat": eqsat_python, **peers}
+    lines = [installation(eqsat_python, "eqsat")] + [installation(p, PACKAGE[name]) for name, p in peers.items()]
+    lines += [f"{repeat} interleaved rounds per model, medians; fresh processes; seconds", ""]
+    header = ["model", *(f"{t} s" for t in tools), "ratio (eqsat / onnxsim)", "eqsat warm s"]
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    warm = warm_seconds(eqsat_python, models)
     ratios: dict[str, list[float]] = {}
     warms: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for model in models:
-            times: dict[str, list[float]] = {"eqsat": [], "onnxsim": []}
+            times: dict[str, list[float]] = {t: [] for t in tools}
             for _ in range(repeat):
-                for tool in times:  # interleaved: eqsat, onnxsim, eqsat, onnxsim, ...
-                    times[tool].append(_wall(_command(tool, model, Path(tmp) / f"{tool}.onnx")))
-            ours, theirs = (statistics.median(times[t]) for t in ("eqsat", "onnxsim"))
-            ratio = ours / theirs
+                for tool, python in tools.items():
+                    out = Path(tmp) / f"{tool}.onnx"
+                    times[tool].append(_wall(command(tool, python, model, out), cwd=model.parent))
+            medians = {t: statistics.median(v) for t, v in times.items()}
+            ratio = medians["eqsat"] / medians["onnxsim"] if "onnxsim" in medians else float("nan")
             folder = model.parent.name
             if ratio == ratio:  # not NaN: both ran
                 ratios.setdefault(folder, []).append(ratio)
-            try:
-                warm, phases = _warm_phases(model)
-                warms.setdefault(folder, []).append(warm)
-                shown = " ".join(f"{k} {v * 1000:.0f}" for k, v in phases.items())
-            except EqsatError as exc:
-                warm, shown = float("nan"), f"refused: {first_line(exc)[:60]}"
-            basic = _ort_basic(model, Path(tmp) / "ort.onnx")
-            phases_s = _cli_phases(model, Path(tmp) / "phases.onnx")
-            rows.append(
-                f"| {model.stem} | {ours:.2f} | {phases_s:.2f} | {theirs:.2f} | {ratio:.2f} | {basic:.3f} | "
-                f"{warm:.3f} | {shown} |"
-            )
-            print(f"benchmarked {model.name}", file=sys.stderr)
-    for folder in [f for f in ratios if f in warms]:  # in the order benchmarked
+            seconds = warm[str(model)]
+            if seconds is not None:
+                warms.setdefault(folder, []).append(seconds)
+            cells = [model.stem, *(f"{medians[t]:.2f}" for t in tools), f"{ratio:.2f}", _cell(seconds, ".3f")]
+            rows.append("| " + " | ".join(cells) + " |")
+            print(f"benchmarked {model.name}", file=sys.stderr, flush=True)
+    blank = [""] * len(tools)
+    for folder in ratios:
+        median_warm = statistics.median(warms[folder]) if warms.get(folder) else None
+        worst_warm = max(warms[folder]) if warms.get(folder) else None
         rows.append(
-            f"| **median ({folder})** | | | | {statistics.median(ratios[folder]):.2f} | | "
-            f"{statistics.median(warms[folder]):.3f} | |"
+            "| "
+            + " | ".join(
+                [
+                    f"**median ({folder})**",
+                    *blank,
+                    f"{statistics.median(ratios[folder]):.2f}",
+                    _cell(median_warm, ".3f"),
+                ]
+            )
+            + " |"
         )
-        rows.append(f"| **worst ({folder})** | | | | {max(ratios[folder]):.2f} | | {max(warms[folder]):.3f} | |")
-    return "\n".join(rows)
+        rows.append(
+            "| "
+            + " | ".join([f"**worst ({folder})**", *blank, f"{max(ratios[folder]):.2f}", _cell(worst_warm, ".3f")])
+            + " |"
+        )
+    return "\n".join(lines + rows)
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return "refused" if value is None else format(value, fmt)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="*", type=Path, default=[SHARED, SHARED / "real"])
-    parser.add_argument("--repeat", type=int, default=3, help="CLI runs per model and tool (median)")
+    parser.add_argument("--eqsat-python", default=sys.executable, help="an interpreter with eqsat pip-installed")
+    parser.add_argument("--peer", action="append", default=[], metavar="NAME=PYTHON", help=f"one of {', '.join(PEERS)}")
+    parser.add_argument("--repeat", type=int, default=5, help="interleaved rounds per model (median)")
     args = parser.parse_args(argv)
+    peers = dict(p.split("=", 1) for p in args.peer)
+    unknown = set(peers) - set(PEERS)
+    if unknown:
+        parser.error(f"unknown peer(s): {', '.join(sorted(unknown))}")
     models = [m for folder in args.folders for m in sorted(folder.glob("*.onnx"))]
-    print(bench(models, args.repeat))
+    print(bench(models, args.eqsat_python, peers, args.repeat))
     return 0
 
 
