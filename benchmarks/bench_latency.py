@@ -16,12 +16,16 @@ for the graph (the version loaded and folded as eqsat loads a model, every node 
   (model, version) pair, for the default and the calibrated target, and its mean within a model;
 - per model, eqsat's output for the calibrated target against the fastest peer under ORT_ENABLE_ALL (ratio of
   medians): issue 27 asks <= 1.03 on every model and <= 0.95 on three or more.
+
+"same graph as" names an earlier version whose graph is byte-identical: their latencies differ by noise alone
+(on a loaded machine, sessions of one graph were seen 1.6x apart: measure on a quiet one).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import math
 import statistics
 import sys
@@ -52,6 +56,12 @@ class Version:
     predicted: dict[str, float] = dataclasses.field(default_factory=dict)  # target -> seconds
     measured: dict[str, float] = dataclasses.field(default_factory=dict)  # level -> seconds
     error: str = ""
+
+    @property
+    def digest(self) -> str:
+        return (
+            "" if self.proto is None else hashlib.sha256(self.proto.SerializeToString(deterministic=True)).hexdigest()
+        )
 
 
 def make_versions(path: Path, targets: dict[str, str], peers: dict[str, str], workdir: Path) -> list[Version]:
@@ -111,10 +121,13 @@ def _first_line(exc: BaseException) -> str:
 def render(results: dict[str, list[Version]], target_names: Sequence[str], peers: Sequence[str]) -> str:
     """The table per (model, version), then the correlations and the comparison with the fastest peer."""
     predicted = [f"predicted {t} us" for t in target_names]
-    header = ["model", "version", "nodes", *predicted, "ALL ms", "BASIC ms", "ALL / fastest peer"]
+    header = ["model", "version", "nodes", *predicted, "ALL ms", "BASIC ms", "ALL / fastest peer", "same graph as"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for model, versions in results.items():
         best = _fastest_peer(versions, peers)
+        first = {}  # digest -> the first version with that graph: identical graphs differ by noise alone
+        for v in versions:
+            first.setdefault(v.digest, v.label)
         for k, v in enumerate(versions):
             if v.error:
                 lines.append(f"| {model if k == 0 else ''} | {v.label} | failed: {v.error} |")
@@ -124,6 +137,7 @@ def render(results: dict[str, list[Version]], target_names: Sequence[str], peers
             cells = [model if k == 0 else "", v.label, str(v.nodes)]
             cells += [f"{v.predicted[t] * 1e6:.1f}" if t in v.predicted else "-" for t in target_names]
             cells += [f"{all_s * 1e3:.3f}" if all_s else "-", f"{basic_s * 1e3:.3f}" if basic_s else "-", ratio]
+            cells.append(first[v.digest] if first[v.digest] != v.label else "")
             lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "| target | Spearman, all pairs (ALL) | mean Spearman within a model | pairs |", "|---|---|---|---|"]
     for target in target_names:
