@@ -10,7 +10,8 @@ output, made by the peer in its own interpreter (benchmarks.tools.PEER_SCRIPTS: 
 onnxscript's optimizer, onnxruntime's basic level). Each version runs under onnxruntime at ORT_ENABLE_ALL and
 ORT_ENABLE_BASIC, 1 thread, after a warm-up; the rounds are interleaved over every version and level of the
 model (eqsat.check.timing), and a version's latency is its median. Beside each, the cost each target predicts
-for the graph (the version loaded and folded as eqsat loads a model, every node costed once). Then:
+for the graph (the version loaded and folded as eqsat loads a model, its inputs made static at the fed shapes,
+every node costed once: eqsat.calibration.predicted_cost). Then:
 
 - the rank correlation (Spearman) between predicted cost and measured ORT_ENABLE_ALL latency over every
   (model, version) pair, for the default and the calibrated target, and its mean within a model;
@@ -96,9 +97,11 @@ def measure(path: Path, versions: list[Version], runs: int, target_names: Sequen
         if v.proto is None:
             continue
         v.nodes = counts(v.proto)["nodes"]
+        inputs = {i.name for i in v.proto.graph.input}
+        shapes = {k: tuple(a.shape) for k, a in feeds.items() if k in inputs}  # priced at the sizes it runs at
         try:
             for target in target_names:
-                v.predicted[target] = predicted_cost(v.proto, target)
+                v.predicted[target] = predicted_cost(v.proto, target, shapes)
             for level in LEVELS:
                 session = timing.session(v.proto, level=level)
                 names = {i.name for i in session.get_inputs()}

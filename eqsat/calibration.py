@@ -281,13 +281,17 @@ def _comments(
 # Checking a target against the clock (benchmarks/bench_latency.py, notebooks/04_calibration.ipynb)
 
 
-def predicted_cost(model: Any, target: str | os.PathLike[str]) -> float:
+def predicted_cost(
+    model: Any, target: str | os.PathLike[str], input_shapes: dict[str, tuple[int, ...]] | None = None
+) -> float:
     """What `target`'s cost model says `model` (a path, ModelProto or ir.Model) costs: loaded and folded as eqsat
-    loads a model, no rule run, every e-class its one node (Session.input_extraction), each node costed once."""
+    loads a model, no rule run, every e-class its one node (Session.input_extraction), each node costed once.
+    `input_shapes` (name -> dims) makes those inputs static first, so that a graph is priced at the sizes it is
+    timed at (a symbolic dim is otherwise priced at a guess)."""
     from eqsat.extract.cost import roofline
     from eqsat.session import saturate
 
-    session = saturate(model, rules=(), verify=False)
+    session = saturate(model, rules=(), verify=False, fix_input_shapes=dict(input_shapes or {}))
     return float(session.input_extraction().standalone().dag_cost(roofline(load_target(target))))
 
 

@@ -277,3 +277,15 @@ def test_fused_checks_build_each_consumer_of_a_pattern_with_its_other_inputs() -
             both = next(c for c in cases if c.pair == ("p", op, "both"))
             assert {i.name for i in both.model.graph.input} == inputs, (other, op)
             assert set(both.feeds) == inputs
+
+
+def test_predicted_cost_prices_a_symbolic_dim_at_the_size_given() -> None:
+    import onnx.helper as oh
+
+    x = oh.make_tensor_value_info("x", 1, ["n", 256])
+    y = oh.make_tensor_value_info("y", 1, ["n", 256])
+    model = oh.make_model(
+        oh.make_graph([oh.make_node("Relu", ["x"], ["y"])], "g", [x], [y]), opset_imports=[oh.make_opsetid("", 17)]
+    )
+    small, large = (predicted_cost(model, "cpu", {"x": (n, 256)}) for n in (4, 4096))
+    assert large > 10 * small  # 4096 rows move 1024x the bytes of 4 (the launch is shared)
