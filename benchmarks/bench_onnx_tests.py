@@ -36,6 +36,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from eqsat.ops import NONDETERMINISTIC
+
 MEMORY_LIMIT = 6 << 30  # bytes of address space per worker: a runaway allocation fails instead of swapping
 OUTCOMES = ("written+verified", "written-unverified", "refused", "refused-not-runnable", "crash", "wrong")
 BAD = ("refused", "crash", "wrong")
@@ -315,10 +317,9 @@ def check_case(case: Case, timeout: float = 120.0) -> Outcome:
         return Outcome(case.name, kind, message, seconds, ops)
 
 
-#: Ops whose outputs are random draws (Dropout only in training mode, but that is not worth telling apart).
-RANDOM_OPS = frozenset(
-    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout"}
-)
+#: Ops whose outputs are random draws (the op table's random family; Dropout only in training mode, but that is
+#: not worth telling apart).
+RANDOM_OPS = NONDETERMINISTIC | {"Dropout"}
 
 
 def _graphs(graph: Any) -> list[Any]:

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from eqsat.engine.rule import NEED_RULE, Rule, fact, op_pattern
 from eqsat.engine.terms import BINARY, OPS, UNARY
-from eqsat.rewrites.layout import PARAM_UNARY
+from eqsat.ops import BOOL_BINARY, COMPARISONS, PARAM_UNARY
+from eqsat.ops import CONST_FOLDABLE_UNARY as _CONST_FOLDABLE_UNARY
 
-_COMPARISONS = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"}
-_CONST_FOLDABLE_UNARY = ("Neg", "Reciprocal", "Sqrt", "Abs", "Exp", "Log", "Identity")
+_COMPARISONS = frozenset(COMPARISONS)
 
 #: (need v) rows: v's last element is l = v[n - 1], n = |v| > 0, and the value for v without it is r.
 _LAST = "(= n (vec-length {v})) (> n 0) (= l (vec-get {v} (- n 1)))"
@@ -192,7 +192,7 @@ RULES = [
         tuple(fact(f"(= y ({op} a b)) (= s (shape a)) (= s (shape b))", "(set (shape y) s)") for op in sorted(BINARY))
         + tuple(
             fact(f"(= y ({op} a b)) (= d (dtype a))", "(set (dtype y) d)")
-            for op in sorted(BINARY - _COMPARISONS - {"And", "Or", "Xor"})
+            for op in sorted(BINARY - _COMPARISONS - set(BOOL_BINARY))
         )
         + tuple(fact(f"(= y ({op} a b))", '(set (dtype y) "BOOL")') for op in sorted(_COMPARISONS)),
         ruleset="analysis",

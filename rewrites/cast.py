@@ -42,6 +42,7 @@ its Casts were explicit; the reference evaluator gives bit-identical outputs (be
 from __future__ import annotations
 
 from eqsat.engine.rule import Rule, rw
+from eqsat.ops import ARITHMETIC
 
 #: Integer dtypes and their widths in bits.
 INT_BITS = {"INT8": 8, "UINT8": 8, "INT16": 16, "UINT16": 16, "INT32": 32, "UINT32": 32, "INT64": 64, "UINT64": 64}
@@ -52,7 +53,7 @@ TRUNCATING_PAIRS = tuple((a, b) for a in INT_BITS for b in INT_BITS if a != b an
 WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
 
 #: fp16 binary ops that equal their fp32 computation rounded once to fp16 (double rounding innocuous).
-NARROW_BINARY = ("Add", "Sub", "Mul", "Div")
+NARROW_BINARY = ARITHMETIC
 
 
 def _narrow_arith() -> tuple:

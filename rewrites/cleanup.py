@@ -34,10 +34,10 @@ one node; nondeterministic ops (RandomNormalLike, ...) are opaque nodes keyed by
 from __future__ import annotations
 
 from eqsat.engine.rule import Egglog, Rule, fact, need, rw
+from eqsat.ops import IDEMPOTENT
 
-#: Elementwise ops with f(f(x)) = f(x) for every value (NaN and +-inf included; integer Abs too: |INT_MIN| wraps
-#: to INT_MIN in both forms).
-IDEMPOTENT = ("Sign", "Abs", "Ceil", "Floor", "Round")
+# IDEMPOTENT (the op table): elementwise ops with f(f(x)) = f(x) for every value (NaN and +-inf included;
+# integer Abs too: |INT_MIN| wraps to INT_MIN in both forms).
 
 
 def rw_neutral(lhs: str, rhs: str, *guards: str) -> Egglog:

@@ -67,6 +67,7 @@ from __future__ import annotations
 import itertools
 
 from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern
+from eqsat.ops import CONV_EPILOGUES as EPILOGUES
 from eqsat.rewrites.tensor import tlist
 
 FAMILY = "conv"
@@ -475,8 +476,7 @@ def _merge_zero_bias() -> "Egglog":
     )
 
 
-#: Activations a conv runs as its epilogue on some target (extract/targets/*.toml `fused`).
-EPILOGUES = ("Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid")
+# EPILOGUES: activations a conv runs as its epilogue on some target (extract/targets/*.toml `fused`).
 
 
 def _merge_epilogue() -> tuple:

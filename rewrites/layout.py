@@ -46,16 +46,16 @@ from __future__ import annotations
 
 from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern, rw
 from eqsat.engine.terms import BINARY, UNARY
+from eqsat.ops import ARITHMETIC, PARAM_UNARY, TRANSPOSE_REDUCTIONS
 
 COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i]]
 MAX_RANK = 6
 
-#: Unary ops with parameters that are elementwise and layout-agnostic.
-PARAM_UNARY = ("LeakyRelu", "Elu", "HardSigmoid", "Gelu", "Clip", "Cast")
+#: PARAM_UNARY (the op table): unary ops with parameters that are elementwise and layout-agnostic.
 
 
 #: Reductions whose axes may be remapped through a transpose (each reduces a set of axes, order-free).
-REDUCE_OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare")
+REDUCE_OPS = TRANSPOSE_REDUCTIONS
 
 #: R(Transpose(x, p), ax, kd) with 0 < |ax| < |p| = rank of x (ax sorted, non-negative: normalized at load).
 _SINK = (
@@ -174,7 +174,7 @@ _MAPPED = '(unstable-vec-map (unstable-fn "vec-get" k) {})'
 
 
 #: Broadcasting ops whose operands are often a transposed activation and a lower-rank bias or input.
-BROADCAST_SINK_OPS = ("Add", "Sub", "Mul", "Div")
+BROADCAST_SINK_OPS = ARITHMETIC
 
 
 def _sink_broadcast() -> tuple:

@@ -34,6 +34,7 @@ subset is generated once; the cost model decides whether one launch and one read
 from __future__ import annotations
 
 from eqsat.engine.rule import Egglog, Rule, fact, ones, op_pattern, rw
+from eqsat.ops import MATMUL_EPILOGUES as EPILOGUES
 from eqsat.rewrites.layout import RESHAPES
 from eqsat.rewrites.tensor import tlist
 
@@ -400,8 +401,7 @@ def _gemm_merge(n: int, bias: bool) -> "Egglog":
     return fact(q, " ".join(acts))
 
 
-#: Activations a MatMul or Gemm runs as its epilogue on some target (extract/targets/*.toml `fused`).
-EPILOGUES = ("Relu", "Gelu", "Clip")
+# EPILOGUES: activations a MatMul or Gemm runs as its epilogue on some target (extract/targets/*.toml `fused`).
 
 
 def _epilogue(producer: str) -> tuple:

@@ -35,7 +35,7 @@ rewritten ArgMax is the argmax of the exact function, which the original compute
 from __future__ import annotations
 
 from eqsat.engine.rule import Rule, fact, need, ones, rw
-from eqsat.engine.terms import OPS
+from eqsat.ops import AXES_REDUCTIONS, ELEMENT_REDUCTIONS
 
 FAMILY = "reduce"
 #: Sums and means of these dtypes are integer arithmetic (ReduceSum's integer types).
@@ -56,9 +56,8 @@ _SPATIAL = (
 )
 
 #: Every reduction of the term language (ReduceSum, ReduceMean, ..., ReduceL1, ReduceLogSumExp).
-REDUCTIONS = tuple(sorted(op for op in OPS if op.startswith("Reduce")))
-#: Reductions whose value over one element is that element (L1, L2, SumSquare, LogSum, LogSumExp are not).
-ELEMENT_REDUCTIONS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
+REDUCTIONS = tuple(sorted(AXES_REDUCTIONS))
+# ELEMENT_REDUCTIONS (the op table): reductions whose value over one element is that element.
 
 #: y = R(x, ax, keepdims=1); rx = the axes it reduces (ax, or every axis when ax is empty), as in _SUM.
 _KEPT = (

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from eqsat.engine.rule import Rule, fact, need, ones, rw
 from eqsat.engine.terms import DTYPE_GROUPS
+from eqsat.ops import ARITHMETIC
 
 FAMILY = "tensor"
 
@@ -267,7 +268,7 @@ def _onehot_matmul() -> tuple:
 
 #: Elementwise ops a Gather moves in front of when their other operand is a scalar or varies along the
 #: gathered axis only (a dequantization: Cast, then Sub of a zero point, Mul by a per-row scale).
-_GATHERED_BINARY = ("Add", "Sub", "Mul", "Div")
+_GATHERED_BINARY = ARITHMETIC
 
 
 def _gather_before_elementwise() -> tuple:

@@ -64,7 +64,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 #: `eqsat.testing`) -> views -> the engine (with `eqsat.rewrites`, `eqsat.extract`) and the checks, which
 #: never import each other -> the front end -> the base (errors, metadata, options).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("eqsat.errors", "eqsat.metadata", "eqsat.options")),
+    ("base", ("eqsat.errors", "eqsat.metadata", "eqsat.options", "eqsat.ops")),
     ("frontend", ("eqsat.frontend",)),
     ("engine", ("eqsat.engine", "eqsat.rewrites", "eqsat.extract")),
     ("check", ("eqsat.check",)),

@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 
 from eqsat.check.verify_facts import ELEMENT_BUDGET
+from eqsat.ops import AXES_REDUCTIONS, WINDOW_FUNCTIONS
 
 DEFER = "defer"
 
@@ -482,18 +483,8 @@ def _probability(ctx: Context, node: onnx.NodeProto, k: int, here: tuple, flexib
     return np.asarray(ctx.rng.random(here) * (0.5 if node.op_type == "Dropout" else 1.0))
 
 
-REDUCE_OPS = (
-    "ReduceSum",
-    "ReduceMean",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceSumSquare",
-)
+#: Reductions whose axes are input 1 (from opset 18; ReduceSum from 13).
+REDUCE_OPS = AXES_REDUCTIONS
 
 #: Integer inputs: (op, input position) -> handler.
 INTEGER: dict[tuple[str, int], Handler] = {
@@ -541,7 +532,7 @@ INTEGER: dict[tuple[str, int], Handler] = {
     ("STFT", 3): _frame_length,
     ("DFT", 1): _positive(17),
     ("DFT", 2): _dft_axis,
-    **{(op, 0): _positive(33) for op in ("HannWindow", "HammingWindow", "BlackmanWindow")},
+    **{(op, 0): _positive(33) for op in WINDOW_FUNCTIONS},
     ("CenterCropPad", 1): _crop_shape,
     ("AffineGrid", 1): _grid_size,
 }

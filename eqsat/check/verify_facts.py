@@ -25,9 +25,11 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import onnx
 
+from eqsat.ops import NONDETERMINISTIC
+
 ELEMENT_BUDGET = 1 << 24
 SMALL = 64  # initializers of at most this many elements keep their data in the skeleton (shape constants)
-RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli", "Multinomial"}
+RANDOM_OPS = NONDETERMINISTIC
 
 Dims = tuple  # a value's shape: ints, None where unknown
 

@@ -30,23 +30,8 @@ from eqsat.check.verify_consumers import DEFER, FLOAT, INTEGER, Bound, Context
 from eqsat.check.verify_facts import SMALL, ShapeFacts
 from eqsat.check.verify_inputs import SAMPLE_RATE, SAMPLE_RATE_NAMES, Shape, candidate_shapes
 from eqsat.frontend.model_inputs import graph_inputs, input_dims, static_size
+from eqsat.ops import FOLLOW  # ops whose output holds elements of their inputs at these positions
 
-#: Ops whose output holds elements of their inputs at these positions (an index stays an index).
-FOLLOW = {
-    "Cast": (0,),
-    "CastLike": (0,),
-    "Identity": (0,),
-    "Reshape": (0,),
-    "Squeeze": (0,),
-    "Unsqueeze": (0,),
-    "Flatten": (0,),
-    "Transpose": (0,),
-    "Expand": (0,),
-    "Tile": (0,),
-    "Slice": (0,),
-    "Gather": (0,),
-    "Where": (1, 2),
-}
 FALLBACK_BOUNDS = (16, 4, 1)  # for an index whose axis size is unknown: the draw, then the redraws
 REDRAWS = len(FALLBACK_BOUNDS)
 DEFAULT_HIGH = 100

@@ -19,13 +19,14 @@ import functools
 from typing import Any, Iterable, Mapping
 
 from eqsat.frontend.symbols import SYMBOL_SIZE
+from eqsat.ops import NEVER_CONSTANT_OPS
 
 TERM_SORTS = ("T", "TL", "N")
 #: Leaves whose value is known at compile time; a class holding one is constant-only.
 CONSTANT_LEAVES = frozenset({"Const", "Scalar", "Absent", "TNil"})
 #: Nodes that are never constant even with constant children: opaque computations, and the Q/DQ pairs
-#: that quantized formats keep on purpose (runtimes fuse them into integer kernels).
-NEVER_CONSTANT = frozenset({"Opaque", "Out", "Split", "Input", "QuantizeLinear", "DequantizeLinear"})
+#: that quantized formats keep on purpose (runtimes fuse them into integer kernels: the op table's never_constant).
+NEVER_CONSTANT = frozenset({"Opaque", "Out", "Split", "Input"}) | NEVER_CONSTANT_OPS
 #: Constructors that are rule plumbing only (unioned with an extractable form): not decoded.
 PLUMBING = frozenset({"TAppend"})
 #: Constant-only classes larger than this (elements) are computed at run time, never materialized.

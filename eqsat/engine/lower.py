@@ -23,7 +23,8 @@ from eqsat.engine.encode import Encoding
 from eqsat.errors import InternalError
 from eqsat.metadata import PROVENANCE_KEY, RULES_KEY
 from eqsat.frontend.names import fresh_name
-from eqsat.engine.terms import BINARY, OPS, OpSpec
+from eqsat.engine.terms import OPS, OpSpec
+from eqsat.ops import BROADCASTING, NUMPY_KERNELS, NUMPY_OWN, UNARY
 
 _FLOAT_UPCAST = {np.dtype(np.float16): np.float32}
 
@@ -477,7 +478,7 @@ class _Lowerer:
 
 
 #: Ops whose inputs broadcast numpy style (PRelu's slope one way): leading 1-dims of an operand are free.
-_BROADCASTING = BINARY | {"Where"}
+_BROADCASTING = BROADCASTING & OPS.keys()
 
 
 def _compute_precision(array: np.ndarray) -> np.ndarray:
@@ -486,21 +487,13 @@ def _compute_precision(array: np.ndarray) -> np.ndarray:
     return array.astype(up) if up is not None else np.asarray(array)
 
 
-_NUMPY_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "Add": np.add,
-    "Sub": np.subtract,
-    "Mul": np.multiply,
-    "Pow": np.power,
-}  # Div apart: integer division truncates
+#: numpy's functions for the ops the op table names one for (Neg: np.negative, Add: np.add, ...).
 _NUMPY_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "Neg": np.negative,
-    "Reciprocal": np.reciprocal,
-    "Sqrt": np.sqrt,
-    "Abs": np.abs,
-    "Exp": np.exp,
-    "Log": np.log,
-    "Identity": lambda x: x,
+    op: getattr(np, name) for op, name in NUMPY_KERNELS.items() if op in UNARY
 }
+_NUMPY_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    op: getattr(np, name) for op, name in NUMPY_KERNELS.items() if op not in UNARY
+}  # Div apart ("own"): integer division truncates
 
 
 def _evaluate(spec: OpSpec, args: list[np.ndarray | None], params: dict[str, Any], opset: int) -> np.ndarray:
@@ -531,7 +524,7 @@ def _evaluate(spec: OpSpec, args: list[np.ndarray | None], params: dict[str, Any
 
 
 #: The ops `_evaluate` computes with numpy; onnx.reference evaluates the others.
-_NUMPY_OPS = frozenset({"Transpose", "Reshape", "Cast", "Unsqueeze", "Div", *_NUMPY_UNARY, *_NUMPY_BINARY})
+_NUMPY_OPS = NUMPY_OWN | _NUMPY_UNARY.keys() | _NUMPY_BINARY.keys()
 
 
 def _present(array: np.ndarray | None, op: str) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The term language: one egglog sort `T` for tensors and one constructor per modelled ONNX op.
 
-This module is the one place that says which ONNX ops eqsat understands and how each maps to a term:
-tensor inputs first (ONNX input order), then static parameters (attributes, and inputs that must be
+Which ONNX ops eqsat understands and how each maps to a term is the op table, `eqsat.ops.OPS` (re-exported
+here): tensor inputs first (ONNX input order), then static parameters (attributes, and inputs that must be
 constant such as Reshape's shape or Clip's bounds), each with its egglog kind and ONNX default.
 Everything else becomes an `Opaque` node that no rule rewrites and lowering restores unchanged.
 
@@ -24,237 +24,20 @@ one), `const-value` (element k, flattened, of a `Const` of at most SMALL_CONST e
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from typing import Any, Iterable, Sequence
 
-INF = float("inf")
-
-#: egglog kinds of static parameters.
-EGGLOG_KIND = {"int": "i64", "ints": "IVec", "float": "f64", "str": "String", "dtype": "String"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Param:
-    """A static parameter: an ONNX attribute, or a constant input (`input` index) from opset `since`."""
-
-    name: str
-    kind: str  # int | ints | float | str | dtype
-    default: Any = None  # None: required (the node goes opaque if it is absent)
-    input: int | None = None  # index of the ONNX input that carries it from opset `since` on
-    since: int = 1  # first opset with this attribute (or with it as an input)
-    axes_of: str | None = None  # "input"/"output": axis values normalized against that rank
-
-    @property
-    def egglog_kind(self) -> str:
-        return EGGLOG_KIND[self.kind]
-
-
-@dataclasses.dataclass(frozen=True)
-class OpSpec:
-    name: str  # ONNX op_type and egglog constructor name
-    inputs: tuple[str, ...]  # tensor inputs, in ONNX order (static inputs excluded)
-    params: tuple[Param, ...] = ()
-    optional: int = 0  # how many trailing tensor inputs may be absent
-
-    @property
-    def signature(self) -> tuple[str, ...]:
-        return ("T",) * len(self.inputs) + tuple(p.egglog_kind for p in self.params)
-
-
-def _op(name: str, inputs: str = "X", *params: Param, optional: int = 0) -> OpSpec:
-    return OpSpec(name, tuple(inputs.split()) if inputs else (), tuple(params), optional)
-
-
-def _axis(name: str = "axis", default: Any = None, of: str = "input") -> Param:
-    return Param(name, "int", default, axes_of=of)
-
-
-_UNARY = [
-    "Relu",
-    "Sigmoid",
-    "Tanh",
-    "Abs",
-    "Neg",
-    "Exp",
-    "Log",
-    "Sqrt",
-    "Erf",
-    "Reciprocal",
-    "Floor",
-    "Ceil",
-    "Sign",
-    "Softplus",
-    "Softsign",
-    "Identity",
-    "Not",
-    "Sin",
-    "Cos",
-    "Round",
-    "IsNaN",
-    "HardSwish",
-]
-_BINARY = [
-    "Add",
-    "Sub",
-    "Mul",
-    "Div",
-    "Pow",
-    "PRelu",
-    "Equal",
-    "Greater",
-    "Less",
-    "GreaterOrEqual",
-    "LessOrEqual",
-    "And",
-    "Or",
-    "Xor",
-    "Mod",
-    "Max",
-    "Min",
-]  # Max/Min: the two-input form only
-_REDUCE = [
-    "ReduceMean",
-    "ReduceSum",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceL2",
-    "ReduceSumSquare",
-    "ReduceL1",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-]
-_REDUCE_AXES_INPUT_SINCE = {"ReduceSum": 13}  # the others moved axes to an input at opset 18
-_POOL_PARAMS = (
-    Param("auto_pad", "str", "NOTSET"),
-    Param("ceil_mode", "int", 0, since=10),
-    Param("dilations", "ints", (), since=10),
-    Param("kernel_shape", "ints"),
-    Param("pads", "ints", ()),
-    Param("strides", "ints", ()),
-)
+# The op table (eqsat.ops, the base layer) is re-exported: the term language's ops and their categories.
+from eqsat.ops import BINARY as BINARY
+from eqsat.ops import NONDETERMINISTIC as NONDETERMINISTIC
+from eqsat.ops import OPS as OPS
+from eqsat.ops import UNARY as UNARY
+from eqsat.ops import OpSpec as OpSpec
+from eqsat.ops import Param as Param
 
 #: Constructors that never become ONNX nodes (leaves, lists, projections): free in every cost model.
 PLUMBING_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
-UNARY = frozenset(_UNARY)
-BINARY = frozenset(_BINARY)
-
-OPS: dict[str, OpSpec] = {
-    spec.name: spec
-    for spec in [
-        *(_op(name) for name in _UNARY),
-        *(_op(name, "A B") for name in _BINARY),
-        _op("Where", "C X Y"),
-        _op("LeakyRelu", "X", Param("alpha", "float", 0.01)),
-        _op("Elu", "X", Param("alpha", "float", 1.0)),
-        _op("HardSigmoid", "X", Param("alpha", "float", 0.2), Param("beta", "float", 0.5)),
-        _op("Gelu", "X", Param("approximate", "str", "none", since=20)),
-        _op("Clip", "X", Param("min", "float", -INF, input=1, since=11), Param("max", "float", INF, input=2, since=11)),
-        _op("Cast", "X", Param("to", "dtype")),
-        _op("Dropout", "X", Param("ratio", "float", 0.5, input=1, since=12)),
-        _op("Softmax", "X", _axis(default=-1)),
-        _op("LogSoftmax", "X", _axis(default=-1)),
-        _op("Transpose", "X", Param("perm", "ints")),
-        _op("Reshape", "X", Param("shape", "ints", input=1, since=5), Param("allowzero", "int", 0, since=14)),
-        _op("Flatten", "X", _axis(default=1)),
-        _op("Squeeze", "X", Param("axes", "ints", (), input=1, since=13, axes_of="input")),
-        _op("Unsqueeze", "X", Param("axes", "ints", input=1, since=13, axes_of="output")),
-        _op("Expand", "X", Param("shape", "ints", input=1, since=8)),
-        _op(
-            "Pad",
-            "X",
-            Param("pads", "ints", input=1, since=11),
-            Param("value", "float", 0.0, input=2, since=11),
-            Param("mode", "str", "constant"),
-        ),
-        _op("Gather", "X I", _axis(default=0)),
-        _op("DepthToSpace", "X", Param("blocksize", "int"), Param("mode", "str", "DCR", since=11)),
-        _op("SpaceToDepth", "X", Param("blocksize", "int")),
-        _op("OneHot", "I D V", _axis(default=-1, of="output")),  # depth and values stay tensors (their dtypes)
-        _op(
-            "Slice",
-            "X",
-            Param("starts", "ints", input=1, since=10),
-            Param("ends", "ints", input=2, since=10),
-            Param("axes", "ints", (), input=3, since=10),
-            Param("steps", "ints", (), input=4, since=10),
-        ),
-        *(
-            _op(
-                name,
-                "X",
-                Param("axes", "ints", (), input=1, since=_REDUCE_AXES_INPUT_SINCE.get(name, 18), axes_of="input"),
-                Param("keepdims", "int", 1),
-            )
-            for name in _REDUCE
-        ),
-        *(
-            _op(
-                name, "X", _axis(default=0), Param("keepdims", "int", 1), Param("select_last_index", "int", 0, since=12)
-            )
-            for name in ("ArgMax", "ArgMin")
-        ),
-        _op("GlobalAveragePool"),
-        _op("GlobalMaxPool"),
-        _op("MaxPool", "X", *_POOL_PARAMS, Param("storage_order", "int", 0, since=8)),
-        _op("AveragePool", "X", *_POOL_PARAMS, Param("count_include_pad", "int", 0, since=7)),
-        _op("MatMul", "A B"),
-        _op(
-            "Gemm",
-            "A B C",
-            Param("alpha", "float", 1.0),
-            Param("beta", "float", 1.0),
-            Param("transA", "int", 0),
-            Param("transB", "int", 0),
-            optional=1,
-        ),
-        _op(
-            "Conv",
-            "X W B",
-            Param("auto_pad", "str", "NOTSET"),
-            Param("dilations", "ints", ()),
-            Param("group", "int", 1),
-            Param("kernel_shape", "ints", ()),
-            Param("pads", "ints", ()),
-            Param("strides", "ints", ()),
-            optional=1,
-        ),
-        _op(
-            "ConvTranspose",
-            "X W B",
-            Param("auto_pad", "str", "NOTSET"),
-            Param("dilations", "ints", ()),
-            Param("group", "int", 1),
-            Param("kernel_shape", "ints", ()),
-            Param("output_padding", "ints", ()),
-            Param("output_shape", "ints", ()),
-            Param("pads", "ints", ()),
-            Param("strides", "ints", ()),
-            optional=1,
-        ),
-        _op(
-            "BatchNormalization", "X scale B mean var", Param("epsilon", "float", 1e-5), Param("momentum", "float", 0.9)
-        ),
-        _op("InstanceNormalization", "X scale B", Param("epsilon", "float", 1e-5)),
-        _op(
-            "LayerNormalization",
-            "X scale B",
-            _axis(default=-1),
-            Param("epsilon", "float", 1e-5),
-            Param("stash_type", "int", 1),
-            optional=1,
-        ),
-        _op("QuantizeLinear", "X scale zp", _axis(default=1), optional=1),
-        _op("DequantizeLinear", "X scale zp", _axis(default=1), optional=1),
-    ]
-}
-
-#: Ops that must never be merged by hash-consing (random or stateful): always opaque.
-NONDETERMINISTIC = frozenset(
-    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"}
-)
 
 #: Constructors that are not ONNX ops, with their signatures and result sorts.
 SPECIAL: dict[str, tuple[tuple[str, ...], str]] = {

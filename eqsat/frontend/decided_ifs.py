@@ -25,11 +25,12 @@ import onnx_ir as ir
 from eqsat.frontend import io
 from eqsat.frontend.fold import fold, infer_proto, quiet_folder
 from eqsat.frontend.names import add_constant
+from eqsat.ops import STATE_INPUTS
 
 #: (op, input index) -> the only rank that input may have: the ONNX operator spec, and what onnxruntime enforces
 #: ("Input X must have 3 dimensions only"; a Gemm is not here: onnxruntime also runs a rank-1 A).
 RANK_RULES: dict[tuple[str, int], int] = {
-    **{(op, k): 3 for op in ("RNN", "GRU", "LSTM") for k in (0, 1, 2, 5)},  # X, W, R, initial_h
+    **{(op, k): 3 for op in STATE_INPUTS for k in (0, 1, 2, 5)},  # the recurrent ops' X, W, R, initial_h
     ("RNN", 3): 2,
     ("GRU", 3): 2,
     ("LSTM", 3): 2,  # B

@@ -25,120 +25,9 @@ from typing import Sequence
 
 import onnx_ir as ir
 
-Dim = int | str | None  # a size, a symbol's name, or unknown
+from eqsat.ops import ARITHMETIC, BROADCASTING, GLOBAL_POOLS, MATMULS, REDUCTIONS, SAME_SHAPE, WINDOWED
 
-#: Ops whose output 0 has exactly the shape of input 0.
-SAME_SHAPE = frozenset(
-    {
-        "Relu",
-        "Sigmoid",
-        "Tanh",
-        "Abs",
-        "Neg",
-        "Exp",
-        "Log",
-        "Sqrt",
-        "Erf",
-        "Reciprocal",
-        "Floor",
-        "Ceil",
-        "Sign",
-        "Softplus",
-        "Softsign",
-        "Identity",
-        "Not",
-        "Sin",
-        "Cos",
-        "Round",
-        "IsNaN",
-        "IsInf",
-        "LeakyRelu",
-        "Elu",
-        "Selu",
-        "HardSigmoid",
-        "HardSwish",
-        "Gelu",
-        "Mish",
-        "Clip",
-        "Cast",
-        "CastLike",
-        "Dropout",
-        "Softmax",
-        "LogSoftmax",
-        "Hardmax",
-        "BatchNormalization",
-        "InstanceNormalization",
-        "LayerNormalization",
-        "LpNormalization",
-        "LRN",
-        "MeanVarianceNormalization",
-        "QuantizeLinear",
-        "DequantizeLinear",
-        "CumSum",
-        "ThresholdedRelu",
-        "Shrink",
-        "Celu",
-        "Tan",
-        "Atan",
-        "Asin",
-        "Acos",
-        "Sinh",
-        "Cosh",
-        "Asinh",
-        "Acosh",
-        "Atanh",
-        "BitwiseNot",
-        "DynamicQuantizeLinear",
-    }
-)
-#: Ops whose output broadcasts all inputs (numpy rules).
-BROADCASTING = frozenset(
-    {
-        "Add",
-        "Sub",
-        "Mul",
-        "Div",
-        "Pow",
-        "PRelu",
-        "Equal",
-        "Greater",
-        "Less",
-        "GreaterOrEqual",
-        "LessOrEqual",
-        "And",
-        "Or",
-        "Xor",
-        "Mod",
-        "Max",
-        "Min",
-        "Sum",
-        "Mean",
-        "Where",
-        "BitShift",
-        "BitwiseAnd",
-        "BitwiseOr",
-        "BitwiseXor",
-    }
-)
-#: Reductions: output 0 is input 0 with the reduced axes 1 (keepdims) or dropped.
-REDUCTIONS = frozenset(
-    {
-        "ReduceMean",
-        "ReduceSum",
-        "ReduceMax",
-        "ReduceMin",
-        "ReduceProd",
-        "ReduceL1",
-        "ReduceL2",
-        "ReduceLogSum",
-        "ReduceLogSumExp",
-        "ReduceSumSquare",
-        "ArgMax",
-        "ArgMin",
-    }
-)
-#: Windowed ops: output (N, C_out, spatial...) from input (N, C, spatial...).
-WINDOWED = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool", "ConvInteger", "QLinearConv"})
+Dim = int | str | None  # a size, a symbol's name, or unknown
 
 #: dim_params that name a batch dim besides those containing "batch" (priced at 1).
 _BATCH_NAMES = frozenset({"n", "b", "bs", "N", "B"})
@@ -392,7 +281,7 @@ class _Recovery:
                 and steps in (None, (1,))
             )
             return first[slice(starts[0], ends[0])] if plain else None  # type: ignore[arg-type,index]  # plain: ints
-        if op in _ARITHMETIC and first is not None and len(ins) == 2:
+        if op in ARITHMETIC and first is not None and len(ins) == 2:
             other = self.value(ins[1])
             if other is None or len(other) != len(first):
                 return None
@@ -401,7 +290,7 @@ class _Recovery:
                 return items if items is not None and self.no_declared_products(first + other + items) else None
             if op == "Div" and 0 in other:
                 return None
-            return tuple(_ARITHMETIC[op](a, b) for a, b in zip(first, other))  # type: ignore[arg-type]
+            return tuple(_arithmetic(op, a, b) for a, b in zip(first, other))  # type: ignore[arg-type]
         return None
 
     def hints(self, node: ir.Node) -> tuple[Dim, ...]:
@@ -420,14 +309,14 @@ class _Recovery:
         if op == "Transpose" and x is not None and len(x) == rank:
             perm = _ints(node, "perm") or list(reversed(range(rank)))
             return tuple(x[p] for p in perm) if sorted(perm) == list(range(rank)) else ()
-        if op in ("MatMul", "MatMulInteger", "QLinearMatMul") and len(ins) >= 2:
+        if op in MATMULS and len(ins) >= 2:
             return _matmul(ins[0], ins[3] if op == "QLinearMatMul" and len(ins) > 3 else ins[1], rank)
         if op == "Gemm" and len(ins) >= 2 and rank == 2 and ins[0] is not None and ins[1] is not None:
             a, b = ins[0], ins[1]
             return (a[1] if _int(node, "transA") else a[0], b[0] if _int(node, "transB") else b[1])
         if op in WINDOWED and x is not None and len(x) == rank:
             return (x[0], None, *self.windowed(node, x))
-        if op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool") and x is not None and len(x) == rank:
+        if op in GLOBAL_POOLS and x is not None and len(x) == rank:
             return (x[0], x[1])
         if op in REDUCTIONS and x is not None:
             return self.reduced(node, x, rank)
@@ -527,13 +416,11 @@ class _Recovery:
         ]
 
 
-#: Integer arithmetic a shape computation may do on sizes.
-_ARITHMETIC = {
-    "Add": lambda a, b: a + b,
-    "Sub": lambda a, b: a - b,
-    "Mul": lambda a, b: a * b,
-    "Div": lambda a, b: a // b,
-}
+def _arithmetic(op: str, a: int, b: int) -> int:
+    """The integer arithmetic a shape computation may do on sizes (ARITHMETIC: Add, Sub, Mul, Div)."""
+    return a + b if op == "Add" else a - b if op == "Sub" else a * b if op == "Mul" else a // b
+
+
 #: Integer dtypes (ONNX codes) a Cast inside a shape computation may go to.
 _INT_TYPES = frozenset({ir.DataType.INT64.value, ir.DataType.INT32.value})
 #: A Slice bound at least this large is past the end of any dim (exporters write INT64_MAX or INT32_MAX).

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-#: Recurrent ops and the input positions of their initial states.
-STATE_INPUTS = {"RNN": (5,), "GRU": (5,), "LSTM": (5, 6)}
-#: Ops whose output is zero wherever their first input is (shape and layout only).
-ZERO_PRESERVING = frozenset({"Slice", "Reshape", "Expand", "Identity", "Squeeze", "Unsqueeze", "Cast"})
+from eqsat.ops import STATE_INPUTS, ZERO_PRESERVING
+
+# STATE_INPUTS: recurrent ops and the input positions of their initial states; ZERO_PRESERVING: ops whose
+# output is zero wherever their first input is (shape and layout only). Both from the op table.
 
 
 def drop_zero_states(graph: ir.Graph) -> bool:

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 
+from eqsat.ops import COMPARISONS, OPS, UNARY
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
 from eqsat.testing.models import numpy_dtype, onnx_elem_type
 from eqsat.testing.strategies import arrays, broadcastable_shapes, float_arrays, hypothesis_strategies, shapes
@@ -20,31 +21,12 @@ if TYPE_CHECKING:
 SANDWICH_RULES = ("transpose-merge", "transpose-identity")
 
 
-#: Elementwise ops drawn by the properties (float inputs; IsNaN gives BOOL, comparisons too).
-FLOAT_UNARY = (
-    "Relu",
-    "Sigmoid",
-    "Tanh",
-    "Abs",
-    "Neg",
-    "Exp",
-    "Log",
-    "Sqrt",
-    "Erf",
-    "Reciprocal",
-    "Floor",
-    "Ceil",
-    "Sign",
-    "Softplus",
-    "Softsign",
-    "Sin",
-    "Cos",
-    "Round",
-    "IsNaN",
-)
+#: Elementwise ops drawn by the properties (float inputs; IsNaN gives BOOL, comparisons too): the unary ops of
+#: the op table but Not (BOOL inputs), Identity (dropped at load) and HardSwish (left out as it always was).
+FLOAT_UNARY = tuple(op for op in OPS if op in UNARY and OPS[op].logic is None and op not in ("Identity", "HardSwish"))
 
 
-COMPARE_OPS = ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")
+COMPARE_OPS = COMPARISONS
 
 
 #: Cast targets drawn by layout properties (values are in [-8, 8]: in range for every signed type).

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from eqsat.ops import IDEMPOTENT
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
 from eqsat.testing.draw import neutral_element
 from eqsat.testing.strategies import arrays, float_arrays, shapes
@@ -250,7 +251,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
         "idempotent-merge",
         {
             op: ("FLOAT", "FLOAT16", "DOUBLE") + (("INT32", "INT64") if op in ("Sign", "Abs") else ())
-            for op in ("Sign", "Abs", "Ceil", "Floor", "Round")
+            for op in IDEMPOTENT
         },
     ),
     "flatten-noop": _flatten_noop,

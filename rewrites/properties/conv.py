@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from eqsat.ops import CONV_EPILOGUES
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
 from eqsat.testing.draw import CONST_LAST, add_activation, draw_constant, float_input
 from eqsat.testing.models import numpy_dtype
@@ -393,10 +394,6 @@ def _analysis_fact(rule: str) -> Callable[[], Any]:
         return g.case(rule, ["y"], also=ZERO_BIAS + ("bn-decompose", "scale-through-relu", "conv-scale-fold"))
 
     return strategy
-
-
-#: Activations the merges' epilogue rules move before the Split (rewrites/conv.py, rewrites/linear.py).
-CONV_EPILOGUES = ("Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid")
 
 
 def _conv_merge(rule: str = "conv-merge") -> Callable[[], Any]:

@@ -8,18 +8,14 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 import onnx.helper as oh
 
+from eqsat.ops import BOOL_BINARY, TRANSPOSE_REDUCTIONS
+from eqsat.rewrites.layout import BROADCAST_SINK_OPS
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
 from eqsat.testing.draw import COMPARE_OPS, FLOAT_UNARY, SANDWICH_RULES, binary_const, draw_unary, transpose_node
 from eqsat.testing.strategies import arrays, broadcastable_shapes, float_arrays, inverse, perms, shapes
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
-
-
-_FLOAT_BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "PRelu")
-
-
-_LOGICAL = ("And", "Or", "Xor")
 
 
 @rule_case
@@ -73,7 +69,7 @@ def _binary_operands(draw: Callable, st: Any, shape: tuple[int, ...]) -> tuple[s
     family = draw(st.sampled_from(("float", "float", "compare", "logical", "mod")))
     b_shape = draw(broadcastable_shapes(shape, same_rank=True))
     if family == "float":
-        op = draw(st.sampled_from(_FLOAT_BINARY))
+        op = draw(st.sampled_from(("Add", "Sub", "Mul", "Div", "Pow", "PRelu")))
         a_shape = shape if op == "PRelu" else draw(broadcastable_shapes(shape, same_rank=True))
         return op, "FLOAT", draw(float_arrays(a_shape)), draw(float_arrays(b_shape))
     a_shape = draw(broadcastable_shapes(shape, same_rank=True))
@@ -85,7 +81,7 @@ def _binary_operands(draw: Callable, st: Any, shape: tuple[int, ...]) -> tuple[s
             draw(arrays("FLOAT", b_shape, -3, 3, integers=True)),
         )
     if family == "logical":
-        return draw(st.sampled_from(_LOGICAL)), "BOOL", draw(arrays("BOOL", a_shape)), draw(arrays("BOOL", b_shape))
+        return draw(st.sampled_from(BOOL_BINARY)), "BOOL", draw(arrays("BOOL", a_shape)), draw(arrays("BOOL", b_shape))
     return "Mod", "INT32", draw(arrays("INT32", a_shape, -20, 20)), draw(arrays("INT32", b_shape, 1, 5))
 
 
@@ -128,7 +124,7 @@ def _transpose_sink_binary_broadcast(draw: Callable, st: Any) -> RuleCase:
     t_shape = tuple(shape[i] for i in p)
     k = draw(st.integers(0, len(shape) - 1))
     c_shape = tuple(1 if draw(st.booleans()) else d for d in t_shape[len(shape) - k :])
-    op = draw(st.sampled_from(("Add", "Sub", "Mul", "Div")))
+    op = draw(st.sampled_from(BROADCAST_SINK_OPS))
     g = DrawnGraph()
     x = g.input("x", draw(float_arrays(shape)))
     c = g.input("c", draw(float_arrays(c_shape, low=0.5, high=2.0)) if op == "Div" else draw(float_arrays(c_shape)))
@@ -172,7 +168,7 @@ def _axes_op(g: DrawnGraph, op: str, x: str, y: str, axes: Sequence[int], opset:
     return g.node(op, [x], y, axes=list(axes), **attrs)
 
 
-_REDUCE_OPS = ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceSumSquare")
+_REDUCE_OPS = TRANSPOSE_REDUCTIONS
 
 
 @rule_case
@@ -354,7 +350,7 @@ def _reshape_sink_bias(draw: Callable, st: Any) -> RuleCase:
     d = draw(st.integers(1, 4))
     out = (*lead, d)
     target = draw(st.sampled_from((list(out), [-1, *out[1:]])))
-    op = draw(st.sampled_from(("Add", "Sub", "Mul", "Div")))
+    op = draw(st.sampled_from(BROADCAST_SINK_OPS))
     k = draw(st.integers(1, len(out)))
     b_shape = (1,) * (k - 1) + (draw(st.sampled_from((d, d, 1))),)
     g = DrawnGraph()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from eqsat.ops import MATMUL_EPILOGUES as LINEAR_EPILOGUES
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
 from eqsat.testing.draw import CONST_LAST, add_activation, draw_constant, float_input
 from eqsat.testing.models import numpy_dtype
@@ -14,9 +15,6 @@ from eqsat.testing.strategies import float_arrays, hypothesis_strategies, shapes
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
-
-
-LINEAR_EPILOGUES = ("Relu", "Gelu", "Clip")
 
 
 def _linear_dtype_and_dims(draw: Callable, count: int) -> tuple[str, Any, tuple[int, ...]]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from eqsat.ops import AXES_REDUCTIONS, ELEMENT_REDUCTIONS, POINTWISE_REDUCTIONS
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
 from eqsat.testing.draw import CONST_LAST, float_input
 from eqsat.testing.models import numpy_dtype
@@ -72,18 +73,7 @@ def _global_pool(rule: str) -> Callable[[], Any]:
     return strategy
 
 
-_REDUCTIONS = (
-    "ReduceMean",
-    "ReduceSum",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceSumSquare",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-)
+_REDUCTIONS = AXES_REDUCTIONS
 
 
 @rule_case
@@ -172,11 +162,9 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "reducemean-to-global-pool": _global_pool("reducemean-to-global-pool"),
     "global-pool-to-reducemean": _global_pool("global-pool-to-reducemean"),
     "reduce-unsqueeze-fuse": _reduce_unsqueeze,
-    "reduce-unit-axes": functools.partial(
-        _reduce_unit_axes, "reduce-unit-axes", ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
-    ),
+    "reduce-unit-axes": functools.partial(_reduce_unit_axes, "reduce-unit-axes", ELEMENT_REDUCTIONS),
     "reduce-unit-axes-pointwise": functools.partial(
-        _reduce_unit_axes, "reduce-unit-axes-pointwise", ("ReduceL1", "ReduceSumSquare", "ReduceLogSum")
+        _reduce_unit_axes, "reduce-unit-axes-pointwise", tuple(POINTWISE_REDUCTIONS)
     ),
     "argmax-monotone": _argmax_monotone,
 }
