@@ -208,6 +208,7 @@ def test_the_command_refuses_bad_options_before_measuring(
     argv: list[str], words: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))  # the user targets folder, were it made: not made
     assert main(["calibrate", "--budget", "1", *argv]) == 2
     assert words in capsys.readouterr().err
     assert not list(tmp_path.iterdir())

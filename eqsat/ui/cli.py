@@ -202,8 +202,10 @@ def _cmd_targets(args: argparse.Namespace) -> int:
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from eqsat.calibration import calibrate, check_options, user_target_path
+    from eqsat.extract.cost import load_target
 
     check_options(budget=args.budget, provider=args.provider, threads=args.threads, name=args.name)
+    load_target(args.base)  # an unknown base is refused before anything is made or measured
     output = args.output or str(user_target_path(args.name))
     if not output.endswith(".toml"):
         raise BadInputError(output, "a target is a .toml file: name the output FILE.toml")
