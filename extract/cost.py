@@ -136,6 +136,7 @@ class _GraphFacts:
     unit: list[bool]  # per node: a QDQ node unit of the target (see _qdq_facts)
     dq_used: list[bool]  # per class: a DQ output with consumers (which absorb it or pay for it)
     q_paid: list[bool]  # per class: its producer absorbs (unit) or pays for a Q reading it
+    zero_point: list[bool]  # per class: a unit of a `[qdq] zero_point_ops` op reads it or is in it
     blocked: list[bool]  # per class: holds an activation in the target's blocked layout
     costs: dict[int, float] = dataclasses.field(default_factory=dict)  # per node id: its cost, once computed
 
@@ -174,7 +175,7 @@ class Roofline:
             elt,
             dtype,
             _fusable_classes(egraph, self.target.fused),
-            *_qdq_facts(egraph, self.target.qdq_ops),
+            *_qdq_facts(egraph, self.target.qdq_ops, self.target.qdq_zero_point_ops, _reads_zero_point(self.target)),
             _blocked_classes(egraph, self.target.blocked),
         )
         self._facts = (weakref.ref(egraph), facts)
@@ -242,9 +243,11 @@ class Roofline:
             return self._plain(g, f, n, ins, out_numel) + reorder
         # QDQ node units: DQ and Q cost their consumer / producer, which absorbs them (an integer kernel)
         # or pays for running them as kernels of their own (any other op)
-        if op == "DequantizeLinear" and f.dq_used[n.eclass]:
+        # a unit whose selector reads zero points absorbs only a DQ or Q that has one
+        implicit = op in ("DequantizeLinear", "QuantizeLinear") and _absent_input(g, n, 2)
+        if op == "DequantizeLinear" and f.dq_used[n.eclass] and not (implicit and f.zero_point[n.eclass]):
             return FUSED_EPSILON
-        if op == "QuantizeLinear" and ins and f.q_paid[ins[0]]:
+        if op == "QuantizeLinear" and ins and f.q_paid[ins[0]] and not (implicit and f.zero_point[ins[0]]):
             return FUSED_EPSILON
         if f.unit[n.id] and t.supports(op):
             unit = t.launch * t.view_fraction if op in VIEW_OPS else self._qdq_unit(g, f, n, ins, out_numel)
@@ -541,19 +544,32 @@ def _live_inputs(g: EGraph, n: ENode) -> list[int]:
     return [c for c in n.children if g.classes[c].sort == "T" and not g.classes[c].constant]
 
 
-def _qdq_facts(g: EGraph, ops: frozenset[str]) -> tuple[list[int], list[int], list[bool], list[bool], list[bool]]:
+def _reads_zero_point(target: Target) -> frozenset[str]:
+    """Producers of fused patterns whose consumer is a QuantizeLinear that must have its zero point (ONNX
+    Runtime's ReluQuantFusion): their Q is absorbed only with one."""
+    return frozenset(op for p in target.fused if p.all_inputs and "QuantizeLinear" in p.consumers for op in p.producers)
+
+
+def _qdq_facts(
+    g: EGraph,
+    ops: frozenset[str],
+    zero_point_ops: frozenset[str] = frozenset(),
+    q_zero_point: frozenset[str] = frozenset(),
+) -> tuple[list[int], list[int], list[bool], list[bool], list[bool], list[bool]]:
     """QDQ facts for a target running `ops` as integer kernels: per class the DequantizeLinear node it holds
     and a QuantizeLinear node reading it (-1: none); per node whether it is a unit (an op of `ops` whose
     every non-constant tensor input holds a DQ, at least one, and whose output a Q reads); per DQ class
     whether it has consumers; per class whether a node in it (a unit, or an op that runs the Q as its own
-    kernel) accounts for its Q."""
+    kernel) accounts for its Q; per class whether a unit of `zero_point_ops` reads it or is in it, or an op
+    of `q_zero_point` is in it (its DQ or Q is absorbed only with an explicit zero point)."""
     dq = [-1] * len(g.classes)
     q = [-1] * len(g.classes)
     unit = [False] * len(g.nodes)
     dq_used = [False] * len(g.classes)
     q_paid = [False] * len(g.classes)
+    zero_point = [False] * len(g.classes)
     if not ops:
-        return dq, q, unit, dq_used, q_paid
+        return dq, q, unit, dq_used, q_paid, zero_point
     for n in g.nodes:
         if g.classes[n.eclass].constant or not n.children:
             continue
@@ -567,12 +583,23 @@ def _qdq_facts(g: EGraph, ops: frozenset[str]) -> tuple[list[int], list[int], li
         if n.op in ops and q[n.eclass] >= 0:  # ONNX Runtime's selectors also want the Q of the output
             live = _live_inputs(g, n)
             unit[n.id] = bool(live) and all(dq[c] >= 0 for c in live)
+            if unit[n.id] and n.op in zero_point_ops:
+                for c in [n.eclass, *live]:
+                    zero_point[c] = True
+        if n.op in q_zero_point:
+            zero_point[n.eclass] = True
         if n.op not in PLUMBING_OPS and n.op not in ("Opaque", "DequantizeLinear", "QuantizeLinear"):
             q_paid[n.eclass] = True
         if n.op not in PLUMBING_OPS and n.op not in ("DequantizeLinear", "QuantizeLinear"):
             for c in n.children:
                 dq_used[c] = dq_used[c] or dq[c] >= 0
-    return dq, q, unit, dq_used, q_paid
+    return dq, q, unit, dq_used, q_paid, zero_point
+
+
+def _absent_input(g: EGraph, n: ENode, k: int) -> bool:
+    """Whether tensor input `k` of `n` is missing (an optional input left out)."""
+    ins = [c for c in n.children if g.classes[c].sort == "T"]
+    return k >= len(ins) or _absent(g, ins[k])
 
 
 def _blocked_classes(g: EGraph, layout: BlockedLayout | None) -> list[bool]:
@@ -619,6 +646,8 @@ def _fused_input(g: EGraph, mask: list[int], i: int, p: FusedPattern, n: ENode) 
     for k, c in enumerate(ins):
         if mask[c] >> i & 1:
             others = ins[:k] + ins[k + 1 :]
+            if p.all_inputs and any(_absent(g, o) for o in others):
+                continue
             if p.other_inputs == "any" or all(g.classes[o].constant for o in others):
                 return k
     return None

@@ -35,6 +35,7 @@ class FusedPattern:
     consumers: frozenset[str]
     other_inputs: str = "constant"  # "constant": the consumer's other inputs must be constant; "any"
     mode: str = "free"  # "free": reads its constants only; "epilogue": compute and traffic, no launch
+    all_inputs: bool = False  # the consumer's optional inputs must all be present (a runtime's pattern reads them)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +66,8 @@ class Target:
     layout_penalty: float = 0.0  # extra activation traffic of a non-preferred layout
     view_fraction: float = 0.05  # cost of a view op, as a fraction of `launch`
     qdq_ops: frozenset[str] = frozenset()  # ops run as one integer kernel inside DQ -> op -> Q
+    #: qdq ops whose unit needs explicit zero points on its DQs and its Q (the runtime's selector reads them)
+    qdq_zero_point_ops: frozenset[str] = frozenset()
     blocked: BlockedLayout | None = None  # blocked activation layout (NCHWc) and the ops that keep it
     serial_ops: frozenset[str] = frozenset()  # one thread per output looping over the window
     serial_step: float = 0.0  # seconds per step of that loop
@@ -135,6 +138,7 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
                 frozenset(f["consumers"]),
                 str(f.get("other_inputs", "constant")),
                 str(f.get("mode", "free")),
+                _flag(f, "all_inputs"),
             )
             for f in data.get("fused", ())
         ),
@@ -142,6 +146,7 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
         layout_penalty=float(data.get("layout_penalty", 0.0)),
         view_fraction=float(data.get("view_fraction", 0.05)),
         qdq_ops=frozenset(map(str, data.get("qdq", {}).get("ops", ()))),
+        qdq_zero_point_ops=frozenset(map(str, data.get("qdq", {}).get("zero_point_ops", ()))),
         blocked=_blocked_from_dict(data["blocked_layout"]) if "blocked_layout" in data else None,
         serial_ops=frozenset(map(str, data.get("serial", {}).get("ops", ()))),
         serial_step=float(data.get("serial", {}).get("step", 0.0)),
@@ -201,3 +206,11 @@ def _validate(t: Target) -> None:
         moving = f.consumers & (MOVE_OPS | VIEW_OPS)
         if moving:
             raise ValueError(f"fused pattern {f.name}: data movement ops cannot be fused away: {sorted(moving)}")
+
+
+def _flag(table: dict[str, Any], key: str) -> bool:
+    """A true/false key of a TOML table (a string "false" is an error, not true)."""
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false, got {value!r}")
+    return value

@@ -119,7 +119,7 @@ def test_a_consumer_is_kept_fused_when_it_adds_nearer_its_fused_price() -> None:
     kept = {f["name"]: f["consumers"] for f in data["fused"]}
     assert kept["matmul-bias"] == ["Add"]
     assert kept["conv-activation"] == ["LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid"]
-    assert "fused" not in _with_fused(
+    emptied = _with_fused(
         base,
         [_check(25.0)]
         + [
@@ -128,6 +128,10 @@ def test_a_consumer_is_kept_fused_when_it_adds_nearer_its_fused_price() -> None:
             for op in ("LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "Relu", "Clip")
         ],
     )
+    left = [f["name"] for f in emptied.get("fused", ())]  # patterns left with no consumer are dropped
+    assert left == [f["name"] for f in base["fused"] if f["name"] not in ("matmul-bias", "conv-activation")]
+    only = {"fused": [f for f in base["fused"] if f["name"] == "matmul-bias"]}
+    assert "fused" not in _with_fused(only, [_check(25.0)])  # and the table with them
 
 
 def _small_cases() -> list:
