@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
-import time
 from typing import Callable, Sequence
 
 import numpy as np
@@ -147,28 +145,14 @@ def _feed(model: onnx.ModelProto) -> dict[str, np.ndarray]:
 
 
 def measure(variants: list[Variant], rounds: int, calls: int) -> dict[str, float]:
-    """Median per-call seconds of each variant over interleaved rounds (after a warm-up)."""
-    import onnxruntime as ort
+    """Median per-call seconds of each variant over interleaved rounds (after a warm-up; eqsat.check.timing)."""
+    from eqsat.check import timing
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    runs = []
-    for label, model in variants:
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        feed = _feed(model)
-        for _ in range(50):
-            session.run(None, feed)
-        runs.append((label, session, feed))
-    times: dict[str, list[float]] = {label: [] for label, _ in variants}
-    for _ in range(rounds):
-        for label, session, feed in runs:
-            start = time.perf_counter()
-            for _ in range(calls):
-                session.run(None, feed)
-            times[label].append((time.perf_counter() - start) / calls)
-    return {label: statistics.median(t) for label, t in times.items()}
+    runs = [timing.Timed(label, timing.session(model), _feed(model), calls) for label, model in variants]
+    for run in runs:
+        run.warm_up(50)
+    timing.time_interleaved(runs, rounds=rounds)
+    return {run.label: run.median for run in runs}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

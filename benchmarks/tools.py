@@ -24,6 +24,10 @@ PEER_SCRIPTS = {
         "import sys, time, onnxslim; t = time.perf_counter(); onnxslim.slim(sys.argv[1], sys.argv[2]); "
         "print(time.perf_counter() - t)"
     ),
+    "onnxscript": (
+        "import sys, time, onnx, onnxscript.optimizer; m = onnx.load(sys.argv[1]); t = time.perf_counter(); "
+        "out = onnxscript.optimizer.optimize(m); print(time.perf_counter() - t); onnx.save(out, sys.argv[2])"
+    ),
     "ort-basic": (
         "import sys, time, onnxruntime as ort; o = ort.SessionOptions(); "
         "o.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC; "

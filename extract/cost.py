@@ -1,4 +1,4 @@
-"""Cost models: the contract, hardware targets (data in targets/*.toml) and the default roofline model.
+"""Cost models: the contract and the default roofline model, for a hardware target (eqsat.extract.target).
 
 Contract: a `CostModel` is any callable `(egraph, node) -> float` giving the cost of one e-node (seconds,
 for the built-in models) from its op, attributes and the shape/dtype facts of its class and its children.
@@ -62,11 +62,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import tomllib
 import weakref
-from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -83,195 +80,24 @@ from eqsat.extract.op_traits import (
     INDEXED_READ_OPS,
     QUANT_TYPES,
     QDQ_OPS,
-    QUANT_OTHER,
     CONV_WEIGHT,
     MATMUL_RHS,
 )
-from eqsat.extract.target_schema import check_keys
-from eqsat.extract.ties import check_tie_break, default_tie_break, tie_cost
+from eqsat.extract.target import (  # noqa: F401 - TARGET_DIR, targets, TargetError: re-exported, used from here
+    TARGET_DIR,
+    BlockedLayout,
+    FusedPattern,
+    Target,
+    TargetError,
+    load_target,
+    targets,
+    user_target_dir,
+)
+from eqsat.extract.ties import tie_cost
 from eqsat.engine.egraph import EGraph, ENode
-from eqsat.errors import BadInputError
 from eqsat.engine.terms import PLUMBING_OPS
 
 CostModel = Callable[[EGraph, ENode], float]
-
-TARGET_DIR = Path(__file__).with_name("targets")
-
-
-class TargetError(BadInputError):
-    """An unknown or malformed hardware target."""
-
-
-# ---------------------------------------------------------------------------------------------------
-# Targets
-
-
-@dataclasses.dataclass(frozen=True)
-class FusedPattern:
-    """A consumer op fused into the kernel of its producer (e.g. conv + bias + relu epilogue)."""
-
-    name: str
-    producers: frozenset[str]
-    consumers: frozenset[str]
-    other_inputs: str = "constant"  # "constant": the consumer's other inputs must be constant; "any"
-    mode: str = "free"  # "free": reads its constants only; "epilogue": compute and traffic, no launch
-
-
-@dataclasses.dataclass(frozen=True)
-class BlockedLayout:
-    """A blocked activation layout a CPU runtime keeps between its kernels (ONNX Runtime's NCHWc)."""
-
-    producers: frozenset[str]  # ops that produce blocked outputs from plain NCHW inputs
-    ops: frozenset[str]  # ops that consume (and produce) blocked activations
-    block: int = 1  # channels per block: producers whose output channels are not a multiple stay NCHW
-    dtypes: frozenset[str] = frozenset({"FLOAT"})
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """A hardware target, loaded from `extract/targets/<name>.toml`."""
-
-    name: str
-    description: str
-    peak: Mapping[str, float]  # FLOP/s per ONNX dtype name; "default" for others
-    bandwidth: float  # bytes/s
-    launch: float  # seconds per op
-    supported_ops: frozenset[str] | None  # None: every op
-    unsupported_penalty: float = 0.0  # seconds per unsupported op (host round trip)
-    fallback_peak: float = 1e11  # FLOP/s of the host that runs unsupported ops
-    fallback_bandwidth: float = 1e10  # bytes/s of that host
-    fused: tuple[FusedPattern, ...] = ()
-    layout: str = "any"  # "NCHW", "NHWC" or "any"
-    layout_penalty: float = 0.0  # extra activation traffic of a non-preferred layout
-    view_fraction: float = 0.05  # cost of a view op, as a fraction of `launch`
-    qdq_ops: frozenset[str] = frozenset()  # ops run as one integer kernel inside DQ -> op -> Q
-    blocked: BlockedLayout | None = None  # blocked activation layout (NCHWc) and the ops that keep it
-    serial_ops: frozenset[str] = frozenset()  # one thread per output looping over the window
-    serial_step: float = 0.0  # seconds per step of that loop
-    relayout_ops: frozenset[str] = frozenset()  # ops whose kernels take only inputs of `relayout_ranks`
-    relayout_ranks: frozenset[int] = frozenset()
-    quant_types: frozenset[str] | None = None  # quantized types taken natively by Q/DQ (None: every type)
-    quant_symmetric: bool = False  # ... with zero point 0 only
-    quant_other: str = "convert"  # cost of any other Q/DQ: "unsupported" or "convert" (see QUANT_OTHER)
-    tie_break: float = 0.0  # seconds per node, plus a share per input it reads (extract/ties.py)
-    op_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)  # measured factor per op
-    source: str = ""
-
-    def peak_for(self, dtype: str) -> float | None:
-        """FLOP/s for `dtype`, or None if the target cannot compute in it."""
-        return self.peak.get(dtype, self.peak.get("default"))
-
-    def supports(self, op: str) -> bool:
-        return self.supported_ops is None or op in self.supported_ops
-
-
-def targets() -> list[str]:
-    """Names of the targets shipped in extract/targets/."""
-    return sorted(p.stem for p in TARGET_DIR.glob("*.toml"))
-
-
-def load_target(name: str | os.PathLike[str]) -> Target:
-    """Load a target by name (`cpu`, `gpu`, `npu`, ...) or from a .toml path."""
-    text = str(name)
-    path = Path(text) if text.endswith(".toml") or os.sep in text else TARGET_DIR / f"{text}.toml"
-    if not path.is_file():
-        raise TargetError(f"target {text!r}", f"unknown target; available: {', '.join(targets())}")
-    try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-        return _target_from_dict(data, str(path))
-    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise TargetError(str(path), f"malformed target: {exc}") from exc
-
-
-def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
-    check_keys(data)
-    ops = data.get("supported_ops", "*")
-    fallback = data.get("fallback", {})
-    target = Target(
-        name=str(data["name"]),
-        description=str(data.get("description", "")),
-        peak={str(k): float(v) for k, v in data["peak"].items()},
-        bandwidth=float(data["bandwidth"]),
-        launch=float(data["launch"]),
-        supported_ops=None if ops == "*" else frozenset(map(str, ops)),
-        unsupported_penalty=float(data.get("unsupported_penalty", 0.0)),
-        fallback_peak=float(fallback.get("peak", 1e11)),
-        fallback_bandwidth=float(fallback.get("bandwidth", 1e10)),
-        fused=tuple(
-            FusedPattern(
-                str(f["name"]),
-                frozenset(f["producers"]),
-                frozenset(f["consumers"]),
-                str(f.get("other_inputs", "constant")),
-                str(f.get("mode", "free")),
-            )
-            for f in data.get("fused", ())
-        ),
-        layout=str(data.get("layout", "any")),
-        layout_penalty=float(data.get("layout_penalty", 0.0)),
-        view_fraction=float(data.get("view_fraction", 0.05)),
-        qdq_ops=frozenset(map(str, data.get("qdq", {}).get("ops", ()))),
-        blocked=_blocked_from_dict(data["blocked_layout"]) if "blocked_layout" in data else None,
-        serial_ops=frozenset(map(str, data.get("serial", {}).get("ops", ()))),
-        serial_step=float(data.get("serial", {}).get("step", 0.0)),
-        relayout_ops=frozenset(map(str, data.get("relayout", {}).get("ops", ()))),
-        relayout_ranks=frozenset(map(int, data.get("relayout", {}).get("ranks", ()))),
-        quant_types=frozenset(map(str, data["quant"]["types"])) if "types" in data.get("quant", {}) else None,
-        quant_symmetric=bool(data.get("quant", {}).get("symmetric", False)),
-        quant_other=str(data.get("quant", {}).get("other", "convert")),
-        tie_break=float(data.get("tie_break", default_tie_break(float(data["launch"])))),
-        op_scale={str(k): float(v) for k, v in data.get("op_scale", {}).items()},
-        source=source,
-    )
-    _validate(target)
-    return target
-
-
-def _blocked_from_dict(data: Mapping[str, Any]) -> BlockedLayout:
-    return BlockedLayout(
-        frozenset(map(str, data["producers"])),
-        frozenset(map(str, data["ops"])),
-        int(data.get("block", 1)),
-        frozenset(map(str, data.get("dtypes", ("FLOAT",)))),
-    )
-
-
-def _validate(t: Target) -> None:
-    positive = {
-        "bandwidth": t.bandwidth,
-        "launch": t.launch,
-        "fallback.peak": t.fallback_peak,
-        "fallback.bandwidth": t.fallback_bandwidth,
-        "view_fraction": t.view_fraction,
-    }
-    positive.update({f"peak.{k}": v for k, v in t.peak.items()} | {f"op_scale.{k}": v for k, v in t.op_scale.items()})
-    for key, value in positive.items():
-        if not (value > 0 and math.isfinite(value)):
-            raise ValueError(f"{key} must be a positive finite number, got {value}")
-    if t.unsupported_penalty < 0 or t.layout_penalty < 0:
-        raise ValueError("penalties must be >= 0")
-    check_tie_break(t.tie_break, t.launch)
-    if not (t.serial_step >= 0 and math.isfinite(t.serial_step)):
-        raise ValueError(f"serial.step must be a finite number >= 0, got {t.serial_step}")
-    if t.blocked is not None:
-        if t.blocked.block < 1:
-            raise ValueError(f"blocked_layout.block must be >= 1, got {t.blocked.block}")
-        if not t.blocked.producers <= t.blocked.ops:
-            raise ValueError("blocked_layout: every producer must also be listed in ops")
-    if t.quant_other not in QUANT_OTHER:
-        raise ValueError(f"quant.other must be one of {', '.join(QUANT_OTHER)}, got {t.quant_other!r}")
-    if t.quant_types is not None and not t.quant_types <= QUANT_TYPES:
-        raise ValueError(f"quant.types must be among {sorted(QUANT_TYPES)}, got {sorted(t.quant_types - QUANT_TYPES)}")
-    if t.layout not in ("NCHW", "NHWC", "any"):
-        raise ValueError(f"layout must be NCHW, NHWC or any, got {t.layout!r}")
-    for f in t.fused:
-        if f.mode not in ("free", "epilogue") or f.other_inputs not in ("constant", "any"):
-            raise ValueError(f"fused pattern {f.name}: mode must be free|epilogue, other_inputs constant|any")
-        moving = f.consumers & (MOVE_OPS | VIEW_OPS)
-        if moving:
-            raise ValueError(f"fused pattern {f.name}: data movement ops cannot be fused away: {sorted(moving)}")
-
 
 # ---------------------------------------------------------------------------------------------------
 # Costing a whole e-graph
@@ -310,6 +136,7 @@ class _GraphFacts:
     unit: list[bool]  # per node: a QDQ node unit of the target (see _qdq_facts)
     dq_used: list[bool]  # per class: a DQ output with consumers (which absorb it or pay for it)
     q_paid: list[bool]  # per class: its producer absorbs (unit) or pays for a Q reading it
+    zero_point: list[bool]  # per class: a unit of a `[qdq] zero_point_ops` op reads it or is in it
     blocked: list[bool]  # per class: holds an activation in the target's blocked layout
     costs: dict[int, float] = dataclasses.field(default_factory=dict)  # per node id: its cost, once computed
 
@@ -348,7 +175,7 @@ class Roofline:
             elt,
             dtype,
             _fusable_classes(egraph, self.target.fused),
-            *_qdq_facts(egraph, self.target.qdq_ops),
+            *_qdq_facts(egraph, self.target.qdq_ops, self.target.qdq_zero_point_ops, _reads_zero_point(self.target)),
             _blocked_classes(egraph, self.target.blocked),
         )
         self._facts = (weakref.ref(egraph), facts)
@@ -416,9 +243,11 @@ class Roofline:
             return self._plain(g, f, n, ins, out_numel) + reorder
         # QDQ node units: DQ and Q cost their consumer / producer, which absorbs them (an integer kernel)
         # or pays for running them as kernels of their own (any other op)
-        if op == "DequantizeLinear" and f.dq_used[n.eclass]:
+        # a unit whose selector reads zero points absorbs only a DQ or Q that has one
+        implicit = op in ("DequantizeLinear", "QuantizeLinear") and _absent_input(g, n, 2)
+        if op == "DequantizeLinear" and f.dq_used[n.eclass] and not (implicit and f.zero_point[n.eclass]):
             return FUSED_EPSILON
-        if op == "QuantizeLinear" and ins and f.q_paid[ins[0]]:
+        if op == "QuantizeLinear" and ins and f.q_paid[ins[0]] and not (implicit and f.zero_point[ins[0]]):
             return FUSED_EPSILON
         if f.unit[n.id] and t.supports(op):
             unit = t.launch * t.view_fraction if op in VIEW_OPS else self._qdq_unit(g, f, n, ins, out_numel)
@@ -715,19 +544,32 @@ def _live_inputs(g: EGraph, n: ENode) -> list[int]:
     return [c for c in n.children if g.classes[c].sort == "T" and not g.classes[c].constant]
 
 
-def _qdq_facts(g: EGraph, ops: frozenset[str]) -> tuple[list[int], list[int], list[bool], list[bool], list[bool]]:
+def _reads_zero_point(target: Target) -> frozenset[str]:
+    """Producers of fused patterns whose consumer is a QuantizeLinear that must have its zero point (ONNX
+    Runtime's ReluQuantFusion): their Q is absorbed only with one."""
+    return frozenset(op for p in target.fused if p.all_inputs and "QuantizeLinear" in p.consumers for op in p.producers)
+
+
+def _qdq_facts(
+    g: EGraph,
+    ops: frozenset[str],
+    zero_point_ops: frozenset[str] = frozenset(),
+    q_zero_point: frozenset[str] = frozenset(),
+) -> tuple[list[int], list[int], list[bool], list[bool], list[bool], list[bool]]:
     """QDQ facts for a target running `ops` as integer kernels: per class the DequantizeLinear node it holds
     and a QuantizeLinear node reading it (-1: none); per node whether it is a unit (an op of `ops` whose
     every non-constant tensor input holds a DQ, at least one, and whose output a Q reads); per DQ class
     whether it has consumers; per class whether a node in it (a unit, or an op that runs the Q as its own
-    kernel) accounts for its Q."""
+    kernel) accounts for its Q; per class whether a unit of `zero_point_ops` reads it or is in it, or an op
+    of `q_zero_point` is in it (its DQ or Q is absorbed only with an explicit zero point)."""
     dq = [-1] * len(g.classes)
     q = [-1] * len(g.classes)
     unit = [False] * len(g.nodes)
     dq_used = [False] * len(g.classes)
     q_paid = [False] * len(g.classes)
+    zero_point = [False] * len(g.classes)
     if not ops:
-        return dq, q, unit, dq_used, q_paid
+        return dq, q, unit, dq_used, q_paid, zero_point
     for n in g.nodes:
         if g.classes[n.eclass].constant or not n.children:
             continue
@@ -741,12 +583,23 @@ def _qdq_facts(g: EGraph, ops: frozenset[str]) -> tuple[list[int], list[int], li
         if n.op in ops and q[n.eclass] >= 0:  # ONNX Runtime's selectors also want the Q of the output
             live = _live_inputs(g, n)
             unit[n.id] = bool(live) and all(dq[c] >= 0 for c in live)
+            if unit[n.id] and n.op in zero_point_ops:
+                for c in [n.eclass, *live]:
+                    zero_point[c] = True
+        if n.op in q_zero_point:
+            zero_point[n.eclass] = True
         if n.op not in PLUMBING_OPS and n.op not in ("Opaque", "DequantizeLinear", "QuantizeLinear"):
             q_paid[n.eclass] = True
         if n.op not in PLUMBING_OPS and n.op not in ("DequantizeLinear", "QuantizeLinear"):
             for c in n.children:
                 dq_used[c] = dq_used[c] or dq[c] >= 0
-    return dq, q, unit, dq_used, q_paid
+    return dq, q, unit, dq_used, q_paid, zero_point
+
+
+def _absent_input(g: EGraph, n: ENode, k: int) -> bool:
+    """Whether tensor input `k` of `n` is missing (an optional input left out)."""
+    ins = [c for c in n.children if g.classes[c].sort == "T"]
+    return k >= len(ins) or _absent(g, ins[k])
 
 
 def _blocked_classes(g: EGraph, layout: BlockedLayout | None) -> list[bool]:
@@ -793,6 +646,8 @@ def _fused_input(g: EGraph, mask: list[int], i: int, p: FusedPattern, n: ENode) 
     for k, c in enumerate(ins):
         if mask[c] >> i & 1:
             others = ins[:k] + ins[k + 1 :]
+            if p.all_inputs and any(_absent(g, o) for o in others):
+                continue
             if p.other_inputs == "any" or all(g.classes[o].constant for o in others):
                 return k
     return None

@@ -145,11 +145,13 @@ def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, sizes
 
 
-def _check_writable(path: str) -> None:
-    """Fail before optimizing when the report cannot be written (never after the model was saved)."""
+def _check_writable(
+    path: str, problem: str = "cannot write the JSON report there (no such writable folder, or it is a folder)"
+) -> None:
+    """Fail before optimizing (or measuring) when the file cannot be written (never after the work is done)."""
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise BadInputError(path, "cannot write the JSON report there (no such writable folder, or it is a folder)")
+        raise BadInputError(path, problem)
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -198,6 +200,39 @@ def _cmd_targets(args: argparse.Namespace) -> int:
 
     for name in targets():
         print(f"{name:<8} {load_target(name).description}")
+    return 0
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from eqsat.calibration import calibrate, check_options, user_target_path
+    from eqsat.extract.cost import load_target
+
+    check_options(budget=args.budget, provider=args.provider, threads=args.threads, name=args.name)
+    load_target(args.base)  # an unknown base is refused before anything is made or measured
+    output = args.output or str(user_target_path(args.name))
+    if not output.endswith(".toml"):
+        raise BadInputError(output, "a target is a .toml file: name the output FILE.toml")
+    if args.output is None:  # the user targets folder is made on first use; a folder given is not
+        os.makedirs(os.path.dirname(output), exist_ok=True)
+    _check_writable(output, "cannot write the target there (no such writable folder, or it is a folder)")
+    live = sys.stderr.isatty()
+
+    def progress(fraction: float, text: str) -> None:
+        if live:  # a bar redrawn in place; nothing on a pipe or in a log
+            bar = "#" * round(20 * fraction)
+            print(f"\rcalibrating [{bar:<20}] {fraction * 100:3.0f}%  {text:<40}", end="", file=sys.stderr, flush=True)
+
+    result = calibrate(
+        args.base, budget=args.budget, provider=args.provider, threads=args.threads, name=args.name, progress=progress
+    )
+    if live:
+        print("\r" + " " * 80 + "\r", end="", file=sys.stderr, flush=True)
+    path = result.write(output)
+    use = args.name if args.output is None else str(path)
+    print(
+        f"{path}: {result.timed} graphs, {result.rounds} rounds in {result.seconds:.1f} s; fit: "
+        f"{result.fit.error_summary()}; use it with --target {use}"
+    )
     return 0
 
 
@@ -383,6 +418,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     targets = sub.add_parser("targets", help="list the hardware targets")
     targets.set_defaults(run=_cmd_targets)
+
+    cal = sub.add_parser(
+        "calibrate", help="measure this machine with onnxruntime and write a target fitted to it (a .toml)"
+    )
+    cal.add_argument(
+        "-o", "--output", metavar="FILE.toml", help="where to write it (default: the user targets folder, by --name)"
+    )
+    cal.add_argument("--name", default="calibrated", help="the target's name, for --target NAME (default: calibrated)")
+    cal.add_argument("--base", default="cpu", help="the target whose prices are refitted (default: cpu)")
+    cal.add_argument(
+        "--budget", type=float, default=120.0, metavar="S", help="seconds to spend, everything included (default: 120)"
+    )
+    cal.add_argument(
+        "--provider", default="CPUExecutionProvider", help="onnxruntime execution provider (default: the CPU's)"
+    )
+    cal.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: 1)")
+    cal.set_defaults(run=_cmd_calibrate)
 
     check = sub.add_parser("check-rules", help="check each rule's soundness on random graphs (needs hypothesis)")
     check.add_argument(
