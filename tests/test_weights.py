@@ -109,3 +109,35 @@ def test_a_model_is_written_in_pieces_byte_for_byte() -> None:
     small = _model()
     del small.graph.initializer[0]  # nothing large: one piece
     assert list(weights.serialized(small)) == [small.SerializeToString()]
+
+
+@pytest.mark.parametrize("ir_version", [3, 8])
+def test_normalizing_and_encoding_hold_each_weight_once(ir_version: int) -> None:
+    """The IR's large initializers are numpy arrays that encoding reads as they are (one copy besides the
+    input proto's), the normalized proto is without them, and the optimized model still computes the same;
+    a large weight numpy cannot read as it is (typed float_data) stays the proto's tensor."""
+    import onnx_ir as ir
+
+    from eqsat import optimize
+    from eqsat.session import saturate
+
+    model = _model(ir_version)
+    typed = oh.make_tensor("v", onnx.TensorProto.FLOAT, [32, 32], np.linspace(-1, 1, 1024).tolist())  # float_data
+    model.graph.initializer.append(typed)
+    if ir_version < 4:
+        model.graph.input.append(oh.make_tensor_value_info("v", onnx.TensorProto.FLOAT, [32, 32]))
+    model.graph.node.insert(2, oh.make_node("MatMul", ["a", "v"], ["av"]))
+    model.graph.node[3].input[0] = "av"
+    session = saturate(model)
+    assert session.loaded is not None
+    work = session.loaded.work.graph.initializers
+    assert [t.name for t in session.normalized.graph.initializer if t.name in ("w", "v")] == []
+    assert isinstance(work["v"].const_value, ir.serde.TensorProtoTensor)
+    held = work["w"].const_value
+    assert isinstance(held, ir.Tensor)
+    if ir_version >= 4:  # below, every initializer is an input with a default: not a constant
+        assert np.shares_memory(held.numpy(), session.encoding.arrays_by_name()["w"])
+    assert list(work) == [t.name for t in model.graph.initializer]  # the input's order: encoding numbers by it
+    result = optimize(model)
+    assert result.report.verification is not None and result.report.verification.ok
+    assert {"w", "v"} <= {t.name for t in result.proto.graph.initializer}
