@@ -141,3 +141,36 @@ def test_normalizing_and_encoding_hold_each_weight_once(ir_version: int) -> None
     result = optimize(model)
     assert result.report.verification is not None and result.report.verification.ok
     assert {"w", "v"} <= {t.name for t in result.proto.graph.initializer}
+
+
+def test_shapes_inferred_again_after_folding_are_those_a_fresh_read_gives() -> None:
+    """Normalizing infers shapes a second time after folding (some shape not static yet) and sets them on the
+    IR's own values: each value's type and shape is what deserializing the inferred proto gives it, and the
+    normalized proto is without the large weights. (A rewrite of a fresh deserialization: passes on main too.)"""
+    import onnx_ir as ir
+
+    from benchmarks.synthetic import transformer_encoder
+    from eqsat.frontend import fold, normalize
+
+    model = transformer_encoder(1, hidden=32, heads=2, ffn=64)
+    seen: list[tuple[ir.Model, onnx.ModelProto]] = []
+    infer_light = fold.infer_light
+
+    def spy(light: weights.Light) -> onnx.ModelProto:
+        inferred = infer_light(light)
+        seen.append((ir.serde.deserialize_model(inferred), inferred))
+        return inferred
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(normalize, "infer_light", spy)
+        work, proto = normalize.normalize_proto(model)
+    assert len(seen) == 2  # before folding and again after it
+    fresh = seen[-1][0]
+    mine = {o.name: (o.type, str(o.shape)) for n in work.graph for o in n.outputs}
+    theirs = {o.name: (o.type, str(o.shape)) for n in fresh.graph for o in n.outputs}
+    assert mine == theirs and any("batch" in shape for _, shape in mine.values())
+    assert [(o.name, o.type, str(o.shape)) for o in work.graph.outputs] == [
+        (o.name, o.type, str(o.shape)) for o in fresh.graph.outputs
+    ]
+    large = {t.name for t in model.graph.initializer if t.ByteSize() >= weights.LARGE_BYTES}
+    assert large and not large & {t.name for t in proto.graph.initializer}

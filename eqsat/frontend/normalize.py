@@ -56,7 +56,7 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
         folded = fold(model, infer=False) or True
     if folded and not _all_shapes_static(model.graph):
         if shared:
-            model, inferred = _inferred_ir(weights.Light.of_ir(model), label)
+            inferred = _reinferred(model)
         else:
             inferred = infer_model(model)
             model = io.from_proto(inferred, label)
@@ -76,6 +76,21 @@ def _inferred_ir(light: weights.Light, label: str) -> tuple[ir.Model, onnx.Model
     inferred = infer_light(light)
     model = light.attach(io.from_proto(inferred, label))
     return model, light.put_back(inferred, large=False)
+
+
+def _reinferred(model: ir.Model) -> onnx.ModelProto:
+    """Shape inference again on `model` (no bodies), its large initializers kept out of the round trip: the
+    shapes inferred are set on the model's own values (what deserializing the inferred proto would give them,
+    without deserializing every node again), and the inferred proto, without the large initializers, returned."""
+    light = weights.Light.of_ir(model)
+    inferred = infer_light(light)
+    graph = model.graph
+    values = {v.name: v for v in graph.initializers.values()} | {o.name: o for n in graph for o in n.outputs if o.name}
+    for info in (*inferred.graph.value_info, *inferred.graph.output):
+        value = values.get(info.name)
+        if value is not None:
+            ir.serde.deserialize_value_info_proto(info, value)
+    return light.put_back(inferred, large=False)
 
 
 def _has_bodies(proto: onnx.ModelProto) -> bool:
