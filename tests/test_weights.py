@@ -174,3 +174,39 @@ def test_shapes_inferred_again_after_folding_are_those_a_fresh_read_gives() -> N
     ]
     large = {t.name for t in model.graph.initializer if t.ByteSize() >= weights.LARGE_BYTES}
     assert large and not large & {t.name for t in proto.graph.initializer}
+
+
+def test_optimize_holds_off_full_garbage_collections_and_restores_the_thresholds() -> None:
+    """Each full collection walks every object alive (millions for a 10k-node model): none runs inside
+    `eqsat.optimize`, even where one would run every other young collection (thresholds (500, 1, 1), every
+    object frozen, so that nothing counts as long-lived), and the caller's thresholds are back afterwards;
+    the result is the same."""
+    import gc
+
+    from eqsat import optimize
+
+    expected = optimize(_model()).proto.SerializeToString(deterministic=True)
+    full: list[int] = []
+    inside = [False]
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2 and inside[0]:
+            full.append(1)
+
+    thresholds = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.collect()  # generation 2 empty: a full collection is due whenever its threshold is reached
+    gc.set_threshold(500, 1, 1)
+    gc.callbacks.append(count)
+    try:
+        inside[0] = True
+        result = optimize(_model())
+        inside[0] = False
+        assert gc.get_threshold() == (500, 1, 1)
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+    assert full == []
+    assert result.proto.SerializeToString(deterministic=True) == expected
