@@ -432,15 +432,15 @@ def _run(
     the input graph (every e-class its one original e-node: what the input costs), saturate, decode."""
     backend.load(terms.model_facts(encoding.perms, encoding.opset))
     backend.load_rows(encoding.rows)
-    loaded = {name for name, rows in backend.sizes().items() if rows} & CONSTRUCTORS
+    phases["encode"] = time.perf_counter() - start
+    start = time.perf_counter()
+    input_graph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
+    loaded = {node.op for node in input_graph.nodes} & CONSTRUCTORS  # by op: a generic table's rows are its ops
     if not loaded <= usable.constructors:  # a rule left out could match: eqsat.engine.rule_closure missed one
         raise InternalError(
             f"the encoding holds constructors {sorted(loaded - usable.constructors)} that the "
             "rule selection did not expect"
         )
-    phases["encode"] = time.perf_counter() - start
-    start = time.perf_counter()
-    input_graph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
     phases["snapshot input"] = time.perf_counter() - start
     note("saturate")
     start = time.perf_counter()

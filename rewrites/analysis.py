@@ -10,7 +10,7 @@
                                                                     gives Const splats: zeros, ones, ...)
     elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
                                                                     sum-of(a, b), symbol-count(v), quotients(v, d),
-                                                                    zeros-resolved(t, sy, sx)
+                                                                    zeros-resolved(t, sy, sx), data-order(p, s)
                                                                     (functions of lists, on demand)
 
 Functions of lists (eqsat.engine.terms.LIST_FUNCTIONS): egglog has no fold or sort over vectors, so a rule that
@@ -22,11 +22,8 @@ step, within one saturation of the analysis ruleset. Each is guarded (no vec-get
 from __future__ import annotations
 
 from eqsat.engine.rule import NEED_RULE, Rule, fact, op_pattern
-from eqsat.engine.terms import BINARY, OPS, UNARY
-from eqsat.ops import BOOL_BINARY, COMPARISONS, PARAM_UNARY
-from eqsat.ops import CONST_FOLDABLE_UNARY as _CONST_FOLDABLE_UNARY
-
-_COMPARISONS = frozenset(COMPARISONS)
+from eqsat.engine.terms import OPS
+from eqsat.ops import PARAM_UNARY
 
 #: (need v) rows: v's last element is l = v[n - 1], n = |v| > 0, and the value for v without it is r.
 _LAST = "(= n (vec-length {v})) (> n 0) (= l (vec-get {v} (- n 1)))"
@@ -124,6 +121,20 @@ LIST_ROWS = (
         f"(need-quotients v d) {_LAST.format(v='v')} (> d 0) (>= l 0) (= (% l d) 0) (= r (quotients (vec-pop v) d))",
         "(set (quotients v d) (vec-push r (/ l d)))",
     ),
+    # data-order(p, s): p's last entry l when s[l] is not 1 (a symbol is not) and l is above the others' order; the
+    # others' order when s[l] is 1; declined (no value) when an entry whose dim is not 1 comes after a larger one
+    fact("(need-data-order p s) (> (vec-length p) 0)", "(need-data-order (vec-pop p) s)"),
+    fact("(need-data-order p s) (= (vec-length p) 0)", "(set (data-order p s) -1)"),
+    fact(
+        f"(need-data-order p s) {_LAST.format(v='p')} (>= l 0) (< l (vec-length s)) (= (vec-get s l) 1) "
+        "(= r (data-order (vec-pop p) s))",
+        "(set (data-order p s) r)",
+    ),
+    fact(
+        f"(need-data-order p s) {_LAST.format(v='p')} (>= l 0) (< l (vec-length s)) (!= (vec-get s l) 1) "
+        "(= r (data-order (vec-pop p) s)) (> l r)",
+        "(set (data-order p s) l)",
+    ),
     # dims-product(v, ix): v[l] times the product of the others, declined at a symbol (a negative dim)
     fact("(need-dims-product v ix) (> (vec-length ix) 0)", "(need-dims-product v (vec-pop ix))"),
     fact("(need-dims-product v ix) (= (vec-length ix) 0)", "(set (dims-product v ix) 1)"),
@@ -157,13 +168,15 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "shape(U(x)) = shape(x) and dtype(U(x)) = dtype(x) for elementwise U (Cast: dtype(Cast(x, t)) = t)",
-        tuple(
-            fact(f"(= y {op_pattern(op, 'x')}) (= s (shape x))", "(set (shape y) s)")
-            for op in sorted(UNARY) + list(PARAM_UNARY)
+        (
+            fact("(= y (Unary op x)) (= s (shape x))", "(set (shape y) s)"),
+            fact("(= y (Unary op x)) (same-dtype-unary op) (= d (dtype x))", "(set (dtype y) d)"),
         )
+        + tuple(fact(f"(= y {op_pattern(op, 'x')}) (= s (shape x))", "(set (shape y) s)") for op in PARAM_UNARY)
         + tuple(
             fact(f"(= y {op_pattern(op, 'x')}) (= d (dtype x))", "(set (dtype y) d)")
-            for op in sorted(UNARY - {"IsNaN"}) + [o for o in PARAM_UNARY if o != "Cast"]
+            for op in PARAM_UNARY
+            if op != "Cast"
         )
         + (fact("(= y (Cast x t))", "(set (dtype y) t)"),),
         ruleset="analysis",
@@ -189,12 +202,11 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "shape(B(a, b)) = shape(a) when shape(a) = shape(b); dtype(B(a, b)) = dtype(a) (BOOL for comparisons)",
-        tuple(fact(f"(= y ({op} a b)) (= s (shape a)) (= s (shape b))", "(set (shape y) s)") for op in sorted(BINARY))
-        + tuple(
-            fact(f"(= y ({op} a b)) (= d (dtype a))", "(set (dtype y) d)")
-            for op in sorted(BINARY - _COMPARISONS - set(BOOL_BINARY))
-        )
-        + tuple(fact(f"(= y ({op} a b))", '(set (dtype y) "BOOL")') for op in sorted(_COMPARISONS)),
+        (
+            fact("(= y (Binary op a b)) (= s (shape a)) (= s (shape b))", "(set (shape y) s)"),
+            fact("(= y (Binary op a b)) (same-dtype-binary op) (= d (dtype a))", "(set (dtype y) d)"),
+            fact("(= y (Binary op a b)) (comparison op)", '(set (dtype y) "BOOL")'),
+        ),
         ruleset="analysis",
     ),
     Rule(
@@ -243,9 +255,9 @@ RULES = [
             fact("(= l (TNil))", "(const-list l)"),
             fact("(= l (TCons h t)) (is-const h) (const-list t)", "(const-list l)"),
             fact("(= y (Concat l ax)) (const-list l)", "(is-const y)"),
-        )
-        + tuple(fact(f"(= y ({op} c)) (is-const c)", "(is-const y)") for op in _CONST_FOLDABLE_UNARY)
-        + tuple(fact(f"(= y ({op} c d)) (is-const c) (is-const d)", "(is-const y)") for op in sorted(BINARY)),
+            fact("(= y (Unary op c)) (const-foldable op) (is-const c)", "(is-const y)"),
+            fact("(= y (Binary op c d)) (is-const c) (is-const d)", "(is-const y)"),
+        ),
         ruleset="analysis",
     ),
     Rule(
@@ -270,8 +282,8 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix), "
-        "zeros-resolved(t, sy, sx): functions of lists, sum-of(a, b), symbol-count(v) and quotients(v, d) computed by "
-        "recursion where a rule's need row asks for them (any length)",
+        "zeros-resolved(t, sy, sx): functions of lists, sum-of(a, b), symbol-count(v), quotients(v, d) and "
+        "data-order(p, s) computed by recursion where a rule's need row asks for them (any length)",
         LIST_ROWS,
         ruleset="analysis",
     ),

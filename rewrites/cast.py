@@ -42,7 +42,6 @@ its Casts were explicit; the reference evaluator gives bit-identical outputs (be
 from __future__ import annotations
 
 from eqsat.engine.rule import Rule, rw
-from eqsat.ops import ARITHMETIC
 
 #: Integer dtypes and their widths in bits.
 INT_BITS = {"INT8": 8, "UINT8": 8, "INT16": 16, "UINT16": 16, "INT32": 32, "UINT32": 32, "INT64": 64, "UINT64": 64}
@@ -52,19 +51,20 @@ TRUNCATING_PAIRS = tuple((a, b) for a in INT_BITS for b in INT_BITS if a != b an
 #: Integers a float cast may round (narrower ones are exact in FLOAT: cast-chain-lossless covers them).
 WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
 
-#: fp16 binary ops that equal their fp32 computation rounded once to fp16 (double rounding innocuous).
-NARROW_BINARY = ARITHMETIC
-
-
-def _narrow_arith() -> tuple:
-    fp16 = '(= (dtype a) "FLOAT16")'
-    rules = [
-        rw(f'(Cast ({op} (Cast a "FLOAT") (Cast b "FLOAT")) "FLOAT16")', f"({op} a b)", fp16, '(= (dtype b) "FLOAT16")')
-        for op in NARROW_BINARY
-    ]
-    rules.append(rw('(Cast (Sqrt (Cast a "FLOAT")) "FLOAT16")', "(Sqrt a)", fp16))
-    rules.append(rw('(Cast (Pow (Cast a "FLOAT") (Scalar 2.0 de se)) "FLOAT16")', "(Mul a a)", fp16))
-    return tuple(rules)
+#: Cast(B(Cast(a, FLOAT), Cast(b, FLOAT)), FLOAT16) -> B(a, b) for B in Add, Sub, Mul, Div (`arith`: fp16 binary ops
+#: that equal their fp32 computation rounded once to fp16, double rounding innocuous), and Sqrt, and Pow(x, 2) as x * x.
+_FP16 = '(= (dtype a) "FLOAT16")'
+NARROW_ARITH = (
+    rw(
+        '(Cast (Binary op (Cast a "FLOAT") (Cast b "FLOAT")) "FLOAT16")',
+        "(Binary op a b)",
+        "(arith op)",
+        _FP16,
+        '(= (dtype b) "FLOAT16")',
+    ),
+    rw('(Cast (Sqrt (Cast a "FLOAT")) "FLOAT16")', "(Sqrt a)", _FP16),
+    rw('(Cast (Pow (Cast a "FLOAT") (Scalar 2.0 de se)) "FLOAT16")', "(Mul a a)", _FP16),
+)
 
 
 RULES = [
@@ -142,7 +142,7 @@ RULES = [
         "eqsat (innocuous double rounding: Figueroa 1995); onnxconverter-common float16 islands",
         "Cast(B(Cast(a, FLOAT), Cast(b, FLOAT)), FLOAT16) -> B(a, b) for fp16 a, b and B in Add/Sub/Mul/Div (and Sqrt; "
         "Pow(., 2) as Mul): fp32 has enough bits that rounding twice equals rounding once",
-        _narrow_arith(),
+        NARROW_ARITH,
         ruleset="simplify",
     ),
 ]

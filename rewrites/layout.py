@@ -45,21 +45,18 @@ A reduction over other axes sums in another order: `fp-reassoc` (exact for Max/M
 from __future__ import annotations
 
 from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern, rw
-from eqsat.engine.terms import BINARY, UNARY
-from eqsat.ops import ARITHMETIC, PARAM_UNARY, TRANSPOSE_REDUCTIONS
+from eqsat.ops import PARAM_UNARY
 
 COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i]]
-MAX_RANK = 6
 
 #: PARAM_UNARY (the op table): unary ops with parameters that are elementwise and layout-agnostic.
 
 
-#: Reductions whose axes may be remapped through a transpose (each reduces a set of axes, order-free).
-REDUCE_OPS = TRANSPOSE_REDUCTIONS
-
-#: R(Transpose(x, p), ax, kd) with 0 < |ax| < |p| = rank of x (ax sorted, non-negative: normalized at load).
+#: R(Transpose(x, p), ax, kd) with 0 < |ax| < |p| = rank of x (ax sorted, non-negative: normalized at load), R a
+#: reduction whose axes may be remapped through a transpose (`axes-reduce`: each reduces a set of axes, order-free).
 _SINK = (
-    "(= __root ({op} (Transpose x p) ax kd)) (= n (vec-length ax)) (> n 0) (= r (vec-length p)) (< n r) "
+    "(= __root (Reduce op (Transpose x p) ax kd)) (axes-reduce op) (= n (vec-length ax)) (> n 0) (= r (vec-length p)) "
+    "(< n r) "
     "(>= (vec-get ax 0) 0) (< (vec-get ax (- n 1)) r) (= sx (shape x)) (= (vec-length sx) r) (= dx (dtype x))"
 )
 #: ... the reduced axes of x, sorted: ax2 = sorted p[ax]
@@ -68,66 +65,40 @@ _SINK_AXES = '(= ax2 (merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (ve
 _SINK_KEPT = "(= kept (drop-at (vec-range r) ax2)) (= m (index-map kept)) (= pr (drop-at p ax))"
 
 
-def _reduce_sink(op: str) -> tuple:
-    """R(Transpose(x, p), ax, kd) -> Transpose(R(x, ax2, kd), q): ax2 = sorted p[ax]; q = p for kd = 1, and for
-    kd = 0 the perm of the kept axes: p without the positions in ax, each renumbered to its place among x's kept
-    axes (m). The new reduction's shape: x's with ax2 set to 1 (kd = 1) or removed (kd = 0)."""
-    sink = _SINK.format(op=op)
-    return (
-        need(sink, '(need-merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (vec-empty)) (need-drop-at p ax)'),
-        need(f"{sink} {_SINK_AXES}", "(need-ones-at sx ax2) (need-drop-at sx ax2) (need-drop-at (vec-range r) ax2)"),
-        need(f"{sink} {_SINK_AXES} (= kept (drop-at (vec-range r) ax2))", "(need-index-map kept)"),
-        fact(
-            f"{sink} (= kd 1) {_SINK_AXES} (= so (ones-at sx ax2))",
-            f"(let red ({op} x ax2 1)) (set (shape red) so) (set (dtype red) dx) (union __root (Transpose red p))",
-        ),
-        fact(
-            f"{sink} (= kd 0) {_SINK_AXES} (= so (drop-at sx ax2)) {_SINK_KEPT}",
-            f"(let red ({op} x ax2 0)) (set (shape red) so) (set (dtype red) dx) "
-            '(union __root (Transpose red (unstable-vec-map (unstable-fn "vec-get" m) pr)))',
-        ),
-        # every axis reduced (listed, or the empty list with noop_with_empty_axes = 0): the layout is gone
-        fact(
-            f"(= __root ({op} (Transpose x p) ax kd)) (= n (vec-length ax)) (= 0 (* n (- n (vec-length p))))",
-            f"(union __root ({op} x ax kd))",
-        ),
-    )
+#: R(Transpose(x, p), ax, kd) -> Transpose(R(x, ax2, kd), q): ax2 = sorted p[ax]; q = p for kd = 1, and for kd = 0 the
+#: perm of the kept axes: p without the positions in ax, each renumbered to its place among x's kept axes (m). The
+#: new reduction's shape: x's with ax2 set to 1 (kd = 1) or removed (kd = 0).
+_REDUCE_SINK = (
+    need(_SINK, '(need-merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (vec-empty)) (need-drop-at p ax)'),
+    need(f"{_SINK} {_SINK_AXES}", "(need-ones-at sx ax2) (need-drop-at sx ax2) (need-drop-at (vec-range r) ax2)"),
+    need(f"{_SINK} {_SINK_AXES} (= kept (drop-at (vec-range r) ax2))", "(need-index-map kept)"),
+    fact(
+        f"{_SINK} (= kd 1) {_SINK_AXES} (= so (ones-at sx ax2))",
+        "(let red (Reduce op x ax2 1)) (set (shape red) so) (set (dtype red) dx) (union __root (Transpose red p))",
+    ),
+    fact(
+        f"{_SINK} (= kd 0) {_SINK_AXES} (= so (drop-at sx ax2)) {_SINK_KEPT}",
+        "(let red (Reduce op x ax2 0)) (set (shape red) so) (set (dtype red) dx) "
+        '(union __root (Transpose red (unstable-vec-map (unstable-fn "vec-get" m) pr)))',
+    ),
+    # every axis reduced (listed, or the empty list with noop_with_empty_axes = 0): the layout is gone
+    fact(
+        "(= __root (Reduce op (Transpose x p) ax kd)) (axes-reduce op) (= n (vec-length ax)) "
+        "(= 0 (* n (- n (vec-length p))))",
+        "(union __root (Reduce op x ax kd))",
+    ),
+)
 
 
-def _moves_no_data(rank: int) -> str:
-    """Guards: the output axes whose dims are not 1 (so = the output's shape; a symbol counts as not 1) come
-    from increasing axes of x. With q_i = p[i] + 1 for such an axis and 0 for a size-1 one, every q_i is 0
-    or above the largest q before it (the running max m). O(rank) atoms: egglog compiles a rule in time
-    growing with its atoms, and the pairwise form cost 11 ms per rank-6 rule."""
-
-    def not_one(i: int) -> str:  # 0 when so[i] is 1, else 1
-        d = f"(vec-get so {i})"
-        return f"(min 1 (* (- {d} 1) (- {d} 1)))"
-
-    guards = [f"(= q{i} (* {not_one(i)} (+ (vec-get p {i}) 1)))" for i in range(rank)]
-    for i in range(1, rank):
-        guards.append(f"(>= (* q{i} (- q{i} {'q0' if i == 1 else f'm{i - 1}'})) 0)")
-        if i < rank - 1:
-            guards.append(f"(= m{i} (max {'q0' if i == 1 else f'm{i - 1}'} q{i}))")
-    return " ".join(guards)
-
-
+#: Transpose(x, p) whose perm moves no data: the output axes whose dims are not 1 (a symbol counts as not 1) come from
+#: increasing axes of x (`data-order`, a function of lists: any rank), the output has no 0 dim, and x is not all 1s
+#: (transpose-identity's case). `so` is the output's shape.
+_NO_DATA_MOVED = (
+    "(= __root (Transpose x p)) (> (vec-length p) 1) (= s (shape x)) (= (vec-length s) (vec-length p)) "
+    f"(!= s {ones('s')}) (= so (shape __root)) (vec-not-contains so 0)"
+)
 #: The output shape `so` with each symbol (a negative dim) as -1.
 _SYMBOLS_AS_MINUS_ONE = '(unstable-vec-map (unstable-fn "max" -1) so)'
-
-
-def _reshape_targets(rank: int) -> list[tuple[str, str]]:
-    """Reshape targets for an output shape `so` of `rank` and their guards: `so` itself when every dim is a
-    size (max(0, d) changes only symbols); `so` with its one symbol as -1 (Reshape infers it) when exactly
-    one dim is a symbol (the dims mapped to -1 for a symbol and 0 for a size sum to -1)."""
-    marks = f'(unstable-vec-map (unstable-fn "min" 0) {_SYMBOLS_AS_MINUS_ONE})'
-    total = "(vec-get n 0)"
-    for i in range(1, rank):
-        total = f"(+ {total} (vec-get n {i}))"
-    return [
-        ("so", '(= so (unstable-vec-map (unstable-fn "max" 0) so))'),
-        (_SYMBOLS_AS_MINUS_ONE, f"(= n {marks}) (= {total} -1)"),
-    ]
 
 
 #: A Reshape with a static target, or with one computed at run time: the rules read shape facts only.
@@ -173,32 +144,19 @@ _UNSQUEEZE_KEPT = "(= k (drop-at (vec-range l) b)) (< (vec-get a (- na 1)) (vec-
 _MAPPED = '(unstable-vec-map (unstable-fn "vec-get" k) {})'
 
 
-#: Broadcasting ops whose operands are often a transposed activation and a lower-rank bias or input.
-BROADCAST_SINK_OPS = ARITHMETIC
-
-
-def _sink_broadcast() -> tuple:
-    """B(Transpose(a, p), c) and B(c, Transpose(a, p)) for c of rank k < r = |p| that does not enlarge the output:
-    c broadcasts as Unsqueeze(c, [0..r-k-1]) (numpy rules align trailing axes), which has rank r and goes through
-    the transpose as in transpose-sink-binary-const. c is a graph input (a Transpose of the smaller operand at
-    run time; the extractor decides); constants of lower rank are re-encoded at the output's rank at load and
-    sink through transpose-sink-binary-const."""
-    rules = []
-    for op in BROADCAST_SINK_OPS:
-        for first in (True, False):
-            pattern = f"({op} t c)" if first else f"({op} c t)"
-            inner = f"({op} a cp)" if first else f"({op} cp a)"
-            rules.append(
-                fact(
-                    f"(= y {pattern}) (= t (Transpose a p)) (= c (Input nm)) (= sc (shape c)) (= r (vec-length p)) "
-                    "(= k (vec-length sc)) (< k r) (= (shape y) (shape t)) (= ip (inv-perm p)) (= sa (shape a)) "
-                    "(= dc (dtype c))",
-                    "(let u (Unsqueeze c (vec-range (- r k)))) "
-                    f"(set (shape u) (vec-append {ones('(vec-range (- r k))')} sc)) (set (dtype u) dc) "
-                    f"(let cp (Transpose u ip)) (let b {inner}) (set (shape b) sa) (union y (Transpose b p))",
-                )
-            )
-    return tuple(rules)
+#: B(Transpose(a, p), c) and B(c, Transpose(a, p)) for B in Add, Sub, Mul, Div (`arith`: broadcasting ops whose
+#: operands are often a transposed activation and a lower-rank bias or input) and c of rank k < r = |p| that does not
+#: enlarge the output: c broadcasts as Unsqueeze(c, [0..r-k-1]) (numpy rules align trailing axes), which has rank r
+#: and goes through the transpose as in transpose-sink-binary-const. c is a graph input (a Transpose of the smaller
+#: operand at run time; the extractor decides); constants of lower rank are re-encoded at the output's rank at load
+#: and sink through transpose-sink-binary-const. `{args}`: the operands, `{new}`: the new B's.
+_SINK_BROADCAST = (
+    "(= y (Binary op {args})) (arith op) (= t (Transpose a p)) (= c (Input nm)) (= sc (shape c)) (= r (vec-length p)) "
+    "(= k (vec-length sc)) (< k r) (= (shape y) (shape t)) (= ip (inv-perm p)) (= sa (shape a)) (= dc (dtype c))",
+    "(let u (Unsqueeze c (vec-range (- r k)))) "
+    f"(set (shape u) (vec-append {ones('(vec-range (- r k))')} sc)) (set (dtype u) dc) "
+    "(let cp (Transpose u ip)) (let b (Binary op {new})) (set (shape b) sa) (union y (Transpose b p))",
+)
 
 
 #: pads' with pads'[j] = pads[ip[j]] and pads'[r + j] = pads[r + ip[j]] (begins, then ends, in x's axis order)
@@ -207,53 +165,48 @@ _PADS_REMAPPED = (
 )
 
 
-#: B(Reshape(y, s), b) with b varying along the last axis only (shape [1, .., 1, n] of rank k <= the output's, n the
-#: last dim or 1) and a Reshape that keeps the last dim (y's last dim is the output's: a symbol equal to itself).
+#: B(Reshape(y, s), b) for B in Add, Sub, Mul, Div (`arith`) with b varying along the last axis only (shape
+#: [1, .., 1, n] of rank k <= the output's, n the last dim or 1) and a Reshape that keeps the last dim (y's last dim
+#: is the output's: a symbol equal to itself).
 #: Element i of Reshape(y) is element i of y, and its last-axis index is i mod d in both (d the shared last dim): b
-#: adds (multiplies, ...) the same value to it either way. `r` is the Reshape, {op} the binary op, {args} its operands.
+#: adds (multiplies, ...) the same value to it either way. `r` is the Reshape, {args} the operands.
 _RESHAPE_BIAS = (
-    "(= __root ({op} {args})) (= so (shape r)) (= so (shape __root)) (= n (vec-length so)) (= sy (shape y)) "
-    "(= ny (vec-length sy)) (> ny 0) (= (vec-get sy (- ny 1)) (vec-get so (- n 1))) (= sb (shape b)) "
+    "(= __root (Binary op {args})) (arith op) (= so (shape r)) (= so (shape __root)) (= n (vec-length so)) "
+    "(= sy (shape y)) (= ny (vec-length sy)) (> ny 0) (= (vec-get sy (- ny 1)) (vec-get so (- n 1))) (= sb (shape b)) "
     "(= k (vec-length sb)) (> k 0) (<= k n) (= sb (vec-set {ones} (- k 1) (vec-get sb (- k 1)))) (= db (dtype b))"
 )
 #: ... -> Reshape(B(y, Reshape(b, [-1])), s): b as a vector along y's last axis (w's dtype: the analysis's).
 _RESHAPE_BIAS_SUNK = (
     "(let bv (Reshape b (vec-of -1) 0)) (set (shape bv) (vec-of (vec-get sb (- k 1)))) (set (dtype bv) db) "
-    "(let w ({op} {args})) (set (shape w) sy) (union __root {reshape})"
+    "(let w (Binary op {args})) (set (shape w) sy) (union __root {reshape})"
 )
 
 
 def _reshape_sink_bias() -> tuple:
-    """B(Reshape(y, s), b) and B(b, Reshape(y, s)) for B in Add, Sub, Mul, Div, static or run-time targets."""
+    """B(Reshape(y, s), b) and B(b, Reshape(y, s)), static or run-time targets."""
     rules = []
-    for op in BROADCAST_SINK_OPS:
-        for reshape in RESHAPES:
-            r = reshape.format(x="y", k=1)
-            for lhs, rhs in (("r b", "y bv"), ("b r", "bv y")):
-                rules.append(
-                    fact(
-                        f"(= r {r}) " + _RESHAPE_BIAS.format(op=op, args=lhs, ones=ones("sb")),
-                        _RESHAPE_BIAS_SUNK.format(op=op, args=rhs, reshape=reshape.format(x="w", k=1)),
-                    )
+    for reshape in RESHAPES:
+        r = reshape.format(x="y", k=1)
+        for lhs, rhs in (("r b", "y bv"), ("b r", "bv y")):
+            rules.append(
+                fact(
+                    f"(= r {r}) " + _RESHAPE_BIAS.format(args=lhs, ones=ones("sb")),
+                    _RESHAPE_BIAS_SUNK.format(args=rhs, reshape=reshape.format(x="w", k=1)),
                 )
+            )
     return tuple(rules)
 
 
 #: Transpose(B(Transpose(a, p), y), q) with q = p^-1 and y of the same rank, not enlarging the inner output: the
 #: transposes around `a` cancel and y takes q instead (same rank: Transpose commutes with broadcasting axis by axis).
 _CANCEL = (
-    "(= o (Transpose m q)) (= m {pattern}) (= t (Transpose a p)) (= q (inv-perm p)) (= (shape m) (shape t)) "
+    "(= o (Transpose m q)) (= m (Binary op {args})) (= t (Transpose a p)) (= q (inv-perm p)) (= (shape m) (shape t)) "
     "(= (vec-length (shape y)) (vec-length p)) (= sa (shape a))"
 )
 
 
-def _cancel_across_binary() -> tuple:
-    """Transpose(B(Transpose(a, p), y), p^-1) and Transpose(B(y, Transpose(a, p)), p^-1) for binary elementwise B."""
-    return tuple(
-        fact(_CANCEL.format(pattern=f"({op} {args})"), f"(let b ({op} {new})) (set (shape b) sa) (union o b)")
-        for op in sorted(BINARY)
-        for args, new in (("t y", "a (Transpose y q)"), ("y t", "(Transpose y q) a"))
-    )
+#: ... -> B(a, Transpose(y, p^-1)) (`{new}`: the new B's operands)
+_CANCELLED = "(let b (Binary op {new})) (set (shape b) sa) (union o b)"
 
 
 RULES = [
@@ -284,10 +237,8 @@ RULES = [
         "exact",
         "glow:SinkTranspose; coreml:reduce_transposes",
         "U(Transpose(x, p)) -> Transpose(U(x), p) for unary elementwise U (Relu, Clip, Cast, Sigmoid, ...)",
-        tuple(
-            rw(op_pattern(op, "(Transpose x p)"), f"(Transpose {op_pattern(op, 'x')} p)")
-            for op in sorted(UNARY) + list(PARAM_UNARY)
-        ),
+        (rw("(Unary op (Transpose x p))", "(Transpose (Unary op x) p)"),)
+        + tuple(rw(op_pattern(op, "(Transpose x p)"), f"(Transpose {op_pattern(op, 'x')} p)") for op in PARAM_UNARY),
     ),
     Rule(
         "transpose-sink-binary",
@@ -295,7 +246,7 @@ RULES = [
         "exact",
         "glow:SinkTranspose; coreml:reduce_transposes",
         "B(Transpose(a, p), Transpose(b, p)) -> Transpose(B(a, b), p) for binary elementwise B",
-        tuple(rw(f"({op} (Transpose a p) (Transpose b p))", f"(Transpose ({op} a b) p)") for op in sorted(BINARY)),
+        (rw("(Binary op (Transpose a p) (Transpose b p))", "(Transpose (Binary op a b) p)"),),
     ),
     Rule(
         "transpose-sink-binary-const",
@@ -304,21 +255,17 @@ RULES = [
         "glow:SinkTranspose; coreml:reduce_transposes",
         "B(Transpose(a, p), c) -> Transpose(B(a, Transpose(c, p^-1)), p) for a constant c of the same rank "
         "that does not enlarge the output (either operand order)",
-        tuple(
+        (
             fact(
-                f"(= y ({op} (Transpose a p) c)) (is-const c) (= (vec-length (shape c)) (vec-length p)) "
+                "(= y (Binary op (Transpose a p) c)) (is-const c) (= (vec-length (shape c)) (vec-length p)) "
                 "(= (shape y) (shape (Transpose a p))) (= ip (inv-perm p)) (= sa (shape a))",
-                f"(union y (Transpose ({op} a (Transpose c ip)) p)) (set (shape ({op} a (Transpose c ip))) sa)",
-            )
-            for op in sorted(BINARY)
-        )
-        + tuple(
+                "(let b (Binary op a (Transpose c ip))) (set (shape b) sa) (union y (Transpose b p))",
+            ),
             fact(
-                f"(= y ({op} c (Transpose a p))) (is-const c) (= (vec-length (shape c)) (vec-length p)) "
+                "(= y (Binary op c (Transpose a p))) (is-const c) (= (vec-length (shape c)) (vec-length p)) "
                 "(= (shape y) (shape (Transpose a p))) (= ip (inv-perm p)) (= sa (shape a))",
-                f"(union y (Transpose ({op} (Transpose c ip) a) p)) (set (shape ({op} (Transpose c ip) a)) sa)",
-            )
-            for op in sorted(BINARY)
+                "(let b (Binary op (Transpose c ip) a)) (set (shape b) sa) (union y (Transpose b p))",
+            ),
         ),
     ),
     Rule(
@@ -328,7 +275,10 @@ RULES = [
         "glow:SinkTranspose; coreml:reduce_transposes; onnxruntime:TransposeOptimizer (broadcast inputs)",
         "B(Transpose(a, p), c) -> Transpose(B(a, Transpose(Unsqueeze(c, leading axes), p^-1)), p) for B in Add, Sub, "
         "Mul, Div and a graph input c of lower rank that does not enlarge the output",
-        _sink_broadcast(),
+        (
+            fact(_SINK_BROADCAST[0].format(args="t c"), _SINK_BROADCAST[1].format(new="a cp")),
+            fact(_SINK_BROADCAST[0].format(args="c t"), _SINK_BROADCAST[1].format(new="cp a")),
+        ),
     ),
     Rule(
         "transpose-sink-reduce",
@@ -337,29 +287,25 @@ RULES = [
         "glow:SinkTranspose; coreml:reduce_transposes; onnxruntime:TransposeOptimizer (reduce)",
         "R(Transpose(x, p), axes, kd) -> Transpose(R(x, sorted p[axes], kd), p or, for kd = 0, p without the "
         "reduced positions renumbered) for a reduction R; R(x, all axes) when every axis is reduced",
-        tuple(row for op in REDUCE_OPS for row in _reduce_sink(op)),
+        _REDUCE_SINK,
     ),
     Rule(
         "transpose-to-reshape",
         "layout",
         "exact",
         "onnxruntime:TransposeOptimizer (transpose as reshape); coreml:transpose -> reshape",
-        "Transpose(x, p) -> Reshape(x, shape(out)) when p moves no data (the axes of size > 1 keep their order)",
-        tuple(
-            rw(
-                "(Transpose x p)",
-                f"(Reshape x {target} 0)",
-                f"(= (vec-length p) {r})",
-                "(= s (shape x))",
-                f"(= (vec-length s) {r})",
-                f"(!= s {ones('s')})",
-                "(= so (shape __root))",
-                "(vec-not-contains so 0)",
-                _moves_no_data(r),
-                guard,
-            )
-            for r in range(2, MAX_RANK + 1)
-            for target, guard in _reshape_targets(r)
+        "Transpose(x, p) -> Reshape(x, shape(out)) when p moves no data (the axes of size > 1 keep their order; any "
+        "rank): the target is the output's shape when it is static, with its one symbol as -1 when it has one",
+        (
+            need(_NO_DATA_MOVED, "(need-data-order p s) (need-symbol-count so)"),
+            fact(
+                f"{_NO_DATA_MOVED} (= o (data-order p s)) (= (symbol-count so) 0)",
+                "(union __root (Reshape x so 0))",
+            ),
+            fact(
+                f"{_NO_DATA_MOVED} (= o (data-order p s)) (= (symbol-count so) 1)",
+                f"(union __root (Reshape x {_SYMBOLS_AS_MINUS_ONE} 0))",
+            ),
         ),
     ),
     Rule(
@@ -440,9 +386,14 @@ RULES = [
         "onnxruntime:TransposeOptimizer (reshape); tvm:SimplifyExpr; coreml:reduce_transposes",
         "U(Reshape(x, s)) -> Reshape(U(x), s) for unary elementwise U (Relu, Gelu, Sigmoid, ...; Cast: cast-reshape), "
         "static or run-time targets",
-        tuple(
+        (
+            rw("(Unary op (Reshape x s z))", "(Reshape (Unary op x) s z)"),
+            rw("(Unary op (ReshapeDyn x t z))", "(ReshapeDyn (Unary op x) t z)"),
+        )
+        + tuple(
             rw(op_pattern(op, reshape.format(x="x", k=1)), reshape.format(x=op_pattern(op, "x"), k=1))
-            for op in sorted(UNARY) + [p for p in PARAM_UNARY if p != "Cast"]
+            for op in PARAM_UNARY
+            if op != "Cast"
             for reshape in RESHAPES
         ),
     ),
@@ -464,6 +415,9 @@ RULES = [
         "Transpose(B(Transpose(a, p), y), p^-1) -> B(a, Transpose(y, p^-1)) (either operand order) for binary "
         "elementwise B and y of the same rank not enlarging the output (y need not be constant: it takes the "
         "transpose instead, and a Transpose y cancels with it)",
-        _cancel_across_binary(),
+        (
+            fact(_CANCEL.format(args="t y"), _CANCELLED.format(new="a (Transpose y q)")),
+            fact(_CANCEL.format(args="y t"), _CANCELLED.format(new="(Transpose y q) a")),
+        ),
     ),
 ]

@@ -35,7 +35,6 @@ rewritten ArgMax is the argmax of the exact function, which the original compute
 from __future__ import annotations
 
 from eqsat.engine.rule import Rule, fact, need, ones, rw
-from eqsat.ops import AXES_REDUCTIONS, ELEMENT_REDUCTIONS
 
 FAMILY = "reduce"
 #: Sums and means of these dtypes are integer arithmetic (ReduceSum's integer types).
@@ -55,21 +54,20 @@ _SPATIAL = (
     f"(= dt (dtype x)) {NOT_FLOAT}"
 )
 
-#: Every reduction of the term language (ReduceSum, ReduceMean, ..., ReduceL1, ReduceLogSumExp).
-REDUCTIONS = tuple(sorted(AXES_REDUCTIONS))
-# ELEMENT_REDUCTIONS (the op table): reductions whose value over one element is that element.
-
 #: y = R(x, ax, keepdims=1); rx = the axes it reduces (ax, or every axis when ax is empty), as in _SUM.
 _KEPT = (
     "(= y ({op} x ax 1)) (= sx (shape x)) (= r (vec-length sx)) "
     "(= rx (vec-append ax (vec-range (* r (- 1 (min 1 (vec-length ax)))))))"
 )
+#: ... for R whose value over one element is that element (`element-reduce`: Sum, Mean, Max, Min, Prod; L1, L2,
+#: SumSquare, LogSum, LogSumExp are not)
+_KEPT_ELEMENT = _KEPT.format(op="Reduce op") + " (element-reduce op)"
 
-
-def _unit_axes(op: str) -> tuple:
-    """R(x, axes, keepdims=1) -> x when the product of the reduced dims is 1 (a symbol declines)."""
-    kept = _KEPT.format(op=op)
-    return (need(kept, "(need-dims-product sx rx)"), fact(f"{kept} (= 1 (dims-product sx rx))", "(union y x)"))
+#: R(x, axes, keepdims=1) -> x when the product of the reduced dims is 1 (a symbol declines).
+UNIT_AXES = (
+    need(_KEPT_ELEMENT, "(need-dims-product sx rx)"),
+    fact(f"{_KEPT_ELEMENT} (= 1 (dims-product sx rx))", "(union y x)"),
+)
 
 
 #: The unit-axes guard of a pointwise form: y = R(x, ax, 1) with every reduced dim 1 (`{op}`: R's name).
@@ -86,15 +84,15 @@ UNIT_AXES_POINTWISE = (
 )
 
 
-def _reduce_unsqueeze(op: str) -> tuple:
-    return (
-        rw(f"(Unsqueeze ({op} x ax 0) ax)", f"({op} x ax 1)", "(> (vec-length ax) 0)"),
-        rw(
-            f"(Unsqueeze ({op} x (vec-empty) 0) e)",
-            f"({op} x (vec-empty) 1)",
-            "(= e (vec-range (vec-length (shape x))))",
-        ),
-    )
+#: Unsqueeze(R(x, axes, keepdims=0), axes) -> R(x, axes, keepdims=1) for every reduction R (empty axes: all of them).
+REDUCE_UNSQUEEZE = (
+    rw("(Unsqueeze (Reduce op x ax 0) ax)", "(Reduce op x ax 1)", "(> (vec-length ax) 0)"),
+    rw(
+        "(Unsqueeze (Reduce op x (vec-empty) 0) e)",
+        "(Reduce op x (vec-empty) 1)",
+        "(= e (vec-range (vec-length (shape x))))",
+    ),
+)
 
 
 def _argmax_monotone() -> tuple:
@@ -114,7 +112,7 @@ RULES = [
         "onnxoptimizer:eliminate_nop_reduce (its keepdims form); tvm:SimplifyExpr",
         "R(x, axes, keepdims=1) -> x when every reduced dim of x is 1, for R Sum, Mean, Max, Min and Prod (the "
         "value of one element)",
-        tuple(row for op in ELEMENT_REDUCTIONS for row in _unit_axes(op)),
+        UNIT_AXES,
     ),
     Rule(
         "reduce-unit-axes-pointwise",
@@ -192,7 +190,7 @@ RULES = [
         "onnxoptimizer:fuse_consecutive_reduce_unsqueeze",
         "Unsqueeze(R(x, axes, keepdims=0), axes) -> R(x, axes, keepdims=1) for every reduction R (empty axes: "
         "all axes, Unsqueeze [0..r-1])",
-        tuple(row for op in REDUCTIONS for row in _reduce_unsqueeze(op)),
+        REDUCE_UNSQUEEZE,
         ruleset="simplify",
     ),
     Rule(

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 from eqsat.engine.rule import Rule, fact, need, ones, rw
 from eqsat.engine.terms import DTYPE_GROUPS
-from eqsat.ops import ARITHMETIC
 
 FAMILY = "tensor"
 
@@ -242,62 +241,43 @@ SLICE_MERGE = (
 )
 
 
-#: Gather's index dtypes (OneHot takes any numeric index, Gather only these).
-INDEX_DTYPES = ("INT64", "INT32")
+#: MatMul(OneHot(i, d, [0, 1], axis=-1), W) for W a finite constant [d, N] and i of a dtype Gather takes
+#: (`dtype-group "gather-index"`: OneHot takes any numeric index, Gather INT32 and INT64 only), opset >= 12.
+_ONEHOT_MATMUL = (
+    "(= y (MatMul oh wt)) (= oh (OneHot i dep v ax)) (= si (shape i)) (= ax (vec-length si)) "
+    '(= it (dtype i)) (dtype-group "gather-index" it since) (= dep (Scalar dv ddt dsh)) (finite wt) (= sw (shape wt)) '
+    "(= (vec-length sw) 2) (> (vec-get sw 0) 0) (= dv (to-f64 (vec-get sw 0))) (= (shape v) (vec-of 2)) "
+    "(const-value v 0 0.0) (const-value v 1 1.0) (= o (model-opset)) (>= o 12) (= sy (shape y)) (= dt (dtype wt))"
+)
+#: ... -> Where(Unsqueeze(Equal(Clip(i, -d, d-1), i), -1), Gather(W, Clip(i, -d, d-1), 0), 0)
+_ONEHOT_AS_GATHER = (
+    "(let c (Clip i (- 0.0 dv) (- dv 1.0))) (let m (Unsqueeze (Equal c i) (vec-of ax))) "
+    "(let g (Gather wt c 0)) (let z (Scalar 0.0 dt (vec-empty))) "
+    '(set (shape m) (vec-push si 1)) (set (dtype m) "BOOL") (set (shape g) sy) (set (dtype g) dt) '
+    "(set (shape z) (vec-empty)) (set (dtype z) dt) (union y (Where m g z))"
+)
 
 
-def _onehot_matmul() -> tuple:
-    rules = []
-    for it in INDEX_DTYPES:
-        query = (
-            "(= y (MatMul oh wt)) (= oh (OneHot i dep v ax)) (= si (shape i)) (= ax (vec-length si)) "
-            f'(= (dtype i) "{it}") (= dep (Scalar dv ddt dsh)) (finite wt) (= sw (shape wt)) '
-            "(= (vec-length sw) 2) (> (vec-get sw 0) 0) (= dv (to-f64 (vec-get sw 0))) (= (shape v) (vec-of 2)) "
-            "(const-value v 0 0.0) (const-value v 1 1.0) (= o (model-opset)) (>= o 12) (= sy (shape y)) "
-            "(= dt (dtype wt))"
-        )
-        actions = (
-            "(let c (Clip i (- 0.0 dv) (- dv 1.0))) (let m (Unsqueeze (Equal c i) (vec-of ax))) "
-            "(let g (Gather wt c 0)) (let z (Scalar 0.0 dt (vec-empty))) "
-            '(set (shape m) (vec-push si 1)) (set (dtype m) "BOOL") (set (shape g) sy) (set (dtype g) dt) '
-            "(set (shape z) (vec-empty)) (set (dtype z) dt) (union y (Where m g z))"
-        )
-        rules.append(fact(query, actions))
-    return tuple(rules)
+#: Gather(B(a, c), i, 0) for B in Add, Sub, Mul, Div (`arith`): the elementwise ops a Gather moves in front of when
+#: their other operand is a scalar or varies along the gathered axis only (a dequantization: Cast, then Sub of a
+#: zero point, Mul by a per-row scale).
+_GATHERED = "(= y (Gather u i 0)) (= u (Binary op a c)) (arith op)"
 
-
-#: Elementwise ops a Gather moves in front of when their other operand is a scalar or varies along the
-#: gathered axis only (a dequantization: Cast, then Sub of a zero point, Mul by a per-row scale).
-_GATHERED_BINARY = ARITHMETIC
-
-
-def _gather_before_elementwise() -> tuple:
-    """Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c') with c' = c for a single-element c of rank at most the
-    output's, and Gather(c, i, 0) for a c of a's rank
-    that varies only along axis 0."""
-    rules = []
-    for op in _GATHERED_BINARY:
-        rules.append(
-            fact(
-                f"(= y (Gather u i 0)) (= u ({op} a c)) (= c (Scalar v dt sc)) (= sy (shape y)) "
-                "(<= (vec-length sc) (vec-length sy)) (= d (dtype a))",
-                f"(let g (Gather a i 0)) (set (shape g) sy) (set (dtype g) d) (union y ({op} g c))",
-            )
-        )
-        for rank in range(1, 5):
-            pushes = "si"
-            for _ in range(rank - 1):
-                pushes = f"(vec-push {pushes} 1)"
-            rules.append(
-                fact(
-                    f"(= y (Gather u i 0)) (= u ({op} a c)) (= sa (shape a)) (= (vec-length sa) {rank}) "
-                    f"(= (shape c) (vec-set {ones('sa')} 0 (vec-get sa 0))) (= si (shape i)) (= sy (shape y)) "
-                    "(= d (dtype a)) (= dc (dtype c))",
-                    f"(let g (Gather a i 0)) (let gc (Gather c i 0)) (set (shape g) sy) (set (dtype g) d) "
-                    f"(set (shape gc) {pushes}) (set (dtype gc) dc) (union y ({op} g gc))",
-                )
-            )
-    return tuple(rules)
+#: Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c') with c' = c for a single-element c of rank at most the output's,
+#: and Gather(c, i, 0) for a c of a's rank (any rank) that varies only along axis 0 (of shape [n, 1, .., 1]: its
+#: rows gathered have shape shape(i) + [1, .., 1]).
+GATHER_BEFORE_ELEMENTWISE = (
+    fact(
+        f"{_GATHERED} (= c (Scalar v dt sc)) (= sy (shape y)) (<= (vec-length sc) (vec-length sy)) (= d (dtype a))",
+        "(let g (Gather a i 0)) (set (shape g) sy) (set (dtype g) d) (union y (Binary op g c))",
+    ),
+    fact(
+        f"{_GATHERED} (= sa (shape a)) (> (vec-length sa) 0) (= (shape c) (vec-set {ones('sa')} 0 (vec-get sa 0))) "
+        "(= si (shape i)) (= sy (shape y)) (= d (dtype a)) (= dc (dtype c))",
+        "(let g (Gather a i 0)) (let gc (Gather c i 0)) (set (shape g) sy) (set (dtype g) d) "
+        f"(set (shape gc) (vec-append si (vec-pop {ones('sa')}))) (set (dtype gc) dc) (union y (Binary op g gc))",
+    ),
+)
 
 
 RULES = [
@@ -430,7 +410,7 @@ RULES = [
         "coreml:fuse_onehot_matmul_to_gather",
         "MatMul(OneHot(i, d, [0, 1], -1), W) -> Where(i in [-d, d-1], Gather(W, Clip(i, -d, d-1)), 0) for a "
         "finite constant W [d, N] and INT32/INT64 i (opset >= 12)",
-        _onehot_matmul(),
+        (fact(_ONEHOT_MATMUL, _ONEHOT_AS_GATHER),),
     ),
     Rule(
         "gather-before-cast",
@@ -452,6 +432,6 @@ RULES = [
         "tvm:SimplifyExpr (take of elementwise); embedding dequantization",
         "Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c or Gather(c, i, 0)) for B in Add/Sub/Mul/Div and a "
         "single-element c or one varying along axis 0 only: dequantize the gathered rows, not the table",
-        _gather_before_elementwise(),
+        GATHER_BEFORE_ELEMENTWISE,
     ),
 ]

@@ -37,6 +37,37 @@ def test_constructors_are_read_from_the_egglog_text() -> None:
     assert constructors_in("(set (shape y) (vec-of 1 2))") == frozenset()
 
 
+def test_generic_constructors_count_by_op() -> None:
+    """A literal op of a family counts as that op; an op variable as the family (some op of it must be present)."""
+    assert constructors_in('(= __root (Unary "Relu" (Binary op a b)))') == {"Relu", "Binary"}
+    assert constructors_in("(= __root (Unary op (Transpose x p)))") == {"Unary", "Transpose"}
+
+
+def _generic(name: str, lhs: str, rhs: str, *guards: str) -> Rule:
+    return Rule(name, "cleanup", "exact", "test", "test rule", (rw(lhs, rhs, *guards),))
+
+
+def test_a_generic_query_needs_some_op_of_its_family() -> None:
+    merge = _generic("merge", "(Unary op (Unary op x))", "(Unary op x)", "(idempotent op)")
+    assert usable_rules([merge], present_constructors(_relu_chain())).commands
+    matmul = build_model([oh.make_node("MatMul", ["x", "x"], ["y"])], [("x", F, [2, 2])], [("y", F, [2, 2])])
+    assert not usable_rules([merge], present_constructors(matmul)).commands
+
+
+def test_a_generic_action_creates_only_the_op_it_names() -> None:
+    """An action `(Unary op ..)` with the matched op creates no op (a Sigmoid rule stays out on a Relu model); one
+    naming Sigmoid creates it."""
+    sink = _generic("sink", "(Unary op (Transpose x p))", "(Transpose (Unary op x) p)")
+    on_sigmoid = _rule("on-sigmoid", "(Sigmoid (Sigmoid x))", "(Sigmoid x)")
+    nodes = [oh.make_node("Transpose", ["x"], ["t"], perm=[1, 0]), oh.make_node("Relu", ["t"], ["y"])]
+    model = build_model(nodes, [("x", F, [2, 3])], [("y", F, [3, 2])])
+    usable = usable_rules([sink, on_sigmoid], present_constructors(model))
+    assert len(usable.commands) == 1 and "Sigmoid" not in usable.constructors
+    to_sigmoid = _generic("to-sigmoid", '(Unary "Relu" x)', '(Unary "Sigmoid" x)')
+    usable = usable_rules([sink, on_sigmoid, to_sigmoid], present_constructors(model))
+    assert len(usable.commands) == 3 and "Sigmoid" in usable.constructors
+
+
 def test_a_rule_on_an_absent_op_is_left_out() -> None:
     on_relu = _rule("on-relu", "(Relu (Relu x))", "(Relu x)")
     on_sigmoid = _rule("on-sigmoid", "(Sigmoid (Sigmoid x))", "(Sigmoid x)")

@@ -512,6 +512,25 @@ def test_transpose_to_reshape_not_with_two_symbolic_dims() -> None:
     assert_rule_does_not_fire(m, "transpose-to-reshape")
 
 
+@pytest.mark.parametrize("last", [4, "N"])
+def test_transpose_to_reshape_at_rank_7(last: object) -> None:
+    """Rank 7 (the rule's rows once stopped at 6): size-1 axes swapped among axes of size > 1 that keep their order;
+    a static output, or one symbol (the target's -1)."""
+    m = model(
+        [transpose("x", "t", (0, 3, 2, 1, 4, 6, 5)), node("Relu", ["t"], "y")],
+        [("x", "FLOAT", (2, 1, 3, 1, 5, 1, last))],
+    )
+    result = assert_rule_sound(m, "transpose-to-reshape")
+    assert op_counts(result.model) == {"Reshape": 1, "Relu": 1}
+
+
+def test_transpose_to_reshape_not_when_data_moves_at_rank_7() -> None:
+    m = model(
+        [transpose("x", "t", (0, 1, 4, 3, 2, 5, 6)), node("Relu", ["t"], "y")], [("x", "FLOAT", (2, 1, 3, 1, 5, 1, 4))]
+    )
+    assert_rule_does_not_fire(m, "transpose-to-reshape")
+
+
 @property_settings()
 @given(PROPERTIES["transpose-to-reshape"]())
 def test_transpose_to_reshape_property(case: RuleCase) -> None:

@@ -806,3 +806,20 @@ def test_split_reshape_merge_not(y_shape: tuple, axis: int, sizes: list, targets
 @given(PROPERTIES["split-reshape-merge"]())
 def test_split_reshape_merge_property(case: RuleCase) -> None:
     case.check()
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_gather_before_elementwise_at_any_rank(batch: int) -> None:
+    """A rank-5 table with a per-row scale [n, 1, 1, 1, 1] (the rule's rows once stopped at rank 4): the rows are
+    gathered first, the scale's too (shape(i) + [1, 1, 1, 1]); the index's batch dim at two sizes."""
+    table = (TABLE_ROWS, 2, 2, 2, 2)
+    inits = {"s": RNG.uniform(0.5, 2, size=(TABLE_ROWS, 1, 1, 1, 1)).astype(np.float32)}
+    nodes = [node("Cast", ["w"], "f", to=1), node("Mul", ["f", "s"], "d"), node("Gather", ["d", "i"], "y")]
+    m = model(nodes, [("w", "INT8", table), ("i", "INT64", ("B", 3))], initializers=inits)
+    feeds = {
+        "w": RNG.integers(-128, 128, size=table).astype(np.int8),
+        "i": RNG.integers(-TABLE_ROWS, TABLE_ROWS, size=(batch, 3)),
+    }
+    result = assert_rule_sound(m, "gather-before-elementwise", feeds, also=["gather-before-cast"])
+    (first,) = [n for n in result.model.graph if n.op_type == "Cast"]
+    assert first.inputs[0].producer() is not None and first.inputs[0].producer().op_type == "Gather"

@@ -64,8 +64,11 @@ class Backend:
         self.run(f"{terms.declarations()}\n{bulk.declarations()}")
 
     def run(self, program: str) -> list[Any]:
-        """Parse and run egglog commands; returns the bindings' outputs."""
-        return self._egraph.run_program(*self._egraph.parse_program(program))
+        """Parse and run egglog commands; returns the bindings' outputs. Ops are written as rules write them: `(Relu
+        x)` is run as `(Unary "Relu" x)` (eqsat.engine.rule.render)."""
+        from eqsat.engine.rule import render
+
+        return self._egraph.run_program(*self._egraph.parse_program(render(program)))
 
     def run_many(self, commands: Iterable[str]) -> None:
         batch: list[str] = []

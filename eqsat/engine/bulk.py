@@ -7,7 +7,10 @@ tab-separated file in native code, and one generated rule per table turns its ro
 
     (rule ((load-Transpose o x p) (= v (load-vec p))) ((union (Ref o) (Transpose (Ref x) v))))
 
-so 20k ops load with a hundred compiled rules instead of ten thousand throwaway ones (egglog-notes §6
+An op of a generic constructor (eqsat.engine.terms.GENERIC) loads through its family's table, the op's name a
+column: `(load-Unary o "Relu" x)` builds `(Unary "Relu" (Ref x))`.
+
+So 20k ops load with a hundred compiled rules instead of ten thousand throwaway ones (egglog-notes §6
 measured the throwaway-rule route at 3.4 s for 20k ops; rule compilation dominated). A row whose
 strings a tab-separated file cannot carry (tabs, line breaks, edge whitespace: `input` trims fields)
 goes through the text route instead (`Rows.text`).
@@ -20,7 +23,7 @@ import functools
 import re
 from typing import Any, Sequence
 
-from eqsat.engine.terms import OPS, egg_float, egg_ints
+from eqsat.engine.terms import GENERIC, GENERIC_OF, OPS, egg_float, egg_ints
 
 #: The handle id that stands for an absent optional input: `(Ref -1)` is unioned with `(Absent)`.
 ABSENT = -1
@@ -67,18 +70,21 @@ def tables() -> dict[str, Table]:
         _table("splat", ("i64", "f64"), "", "(splat (Ref c0) c1)"),
         _table("const-rank", ("i64", "i64"), "", "(set (const-rank (Ref c0)) c1)"),
     ]
-    for spec in OPS.values():
+    constructors = [(name, OPS[name]) for name in OPS if name not in GENERIC_OF]
+    constructors += [(family, OPS[ops[0]]) for family, ops in GENERIC.items()]
+    for constructor, spec in constructors:
+        op = int(constructor in GENERIC)  # a generic table's column 1 is the op's name
         n = len(spec.inputs)
-        columns = ["i64"] * (1 + n) + [_COLUMN[p.kind] for p in spec.params]
-        query, args = "", [f"(Ref c{i + 1})" for i in range(n)]
+        columns = ["i64"] + ["String"] * op + ["i64"] * n + [_COLUMN[p.kind] for p in spec.params]
+        query, args = "", [f"c{i}" for i in range(1, 1 + op)] + [f"(Ref c{i + 1 + op})" for i in range(n)]
         for k, p in enumerate(spec.params):
-            col = 1 + n + k
+            col = 1 + op + n + k
             if p.kind == "ints":
                 query += f" (= v{col} (load-vec c{col}))"
                 args.append(f"v{col}")
             else:
                 args.append(f"c{col}")
-        result.append(_table(spec.name, columns, query, f"(union (Ref c0) ({spec.name} {' '.join(args)}))"))
+        result.append(_table(constructor, columns, query, f"(union (Ref c0) ({constructor} {' '.join(args)}))"))
     return {t.name: t for t in result}
 
 
@@ -107,17 +113,27 @@ class Rows:
         return self.vectors.setdefault(key, len(self.vectors))
 
     def add(self, constructor: str, *columns: Any) -> bool:
-        """Add a row to `load-<constructor>`; False (nothing added) if a string column is not carriable."""
+        """Add a row to `load-<constructor>` (an op of a generic constructor: to its family's table, the op's name
+        after the output handle); False (nothing added) if a string column is not carriable."""
         if any(isinstance(c, str) and not _SAFE_STRING.fullmatch(c) for c in columns):
             return False
-        self.tables.setdefault(f"load-{constructor}", []).append(columns)
+        family = GENERIC_OF.get(constructor)
+        if family is not None:
+            self.tables.setdefault(f"load-{family}", []).append((columns[0], constructor, *columns[1:]))
+        else:
+            self.tables.setdefault(f"load-{constructor}", []).append(columns)
         return True
 
     def ops(self) -> list[tuple[str, int, tuple[int, ...]]]:
         """The typed ops in the tables as (op, output handle, input handles)."""
         found = []
         for name, rows in self.tables.items():
-            spec = OPS.get(name.removeprefix("load-"))
+            constructor = name.removeprefix("load-")
+            if constructor in GENERIC:
+                n = len(OPS[GENERIC[constructor][0]].inputs)
+                found += [(row[1], row[0], tuple(row[2 : 2 + n])) for row in rows]
+                continue
+            spec = OPS.get(constructor)
             if spec is not None:
                 n = len(spec.inputs)
                 found += [(spec.name, row[0], tuple(row[1 : 1 + n])) for row in rows]

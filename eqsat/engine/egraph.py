@@ -9,7 +9,9 @@ re-extraction under a new cost model costs milliseconds and needs no egglog stat
   and the facts known for it (shape with symbolic dims, dtype, constant-only).
 - `EGraph`: the tables, the root classes (graph outputs, in order) and the handle map (value id -> class).
 
-Handle nodes (`Ref`) and subsumed nodes are dropped; fact tables (`shape`, `dtype`) become class facts.
+Handle nodes (`Ref`) and subsumed nodes are dropped; fact tables (`shape`, `dtype`) become class facts. A row of
+a generic constructor (`(Unary "Relu" x)`, eqsat.engine.terms.GENERIC) becomes an e-node of its op ("Relu"), with
+the same children and attributes as an op of its own constructor, and in the same place.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import dataclasses
 import functools
 from typing import Any, Iterable, Mapping
 
+from eqsat.engine.terms import GENERIC, OPS, SPECIAL
 from eqsat.frontend.symbols import SYMBOL_SIZE
 from eqsat.ops import NEVER_CONSTANT_OPS
 
@@ -29,6 +32,9 @@ CONSTANT_LEAVES = frozenset({"Const", "Scalar", "Absent", "TNil"})
 NEVER_CONSTANT = frozenset({"Opaque", "Out", "Split", "Input"}) | NEVER_CONSTANT_OPS
 #: Constructors that are rule plumbing only (unioned with an extractable form): not decoded.
 PLUMBING = frozenset({"TAppend"})
+#: The order e-nodes are numbered in: constructors as declared, each generic family's ops in their places among the
+#: ops (extractors break cost ties by node id).
+NODE_ORDER = {name: k for k, name in enumerate([*SPECIAL, *OPS])}
 #: Constant-only classes larger than this (elements) are computed at run time, never materialized.
 MAX_FOLDED_ELEMENTS = 1 << 20
 
@@ -176,18 +182,15 @@ def decode(
     refs: dict[int, int] = {}
     rules: dict[int, set[str]] = {}
     raw_nodes: list[tuple[str, int, tuple[int, ...], tuple[Attr, ...]]] = []
-    for name, table in tables.items():
-        if table.output_sort not in TERM_SORTS:
-            continue
+    for name, table, rows in _node_rows(tables):
         if name == "Ref":
-            for (rid,), out in table.rows:
+            for (rid,), out in rows:
                 refs[rid] = cid(out, table.output_sort)
             continue
-        if name in PLUMBING:
-            continue
+        generic = int(name in GENERIC_OPS)  # argument 0 of a generic constructor is the op's name
         term_args = [i for i, sort in enumerate(table.input_sorts) if sort in TERM_SORTS]
-        attr_args = [i for i, sort in enumerate(table.input_sorts) if sort not in TERM_SORTS]
-        for args, out in table.rows:
+        attr_args = [i for i, sort in enumerate(table.input_sorts) if sort not in TERM_SORTS][generic:]
+        for args, out in rows:
             children = tuple(cid(args[i], table.input_sorts[i]) for i in term_args)
             raw_nodes.append((name, cid(out, table.output_sort), children, tuple(args[i] for i in attr_args)))
     original = {
@@ -224,6 +227,26 @@ def decode(
     wanted = set(ref_ids)
     kept_refs = {r: c for r, c in sorted(refs.items()) if not wanted or r in wanted}
     return _mark_constants(EGraph(tuple(out_nodes), classes, (), kept_refs))
+
+
+#: Ops of generic constructors.
+GENERIC_OPS = frozenset(op for ops in GENERIC.values() for op in ops)
+
+
+def _node_rows(tables: Mapping[str, Any]) -> list[tuple[str, Any, list[tuple[tuple[Any, ...], Any]]]]:
+    """(constructor or op, table, rows) for the tables of term sorts (plumbing left out), a generic table's rows
+    split by op, in NODE_ORDER (tables it does not know after, in their order)."""
+    found: dict[str, tuple[Any, list[tuple[tuple[Any, ...], Any]]]] = {}
+    for name, table in tables.items():
+        if table.output_sort not in TERM_SORTS or name in PLUMBING:
+            continue
+        if name in GENERIC:
+            for args, out in table.rows:
+                found.setdefault(args[0], (table, []))[1].append((args, out))
+        else:
+            found[name] = (table, table.rows)
+    order = sorted(found, key=lambda name: NODE_ORDER.get(name, len(NODE_ORDER)))
+    return [(name, *found[name]) for name in order]
 
 
 def _foldable_size(eclass: EClass) -> bool:

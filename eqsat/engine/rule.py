@@ -13,6 +13,10 @@ demand by recursion: its `need` rows ask for the values it reads. Need rows run 
 (the values are ready when the rewrite next matches) and count as matches of the `list-functions` rule,
 not of the rewrite that owns them.
 
+Ops of a generic constructor (eqsat.engine.terms.GENERIC) are written by name, `(Relu (Relu x))`; the command egglog
+gets names the family, `(Unary "Relu" (Unary "Relu" x))` (`render`). A row for every op of a family writes the
+family with an op variable, guarded by an op fact: `rw("(Unary op (Unary op x))", "(Unary op x)", "(idempotent op)")`.
+
 The registry (`eqsat.rewrites.registry`) adds `:ruleset` and `:name` so each egglog rule is attributable in
 run reports (`<rule name>#<k>`).
 """
@@ -21,6 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+
+from eqsat.engine.terms import GENERIC_OF, OPS
 
 SOUNDNESS = ("exact", "fp-reassoc", "precision-changing")
 RULESETS = ("analysis", "simplify", "explore")
@@ -32,6 +38,22 @@ NEED_RULE = "list-functions"
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _UNION_TARGET = re.compile(r"\(union (\w+) ")
 _SET_SHAPE = re.compile(r"\(set \(shape ")
+#: An op of a generic constructor at the head of an s-expression: `(Relu ` (text without one is left as it is).
+_OP_HEAD = re.compile(r"\((?:" + "|".join(sorted(GENERIC_OF, key=len, reverse=True)) + r")(?=[\s)])")
+#: A string literal (left as it is), or a capitalized head of an s-expression: `(Relu ` (an op of a generic
+#: constructor when GENERIC_OF has it).
+_HEAD_OR_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|\(([A-Z]\w*)(?=[\s)])')
+
+
+def _rendered(match: re.Match[str]) -> str:
+    family = GENERIC_OF.get(match[1]) if match[1] else None
+    return f'({family} "{match[1]}"' if family else match[0]
+
+
+def render(text: str) -> str:
+    """egglog text with each op of a generic constructor written as that constructor: `(Relu x)` ->
+    `(Unary "Relu" x)` (text already rendered, and string literals such as value names, are unchanged)."""
+    return _HEAD_OR_STRING.sub(_rendered, text) if _OP_HEAD.search(text) else text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +73,7 @@ class Egglog:
             f' (rewritten {var} "{rule}")' for var in dict.fromkeys(_UNION_TARGET.findall(self.actions))
         )
         actions = self.actions + "".join(f" (shape-met {t} {v})" for t, v in shape_sets(self.actions))
-        return f'(rule ({self.facts}) ({actions}{provenance}) :ruleset {ruleset} :name "{name}")'
+        return render(f'(rule ({self.facts}) ({actions}{provenance}) :ruleset {ruleset} :name "{name}")')
 
 
 def shape_sets(actions: str) -> list[tuple[str, str]]:
@@ -88,8 +110,6 @@ def _sexp_end(text: str, start: int) -> int:
 
 def op_pattern(op: str, *args: str) -> str:
     """`(Op args... a0 a1 ...)`: the op applied to `args` with its static parameters as variables a0, a1, ..."""
-    from eqsat.engine.terms import OPS
-
     params = [f"a{i}" for i in range(len(OPS[op].params))]
     return f"({' '.join([op, *args, *params])})"
 

@@ -24,7 +24,7 @@ from eqsat.options import Options
 
 SCHEDULE = ("(saturate (run analysis))", "(run simplify)", "(saturate (run analysis))", "(run explore)")
 #: Tables whose rows are e-nodes: the term constructors (handles and fact tables are not).
-ENODE_TABLES = frozenset(terms.OPS) | frozenset(terms.SPECIAL) - {"Ref"}
+ENODE_TABLES = (frozenset(terms.OPS) | frozenset(terms.SPECIAL) | frozenset(terms.GENERIC)) - {"Ref"}
 
 
 @dataclasses.dataclass(frozen=True)

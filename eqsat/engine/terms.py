@@ -4,6 +4,9 @@ Which ONNX ops eqsat understands and how each maps to a term is the op table, `e
 here): tensor inputs first (ONNX input order), then static parameters (attributes, and inputs that must be
 constant such as Reshape's shape or Clip's bounds), each with its egglog kind and ONNX default.
 Everything else becomes an `Opaque` node that no rule rewrites and lowering restores unchanged.
+The parameterless elementwise unary and binary ops and the reductions share one constructor per family
+(GENERIC: `(Unary "Relu" x)`, `(Binary "Add" a b)`, `(Reduce "ReduceSum" x axes keepdims)`), so that one rule
+row covers every op of a family, guarded by the op facts (OP_FACTS: `(idempotent "Abs")`, `(arith "Add")`, ...).
 
 Leaves and helpers: `(Input "name")`, `(Const "key")` (an initializer, keyed by content hash so equal
 constants are one term), `(Scalar value "DTYPE" shape)` (single-element constants, value as f64 so
@@ -35,9 +38,46 @@ from eqsat.ops import OPS as OPS
 from eqsat.ops import UNARY as UNARY
 from eqsat.ops import OpSpec as OpSpec
 from eqsat.ops import Param as Param
+from eqsat import ops as _ops
 
 #: Constructors that never become ONNX nodes (leaves, lists, projections): free in every cost model.
 PLUMBING_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil", "Out"})
+
+#: Generic constructors: one egglog constructor per family of ops with one signature, the op's ONNX name its first
+#: argument: `(Unary "Relu" x)`, `(Binary "Add" a b)`, `(Reduce "ReduceSum" x axes keepdims)`. Rules write
+#: `(Relu x)` as before (eqsat.engine.rule renders it) or, for every op of a family, `(Unary op x)` guarded by an
+#: OP_FACTS relation; decoding (eqsat.engine.egraph) gives each row back its op's name.
+GENERIC: dict[str, tuple[str, ...]] = {
+    "Unary": tuple(op for op in OPS if op in UNARY),
+    "Binary": tuple(op for op in OPS if op in BINARY),
+    "Reduce": _ops.AXES_REDUCTIONS,
+}
+#: The generic constructor of each op that has one.
+GENERIC_OF: dict[str, str] = {op: family for family, ops in GENERIC.items() for op in ops}
+assert all(len({OPS[op].signature for op in ops}) == 1 for ops in GENERIC.values()), "a family shares one signature"
+
+#: Op facts (`(name "Op")`, standard facts): the op classes generic rules guard on, one relation each, derived
+#: from the op table's traits.
+OP_FACTS: dict[str, tuple[str, ...]] = {
+    # U(x) has x's dtype (IsNaN gives BOOL)
+    "same-dtype-unary": tuple(op for op in GENERIC["Unary"] if op != "IsNaN"),
+    # B(a, b) has a's dtype (comparisons give BOOL; And/Or/Xor get none from the analysis)
+    "same-dtype-binary": tuple(
+        op for op in GENERIC["Binary"] if op not in _ops.COMPARISONS and op not in _ops.BOOL_BINARY
+    ),
+    "comparison": tuple(op for op in _ops.COMPARISONS if op in BINARY),
+    # unary ops lowering folds: their constant inputs make a constant (is-const)
+    "const-foldable": _ops.CONST_FOLDABLE_UNARY,
+    # U(U(x)) = U(x) for every value
+    "idempotent": _ops.IDEMPOTENT,
+    # the four arithmetic ops (broadcast sinks, reshaped biases, gathered dequantizations, fp16 narrowing)
+    "arith": _ops.ARITHMETIC,
+    # reductions of a set of axes whose order does not matter (remapped through a transpose)
+    "axes-reduce": _ops.TRANSPOSE_REDUCTIONS,
+    # reductions whose value over one element is that element
+    "element-reduce": _ops.ELEMENT_REDUCTIONS,
+}
+assert all(op in OPS for ops in OP_FACTS.values() for op in ops)
 
 #: Constructors that are not ONNX ops, with their signatures and result sorts.
 SPECIAL: dict[str, tuple[tuple[str, ...], str]] = {
@@ -74,6 +114,7 @@ LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
     "symbol-count": ("IVec", "i64"),  # how many entries of a shape are symbols (negative)
     "zeros-resolved": ("IVec IVec IVec", "IVec"),  # t's 0s (copies of dims sy) as sizes, or as 0s copying sx
     "quotients": ("IVec i64", "IVec"),  # v[i] / d, when d > 0 divides every v[i] >= 0 (else no value)
+    "data-order": ("IVec IVec", "i64"),  # the last p[i] with s[p[i]] != 1 when those increase along p (-1: none)
 }
 
 #: Constructors whose ONNX op has another name (what reports show): the op lowering writes for them.
@@ -122,12 +163,13 @@ WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
 #: Dtype groups (`dtype-group` facts: group, dtype, first opset): the dtypes ONNX Runtime's CPU kernel of an op
 #: takes (DepthToSpace, SpaceToDepth), those the fused activations run exactly or in higher precision
 #: (activation), those whose tensor constants may be inverted unseen (tensor-reciprocal: overflow only for
-#: subnormal elements).
+#: subnormal elements), Gather's index dtypes (gather-index).
 DTYPE_GROUPS: dict[str, tuple[tuple[str, int], ...]] = {
     "DepthToSpace": (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 11), ("INT8", 11)),
     "SpaceToDepth": (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 1), ("INT8", 1)),
     "activation": (("FLOAT", 1), ("FLOAT16", 1)),
     "tensor-reciprocal": (("FLOAT", 1), ("DOUBLE", 1)),
+    "gather-index": (("INT64", 1), ("INT32", 1)),
 }
 #: Float dtypes with their largest finite value (`float-max`): 1 / c must not exceed it.
 FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.7976931348623157e308}
@@ -191,7 +233,11 @@ def declarations() -> str:
         if sort == "T" or name in ("TNil", "TCons", "Opaque", "Out", "Split", "TAppend"):
             lines.append(f"(constructor {name} ({' '.join(args)}) {sort})")
     for spec in OPS.values():
-        lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
+        if spec.name not in GENERIC_OF:
+            lines.append(f"(constructor {spec.name} ({' '.join(spec.signature)}) T)")
+    for family, ops in GENERIC.items():
+        lines.append(f"(constructor {family} (String {' '.join(OPS[ops[0]].signature)}) T)")
+    lines += [f"(relation {name} (String))" for name in OP_FACTS]
     lines += [
         # shape facts: the first one an e-class gets is read by the rules; every one it gets is in shape-met
         # (symbols that meet there are unified by eqsat.engine.unify); static dims and ranks that differ panic
@@ -250,7 +296,7 @@ def static_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = 
 
 def standard_facts() -> list[str]:
     """The facts no model changes: inverse perms (all up to MAX_PERM_RANK), lossless and truncating casts, wide
-    integers, dtype groups and float maxima. A prepared
+    integers, dtype groups, float maxima and the op facts (OP_FACTS). A prepared
     backend (eqsat.engine.prepared) holds them below its push, so each run loads only its `model_facts`."""
     perms = sorted(p for r in range(1, MAX_PERM_RANK + 1) for p in itertools.permutations(range(r)))
     facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
@@ -261,6 +307,7 @@ def standard_facts() -> list[str]:
     ]
     facts += [f"(set (float-max {egg_str(d)}) {egg_float(top)})" for d, top in FLOAT_MAX.items()]
     facts += [f"(dim-index {i})" for i in range(MAX_CHECKED_RANK)]
+    facts += [f"({name} {egg_str(op)})" for name, ops in OP_FACTS.items() for op in ops]
     return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
 
 

@@ -187,6 +187,9 @@ def _cmd_rules(args: argparse.Namespace) -> int:
         print(f"{r.name:<{width}}  {r.family:<13} {r.soundness:<18} {r.ruleset:<8}  {r.doc}")
         if args.verbose:
             print(f"{'':<{width}}  origin: {r.origin}")
+            for command in r.commands():  # the egglog text installed (ops of generic constructors rendered)
+                print(f"{'':<{width}}  {command}")
+    print(f"{len(rules)} rules, {sum(len(r.egglog) for r in rules)} egglog rules")
     return 0
 
 
@@ -373,7 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     expl.set_defaults(run=_cmd_explain)
 
     rules = sub.add_parser("rules", help="list the rewrite rules with family, soundness and doc")
-    rules.add_argument("-v", "--verbose", action="store_true", help="also show each rule's origin")
+    rules.add_argument(
+        "-v", "--verbose", action="store_true", help="also show each rule's origin and its egglog rules as installed"
+    )
     rules.set_defaults(run=_cmd_rules)
 
     targets = sub.add_parser("targets", help="list the hardware targets")
