@@ -46,7 +46,7 @@ class Session:
 
     source: str
     original: onnx.ModelProto  # the input as loaded
-    normalized: onnx.ModelProto  # after folding: what was encoded
+    normalized: onnx.ModelProto  # after folding: what was encoded (its large weights: `loaded.work`)
     encoding: Encoding
     egraph: EGraph
     saturation: RunReport
@@ -228,7 +228,7 @@ class Loaded:
     label: str
     original: onnx.ModelProto  # as loaded (input shapes fixed when asked): the interface kept
     work: "ir.Model"  # normalized IR: what is encoded
-    normalized: onnx.ModelProto  # its proto: what lowering and the rule closure read
+    normalized: onnx.ModelProto  # its proto, large weights in `work` only: lowering, rule closure
     phases: dict[str, float]  # load and fold times
 
 

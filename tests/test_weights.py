@@ -109,3 +109,104 @@ def test_a_model_is_written_in_pieces_byte_for_byte() -> None:
     small = _model()
     del small.graph.initializer[0]  # nothing large: one piece
     assert list(weights.serialized(small)) == [small.SerializeToString()]
+
+
+@pytest.mark.parametrize("ir_version", [3, 8])
+def test_normalizing_and_encoding_hold_each_weight_once(ir_version: int) -> None:
+    """The IR's large initializers are numpy arrays that encoding reads as they are (one copy besides the
+    input proto's), the normalized proto is without them, and the optimized model still computes the same;
+    a large weight numpy cannot read as it is (typed float_data) stays the proto's tensor."""
+    import onnx_ir as ir
+
+    from eqsat import optimize
+    from eqsat.session import saturate
+
+    model = _model(ir_version)
+    typed = oh.make_tensor("v", onnx.TensorProto.FLOAT, [32, 32], np.linspace(-1, 1, 1024).tolist())  # float_data
+    model.graph.initializer.append(typed)
+    if ir_version < 4:
+        model.graph.input.append(oh.make_tensor_value_info("v", onnx.TensorProto.FLOAT, [32, 32]))
+    model.graph.node.insert(2, oh.make_node("MatMul", ["a", "v"], ["av"]))
+    model.graph.node[3].input[0] = "av"
+    session = saturate(model)
+    assert session.loaded is not None
+    work = session.loaded.work.graph.initializers
+    assert [t.name for t in session.normalized.graph.initializer if t.name in ("w", "v")] == []
+    assert isinstance(work["v"].const_value, ir.serde.TensorProtoTensor)
+    held = work["w"].const_value
+    assert isinstance(held, ir.Tensor)
+    if ir_version >= 4:  # below, every initializer is an input with a default: not a constant
+        assert np.shares_memory(held.numpy(), session.encoding.arrays_by_name()["w"])
+    assert list(work) == [t.name for t in model.graph.initializer]  # the input's order: encoding numbers by it
+    result = optimize(model)
+    assert result.report.verification is not None and result.report.verification.ok
+    assert {"w", "v"} <= {t.name for t in result.proto.graph.initializer}
+
+
+def test_shapes_inferred_again_after_folding_are_those_a_fresh_read_gives() -> None:
+    """Normalizing infers shapes a second time after folding (some shape not static yet) and sets them on the
+    IR's own values: each value's type and shape is what deserializing the inferred proto gives it, and the
+    normalized proto is without the large weights. (A rewrite of a fresh deserialization: passes on main too.)"""
+    import onnx_ir as ir
+
+    from benchmarks.synthetic import transformer_encoder
+    from eqsat.frontend import fold, normalize
+
+    model = transformer_encoder(1, hidden=32, heads=2, ffn=64)
+    seen: list[tuple[ir.Model, onnx.ModelProto]] = []
+    infer_light = fold.infer_light
+
+    def spy(light: weights.Light) -> onnx.ModelProto:
+        inferred = infer_light(light)
+        seen.append((ir.serde.deserialize_model(inferred), inferred))
+        return inferred
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(normalize, "infer_light", spy)
+        work, proto = normalize.normalize_proto(model)
+    assert len(seen) == 2  # before folding and again after it
+    fresh = seen[-1][0]
+    mine = {o.name: (o.type, str(o.shape)) for n in work.graph for o in n.outputs}
+    theirs = {o.name: (o.type, str(o.shape)) for n in fresh.graph for o in n.outputs}
+    assert mine == theirs and any("batch" in shape for _, shape in mine.values())
+    assert [(o.name, o.type, str(o.shape)) for o in work.graph.outputs] == [
+        (o.name, o.type, str(o.shape)) for o in fresh.graph.outputs
+    ]
+    large = {t.name for t in model.graph.initializer if t.ByteSize() >= weights.LARGE_BYTES}
+    assert large and not large & {t.name for t in proto.graph.initializer}
+
+
+def test_optimize_holds_off_full_garbage_collections_and_restores_the_thresholds() -> None:
+    """Each full collection walks every object alive (millions for a 10k-node model): none runs inside
+    `eqsat.optimize`, even where one would run every other young collection (thresholds (500, 1, 1), every
+    object frozen, so that nothing counts as long-lived), and the caller's thresholds are back afterwards;
+    the result is the same."""
+    import gc
+
+    from eqsat import optimize
+
+    expected = optimize(_model()).proto.SerializeToString(deterministic=True)
+    full: list[int] = []
+    inside = [False]
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] == 2 and inside[0]:
+            full.append(1)
+
+    thresholds = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.collect()  # generation 2 empty: a full collection is due whenever its threshold is reached
+    gc.set_threshold(500, 1, 1)
+    gc.callbacks.append(count)
+    try:
+        inside[0] = True
+        result = optimize(_model())
+        inside[0] = False
+        assert gc.get_threshold() == (500, 1, 1)
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+    assert full == []
+    assert result.proto.SerializeToString(deterministic=True) == expected

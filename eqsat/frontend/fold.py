@@ -119,6 +119,12 @@ def infer_model(model: ir.Model) -> onnx.ModelProto:
     return light.put_back(_inferred(light.proto) or light.proto)
 
 
+def infer_light(light: weights.Light) -> onnx.ModelProto:
+    """Shape inference on a light copy (as `infer_proto`): the inferred copy, or `light.proto` itself when
+    inference fails; the large initializers stay out (`Light.attach` and `Light.put_back` bring them)."""
+    return _inferred(light.proto) or light.proto
+
+
 def _inferred(proto: onnx.ModelProto) -> onnx.ModelProto | None:
     try:
         return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)

@@ -104,9 +104,10 @@ class Light:
                 offset += size
         return {name: arrays[name] for name in self.large}
 
-    def put_back(self, result: onnx.ModelProto) -> onnx.ModelProto:
+    def put_back(self, result: onnx.ModelProto, *, large: bool = True) -> onnx.ModelProto:
         """`result` (what a tool made of the light copy, e.g. shape inference's) with the large initializers in
-        their places again and the inputs that stood for them gone; changed in place and returned."""
+        their places again (left out without `large`) and the inputs that stood for them gone; changed in
+        place and returned."""
         graph = result.graph
         if self.added_inputs:
             del graph.input[len(graph.input) - self.added_inputs :]
@@ -114,12 +115,36 @@ class Light:
         del graph.initializer[:]  # the detached messages keep their data
         for name in self.order:
             if name in self.large:
-                graph.initializer.append(self.large[name])
+                if large:
+                    graph.initializer.append(self.large[name])
             elif name in self.from_ir:
-                ir.serde.serialize_tensor_into(graph.initializer.add(), self.from_ir[name])
+                if large:
+                    ir.serde.serialize_tensor_into(graph.initializer.add(), self.from_ir[name])
             elif name in present:
                 graph.initializer.append(present[name])
         return result
+
+    def attach(self, model: ir.Model) -> ir.Model:
+        """`model` (the IR of what a tool made of the light copy, before `put_back`) with the large initializers
+        as initializers again, in the original's order, the inputs that stood for them gone (in place). They
+        are shared, not copied: an IR model's tensors as they are, a proto's as a numpy array over one copy of
+        its data (what encoding and lowering then read without copying), or, for data numpy cannot hold as
+        it is (external, packed, typed fields), the proto's own tensor."""
+        graph = model.graph
+        tensors = {**{name: _shared(t) for name, t in self.large.items()}, **self.from_ir}
+        inputs = {v.name: v for v in graph.inputs}
+        for _ in range(self.added_inputs):
+            graph.inputs.pop()
+        present = dict(graph.initializers)
+        graph.initializers.clear()
+        for name in self.order:
+            value = present.get(name)
+            if name in tensors:
+                value = inputs[name]
+                value.const_value = tensors[name]
+            if value is not None:
+                graph.initializers.add(value)
+        return model
 
 
 def check_model(proto: onnx.ModelProto, *, full: bool = True) -> None:
@@ -176,6 +201,45 @@ def _large(tensor: onnx.TensorProto) -> bool:
 
 def _large_ir(tensor: ir.TensorProtocol) -> bool:
     return tensor.dtype != ir.DataType.STRING and tensor.nbytes >= LARGE_BYTES
+
+
+#: Types whose raw data numpy reads as it is (little-endian, one element per item): shared as arrays.
+_PLAIN = frozenset(
+    {
+        ir.DataType.FLOAT,
+        ir.DataType.DOUBLE,
+        ir.DataType.FLOAT16,
+        ir.DataType.INT8,
+        ir.DataType.INT16,
+        ir.DataType.INT32,
+        ir.DataType.INT64,
+        ir.DataType.UINT8,
+        ir.DataType.UINT16,
+        ir.DataType.UINT32,
+        ir.DataType.UINT64,
+        ir.DataType.BOOL,
+    }
+)
+
+
+def _shared(tensor: onnx.TensorProto) -> ir.TensorProtocol:
+    """The IR tensor of `tensor`: a numpy array over one copy of its raw data where it has plain raw data,
+    else the proto's own (onnx_ir reads it on demand)."""
+    read = ir.serde.deserialize_tensor(tensor)
+    if (
+        isinstance(read, ir.serde.TensorProtoTensor)
+        and read.dtype in _PLAIN
+        and tensor.HasField("raw_data")
+        and tensor.data_location != onnx.TensorProto.EXTERNAL
+    ):
+        return ir.Tensor(
+            read.numpy(),
+            read.dtype,
+            name=tensor.name,
+            doc_string=tensor.doc_string or None,
+            metadata_props={p.key: p.value for p in tensor.metadata_props} or None,
+        )
+    return read
 
 
 def _float_raw(tensor: onnx.TensorProto) -> bool:
