@@ -73,7 +73,6 @@ RULE_ONLY_FACTS = (
             "per-channel",
             "per-column",
             "conv-pad",
-            "conv-weights",
             "conv-group-views",
             "bn-unmarked",
             "ln-dims",

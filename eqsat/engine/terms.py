@@ -307,7 +307,6 @@ def declarations() -> str:
         "(relation per-channel (T IVec))",
         "(relation per-column (T IVec))",
         "(relation conv-pad (T T T IVec))",
-        "(relation conv-weights (T IVec))",
         "(relation conv-group-views (T i64 IVec IVec))",
         "(relation bn-unmarked (f64 f64))",
         "(relation ln-dims (T i64 IVec IVec))",

@@ -176,10 +176,10 @@ def _conv_zero_bias(draw: Callable, st: Any) -> RuleCase:
     return g.case("conv-zero-bias", ["y"], also=("conv-bias-fold", "conv-scale-fold", "conv-div-fold"))
 
 
-def _conv_scale(rule: str) -> Callable[[], Any]:
+def _conv_scale(rule: str, group: str | None = None) -> Callable[[], Any]:
     @rule_case
     def strategy(draw: Callable, st: Any) -> RuleCase:
-        spec = draw_conv(draw)
+        spec = draw_conv(draw, group=group)
         g = DrawnGraph()
         x = float_input(draw, g, "x", spec.x_shape, spec.dtype)
         add_conv(draw, g, spec, x, "conv")
@@ -449,7 +449,8 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "conv-merge-order": feeding(_conv_merge(), "conv-merge-order"),
     "bias-fold-sites": feeding(_conv_zero_bias, "bias-fold-sites"),
     "bn-unmarked": feeding(_conv_bn_fold, "bn-unmarked"),
-    "conv-weight-facts": feeding(_conv_scale("conv-scale-fold"), "conv-weight-facts"),
+    # conv-group-views are computed for grouped weights only
+    "conv-weight-facts": feeding(_conv_scale("conv-scale-fold", group="grouped"), "conv-weight-facts"),
     "per-channel-facts": feeding(_bn_compose, "per-channel-facts"),
     "conv-pad-sites": feeding(_conv_pad_merge, "conv-pad-sites"),
     "scale-broadcast-shape": _analysis_fact("scale-broadcast-shape"),
