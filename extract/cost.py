@@ -22,7 +22,9 @@ per node id) to cost a whole e-graph at once; `node_costs()` below uses it when 
   of its constant operands, e.g. a bias, plus FUSED_EPSILON ("free": a bias folded into the producer
   beats the same bias applied by an epilogue), or max(its compute time, the traffic of its other inputs
   such as a residual or a bias, FUSED_EPSILON) ("epilogue"). This is a per-node approximation: it assumes
-  the producer is the node chosen in that class and that its output is not needed elsewhere;
+  the producer is the node chosen in that class and that its output is not needed elsewhere. A pattern
+  with `all_inputs = true` fuses only a consumer whose optional inputs are all present (ONNX Runtime's
+  ReluQuantFusion reads Q's zero point);
 - the compute dtype (which peak applies) is that of the first non-constant input (else the first input,
   else the output); ops with no FLOPs (data movement) run in any dtype;
 - layout: on a target preferring NHWC, layout-bound ONNX ops (NCHW by definition) pay
@@ -33,8 +35,10 @@ per node id) to cost a whole e-graph at once; `node_costs()` below uses it when 
   On such a target DQ and Q nodes cost FUSED_EPSILON and their consumer / producer accounts for them: a
   unit absorbs them, any other op pays their roofline as kernels of its own (so DQ -> ReduceMean -> Q
   costs three kernels where DQ -> GlobalAveragePool -> Q costs one). A DQ with no consumer (a graph
-  output) and a Q of a graph input pay for themselves. On a target without the list, Q and DQ are
-  kernels of their own and the op computes in float;
+  output) and a Q of a graph input pay for themselves. A unit of an op in `[qdq] zero_point_ops` (whose
+  runtime selector reads the zero points) absorbs only a DQ or Q with an explicit one; one without runs as a
+  kernel of its own. On a target without the list, Q and DQ are kernels of their own and the op computes
+  in float;
 - blocked layout (`[blocked_layout]`, ONNX Runtime's NCHWc on x86): classes produced by its producers (and
   by its ops over blocked inputs) hold blocked activations; any other consumer pays a reorder to NCHW
   (reading and writing its input once more);
