@@ -42,9 +42,13 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import onnx
 
+from eqsat.check import timing
+
 DEFAULT_FOLDER = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 TOOLS = ("eqsat", "ort-basic", "onnxoptimizer", "onnxscript", "onnxsim", "onnxslim")
 WARMUP_RUNS = 5
+#: The two levels each version is timed at (onnxruntime graph optimizations off, all on).
+LEVELS = {"DIS": "DISABLE_ALL", "ALL": "ENABLE_ALL"}
 
 
 @dataclasses.dataclass
@@ -209,48 +213,6 @@ def feeds_for(path: Path, model: onnx.ModelProto) -> dict[str, np.ndarray]:
     return feeds_from_spec(spec) if spec else make_inputs(model, 0)
 
 
-def _session(model: onnx.ModelProto, level: str):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_DISABLE_ALL if level == "DIS" else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    )
-    options.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
-class Timed:
-    """One model under onnxruntime at one level (DIS or ALL), timed run by run."""
-
-    def __init__(self, model: onnx.ModelProto, feeds: dict[str, np.ndarray], level: str) -> None:
-        self.session = _session(model, level)
-        names = {i.name for i in self.session.get_inputs()}
-        self.feeds = {k: v for k, v in feeds.items() if k in names}
-        self.times: list[float] = []
-        for _ in range(WARMUP_RUNS):
-            self.outputs = self.session.run(None, self.feeds)
-
-    def run(self) -> None:
-        start = time.perf_counter()
-        self.session.run(None, self.feeds)
-        self.times.append(time.perf_counter() - start)
-
-    @property
-    def median_ms(self) -> float:
-        return statistics.median(self.times) * 1000
-
-
-def time_all(timed: Sequence[Timed], runs: int) -> None:
-    """`runs` rounds, each running every model once: a busy machine slows all of them alike."""
-    for _ in range(runs):
-        for t in timed:
-            t.run()
-
-
 def difference(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> float:
     """Largest |expected - actual| relative to the expected output's largest magnitude, over the outputs."""
     worst = 0.0
@@ -295,23 +257,30 @@ def bench_model(
                 onnx.save(model, str(save / f"{path.stem}.{tool}.onnx"))
         except Exception as exc:  # a refused model or a peer's failure: a finding for the table
             row.error = _first_line(exc)
-    timed: dict[tuple[str, str], Timed] = {}
+    timed: dict[tuple[str, str], timing.Timed] = {}
+    outputs: dict[str, list] = {}  # per tool, its outputs with graph optimizations off
     for row in rows:
         if row.tool not in models:
             continue
         try:
-            for level in ("DIS", "ALL"):
-                timed[row.tool, level] = Timed(models[row.tool], feeds, level)
+            for level in LEVELS:
+                session = timing.session(models[row.tool], level=LEVELS[level])
+                names = {i.name for i in session.get_inputs()}
+                t = timed[row.tool, level] = timing.Timed(
+                    level, session, {k: v for k, v in feeds.items() if k in names}
+                )
+                t.warm_up(WARMUP_RUNS)
+            outputs[row.tool] = timed[row.tool, "DIS"].session.run(None, timed[row.tool, "DIS"].feeds)
         except Exception as exc:  # an output onnxruntime cannot load or run
             row.error = _first_line(exc)
-            timed.pop((row.tool, "DIS"), None)
-    time_all(list(timed.values()), runs)
-    reference = timed.get(("input", "DIS"))
+            for level in LEVELS:
+                timed.pop((row.tool, level), None)
+    timing.time_interleaved(list(timed.values()), rounds=runs)
     for row in rows:
         if (row.tool, "ALL") in timed:
-            row.dis_ms, row.all_ms = timed[row.tool, "DIS"].median_ms, timed[row.tool, "ALL"].median_ms
-            if reference is not None:
-                row.diff = difference(reference.outputs, timed[row.tool, "DIS"].outputs)
+            row.dis_ms, row.all_ms = (timed[row.tool, level].median * 1000 for level in LEVELS)
+            if "input" in outputs:
+                row.diff = difference(outputs["input"], outputs[row.tool])
     return rows
 
 
