@@ -248,7 +248,7 @@ class Roofline:
         # QDQ node units: DQ and Q cost their consumer / producer, which absorbs them (an integer kernel)
         # or pays for running them as kernels of their own (any other op)
         # a unit whose selector reads zero points absorbs only a DQ or Q that has one
-        implicit = op in ("DequantizeLinear", "QuantizeLinear") and _absent_input(g, n, 2)
+        implicit = op in ("DequantizeLinear", "QuantizeLinear") and len(ins) < 3  # no zero point (ins skips absent)
         if op == "DequantizeLinear" and f.dq_used[n.eclass] and not (implicit and f.zero_point[n.eclass]):
             return FUSED_EPSILON
         if op == "QuantizeLinear" and ins and f.q_paid[ins[0]] and not (implicit and f.zero_point[ins[0]]):
@@ -598,12 +598,6 @@ def _qdq_facts(
             for c in n.children:
                 dq_used[c] = dq_used[c] or dq[c] >= 0
     return dq, q, unit, dq_used, q_paid, zero_point
-
-
-def _absent_input(g: EGraph, n: ENode, k: int) -> bool:
-    """Whether tensor input `k` of `n` is missing (an optional input left out)."""
-    ins = [c for c in n.children if g.classes[c].sort == "T"]
-    return k >= len(ins) or _absent(g, ins[k])
 
 
 def _blocked_classes(g: EGraph, layout: BlockedLayout | None) -> list[bool]:
