@@ -96,55 +96,64 @@ def flat(c: str) -> str:
     return f"(Reshape {c} (vec-of -1) 0)"
 
 
-def weight_forms(axis: str, op: str, v: str, channels: str | None, full: str) -> list[tuple[str, str]]:
-    """Ways to scale weights `w` (WEIGHTS: shape sw, rank >= 3, o its all-ones shape) by the flat vector `v`
-    with `op` (Mul/Div).
+def weight_forms(axis: str, op: str, v: str, ones_of: str, channels: str | None) -> list[tuple[str, str]]:
+    """Ways to scale the constant weights `w` of a conv with g groups by the flat vector `v` with `op` (Mul/Div):
+    (guards, weight expression) pairs, mutually exclusive, each guard binding sw (w's shape; WEIGHTS or GROUPED).
+    `ones_of` is a vector of w's rank with every dim 1 but maybe dim 1 (the shape of a per-channel constant of the
+    conv's input or output, or w's all-ones shape o): the views along axis 0 and 1 are written from it.
 
     axis "0": along axis 0 (a conv's output channels, a conv transpose's input channels), any group.
     axis "grouped": along axis 1 within each group (a conv's input channels, a conv transpose's output
     channels): a plain broadcast along axis 1 when group == 1; for group > 1, either `v` has one element
-    (`channels` = 1: a scalar, any axis) or `full` elements, and the weights are viewed as [g, W0/g, W1, k...]
-    against v viewed as [g, 1, W1, 1...] (conv-group-views gw, gv). Returns (extra guards, weight expression)
-    pairs, mutually exclusive.
+    (`channels` = 1: a scalar, any axis) or more, and the weights are viewed as [g, W0/g, W1, k...] against v
+    viewed as [g, 1, W1, 1...] (conv-group-views gw, gv). `channels` is the axis-1 size of a per-channel constant
+    whose product or quotient with the conv's input or output has that operand's shape: 1, or all its channels.
     """
-    axis0 = f"({op} w (Reshape {v} (vec-set o 0 -1) 0))"  # actions: v is let-bound
+    axis0 = f"({op} w (Reshape {v} (vec-set (vec-set {ones_of} 1 1) 0 -1) 0))"  # actions: v is let-bound
+    if ones_of == "o":
+        axis0 = f"({op} w (Reshape {v} (vec-set o 0 -1) 0))"
     if axis == "0":
-        return [("", axis0)]
-    axis1 = f"({op} w (Reshape {v} (vec-set o 1 -1) 0))"
+        return [(WEIGHTS, axis0)]
+    axis1 = f"({op} w (Reshape {v} (vec-set {ones_of} 1 -1) 0))"
     # the grouped form's outer Reshape gets its dtype in the actions (nw's facts: `grouped_dtype`)
     grouped = f"(Reshape ({op} (Reshape w gw 0) (Reshape {v} gv 0)) sw 0)"
-    views = "(> g 1) (conv-group-views w g gw gv) (= wdt (dtype w))"
     if channels is None:
-        return [("(= g 1)", axis1), (views, grouped)]
+        return [(f"(= g 1) {WEIGHTS}", axis1), (GROUPED, grouped)]
     return [
-        ("(= g 1)", axis1),
-        (f"(> g 1) (= {channels} 1)", axis0),
-        (f"{views} (= {channels} {full}) (> {full} 1)", grouped),
+        (f"(= g 1) {WEIGHTS}", axis1),
+        (f"(> g 1) (= {channels} 1) {WEIGHTS}", axis0),
+        (f"{GROUPED} (> {channels} 1)", grouped),
     ]
 
 
 def grouped_dtype(guards: str) -> str:
     """The dtype fact of new weights nw of the grouped form (a Reshape: the analysis rows give the others, products
     and quotients of w, theirs)."""
-    return " (set (dtype nw) wdt)" if "conv-group-views" in guards else ""
+    return " (set (dtype nw) wdt)" if guards.startswith(GROUPED) else ""
 
 
 OUT_AXIS = {"Conv": "0", "ConvTranspose": "grouped"}
 IN_AXIS = {"Conv": "grouped", "ConvTranspose": "0"}
-#: Constant conv weights of rank >= 3 with a dtype fact: binds sw (their shape) and o (sw with every dim 1, the
-#: views that scale them read). Written into each fold's query, keyed on its weight: a relation conv-weights(w, o)
-#: joined instead made saturation quadratic in the number of convs (resnet_stack, 400 blocks: 0.53 -> 4.6 s).
-WEIGHTS = f"(is-const w) (= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w)) (= o {ones('sw')})"
-#: conv-group-views(w, g, gw, gv): w viewed as [g, W0/g, W1, k...] and a flat vector as [g, 1, W1, 1...]
-#: (grouped scales), computed once per grouped weight (conv-weight-facts).
+#: Constant conv weights of rank >= 3: binds sw, their shape. Written into each fold's query, keyed on its weight:
+#: a relation keyed on the weight that also holds a shared vector (conv-weights(w, o), o the all-ones shape; or
+#: views of a flat vector along axis 0 and 1) joined instead makes saturation quadratic in the number of convs
+#: (resnet_stack, 200 blocks: 0.35 -> 1.2-1.5 s, measured twice). The folds write their views from a per-channel
+#: constant's shape (weight_forms) or bind o, the all-ones shape.
+WEIGHTS = "(is-const w) (= sw (shape w)) (>= (vec-length sw) 3)"
+#: A grouped conv's constant weights: binds sw, wdt (their dtype), and the views gw, gv of conv-group-views(w, g,
+#: gw, gv): w viewed as [g, W0/g, W1, k...] and a flat vector as [g, 1, W1, 1...], computed once per grouped weight
+#: (conv-weight-facts; such a weight has rank >= 3 and is constant).
+GROUPED = "(> g 1) (conv-group-views w g gw gv) (= sw (shape w)) (= wdt (dtype w))"
 _GROUP_VIEWS = (
     "(conv-group-views w g (vec-append (vec-of g -1) (vec-remove sw 0)) "
     "(vec-append (vec-of g 1 -1) (vec-remove (vec-remove o 0) 0)))"
 )
-CONV_WEIGHT_FACTS = tuple(fact(f"(= y {conv(kind)}) (> g 1) {WEIGHTS}", _GROUP_VIEWS) for kind in KINDS)
-#: b is a present bias (a 1-D tensor with shape and dtype facts): binds sb, bdt. New biases (nb) and weights (nw)
+CONV_WEIGHT_FACTS = tuple(
+    fact(f"(= y {conv(kind)}) (> g 1) {WEIGHTS} (= wdt (dtype w)) (= o {ones('sw')})", _GROUP_VIEWS) for kind in KINDS
+)
+#: b is a present bias (with a shape fact; a conv's bias is 1-D): binds sb. New biases (nb) and weights (nw)
 #: get both facts, so that folds chain.
-BIAS = "(= sb (shape b)) (= (vec-length sb) 1)"
+BIAS = "(= sb (shape b))"
 #: weights constant or not (a graph input): the zero bias and the bias folds hold for any W.
 ANY_WEIGHTS = "(= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w))"
 
@@ -196,7 +205,7 @@ def _bias_fold() -> tuple:
             fact(
                 f"(= y (Sub c cv)) {base} {WEIGHTS}",
                 f"(let vf {flat('c')}) (let nb (Sub vf b)) (let nw (Neg w)) "
-                f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nb) sb) (set (shape nw) sw)",
+                f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nb) sb)",
             )
         )
     return tuple(rules)
@@ -207,10 +216,10 @@ def _output_scale(op: str, guard: str = "") -> tuple:
     rules = []
     for kind in KINDS:
         base = (
-            f"(= y ({op} cv c)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} (= sy (shape y)) (= sy (shape cv)) "
+            f"(= y ({op} cv c)) (= cv {conv(kind)}) {BIAS} (= sy (shape y)) (= sy (shape cv)) "
             f"(per-channel c sy) (= s_c (shape c)) {guard}"
         )
-        for extra, weight in weight_forms(OUT_AXIS[kind], op, "vf", "(vec-get s_c 1)", "(vec-get sy 1)"):
+        for extra, weight in weight_forms(OUT_AXIS[kind], op, "vf", "s_c", "(vec-get s_c 1)"):
             rules.append(
                 fact(
                     f"{base} {extra}",
@@ -259,16 +268,16 @@ def _bn_fold() -> tuple:
     rules = []
     for kind in KINDS:
         base = (
-            f"(= y (BatchNormalization cv ga be mu va eps mom)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} "
+            f"(= y (BatchNormalization cv ga be mu va eps mom)) (= cv {conv(kind)}) "
             f"{FOLDABLE} (= dt (dtype w)) (= dt (dtype b)) (bn-unmarked eps mom)"
         )
-        for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", None, ""):
+        for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", "o", None):
             rules.append(
                 fact(
                     f"{base} {extra}",
-                    f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mu) f) be)) "
-                    f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
-                    + grouped_dtype(extra),
+                    ("" if extra.startswith(GROUPED) else f"(let o {ones('sw')}) ")
+                    + f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mu) f) be)) "
+                    f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw)" + grouped_dtype(extra),
                 )
             )
     return tuple(rules)
@@ -314,10 +323,10 @@ def _input_scale() -> tuple:
     rules = []
     for kind in KINDS:
         base = (
-            f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) {WEIGHTS} (= sx (shape x)) (= sx (shape xs)) "
+            f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) (= sx (shape x)) (= sx (shape xs)) "
             "(per-channel s sx) (= s_s (shape s)) (finite s)"
         )
-        for extra, weight in weight_forms(IN_AXIS[kind], "Mul", "vf", "(vec-get s_s 1)", "(vec-get sx 1)"):
+        for extra, weight in weight_forms(IN_AXIS[kind], "Mul", "vf", "s_s", "(vec-get s_s 1)"):
             rules.append(
                 fact(
                     f"{base} {extra}",
