@@ -115,7 +115,7 @@ def weight_forms(axis: str, op: str, v: str, ones_of: str, channels: str | None)
     if axis == "0":
         return [(WEIGHTS, axis0)]
     axis1 = f"({op} w (Reshape {v} (vec-set {ones_of} 1 -1) 0))"
-    # the grouped form's outer Reshape gets its dtype in the actions (nw's facts: `grouped_dtype`)
+    # the grouped form's outer Reshape gets its facts from conv-weight-facts (w's shape and dtype)
     grouped = f"(Reshape ({op} (Reshape w gw 0) (Reshape {v} gv 0)) sw 0)"
     if channels is None:
         return [(f"(= g 1) {WEIGHTS}", axis1), (GROUPED, grouped)]
@@ -126,10 +126,10 @@ def weight_forms(axis: str, op: str, v: str, ones_of: str, channels: str | None)
     ]
 
 
-def grouped_dtype(guards: str) -> str:
-    """The dtype fact of new weights nw of the grouped form (a Reshape: the analysis rows give the others, products
-    and quotients of w, theirs)."""
-    return " (set (dtype nw) wdt)" if guards.startswith(GROUPED) else ""
+def weight_facts(guards: str) -> str:
+    """The shape fact of new weights nw (the analysis gives their dtype: products and quotients of w have w's), set
+    in the actions but for the grouped form (a Reshape to w's shape: conv-weight-facts gives both)."""
+    return "" if guards.startswith(GROUPED) else " (set (shape nw) sw)"
 
 
 OUT_AXIS = {"Conv": "0", "ConvTranspose": "grouped"}
@@ -140,16 +140,22 @@ IN_AXIS = {"Conv": "grouped", "ConvTranspose": "0"}
 #: (resnet_stack, 200 blocks: 0.35 -> 1.2-1.5 s, measured twice). The folds write their views from a per-channel
 #: constant's shape (weight_forms) or bind o, the all-ones shape.
 WEIGHTS = "(is-const w) (= sw (shape w)) (>= (vec-length sw) 3)"
-#: A grouped conv's constant weights: binds sw, wdt (their dtype), and the views gw, gv of conv-group-views(w, g,
+#: A grouped conv's constant weights: binds sw (their shape) and the views gw, gv of conv-group-views(w, g,
 #: gw, gv): w viewed as [g, W0/g, W1, k...] and a flat vector as [g, 1, W1, 1...], computed once per grouped weight
 #: (conv-weight-facts; such a weight has rank >= 3 and is constant).
-GROUPED = "(> g 1) (conv-group-views w g gw gv) (= sw (shape w)) (= wdt (dtype w))"
+GROUPED = "(> g 1) (conv-group-views w g gw gv) (= sw (shape w))"
 _GROUP_VIEWS = (
     "(conv-group-views w g (vec-append (vec-of g -1) (vec-remove sw 0)) "
     "(vec-append (vec-of g 1 -1) (vec-remove (vec-remove o 0) 0)))"
 )
-CONV_WEIGHT_FACTS = tuple(
-    fact(f"(= y {conv(kind)}) (> g 1) {WEIGHTS} (= wdt (dtype w)) (= o {ones('sw')})", _GROUP_VIEWS) for kind in KINDS
+CONV_WEIGHT_FACTS = (
+    *(fact(f"(= y {conv(kind)}) (> g 1) {WEIGHTS} (= d (dtype w)) (= o {ones('sw')})", _GROUP_VIEWS) for kind in KINDS),
+    # a grouped fold's new weights: w's shape and dtype
+    fact(
+        "(= y (Reshape (Binary b_op (Reshape w gw 0) v) sw 0)) (conv-group-views w g gw gv) (= sw (shape w)) "
+        "(= d (dtype w))",
+        "(set (shape y) sw) (set (dtype y) d)",
+    ),
 )
 #: b is a present bias (with a shape fact; a conv's bias is 1-D): binds sb. New biases (nb) and weights (nw)
 #: get both facts, so that folds chain.
@@ -163,11 +169,8 @@ ZERO = "(Scalar 0.0 wdt (vec-of co))"
 
 #: Consumers of a conv output y that a fold rewrites: the zero bias is only built for these.
 FOLD_CONSUMERS = (
-    "(= p (Add y c)) (is-const c)",
-    "(= p (Sub y c)) (is-const c)",
+    "(= p (Binary b_op y c)) (arith b_op) (is-const c)",  # Add, Sub, Mul, Div (op: a ConvTranspose parameter)
     "(= p (Sub c y)) (is-const c)",
-    "(= p (Mul y c)) (is-const c)",
-    "(= p (Div y c)) (is-const c)",
     "(= p (BatchNormalization y ga be mu va eps mom))",
 )
 #: bias-fold-site(y): y, a conv or conv transpose without bias, meets a constant (+, -, *, /) or a batch norm.
@@ -224,8 +227,7 @@ def _output_scale(op: str, guard: str = "") -> tuple:
                 fact(
                     f"{base} {extra}",
                     f"(let vf {flat('c')}) (let nw {weight}) (let nb ({op} b vf)) "
-                    f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
-                    + grouped_dtype(extra),
+                    f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nb) sb)" + weight_facts(extra),
                 )
             )
     return tuple(rules)
@@ -277,7 +279,7 @@ def _bn_fold() -> tuple:
                     f"{base} {extra}",
                     ("" if extra.startswith(GROUPED) else f"(let o {ones('sw')}) ")
                     + f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mu) f) be)) "
-                    f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw)" + grouped_dtype(extra),
+                    f"(union y {conv(kind, 'nw', 'nb')})" + weight_facts(extra),
                 )
             )
     return tuple(rules)
@@ -313,8 +315,8 @@ def _bn_compose() -> Egglog:
 #: shaped like r with every axis but 1 set to 1 (a per-channel constant or a scalar of r's rank): the guard of the
 #: conv folds and bn-compose, computed once.
 PER_CHANNEL = tuple(
-    fact(f"(= y {e}) (is-const c) (= r (shape a)) {per_channel('c', 'r')}", "(per-channel c r)")
-    for e in ("(Add a c)", "(Sub a c)", "(Sub c a)", "(Mul a c)", "(Div a c)")
+    fact(f"{operand} (= r (shape a)) {per_channel('c', 'r')}", "(per-channel c r)")
+    for operand in ("(= y (Binary op a c)) (arith op)", "(= y (Sub c a))")  # a + c, a - c, a * c, a / c; c - a
 )
 
 
@@ -330,8 +332,7 @@ def _input_scale() -> tuple:
             rules.append(
                 fact(
                     f"{base} {extra}",
-                    f"(let vf {flat('s')}) (let nw {weight}) "
-                    f"(union y {conv(kind, 'nw')}) (set (shape nw) sw) " + grouped_dtype(extra),
+                    f"(let vf {flat('s')}) (let nw {weight}) (union y {conv(kind, 'nw')})" + weight_facts(extra),
                 )
             )
     return tuple(rules)
@@ -418,11 +419,10 @@ def _const_last() -> tuple:
 
 def _broadcast_shape() -> tuple:
     """shape(B(a, b)) = shape(a) when b is all ones of a's rank (and symmetrically)."""
-    rules = []
-    for op in ("Add", "Sub", "Mul", "Div"):
-        rules.append(fact(f"(= y ({op} a b)) (= sa (shape a)) (= (shape b) {ones('sa')})", "(set (shape y) sa)"))
-        rules.append(fact(f"(= y ({op} a b)) (= sb (shape b)) (= (shape a) {ones('sb')})", "(set (shape y) sb)"))
-    return tuple(rules)
+    return (
+        fact(f"(= y (Binary op a b)) (arith op) (= sa (shape a)) (= (shape b) {ones('sa')})", "(set (shape y) sa)"),
+        fact(f"(= y (Binary op a b)) (arith op) (= sb (shape b)) (= (shape a) {ones('sb')})", "(set (shape y) sb)"),
+    )
 
 
 def _finite_facts() -> tuple:
