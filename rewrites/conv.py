@@ -96,7 +96,9 @@ def flat(c: str) -> str:
     return f"(Reshape {c} (vec-of -1) 0)"
 
 
-def weight_forms(axis: str, op: str, v: str, ones_of: str, channels: str | None) -> list[tuple[str, str]]:
+def weight_forms(
+    axis: str, op: str, v: str, ones_of: str, channels: str | None, same_shape: str = ""
+) -> list[tuple[str, str]]:
     """Ways to scale the constant weights `w` of a conv with g groups by the flat vector `v` with `op` (Mul/Div):
     (guards, weight expression) pairs, mutually exclusive, each guard binding sw (w's shape; WEIGHTS or GROUPED).
     `ones_of` is a vector of w's rank with every dim 1 but maybe dim 1 (the shape of a per-channel constant of the
@@ -107,22 +109,24 @@ def weight_forms(axis: str, op: str, v: str, ones_of: str, channels: str | None)
     channels): a plain broadcast along axis 1 when group == 1; for group > 1, either `v` has one element
     (`channels` = 1: a scalar, any axis) or more, and the weights are viewed as [g, W0/g, W1, k...] against v
     viewed as [g, 1, W1, 1...] (conv-group-views gw, gv). `channels` is the axis-1 size of a per-channel constant
-    whose product or quotient with the conv's input or output has that operand's shape: 1, or all its channels.
+    whose product or quotient with the conv's input or output has that operand's shape: 1, or all its channels;
+    `same_shape` guards that (a constant of one element cannot broadcast its operand: not needed then).
     """
     axis0 = f"({op} w (Reshape {v} (vec-set (vec-set {ones_of} 1 1) 0 -1) 0))"  # actions: v is let-bound
     if ones_of == "o":
         axis0 = f"({op} w (Reshape {v} (vec-set o 0 -1) 0))"
     if axis == "0":
-        return [(WEIGHTS, axis0)]
+        return [(f"{WEIGHTS} {same_shape}".strip(), axis0)]
     axis1 = f"({op} w (Reshape {v} (vec-set {ones_of} 1 -1) 0))"
     # the grouped form's outer Reshape gets its facts from conv-weight-facts (w's shape and dtype)
     grouped = f"(Reshape ({op} (Reshape w gw 0) (Reshape {v} gv 0)) sw 0)"
     if channels is None:
         return [(f"(= g 1) {WEIGHTS}", axis1), (GROUPED, grouped)]
+    scalar = f"({op} w (Reshape {v} (vec-set {ones_of} 0 -1) 0))"  # ones_of has every dim 1 here
     return [
-        (f"(= g 1) {WEIGHTS}", axis1),
-        (f"(> g 1) (= {channels} 1) {WEIGHTS}", axis0),
-        (f"{GROUPED} (> {channels} 1)", grouped),
+        (f"(= g 1) {WEIGHTS} {same_shape}".strip(), axis1),
+        (f"(> g 1) (= {channels} 1) {WEIGHTS}", scalar),
+        (f"{GROUPED} (> {channels} 1) {same_shape}".strip(), grouped),
     ]
 
 
@@ -219,10 +223,10 @@ def _output_scale(op: str, guard: str = "") -> tuple:
     rules = []
     for kind in KINDS:
         base = (
-            f"(= y ({op} cv c)) (= cv {conv(kind)}) {BIAS} (= sy (shape y)) (= sy (shape cv)) "
-            f"(per-channel c sy) (= s_c (shape c)) {guard}"
+            f"(= y ({op} cv c)) (= cv {conv(kind)}) {BIAS} (= sy (shape cv)) (per-channel c sy) (= s_c (shape c)) "
+            f"{guard}"
         )
-        for extra, weight in weight_forms(OUT_AXIS[kind], op, "vf", "s_c", "(vec-get s_c 1)"):
+        for extra, weight in weight_forms(OUT_AXIS[kind], op, "vf", "s_c", "(vec-get s_c 1)", "(= sy (shape y))"):
             rules.append(
                 fact(
                     f"{base} {extra}",
@@ -325,10 +329,10 @@ def _input_scale() -> tuple:
     rules = []
     for kind in KINDS:
         base = (
-            f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) (= sx (shape x)) (= sx (shape xs)) "
-            "(per-channel s sx) (= s_s (shape s)) (finite s)"
+            f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) (= sx (shape x)) (per-channel s sx) (= s_s (shape s)) "
+            "(finite s)"
         )
-        for extra, weight in weight_forms(IN_AXIS[kind], "Mul", "vf", "s_s", "(vec-get s_s 1)"):
+        for extra, weight in weight_forms(IN_AXIS[kind], "Mul", "vf", "s_s", "(vec-get s_s 1)", "(= sx (shape xs))"):
             rules.append(
                 fact(
                     f"{base} {extra}",
