@@ -100,17 +100,14 @@ def weight_forms(
     axis: str, op: str, v: str, ones_of: str, channels: str | None, same_shape: str = ""
 ) -> list[tuple[str, str]]:
     """Ways to scale the constant weights `w` of a conv with g groups by the flat vector `v` with `op` (Mul/Div):
-    (guards, weight expression) pairs, mutually exclusive, each guard binding sw (w's shape; WEIGHTS or GROUPED).
-    `ones_of` is a vector of w's rank with every dim 1 but maybe dim 1 (the shape of a per-channel constant of the
-    conv's input or output, or w's all-ones shape o): the views along axis 0 and 1 are written from it.
-
-    axis "0": along axis 0 (a conv's output channels, a conv transpose's input channels), any group.
-    axis "grouped": along axis 1 within each group (a conv's input channels, a conv transpose's output
-    channels): a plain broadcast along axis 1 when group == 1; for group > 1, either `v` has one element
-    (`channels` = 1: a scalar, any axis) or more, and the weights are viewed as [g, W0/g, W1, k...] against v
-    viewed as [g, 1, W1, 1...] (conv-group-views gw, gv). `channels` is the axis-1 size of a per-channel constant
-    whose product or quotient with the conv's input or output has that operand's shape: 1, or all its channels;
-    `same_shape` guards that (a constant of one element cannot broadcast its operand: not needed then).
+    (guards, weight expression) pairs, mutually exclusive, each guard binding sw (WEIGHTS or GROUPED). The views
+    along axis 0 and 1 are written from `ones_of`, of w's rank with every dim 1 but maybe dim 1 (a per-channel
+    constant's shape, or o, w's all-ones shape). axis "0": along axis 0 (a conv's output channels, a conv
+    transpose's input channels), any group. axis "grouped": along axis 1 within each group (a conv's input
+    channels, a conv transpose's output channels): a plain broadcast along axis 1 when group == 1; for group > 1,
+    `channels` (the constant's axis-1 size: 1, or all the channels of the operand it scales, `same_shape`
+    guarding that the product keeps the operand's shape; one element cannot broadcast it) is 1 (a scalar, any
+    axis) or more, and the weights are viewed as [g, W0/g, W1, k...] against v as [g, 1, W1, 1...] (gw, gv).
     """
     axis0 = f"({op} w (Reshape {v} (vec-set (vec-set {ones_of} 1 1) 0 -1) 0))"  # actions: v is let-bound
     if ones_of == "o":
@@ -141,8 +138,7 @@ IN_AXIS = {"Conv": "grouped", "ConvTranspose": "0"}
 #: Constant conv weights of rank >= 3: binds sw, their shape. Written into each fold's query, keyed on its weight:
 #: a relation keyed on the weight that also holds a shared vector (conv-weights(w, o), o the all-ones shape; or
 #: views of a flat vector along axis 0 and 1) joined instead makes saturation quadratic in the number of convs
-#: (resnet_stack, 200 blocks: 0.35 -> 1.2-1.5 s, measured twice). The folds write their views from a per-channel
-#: constant's shape (weight_forms) or bind o, the all-ones shape.
+#: (resnet_stack, 200 blocks: 0.35 -> 1.2-1.5 s, measured twice): views are written from a constant's shape or o.
 WEIGHTS = "(is-const w) (= sw (shape w)) (>= (vec-length sw) 3)"
 #: A grouped conv's constant weights: binds sw (their shape) and the views gw, gv of conv-group-views(w, g,
 #: gw, gv): w viewed as [g, W0/g, W1, k...] and a flat vector as [g, 1, W1, 1...], computed once per grouped weight
@@ -161,8 +157,7 @@ CONV_WEIGHT_FACTS = (
         "(set (shape y) sw) (set (dtype y) d)",
     ),
 )
-#: b is a present bias (with a shape fact; a conv's bias is 1-D): binds sb. New biases (nb) and weights (nw)
-#: get both facts, so that folds chain.
+#: b is a present bias (a conv's is 1-D): binds sb. New biases and weights get shape facts, so that folds chain.
 BIAS = "(= sb (shape b))"
 #: weights constant or not (a graph input): the zero bias and the bias folds hold for any W.
 ANY_WEIGHTS = "(= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w))"
