@@ -6,6 +6,7 @@
     shape(Concat(l, ax)), shape(Out(Split(x, ax, sizes), k))       (Concat sums axis ax over its list,
                                                                     when no dim there is a symbol)
     is-const(Const), is-const(Scalar); is-const(Transpose(c)), is-const(B(c, d)), ... for constant inputs
+    reshape-of(Reshape(x, s), x), reshape-of(ReshapeDyn(x, t), x)
     splat(Scalar(v), v); splat(L(c), v) for splat(c, v), L Reshape/Transpose/Expand/Identity (the loader
                                                                     gives Const splats: zeros, ones, ...)
     elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
@@ -273,6 +274,19 @@ RULES = [
             fact("(= y (Transpose c p)) (splat c v)", "(splat y v)"),
             fact("(= y (Expand c s)) (splat c v)", "(splat y v)"),
             fact("(= y (Identity c)) (splat c v)", "(splat y v)"),
+        ),
+        ruleset="analysis",
+    ),
+    Rule(
+        "reshape-facts",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "reshape-of(y, x) for y = Reshape(x, s) and y = ReshapeDyn(x, t): rules that read only the shapes of a "
+        "reshape's input and output join it instead of one row per target kind",
+        (
+            fact("(= y (Reshape x s z))", "(reshape-of y x)"),
+            fact("(= y (ReshapeDyn x t z))", "(reshape-of y x)"),
         ),
         ruleset="analysis",
     ),

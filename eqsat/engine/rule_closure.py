@@ -79,6 +79,7 @@ RULE_ONLY_FACTS = (
             "bias-fold-site",
             "quant-range",
             "quant-twin",
+            "reshape-of",
         }
     )
     | frozenset(LIST_FUNCTIONS)
