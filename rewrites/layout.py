@@ -44,7 +44,7 @@ A reduction over other axes sums in another order: `fp-reassoc` (exact for Max/M
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern, rw
+from eqsat.engine.rule import Rule, fact, need, ones, op_pattern, rw
 from eqsat.ops import PARAM_UNARY
 
 COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i]]
