@@ -80,6 +80,8 @@ RULE_ONLY_FACTS = (
             "quant-range",
             "quant-twin",
             "reshape-of",
+            "mul-of",
+            "add-of",
         }
     )
     | frozenset(LIST_FUNCTIONS)
