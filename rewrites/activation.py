@@ -50,12 +50,11 @@ def near(var: str, value: float, tol: float = TOL) -> str:
 
 
 #: gelu-half(y, x, h): y = x * 0.5 * h in the two association orders exporters write, x and h in either order
-#: (torch/BERT: (x * h) * 0.5; GPT-2/TF: (x * 0.5) * h), for an h some Gelu fusion asks for (gelu-h).
+#: (torch/BERT: (x * h) * 0.5; GPT-2/TF: (x * 0.5) * h, each product read through mul-of), for an h some Gelu
+#: fusion asks for (gelu-h).
 GELU_FORMS = (
-    fact("(gelu-h h) (= y (Mul (Mul x h) (Scalar 0.5 dh sh)))", "(gelu-half y x h)"),
-    fact("(gelu-h h) (= y (Mul (Mul h x) (Scalar 0.5 dh sh)))", "(gelu-half y x h)"),
-    fact("(gelu-h h) (= y (Mul (Mul x (Scalar 0.5 dh sh)) h))", "(gelu-half y x h)"),
-    fact("(gelu-h h) (= y (Mul h (Mul x (Scalar 0.5 dh sh))))", "(gelu-half y x h)"),
+    fact("(gelu-h h) (= y (Mul t (Scalar 0.5 dh sh))) (mul-of t x h)", "(gelu-half y x h)"),
+    fact("(gelu-h h) (mul-of y h t) (= t (Mul x (Scalar 0.5 dh sh)))", "(gelu-half y x h)"),
 )
 #: The guards both fusions share: a FLOAT x of the output's shape, opset >= 20.
 _GELU = f'(= s (shape x)) (= (shape y) s) (= (dtype x) "FLOAT") {OPSET_GELU}'
@@ -73,16 +72,16 @@ GELU_FUSE = (
     ),
 )
 
-#: h = 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)), x^3 as Pow(x, 3) or x * x * x in either association.
+#: h = 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)), x^3 = cu as Pow(x, 3) or x * x * x in either association (mul-of).
 _TANH_H = (
-    "(= h (Add (Tanh (Mul (Add x (Mul {cube} (Scalar c1 dc1 sc1))) (Scalar c2 dc2 sc2))) (Scalar 1.0 d1 s1))) "
+    "(= h (Add (Tanh (Mul (Add x (Mul cu (Scalar c1 dc1 sc1))) (Scalar c2 dc2 sc2))) (Scalar 1.0 d1 s1))) {cube} "
     f"{near('c1', TANH_CUBIC, 1e-4)} {near('c2', SQRT_2_OVER_PI)} {_GELU}"
 )
 GELU_TANH_FUSE = (
     need("(= h (Add (Tanh t) (Scalar 1.0 d1 s1)))", "(gelu-h h)"),
     *(
         fact(f"(gelu-half y x h) {_TANH_H.format(cube=cube)}", '(union y (Gelu x "tanh"))')
-        for cube in ("(Pow x (Scalar 3.0 d3 s3))", "(Mul (Mul x x) x)", "(Mul x (Mul x x))")
+        for cube in ("(= cu (Pow x (Scalar 3.0 d3 s3)))", "(mul-of cu x q) (= q (Mul x x))")
     ),
 )
 
