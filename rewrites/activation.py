@@ -50,12 +50,11 @@ def near(var: str, value: float, tol: float = TOL) -> str:
 
 
 #: gelu-half(y, x, h): y = x * 0.5 * h in the two association orders exporters write, x and h in either order
-#: (torch/BERT: (x * h) * 0.5; GPT-2/TF: (x * 0.5) * h), for an h some Gelu fusion asks for (gelu-h).
+#: (torch/BERT: (x * h) * 0.5; GPT-2/TF: (x * 0.5) * h, each product read through mul-of), for an h some Gelu
+#: fusion asks for (gelu-h).
 GELU_FORMS = (
-    fact("(gelu-h h) (= y (Mul (Mul x h) (Scalar 0.5 dh sh)))", "(gelu-half y x h)"),
-    fact("(gelu-h h) (= y (Mul (Mul h x) (Scalar 0.5 dh sh)))", "(gelu-half y x h)"),
-    fact("(gelu-h h) (= y (Mul (Mul x (Scalar 0.5 dh sh)) h))", "(gelu-half y x h)"),
-    fact("(gelu-h h) (= y (Mul h (Mul x (Scalar 0.5 dh sh))))", "(gelu-half y x h)"),
+    fact("(gelu-h h) (= y (Mul t (Scalar 0.5 dh sh))) (mul-of t x h)", "(gelu-half y x h)"),
+    fact("(gelu-h h) (mul-of y h t) (= t (Mul x (Scalar 0.5 dh sh)))", "(gelu-half y x h)"),
 )
 #: The guards both fusions share: a FLOAT x of the output's shape, opset >= 20.
 _GELU = f'(= s (shape x)) (= (shape y) s) (= (dtype x) "FLOAT") {OPSET_GELU}'
@@ -73,16 +72,16 @@ GELU_FUSE = (
     ),
 )
 
-#: h = 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)), x^3 as Pow(x, 3) or x * x * x in either association.
+#: h = 1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)), x^3 = cu as Pow(x, 3) or x * x * x in either association (mul-of).
 _TANH_H = (
-    "(= h (Add (Tanh (Mul (Add x (Mul {cube} (Scalar c1 dc1 sc1))) (Scalar c2 dc2 sc2))) (Scalar 1.0 d1 s1))) "
+    "(= h (Add (Tanh (Mul (Add x (Mul cu (Scalar c1 dc1 sc1))) (Scalar c2 dc2 sc2))) (Scalar 1.0 d1 s1))) {cube} "
     f"{near('c1', TANH_CUBIC, 1e-4)} {near('c2', SQRT_2_OVER_PI)} {_GELU}"
 )
 GELU_TANH_FUSE = (
     need("(= h (Add (Tanh t) (Scalar 1.0 d1 s1)))", "(gelu-h h)"),
     *(
         fact(f"(gelu-half y x h) {_TANH_H.format(cube=cube)}", '(union y (Gelu x "tanh"))')
-        for cube in ("(Pow x (Scalar 3.0 d3 s3))", "(Mul (Mul x x) x)", "(Mul x (Mul x x))")
+        for cube in ("(= cu (Pow x (Scalar 3.0 d3 s3)))", "(mul-of cu x q) (= q (Mul x x))")
     ),
 )
 
@@ -130,70 +129,53 @@ _SIXTH, _SIX = (near("k", 1 / 6, 1e-6), "(= k 6.0)")
 
 
 def _hardswish_forms() -> list[tuple[str, str]]:
-    """(form, guard) rows for x * relu6(x + 3) / 6 as exporters write it (paddle, torch, tf): one row each."""
+    """(form, guard) rows for x * relu6(x + 3) / 6 as exporters write it (paddle, torch, tf), h = relu6(x + 3):
+    (x h) k, (x h) / 6, x (h / 6) and x (h k), each product in either operand order (mul-of)."""
     k = "(Scalar k dk sk)"
     return [
-        (f"(Mul (Mul x {_H}) {k})", _SIXTH),
-        (f"(Div (Mul x {_H}) {k})", _SIX),
-        (f"(Mul (Mul {_H} x) {k})", _SIXTH),
-        (f"(Div (Mul {_H} x) {k})", _SIX),
-        (f"(Mul x (Div {_H} {k}))", _SIX),
-        (f"(Mul (Div {_H} {k}) x)", _SIX),
-        (f"(Mul x (Mul {_H} {k}))", _SIXTH),
-        (f"(Mul (Mul {_H} {k}) x)", _SIXTH),
+        (f"(= __root (Mul t {k})) (mul-of t x h)", _SIXTH),
+        (f"(= __root (Div t {k})) (mul-of t x h)", _SIX),
+        (f"(mul-of __root x u) (= u (Div h {k}))", _SIX),
+        (f"(mul-of __root x u) (= u (Mul h {k}))", _SIXTH),
     ]
 
 
 def _hardswish_fuse() -> tuple:
     rules = []
-    guard = '(= three 3.0) (= (dtype x) "FLOAT") (= s (shape x)) (= (shape __root) s)'
+    guard = f'(= h {_H}) (= three 3.0) (= (dtype x) "FLOAT") (= s (shape x)) (= (shape __root) s)'
     for form, scale in _hardswish_forms():
         rules.append(
             fact(
-                f"(= __root {form}) {guard} {scale}",
+                f"{form} {guard} {scale}",
                 f"(let hs (HardSigmoid x {1 / 6!r} 0.5)) {_facts('hs')} (union __root (Mul x hs))",
             )
         )
-    for form in ("(Mul x (HardSigmoid x a b))", "(Mul (HardSigmoid x a b) x)"):
-        rules.append(
-            rw(
-                form,
-                "(HardSwish x)",
-                near("a", 1 / 6, 1e-6),
-                "(= b 0.5)",
-                '(= (dtype x) "FLOAT")',
-                "(= (shape __root) (shape x))",
-                OPSET_HARDSWISH,
-            )
-        )
+    hardswish = (
+        f"(mul-of __root x g) (= g (HardSigmoid x a b)) {near('a', 1 / 6, 1e-6)} (= b 0.5) "
+        f'(= (dtype x) "FLOAT") (= (shape __root) (shape x)) {OPSET_HARDSWISH}'
+    )
+    rules.append(fact(hardswish, "(union __root (HardSwish x))"))
     return tuple(rules)
 
 
 def _leaky_from_max() -> tuple:
-    rules = []
-    for scaled in ("(Mul x (Scalar a da sa))", "(Mul (Scalar a da sa) x)"):
-        for form in (f"(Max x {scaled})", f"(Max {scaled} x)"):
-            rules.append(
-                rw(
-                    form,
-                    "(LeakyRelu x a)",
-                    "(> a 0.0) (< a 1.0) (= dt (dtype x))",
-                    '(!= dt "DOUBLE") (!= dt "BFLOAT16") (= (shape __root) (shape x))',
-                )
-            )
-    return tuple(rules)
+    """Max(x, x * a) and Max(x * a, x), the product in either operand order (mul-of)."""
+    guard = (
+        "(mul-of m x c) (= c (Scalar a da sa)) (> a 0.0) (< a 1.0) (= dt (dtype x)) "
+        '(!= dt "DOUBLE") (!= dt "BFLOAT16") (= (shape __root) (shape x))'
+    )
+    return tuple(
+        fact(f"(= __root {form}) {guard}", "(union __root (LeakyRelu x a))") for form in ("(Max x m)", "(Max m x)")
+    )
 
 
 #: relu(x) - a * relu(-x) = PRelu(x, a) and relu(x) + a * relu(-x) = PRelu(x, -a) (the Keras/TF export);
 #: exact: for x < 0 the original computes 0 - a * (-x) (or 0 + a * (-x)), the same magnitude as a * x.
 _PRELU = '(is-const a) (= dt (dtype x)) (dtype-group "activation" dt since) (= (shape __root) (shape x))'
+_RELU_PARTS = "(= rx (Relu x)) (mul-of m n a) (= n (Relu (Neg x)))"
 PRELU_FROM_RELU = (
-    rw("(Sub (Relu x) (Mul (Relu (Neg x)) a))", "(PRelu x a)", _PRELU),
-    rw("(Sub (Relu x) (Mul a (Relu (Neg x))))", "(PRelu x a)", _PRELU),
-    rw("(Add (Relu x) (Mul (Relu (Neg x)) a))", "(PRelu x (Neg a))", _PRELU),
-    rw("(Add (Relu x) (Mul a (Relu (Neg x))))", "(PRelu x (Neg a))", _PRELU),
-    rw("(Add (Mul (Relu (Neg x)) a) (Relu x))", "(PRelu x (Neg a))", _PRELU),
-    rw("(Add (Mul a (Relu (Neg x))) (Relu x))", "(PRelu x (Neg a))", _PRELU),
+    fact(f"(= __root (Sub rx m)) {_RELU_PARTS} {_PRELU}", "(union __root (PRelu x a))"),
+    fact(f"(add-of __root rx m) {_RELU_PARTS} {_PRELU}", "(union __root (PRelu x (Neg a)))"),
 )
 
 

@@ -6,6 +6,8 @@
     shape(Concat(l, ax)), shape(Out(Split(x, ax, sizes), k))       (Concat sums axis ax over its list,
                                                                     when no dim there is a symbol)
     is-const(Const), is-const(Scalar); is-const(Transpose(c)), is-const(B(c, d)), ... for constant inputs
+    reshape-of(Reshape(x, s), x), reshape-of(ReshapeDyn(x, t), x)
+    mul-of(a * b, a, b), mul-of(a * b, b, a); add-of likewise              (either operand order, one relation)
     splat(Scalar(v), v); splat(L(c), v) for splat(c, v), L Reshape/Transpose/Expand/Identity (the loader
                                                                     gives Const splats: zeros, ones, ...)
     elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
@@ -273,6 +275,32 @@ RULES = [
             fact("(= y (Transpose c p)) (splat c v)", "(splat y v)"),
             fact("(= y (Expand c s)) (splat c v)", "(splat y v)"),
             fact("(= y (Identity c)) (splat c v)", "(splat y v)"),
+        ),
+        ruleset="analysis",
+    ),
+    Rule(
+        "reshape-facts",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "reshape-of(y, x) for y = Reshape(x, s) and y = ReshapeDyn(x, t): rules that read only the shapes of a "
+        "reshape's input and output join it instead of one row per target kind",
+        (
+            fact("(= y (Reshape x s z))", "(reshape-of y x)"),
+            fact("(= y (ReshapeDyn x t z))", "(reshape-of y x)"),
+        ),
+        ruleset="analysis",
+    ),
+    Rule(
+        "operand-orders",
+        "analysis",
+        "exact",
+        "eqsat:analysis",
+        "mul-of(y, a, b) and mul-of(y, b, a) for y = a * b, add-of likewise for y = a + b: a rule that reads a "
+        "product or a sum in either operand order joins one of them instead of one row per order",
+        (
+            fact("(= y (Mul a b))", "(mul-of y a b) (mul-of y b a)"),
+            fact("(= y (Add a b))", "(add-of y a b) (add-of y b a)"),
         ),
         ruleset="analysis",
     ),

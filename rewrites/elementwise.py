@@ -33,7 +33,7 @@ visible to rules: its form is admitted for FLOAT and DOUBLE, whose overflowing d
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Rule, rw
+from eqsat.engine.rule import Rule, fact, rw
 from eqsat.rewrites.cleanup import rw_neutral
 
 #: Guard of the identities: a constant may broadcast x to a larger shape.
@@ -160,10 +160,7 @@ RULES = [
         "exact",
         "tvm:SimplifyExpr (x * -1 as -x); tf2onnx:PReLU (relu(x * -1))",
         "x * -1 -> Neg(x) (-1 a scalar or a tensor of -1, either operand order) when the output shape is x's",
-        (
-            rw("(Mul x c)", "(Neg x)", "(splat c -1.0)", SAME_SHAPE),
-            rw("(Mul c x)", "(Neg x)", "(splat c -1.0)", SAME_SHAPE),
-        ),
+        (fact(f"(mul-of __root x c) (splat c -1.0) {SAME_SHAPE}", "(union __root (Neg x))"),),
         ruleset="simplify",
     ),
     Rule(

@@ -44,7 +44,7 @@ A reduction over other axes sums in another order: `fp-reassoc` (exact for Max/M
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern, rw
+from eqsat.engine.rule import Rule, fact, need, ones, op_pattern, rw
 from eqsat.ops import PARAM_UNARY
 
 COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i]]
@@ -110,21 +110,14 @@ RESHAPES = ("(Reshape {x} s{k} z{k})", "(ReshapeDyn {x} t{k} z{k})")
 #: front, and the last Reshape splits it back into x's two axes (its other dims are the Transpose's: sy[2:] =
 #: sr[p[1:]]).
 _RTR = (
-    "(= sx (shape x)) (= sr (shape r)) (= sy (shape y)) (= n (vec-length sx)) (>= n 3) (= (vec-length sr) (- n 1)) "
-    "(= (vec-length sy) n) (= (vec-length p) (- n 1)) (= (vec-get p 0) 0) "
-    "(= (vec-remove sr 0) (vec-remove (vec-remove sx 0) 0)) (= (vec-get sy 0) (vec-get sx 0)) "
-    "(= (vec-get sy 1) (vec-get sx 1)) "
-    '(= (vec-remove (vec-remove sy 0) 0) (unstable-vec-map (unstable-fn "vec-get" sr) (vec-remove p 0)))'
+    "(reshape-of y tp) (= tp (Transpose r p)) (reshape-of r x) (= sx (shape x)) (= sr (shape r)) "
+    "(= n (vec-length sx)) (>= n 3) (= (vec-length sr) (- n 1)) (= (vec-length p) (- n 1)) (= (vec-get p 0) 0) "
+    "(= (vec-remove sr 0) (vec-remove (vec-remove sx 0) 0)) "
+    '(= (shape y) (vec-append (vec-of (vec-get sx 0) (vec-get sx 1)) (unstable-vec-map (unstable-fn "vec-get" sr) '
+    "(vec-remove p 0))))"
 )
 #: The Transpose of x: [0, 1, 1 + p[1:]]
 _RTR_PERM = '(vec-append (vec-of 0 1) (unstable-vec-map (unstable-fn "+" 1) (vec-remove p 0)))'
-
-
-def _reshape_transpose_reshape(inner: str, outer: str) -> Egglog:
-    return fact(
-        f"(= y {outer.format(x='tp', k=2)}) (= tp (Transpose r p)) (= r {inner.format(x='x', k=1)}) {_RTR}",
-        f"(union y (Transpose x {_RTR_PERM}))",
-    )
 
 
 #: Squeeze(Squeeze(x, a), b): b indexes the inner output, whose axis i is x's axis k[i], k = x's axes without a
@@ -315,7 +308,7 @@ RULES = [
         "onnxruntime:ReshapeFusion (attention transposes); coreml:reduce_transposes",
         "Reshape(Transpose(Reshape(x, [a*b, c, ...]), p), [a, b, ...]) -> Transpose(x, [0, 1, 1 + p[1:]]) when "
         "p[0] = 0 and the reshapes only merge and split x's leading two axes (targets static or run-time)",
-        tuple(_reshape_transpose_reshape(inner, outer) for inner in RESHAPES for outer in RESHAPES),
+        (fact(_RTR, f"(union y (Transpose x {_RTR_PERM}))"),),
     ),
     Rule(
         "squeeze-unsqueeze-cancel",

@@ -34,24 +34,25 @@ rewritten ArgMax is the argmax of the exact function, which the original compute
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Rule, fact, need, ones, rw
+from eqsat.engine.rule import Rule, fact, need, rw
 
 FAMILY = "reduce"
-#: Sums and means of these dtypes are integer arithmetic (ReduceSum's integer types).
-NOT_FLOAT = '(!= dt "INT32") (!= dt "INT64") (!= dt "UINT32") (!= dt "UINT64")'
+#: Sums and means of a float dtype (ReduceSum and ReduceMean take four float and four integer types, INT32, INT64,
+#: UINT32 and UINT64, whose sums and means are integer arithmetic): one fact of the "float" dtype group.
+FLOAT = '(dtype-group "float" dt since)'
 
 #: rs = ReduceSum(x, ax, kd) read by y, float; rx = the axes it reduces (ax, or every axis of x when ax is empty:
 #: range(r) is appended only then); N = dims-product(sx, rx), declined when a reduced dim is a symbol.
 _SUM = (
     "(= rs (ReduceSum x ax kd)) (= sx (shape x)) (= sy (shape y)) (= sy (shape rs)) "
-    f"{NOT_FLOAT} (= r (vec-length sx)) (= rx (vec-append ax (vec-range (* r (- 1 (min 1 (vec-length ax)))))))"
+    f"{FLOAT} (= r (vec-length sx)) (= rx (vec-append ax (vec-range (* r (- 1 (min 1 (vec-length ax)))))))"
 )
 
 #: ReduceMean(x, [2..r-1]) for x of rank r in 3..5 (GlobalAveragePool's 1 to 3 spatial dims: ONNX's pools and
 #: onnxruntime's kernels are written for those).
 _SPATIAL = (
     "(= sx (shape x)) (= r (vec-length sx)) (>= r 3) (<= r 5) (= ax (vec-remove (vec-remove (vec-range r) 0) 0)) "
-    f"(= dt (dtype x)) {NOT_FLOAT}"
+    f"(= dt (dtype x)) {FLOAT}"
 )
 
 #: y = R(x, ax, keepdims=1); rx = the axes it reduces (ax, or every axis when ax is empty), as in _SUM.
@@ -162,11 +163,12 @@ RULES = [
         "Flatten(GlobalAveragePool(x), 1)",
         (
             fact(f"(= y (ReduceMean x ax 1)) {_SPATIAL}", "(union y (GlobalAveragePool x))"),
-            # keepdims = 0 (Keras/TF exports: the NHWC mean over (1, 2) once its transpose has sunk): Flatten(pool, 1)
+            # keepdims = 0 (Keras/TF exports: the NHWC mean over (1, 2) once its transpose has sunk): Flatten(pool, 1);
+            # the pool's spatial dims are 1: min(1, a) for each axis a of ax = 2..r-1
             fact(
                 f"(= y (ReduceMean x ax 0)) {_SPATIAL}",
-                f"(let gap (GlobalAveragePool x)) (set (shape gap) (vec-append (vec-of (vec-get sx 0) (vec-get sx 1)) "
-                f"{ones('ax')})) (set (dtype gap) dt) (union y (Flatten gap 1))",
+                "(let g (GlobalAveragePool x)) (set (shape g) (vec-append (vec-of (vec-get sx 0) (vec-get sx 1)) "
+                '(unstable-vec-map (unstable-fn "min" 1) ax))) (set (dtype g) dt) (union y (Flatten g 1))',
             ),
         ),
     ),

@@ -248,3 +248,67 @@ def test_shape_facts_agree_reports_two_sizes_for_one_class(monkeypatch: pytest.M
 @given(PROPERTIES["shape-facts-agree"]())
 def test_shape_facts_agree_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- reshape-facts ----
+
+
+def _reshape_transpose_reshape():
+    """x [2, 3, 4, 5] -> Reshape [6, 4, 5] -> Transpose (0, 2, 1) -> Reshape [2, 3, 5, 4]."""
+    inits = {"m": np.array([6, 4, 5], np.int64), "s": np.array([2, 3, 5, 4], np.int64)}
+    nodes = [node("Reshape", ["x", "m"], "r"), transpose("r", "t", (0, 2, 1)), node("Reshape", ["t", "s"], "y")]
+    return model(nodes, [("x", "FLOAT", (2, 3, 4, 5))], initializers=inits, outputs=[("y", "FLOAT", None)])
+
+
+def test_reshape_facts_let_reshape_transpose_reshape_fire() -> None:
+    result, fired = optimize_with_rules(_reshape_transpose_reshape(), ["reshape-transpose-reshape"])
+    assert fired["reshape-facts"] > 0 and fired["reshape-transpose-reshape"] > 0
+    assert op_counts(result.model) == {"Transpose": 1}
+    assert_rule_sound(_reshape_transpose_reshape(), "reshape-facts", also=("reshape-transpose-reshape",))
+
+
+def test_without_reshape_facts_the_reshapes_stay() -> None:
+    session = saturate_with_rules(
+        _reshape_transpose_reshape(), ["reshape-transpose-reshape"], without=["reshape-facts"]
+    )
+    assert "reshape-transpose-reshape" not in session.saturation.rules_fired
+
+
+@property_settings()
+@given(PROPERTIES["reshape-facts"]())
+def test_reshape_facts_property(case: RuleCase) -> None:
+    case.check()
+
+
+# ---- operand-orders ----
+
+
+def _prelu_parts(scaled_first: bool):
+    """Relu(x) + Relu(-x) * a, or a * Relu(-x) + Relu(x) (the product and the sum in the other order)."""
+    nodes = [
+        node("Relu", ["x"], "pos"),
+        node("Neg", ["x"], "nx"),
+        node("Relu", ["nx"], "neg"),
+        node("Mul", ["a", "neg"] if scaled_first else ["neg", "a"], "an"),
+        node("Add", ["an", "pos"] if scaled_first else ["pos", "an"], "y"),
+    ]
+    return model(nodes, [("x", "FLOAT", (2, 3))], initializers={"a": np.array([0.1, 0.2, 0.3], np.float32)})
+
+
+@pytest.mark.parametrize("scaled_first", [False, True])
+def test_operand_orders_let_prelu_from_relu_read_either_order(scaled_first: bool) -> None:
+    result, fired = optimize_with_rules(_prelu_parts(scaled_first), ["prelu-from-relu"])
+    assert fired["operand-orders"] > 0 and fired["prelu-from-relu"] > 0
+    assert op_counts(result.model) == {"PRelu": 1}
+    assert_rule_sound(_prelu_parts(scaled_first), "operand-orders", also=("prelu-from-relu",))
+
+
+def test_without_operand_orders_prelu_from_relu_stays_silent() -> None:
+    session = saturate_with_rules(_prelu_parts(True), ["prelu-from-relu"], without=["operand-orders"])
+    assert "prelu-from-relu" not in session.saturation.rules_fired
+
+
+@property_settings()
+@given(PROPERTIES["operand-orders"]())
+def test_operand_orders_property(case: RuleCase) -> None:
+    case.check()

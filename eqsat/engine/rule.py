@@ -72,20 +72,44 @@ class Egglog:
         provenance = "".join(
             f' (rewritten {var} "{rule}")' for var in dict.fromkeys(_UNION_TARGET.findall(self.actions))
         )
-        actions = self.actions + "".join(f" (shape-met {t} {v})" for t, v in shape_sets(self.actions))
+        actions = recorded_shapes(self.actions)
         return render(f'(rule ({self.facts}) ({actions}{provenance}) :ruleset {ruleset} :name "{name}")')
+
+
+def recorded_shapes(actions: str) -> str:
+    """`actions` with each `(set (shape term) vector)` also recorded as `(shape-met term vector)`. A vector
+    computed in more than one step is bound once (`(let __shape0 vector)`) and both read the binding: the rule
+    computes it once and its text holds it once."""
+    edits: list[tuple[int, int, str]] = []
+    recorded = []
+    for k, (start, end, term, vector) in enumerate(_shape_set_spans(actions)):
+        if vector.count("(") > 1:
+            bound = f"__shape{k}"
+            edits.append((start, end, f"(let {bound} {vector}) (set (shape {term}) {bound})"))
+            vector = bound
+        recorded.append(f" (shape-met {term} {vector})")
+    for start, end, text in reversed(edits):
+        actions = actions[:start] + text + actions[end:]
+    return actions + "".join(recorded)
 
 
 def shape_sets(actions: str) -> list[tuple[str, str]]:
     """The (term, vector) of every `(set (shape term) vector)` in `actions`: each also records its fact in
     `shape-met`, where facts that meet in one e-class stay side by side (eqsat.engine.unify)."""
+    return [(term, vector) for _, _, term, vector in _shape_set_spans(actions)]
+
+
+def _shape_set_spans(actions: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, term, vector) of every `(set (shape term) vector)` in `actions`; end is past its `)`."""
     found = []
     for match in _SET_SHAPE.finditer(actions):
         term_end = _sexp_end(actions, match.end())
         value_start = term_end + 1  # past the `)` closing `(shape term)`
         while actions[value_start] == " ":
             value_start += 1
-        found.append((actions[match.end() : term_end], actions[value_start : _sexp_end(actions, value_start)]))
+        value_end = _sexp_end(actions, value_start)
+        term, vector = actions[match.end() : term_end], actions[value_start:value_end]
+        found.append((match.start(), actions.index(")", value_end) + 1, term, vector))
     return found
 
 

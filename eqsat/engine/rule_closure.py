@@ -79,6 +79,9 @@ RULE_ONLY_FACTS = (
             "bias-fold-site",
             "quant-range",
             "quant-twin",
+            "reshape-of",
+            "mul-of",
+            "add-of",
         }
     )
     | frozenset(LIST_FUNCTIONS)

@@ -262,6 +262,11 @@ def declarations() -> str:
         "(relation dtype-group (String String i64))",
         "(function float-max (String) f64 :no-merge)",
         "(relation conv-fanout (T))",
+        # y is a Reshape of x, by a static or a run-time target (rewrites/analysis.py reshape-facts)
+        "(relation reshape-of (T T))",
+        # y = a * b and y = a + b, each product and sum in both operand orders (rewrites/analysis.py operand-orders)
+        "(relation mul-of (T T T))",
+        "(relation add-of (T T T))",
         # a Slice's axes a over an input of rank r, non-negative (rewrites/tensor.py: all of one sign)
         "(relation axes-at (IVec i64 IVec))",
         "(relation conv-site (T String IVec IVec IVec IVec i64 T T T))",

@@ -12,7 +12,7 @@ import onnx.helper as oh
 from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
 from eqsat.testing.draw import SANDWICH_RULES, binary_const, concat_parts, draw_unary, transpose_node
 from eqsat.testing.strategies import float_arrays, inverse, perms, shapes
-from eqsat.rewrites.properties import layout, reduce
+from eqsat.rewrites.properties import activation, layout, reduce
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -105,6 +105,28 @@ def _facts_agree(draw: Callable, st: Any) -> RuleCase:
     return dataclasses.replace(case, rule="shape-facts-agree", also=(case.rule, *case.also))
 
 
+@rule_case
+def _reshape_facts(draw: Callable, st: Any) -> RuleCase:
+    """Reshape(Transpose(Reshape(x))) that reshape-transpose-reshape makes one Transpose: it reads both reshapes
+    through reshape-of."""
+    case = draw(layout.PROPERTIES["reshape-transpose-reshape"]())
+    return dataclasses.replace(case, rule="reshape-facts", also=(case.rule, *case.also))
+
+
+@rule_case
+def _operand_orders(draw: Callable, st: Any) -> RuleCase:
+    """A fusion that reads products and sums in either operand order through mul-of and add-of: PRelu from
+    Relu(x) -/+ a * Relu(-x), LeakyRelu from Max(x, a x), HardSwish from x relu6(x + 3) / 6."""
+    case = draw(
+        st.one_of(
+            activation.PROPERTIES["prelu-from-relu"](),
+            activation.PROPERTIES["leakyrelu-from-max"](),
+            activation.PROPERTIES["hardswish-fuse"](),
+        )
+    )
+    return dataclasses.replace(case, rule="operand-orders", also=(case.rule, *case.also))
+
+
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "shape-unary": _analysis_case("shape-unary", "unary"),
@@ -114,6 +136,8 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "splat-facts": _splat_facts,
     "list-functions": _list_functions,
     "shape-facts-agree": _facts_agree,
+    "reshape-facts": _reshape_facts,
+    "operand-orders": _operand_orders,
 }
 #: Properties checked with static shapes only.
 STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {

@@ -1,0 +1,58 @@
+"""What installing the rules costs each model: egglog rules installed, their characters and s-expressions, and the
+install time (a fresh backend with them and the standard facts, best of `--repeat`, in this process).
+
+    python -m benchmarks.bench_install                          # ../shared/models and ../shared/models/real
+    python -m benchmarks.bench_install m.onnx other.onnx --repeat 5
+
+The rules are those the model can use (eqsat.engine.rule_closure, as `eqsat optimize` picks them); install time
+tracks the s-expressions installed (~12 µs each), not the characters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Sequence
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
+
+
+def default_models() -> list[Path]:
+    """The shared models, then the real ones."""
+    return sorted(SHARED.glob("*.onnx")) + sorted((SHARED / "real").glob("*.onnx"))
+
+
+def install_row(path: Path, repeat: int) -> tuple[int, int, int, float]:
+    """(egglog rules, characters, s-expressions, best install seconds) for the model at `path`."""
+    from eqsat.engine import prepared, rule_closure
+    from eqsat.rewrites import registry
+    from eqsat.session import load
+
+    loaded = load(str(path))
+    usable = rule_closure.usable_rules(registry.select(), rule_closure.present_constructors(loaded.normalized))
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        prepared.fresh(usable.commands)
+        best = min(best, time.perf_counter() - start)
+    commands = usable.commands
+    return len(commands), sum(map(len, commands)), sum(c.count("(") for c in commands), best
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", type=Path, help="ONNX files (default: the shared models)")
+    parser.add_argument("--repeat", type=int, default=3, help="fresh installs per model; the best is shown")
+    args = parser.parse_args(argv)
+    from eqsat.engine import prepared
+
+    prepared.fresh(())  # egglog's own start-up, outside the first model's figure
+    print(f"{'model':40} {'rules':>5} {'chars':>8} {'sexps':>6} {'install ms':>10}")
+    for path in args.models or default_models():
+        rules, chars, sexps, seconds = install_row(path, args.repeat)
+        print(f"{path.stem[:40]:40} {rules:5} {chars:8,} {sexps:6} {seconds * 1000:10.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
