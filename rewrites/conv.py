@@ -96,55 +96,69 @@ def flat(c: str) -> str:
     return f"(Reshape {c} (vec-of -1) 0)"
 
 
-def weight_forms(axis: str, op: str, v: str, channels: str | None, full: str) -> list[tuple[str, str]]:
-    """Ways to scale weights `w` (WEIGHTS: shape sw, rank >= 3, o its all-ones shape) by the flat vector `v`
-    with `op` (Mul/Div).
-
-    axis "0": along axis 0 (a conv's output channels, a conv transpose's input channels), any group.
-    axis "grouped": along axis 1 within each group (a conv's input channels, a conv transpose's output
-    channels): a plain broadcast along axis 1 when group == 1; for group > 1, either `v` has one element
-    (`channels` = 1: a scalar, any axis) or `full` elements, and the weights are viewed as [g, W0/g, W1, k...]
-    against v viewed as [g, 1, W1, 1...] (conv-group-views gw, gv). Returns (extra guards, weight expression)
-    pairs, mutually exclusive.
+def weight_forms(
+    axis: str, op: str, v: str, ones_of: str, channels: str | None, same_shape: str = ""
+) -> list[tuple[str, str]]:
+    """Ways to scale the constant weights `w` of a conv with g groups by the flat vector `v` with `op` (Mul/Div):
+    (guards, weight expression) pairs, mutually exclusive, each guard binding sw (WEIGHTS or GROUPED). The views
+    along axis 0 and 1 are written from `ones_of`, of w's rank with every dim 1 but maybe dim 1 (a per-channel
+    constant's shape, or o, w's all-ones shape). axis "0": along axis 0 (a conv's output channels, a conv
+    transpose's input channels), any group. axis "grouped": along axis 1 within each group (a conv's input
+    channels, a conv transpose's output channels): a plain broadcast along axis 1 when group == 1; for group > 1,
+    `channels` (the constant's axis-1 size: 1, or all the channels of the operand it scales, `same_shape`
+    guarding that the product keeps the operand's shape; one element cannot broadcast it) is 1 (a scalar, any
+    axis) or more, and the weights are viewed as [g, W0/g, W1, k...] against v as [g, 1, W1, 1...] (gw, gv).
     """
-    axis0 = f"({op} w (Reshape {v} (vec-set o 0 -1) 0))"  # actions: v is let-bound
+    axis0 = f"({op} w (Reshape {v} (vec-set (vec-set {ones_of} 1 1) 0 -1) 0))"  # actions: v is let-bound
+    if ones_of == "o":
+        axis0 = f"({op} w (Reshape {v} (vec-set o 0 -1) 0))"
     if axis == "0":
-        return [("", axis0)]
-    axis1 = f"({op} w (Reshape {v} (vec-set o 1 -1) 0))"
-    # the grouped form's outer Reshape gets its dtype in the actions (nw's facts: `grouped_dtype`)
+        return [(f"{WEIGHTS} {same_shape}".strip(), axis0)]
+    axis1 = f"({op} w (Reshape {v} (vec-set {ones_of} 1 -1) 0))"
+    # the grouped form's outer Reshape gets its facts from conv-weight-facts (w's shape and dtype)
     grouped = f"(Reshape ({op} (Reshape w gw 0) (Reshape {v} gv 0)) sw 0)"
-    views = "(> g 1) (conv-group-views w g gw gv) (= wdt (dtype w))"
     if channels is None:
-        return [("(= g 1)", axis1), (views, grouped)]
+        return [(f"(= g 1) {WEIGHTS}", axis1), (GROUPED, grouped)]
+    scalar = f"({op} w (Reshape {v} (vec-set {ones_of} 0 -1) 0))"  # ones_of has every dim 1 here
     return [
-        ("(= g 1)", axis1),
-        (f"(> g 1) (= {channels} 1)", axis0),
-        (f"{views} (= {channels} {full}) (> {full} 1)", grouped),
+        (f"(= g 1) {WEIGHTS} {same_shape}".strip(), axis1),
+        (f"(> g 1) (= {channels} 1) {WEIGHTS}", scalar),
+        (f"{GROUPED} (> {channels} 1) {same_shape}".strip(), grouped),
     ]
 
 
-def grouped_dtype(guards: str) -> str:
-    """The dtype fact of new weights nw of the grouped form (a Reshape: the analysis rows give the others, products
-    and quotients of w, theirs)."""
-    return " (set (dtype nw) wdt)" if "conv-group-views" in guards else ""
+def weight_facts(guards: str) -> str:
+    """The shape fact of new weights nw (the analysis gives their dtype: products and quotients of w have w's), set
+    in the actions but for the grouped form (a Reshape to w's shape: conv-weight-facts gives both)."""
+    return "" if guards.startswith(GROUPED) else " (set (shape nw) sw)"
 
 
 OUT_AXIS = {"Conv": "0", "ConvTranspose": "grouped"}
 IN_AXIS = {"Conv": "grouped", "ConvTranspose": "0"}
-#: Constant conv weights of rank >= 3 with a dtype fact: binds sw (their shape) and o (sw with every dim 1, the
-#: views that scale them read). Written into each fold's query, keyed on its weight: a relation conv-weights(w, o)
-#: joined instead made saturation quadratic in the number of convs (resnet_stack, 400 blocks: 0.53 -> 4.6 s).
-WEIGHTS = f"(is-const w) (= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w)) (= o {ones('sw')})"
-#: conv-group-views(w, g, gw, gv): w viewed as [g, W0/g, W1, k...] and a flat vector as [g, 1, W1, 1...]
-#: (grouped scales), computed once per grouped weight (conv-weight-facts).
+#: Constant conv weights of rank >= 3: binds sw, their shape. Written into each fold's query, keyed on its weight:
+#: a relation keyed on the weight that also holds a shared vector (conv-weights(w, o), o the all-ones shape; or
+#: views of a flat vector along axis 0 and 1) joined instead makes saturation quadratic in the number of convs
+#: (resnet_stack, 200 blocks: 0.35 -> 1.2-1.5 s, measured twice): views are written from a constant's shape or o.
+WEIGHTS = "(is-const w) (= sw (shape w)) (>= (vec-length sw) 3)"
+#: A grouped conv's constant weights: binds sw (their shape) and the views gw, gv of conv-group-views(w, g,
+#: gw, gv): w viewed as [g, W0/g, W1, k...] and a flat vector as [g, 1, W1, 1...], computed once per grouped weight
+#: (conv-weight-facts; such a weight has rank >= 3 and is constant).
+GROUPED = "(> g 1) (conv-group-views w g gw gv) (= sw (shape w))"
 _GROUP_VIEWS = (
     "(conv-group-views w g (vec-append (vec-of g -1) (vec-remove sw 0)) "
     "(vec-append (vec-of g 1 -1) (vec-remove (vec-remove o 0) 0)))"
 )
-CONV_WEIGHT_FACTS = tuple(fact(f"(= y {conv(kind)}) (> g 1) {WEIGHTS}", _GROUP_VIEWS) for kind in KINDS)
-#: b is a present bias (a 1-D tensor with shape and dtype facts): binds sb, bdt. New biases (nb) and weights (nw)
-#: get both facts, so that folds chain.
-BIAS = "(= sb (shape b)) (= (vec-length sb) 1)"
+CONV_WEIGHT_FACTS = (
+    *(fact(f"(= y {conv(kind)}) (> g 1) {WEIGHTS} (= d (dtype w)) (= o {ones('sw')})", _GROUP_VIEWS) for kind in KINDS),
+    # a grouped fold's new weights: w's shape and dtype
+    fact(
+        "(= y (Reshape (Binary b_op (Reshape w gw 0) v) sw 0)) (conv-group-views w g gw gv) (= sw (shape w)) "
+        "(= d (dtype w))",
+        "(set (shape y) sw) (set (dtype y) d)",
+    ),
+)
+#: b is a present bias (a conv's is 1-D): binds sb. New biases and weights get shape facts, so that folds chain.
+BIAS = "(= sb (shape b))"
 #: weights constant or not (a graph input): the zero bias and the bias folds hold for any W.
 ANY_WEIGHTS = "(= sw (shape w)) (>= (vec-length sw) 3) (= wdt (dtype w))"
 
@@ -154,11 +168,8 @@ ZERO = "(Scalar 0.0 wdt (vec-of co))"
 
 #: Consumers of a conv output y that a fold rewrites: the zero bias is only built for these.
 FOLD_CONSUMERS = (
-    "(= p (Add y c)) (is-const c)",
-    "(= p (Sub y c)) (is-const c)",
+    "(= p (Binary b_op y c)) (arith b_op) (is-const c)",  # Add, Sub, Mul, Div (op: a ConvTranspose parameter)
     "(= p (Sub c y)) (is-const c)",
-    "(= p (Mul y c)) (is-const c)",
-    "(= p (Div y c)) (is-const c)",
     "(= p (BatchNormalization y ga be mu va eps mom))",
 )
 #: bias-fold-site(y): y, a conv or conv transpose without bias, meets a constant (+, -, *, /) or a batch norm.
@@ -196,7 +207,7 @@ def _bias_fold() -> tuple:
             fact(
                 f"(= y (Sub c cv)) {base} {WEIGHTS}",
                 f"(let vf {flat('c')}) (let nb (Sub vf b)) (let nw (Neg w)) "
-                f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nb) sb) (set (shape nw) sw)",
+                f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nb) sb)",
             )
         )
     return tuple(rules)
@@ -207,16 +218,15 @@ def _output_scale(op: str, guard: str = "") -> tuple:
     rules = []
     for kind in KINDS:
         base = (
-            f"(= y ({op} cv c)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} (= sy (shape y)) (= sy (shape cv)) "
-            f"(per-channel c sy) (= s_c (shape c)) {guard}"
+            f"(= y ({op} cv c)) (= cv {conv(kind)}) {BIAS} (= sy (shape cv)) (per-channel c sy) (= s_c (shape c)) "
+            f"{guard}"
         )
-        for extra, weight in weight_forms(OUT_AXIS[kind], op, "vf", "(vec-get s_c 1)", "(vec-get sy 1)"):
+        for extra, weight in weight_forms(OUT_AXIS[kind], op, "vf", "s_c", "(vec-get s_c 1)", "(= sy (shape y))"):
             rules.append(
                 fact(
                     f"{base} {extra}",
                     f"(let vf {flat('c')}) (let nw {weight}) (let nb ({op} b vf)) "
-                    f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
-                    + grouped_dtype(extra),
+                    f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nb) sb)" + weight_facts(extra),
                 )
             )
     return tuple(rules)
@@ -259,16 +269,16 @@ def _bn_fold() -> tuple:
     rules = []
     for kind in KINDS:
         base = (
-            f"(= y (BatchNormalization cv ga be mu va eps mom)) (= cv {conv(kind)}) {WEIGHTS} {BIAS} "
+            f"(= y (BatchNormalization cv ga be mu va eps mom)) (= cv {conv(kind)}) "
             f"{FOLDABLE} (= dt (dtype w)) (= dt (dtype b)) (bn-unmarked eps mom)"
         )
-        for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", None, ""):
+        for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", "o", None):
             rules.append(
                 fact(
                     f"{base} {extra}",
-                    f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mu) f) be)) "
-                    f"(union y {conv(kind, 'nw', 'nb')}) (set (shape nw) sw) (set (shape nb) sb) "
-                    + grouped_dtype(extra),
+                    ("" if extra.startswith(GROUPED) else f"(let o {ones('sw')}) ")
+                    + f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mu) f) be)) "
+                    f"(union y {conv(kind, 'nw', 'nb')})" + weight_facts(extra),
                 )
             )
     return tuple(rules)
@@ -304,8 +314,8 @@ def _bn_compose() -> Egglog:
 #: shaped like r with every axis but 1 set to 1 (a per-channel constant or a scalar of r's rank): the guard of the
 #: conv folds and bn-compose, computed once.
 PER_CHANNEL = tuple(
-    fact(f"(= y {e}) (is-const c) (= r (shape a)) {per_channel('c', 'r')}", "(per-channel c r)")
-    for e in ("(Add a c)", "(Sub a c)", "(Sub c a)", "(Mul a c)", "(Div a c)")
+    fact(f"{operand} (= r (shape a)) {per_channel('c', 'r')}", "(per-channel c r)")
+    for operand in ("(= y (Binary op a c)) (arith op)", "(= y (Sub c a))")  # a + c, a - c, a * c, a / c; c - a
 )
 
 
@@ -314,15 +324,14 @@ def _input_scale() -> tuple:
     rules = []
     for kind in KINDS:
         base = (
-            f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) {WEIGHTS} (= sx (shape x)) (= sx (shape xs)) "
-            "(per-channel s sx) (= s_s (shape s)) (finite s)"
+            f"(= y {conv(kind, x='xs')}) (= xs (Mul x s)) (= sx (shape x)) (per-channel s sx) (= s_s (shape s)) "
+            "(finite s)"
         )
-        for extra, weight in weight_forms(IN_AXIS[kind], "Mul", "vf", "(vec-get s_s 1)", "(vec-get sx 1)"):
+        for extra, weight in weight_forms(IN_AXIS[kind], "Mul", "vf", "s_s", "(vec-get s_s 1)", "(= sx (shape xs))"):
             rules.append(
                 fact(
                     f"{base} {extra}",
-                    f"(let vf {flat('s')}) (let nw {weight}) "
-                    f"(union y {conv(kind, 'nw')}) (set (shape nw) sw) " + grouped_dtype(extra),
+                    f"(let vf {flat('s')}) (let nw {weight}) (union y {conv(kind, 'nw')})" + weight_facts(extra),
                 )
             )
     return tuple(rules)
@@ -409,11 +418,10 @@ def _const_last() -> tuple:
 
 def _broadcast_shape() -> tuple:
     """shape(B(a, b)) = shape(a) when b is all ones of a's rank (and symmetrically)."""
-    rules = []
-    for op in ("Add", "Sub", "Mul", "Div"):
-        rules.append(fact(f"(= y ({op} a b)) (= sa (shape a)) (= (shape b) {ones('sa')})", "(set (shape y) sa)"))
-        rules.append(fact(f"(= y ({op} a b)) (= sb (shape b)) (= (shape a) {ones('sb')})", "(set (shape y) sb)"))
-    return tuple(rules)
+    return (
+        fact(f"(= y (Binary op a b)) (arith op) (= sa (shape a)) (= (shape b) {ones('sa')})", "(set (shape y) sa)"),
+        fact(f"(= y (Binary op a b)) (arith op) (= sb (shape b)) (= (shape a) {ones('sb')})", "(set (shape y) sb)"),
+    )
 
 
 def _finite_facts() -> tuple:

@@ -286,7 +286,7 @@ def _unfold_shift() -> tuple:
     """x*k + (b - m*k) -> (x - m)*k + b, x*k - m*k and x*k + -(m*k) -> (x - m)*k, for m = ReduceMean(x, ax,
     keepdims=1): the folded form x * (g * rsqrt(var + eps)) + (b - mean * g * rsqrt(var + eps)) (TF's
     batch_normalization) brought back to the moments the fusions match. m keeps x's rank and broadcasts
-    into it, so (x - m) has x's shape and (x - m)*k has x*k's."""
+    into it, so (x - m) has x's shape and (x - m)*k has x*k's (their dtypes: shape-binary's dtype row)."""
     rules = []
     for xk, mk in (("(Mul x k)", "(Mul m k)"),):  # as TF and coremltools write it (x * k, mean * k)
         for pattern, shifted in (
@@ -296,18 +296,14 @@ def _unfold_shift() -> tuple:
             (f"(Add {xk} (Neg {mk}))", False),
             (f"(Add (Neg {mk}) {xk})", False),
         ):
-            scaled = "(let dk (Mul d k)) (set (shape dk) sk) (set (dtype dk) dt) "
+            scaled = "(let dk (Mul d k)) (set (shape dk) sk) "
             rules.append(
                 fact(
                     f"(= __root {pattern}) (= m (ReduceMean x ax 1)) (= xk {xk}) (= sx (shape x)) (= sk (shape xk)) "
                     f"(= (vec-length (shape m)) (vec-length sx)) (= dt (dtype x)) {FUSED_DTYPES} (= sr (shape __root))",
-                    "(let d (Sub x m)) (set (shape d) sx) (set (dtype d) dt) "
+                    "(let d (Sub x m)) (set (shape d) sx) "
                     + scaled
-                    + (
-                        "(let y (Add dk b)) (set (shape y) sr) (set (dtype y) dt) (union __root y)"
-                        if shifted
-                        else "(union __root dk)"
-                    ),
+                    + ("(let y (Add dk b)) (set (shape y) sr) (union __root y)" if shifted else "(union __root dk)"),
                 )
             )
     return tuple(rules)

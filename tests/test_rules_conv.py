@@ -181,6 +181,47 @@ def test_conv_scale_fold_grouped_conv_transpose(group: int, co: int) -> None:
     assert op_counts(assert_rule_sound(m, "conv-scale-fold").model) == {"ConvTranspose": 1}
 
 
+def test_conv_scale_and_div_folds_chain_on_grouped_conv_transpose() -> None:
+    """The grouped form's new weights (a Reshape) get w's shape and dtype from conv-weight-facts, so the next fold
+    sees a constant weight of rank >= 3 again: (ConvTranspose * c1) / c2 is one ConvTranspose."""
+    inits = {
+        **conv_inits(co=6, ci=4, group=2, kind="ConvTranspose"),
+        "c1": rand(6, 1, 1, low=0.5, high=3),
+        "c2": rand(6, 1, 1, low=0.5, high=3),
+    }
+    m = model(
+        [
+            conv_node(inits, kind="ConvTranspose", group=2),
+            node("Mul", ["conv", "c1"], "t"),
+            node("Div", ["t", "c2"], "y"),
+        ],
+        X,
+        initializers=inits,
+    )
+    result = assert_rule_sound(m, "conv-scale-fold", also=("conv-div-fold",))
+    assert op_counts(result.model) == {"ConvTranspose": 1}
+
+
+def test_conv_fold_commands_fit_in_600_characters() -> None:
+    """Issue 23: no installed egglog command of the conv folds longer than 600 characters (the weights' facts are
+    joined from conv-group-views or bound once, the views written from the per-channel constant's shape)."""
+    from rewrites import registry
+
+    folds = {
+        "conv-zero-bias",
+        "bias-fold-sites",
+        "conv-bias-fold",
+        "conv-scale-fold",
+        "conv-div-fold",
+        "conv-input-scale-fold",
+        "conv-weight-facts",
+        "per-channel-facts",
+    }
+    long = {r.name: max(map(len, r.commands())) for r in registry.all_rules() if r.name in folds}
+    assert set(long) == folds
+    assert {name: n for name, n in long.items() if n > 600} == {}
+
+
 def test_conv_scale_fold_depthwise_conv_without_bias() -> None:
     inits = {**conv_inits(co=8, ci=4, group=4, bias=False), "c": rand(8, 1, 1)}
     m = model([conv_node(inits, group=4), node("Mul", ["c", "conv"], "y")], X, initializers=inits)
