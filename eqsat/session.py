@@ -17,7 +17,7 @@ import onnx
 from eqsat.frontend import interface, io, normalize
 from eqsat.engine import prepared
 from eqsat.engine.backend import Backend
-from eqsat.engine.egraph import EGraph, decode
+from eqsat.engine.egraph import EGraph, decode, decoded
 from eqsat.engine.encode import Encoding, encode
 from eqsat.report import Report
 from eqsat import run_warnings
@@ -29,7 +29,7 @@ from eqsat.engine.prepared import checkout
 from eqsat.engine.rule_closure import CONSTRUCTORS, Usable, present_constructors, usable_rules
 from eqsat.engine.saturate import Limits, RunReport, run
 from eqsat.engine import terms
-from eqsat.engine.unify import Fact, met, unified
+from eqsat.engine.unify import MET_TABLE, Fact, met, unified
 
 if TYPE_CHECKING:  # heavy modules stay lazy at run time
     import onnx_ir as ir
@@ -434,7 +434,7 @@ def _run(
     backend.load_rows(encoding.rows)
     phases["encode"] = time.perf_counter() - start
     start = time.perf_counter()
-    input_graph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
+    input_graph = decode(backend.snapshot(decoded), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
     loaded = {node.op for node in input_graph.nodes} & CONSTRUCTORS  # by op: a generic table's rows are its ops
     if not loaded <= usable.constructors:  # a rule left out could match: eqsat.engine.rule_closure missed one
         raise InternalError(
@@ -450,7 +450,7 @@ def _run(
     start = time.perf_counter()
     groups: list[tuple[Fact, ...]] = []
     try:
-        tables = backend.snapshot()
+        tables = backend.snapshot(lambda name, sort: decoded(name, sort) or name == MET_TABLE)
         groups = met(tables)
         egraph = decode(tables, encoding.refs.values(), encoding.rows.ops(), encoding.symbols.sizes())
     except BaseException as exc:  # the e-graph is unusable after a panic: extract the input as it was

@@ -153,6 +153,15 @@ class EGraph:
         return _mark_constants(graph)
 
 
+#: The tables `decode` reads besides the term constructors' (handles, class facts, provenance).
+DECODED_FACTS = frozenset({"Ref", "shape", "dtype", "rewritten"})
+
+
+def decoded(name: str, output_sort: str) -> bool:
+    """Whether `decode` reads the table `name` (whose rows are of `output_sort`): a snapshot's `wanted`."""
+    return output_sort in TERM_SORTS or name in DECODED_FACTS
+
+
 def decode(
     tables: Mapping[str, Any],
     ref_ids: Iterable[int] = (),
