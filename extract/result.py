@@ -58,8 +58,15 @@ class ExtractionResult:
     def reachable(self) -> list[int]:
         """Classes reachable from the roots through chosen nodes, children before parents (each once).
 
-        Raises `ExtractionError` if a reachable class has no choice or the chosen graph has a cycle.
+        Raises `ExtractionError` if a reachable class has no choice or the chosen graph has a cycle. Walked once
+        per result (a result is immutable); each call returns a list of its own.
         """
+        cached = self.__dict__.get("_reachable")
+        if cached is None:
+            cached = self.__dict__["_reachable"] = tuple(self._walk())
+        return list(cached)
+
+    def _walk(self) -> list[int]:
         choice, nodes = self.choice, self.egraph.nodes
         state: dict[int, int] = {}  # 1 = on the DFS stack, 2 = done
         order: list[int] = []
