@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import onnx
 
-from eqsat.frontend import interface, io, normalize
+from eqsat.frontend import interface, io, normalize, weights
 from eqsat.engine import prepared
 from eqsat.engine.backend import Backend
 from eqsat.engine.egraph import EGraph, decode, decoded
@@ -167,7 +167,9 @@ class Session:
         report.extraction = result.summary(cost_model, target if cost is None else None)
         note("lower")
         with timed(report, "lower"):
-            model, arrays = lower(result.egraph, result.choice, self.encoding, self.normalized)
+            inputs = {v.name for v in self.original.graph.input}  # their defaults are compared by value: kept in
+            hold = None if self.bodies else (lambda name: name not in inputs)  # bodies compare outer weights too
+            model, arrays = lower(result.egraph, result.choice, self.encoding, self.normalized, hold)
         if self.bodies:
             from eqsat.subgraphs import put_back
 
@@ -205,8 +207,11 @@ class Session:
             + run_warnings.of_bodies(report.subgraphs)
             + run_warnings.of_verification(report.verification, pending=pending),
         )
-        del arrays  # verified: the output holds its weights
-        out = Result(model, report, result, session=self, cost_model=cost_model, pending_verification=pending)
+        held = {t.name: arrays[t.name] for t in model.graph.initializer if weights.is_placeholder(t)}
+        del arrays  # verified: the output holds its weights, or `held` the large ones
+        out = Result(
+            model, report, result, session=self, cost_model=cost_model, pending_verification=pending, held=held
+        )
         if breakdown:
             note("breakdown")
             with timed(report, "breakdown"):
