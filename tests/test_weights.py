@@ -176,6 +176,62 @@ def test_shapes_inferred_again_after_folding_are_those_a_fresh_read_gives() -> N
     assert large and not large & {t.name for t in proto.graph.initializer}
 
 
+def _symbolic_chain(extra: list[onnx.NodeProto]) -> onnx.ModelProto:
+    """x [batch, 64] -> Identity -> MatMul w -> Relu, plus `extra` nodes; symbolic batch: never all static."""
+    model = _model()
+    del model.graph.node[:]
+    model.graph.node.extend(
+        [
+            oh.make_node("Identity", ["x"], ["xi"]),
+            oh.make_node("MatMul", ["xi", "w"], ["h"]),
+            oh.make_node("Relu", ["h"], ["y0"]),
+            *extra,
+        ]
+    )
+    model.graph.output[0].CopyFrom(oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None))
+    return model
+
+
+@pytest.mark.parametrize(
+    "extra, again",
+    [
+        ([oh.make_node("Identity", ["y0"], ["y"])], False),  # folding only bypasses Identities: nothing to learn
+        (  # a Reshape target computed from a constant (Neg: no data propagation): folding makes it one, and
+            # inference learns y's shape only then
+            [
+                oh.make_node("Constant", [], ["minus"], value=onh.from_array(np.array([1, -4, -8], np.int64))),
+                oh.make_node("Neg", ["minus"], ["target"]),
+                oh.make_node("Reshape", ["y0", "target"], ["y"]),
+            ],
+            True,
+        ),
+    ],
+)
+def test_shapes_are_inferred_again_only_where_folding_can_add_facts(extra: list, again: bool) -> None:
+    """With a symbolic dim no value is ever all static; shape inference runs again after folding only when
+    folding computed new constants (or left a value of unknown shape): after bypassing an Identity every value
+    keeps its facts. Either way each value's shape is what inferring the folded model afresh gives it."""
+    import onnx_ir as ir
+
+    from eqsat.frontend import fold, normalize
+
+    calls: list[int] = []
+    infer_light = fold.infer_light
+
+    def spy(light: weights.Light) -> onnx.ModelProto:
+        calls.append(1)
+        return infer_light(light)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(normalize, "infer_light", spy)
+        work, _ = normalize.normalize_proto(_symbolic_chain(extra))
+    assert len(calls) == (2 if again else 1)
+    fresh = ir.serde.deserialize_model(fold.infer_proto(ir.serde.serialize_model(work)))
+    mine = {o.name: (o.type, str(o.shape)) for n in work.graph for o in n.outputs}
+    assert mine == {o.name: (o.type, str(o.shape)) for n in fresh.graph for o in n.outputs}
+    assert "batch" in mine["h"][1] and mine["y"][1].endswith(",4,8]" if again else "[batch,32]")
+
+
 def test_optimize_holds_off_full_garbage_collections_and_restores_the_thresholds() -> None:
     """Each full collection walks every object alive (millions for a 10k-node model): none runs inside
     `eqsat.optimize`, even where one would run every other young collection (thresholds (500, 1, 1), every
