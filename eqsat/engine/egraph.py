@@ -285,5 +285,8 @@ def _mark_constants(graph: EGraph) -> EGraph:
             if n.children and all(const[c] for c in n.children) and _foldable_size(graph.classes[n.eclass]):
                 const[n.eclass] = True
                 work.append(n.eclass)
-    classes = tuple(dataclasses.replace(c, constant=True) if const[c.id] else c for c in graph.classes)
+    classes = tuple(
+        EClass(c.id, c.sort, c.nodes, c.shape, c.dtype, True, c.rules, c.sizes) if const[c.id] else c
+        for c in graph.classes
+    )  # made directly: dataclasses.replace is 4x slower
     return dataclasses.replace(graph, classes=classes)
