@@ -447,7 +447,8 @@ class _Lowerer:
         args = [self.consts[c][0] if self.names.get(c) != "" else None for c in node.children]
         dtypes = [self.consts[c][1] for c in node.children if c in self.consts]
         params = dict(zip((p.name for p in spec.params), node.attrs))
-        value = _evaluate(spec, args, params, self.opset)
+        with np.errstate(all="ignore"):  # 1/0 or exp of a large constant: the value (inf), not news for stderr
+            value = _evaluate(spec, args, params, self.opset)
         dtype = params["to"] if node.op == "Cast" else (self.g.eclass(cid).dtype or (dtypes[0] if dtypes else "FLOAT"))
         if node.op == "Cast" and np.issubdtype(_np_dtype(dtype), np.integer):
             value = value.astype(_np_dtype(dtype))
