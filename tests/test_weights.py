@@ -330,3 +330,19 @@ def test_an_optimized_model_holds_its_large_weights_aside_until_asked_for(tmp_pa
     x = np.random.default_rng(2).standard_normal((5, 64)).astype(np.float32)
     np.testing.assert_allclose(Runner(proto).run({"x": x})[0][0], Runner(model).run({"x": x})[0][0], rtol=1e-6)
     assert result.verify().ok  # re-verifying the filled model
+
+
+def test_a_model_with_weights_held_aside_is_verified_by_onnx_reference_too(monkeypatch) -> None:  # noqa: ANN001
+    """Where onnxruntime cannot load a model, verification runs onnx.reference, which reads initializers from
+    the model: an output whose weights are held aside is verified with them filled in."""
+    import onnxruntime
+
+    from eqsat import optimize
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no onnxruntime here")
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", refuse)
+    result = optimize(_model())
+    assert result.held and result.report.verification.runtime == "onnx.reference"
+    assert result.verified and result.report.verification.ok
