@@ -1,7 +1,7 @@
 """Scaling of the whole pipeline on models shaped like real exports: time per node of every phase, peak memory,
 and the peers on the same files.
 
-    python -m benchmarks.bench_scaling                                   # transformer at 1k, 3k and 10k nodes
+    python -m benchmarks.bench_scaling                                   # transformer at 1k, 3k, 10k and 30k nodes
     python -m benchmarks.bench_scaling --model resnet --sizes 200 600     # ResNet-like stacks, in blocks
     python -m benchmarks.bench_scaling --peer onnxsim=/venvs/onnxsim/bin/python --peer ort-basic=/venvs/ort/bin/python
 
@@ -47,7 +47,7 @@ MODELS = {
     "resnet": synthetic.resnet_stack,
     "chain": synthetic.block_chain,
 }
-DEFAULT_SIZES = {"transformer": (10, 28, 96), "resnet": (70, 200, 600), "chain": (1000, 5000, 20000)}
+DEFAULT_SIZES = {"transformer": (10, 28, 96, 288), "resnet": (70, 200, 600), "chain": (1000, 5000, 20000)}
 
 
 def run_eqsat(python: str, model: Path, out: Path) -> dict:

@@ -156,7 +156,7 @@ def breakdown(result: Any) -> Breakdown:
         for op in set(before) | set(after)
     ]
     ops.sort(key=lambda o: (-o.cost_after, -o.cost_before, o.op))
-    return Breakdown(target, unit, cost_before, cost_after, tuple(ops), rules_in_output(result.proto), tuple(notes))
+    return Breakdown(target, unit, cost_before, cost_after, tuple(ops), rules_in_output(result.built), tuple(notes))
 
 
 def attach(result: Any) -> Any:

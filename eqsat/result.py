@@ -13,12 +13,13 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
 from eqsat import run_warnings
 from eqsat.errors import VerificationError
-from eqsat.frontend import interface, io
+from eqsat.frontend import interface, io, weights
 from eqsat.report import Report
 
 
@@ -26,17 +27,28 @@ from eqsat.report import Report
 class Result:
     """The optimized model, the report of how it was obtained, and the extraction behind it.
 
-    The model is built as a protobuf (`proto`, what is verified and saved); `model`, its onnx_ir form,
-    is made on first use (20k nodes: 0.6 s that the CLI never pays).
+    The model is built as a protobuf (`built`, what is verified and saved), its large float weights held aside
+    as arrays (`held`) behind placeholders until the whole proto is asked for (`proto`): verifying and saving
+    read the arrays, so the command never holds a protobuf copy of the output's weights. `model`, its onnx_ir
+    form, is made on first use (20k nodes: 0.6 s that the CLI never pays).
     """
 
-    proto: onnx.ModelProto
+    built: onnx.ModelProto
     report: Report
     extraction: Any = None  # eqsat.extract.result.ExtractionResult
     session: Any = dataclasses.field(default=None, repr=False)  # eqsat.session.Session it came from
     cost_model: Any = dataclasses.field(default=None, repr=False)  # the cost model the extraction used
     bisection: Any = dataclasses.field(default=None, repr=False)  # eqsat.bisect.Bisection, when a rule was dropped
     pending_verification: bool = False  # a re-extraction not checked yet: verify() or save() checks it
+    held: dict[str, np.ndarray] = dataclasses.field(default_factory=dict, repr=False)  # by placeholder name
+
+    @property
+    def proto(self) -> onnx.ModelProto:
+        """The optimized model, every weight in it (the held ones written in on first use)."""
+        if self.held:
+            weights.fill(self.built, self.held)
+            self.held = {}
+        return self.built
 
     @property
     def verified(self) -> bool:
@@ -64,12 +76,13 @@ class Result:
         with timed(self.report, "verify"):
             self.report.verification = run_verify(
                 self.session.original,
-                self.proto,
+                self.built,
                 soundness=self.session.soundness,
                 source=self.session.source,
                 input_shapes=options.input_shapes if input_shapes is None else input_shapes,
                 inputs=options.inputs if inputs is None else inputs,
                 strict=options.strict if strict is None else strict,
+                weights=self.held,
             )
         run_warnings.replace_verification(self.report.warnings, self.report.verification)
         self.pending_verification = False
@@ -85,8 +98,8 @@ class Result:
                 raise VerificationError(f"{self.session.source}: {checked.summary()}; output not written")
         original = self.session.original if self.session is not None else None
         if original is not None:
-            interface.check(self.proto, original, self.session.source)
-        io.save(self.proto, path, original)
+            interface.check(self.built, original, self.session.source)
+        io.save(self.built, path, original, self.held)
 
     def _repr_html_(self) -> str:
         from eqsat.view.display import result_html

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import onnx
 
-from eqsat.frontend import interface, io, normalize
+from eqsat.frontend import interface, io, normalize, weights
 from eqsat.engine import prepared
 from eqsat.engine.backend import Backend
-from eqsat.engine.egraph import EGraph, decode
+from eqsat.engine.egraph import EGraph, decode, decoded
 from eqsat.engine.encode import Encoding, encode
 from eqsat.report import Report
 from eqsat import run_warnings
@@ -29,7 +29,7 @@ from eqsat.engine.prepared import checkout
 from eqsat.engine.rule_closure import CONSTRUCTORS, Usable, present_constructors, usable_rules
 from eqsat.engine.saturate import Limits, RunReport, run
 from eqsat.engine import terms
-from eqsat.engine.unify import Fact, met, unified
+from eqsat.engine.unify import MET_TABLE, Fact, met, unified
 
 if TYPE_CHECKING:  # heavy modules stay lazy at run time
     import onnx_ir as ir
@@ -167,7 +167,9 @@ class Session:
         report.extraction = result.summary(cost_model, target if cost is None else None)
         note("lower")
         with timed(report, "lower"):
-            model, arrays = lower(result.egraph, result.choice, self.encoding, self.normalized)
+            inputs = {v.name for v in self.original.graph.input}  # their defaults are compared by value: kept in
+            hold = None if self.bodies else (lambda name: name not in inputs)  # bodies compare outer weights too
+            model, arrays = lower(result.egraph, result.choice, self.encoding, self.normalized, hold)
         if self.bodies:
             from eqsat.subgraphs import put_back
 
@@ -205,8 +207,11 @@ class Session:
             + run_warnings.of_bodies(report.subgraphs)
             + run_warnings.of_verification(report.verification, pending=pending),
         )
-        del arrays  # verified: the output holds its weights
-        out = Result(model, report, result, session=self, cost_model=cost_model, pending_verification=pending)
+        held = {t.name: arrays[t.name] for t in model.graph.initializer if weights.is_placeholder(t)}
+        del arrays  # verified: the output holds its weights, or `held` the large ones
+        out = Result(
+            model, report, result, session=self, cost_model=cost_model, pending_verification=pending, held=held
+        )
         if breakdown:
             note("breakdown")
             with timed(report, "breakdown"):
@@ -434,7 +439,7 @@ def _run(
     backend.load_rows(encoding.rows)
     phases["encode"] = time.perf_counter() - start
     start = time.perf_counter()
-    input_graph = decode(backend.snapshot(), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
+    input_graph = decode(backend.snapshot(decoded), encoding.refs.values(), symbol_sizes=encoding.symbols.sizes())
     loaded = {node.op for node in input_graph.nodes} & CONSTRUCTORS  # by op: a generic table's rows are its ops
     if not loaded <= usable.constructors:  # a rule left out could match: eqsat.engine.rule_closure missed one
         raise InternalError(
@@ -450,7 +455,7 @@ def _run(
     start = time.perf_counter()
     groups: list[tuple[Fact, ...]] = []
     try:
-        tables = backend.snapshot()
+        tables = backend.snapshot(lambda name, sort: decoded(name, sort) or name == MET_TABLE)
         groups = met(tables)
         egraph = decode(tables, encoding.refs.values(), encoding.rows.ops(), encoding.symbols.sizes())
     except BaseException as exc:  # the e-graph is unusable after a panic: extract the input as it was

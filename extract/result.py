@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
-from eqsat.engine.egraph import EGraph, ENode
+from eqsat.engine.egraph import EClass, EGraph, ENode
 from eqsat.errors import InternalError
 from eqsat.extract.units import format_cost
 
@@ -58,8 +58,15 @@ class ExtractionResult:
     def reachable(self) -> list[int]:
         """Classes reachable from the roots through chosen nodes, children before parents (each once).
 
-        Raises `ExtractionError` if a reachable class has no choice or the chosen graph has a cycle.
+        Raises `ExtractionError` if a reachable class has no choice or the chosen graph has a cycle. Walked once
+        per result (a result is immutable); each call returns a list of its own.
         """
+        cached = self.__dict__.get("_reachable")
+        if cached is None:
+            cached = self.__dict__["_reachable"] = tuple(self._walk())
+        return list(cached)
+
+    def _walk(self) -> list[int]:
         choice, nodes = self.choice, self.egraph.nodes
         state: dict[int, int] = {}  # 1 = on the DFS stack, 2 = done
         order: list[int] = []
@@ -108,16 +115,14 @@ class ExtractionResult:
         order = self.reachable()
         index = {c: k for k, c in enumerate(order)}
         old = self.egraph
+        chosen = [old.nodes[self.choice[c]] for c in order]  # made directly: dataclasses.replace is 4x slower
         nodes = tuple(
-            dataclasses.replace(
-                old.nodes[self.choice[c]],
-                id=k,
-                eclass=k,
-                children=tuple(index[x] for x in old.nodes[self.choice[c]].children),
-            )
-            for k, c in enumerate(order)
+            ENode(k, n.op, k, tuple(index[x] for x in n.children), n.attrs) for k, n in enumerate(chosen)
         )
-        classes = tuple(dataclasses.replace(old.classes[c], id=k, nodes=(k,)) for k, c in enumerate(order))
+        classes = tuple(
+            EClass(k, e.sort, (k,), e.shape, e.dtype, e.constant, e.rules, e.sizes)
+            for k, e in enumerate(old.classes[c] for c in order)
+        )
         roots = tuple(index[r] for r in self.roots)
         return dataclasses.replace(
             self, egraph=EGraph(nodes, classes, roots), choice={k: k for k in range(len(order))}, roots=roots

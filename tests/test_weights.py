@@ -176,6 +176,62 @@ def test_shapes_inferred_again_after_folding_are_those_a_fresh_read_gives() -> N
     assert large and not large & {t.name for t in proto.graph.initializer}
 
 
+def _symbolic_chain(extra: list[onnx.NodeProto]) -> onnx.ModelProto:
+    """x [batch, 64] -> Identity -> MatMul w -> Relu, plus `extra` nodes; symbolic batch: never all static."""
+    model = _model()
+    del model.graph.node[:]
+    model.graph.node.extend(
+        [
+            oh.make_node("Identity", ["x"], ["xi"]),
+            oh.make_node("MatMul", ["xi", "w"], ["h"]),
+            oh.make_node("Relu", ["h"], ["y0"]),
+            *extra,
+        ]
+    )
+    model.graph.output[0].CopyFrom(oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None))
+    return model
+
+
+@pytest.mark.parametrize(
+    "extra, again",
+    [
+        ([oh.make_node("Identity", ["y0"], ["y"])], False),  # folding only bypasses Identities: nothing to learn
+        (  # a Reshape target computed from a constant (Neg: no data propagation): folding makes it one, and
+            # inference learns y's shape only then
+            [
+                oh.make_node("Constant", [], ["minus"], value=onh.from_array(np.array([1, -4, -8], np.int64))),
+                oh.make_node("Neg", ["minus"], ["target"]),
+                oh.make_node("Reshape", ["y0", "target"], ["y"]),
+            ],
+            True,
+        ),
+    ],
+)
+def test_shapes_are_inferred_again_only_where_folding_can_add_facts(extra: list, again: bool) -> None:
+    """With a symbolic dim no value is ever all static; shape inference runs again after folding only when
+    folding computed new constants (or left a value of unknown shape): after bypassing an Identity every value
+    keeps its facts. Either way each value's shape is what inferring the folded model afresh gives it."""
+    import onnx_ir as ir
+
+    from eqsat.frontend import fold, normalize
+
+    calls: list[int] = []
+    infer_light = fold.infer_light
+
+    def spy(light: weights.Light) -> onnx.ModelProto:
+        calls.append(1)
+        return infer_light(light)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(normalize, "infer_light", spy)
+        work, _ = normalize.normalize_proto(_symbolic_chain(extra))
+    assert len(calls) == (2 if again else 1)
+    fresh = ir.serde.deserialize_model(fold.infer_proto(ir.serde.serialize_model(work)))
+    mine = {o.name: (o.type, str(o.shape)) for n in work.graph for o in n.outputs}
+    assert mine == {o.name: (o.type, str(o.shape)) for n in fresh.graph for o in n.outputs}
+    assert "batch" in mine["h"][1] and mine["y"][1].endswith(",4,8]" if again else "[batch,32]")
+
+
 def test_optimize_holds_off_full_garbage_collections_and_restores_the_thresholds() -> None:
     """Each full collection walks every object alive (millions for a 10k-node model): none runs inside
     `eqsat.optimize`, even where one would run every other young collection (thresholds (500, 1, 1), every
@@ -210,3 +266,83 @@ def test_optimize_holds_off_full_garbage_collections_and_restores_the_thresholds
         gc.unfreeze()
     assert full == []
     assert result.proto.SerializeToString(deterministic=True) == expected
+
+
+def _held(model: onnx.ModelProto, dtype: type = np.float32) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """`model` with its large weight a placeholder, and the array held for it."""
+    held = {"w": onh.to_array(model.graph.initializer[0]).astype(dtype)}
+    model.graph.initializer[0].CopyFrom(weights.placeholder("w", held["w"]))
+    return model, held
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_a_placeholder_is_checked_fed_written_and_filled_from_its_array(dtype: type) -> None:
+    """A weight held aside (a placeholder and its array) is what the model with the weight in it is: the
+    same bytes written (in pieces, the placeholder's tensor made when written), the same outputs from
+    onnxruntime fed the array, and `fill` makes the model that holds it."""
+    full = _model()
+    full.graph.initializer[0].CopyFrom(onh.from_array(onh.to_array(full.graph.initializer[0]).astype(dtype), "w"))
+    if dtype is not np.float32:  # x @ w in w's type, then back to float
+        full.graph.node.insert(0, oh.make_node("Cast", ["x"], ["xw"], to=oh.np_dtype_to_tensor_dtype(np.dtype(dtype))))
+        full.graph.node[1].input[0] = "xw"
+        full.graph.node.insert(2, oh.make_node("Cast", ["h"], ["h32"], to=onnx.TensorProto.FLOAT))
+        full.graph.node[3].input[0] = "h32"
+    model, held = _held(onnx.ModelProto.FromString(full.SerializeToString()), dtype)
+    assert weights.is_placeholder(model.graph.initializer[0]) and not weights.is_placeholder(full.graph.initializer[0])
+    assert model.ByteSize() < full.ByteSize() - held["w"].nbytes  # the data is not in the model
+    weights.check_model(model, held=held)
+    assert b"".join(weights.serialized(model, held)) == full.SerializeToString()
+    x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
+    expected, _ = Runner(full).run({"x": x})
+    got, runtime = Runner(model, held).run({"x": x})
+    assert runtime == "onnxruntime"
+    np.testing.assert_array_equal(got[0], expected[0])
+    weights.fill(model, held)
+    assert model.SerializeToString() == full.SerializeToString()
+
+
+def test_a_placeholder_without_its_array_is_an_internal_error_not_a_written_model(tmp_path) -> None:  # noqa: ANN001
+    """Never a partial or invalid file: a placeholder whose array is missing or of other dims stops the save."""
+    from eqsat.errors import InternalError
+    from eqsat.frontend import io
+
+    model, held = _held(_model())
+    for wrong in ({}, {"w": held["w"].reshape(32, 64)}, {"w": held["w"].astype(np.float64)}):
+        with pytest.raises(InternalError, match="'w' has no data"):
+            io.save(model, tmp_path / "out.onnx", held=wrong)
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_an_optimized_model_holds_its_large_weights_aside_until_asked_for(tmp_path) -> None:  # noqa: ANN001
+    """The output of a run keeps its large float weights as arrays behind placeholders (lowering never copies
+    them into protobuf) through verification and saving: the file written, and `Result.proto` once asked
+    for, are byte for byte the model with its weights in it, and that model computes what the input does."""
+    from eqsat import optimize
+
+    model = _model()
+    result = optimize(model, output=tmp_path / "out.onnx")
+    assert result.verified
+    assert set(result.held) == {"w"} and weights.is_placeholder(result.built.graph.initializer[0])
+    written = (tmp_path / "out.onnx").read_bytes()
+    proto = result.proto
+    assert not result.held and not any(weights.is_placeholder(t) for t in proto.graph.initializer)
+    assert proto.SerializeToString() == written
+    x = np.random.default_rng(2).standard_normal((5, 64)).astype(np.float32)
+    np.testing.assert_allclose(Runner(proto).run({"x": x})[0][0], Runner(model).run({"x": x})[0][0], rtol=1e-6)
+    assert result.verify().ok  # re-verifying the filled model
+
+
+def test_a_model_with_weights_held_aside_is_verified_by_onnx_reference_too(monkeypatch) -> None:  # noqa: ANN001
+    """Where onnxruntime cannot load a model, verification runs onnx.reference, which reads initializers from
+    the model: an output whose weights are held aside is verified with them filled in."""
+    import onnxruntime
+
+    from eqsat import optimize
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no onnxruntime here")
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", refuse)
+    result = optimize(_model())
+    assert result.held and result.report.verification.runtime == "onnx.reference"
+    assert result.verified and result.report.verification.ok

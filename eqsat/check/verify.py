@@ -204,6 +204,9 @@ class Runner:
                 self.load_problem = first_line(exc) or "cannot load"
         return self._session
 
+    def _complete(self) -> onnx.ModelProto:
+        return _complete_model(self.model, {**self._known, **self._weights})
+
     def run(self, feeds: Mapping[str, Any], fallback: bool = True) -> tuple[list[Any], str]:
         """Outputs and runtime on `feeds`; onnx.reference when onnxruntime cannot load the model, and (with
         `fallback`) when it refuses these feeds. `CannotRun` with each runtime's complaint otherwise."""
@@ -220,12 +223,23 @@ class Runner:
             if self._evaluator is None:
                 from onnx.reference import ReferenceEvaluator
 
-                self._evaluator = ReferenceEvaluator(self.model)
+                self._evaluator = ReferenceEvaluator(self._complete())
             with np.errstate(all="ignore"):  # numpy's overflow warnings (exp of a large input) are the values' business
                 outputs = self._evaluator.run(None, dict(feeds))
             return [_plain(o) for o in outputs], "onnx.reference"
         except Exception as exc:
             raise CannotRun(f"onnxruntime: {problem}; onnx.reference: {first_line(exc)}") from None
+
+
+def _complete_model(model: onnx.ModelProto, arrays: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """`model`, or a copy with its placeholders filled from `arrays` (eqsat.frontend.weights): onnx.reference
+    reads initializers from the model."""
+    if not any(weights.is_placeholder(t) for t in model.graph.initializer):
+        return model
+    complete = onnx.ModelProto()
+    complete.CopyFrom(model)
+    weights.fill(complete, arrays)
+    return complete
 
 
 def _plain(value: Any) -> Any:

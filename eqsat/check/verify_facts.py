@@ -20,6 +20,8 @@ through a subgraph or a function, differ between any two runs: they are not comp
 
 from __future__ import annotations
 
+import math
+
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -35,7 +37,7 @@ Dims = tuple  # a value's shape: ints, None where unknown
 
 
 def _size(dims: Sequence[int]) -> int:
-    return int(np.prod(dims, dtype=np.int64)) if dims else 1
+    return math.prod(map(int, dims))  # Python ints: exact at any size, and no numpy call per value
 
 
 class ShapeFacts:

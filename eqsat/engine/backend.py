@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from egglog.bindings import EGraph as _EGraph, EggSmolError, RunScheduleOutput  # not via the package: eqsat.ui.cli
 
@@ -147,9 +147,10 @@ class Backend:
         (out,) = self.run("(print-size)")
         return dict(out.sizes)
 
-    def snapshot(self) -> dict[str, "Table"]:
-        """Every function table, rows as Python values: e-classes of eq-sorts as ints (the
-        same int for the same class across tables), primitives and i64 vectors decoded.
+    def snapshot(self, wanted: Callable[[str, str], bool] | None = None) -> dict[str, "Table"]:
+        """Every function table (or those `wanted(name, output sort)` names), rows as Python values: e-classes of
+        eq-sorts as ints (the same int for the same class across tables), primitives and i64 vectors decoded.
+        Converting rows is most of a snapshot's time, and analysis tables hold half of them.
 
         egglog's `freeze()` copies the rebuilt tables out in milliseconds; JSON serialization of the
         same e-graph costs seconds (84k e-nodes: 1 s to serialize and 1.7 s to parse 47 MB).
@@ -185,6 +186,8 @@ class Backend:
         }
         result: dict[str, Table] = {}
         for name, fn in egraph.freeze().functions.items():  # declaration order: deterministic
+            if wanted is not None and not wanted(name, fn.output_sort):
+                continue
             ins = [converters.get(sort, eclass) for sort in fn.input_sorts]
             out = converters.get(fn.output_sort, eclass)
             rows = [(tuple(map(_call, ins, row.inputs)), out(row.output)) for row in fn.rows if not row.subsumed]

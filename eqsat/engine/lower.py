@@ -22,6 +22,7 @@ from eqsat.engine.egraph import EGraph, ENode
 from eqsat.engine.encode import Encoding
 from eqsat.errors import InternalError
 from eqsat.metadata import PROVENANCE_KEY, RULES_KEY
+from eqsat.frontend import weights
 from eqsat.frontend.names import fresh_name
 from eqsat.engine.terms import OPS, OpSpec
 from eqsat.ops import BROADCASTING, NUMPY_KERNELS, NUMPY_OWN, UNARY
@@ -53,8 +54,15 @@ def _np_dtype(name: str | None) -> np.dtype | None:
 
 
 class _Lowerer:
-    def __init__(self, egraph: EGraph, choice: Mapping[int, int], enc: Encoding, source: onnx.ModelProto):
-        self.g, self.choice, self.enc, self.source = egraph, choice, enc, source
+    def __init__(
+        self,
+        egraph: EGraph,
+        choice: Mapping[int, int],
+        enc: Encoding,
+        source: onnx.ModelProto,
+        hold: Callable[[str], bool] | None = None,
+    ):
+        self.g, self.choice, self.enc, self.source, self.hold = egraph, choice, enc, source, hold
         self.opset = enc.opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[tuple[str, np.ndarray]] = []  # made protos only in the model (one copy)
@@ -439,7 +447,8 @@ class _Lowerer:
         args = [self.consts[c][0] if self.names.get(c) != "" else None for c in node.children]
         dtypes = [self.consts[c][1] for c in node.children if c in self.consts]
         params = dict(zip((p.name for p in spec.params), node.attrs))
-        value = _evaluate(spec, args, params, self.opset)
+        with np.errstate(all="ignore"):  # 1/0 or exp of a large constant: the value (inf), not news for stderr
+            value = _evaluate(spec, args, params, self.opset)
         dtype = params["to"] if node.op == "Cast" else (self.g.eclass(cid).dtype or (dtypes[0] if dtypes else "FLOAT"))
         if node.op == "Cast" and np.issubdtype(_np_dtype(dtype), np.integer):
             value = value.astype(_np_dtype(dtype))
@@ -468,8 +477,12 @@ class _Lowerer:
             value_info=[v for v in self.value_info if v.name not in self.outputs],
         )
         model = helper.make_model(graph, opset_imports=list(src.opset_import), ir_version=src.ir_version)
-        for name, array in self.live_initializers():  # into the model itself: a weight is copied once
-            model.graph.initializer.append(numpy_helper.from_array(array, name))
+        hold = self.hold or (lambda name: False)
+        for name, array in self.live_initializers():  # into the model itself: a weight is copied once, or held
+            held = weights.holdable(array) and hold(name)
+            model.graph.initializer.append(
+                weights.placeholder(name, array) if held else numpy_helper.from_array(array, name)
+            )
         for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):
             setattr(model, field, getattr(src, field))
         model.metadata_props.extend(src.metadata_props)
@@ -589,8 +602,14 @@ def _evaluate_reference(spec: OpSpec, args: list[np.ndarray | None], params: dic
 
 
 def lower(
-    egraph: EGraph, choice: Mapping[int, int], enc: Encoding, source: onnx.ModelProto
+    egraph: EGraph,
+    choice: Mapping[int, int],
+    enc: Encoding,
+    source: onnx.ModelProto,
+    hold: Callable[[str], bool] | None = None,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """The graph the choice describes, as a model shaped like `source` (the normalized input), and its
-    initializers' arrays by name (what verification feeds onnxruntime instead of copying them back out)."""
-    return _Lowerer(egraph, choice, enc, source).run()
+    initializers' arrays by name (what verification feeds onnxruntime instead of copying them back out).
+    A large float weight whose name `hold` accepts is written as a placeholder, its data left in the array
+    (eqsat.frontend.weights: checked, fed and written from the array; `weights.fill` puts it in)."""
+    return _Lowerer(egraph, choice, enc, source, hold).run()

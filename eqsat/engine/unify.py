@@ -19,9 +19,13 @@ from typing import Any, Callable, Mapping, Sequence
 Fact = tuple[int, ...]
 
 
+#: The table of every shape fact an e-class met (what `met` reads of a snapshot).
+MET_TABLE = "shape-met"
+
+
 def met(tables: Mapping[str, Any]) -> list[tuple[Fact, ...]]:
     """Per e-class with more than one shape fact, its facts (sorted), from a backend snapshot."""
-    table = tables.get("shape-met")
+    table = tables.get(MET_TABLE)
     facts: dict[int, set[Fact]] = {}
     for (eclass, vec), _ in table.rows if table is not None else ():
         facts.setdefault(eclass, set()).add(tuple(vec))

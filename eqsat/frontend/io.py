@@ -17,8 +17,9 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Iterable, Union
+from typing import Iterable, Mapping, Union
 
+import numpy as np
 import onnx
 import onnx.version_converter
 import onnx_ir as ir
@@ -288,27 +289,32 @@ def to_proto(model: ir.Model) -> onnx.ModelProto:
     return ir.serde.serialize_model(model)
 
 
-def save(model: ir.Model | onnx.ModelProto, path: str | os.PathLike, original: onnx.ModelProto | None = None) -> None:
+def save(
+    model: ir.Model | onnx.ModelProto,
+    path: str | os.PathLike,
+    original: onnx.ModelProto | None = None,
+    held: Mapping[str, np.ndarray] | None = None,
+) -> None:
     """Check the model fully, then write it atomically: a failure never leaves a partial file. A model whose
     `original` passed only the checker without strict shape inference (onnx's own function bodies can trip
-    it) is held to that standard."""
+    it) is held to that standard. `held`: the arrays of the model's placeholders (eqsat.frontend.weights)."""
     proto = model if isinstance(model, onnx.ModelProto) else to_proto(model)
     try:
-        weights.check_model(proto)
+        weights.check_model(proto, held=held)
     except CHECKER_ERRORS as exc:
-        if original is None or _passes_check(original, full=True) or not _passes_check(proto, full=False):
+        if original is None or _passes_check(original, full=True) or not _passes_check(proto, full=False, held=held):
             raise InternalError(f"eqsat produced an invalid model, not written: {first_line(exc)}") from None
     target = Path(path)
     try:
-        _write_atomically(target, weights.serialized(proto))
+        _write_atomically(target, weights.serialized(proto, held))
     except OSError as exc:
         raise BadInputError(str(target), f"cannot be written: {exc.strerror or exc}") from None
 
 
-def _passes_check(proto: onnx.ModelProto, *, full: bool) -> bool:
+def _passes_check(proto: onnx.ModelProto, *, full: bool, held: Mapping[str, np.ndarray] | None = None) -> bool:
     """Whether the ONNX checker accepts `proto` (`full`: with strict shape and type inference)."""
     try:
-        weights.check_model(proto, full=full)
+        weights.check_model(proto, full=full, held=held)
     except CHECKER_ERRORS:
         return False
     return True

@@ -12,6 +12,11 @@ of the model, whose top-level initializers of at least `LARGE_BYTES` are graph i
     session = onnxruntime.InferenceSession(light.proto.SerializeToString(), ...)
     session.run(None, {**light.values(), **feeds})
 
+Lowering may also hold a model's large float weights aside from the start: it writes a *placeholder* for each
+(an initializer with name, type and dims but no data) and keeps the arrays; `Light.of` feeds them as above,
+`check_model` and `serialized` make each tensor only when it is checked or written, and `fill` writes them into
+the model when the whole proto is asked for (eqsat.result.Result.proto).
+
 The model itself is never changed: protobuf (upb) keeps a cleared field's memory in the message's arena,
 so taking weights out and putting them back would grow it by their size each time.
 Shape tensors (what data propagation reads) are far below `LARGE_BYTES`.
@@ -26,6 +31,8 @@ from typing import Iterator, Mapping
 import numpy as np
 import onnx
 import onnx_ir as ir
+
+from eqsat.errors import InternalError
 
 #: Initializers of at least this many bytes are kept aside (shape tensors, scalars and axes stay).
 LARGE_BYTES = 4096
@@ -46,7 +53,11 @@ class Light:
         """Each large initializer (floating point only, with `floats_only`: what onnxruntime never needs as a
         constant) a graph input of its type and shape; one already a graph input just loses its initializer,
         and below IR 4, where every initializer must be an input, none is added."""
-        large = {t.name: t for t in proto.graph.initializer if _large(t) and (not floats_only or _float_raw(t))}
+        large = {
+            t.name: t
+            for t in proto.graph.initializer
+            if (_large(t) and (not floats_only or _float_raw(t))) or is_placeholder(t)
+        }
         light = _copy_without(proto, large)
         inputs = {i.name for i in proto.graph.input} | (set(large) if proto.ir_version < 4 else set())
         added = [t for t in large.values() if t.name not in inputs]
@@ -89,6 +100,9 @@ class Light:
         arrays: dict[str, np.ndarray] = {}
         copied: list[tuple[str, onnx.TensorProto, int]] = []
         for name, tensor in self.large.items():
+            if is_placeholder(tensor):
+                arrays[name] = _held(tensor, known)
+                continue
             same = _same_array(known.get(name), tensor)
             if same is not None:
                 arrays[name] = same
@@ -147,23 +161,84 @@ class Light:
         return model
 
 
-def check_model(proto: onnx.ModelProto, *, full: bool = True) -> None:
+def check_model(proto: onnx.ModelProto, *, full: bool = True, held: Mapping[str, np.ndarray] | None = None) -> None:
     """`onnx.checker.check_model(proto, full_check=full)` with the large initializers checked one by one
-    (the same checks) instead of serialized with the graph; raises what it raises."""
+    (the same checks) instead of serialized with the graph; a placeholder needs an array of its type and dims
+    `held` for it (`numpy_helper.from_array` makes a tensor the checker accepts of any such array); raises
+    what it raises (InternalError for a placeholder without its array)."""
     light = Light.of(proto)
     onnx.checker.check_model(light.proto, full_check=full)
     for tensor in light.large.values():
-        onnx.checker.check_tensor(tensor)
+        if is_placeholder(tensor):
+            _held(tensor, held or {})
+        else:
+            onnx.checker.check_tensor(tensor)
 
 
-def serialized(proto: onnx.ModelProto) -> Iterator[bytes]:
+def holdable(array: np.ndarray) -> bool:
+    """Whether lowering may hold `array` aside behind a placeholder: a large float array (what onnxruntime is
+    fed, `Light.of(floats_only=True)`)."""
+    return array.nbytes >= LARGE_BYTES and array.dtype in _HELD_DTYPES
+
+
+def placeholder(name: str, array: np.ndarray) -> onnx.TensorProto:
+    """An initializer of `array`'s type and dims named `name`, without its data (see the module docstring)."""
+    tensor = onnx.TensorProto(name=name, data_type=onnx.helper.np_dtype_to_tensor_dtype(array.dtype))
+    tensor.dims.extend(array.shape)
+    return tensor
+
+
+def is_placeholder(tensor: onnx.TensorProto) -> bool:
+    """An initializer of some elements with no data at all: a placeholder (no valid model holds one)."""
+    return (
+        not tensor.HasField("raw_data")
+        and tensor.data_location != onnx.TensorProto.EXTERNAL
+        and tensor.data_type in _HELD_TYPES
+        and not (tensor.float_data or tensor.int32_data or tensor.double_data or tensor.int64_data)
+        and _numel(tensor) > 0
+    )
+
+
+def filled(tensor: onnx.TensorProto, held: Mapping[str, np.ndarray]) -> onnx.TensorProto:
+    """`tensor`, or for a placeholder the tensor made of the array `held` for it (exactly what
+    `numpy_helper.from_array` makes of it)."""
+    if not is_placeholder(tensor):
+        return tensor
+    return onnx.numpy_helper.from_array(_held(tensor, held), tensor.name)
+
+
+def fill(proto: onnx.ModelProto, held: Mapping[str, np.ndarray]) -> None:
+    """Write the arrays `held` into their placeholders among `proto`'s initializers (in place)."""
+    for tensor in proto.graph.initializer:
+        if is_placeholder(tensor):
+            tensor.CopyFrom(filled(tensor, held))
+
+
+def _held(tensor: onnx.TensorProto, held: Mapping[str, np.ndarray]) -> np.ndarray:
+    array = held.get(tensor.name)
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    if array is None or array.dtype != dtype or array.shape != tuple(tensor.dims):
+        raise InternalError(
+            f"initializer {tensor.name!r} has no data, and no array of its type and dims is held for it"
+        )
+    return np.ascontiguousarray(array)
+
+
+def _filled_size(tensor: onnx.TensorProto) -> int:
+    """The serialized size of `filled(tensor, ...)` for a placeholder: its own plus the raw data field (9)."""
+    nbytes = _nbytes(tensor)
+    return tensor.ByteSize() + 1 + _varint_size(nbytes) + nbytes
+
+
+def serialized(proto: onnx.ModelProto, held: Mapping[str, np.ndarray] | None = None) -> Iterator[bytes]:
     """`proto.SerializeToString()` in pieces, byte for byte: the graph's initializers one at a time, so that
-    writing a model never holds a second copy of its weights. Protobuf writes fields in field-number order; a
+    writing a model never holds a second copy of its weights; a placeholder is written as the tensor made of
+    the array `held` for it (`filled`), made only when written. Protobuf writes fields in field-number order; a
     GraphProto's initializers (field 5) come after its nodes (1) and name (2) and before the rest, and the
     graph (ModelProto field 7) between the model's fields below 7 and above. (Unknown fields of the two
     top-level messages would move; eqsat's outputs, built by lowering, have none.)"""
     graph = proto.graph
-    if not any(_large(t) for t in graph.initializer):
+    if not any(_large(t) or is_placeholder(t) for t in graph.initializer):
         yield proto.SerializeToString()
         return
     before, after = onnx.ModelProto(), onnx.ModelProto()
@@ -174,11 +249,14 @@ def serialized(proto: onnx.ModelProto) -> Iterator[bytes]:
     for field, value in graph.ListFields():
         if field.number != 5:
             _copy_field(head if field.number < 5 else tail, field.name, value)
-    entries = [(t.ByteSize(), t) for t in graph.initializer]
+    entries = [(_filled_size(t) if is_placeholder(t) else t.ByteSize(), t) for t in graph.initializer]
     size = head.ByteSize() + tail.ByteSize() + sum(1 + _varint_size(n) + n for n, _ in entries)
     yield before.SerializeToString() + b"\x3a" + _varint(size) + head.SerializeToString()
     for n, tensor in entries:
-        yield b"\x2a" + _varint(n) + tensor.SerializeToString()
+        data = filled(tensor, held or {}).SerializeToString()
+        if len(data) != n:  # the length prefixes written above would be wrong: never a corrupt file
+            raise InternalError(f"initializer {tensor.name!r} serialized to {len(data)} bytes, {n} expected")
+        yield b"\x2a" + _varint(n) + data
     yield tail.SerializeToString() + after.SerializeToString()
 
 
@@ -242,6 +320,11 @@ def _shared(tensor: onnx.TensorProto) -> ir.TensorProtocol:
     return read
 
 
+#: What lowering holds aside: float weights, whose raw data `numpy_helper.from_array` writes as numpy holds it.
+_HELD_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
+_HELD_TYPES = frozenset(onnx.helper.np_dtype_to_tensor_dtype(d) for d in _HELD_DTYPES)
+
+
 def _float_raw(tensor: onnx.TensorProto) -> bool:
     if not tensor.HasField("raw_data") or tensor.data_location == onnx.TensorProto.EXTERNAL:
         return False
@@ -265,11 +348,15 @@ def _same_array(array: np.ndarray | None, tensor: onnx.TensorProto) -> np.ndarra
     return array if np.array_equal(array.reshape(-1).view(np.uint8), np.frombuffer(data, np.uint8)) else None
 
 
-def _nbytes(tensor: onnx.TensorProto) -> int:
+def _numel(tensor: onnx.TensorProto) -> int:
     count = 1
     for d in tensor.dims:
         count *= d
-    return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    return count
+
+
+def _nbytes(tensor: onnx.TensorProto) -> int:
+    return _numel(tensor) * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
 
 
 def _names(proto: onnx.ModelProto) -> tuple[str, ...]:
