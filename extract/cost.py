@@ -266,8 +266,11 @@ class Roofline:
         ins = _tensor_inputs(g, n)
         return self._plain(g, f, n, ins, self._out_numel(g, f, n, ins))
 
-    def _plain(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
-        """The roofline of one node: fused epilogues, unsupported ops, span and layout included."""
+    def _plain(
+        self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float, fuse: bool = True
+    ) -> float:
+        """The roofline of one node: fused epilogues (unless not `fuse`), unsupported ops, span and layout included,
+        and the fusions it takes from a consumer (_lost_fusion)."""
         t, op = self.target, n.op
         if op in VIEW_OPS:
             return t.launch * t.view_fraction
@@ -281,7 +284,7 @@ class Roofline:
         peak = t.peak_for(dtype) if flops else 1.0
         if not t.supports(op) or peak is None:
             return self._fallback(g, f, n, ins, out_numel)
-        fused = self._fused(g, f, n)
+        fused = self._fused(g, f, n) if fuse else None
         if fused is not None:
             mode, extra, consts = fused  # inputs other than the producer's output: non-constant, constant
             extra_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in extra)
@@ -296,7 +299,32 @@ class Roofline:
         if op in LAYOUT_OPS and t.layout == "NHWC":
             act_bytes = out_bytes + (self._numel(f, ins[0]) * f.elt_bytes[ins[0]] if ins else 0.0)
             seconds += t.layout_penalty * act_bytes / t.bandwidth
-        return seconds
+        return seconds + (self._lost_fusion(g, f, n) if fuse else 0.0)
+
+    def _lost_fusion(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+        """What `n` costs its consumers: a node in a class that also holds a fused pattern's producer, being
+        neither that producer nor a consumer fused into it, pays what each consumer fused through the class
+        then costs more as a kernel of its own (a Mul by 1 / sqrt 2 in place of the Div ONNX Runtime's Gelu
+        fusion reads pays the Erf's kernel). The consumers are priced fused only when their input class
+        holds the producer, whichever node is chosen there: without this charge the choice could drop the
+        producer and keep the fused price."""
+        mask = f.fused[n.eclass]
+        if not mask:
+            return 0.0
+        lost = 0.0
+        for i, pattern in enumerate(self.target.fused):
+            if not mask >> i & 1 or n.op in pattern.producers or _fused_input(g, f.fused, i, pattern, n) is not None:
+                continue
+            for parent in g.parents.get(n.eclass, ()):
+                k = _fused_input(g, f.fused, i, pattern, parent)
+                tensors = [c for c in parent.children if g.classes[c].sort == "T"]
+                if k is None or tensors[k] != n.eclass:
+                    continue
+                ins = _tensor_inputs(g, parent)
+                out_numel = self._out_numel(g, f, parent, ins)
+                own = self._plain(g, f, parent, ins, out_numel, fuse=False)
+                lost += max(own - self._plain(g, f, parent, ins, out_numel), 0.0)
+        return lost
 
     def _fallback(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
         """An op the target cannot run: the host round trip plus its roofline on the fallback hardware."""
