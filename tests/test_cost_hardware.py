@@ -514,8 +514,9 @@ def test_cpu_keeps_the_division_onnxruntimes_gelu_fusion_reads() -> None:
 
 
 def _bert_ffn(dtype: int = onnx.TensorProto.FLOAT) -> onnx.ModelProto:
-    """A BERT feed-forward block, x [N, 16, 64] (float, or `dtype`): MatMul + bias, the erf Gelu with its Div by sqrt 2, MatMul + bias;
-    a Transpose pair in front that the rules cancel, so that the result is not the input kept as it is."""
+    """A BERT feed-forward block, x [N, 16, 64] (float, or `dtype`): MatMul + bias, the erf Gelu with its Div by
+    sqrt 2, MatMul + bias; a Transpose pair in front that the rules cancel, so that the result is not the input
+    kept as it is."""
     rng = np.random.default_rng(0)
     nodes = [
         oh.make_node("Transpose", ["x"], ["t0"], perm=[0, 2, 1]),
