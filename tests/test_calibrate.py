@@ -294,3 +294,55 @@ def test_predicted_cost_prices_a_symbolic_dim_at_the_size_given() -> None:
     )
     small, large = (predicted_cost(model, "cpu", {"x": (n, 256)}) for n in (4, 4096))
     assert large > 10 * small  # 4096 rows move 1024x the bytes of 4 (the launch is shared)
+
+
+def _versions(mine: list[float], *peers: list[float]) -> list:
+    from benchmarks.bench_latency import Version
+
+    out = [
+        Version("eqsat calibrated", None, rounds={"ENABLE_ALL": mine}, measured={"ENABLE_ALL": float(np.median(mine))})
+    ]
+    for k, times in enumerate(peers):
+        out.append(
+            Version(f"peer{k}", None, rounds={"ENABLE_ALL": times}, measured={"ENABLE_ALL": float(np.median(times))})
+        )
+    return out
+
+
+def test_the_latency_verdict_interval_pairs_rounds_against_common_load() -> None:
+    """bench_latency's interval resamples rounds in pairs: a load that slows round k of every version alike (here
+    up to 1.3x) leaves a 6% lead certain, and the verdict counts it; unpaired, the same medians would be noise."""
+    from benchmarks.bench_latency import ratio_interval, undecided, verdict
+
+    rng = np.random.default_rng(1)
+    load = 1 + 0.3 * rng.random(200)  # per round, shared by every version
+    peer = list(1e-3 * load * (1 + 0.01 * rng.standard_normal(200)))
+    fast = list(0.94e-3 * load * (1 + 0.01 * rng.standard_normal(200)))
+    versions = _versions(fast, peer)
+    low, high = ratio_interval(versions, "eqsat calibrated", ["peer0"]) or (0.0, 0.0)
+    assert 0.92 < low < 0.94 < high < 0.95
+    assert not undecided(versions, "eqsat calibrated", ["peer0"])
+    picks = np.random.default_rng(0).integers(0, 200, size=(2, 2000, 200))  # unpaired: the two resampled apart
+    unpaired = np.median(np.asarray(fast)[picks[0]], axis=1) / np.median(np.asarray(peer)[picks[1]], axis=1)
+    assert np.quantile(unpaired, 0.975) > 0.95  # would leave it undecided
+    said = verdict({"m": versions}, "eqsat calibrated", ["peer0"])
+    assert "at least 5% faster surely on 1 (m)" in said and "slower than 1.03x surely on 0" in said
+
+
+def test_the_latency_verdict_names_a_model_its_interval_cannot_decide() -> None:
+    """A ratio of medians of 1.04 from rounds as noisy as the lead's machine (5% between identical graphs) is not a
+    sure failure: the verdict says undecided (and --max-runs would time it again); a clear 1.10 is a failure."""
+    from benchmarks.bench_latency import ratio_interval, undecided, verdict
+
+    rng = np.random.default_rng(2)
+    peer = list(1e-3 * (1 + 0.08 * rng.standard_normal(30)))
+    close = list(1.04e-3 * (1 + 0.08 * rng.standard_normal(30)))
+    far = list(1.10e-3 * (1 + 0.01 * rng.standard_normal(30)))
+    assert undecided(_versions(close, peer), "eqsat calibrated", ["peer0"])
+    said = verdict({"close": _versions(close, peer), "far": _versions(far, peer)}, "eqsat calibrated", ["peer0"])
+    assert "surely on 1 (far" in said and "undecided on 1 (close" in said
+    # the fastest peer is chosen again in each resample: a second, slower peer changes nothing
+    slower = list(np.asarray(peer) * 1.2)
+    assert ratio_interval(_versions(far, peer, slower), "eqsat calibrated", ["peer0", "peer1"]) == ratio_interval(
+        _versions(far, peer), "eqsat calibrated", ["peer0"]
+    )
