@@ -12,7 +12,10 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnx.helper as oh
 import pytest
+from onnx.reference import ReferenceEvaluator
 
 from eqsat.calibration import (
     Calibration,
@@ -346,3 +349,34 @@ def test_the_latency_verdict_names_a_model_its_interval_cannot_decide() -> None:
     assert ratio_interval(_versions(far, peer, slower), "eqsat calibrated", ["peer0", "peer1"]) == ratio_interval(
         _versions(far, peer), "eqsat calibrated", ["peer0"]
     )
+
+
+def test_an_emulated_dtype_is_fitted_as_the_cost_model_prices_it() -> None:
+    """A FLOAT16 kernel on a target that runs fp16 in float (cpu.toml [emulated]) is its float kernel plus a Cast
+    per tensor cast: the fit prices it so (so peak.FLOAT16 is not fitted: nothing runs at it), the same price the
+    cost model gives the calibration's fp16 graphs, and the Cast scale is recovered from such samples."""
+    truth = dataclasses.replace(TRUE, emulated={"FLOAT16": "FLOAT"}, op_scale={**TRUE.op_scale, "Cast": 0.7})
+    n = 2.6e5
+    add = Kernel("Add", "FLOAT16", n, 6 * n, casts=(n, n, n))
+    cast = truth.launch + n * 6 / truth.bandwidth * 0.7
+    expected = truth.call + truth.launch + max(n / truth.peak["FLOAT"], 12 * n / truth.bandwidth) + 3 * cast
+    assert truth.predict(Sample("add", (add,), 0)) == pytest.approx(expected)
+    extra = [(f"Add FLOAT16 {m:g}", (Kernel("Add", "FLOAT16", m, 6 * m, casts=(m, m, m)),)) for m in (1e4, 2.6e5, 1e6)]
+    extra += [(f"Cast {m:g}", (Kernel("Cast", "FLOAT", 0.0, 6 * m),)) for m in (1e4, 2.6e5, 1e6)]
+    samples = _synthetic(truth, 0.0) + [Sample(k, ks, truth.predict(Sample(k, ks, 0))) for k, ks in extra]
+    found = fit(samples, dataclasses.replace(START, emulated=truth.emulated))
+    assert "peak.FLOAT16" not in found.fitted and abs(found.params.op_scale["Cast"] / 0.7 - 1) < 0.01
+    # the calibration's own fp16 graphs: the fit's price (less a call) is the cost model's, on the shipped cpu
+    cpu = load_target("cpu")
+    params = Params(cpu.launch, cpu.bandwidth, cpu.view_fraction, cpu.peak, cpu.op_scale, emulated=cpu.emulated)
+    fp16 = [c for c in fit_cases() if any(k.dtype == "FLOAT16" for k in c.kernels)]
+    assert {c.kernels[0].op for c in fp16} == {"Add", "MatMul"}
+    for case in fp16:
+        model = onnx.ModelProto()
+        model.CopyFrom(case.model)  # with its output's dims declared, as eqsat loads models
+        out = ReferenceEvaluator(model).run(None, case.feeds)[0]
+        model.graph.output[0].CopyFrom(
+            oh.make_tensor_value_info("z", model.graph.output[0].type.tensor_type.elem_type, out.shape)
+        )
+        priced = predicted_cost(model, "cpu")
+        assert params.predict(Sample(case.name, case.kernels, 0)) == pytest.approx(priced, rel=1e-3), case.name
