@@ -380,3 +380,30 @@ def test_an_emulated_dtype_is_fitted_as_the_cost_model_prices_it() -> None:
         )
         priced = predicted_cost(model, "cpu")
         assert params.predict(Sample(case.name, case.kernels, 0)) == pytest.approx(priced, rel=1e-3), case.name
+
+
+def test_the_latency_verdict_widens_its_intervals_by_the_session_noise() -> None:
+    """Two sessions of one graph differ by more than their rounds' spread (minilm's byte-identical cpu and
+    calibrated outputs came out 3% apart, intervals disjoint): bench_latency measures that between the
+    byte-identical versions of the run and widens the verdict's intervals by it."""
+    from benchmarks.bench_latency import session_noise, verdict
+
+    def graph(op: str) -> onnx.ModelProto:
+        x = oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+        return oh.make_model(oh.make_graph([oh.make_node(op, ["x"], ["y"])], "g", [x], [x.__class__(name="y")]))
+
+    rng = np.random.default_rng(3)
+    peer = list(1e-3 * (1 + 0.002 * rng.standard_normal(100)))
+    mine = list(0.93e-3 * (1 + 0.002 * rng.standard_normal(100)))
+    versions = _versions(mine, peer)
+    versions[0].proto, versions[1].proto = graph("Relu"), graph("Neg")
+    twin = dataclasses.replace(
+        versions[1], label="twin", measured={"ENABLE_ALL": 1.03 * versions[1].measured["ENABLE_ALL"]}
+    )  # the peer's graph again
+    results = {"m": [*versions, twin]}
+    noise, pairs = session_noise(results)
+    assert pairs == 1 and noise == pytest.approx(0.03)
+    assert "at least 5% faster surely on 1 (m)" in verdict(results, "eqsat calibrated", ["peer0"])
+    widened = verdict(results, "eqsat calibrated", ["peer0"], widen=noise)
+    assert "widened by the session noise (3.0%)" in widened and "at least 5% faster surely on 0" in widened
+    assert "undecided on 1 (m 0.930" in widened
