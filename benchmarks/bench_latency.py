@@ -1,7 +1,8 @@
 """Measured latency against the cost model's prediction: is the cheapest graph by the model the fastest one?
 
     eqsat calibrate --name calibrated                     # once, on a quiet machine (~2 min)
-    python -m benchmarks.bench_latency [FOLDER ...] [--calibrated calibrated] [--runs 100]
+    python -m benchmarks.bench_latency [FOLDER ...] [--calibrated calibrated] [--runs 100] [--max-runs 400]
+        [--sessions 2] [--model NAME ...]
         [--peer onnxsim=/venvs/onnxsim/bin/python --peer onnxslim=... --peer onnxscript=... --peer ort-basic=...]
 
 FOLDERs default to ../shared/models and ../shared/models/real beside the repository. For each model the
@@ -24,7 +25,8 @@ every node costed once: eqsat.calibration.predicted_cost). Then:
   N rounds, while its interval straddles 1.03 or 0.95 (more rounds for the verdict models only).
 - the session noise: how far apart byte-identical versions came out (each version is one onnxruntime session,
   and two sessions of one graph differ by more than their rounds' spread: seen up to 3% on a loaded machine),
-  and the calibrated verdict again with every interval widened by it: the figure to quote.
+  and the calibrated verdict again with every interval widened by it: the figure to quote. `--sessions K` runs
+  each version in K sessions and averages them per round, which shrinks that noise.
 
 "same graph as" names an earlier version whose graph is byte-identical: their latencies differ by noise alone
 (on a loaded machine, sessions of one graph were seen 1.6x apart: measure on a quiet one).
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import itertools
 import math
 import statistics
 import sys
@@ -103,16 +106,19 @@ def measure(
     *,
     verdict_of: tuple[str, Sequence[str]] | None = None,
     max_runs: int = 0,
+    sessions: int = 1,
 ) -> None:
     """Predicted costs and interleaved medians at each level, in place; a version onnxruntime refuses gets an error.
     With `verdict_of` (eqsat's label, the peers) and `max_runs`, rounds go on, `runs` at a time, while the ratio's
-    interval straddles a threshold of the verdict (undecided), up to `max_runs` rounds."""
+    interval straddles a threshold of the verdict (undecided), up to `max_runs` rounds. Each version runs in
+    `sessions` sessions per level (the second ones after every first one in a round); its time in a round is their
+    mean, which averages the sessions' own offsets (session_noise)."""
     from eqsat.check import timing
 
     model = versions[0].proto
     assert model is not None
     feeds = feeds_for(path, model)
-    timed: list[tuple[Version, str, timing.Timed]] = []
+    timed: list[tuple[int, Version, str, timing.Timed]] = []
     for v in versions:
         if v.proto is None:
             continue
@@ -122,22 +128,28 @@ def measure(
         try:
             for target in target_names:
                 v.predicted[target] = predicted_cost(v.proto, target, shapes)
-            for level in LEVELS:
+            for level, k in itertools.product(LEVELS, range(sessions)):
                 session = timing.session(v.proto, level=level)
                 names = {i.name for i in session.get_inputs()}
-                run = timing.Timed(f"{v.label} {level}", session, {k: a for k, a in feeds.items() if k in names})
+                run = timing.Timed(f"{v.label} {level}", session, {n: a for n, a in feeds.items() if n in names})
                 run.warm_up(WARMUP)
-                timed.append((v, level, run))
+                timed.append((k, v, level, run))
         except Exception as exc:
             v.error = _first_line(exc)
-            timed = [t for t in timed if t[0] is not v]
-    done = timing.time_interleaved([t for _, _, t in timed], rounds=runs)
+            timed = [t for t in timed if t[1] is not v]
+    timed.sort(key=lambda t: t[0])  # stable: every first session, then every second one, ...
+    runs_of = [t[3] for t in timed]
+    done = timing.time_interleaved(runs_of, rounds=runs)
     while True:
-        for v, level, run in timed:
-            v.measured[level], v.rounds[level] = run.median, list(run.times)
+        per_round: dict[tuple[int, str], list[list[float]]] = {}
+        for _, v, level, run in timed:
+            per_round.setdefault((id(v), level), []).append(run.times)
+        for _, v, level, _ in timed:
+            v.rounds[level] = [statistics.fmean(r) for r in zip(*per_round[id(v), level])]
+            v.measured[level] = statistics.median(v.rounds[level])
         if verdict_of is None or done + runs > max_runs or not undecided(versions, *verdict_of):
             break
-        done += timing.time_interleaved([t for _, _, t in timed], rounds=runs)
+        done += timing.time_interleaved(runs_of, rounds=runs)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -295,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--default", default="cpu", help="the default target (default: cpu)")
     parser.add_argument("--runs", type=int, default=100, help="interleaved rounds per model")
     parser.add_argument(
+        "--sessions", type=int, default=1, help="sessions per version and level, their times averaged per round"
+    )
+    parser.add_argument(
         "--max-runs",
         type=int,
         default=0,
@@ -324,7 +339,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             versions = make_versions(path, targets, peers, Path(tmp))
             verdict_of = ("eqsat calibrated", list(peers))
             measure(
-                path, versions, args.runs, [args.default, calibrated], verdict_of=verdict_of, max_runs=args.max_runs
+                path,
+                versions,
+                args.runs,
+                [args.default, calibrated],
+                verdict_of=verdict_of,
+                max_runs=args.max_runs,
+                sessions=args.sessions,
             )
             results[path.stem] = versions
             print(f"measured {path.name}", file=sys.stderr, flush=True)
