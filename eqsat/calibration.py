@@ -145,6 +145,7 @@ def calibrate(
     note(min(1.0, (clock() - began) / budget), "fitting")
     samples = [Sample(case.name, case.kernels, run.median) for case, run in built if case.kernels and not case.pair]
     start = Params(target.launch, target.bandwidth, target.view_fraction, dict(target.peak), dict(target.op_scale))
+    start = dataclasses.replace(start, emulated=dict(target.emulated))
     found = fit(samples, start)
     modes = {str(f["name"]): str(f.get("mode", "free")) for f in base_data.get("fused", ())}
     checks = _fused_checks(built, found.params, modes)

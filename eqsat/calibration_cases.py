@@ -108,7 +108,9 @@ def elementwise(op: str, dtype: str, numel: int, arity: int) -> Case:
     n = float(math.prod(shape))
     names = ["x", "y"][:arity]
     inputs = {k: _array(shape, dtype, positive=op in ("Sqrt", "Div", "Log")) for k in names}
-    kernel = Kernel(op, dtype, ELEMENTWISE_FLOPS.get(op, 1.0) * n, _nbytes(dtype, n * (arity + 1)))
+    kernel = Kernel(
+        op, dtype, ELEMENTWISE_FLOPS.get(op, 1.0) * n, _nbytes(dtype, n * (arity + 1)), casts=(n,) * (arity + 1)
+    )
     return Case(f"{op} {dtype} {list(shape)}", *_graph([oh.make_node(op, names, ["z"])], inputs), kernels=(kernel,))
 
 
@@ -124,6 +126,7 @@ def matmul(m: int, k: int, n: int, dtype: str) -> Case:
         dtype,
         2.0 * m * n * k,
         _nbytes(dtype, m * k, k * n) + 4.0 * m * n if op != "MatMul" else _nbytes(dtype, m * k, k * n, m * n),
+        casts=(float(m * k), float(m * n)),  # x and the product: the weight is converted at load
     )
     out = onnx.TensorProto.INT32 if op == "MatMulInteger" else None
     model, feeds = _graph([node], {"x": _array((m, k), dtype)}, {"w": _array((k, n), dtype)}, out=out)

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from eqsat.extract.op_traits import VIEW_OPS
+from eqsat.extract.op_traits import DTYPE_BYTES, VIEW_OPS
 
 #: Ops whose op_scale is fixed at 1: Add defines the bandwidth, MatMul the peak of each dtype.
 REFERENCE_OPS = frozenset({"Add", "MatMul"})
@@ -46,6 +46,9 @@ class Kernel:
     flops: float
     nbytes: float
     scaled: bool = True  # priced with op_scale[op] (a QDQ node unit's integer kernel is not: extract/cost.py)
+    #: elements of each tensor a runtime casts around the kernel when its dtype is emulated (Params.emulated):
+    #: its non-constant inputs, then its output
+    casts: tuple[float, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +70,8 @@ class Params:
     peak: Mapping[str, float]
     op_scale: Mapping[str, float]
     call: float = 0.0
+    #: dtype -> the dtype its kernels run in between Casts (the base target's `emulated`: not fitted)
+    emulated: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def predict(self, sample: Sample) -> float:
         return _predict(self, sample, math.inf)
@@ -95,25 +100,33 @@ class Fit:
 def _kernel_time(p: Params, k: Kernel, norm: float) -> float:
     if k.op in VIEW_OPS:
         return p.view_fraction * p.launch
-    peak = p.peak.get(k.dtype, p.peak.get("default", 1.0))
+    runs_as = p.emulated.get(k.dtype) if k.flops else None
+    dtype = runs_as or k.dtype
+    peak = p.peak.get(dtype, p.peak.get("default", 1.0))
     compute = k.flops / peak if k.flops else 0.0
-    memory = k.nbytes / p.bandwidth
+    widen = DTYPE_BYTES[runs_as] / DTYPE_BYTES[k.dtype] if runs_as else 1.0
+    memory = k.nbytes * widen / p.bandwidth
+    casts = 0.0
+    if runs_as:  # as extract/cost.py prices it: a Cast kernel for each tensor cast, then the kernel in `runs_as`
+        per_element = (DTYPE_BYTES[k.dtype] + DTYPE_BYTES[runs_as]) / p.bandwidth * p.op_scale.get("Cast", 1.0)
+        casts = sum(p.launch + n * per_element for n in k.casts)
     if math.isinf(norm) or not compute or not memory:
         work = max(compute, memory)
     else:
         top = max(compute, memory)
         work = top * ((compute / top) ** norm + (memory / top) ** norm) ** (1 / norm)
-    return p.launch + (p.op_scale.get(k.op, 1.0) if k.scaled else 1.0) * work
+    return p.launch + (p.op_scale.get(k.op, 1.0) if k.scaled else 1.0) * work + casts
 
 
 def _predict(p: Params, sample: Sample, norm: float) -> float:
     return p.call + sum(_kernel_time(p, k, norm) for k in sample.kernels)
 
 
-def _names(samples: Sequence[Sample]) -> list[str]:
-    """The parameters the samples can inform, in a fixed order."""
+def _names(samples: Sequence[Sample], emulated: Mapping[str, str]) -> list[str]:
+    """The parameters the samples can inform, in a fixed order (an emulated dtype's peak is its runs-as one's)."""
     ops = {k.op for s in samples for k in s.kernels if k.scaled}
-    dtypes = {k.dtype for s in samples for k in s.kernels if k.flops and k.op not in VIEW_OPS}
+    ops |= {"Cast" for s in samples for k in s.kernels if k.casts and k.dtype in emulated}
+    dtypes = {emulated.get(k.dtype, k.dtype) for s in samples for k in s.kernels if k.flops and k.op not in VIEW_OPS}
     names = ["call", "launch", "bandwidth"]
     names += ["view_fraction"] if ops & VIEW_OPS else []
     names += [f"peak.{d}" for d in sorted(dtypes)]
@@ -151,7 +164,7 @@ def fit(samples: Sequence[Sample], start: Params, *, iterations: int = 200) -> F
     samples = tuple(s for s in samples if s.seconds > 0 and math.isfinite(s.seconds))
     if not samples:
         return Fit(start, (), frozenset())
-    names = _names(samples)
+    names = _names(samples, start.emulated)
     fastest = min(s.seconds for s in samples)
     start = dataclasses.replace(start, call=start.call or fastest / 3, launch=min(start.launch, fastest))
     theta = np.log([_get(start, n) for n in names])
@@ -238,7 +251,7 @@ def _informed(samples: Sequence[Sample], p: Params, names: Sequence[str]) -> set
 # The calibrated target's TOML
 
 #: Order of the top-level tables in a written target (as the shipped targets have them).
-_TABLES = ("peak", "op_scale", "fallback", "fused", "qdq", "quant", "blocked_layout", "serial", "relayout")
+_TABLES = ("peak", "op_scale", "emulated", "fallback", "fused", "qdq", "quant", "blocked_layout", "serial", "relayout")
 
 
 def calibrated_data(base: Mapping[str, Any], found: Params, *, name: str, description: str) -> dict[str, Any]:

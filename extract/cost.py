@@ -24,7 +24,12 @@ per node id) to cost a whole e-graph at once; `node_costs()` below uses it when 
   such as a residual or a bias, FUSED_EPSILON) ("epilogue"). This is a per-node approximation: it assumes
   the producer is the node chosen in that class and that its output is not needed elsewhere. A pattern
   with `all_inputs = true` fuses only a consumer whose optional inputs are all present (ONNX Runtime's
-  ReluQuantFusion reads Q's zero point);
+  ReluQuantFusion reads Q's zero point), one with `dtypes` only a producer writing one of them. A node that
+  shares a class with the producer, being neither it nor a consumer fused into it, pays what the consumers
+  fused through the class then cost more as kernels of their own (so the choice keeps the producer);
+- emulated dtypes (`[emulated]`, dtype -> the dtype its kernels run in: the cpu's FLOAT16 -> FLOAT): a compute
+  op of such a dtype costs its roofline in the other dtype plus a Cast kernel for each input no such op can
+  produce and for a graph output; any other reader of its output (data movement, views) pays the Cast back;
 - the compute dtype (which peak applies) is that of the first non-constant input (else the first input,
   else the output); ops with no FLOPs (data movement) run in any dtype;
 - layout: on a target preferring NHWC, layout-bound ONNX ops (NCHW by definition) pay
@@ -67,7 +72,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import weakref
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -142,6 +147,7 @@ class _GraphFacts:
     q_paid: list[bool]  # per class: its producer absorbs (unit) or pays for a Q reading it
     zero_point: list[bool]  # per class: a unit of a `[qdq] zero_point_ops` op reads it or is in it
     blocked: list[bool]  # per class: holds an activation in the target's blocked layout
+    emulated: list[bool]  # per class: holds a compute op that runs between inserted Casts (_emulated_classes)
     costs: dict[int, float] = dataclasses.field(default_factory=dict)  # per node id: its cost, once computed
 
 
@@ -181,6 +187,7 @@ class Roofline:
             _fusable_classes(egraph, self.target.fused),
             *_qdq_facts(egraph, self.target.qdq_ops, self.target.qdq_zero_point_ops, _reads_zero_point(self.target)),
             _blocked_classes(egraph, self.target.blocked),
+            _emulated_classes(egraph, self.target.emulated),
         )
         self._facts = (weakref.ref(egraph), facts)
         return facts
@@ -188,7 +195,7 @@ class Roofline:
     # ---- one node ----
     def _cost(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
         """The node's cost plus its tie-break; constant-only classes and plumbing stay free."""
-        cost = self._priced(g, f, n)
+        cost = self._priced(g, f, n) + self._cast_back(g, f, n)
         if self.target.tie_break and n.op not in PLUMBING_OPS and not g.classes[n.eclass].constant:
             cost += self._tie(g, f, n)
         return cost
@@ -266,8 +273,9 @@ class Roofline:
         ins = _tensor_inputs(g, n)
         return self._plain(g, f, n, ins, self._out_numel(g, f, n, ins))
 
-    def _plain(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
-        """The roofline of one node: fused epilogues, unsupported ops, span and layout included."""
+    def _plain(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float, fuse: bool = True) -> float:
+        """The roofline of one node: fused epilogues (unless not `fuse`), unsupported ops, span and layout included,
+        and the fusions it takes from a consumer (_lost_fusion)."""
         t, op = self.target, n.op
         if op in VIEW_OPS:
             return t.launch * t.view_fraction
@@ -281,7 +289,7 @@ class Roofline:
         peak = t.peak_for(dtype) if flops else 1.0
         if not t.supports(op) or peak is None:
             return self._fallback(g, f, n, ins, out_numel)
-        fused = self._fused(g, f, n)
+        fused = self._fused(g, f, n) if fuse else None
         if fused is not None:
             mode, extra, consts = fused  # inputs other than the producer's output: non-constant, constant
             extra_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in extra)
@@ -291,12 +299,67 @@ class Roofline:
             if mode == "free":
                 return const_bytes / t.bandwidth + FUSED_EPSILON
             return max(flops / peak, (extra_bytes + const_bytes) / t.bandwidth, FUSED_EPSILON)
+        runs_as = t.emulated.get(dtype) if flops and op not in MOVE_OPS else None
+        casts = 0.0
+        if runs_as is not None:  # a kernel in `runs_as` between the Casts the runtime inserts around it
+            widen = DTYPE_BYTES[runs_as] / DTYPE_BYTES[dtype]
+            in_bytes, out_bytes, peak = in_bytes * widen, out_bytes * widen, t.peak_for(runs_as) or peak
+            casts = self._casts(g, f, n, ins, dtype, runs_as)
         seconds = max(flops / peak, (in_bytes + out_bytes) / t.bandwidth, self._span(f, n, ins, out_numel))
-        seconds = seconds * t.op_scale.get(op, 1.0) + t.launch
+        seconds = seconds * t.op_scale.get(op, 1.0) + t.launch + casts
         if op in LAYOUT_OPS and t.layout == "NHWC":
             act_bytes = out_bytes + (self._numel(f, ins[0]) * f.elt_bytes[ins[0]] if ins else 0.0)
             seconds += t.layout_penalty * act_bytes / t.bandwidth
-        return seconds
+        return seconds + (self._lost_fusion(g, f, n) if fuse else 0.0)
+
+    def _casts(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], dtype: str, runs_as: str) -> float:
+        """The Casts a runtime puts in front of a compute op whose dtype has no kernels (`emulated`), each a kernel
+        reading and writing its tensor: one per distinct input of that dtype that no such op (nor a Cast) can
+        produce (between two such ops the runtime drops the Cast pair; constants are converted at load), and one
+        for its output when it is a graph output. Other readers pay for the Cast back (_cast_back)."""
+        cast = [c for c in dict.fromkeys(ins) if f.dtype[c] == dtype and not g.classes[c].constant]
+        cast = [c for c in cast if not f.emulated[c] and not any(g.nodes[m].op == "Cast" for m in g.classes[c].nodes)]
+        cast += [n.eclass] if f.dtype[n.eclass] == dtype and n.eclass in g.roots else []
+        return sum(self._cast(f, c, dtype, runs_as) for c in cast)
+
+    def _cast(self, f: _GraphFacts, c: int, dtype: str, runs_as: str) -> float:
+        t = self.target
+        per_element = (DTYPE_BYTES[dtype] + DTYPE_BYTES[runs_as]) / t.bandwidth * t.op_scale.get("Cast", 1.0)
+        return t.launch + self._numel(f, c) * per_element
+
+    def _cast_back(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+        """A node that reads an emulated op's output in its own dtype (data movement, a view, an op of another
+        dtype; not a Cast, whose pair the runtime drops) pays the Cast the runtime inserts in front of it."""
+        emulated = self.target.emulated
+        if not emulated or n.op in PLUMBING_OPS or n.op == "Cast" or _emulated_op(g, n, emulated):
+            return 0.0
+        reads = [c for c in dict.fromkeys(_tensor_inputs(g, n)) if f.emulated[c] and not g.classes[c].constant]
+        return sum(self._cast(f, c, f.dtype[c], emulated[f.dtype[c]]) for c in reads)  # type: ignore[index]
+
+    def _lost_fusion(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+        """What `n` costs its consumers: a node in a class that also holds a fused pattern's producer, being
+        neither that producer nor a consumer fused into it, pays what each consumer fused through the class
+        then costs more as a kernel of its own (a Mul by 1 / sqrt 2 in place of the Div ONNX Runtime's Gelu
+        fusion reads pays the Erf's kernel). The consumers are priced fused only when their input class
+        holds the producer, whichever node is chosen there: without this charge the choice could drop the
+        producer and keep the fused price."""
+        mask = f.fused[n.eclass]
+        if not mask:
+            return 0.0
+        lost = 0.0
+        for i, pattern in enumerate(self.target.fused):
+            if not mask >> i & 1 or n.op in pattern.producers or _fused_input(g, f.fused, i, pattern, n) is not None:
+                continue
+            for parent in g.parents.get(n.eclass, ()):
+                k = _fused_input(g, f.fused, i, pattern, parent)
+                tensors = [c for c in parent.children if g.classes[c].sort == "T"]
+                if k is None or tensors[k] != n.eclass:
+                    continue
+                ins = _tensor_inputs(g, parent)
+                out_numel = self._out_numel(g, f, parent, ins)
+                own = self._plain(g, f, parent, ins, out_numel, fuse=False)
+                lost += max(own - self._plain(g, f, parent, ins, out_numel), 0.0)
+        return lost
 
     def _fallback(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
         """An op the target cannot run: the host round trip plus its roofline on the fallback hardware."""
@@ -531,7 +594,7 @@ def _fusable_classes(g: EGraph, patterns: tuple[FusedPattern, ...]) -> list[int]
         if g.classes[n.eclass].constant:
             continue
         for i, p in enumerate(patterns):
-            if n.op in p.producers and not mask[n.eclass] >> i & 1:
+            if n.op in p.producers and not mask[n.eclass] >> i & 1 and _fuses_dtype(p, g.classes[n.eclass].dtype):
                 mask[n.eclass] |= 1 << i
                 work.append((n.eclass, i))
     while work:
@@ -541,6 +604,11 @@ def _fusable_classes(g: EGraph, patterns: tuple[FusedPattern, ...]) -> list[int]
                 mask[n.eclass] |= 1 << i
                 work.append((n.eclass, i))
     return mask
+
+
+def _fuses_dtype(p: FusedPattern, dtype: str | None) -> bool:
+    """The runtime fuses pattern `p` on a producer writing `dtype` (patterns without `dtypes` take any)."""
+    return p.dtypes is None or (dtype or DEFAULT_DTYPE) in p.dtypes
 
 
 def _live_inputs(g: EGraph, n: ENode) -> list[int]:
@@ -634,6 +702,25 @@ def _blocked_classes(g: EGraph, layout: BlockedLayout | None) -> list[bool]:
                 blocked[n.eclass] = True
                 work.append(n.eclass)
     return blocked
+
+
+def _emulated_op(g: EGraph, n: ENode, emulated: Mapping[str, str]) -> bool:
+    """A compute op writing a dtype the target has no kernels for (it runs in another between inserted Casts)."""
+    c = g.classes[n.eclass]
+    return c.dtype in emulated and not c.constant and n.op not in _NOT_COMPUTE and n.op not in MOVE_OPS
+
+
+#: Ops an `emulated` dtype runs as they are: plumbing, views, data movement (MOVE_OPS) and opaque ops.
+_NOT_COMPUTE = PLUMBING_OPS | VIEW_OPS | {"Opaque", "Cast"}
+
+
+def _emulated_classes(g: EGraph, emulated: Mapping[str, str]) -> list[bool]:
+    """Per class: it holds a compute op of an `emulated` dtype (its output is in float between such ops)."""
+    out = [False] * len(g.classes)
+    if emulated:
+        for n in g.nodes:
+            out[n.eclass] = out[n.eclass] or _emulated_op(g, n, emulated)
+    return out
 
 
 def _fused_input(g: EGraph, mask: list[int], i: int, p: FusedPattern, n: ENode) -> int | None:

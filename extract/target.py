@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from eqsat.errors import BadInputError
-from eqsat.extract.op_traits import MOVE_OPS, QUANT_OTHER, QUANT_TYPES, VIEW_OPS
+from eqsat.extract.op_traits import DTYPE_BYTES, MOVE_OPS, QUANT_OTHER, QUANT_TYPES, VIEW_OPS
 from eqsat.extract.target_schema import check_keys
 from eqsat.extract.ties import check_tie_break, default_tie_break
 
@@ -36,6 +36,7 @@ class FusedPattern:
     other_inputs: str = "constant"  # "constant": the consumer's other inputs must be constant; "any"
     mode: str = "free"  # "free": reads its constants only; "epilogue": compute and traffic, no launch
     all_inputs: bool = False  # the consumer's optional inputs must all be present (a runtime's pattern reads them)
+    dtypes: frozenset[str] | None = None  # the producer's output dtypes the runtime fuses (None: any)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +79,8 @@ class Target:
     quant_other: str = "convert"  # cost of any other Q/DQ: "unsupported" or "convert" (see QUANT_OTHER)
     tie_break: float = 0.0  # seconds per node, plus a share per input it reads (extract/ties.py)
     op_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)  # measured factor per op
+    #: dtype -> the dtype its compute ops run in between Casts the runtime inserts (cpu: FLOAT16 -> FLOAT)
+    emulated: Mapping[str, str] = dataclasses.field(default_factory=dict)
     source: str = ""
 
     def peak_for(self, dtype: str) -> float | None:
@@ -139,6 +142,7 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
                 str(f.get("other_inputs", "constant")),
                 str(f.get("mode", "free")),
                 _flag(f, "all_inputs"),
+                frozenset(map(str, f["dtypes"])) if "dtypes" in f else None,
             )
             for f in data.get("fused", ())
         ),
@@ -157,6 +161,7 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
         quant_other=str(data.get("quant", {}).get("other", "convert")),
         tie_break=float(data.get("tie_break", default_tie_break(float(data["launch"])))),
         op_scale={str(k): float(v) for k, v in data.get("op_scale", {}).items()},
+        emulated={str(k): str(v) for k, v in data.get("emulated", {}).items()},
         source=source,
     )
     _validate(target)
@@ -200,6 +205,9 @@ def _validate(t: Target) -> None:
         raise ValueError(f"quant.types must be among {sorted(QUANT_TYPES)}, got {sorted(t.quant_types - QUANT_TYPES)}")
     if t.layout not in ("NCHW", "NHWC", "any"):
         raise ValueError(f"layout must be NCHW, NHWC or any, got {t.layout!r}")
+    for dtype, runs_as in t.emulated.items():
+        if dtype not in DTYPE_BYTES or runs_as not in DTYPE_BYTES or runs_as in t.emulated:
+            raise ValueError(f"emulated: {dtype} = {runs_as!r} must map a dtype to one with kernels of its own")
     for f in t.fused:
         if f.mode not in ("free", "epilogue") or f.other_inputs not in ("constant", "any"):
             raise ValueError(f"fused pattern {f.name}: mode must be free|epilogue, other_inputs constant|any")

@@ -12,7 +12,10 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnx.helper as oh
 import pytest
+from onnx.reference import ReferenceEvaluator
 
 from eqsat.calibration import (
     Calibration,
@@ -294,3 +297,113 @@ def test_predicted_cost_prices_a_symbolic_dim_at_the_size_given() -> None:
     )
     small, large = (predicted_cost(model, "cpu", {"x": (n, 256)}) for n in (4, 4096))
     assert large > 10 * small  # 4096 rows move 1024x the bytes of 4 (the launch is shared)
+
+
+def _versions(mine: list[float], *peers: list[float]) -> list:
+    from benchmarks.bench_latency import Version
+
+    out = [
+        Version("eqsat calibrated", None, rounds={"ENABLE_ALL": mine}, measured={"ENABLE_ALL": float(np.median(mine))})
+    ]
+    for k, times in enumerate(peers):
+        out.append(
+            Version(f"peer{k}", None, rounds={"ENABLE_ALL": times}, measured={"ENABLE_ALL": float(np.median(times))})
+        )
+    return out
+
+
+def test_the_latency_verdict_interval_pairs_rounds_against_common_load() -> None:
+    """bench_latency's interval resamples rounds in pairs: a load that slows round k of every version alike (here
+    up to 1.3x) leaves a 6% lead certain, and the verdict counts it; unpaired, the same medians would be noise."""
+    from benchmarks.bench_latency import ratio_interval, undecided, verdict
+
+    rng = np.random.default_rng(1)
+    load = 1 + 0.3 * rng.random(200)  # per round, shared by every version
+    peer = list(1e-3 * load * (1 + 0.01 * rng.standard_normal(200)))
+    fast = list(0.94e-3 * load * (1 + 0.01 * rng.standard_normal(200)))
+    versions = _versions(fast, peer)
+    low, high = ratio_interval(versions, "eqsat calibrated", ["peer0"]) or (0.0, 0.0)
+    assert 0.92 < low < 0.94 < high < 0.95
+    assert not undecided(versions, "eqsat calibrated", ["peer0"])
+    picks = np.random.default_rng(0).integers(0, 200, size=(2, 2000, 200))  # unpaired: the two resampled apart
+    unpaired = np.median(np.asarray(fast)[picks[0]], axis=1) / np.median(np.asarray(peer)[picks[1]], axis=1)
+    assert np.quantile(unpaired, 0.975) > 0.95  # would leave it undecided
+    said = verdict({"m": versions}, "eqsat calibrated", ["peer0"])
+    assert "at least 5% faster surely on 1 (m)" in said and "slower than 1.03x surely on 0" in said
+
+
+def test_the_latency_verdict_names_a_model_its_interval_cannot_decide() -> None:
+    """A ratio of medians of 1.04 from rounds as noisy as the lead's machine (5% between identical graphs) is not a
+    sure failure: the verdict says undecided (and --max-runs would time it again); a clear 1.10 is a failure."""
+    from benchmarks.bench_latency import ratio_interval, undecided, verdict
+
+    rng = np.random.default_rng(2)
+    peer = list(1e-3 * (1 + 0.08 * rng.standard_normal(30)))
+    close = list(1.04e-3 * (1 + 0.08 * rng.standard_normal(30)))
+    far = list(1.10e-3 * (1 + 0.01 * rng.standard_normal(30)))
+    assert undecided(_versions(close, peer), "eqsat calibrated", ["peer0"])
+    said = verdict({"close": _versions(close, peer), "far": _versions(far, peer)}, "eqsat calibrated", ["peer0"])
+    assert "surely on 1 (far" in said and "undecided on 1 (close" in said
+    # the fastest peer is chosen again in each resample: a second, slower peer changes nothing
+    slower = list(np.asarray(peer) * 1.2)
+    assert ratio_interval(_versions(far, peer, slower), "eqsat calibrated", ["peer0", "peer1"]) == ratio_interval(
+        _versions(far, peer), "eqsat calibrated", ["peer0"]
+    )
+
+
+def test_an_emulated_dtype_is_fitted_as_the_cost_model_prices_it() -> None:
+    """A FLOAT16 kernel on a target that runs fp16 in float (cpu.toml [emulated]) is its float kernel plus a Cast
+    per tensor cast: the fit prices it so (so peak.FLOAT16 is not fitted: nothing runs at it), the same price the
+    cost model gives the calibration's fp16 graphs, and the Cast scale is recovered from such samples."""
+    truth = dataclasses.replace(TRUE, emulated={"FLOAT16": "FLOAT"}, op_scale={**TRUE.op_scale, "Cast": 0.7})
+    n = 2.6e5
+    add = Kernel("Add", "FLOAT16", n, 6 * n, casts=(n, n, n))
+    cast = truth.launch + n * 6 / truth.bandwidth * 0.7
+    expected = truth.call + truth.launch + max(n / truth.peak["FLOAT"], 12 * n / truth.bandwidth) + 3 * cast
+    assert truth.predict(Sample("add", (add,), 0)) == pytest.approx(expected)
+    extra = [(f"Add FLOAT16 {m:g}", (Kernel("Add", "FLOAT16", m, 6 * m, casts=(m, m, m)),)) for m in (1e4, 2.6e5, 1e6)]
+    extra += [(f"Cast {m:g}", (Kernel("Cast", "FLOAT", 0.0, 6 * m),)) for m in (1e4, 2.6e5, 1e6)]
+    samples = _synthetic(truth, 0.0) + [Sample(k, ks, truth.predict(Sample(k, ks, 0))) for k, ks in extra]
+    found = fit(samples, dataclasses.replace(START, emulated=truth.emulated))
+    assert "peak.FLOAT16" not in found.fitted and abs(found.params.op_scale["Cast"] / 0.7 - 1) < 0.01
+    # the calibration's own fp16 graphs: the fit's price (less a call) is the cost model's, on the shipped cpu
+    cpu = load_target("cpu")
+    params = Params(cpu.launch, cpu.bandwidth, cpu.view_fraction, cpu.peak, cpu.op_scale, emulated=cpu.emulated)
+    fp16 = [c for c in fit_cases() if any(k.dtype == "FLOAT16" for k in c.kernels)]
+    assert {c.kernels[0].op for c in fp16} == {"Add", "MatMul"}
+    for case in fp16:
+        model = onnx.ModelProto()
+        model.CopyFrom(case.model)  # with its output's dims declared, as eqsat loads models
+        out = ReferenceEvaluator(model).run(None, case.feeds)[0]
+        model.graph.output[0].CopyFrom(
+            oh.make_tensor_value_info("z", model.graph.output[0].type.tensor_type.elem_type, out.shape)
+        )
+        priced = predicted_cost(model, "cpu")
+        assert params.predict(Sample(case.name, case.kernels, 0)) == pytest.approx(priced, rel=1e-3), case.name
+
+
+def test_the_latency_verdict_widens_its_intervals_by_the_session_noise() -> None:
+    """Two sessions of one graph differ by more than their rounds' spread (minilm's byte-identical cpu and
+    calibrated outputs came out 3% apart, intervals disjoint): bench_latency measures that between the
+    byte-identical versions of the run and widens the verdict's intervals by it."""
+    from benchmarks.bench_latency import session_noise, verdict
+
+    def graph(op: str) -> onnx.ModelProto:
+        x = oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+        return oh.make_model(oh.make_graph([oh.make_node(op, ["x"], ["y"])], "g", [x], [x.__class__(name="y")]))
+
+    rng = np.random.default_rng(3)
+    peer = list(1e-3 * (1 + 0.002 * rng.standard_normal(100)))
+    mine = list(0.93e-3 * (1 + 0.002 * rng.standard_normal(100)))
+    versions = _versions(mine, peer)
+    versions[0].proto, versions[1].proto = graph("Relu"), graph("Neg")
+    twin = dataclasses.replace(
+        versions[1], label="twin", measured={"ENABLE_ALL": 1.03 * versions[1].measured["ENABLE_ALL"]}
+    )  # the peer's graph again
+    results = {"m": [*versions, twin]}
+    noise, pairs = session_noise(results)
+    assert pairs == 1 and noise == pytest.approx(0.03)
+    assert "at least 5% faster surely on 1 (m)" in verdict(results, "eqsat calibrated", ["peer0"])
+    widened = verdict(results, "eqsat calibrated", ["peer0"], widen=noise)
+    assert "widened by the session noise (3.0%)" in widened and "at least 5% faster surely on 0" in widened
+    assert "undecided on 1 (m 0.930" in widened
