@@ -7,6 +7,8 @@ rank requirement decides inlined (eqsat.frontend.decided_ifs), run-time shape ch
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import onnx
 import onnx_ir as ir
 
@@ -57,7 +59,11 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
     rewritten = make_targets_static(model) | drop_zero_states(model.graph)  # both: each frees nodes for the folder
     if rewritten:
         folded = fold(model, infer=False) or True
-    if folded and not _all_shapes_static(model.graph) and _can_add_facts(model.graph, constants, decided or rewritten):
+    if (
+        folded
+        and not _all_shapes_static(model.graph)
+        and _can_add_facts(model.graph, constants, bool(decided) or rewritten)
+    ):
         if shared:
             inferred = _reinferred(model)
         else:
@@ -123,32 +129,28 @@ def _constant_names(graph: ir.Graph) -> set[str]:
     return set(graph.initializers) | {name for name in constants if name}
 
 
-def _can_add_facts(graph: ir.Graph, constants: set[str], rewritten: object) -> bool:
+def _can_add_facts(graph: ir.Graph, constants: set[str], rewritten: bool) -> bool:
     """Whether shape inference after folding can learn what it did not before: from values folding computed
     (a constant not among the `constants` before; the folder lifts every Constant node), nodes normalizing
     `rewritten` (an If inlined, a Reshape target made constant, a zero state dropped), or for a value whose
     type, rank or a dim is still unknown. Otherwise folding only removed or
     bypassed nodes (an Identity, a dead branch), and every value left keeps the facts it had: a symbolic dim
     stays the symbol (rn200: 0.13 s of re-inference for nothing)."""
-    return bool(rewritten) or not set(graph.initializers) <= constants or not _all_shapes_known(graph)
+    return rewritten or not set(graph.initializers) <= constants or not _all_shapes_known(graph)
 
 
 def _all_shapes_known(graph: ir.Graph) -> bool:
     """Every node output has a type and a shape whose dims are sizes or named symbols."""
     return all(
-        v.dtype is not None
-        and v.shape is not None
-        and all(isinstance(d, int) or (d.value is not None) for d in v.shape)
-        for node in graph
-        for v in node.outputs
-        if v.name
+        v.dtype is not None and v.shape is not None and all(isinstance(d, int) or d.value is not None for d in v.shape)
+        for v in _node_outputs(graph)
     )
 
 
 def _all_shapes_static(graph: ir.Graph) -> bool:
-    return all(
-        v.dtype is not None and v.shape is not None and v.shape.is_static()
-        for node in graph
-        for v in node.outputs
-        if v.name
-    )
+    return all(v.dtype is not None and v.shape is not None and v.shape.is_static() for v in _node_outputs(graph))
+
+
+def _node_outputs(graph: ir.Graph) -> Iterator[ir.Value]:
+    """The named outputs of the graph's nodes: the values shape inference gives facts to."""
+    return (v for node in graph for v in node.outputs if v.name)
