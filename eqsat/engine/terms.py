@@ -159,6 +159,12 @@ TRUNCATING_CASTS: tuple[tuple[str, str], ...] = tuple(
 )
 #: Integers a float cast may round (narrower ones are exact in FLOAT).
 WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
+# analysis/linear/... (rowsd)
+#: `additive-sign` facts: x op c = x + sign * c for the additive ops.
+ADDITIVE_SIGN = {"Add": 1.0, "Sub": -1.0}
+#: `additive-chain` facts: (x op1 c1) op2 c2 = x op1 (c1 op c2) (the same op twice adds the constants, mixed
+#: ops subtract them).
+ADDITIVE_CHAIN = {(a, b): "Add" if a == b else "Sub" for a in ADDITIVE_SIGN for b in ADDITIVE_SIGN}
 
 #: Dtype groups (`dtype-group` facts: group, dtype, first opset): the dtypes ONNX Runtime's CPU kernel of an op
 #: takes (DepthToSpace, SpaceToDepth), those the fused activations run exactly or in higher precision
@@ -319,6 +325,9 @@ def declarations() -> str:
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
         "(relation quant-range (String f64 f64 i64))",
         "(relation quant-twin (String String f64))",
+        # analysis/linear/... (rowsd): the sign of an additive op, and the op combining two additive constants
+        "(relation additive-sign (String f64))",
+        "(relation additive-chain (String String String))",
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]
@@ -344,6 +353,9 @@ def standard_facts() -> list[str]:
     facts += [f"(set (float-max {egg_str(d)}) {egg_float(top)})" for d, top in FLOAT_MAX.items()]
     facts += [f"(dim-index {i})" for i in range(MAX_CHECKED_RANK)]
     facts += [f"({name} {egg_str(op)})" for name, ops in OP_FACTS.items() for op in ops]
+    # analysis/linear/... (rowsd): x op c = x + sign c; (x op1 c1) op2 c2 = x op1 (c1 op c2)
+    facts += [f"(additive-sign {egg_str(op)} {egg_float(sign)})" for op, sign in ADDITIVE_SIGN.items()]
+    facts += [f"(additive-chain {egg_str(a)} {egg_str(b)} {egg_str(c)})" for (a, b), c in ADDITIVE_CHAIN.items()]
     return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
 
 
