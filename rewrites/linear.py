@@ -481,13 +481,15 @@ GEMM_FACTS = (
 # EPILOGUES: activations a MatMul or Gemm runs as its epilogue on some target (extract/targets/*.toml `fused`).
 
 
-def _epilogue(producer: str) -> tuple:
-    """act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k) for a merged `producer` p: the merged
-    product keeps the activation as its epilogue (after the Split, the activation would be costed as fused with
-    the original product its class still holds, though no runtime fuses it)."""
+def _epilogue() -> tuple:
+    """act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k) for a Split a merge made (merge-tip:
+    matmul-merge, matmul-bias-merge, gemm-merge; conv-merge's too, whose own epilogue rule covers its
+    activations): the merged product keeps the activation as its epilogue (after the Split, the activation would
+    be costed as fused with the original product its class still holds, though no runtime fuses it). One row per
+    activation, not per activation and product."""
     return tuple(
         fact(
-            f"(= y {op_pattern(act, 'o')}) (= o (Out sp k)) (= sp (Split p ax sz)) (= p {producer})",
+            f"(= y {op_pattern(act, 'o')}) (= o (Out sp k)) (merge-tip sp q) (= sp (Split p ax sz))",
             f"(union y (Out (Split {op_pattern(act, 'p')} ax sz) k))",
         )
         for act in EPILOGUES
@@ -521,8 +523,8 @@ RULES += [
         FAMILY,
         "exact",
         "tensat:multi-pattern; tvm:CombineParallelDense (activation)",
-        "act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k) for p a MatMul, Gemm or Add (a merged "
-        "product and its bias) and act Relu, Gelu or Clip: the merged product keeps its epilogue",
-        tuple(e for p in ("(MatMul u v)", "(Add u v)", "(Gemm u v w al be ta tb)") for e in _epilogue(p)),
+        "act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k) for the Split of a merge (p a merged "
+        "MatMul, Gemm or MatMul plus bias) and act Relu, Gelu or Clip: the merged product keeps its epilogue",
+        _epilogue(),
     ),
 ]
