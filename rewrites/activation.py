@@ -116,10 +116,7 @@ def _scalar_facts() -> tuple:
     scalar keeps a's shape)."""
     return (
         fact("(= y (Scalar v d s))", "(set (shape y) s) (set (dtype y) d)"),
-        *(
-            fact(f"(= y ({op} a (Scalar v d (vec-empty)))) (= s (shape a))", "(set (shape y) s)")
-            for op in ("Add", "Sub", "Mul", "Div")
-        ),
+        fact("(= y (Binary op a (Scalar v d (vec-empty)))) (arith op) (= s (shape a))", "(set (shape y) s)"),
     )
 
 

@@ -76,6 +76,8 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
     "axes-reduce": _ops.TRANSPOSE_REDUCTIONS,
     # reductions whose value over one element is that element
     "element-reduce": _ops.ELEMENT_REDUCTIONS,
+    # analysis/linear/... (rowsd): B(a, a) = a (And, Or; not Xor)
+    "bool-idempotent": tuple(op for op in _ops.BOOL_BINARY if op != "Xor"),
 }
 assert all(op in OPS for ops in OP_FACTS.values() for op in ops)
 
@@ -165,6 +167,15 @@ ADDITIVE_SIGN = {"Add": 1.0, "Sub": -1.0}
 #: `additive-chain` facts: (x op1 c1) op2 c2 = x op1 (c1 op c2) (the same op twice adds the constants, mixed
 #: ops subtract them).
 ADDITIVE_CHAIN = {(a, b): "Add" if a == b else "Sub" for a in ADDITIVE_SIGN for b in ADDITIVE_SIGN}
+#: The functions of lists whose value at empty arguments is a constant: standard facts (their recursions in
+#: rewrites/analysis.py end there) instead of a base row each.
+LIST_BASES = {
+    "elements": "(set (elements (vec-empty)) (set-empty))",
+    "ascending": "(set (ascending (set-empty)) (vec-empty))",
+    "index-map": "(set (index-map (vec-empty)) (vec-empty))",
+    "sum-of": "(set (sum-of (vec-empty) (vec-empty)) (vec-empty))",
+    "symbol-count": "(set (symbol-count (vec-empty)) 0)",
+}
 
 #: Dtype groups (`dtype-group` facts: group, dtype, first opset): the dtypes ONNX Runtime's CPU kernel of an op
 #: takes (DepthToSpace, SpaceToDepth), those the fused activations run exactly or in higher precision
@@ -353,9 +364,10 @@ def standard_facts() -> list[str]:
     facts += [f"(set (float-max {egg_str(d)}) {egg_float(top)})" for d, top in FLOAT_MAX.items()]
     facts += [f"(dim-index {i})" for i in range(MAX_CHECKED_RANK)]
     facts += [f"({name} {egg_str(op)})" for name, ops in OP_FACTS.items() for op in ops]
-    # analysis/linear/... (rowsd): x op c = x + sign c; (x op1 c1) op2 c2 = x op1 (c1 op c2)
+    # analysis/linear/... (rowsd): x op c = x + sign c; (x op1 c1) op2 c2 = x op1 (c1 op c2); list-function bases
     facts += [f"(additive-sign {egg_str(op)} {egg_float(sign)})" for op, sign in ADDITIVE_SIGN.items()]
     facts += [f"(additive-chain {egg_str(a)} {egg_str(b)} {egg_str(c)})" for (a, b), c in ADDITIVE_CHAIN.items()]
+    facts += list(LIST_BASES.values())
     return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
 
 
