@@ -112,8 +112,7 @@ CONST_MINUS_MATMUL = (
     fact(
         "(= y (Sub c mm)) (= mm (MatMul a b)) (is-const c) (is-const b) (= sy (shape y)) (= sy (shape mm)) "
         "(= sb (shape b)) (= db (dtype b))",
-        "(let nb (Neg b)) (set (shape nb) sb) (set (dtype nb) db) (let p (MatMul a nb)) (set (shape p) sy) "
-        "(set (dtype p) db) (union y (Add p c))",
+        "(let p (MatMul a (Neg b))) (set (shape p) sy) (set (dtype p) db) (union y (Add p c))",  # Neg b: shape-unary
     ),
 )
 
