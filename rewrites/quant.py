@@ -89,8 +89,7 @@ def _sink(layout: str, params: str) -> tuple:
     return (
         fact(
             f"(= __root ({layout} (DequantizeLinear x {PER_TENSOR} z a) {params})) (= dx (dtype x)) {bind}",
-            f"(let t ({layout} x {params})) {shape_fact} "
-            f"(union __root (DequantizeLinear t {PER_TENSOR} z a))",
+            f"(let t ({layout} x {params})) {shape_fact} (union __root (DequantizeLinear t {PER_TENSOR} z a))",
         ),
         fact(
             f"(= __root (QuantizeLinear ({layout} y {params}) {PER_TENSOR} z a)) (= dq (dtype __root)) "

@@ -314,7 +314,6 @@ def test_operand_orders_property(case: RuleCase) -> None:
     case.check()
 
 
-
 def test_list_function_bases_are_standard_facts() -> None:
     """The five functions of lists with a constant value at empty arguments start from standard facts: three rows
     each for the other seven (demand, base, step; zeros-resolved has two steps and data-order two), two for
