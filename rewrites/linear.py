@@ -120,9 +120,8 @@ CONST_MINUS_MATMUL = (
 #: per-column(c, r): the constant c, an operand of a Mul or Add whose other operand has shape r, is shaped like r
 #: with every axis but the last set to 1 (per output column, or a scalar of r's rank): the guard of the scale folds
 #: and matmul-bias-merge, computed once.
-PER_COLUMN = tuple(
-    fact(f"(= y {e}) (is-const c) (= r (shape a)) {per_column('c', 'r')}", "(per-column c r)")
-    for e in ("(Mul a c)", "(Add a c)")
+PER_COLUMN = (
+    fact(f"(= y (Binary op a c)) (scale-or-bias op) (= r (shape a)) {per_column('c', 'r')}", "(per-column c r)"),
 )
 
 

@@ -707,3 +707,10 @@ def test_matmul_merge_epilogue_not_on_a_loaded_split() -> None:
         node("Relu", ["s1"], "y1"),
     ]
     assert_rule_does_not_fire(model(nodes, A, ["y0", "y1"], initializers=inits), "matmul-merge-epilogue")
+
+
+def test_per_column_facts_is_one_row() -> None:
+    """Mul and Add share one row over (Binary op a c), guarded by (scale-or-bias op)."""
+    from eqsat.rewrites.registry import all_rules
+
+    assert {r.name: len(r.egglog) for r in all_rules()}["per-column-facts"] == 1

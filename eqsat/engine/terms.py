@@ -80,6 +80,8 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
     "bool-idempotent": tuple(op for op in _ops.BOOL_BINARY if op != "Xor"),
     # reductions that are a pointwise op over one element (|e|, e * e, log e)
     "unit-pointwise-reduce": ("ReduceL1", "ReduceSumSquare", "ReduceLogSum"),
+    # the ops of a per-column scale or bias (per-column facts)
+    "scale-or-bias": ("Mul", "Add"),
 }
 assert all(op in OPS for ops in OP_FACTS.values() for op in ops)
 
