@@ -432,4 +432,3 @@ def test_logical_self_not_on_two_values(op: str) -> None:
 @given(PROPERTIES["logical-self"]())
 def test_logical_self_property(case: RuleCase) -> None:
     case.check()
-
