@@ -151,12 +151,16 @@ class _GraphFacts:
     costs: dict[int, float] = dataclasses.field(default_factory=dict)  # per node id: its cost, once computed
 
 
+#: Graphs whose facts a Roofline keeps (held weakly: a graph freed drops its facts at the next new graph).
+FACTS_KEPT = 3
+
+
 class Roofline:
     """The default cost model: see the module docstring. Call it on a node, or `node_costs(egraph)`."""
 
     def __init__(self, target: Target):
         self.target = target
-        self._facts: tuple[weakref.ref[EGraph], _GraphFacts] | None = None
+        self._facts: list[tuple[weakref.ref[EGraph], _GraphFacts]] = []  # the last FACTS_KEPT graphs', newest last
 
     def __repr__(self) -> str:
         return f"roofline({self.target.name!r})"
@@ -175,8 +179,13 @@ class Roofline:
 
     # ---- per-graph facts ----
     def _graph_facts(self, egraph: EGraph) -> _GraphFacts:
-        if self._facts is not None and self._facts[0]() is egraph:
-            return self._facts[1]
+        """The facts (and prices) of `egraph`, derived once while it is among the last FACTS_KEPT graphs costed:
+        a run costs the e-graph, the chosen graph on its own, then the e-graph again (its summary)."""
+        if self._facts and self._facts[-1][0]() is egraph:
+            return self._facts[-1][1]
+        for ref, kept in self._facts:
+            if ref() is egraph:
+                return kept
         numel = _estimate_numel(egraph)
         dtype = [c.dtype for c in egraph.classes]
         elt = [float(DTYPE_BYTES.get(d or DEFAULT_DTYPE, 4)) for d in dtype]
@@ -189,7 +198,8 @@ class Roofline:
             _blocked_classes(egraph, self.target.blocked),
             _emulated_classes(egraph, self.target.emulated),
         )
-        self._facts = (weakref.ref(egraph), facts)
+        self._facts = [(ref, kept) for ref, kept in self._facts[-(FACTS_KEPT - 1) :] if ref() is not None]
+        self._facts.append((weakref.ref(egraph), facts))
         return facts
 
     # ---- one node ----
