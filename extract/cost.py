@@ -198,7 +198,8 @@ class Roofline:
             _blocked_classes(egraph, self.target.blocked),
             _emulated_classes(egraph, self.target.emulated),
         )
-        self._facts = [(ref, kept) for ref, kept in self._facts[-(FACTS_KEPT - 1) :] if ref() is not None]
+        alive = [(ref, kept) for ref, kept in self._facts if ref() is not None]
+        self._facts = alive[max(0, len(alive) - FACTS_KEPT + 1) :]
         self._facts.append((weakref.ref(egraph), facts))
         return facts
 

@@ -1,4 +1,5 @@
-"""The original's outputs computed in a thread while the e-graph work runs (eqsat.check.ahead), and the roofline
+"""Verification and costing at scale: the original's outputs computed in a thread while the e-graph work runs
+(eqsat.check.ahead), sessions without a memory pattern for large graphs, and the roofline
 model's per-graph facts kept for the few graphs a run costs in turn."""
 
 from __future__ import annotations
@@ -125,3 +126,20 @@ def test_roofline_derives_each_graphs_facts_once_while_graphs_alternate(monkeypa
     [model(third, n) for n in third.nodes]
     assert again == first and [model(big, n) for n in big.nodes] == first
     assert calls.count(6) == 1 and calls.count(3) == 2 and calls.count(4) == 1  # `small`: its own and the fresh one's
+
+
+def test_large_graphs_get_sessions_without_a_memory_pattern(make_model, monkeypatch) -> None:
+    """Above MEM_PATTERN_MAX_NODES onnxruntime plans no memory pattern (its planning grows faster than the
+    graph); the outputs are the same either way."""
+    from eqsat.check import verify as verifying
+
+    model = _dense(make_model)
+    feeds = {"x": np.random.default_rng(1).standard_normal((3, 8)).astype(np.float32)}
+    small = verifying.Runner(model)
+    expected, _ = small.run(feeds)
+    assert small._ort().get_session_options().enable_mem_pattern
+    monkeypatch.setattr(verifying, "MEM_PATTERN_MAX_NODES", len(model.graph.node) - 1)
+    large = verifying.Runner(model)
+    got, runtime = large.run(feeds)
+    assert runtime == "onnxruntime" and not large._ort().get_session_options().enable_mem_pattern
+    assert all(np.array_equal(a, b) for a, b in zip(expected, got))
