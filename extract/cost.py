@@ -150,6 +150,9 @@ class _GraphFacts:
     emulated: list[bool]  # per class: holds a compute op that runs between inserted Casts (_emulated_classes)
     costs: dict[int, float] = dataclasses.field(default_factory=dict)  # per node id: its cost, once computed
 
+    def __post_init__(self) -> None:
+        self.any_emulated = any(self.emulated)  # else no node pays a Cast back (_cast_back)
+
 
 #: Graphs whose facts a Roofline keeps (held weakly: a graph freed drops its facts at the next new graph).
 FACTS_KEPT = 3
@@ -342,7 +345,7 @@ class Roofline:
         """A node that reads an emulated op's output in its own dtype (data movement, a view, an op of another
         dtype; not a Cast, whose pair the runtime drops) pays the Cast the runtime inserts in front of it."""
         emulated = self.target.emulated
-        if not emulated or n.op in PLUMBING_OPS or n.op == "Cast" or _emulated_op(g, n, emulated):
+        if not emulated or not f.any_emulated or n.op in PLUMBING_OPS or n.op == "Cast" or _emulated_op(g, n, emulated):
             return 0.0
         reads = [c for c in dict.fromkeys(_tensor_inputs(g, n)) if f.emulated[c] and not g.classes[c].constant]
         return sum(self._cast(f, c, f.dtype[c], emulated[f.dtype[c]]) for c in reads)  # type: ignore[index]
@@ -494,7 +497,7 @@ def _computed(g: EGraph, cid: int) -> bool:
 
 
 def _absent(g: EGraph, cid: int) -> bool:
-    return any(g.nodes[m].op == "Absent" for m in g.classes[cid].nodes)
+    return cid in g.absent_classes
 
 
 def _list_items(g: EGraph, classes: Iterable[int]) -> list[int]:

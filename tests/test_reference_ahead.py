@@ -143,3 +143,9 @@ def test_large_graphs_get_sessions_without_a_memory_pattern(make_model, monkeypa
     got, runtime = large.run(feeds)
     assert runtime == "onnxruntime" and not large._ort().get_session_options().enable_mem_pattern
     assert all(np.array_equal(a, b) for a, b in zip(expected, got))
+
+
+def test_absent_classes_are_the_classes_holding_an_absent_node() -> None:
+    nodes = (ENode(0, "Input", 0, (), ("x",)), ENode(1, "Absent", 1, (), ()), ENode(2, "Relu", 2, (0,), ()))
+    classes = tuple(EClass(i, "T", (i,), (2,), "FLOAT", False) for i in range(3))
+    assert EGraph(nodes, classes, (2,)).absent_classes == frozenset({1})
