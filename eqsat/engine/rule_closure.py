@@ -82,6 +82,10 @@ RULE_ONLY_FACTS = (
             "reshape-of",
             "mul-of",
             "add-of",
+            # conv/normalization (rowsc)
+            "norm-moments",
+            "ln-span",
+            "in-site",
         }
     )
     | frozenset(LIST_FUNCTIONS)

@@ -316,6 +316,10 @@ def declarations() -> str:
         "(relation bn-unmarked (f64 f64))",
         "(relation ln-dims (T i64 IVec IVec))",
         "(relation bias-fold-site (T))",
+        # conv/normalization (rowsc)
+        "(relation norm-moments (T T IVec f64))",
+        "(relation ln-span (T T IVec i64 IVec f64))",
+        "(relation in-site (T T i64 f64))",
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
         "(relation quant-range (String f64 f64 i64))",
         "(relation quant-twin (String String f64))",
