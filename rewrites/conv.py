@@ -262,22 +262,28 @@ def _bn_foldable() -> "Egglog":
     return fact(f"(= y (BatchNormalization x ga be mu va eps mom)) {BN_PARAMS}", FOLDABLE)
 
 
+#: bn-scale(y, x, f, t, mean, beta, dt): y = BatchNormalization(x, gamma, beta, mean, var, eps) foldable (bn-foldable,
+#: dtype dt) and not bn-compose's mark (bn-unmarked), with its per-channel factor f = gamma / sqrt(var + eps) and shift
+#: t = beta - mean * f built once (analysis): the fold and the decomposition join this one atom.
+BN_SCALE = fact(
+    "(= y (BatchNormalization x ga be mu va eps mom)) (bn-foldable ga be mu va dt) (bn-unmarked eps mom)",
+    f"(let f {F}) (bn-scale y x f (Sub be (Mul mu f)) mu be dt)",
+)
+
+
 def _bn_fold() -> tuple:
     """The batch norms bn-compose builds from x * s + t (not bn-unmarked) are left alone: on a conv output, that
     Mul and Add fold already (conv-scale-fold, conv-bias-fold); folding the copy too would only add equivalent
     e-nodes."""
     rules = []
     for kind in KINDS:
-        base = (
-            f"(= y (BatchNormalization cv ga be mu va eps mom)) (= cv {conv(kind)}) "
-            f"{FOLDABLE} (= dt (dtype w)) (= dt (dtype b)) (bn-unmarked eps mom)"
-        )
+        base = f"(bn-scale y cv f t mu be dt) (= cv {conv(kind)}) (= dt (dtype w)) (= dt (dtype b))"
         for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", "o", None):
             rules.append(
                 fact(
                     f"{base} {extra}",
                     ("" if extra.startswith(GROUPED) else f"(let o {ones('sw')}) ")
-                    + f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mu) f) be)) "
+                    + f"(let nw {weight}) (let nb (Add (Mul (Sub b mu) f) be)) "
                     f"(union y {conv(kind, 'nw', 'nb')})" + weight_facts(extra),
                 )
             )
@@ -288,10 +294,9 @@ def _bn_decompose() -> tuple:
     """The batch norms bn-compose builds (not bn-unmarked) are not decomposed: that would loop (new constants)."""
     return (
         fact(
-            f"(= y (BatchNormalization x ga be mu va eps mom)) {FOLDABLE} (= dt (dtype x)) "
-            "(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) (bn-unmarked eps mom)",
-            f"(let f {F}) (let o {ones('sx')}) (let view (vec-set o 1 -1)) (let ch (vec-set o 1 (vec-get sx 1))) "
-            "(let sc (Reshape f view 0)) (let sh (Reshape (Sub be (Mul mu f)) view 0)) (let xs (Mul x sc)) "
+            "(bn-scale y x f t mu be dt) (= dt (dtype x)) (= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0)",
+            f"(let o {ones('sx')}) (let view (vec-set o 1 -1)) (let ch (vec-set o 1 (vec-get sx 1))) "
+            "(let sc (Reshape f view 0)) (let sh (Reshape t view 0)) (let xs (Mul x sc)) "
             "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)",
         ),
     )
@@ -303,9 +308,9 @@ def _bn_compose() -> Egglog:
     return fact(
         '(= y (Add m t)) (= m (Mul x s)) (= dt (dtype x)) (dtype-group "float" dt o) (= sx (shape x)) '
         "(per-channel s sx) (per-channel t sx) (= c (vec-get sx 1)) (>= c 0)",
-        "(let v (vec-of c)) (let one (Scalar 1.0 dt v)) (let zero (Scalar 0.0 dt v)) "
+        "(let v (vec-of c)) (let one (Scalar 1.0 dt v)) "
         f"(let sc (Mul {flat('s')} one)) (let sh (Mul {flat('t')} one)) "
-        f"(union y (BatchNormalization x sc sh zero one {COMPOSED_EPS!r} {COMPOSED_MOMENTUM!r})) "
+        f"(union y (BatchNormalization x sc sh (Scalar 0.0 dt v) one {COMPOSED_EPS!r} {COMPOSED_MOMENTUM!r})) "
         + "(set (shape sc) v) (set (dtype sc) dt) (set (shape sh) v) (set (dtype sh) dt)",
     )
 
@@ -639,6 +644,17 @@ RULES = [
         "bn-unmarked(eps, momentum) for each BatchNormalization that is not bn-compose's mark (eps 0 with momentum "
         "1): the two disjoint guards computed once (egglog has no negation), joined by conv-bn-fold and bn-decompose",
         UNMARKED,
+        ruleset="analysis",
+    ),
+    Rule(
+        "bn-scale-sites",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "bn-scale(y, x, f, t, mean, beta, dtype) for each foldable, unmarked BatchNormalization y of x, with its "
+        "factor f = gamma / sqrt(var + eps) and shift t = beta - mean * f (the relation conv-bn-fold and "
+        "bn-decompose join)",
+        (BN_SCALE,),
         ruleset="analysis",
     ),
     Rule(

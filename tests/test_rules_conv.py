@@ -433,7 +433,10 @@ def test_bn_foldable_is_a_fact_of_the_parameters_not_of_the_class() -> None:
         ]
         backend.run("\n".join(lines))
         backend.run_many(
-            rules["bn-foldable"].commands() + rules["bn-unmarked"].commands() + rules["bn-decompose"].commands()
+            rules["bn-foldable"].commands()
+            + rules["bn-unmarked"].commands()
+            + rules["bn-scale-sites"].commands()
+            + rules["bn-decompose"].commands()
         )
         backend.run("(run-schedule (repeat 3 (saturate (run analysis)) (run explore)))")
         backend.run('(check (Mul (Input "x") sc))')  # A decomposed

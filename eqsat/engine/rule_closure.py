@@ -86,6 +86,7 @@ RULE_ONLY_FACTS = (
             "norm-moments",
             "ln-span",
             "in-site",
+            "bn-scale",
         }
     )
     | frozenset(LIST_FUNCTIONS)

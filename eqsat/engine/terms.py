@@ -320,6 +320,7 @@ def declarations() -> str:
         "(relation norm-moments (T T IVec f64))",
         "(relation ln-span (T T IVec i64 IVec f64))",
         "(relation in-site (T T i64 f64))",
+        "(relation bn-scale (T T T T T T String))",
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
         "(relation quant-range (String f64 f64 i64))",
         "(relation quant-twin (String String f64))",
