@@ -53,9 +53,9 @@ OPSET_LN = "(= o (model-opset)) (>= o 17)"
 FUSED_DTYPES = '(= dt "FLOAT")'
 
 
-def _both(op: str, a: str, b: str) -> list[str]:
-    """`(op a b)` and `(op b a)`: commutative operand orders as exported."""
-    return [f"({op} {a} {b})", f"({op} {b} {a})"]
+#: The relation of each commutative op that holds its operands in both orders (rewrites/analysis.py operand-orders):
+#: `(mul-of y a b)` matches y = a * b and y = b * a, as exporters write either.
+OPERANDS = {"Mul": "mul-of", "Add": "add-of"}
 
 
 #: norm-moments(y, x, ax, eps): y = (x - m) / sqrt(ReduceMean((x - m)^2, ax) + eps) with m = ReduceMean(x, ax,
@@ -83,14 +83,9 @@ def _moment_forms() -> tuple:
     d = "(= d (Sub x (ReduceMean x ax 1)))"
     return (
         fact(f"(= __root (Pow d (Scalar 2.0 pd ps))) {d} (= (shape __root) (shape d))", "(union __root (Mul d d))"),
-        *(
-            fact(f"(= __root {pattern}) (= q (Sqrt v)) {d}", "(union __root (Div d q))")
-            for pattern in _both("Mul", "d", "(Reciprocal q)")  # d * rstd as BERT exports it, rstd * d as others
-        ),
-        *(
-            fact(f"(= __root {pattern}) (= sd (Sqrt ve)) {_VE}", "(union __root (Div x sd))")
-            for pattern in _both("Mul", "x", "(Reciprocal sd)")
-        ),
+        # d * rstd as BERT exports it, rstd * d as others (mul-of: either operand order)
+        fact(f"(mul-of __root d rq) (= rq (Reciprocal q)) (= q (Sqrt v)) {d}", "(union __root (Div d q))"),
+        fact(f"(mul-of __root x rs) (= rs (Reciprocal sd)) (= sd (Sqrt ve)) {_VE}", "(union __root (Div x sd))"),
     )
 
 
@@ -176,13 +171,12 @@ def _ln_affine(op: str) -> tuple:
         )
         reshape = "" if direct else "(let cr (Reshape c sd 0)) (set (shape cr) sd) (set (dtype cr) ct) "
         shape = "(= (shape c) sd)" if direct else "(> a 0) (= (shape c) lead) (= ct (dtype c))"
-        for pattern in (f"({op} {ln} c)", f"({op} c {ln})"):
-            rules.append(
-                fact(
-                    f"(= __root {pattern}) {bind}(is-const c) (ln-dims x a sd lead) {shape}",
-                    f"{reshape}(union __root {new})",
-                )
+        rules.append(
+            fact(
+                f"({OPERANDS[op]} __root ln c) (= ln {ln}) {bind}(is-const c) (ln-dims x a sd lead) {shape}",
+                f"{reshape}(union __root {new})",
             )
+        )
     return tuple(rules)
 
 
@@ -273,13 +267,12 @@ def _in_affine(op: str) -> tuple:
         )
     else:
         inorm, new = ("(InstanceNormalization x sc (Scalar 0.0 dt cs) eps)", "(InstanceNormalization x sc cr eps)")
-    return tuple(
+    return (
         fact(
-            f"(= __root {pattern}) (is-const c) (= sx (shape x)) (>= (vec-length sx) 3) (= (vec-length cs) 1) "
-            f"(= (shape c) (vec-set {ones('sx')} 1 (vec-get cs 0)))",
+            f"({OPERANDS[op]} __root nrm c) (= nrm {inorm}) (is-const c) (= sx (shape x)) (>= (vec-length sx) 3) "
+            f"(= (vec-length cs) 1) (= (shape c) (vec-set {ones('sx')} 1 (vec-get cs 0)))",
             f"(let cr (Reshape c cs 0)) (set (shape cr) cs) (set (dtype cr) dt) (union __root {new})",
-        )
-        for pattern in _both(op, inorm, "c")
+        ),
     )
 
 
@@ -302,38 +295,32 @@ def _unfold_shift() -> tuple:
     keepdims=1): the folded form x * (g * rsqrt(var + eps)) + (b - mean * g * rsqrt(var + eps)) (TF's
     batch_normalization) brought back to the moments the fusions match. m keeps x's rank and broadcasts
     into it, so (x - m) has x's shape and (x - m)*k has x*k's (their dtypes: shape-binary's dtype row)."""
-    rules = []
-    for xk, mk in (("(Mul x k)", "(Mul m k)"),):  # as TF and coremltools write it (x * k, mean * k)
+    mk = "(Mul m k)"  # as TF and coremltools write it (x * k, mean * k); the sums in either order (add-of)
+    return tuple(
+        fact(
+            f"{pattern} (= m (ReduceMean x ax 1)) (= xk (Mul x k)) (= sx (shape x)) (= sk (shape xk)) "
+            f"(= (vec-length (shape m)) (vec-length sx)) (= dt (dtype x)) {FUSED_DTYPES} (= sr (shape __root))",
+            "(let d (Sub x m)) (set (shape d) sx) (let dk (Mul d k)) (set (shape dk) sk) "
+            + ("(let y (Add dk b)) (set (shape y) sr) (union __root y)" if shifted else "(union __root dk)"),
+        )
         for pattern, shifted in (
-            (f"(Add {xk} (Sub b {mk}))", True),
-            (f"(Add (Sub b {mk}) {xk})", True),
-            (f"(Sub {xk} {mk})", False),
-            (f"(Add {xk} (Neg {mk}))", False),
-            (f"(Add (Neg {mk}) {xk})", False),
-        ):
-            scaled = "(let dk (Mul d k)) (set (shape dk) sk) "
-            rules.append(
-                fact(
-                    f"(= __root {pattern}) (= m (ReduceMean x ax 1)) (= xk {xk}) (= sx (shape x)) (= sk (shape xk)) "
-                    f"(= (vec-length (shape m)) (vec-length sx)) (= dt (dtype x)) {FUSED_DTYPES} (= sr (shape __root))",
-                    "(let d (Sub x m)) (set (shape d) sx) "
-                    + scaled
-                    + ("(let y (Add dk b)) (set (shape y) sr) (union __root y)" if shifted else "(union __root dk)"),
-                )
-            )
-    return tuple(rules)
+            (f"(add-of __root xk sb) (= sb (Sub b {mk}))", True),
+            (f"(= __root (Sub xk {mk}))", False),
+            (f"(add-of __root xk ng) (= ng (Neg {mk}))", False),
+        )
+    )
 
 
 def _regroup_scale() -> tuple:
     """(x - m) * (g * r) -> ((x - m) * r) * g for r = Reciprocal(Sqrt(ve)) of m's shape and a constant g:
     the gamma of a folded normalization moved outside, where the scale fusions find it."""
-    return tuple(
+    return (
         fact(
-            f"(= __root (Mul d {k})) (= d (Sub x m)) (= m (ReduceMean x ax 1)) (= r (Reciprocal (Sqrt ve))) {_VE} "
-            f"(is-const g) (= (shape r) (shape m)) (= sx (shape x)) (= (shape d) sx) (= dt (dtype x)) {FUSED_DTYPES}",
+            "(= __root (Mul d k)) (mul-of k g r) (= d (Sub x m)) (= m (ReduceMean x ax 1)) (= r (Reciprocal (Sqrt ve))) "
+            f"{_VE} (is-const g) (= (shape r) (shape m)) (= sx (shape x)) (= (shape d) sx) (= dt (dtype x)) "
+            f"{FUSED_DTYPES}",
             "(let dr (Mul d r)) (set (shape dr) sx) (set (dtype dr) dt) (union __root (Mul dr g))",
-        )
-        for k in ("(Mul g r)", "(Mul r g)")
+        ),
     )
 
 
