@@ -366,12 +366,18 @@ def _through_activation(act: str, params: str) -> tuple:
 def _scale_through_add() -> tuple:
     """(Conv +/- o) * c -> Conv * c +/- o * c (backward); x * s + t -> (x + t / s) * s (forward, s > 0)."""
     rules = []
-    for kind, add, conv_first in itertools.product(KINDS, ("Add", "Sub"), (True, False)):
-        inner = f"({add} cv o)" if conv_first else f"({add} o cv)"
-        out = f"({add} (Mul cv c) (Mul o c))" if conv_first else f"({add} (Mul o c) (Mul cv c))"
+    # a sum in either operand order (add-of: the conv's term written first), a difference in each
+    for kind, (inner, out) in itertools.product(
+        KINDS,
+        (
+            ("(add-of a cv o)", "(Add (Mul cv c) (Mul o c))"),
+            ("(= a (Sub cv o))", "(Sub (Mul cv c) (Mul o c))"),
+            ("(= a (Sub o cv))", "(Sub (Mul o c) (Mul cv c))"),
+        ),
+    ):
         rules.append(
             fact(
-                f"(= y (Mul a c)) (= a {inner}) (= cv {conv(kind)}) (is-const w) (is-const c) "
+                f"(= y (Mul a c)) {inner} (= cv {conv(kind)}) (is-const w) (is-const c) "
                 "(= sy (shape y)) (= sy (shape a)) (= sy (shape cv))",
                 f"(union y {out}) (set (shape (Mul cv c)) sy)",
             )
@@ -410,14 +416,19 @@ def _pad_merge() -> tuple:
 
 
 LEAVES = ("(Const k)", "(Scalar v d s)", "(Transpose (Const k) p)")
+#: Add and Mul: the arithmetic ops (arith) but Sub and Div.
+COMMUTATIVE = '(arith op) (!= op "Sub") (!= op "Div")'
 
 
 def _const_last() -> tuple:
     """Constant leaves (and layout's transposed leaves) only: constant arithmetic that rules build is written
     constant-last already, and swapping every constant-constant product would double those terms."""
     return tuple(
-        fact(f"(= y ({op} c x)) (= c {leaf}) (= sy (shape y))", f"(union y ({op} x c)) (set (shape ({op} x c)) sy)")
-        for op, leaf in itertools.product(("Add", "Mul"), LEAVES)
+        fact(
+            f'(= y (Binary op c x)) {COMMUTATIVE} (= c {leaf}) (= sy (shape y))',
+            "(union y (Binary op x c)) (set (shape (Binary op x c)) sy)",
+        )
+        for leaf in LEAVES
     )
 
 
@@ -442,7 +453,7 @@ def _finite_facts() -> tuple:
         ),
         fact("(= y (Sqrt c)) (finite c) (positive c)", "(finite y)"),
         fact("(= y (Reciprocal c)) (finite c) (positive c)", "(finite y)"),
-        *(fact(f"(= y ({op} a b)) (finite a) (finite b)", "(finite y)") for op in ("Add", "Sub", "Mul")),
+        fact('(= y (Binary op a b)) (arith op) (!= op "Div") (finite a) (finite b)', "(finite y)"),  # +, -, *
         fact("(= y (Div a b)) (finite a) (finite b) (positive b)", "(finite y)"),
     )
 
@@ -454,9 +465,7 @@ def _positive_facts() -> tuple:
         fact("(= y (Transpose c p)) (positive c)", "(positive y)"),
         fact("(= y (Sqrt c)) (positive c)", "(positive y)"),
         fact("(= y (Reciprocal c)) (positive c)", "(positive y)"),
-        fact("(= y (Mul a b)) (positive a) (positive b)", "(positive y)"),
-        fact("(= y (Div a b)) (positive a) (positive b)", "(positive y)"),
-        fact("(= y (Add a b)) (positive a) (positive b)", "(positive y)"),
+        fact('(= y (Binary op a b)) (arith op) (!= op "Sub") (positive a) (positive b)', "(positive y)"),  # *, /, +
     )
 
 
