@@ -425,7 +425,7 @@ def _const_last() -> tuple:
     constant-last already, and swapping every constant-constant product would double those terms."""
     return tuple(
         fact(
-            f'(= y (Binary op c x)) {COMMUTATIVE} (= c {leaf}) (= sy (shape y))',
+            f"(= y (Binary op c x)) {COMMUTATIVE} (= c {leaf}) (= sy (shape y))",
             "(union y (Binary op x c)) (set (shape (Binary op x c)) sy)",
         )
         for leaf in LEAVES

@@ -188,13 +188,12 @@ _M = "(= d (Sub x m)) (= m (ReduceMean x ax 1))"
 _V = "(= v (ReduceMean (Mul d d) ax 1))"
 MOMENT_SHAPES = (
     fact(
-        f"{_M} (= (vec-length ax) 1) (= a (vec-get ax 0)) (= s (shape x)) (>= a 0) (< a (vec-length s)) (= dt (dtype x))",
+        f"{_M} (= (vec-length ax) 1) (= a (vec-get ax 0)) (= s (shape x)) (>= a 0) (< a (vec-length s)) "
+        "(= dt (dtype x))",
         "(set (shape m) (vec-set s a 1)) (set (dtype m) dt) (set (shape d) s)",
     ),
     fact(f"{_V} {_M} (= sm (shape m)) (= dt (dtype x))", "(set (shape v) sm) (set (dtype v) dt)"),
-    fact(
-        f'(= n (Div d (Sqrt (Add v (Scalar e et (vec-empty)))))) {_V} {_M} (= s (shape d))', "(set (shape n) s)"
-    ),
+    fact(f"(= n (Div d (Sqrt (Add v (Scalar e et (vec-empty)))))) {_V} {_M} (= s (shape d))", "(set (shape n) s)"),
 )
 
 
@@ -316,9 +315,9 @@ def _regroup_scale() -> tuple:
     the gamma of a folded normalization moved outside, where the scale fusions find it."""
     return (
         fact(
-            "(= __root (Mul d k)) (mul-of k g r) (= d (Sub x m)) (= m (ReduceMean x ax 1)) (= r (Reciprocal (Sqrt ve))) "
-            f"{_VE} (is-const g) (= (shape r) (shape m)) (= sx (shape x)) (= (shape d) sx) (= dt (dtype x)) "
-            f"{FUSED_DTYPES}",
+            "(= __root (Mul d k)) (mul-of k g r) (= d (Sub x m)) (= m (ReduceMean x ax 1)) "
+            f"(= r (Reciprocal (Sqrt ve))) {_VE} (is-const g) (= (shape r) (shape m)) (= sx (shape x)) "
+            f"(= (shape d) sx) (= dt (dtype x)) {FUSED_DTYPES}",
             "(let dr (Mul d r)) (set (shape dr) sx) (set (dtype dr) dt) (union __root (Mul dr g))",
         ),
     )
