@@ -70,7 +70,9 @@ from __future__ import annotations
 import itertools
 
 from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern
+from eqsat.engine.terms import GENERIC_OF
 from eqsat.ops import CONV_EPILOGUES as EPILOGUES
+from eqsat.rewrites.conv_facts import PER_CHANNEL, broadcast_shape, finite_facts, positive_facts
 
 FAMILY = "conv"
 KINDS = ("Conv", "ConvTranspose")
@@ -81,15 +83,6 @@ def conv(kind: str, w: str = "w", b: str = "b", x: str = "x") -> str:
     if kind == "Conv":
         return f"(Conv {x} {w} {b} ap dl g ks pd st)"
     return f"(ConvTranspose {x} {w} {b} ap dl g ks op os pd st)"
-
-
-def per_channel(c: str, ref: str) -> str:
-    """Guards: `c` is a constant shaped like shape `ref` with every axis but 1 set to 1 (binds s_c)."""
-    s = f"s_{c}"
-    return (
-        f"(is-const {c}) (= {s} (shape {c})) (> (vec-length {ref}) 1) (= (vec-length {s}) (vec-length {ref})) "
-        f"(= {s} (vec-set {ones(ref)} 1 (vec-get {s} 1)))"
-    )
 
 
 def flat(c: str) -> str:
@@ -315,15 +308,6 @@ def _bn_compose() -> Egglog:
     )
 
 
-#: per-channel(c, r): the constant c, an operand of an Add, Sub, Mul or Div whose other operand has shape r, is
-#: shaped like r with every axis but 1 set to 1 (a per-channel constant or a scalar of r's rank): the guard of the
-#: conv folds and bn-compose, computed once.
-PER_CHANNEL = tuple(
-    fact(f"{operand} (= r (shape a)) {per_channel('c', 'r')}", "(per-channel c r)")
-    for operand in ("(= y (Binary op a c)) (arith op)", "(= y (Sub c a))")  # a + c, a - c, a * c, a / c; c - a
-)
-
-
 def _input_scale() -> tuple:
     """Conv(x * s, W, B) -> Conv(x, W scaled along its input-channel axis, B)."""
     rules = []
@@ -342,49 +326,44 @@ def _input_scale() -> tuple:
     return tuple(rules)
 
 
+#: conv-of(y, w): y is a Conv or ConvTranspose with weights w; conv-input(x): x is the input of one. Keyed on the
+#: conv's e-class and on its input's: the scale moves join them instead of one row per kind.
+CONV_OF = tuple(fact(f"(= y {conv(kind)})", "(conv-of y w) (conv-input x)") for kind in KINDS)
+
+
 def _through_activation(act: str, params: str) -> tuple:
     """act(Conv) * c -> act(Conv * c) (backward) and Conv(act(x * s)) -> Conv(act(x) * s) (forward), c, s > 0."""
-    rules = []
-    for kind in KINDS:
-        rules.append(
-            fact(
-                f"(= y (Mul a c)) (= a ({act} cv{params})) (= cv {conv(kind)}) (is-const c) (positive c) "
-                "(= sy (shape y))",
-                f"(union y ({act} (Mul cv c){params})) (set (shape (Mul cv c)) sy)",
-            )
-        )
-        rules.append(
-            fact(
-                f"(= y {conv(kind, x='r')}) (= r ({act} xs{params})) (= xs (Mul x s)) (is-const s) "
-                "(positive s) (= sr (shape r))",
-                f"(union r (Mul ({act} x{params}) s)) (set (shape (Mul ({act} x{params}) s)) sr)",
-            )
-        )
-    return tuple(rules)
+    return (
+        fact(
+            f"(= y (Mul a c)) (= a ({act} cv{params})) (conv-of cv w) (is-const c) (positive c) (= sy (shape y))",
+            f"(union y ({act} (Mul cv c){params})) (set (shape (Mul cv c)) sy)",
+        ),
+        fact(
+            f"(conv-input r) (= r ({act} xs{params})) (= xs (Mul x s)) (is-const s) (positive s) (= sr (shape r))",
+            f"(union r (Mul ({act} x{params}) s)) (set (shape (Mul ({act} x{params}) s)) sr)",
+        ),
+    )
 
 
 def _scale_through_add() -> tuple:
     """(Conv +/- o) * c -> Conv * c +/- o * c (backward); x * s + t -> (x + t / s) * s (forward, s > 0)."""
     rules = []
     # a sum in either operand order (add-of: the conv's term written first), a difference in each
-    for kind, (inner, out) in itertools.product(
-        KINDS,
-        (
-            ("(add-of a cv o)", "(Add (Mul cv c) (Mul o c))"),
-            ("(= a (Sub cv o))", "(Sub (Mul cv c) (Mul o c))"),
-            ("(= a (Sub o cv))", "(Sub (Mul o c) (Mul cv c))"),
-        ),
+    for inner, out in (
+        ("(add-of a cv o)", "(Add (Mul cv c) (Mul o c))"),
+        ("(= a (Sub cv o))", "(Sub (Mul cv c) (Mul o c))"),
+        ("(= a (Sub o cv))", "(Sub (Mul o c) (Mul cv c))"),
     ):
         rules.append(
             fact(
-                f"(= y (Mul a c)) {inner} (= cv {conv(kind)}) (is-const w) (is-const c) "
+                f"(= y (Mul a c)) {inner} (conv-of cv w) (is-const w) (is-const c) "
                 "(= sy (shape y)) (= sy (shape a)) (= sy (shape cv))",
                 f"(union y {out}) (set (shape (Mul cv c)) sy)",
             )
         )
     hoisted = "(Mul (Add x (Div t s)) s)"
-    for kind, leaf, act in itertools.product(KINDS, ("(Const tk)", "(Scalar tv tdt tsh)"), ("Relu", "LeakyRelu")):
-        feeds = f"(= y {conv(kind, x='r')}) (= r ({act} m{' alpha' if act == 'LeakyRelu' else ''}))"
+    for leaf, act in itertools.product(("(Const tk)", "(Scalar tv tdt tsh)"), ("Relu", "LeakyRelu")):
+        feeds = f"(conv-input r) (= r ({act} m{' alpha' if act == 'LeakyRelu' else ''}))"
         rules.append(
             fact(
                 f"{feeds} (= m (Add xs t)) (= xs (Mul x s)) (= t {leaf}) (is-const s) (positive s) "
@@ -429,43 +408,6 @@ def _const_last() -> tuple:
             "(union y (Binary op x c)) (set (shape (Binary op x c)) sy)",
         )
         for leaf in LEAVES
-    )
-
-
-def _broadcast_shape() -> tuple:
-    """shape(B(a, b)) = shape(a) when b is all ones of a's rank (and symmetrically)."""
-    return (
-        fact(f"(= y (Binary op a b)) (arith op) (= sa (shape a)) (= (shape b) {ones('sa')})", "(set (shape y) sa)"),
-        fact(f"(= y (Binary op a b)) (arith op) (= sb (shape b)) (= (shape a) {ones('sb')})", "(set (shape y) sb)"),
-    )
-
-
-def _finite_facts() -> tuple:
-    """finite(c): no element of the constant term c is NaN or infinite. Loaded constants get it from the loader;
-    built ones from finite operands through ops that cannot make an infinity out of finite values except by
-    overflowing the dtype: no division or reciprocal unless the divisor is positive (a zero divisor is how
-    x / 0 = inf reaches a fold's weights as W * inf, whose sums are NaN)."""
-    return (
-        fact("(= y (Scalar v d s)) (< (abs v) inf)", "(finite y)"),
-        *(
-            fact(f"(= y ({op} c{params})) (finite c)", "(finite y)")
-            for op, params in (("Reshape", " s z"), ("Transpose", " p"), ("Neg", ""), ("Abs", ""), ("Identity", ""))
-        ),
-        fact("(= y (Sqrt c)) (finite c) (positive c)", "(finite y)"),
-        fact("(= y (Reciprocal c)) (finite c) (positive c)", "(finite y)"),
-        fact('(= y (Binary op a b)) (arith op) (!= op "Div") (finite a) (finite b)', "(finite y)"),  # +, -, *
-        fact("(= y (Div a b)) (finite a) (finite b) (positive b)", "(finite y)"),
-    )
-
-
-def _positive_facts() -> tuple:
-    return (
-        fact("(= y (Scalar v d s)) (> v 0.0)", "(positive y)"),
-        fact("(= y (Reshape c s z)) (positive c)", "(positive y)"),
-        fact("(= y (Transpose c p)) (positive c)", "(positive y)"),
-        fact("(= y (Sqrt c)) (positive c)", "(positive y)"),
-        fact("(= y (Reciprocal c)) (positive c)", "(positive y)"),
-        fact('(= y (Binary op a b)) (arith op) (!= op "Sub") (positive a) (positive b)', "(positive y)"),  # *, /, +
     )
 
 
@@ -557,14 +499,16 @@ def _merge_zero_bias() -> "Egglog":
 def _merge_epilogue() -> tuple:
     """act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k): the merged conv keeps
     its activation as an epilogue (without this form, an activation after the Split is costed as fused with the
-    original conv its class still holds, though no runtime fuses it)."""
-    return tuple(
-        fact(
-            f"(= y {op_pattern(act, 'o')}) (= o (Out sp k)) (= sp (Split mc 1 sz)) "
-            "(= mc (Conv x w b ap dl g ks pd st))",
-            f"(union y (Out (Split {op_pattern(act, 'mc')} 1 sz) k))",
-        )
-        for act in EPILOGUES
+    original conv its class still holds, though no runtime fuses it). The parameterless epilogues are one row over
+    `(Unary op o)` (the op fact conv-epilogue); the others one row each."""
+    split = "(= o (Out sp k)) (= sp (Split mc 1 sz)) (= mc (Conv x w b ap dl g ks pd st))"
+    return (
+        fact(f"(= y (Unary op o)) (conv-epilogue op) {split}", "(union y (Out (Split (Unary op mc) 1 sz) k))"),
+        *(
+            fact(f"(= y {op_pattern(act, 'o')}) {split}", f"(union y (Out (Split {op_pattern(act, 'mc')} 1 sz) k))")
+            for act in EPILOGUES
+            if act not in GENERIC_OF
+        ),
     )
 
 
@@ -727,6 +671,16 @@ RULES = [
         _scale_through_add(),
     ),
     Rule(
+        "conv-sites",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "conv-of(y, W) for each Conv or ConvTranspose y with weights W, conv-input(x) for its input x (the relations "
+        "the scale moves through activations and sums join)",
+        CONV_OF,
+        ruleset="analysis",
+    ),
+    Rule(
         "conv-pad-sites",
         FAMILY,
         "exact",
@@ -799,7 +753,7 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "shape(B(a, b)) = shape(a) for Add/Sub/Mul/Div when b is all ones at a's rank (and symmetrically)",
-        _broadcast_shape(),
+        broadcast_shape(),
         ruleset="analysis",
     ),
     Rule(
@@ -809,7 +763,7 @@ RULES = [
         "eqsat:analysis",
         "finite(c) for a finite Scalar; through Reshape/Transpose/Neg/Abs/Identity, Add/Sub/Mul of finites, and "
         "Sqrt/Reciprocal/Div by a positive finite (the guard of the conv scale folds: never W * inf)",
-        _finite_facts(),
+        finite_facts(),
         ruleset="analysis",
     ),
     Rule(
@@ -818,7 +772,7 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "positive(Scalar v) for v > 0; positive through Reshape/Transpose/Sqrt/Reciprocal and Mul/Div/Add of positives",
-        _positive_facts(),
+        positive_facts(),
         ruleset="analysis",
     ),
 ]

@@ -1071,3 +1071,15 @@ def test_conv_commands_are_short() -> None:
         if len(c) > 600
     }
     assert not long
+
+
+@property_settings()
+@given(PROPERTIES["bn-scale-sites"]())
+def test_bn_scale_sites_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["conv-sites"]())
+def test_conv_sites_property(case: RuleCase) -> None:
+    case.check()

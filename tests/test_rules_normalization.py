@@ -803,3 +803,27 @@ def test_normalization_commands_are_short() -> None:
         if len(c) > 600
     }
     assert not long
+
+
+@property_settings()
+@given(PROPERTIES["norm-moment-sites"]())
+def test_norm_moment_sites_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["norm-sites"]())
+def test_norm_sites_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["norm-shapes"]())
+def test_norm_shapes_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["norm-moment-shapes"]())
+def test_norm_moment_shapes_property(case: RuleCase) -> None:
+    case.check()

@@ -87,6 +87,8 @@ RULE_ONLY_FACTS = (
             "ln-span",
             "in-site",
             "bn-scale",
+            "conv-of",
+            "conv-input",
         }
     )
     | frozenset(LIST_FUNCTIONS)
