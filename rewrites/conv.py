@@ -189,13 +189,13 @@ def _bias_fold() -> tuple:
     rules = []
     for kind in KINDS:
         base = f"(= cv {conv(kind)}) {BIAS} (= sy (shape y)) (= sy (shape cv)) (per-channel c sy)"
-        for expr, bias in (("(Add cv c)", "(Add b vf)"), ("(Sub cv c)", "(Sub b vf)")):
-            rules.append(
-                fact(
-                    f"(= y {expr}) {base}",
-                    f"(let vf {flat('c')}) (let nb {bias}) (union y {conv(kind, 'w', 'nb')}) (set (shape nb) sb)",
-                )
+        rules.append(  # Conv + c, Conv - c: Add and Sub (b_op: a ConvTranspose has a parameter op)
+            fact(
+                f'(= y (Binary b_op cv c)) (arith b_op) (!= b_op "Mul") (!= b_op "Div") {base}',
+                f"(let vf {flat('c')}) (let nb (Binary b_op b vf)) "
+                f"(union y {conv(kind, 'w', 'nb')}) (set (shape nb) sb)",
             )
+        )
         rules.append(
             fact(
                 f"(= y (Sub c cv)) {base} {WEIGHTS}",
