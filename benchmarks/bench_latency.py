@@ -10,9 +10,11 @@ versions are: the input; eqsat's output for the default target (cpu) and for the
 output, made by the peer in its own interpreter (benchmarks.tools.PEER_SCRIPTS: onnxsim, onnxslim,
 onnxscript's optimizer, onnxruntime's basic level). Each version runs under onnxruntime at ORT_ENABLE_ALL and
 ORT_ENABLE_BASIC, 1 thread, after a warm-up; the rounds are interleaved over every version and level of the
-model (eqsat.check.timing), and a version's latency is its median. Beside each, the cost each target predicts
-for the graph (the version loaded and folded as eqsat loads a model, its inputs made static at the fed shapes,
-every node costed once: eqsat.calibration.predicted_cost). Then:
+model, in a fresh seeded order each round (eqsat.check.timing), and a version's latency is its median. In a
+round each version runs back to back for ~ROUND_SECONDS (the steady state a service sees): a single call
+right after another session's measures the caches that session left, not the graph. Beside each, the cost
+each target predicts for the graph (the version loaded and folded as eqsat loads a model, its inputs made static
+at the fed shapes, every node costed once: eqsat.calibration.predicted_cost). Then:
 
 - the rank correlation (Spearman) between predicted cost and measured ORT_ENABLE_ALL latency over every
   (model, version) pair, for the default and the calibrated target, and its mean within a model;
@@ -39,6 +41,7 @@ import dataclasses
 import hashlib
 import itertools
 import math
+import random
 import statistics
 import sys
 import tempfile
@@ -57,6 +60,10 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 DEFAULT_FOLDERS = (SHARED, SHARED / "real")
 LEVELS = ("ENABLE_ALL", "ENABLE_BASIC")
 WARMUP = 10
+#: Seconds each version runs per round: back-to-back calls (steady state, as a service runs a model), not one call
+#: right after another session's (measured on the decoder: one call 0.188 ms, warm calls 0.077 ms, and sessions of one
+#: graph 9% apart on single calls: the cold caches, not the graph).
+ROUND_SECONDS = 0.004
 
 
 @dataclasses.dataclass
@@ -111,8 +118,8 @@ def measure(
     """Predicted costs and interleaved medians at each level, in place; a version onnxruntime refuses gets an error.
     With `verdict_of` (eqsat's label, the peers) and `max_runs`, rounds go on, `runs` at a time, while the ratio's
     interval straddles a threshold of the verdict (undecided), up to `max_runs` rounds. Each version runs in
-    `sessions` sessions per level (the second ones after every first one in a round); its time in a round is their
-    mean, which averages the sessions' own offsets (session_noise)."""
+    `sessions` sessions per level; its time in a round is their mean, which averages the sessions' own offsets
+    (session_noise). Each round runs every session in a fresh order, each for about ROUND_SECONDS of calls."""
     from eqsat.check import timing
 
     model = versions[0].proto
@@ -132,14 +139,14 @@ def measure(
                 session = timing.session(v.proto, level=level)
                 names = {i.name for i in session.get_inputs()}
                 run = timing.Timed(f"{v.label} {level}", session, {n: a for n, a in feeds.items() if n in names})
-                run.warm_up(WARMUP)
+                run.warm_up(WARMUP, ROUND_SECONDS)
                 timed.append((k, v, level, run))
         except Exception as exc:
             v.error = _first_line(exc)
             timed = [t for t in timed if t[1] is not v]
-    timed.sort(key=lambda t: t[0])  # stable: every first session, then every second one, ...
     runs_of = [t[3] for t in timed]
-    done = timing.time_interleaved(runs_of, rounds=runs)
+    order = random.Random(0)  # a fresh order each round (eqsat.check.timing), the same in every run of the benchmark
+    done = timing.time_interleaved(runs_of, rounds=runs, shuffle=order)
     while True:
         per_round: dict[tuple[int, str], list[list[float]]] = {}
         for _, v, level, run in timed:
@@ -149,7 +156,7 @@ def measure(
             v.measured[level] = statistics.median(v.rounds[level])
         if verdict_of is None or done + runs > max_runs or not undecided(versions, *verdict_of):
             break
-        done += timing.time_interleaved(runs_of, rounds=runs)
+        done += timing.time_interleaved(runs_of, rounds=runs, shuffle=order)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -32,6 +32,7 @@ import collections
 import contextlib
 import dataclasses
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -47,6 +48,8 @@ from eqsat.check import timing
 DEFAULT_FOLDER = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 TOOLS = ("eqsat", "ort-basic", "onnxoptimizer", "onnxscript", "onnxsim", "onnxslim")
 WARMUP_RUNS = 5
+#: Seconds of back-to-back calls per tool and level in a round (benchmarks.bench_latency.ROUND_SECONDS: why).
+ROUND_SECONDS = 0.004
 #: The two levels each version is timed at (onnxruntime graph optimizations off, all on).
 LEVELS = {"DIS": "DISABLE_ALL", "ALL": "ENABLE_ALL"}
 
@@ -269,13 +272,13 @@ def bench_model(
                 t = timed[row.tool, level] = timing.Timed(
                     level, session, {k: v for k, v in feeds.items() if k in names}
                 )
-                t.warm_up(WARMUP_RUNS)
+                t.warm_up(WARMUP_RUNS, ROUND_SECONDS)
             outputs[row.tool] = timed[row.tool, "DIS"].session.run(None, timed[row.tool, "DIS"].feeds)
         except Exception as exc:  # an output onnxruntime cannot load or run
             row.error = _first_line(exc)
             for level in LEVELS:
                 timed.pop((row.tool, level), None)
-    timing.time_interleaved(list(timed.values()), rounds=runs)
+    timing.time_interleaved(list(timed.values()), rounds=runs, shuffle=random.Random(0))
     for row in rows:
         if (row.tool, "ALL") in timed:
             row.dis_ms, row.all_ms = (timed[row.tool, level].median * 1000 for level in LEVELS)

@@ -160,7 +160,9 @@ class Session:
         note = progress or (lambda phase: None)
         note("extract")
         with timed(report, "extract"):
-            cost_model = cost if cost is not None else roofline(load_target(target))
+            hardware = None if cost is not None else load_target(target)  # value_info_dims: how lowering writes shapes
+            cost_model = roofline(hardware) if hardware is not None else cost
+            assert cost_model is not None
             result = self._never_dearer_than_input(
                 run_extractor(self.egraph, self.roots, cost_model, extractor=extractor), cost_model
             )
@@ -169,7 +171,8 @@ class Session:
         with timed(report, "lower"):
             inputs = {v.name for v in self.original.graph.input}  # their defaults are compared by value: kept in
             hold = None if self.bodies else (lambda name: name not in inputs)  # bodies compare outer weights too
-            model, arrays = lower(result.egraph, result.choice, self.encoding, self.normalized, hold)
+            fresh_dims = hardware is not None and hardware.value_info_dims == "fresh"
+            model, arrays = lower(result.egraph, result.choice, self.encoding, self.normalized, hold, fresh_dims)
         if self.bodies:
             from eqsat.subgraphs import put_back
 

@@ -18,6 +18,10 @@ from eqsat.extract.ties import check_tie_break, default_tie_break
 TARGET_DIR = Path(__file__).with_name("targets")
 
 
+#: The ways a target's output may write symbolic dims in value_info (Target.value_info_dims).
+VALUE_INFO_DIMS = ("named", "fresh")
+
+
 class TargetError(BadInputError):
     """An unknown or malformed hardware target."""
 
@@ -81,6 +85,9 @@ class Target:
     op_scale: Mapping[str, float] = dataclasses.field(default_factory=dict)  # measured factor per op
     #: dtype -> the dtype its compute ops run in between Casts the runtime inserts (cpu: FLOAT16 -> FLOAT)
     emulated: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: how the output's value_info writes a dim known only symbolically: "named" (the symbol, `batch`: shared
+    #: where eqsat proved dims equal) or "fresh" (a name of its own per dim: the runtime cannot equate them)
+    value_info_dims: str = "named"
     source: str = ""
 
     def peak_for(self, dtype: str) -> float | None:
@@ -162,6 +169,7 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
         tie_break=float(data.get("tie_break", default_tie_break(float(data["launch"])))),
         op_scale={str(k): float(v) for k, v in data.get("op_scale", {}).items()},
         emulated={str(k): str(v) for k, v in data.get("emulated", {}).items()},
+        value_info_dims=str(data.get("value_info_dims", "named")),
         source=source,
     )
     _validate(target)
@@ -191,6 +199,8 @@ def _validate(t: Target) -> None:
             raise ValueError(f"{key} must be a positive finite number, got {value}")
     if t.unsupported_penalty < 0 or t.layout_penalty < 0:
         raise ValueError("penalties must be >= 0")
+    if t.value_info_dims not in VALUE_INFO_DIMS:
+        raise ValueError(f"value_info_dims must be one of {', '.join(VALUE_INFO_DIMS)}, got {t.value_info_dims!r}")
     check_tie_break(t.tie_break, t.launch)
     if not (t.serial_step >= 0 and math.isfinite(t.serial_step)):
         raise ValueError(f"serial.step must be a finite number >= 0, got {t.serial_step}")

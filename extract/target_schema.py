@@ -19,6 +19,7 @@ TARGET_SCHEMA: Mapping[str, Mapping[str, Any] | None] = {
             "layout",
             "layout_penalty",
             "tie_break",
+            "value_info_dims",
         )
     ),
     "peak": None,

@@ -407,3 +407,30 @@ def test_the_latency_verdict_widens_its_intervals_by_the_session_noise() -> None
     widened = verdict(results, "eqsat calibrated", ["peer0"], widen=noise)
     assert "widened by the session noise (3.0%)" in widened and "at least 5% faster surely on 0" in widened
     assert "undecided on 1 (m 0.930" in widened
+
+
+def test_interleaved_rounds_run_every_session_once_in_a_fresh_order_each_round() -> None:
+    """bench_latency shuffles each round (eqsat.check.timing): no session always runs right after the same one, whose
+    run leaves the caches to it; every session still runs exactly once a round, so rounds stay paired."""
+    import random
+
+    from eqsat.check import timing
+
+    ran: list[str] = []
+
+    class Recording:  # stands for an onnxruntime session: records each run
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        def run(self, *args: object) -> None:
+            ran.append(self.label)
+
+    timed = [timing.Timed(label, Recording(label), {}) for label in "abcd"]
+    assert timing.time_interleaved(timed, rounds=12, shuffle=random.Random(0)) == 12
+    rounds = [ran[k : k + 4] for k in range(0, len(ran), 4)]
+    assert all(sorted(r) == list("abcd") for r in rounds)
+    assert len({tuple(r) for r in rounds}) > 1
+    assert all(len(t.times) == 12 for t in timed)
+    ran.clear()
+    timing.time_interleaved(timed, rounds=3)
+    assert ran == list("abcd") * 3  # without `shuffle`: the order given

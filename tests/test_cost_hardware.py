@@ -12,7 +12,10 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 import onnx.numpy_helper
+import onnxruntime as ort
 import pytest
+from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from eqsat.engine.egraph import EClass, EGraph, ENode
 from eqsat.extract import extract, load_target, roofline
@@ -661,3 +664,71 @@ def test_unknown_target_keys_are_refused_by_name(tmp_path: Path, old: str, new: 
     with pytest.raises(TargetError, match=problem) as caught:
         load_target(str(path))
     assert str(path) in str(caught.value)
+
+
+def test_a_value_info_dims_setting_outside_its_choices_is_rejected(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[1] / "extract" / "targets" / "gpu.toml").read_text()
+    path = tmp_path / "mine.toml"
+    path.write_text(text.replace("bandwidth = ", "value_info_dims = 'unique'\nbandwidth = ", 1))
+    with pytest.raises(TargetError, match="value_info_dims must be one of named, fresh, got 'unique'"):
+        load_target(str(path))
+
+
+def _symbolic_mlp() -> onnx.ModelProto:
+    """x [batch, 8] -> MatMul -> Relu -> MatMul -> Add(x-shaped) -> y [batch, 8]: every value's first dim is `batch`."""
+    rng = np.random.default_rng(0)
+    w1, w2 = (numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), n) for n in ("w1", "w2"))
+    graph = oh.make_graph(
+        [
+            oh.make_node("MatMul", ["x", "w1"], ["h"]),
+            oh.make_node("Relu", ["h"], ["r"]),
+            oh.make_node("MatMul", ["r", "w2"], ["m"]),
+            oh.make_node("Add", ["m", "x"], ["y"]),
+        ],
+        "mlp",
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 8])],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 8])],
+        [w1, w2],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def _value_info_dims(model: onnx.ModelProto) -> list[str]:
+    return [d.dim_param for v in model.graph.value_info for d in v.type.tensor_type.shape.dim if d.dim_param]
+
+
+def test_fresh_value_info_dims_give_each_symbolic_dim_a_name_of_its_own() -> None:
+    """cpu (value_info_dims = "fresh"): the intermediate values' `batch` dims become distinct names no model dim uses,
+    static dims stay, the graph's inputs and outputs keep `batch`, and the output runs at two batch sizes; gpu
+    ("named") writes the symbol eqsat proved."""
+    import eqsat
+
+    source = _symbolic_mlp()
+    fresh = eqsat.optimize(source, target="cpu").proto
+    dims = _value_info_dims(fresh)
+    assert dims and len(set(dims)) == len(dims) and "batch" not in dims
+    assert all(v.type.tensor_type.shape.dim[1].dim_value == 8 for v in fresh.graph.value_info)
+    for value in (*fresh.graph.input, *fresh.graph.output):
+        assert value.type.tensor_type.shape.dim[0].dim_param == "batch"
+    named = eqsat.optimize(source, target="gpu").proto
+    assert set(_value_info_dims(named)) == {"batch"}
+    onnx.checker.check_model(fresh, full_check=True)
+    session = ort.InferenceSession(fresh.SerializeToString(), providers=["CPUExecutionProvider"])
+    reference = ReferenceEvaluator(source)
+    for batch in (2, 5):
+        x = np.random.default_rng(batch).standard_normal((batch, 8)).astype(np.float32)
+        np.testing.assert_allclose(
+            session.run(None, {"x": x})[0], reference.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5
+        )
+
+
+def test_fresh_value_info_dims_never_take_a_name_the_model_uses() -> None:
+    import eqsat
+    from eqsat.engine.lower import _dim_names
+
+    source = _symbolic_mlp()
+    source.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "eqsat_dim_1"
+    source.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "eqsat_dim_1"
+    assert "eqsat_dim_1" in _dim_names(source.graph)
+    dims = _value_info_dims(eqsat.optimize(source, target="cpu").proto)
+    assert dims and "eqsat_dim_1" not in dims

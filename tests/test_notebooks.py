@@ -57,6 +57,7 @@ def test_the_notebook_extra_brings_what_the_notebooks_import() -> None:
     that eqsat's own dependencies do not bring."""
     import json
     import re
+    import sys
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -64,7 +65,7 @@ def test_the_notebook_extra_brings_what_the_notebooks_import() -> None:
     assert {"jupyterlab", "nbconvert", "ipykernel"} <= extra
     provided = extra | {re.split(r"[<>=\[ ]", d)[0].lower() for d in project["dependencies"]}
     provided |= {"ipython"}  # ipykernel's dependency
-    stdlib = {"os", "io", "time", "pathlib", "json", "re", "math", "collections", "itertools", "functools", "tempfile"}
+    stdlib = set(sys.stdlib_module_names)
     for name in TIME_LIMITS:
         cells = json.loads((NOTEBOOKS / name).read_text())["cells"]
         code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")

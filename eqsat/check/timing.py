@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import statistics
 import time
 from typing import Any, Callable, Mapping, Sequence
@@ -82,15 +83,21 @@ def time_interleaved(
     min_rounds: int = 3,
     clock: Callable[[], float] = time.perf_counter,
     on_round: Callable[[int], None] | None = None,
+    shuffle: random.Random | None = None,
 ) -> int:
     """Up to `rounds` rounds of every `timed` in turn; with `until` (a `clock()` reading), no round starts that
-    would end after it, as long as the last round took (at least `min_rounds` are run). Returns the rounds run."""
+    would end after it, as long as the last round took (at least `min_rounds` are run). With `shuffle`, each round
+    runs them in an order drawn from it, so no version always follows the same one (whose run leaves the caches
+    to the next). Returns the rounds run."""
     done, last = 0, 0.0
+    order = list(timed)
     while done < rounds:
         began = clock()
         if until is not None and done >= min_rounds and began + last > until:
             break
-        for t in timed:
+        if shuffle is not None:
+            shuffle.shuffle(order)
+        for t in order:
             t.run(clock)
         done += 1
         last = clock() - began

@@ -34,6 +34,14 @@ class LoweringError(InternalError):
     pass
 
 
+def _dim_names(graph: onnx.GraphProto) -> set[str]:
+    """The symbolic dim names `graph` and its bodies use in inputs, outputs and value_info."""
+    from eqsat.frontend.io import all_graphs
+
+    values = (v for g in all_graphs(graph) for v in (*g.input, *g.output, *g.value_info))
+    return {d.dim_param for v in values for d in v.type.tensor_type.shape.dim if d.dim_param}
+
+
 def _body_names(graph: onnx.GraphProto) -> set[str]:
     """Names defined inside the bodies (If/Loop/Scan, at any depth) of `graph`'s nodes: a value named at the top
     level must not shadow one (ONNX names are unique in the whole model)."""
@@ -61,8 +69,12 @@ class _Lowerer:
         enc: Encoding,
         source: onnx.ModelProto,
         hold: Callable[[str], bool] | None = None,
+        fresh_dims: bool = False,
     ):
         self.g, self.choice, self.enc, self.source, self.hold = egraph, choice, enc, source, hold
+        #: with `fresh_dims`, the dim names the model uses: a fresh one is never among them
+        self.taken_dims: set[str] | None = _dim_names(source.graph) if fresh_dims else None
+        self.dims_minted = 0
         self.opset = enc.opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[tuple[str, np.ndarray]] = []  # made protos only in the model (one copy)
@@ -292,8 +304,18 @@ class _Lowerer:
         """The class's shape and dtype facts on `out` (checked by the full checker at save)."""
         eclass = self.g.eclass(cid)
         if eclass.dtype is not None and eclass.shape is not None:
-            dims = [d if d >= 0 else self.enc.symbols.declared_name(d) for d in eclass.shape]
+            dims = [d if d >= 0 else self._dim_name(d) for d in eclass.shape]
             self.value_info.append(helper.make_tensor_value_info(out, int(ir.DataType[eclass.dtype]), dims))
+
+    def _dim_name(self, symbol: int) -> str | None:
+        """A symbolic dim's name in value_info: the model's symbol, or with `fresh_dims` one no other dim has."""
+        if self.taken_dims is None:
+            return self.enc.symbols.declared_name(symbol)
+        while True:
+            self.dims_minted += 1
+            name = f"eqsat_dim_{self.dims_minted}"
+            if name not in self.taken_dims:
+                return name
 
     def emit_dynamic_reshape(self, cid: int, node: ENode, out: str) -> None:
         allowzero: dict[str, Any] = {"allowzero": 1} if int(node.attrs[0]) and self.opset >= 14 else {}
@@ -607,9 +629,12 @@ def lower(
     enc: Encoding,
     source: onnx.ModelProto,
     hold: Callable[[str], bool] | None = None,
+    fresh_dims: bool = False,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """The graph the choice describes, as a model shaped like `source` (the normalized input), and its
     initializers' arrays by name (what verification feeds onnxruntime instead of copying them back out).
     A large float weight whose name `hold` accepts is written as a placeholder, its data left in the array
-    (eqsat.frontend.weights: checked, fed and written from the array; `weights.fill` puts it in)."""
-    return _Lowerer(egraph, choice, enc, source, hold).run()
+    (eqsat.frontend.weights: checked, fed and written from the array; `weights.fill` puts it in).
+    With `fresh_dims` (the target's value_info_dims "fresh"), each dim value_info knows only symbolically gets a
+    name of its own; the graph's inputs and outputs keep theirs."""
+    return _Lowerer(egraph, choice, enc, source, hold, fresh_dims).run()
