@@ -82,6 +82,13 @@ RULE_ONLY_FACTS = (
             "reshape-of",
             "mul-of",
             "add-of",
+            # conv/normalization (rowsc)
+            "norm-moments",
+            "ln-span",
+            "in-site",
+            "bn-scale",
+            "conv-of",
+            "conv-input",
         }
     )
     | frozenset(LIST_FUNCTIONS)
