@@ -67,7 +67,7 @@ def _matmul_to_gemm() -> tuple:
     """MatMul +/- c as one row: the op's sign (additive-sign) is Gemm's beta."""
     return (
         fact(
-            f"(= y (Binary op mm c)) (additive-sign op sign) {MATMUL_2D} {BIAS} {GEMM_OK}",
+            f"(= y (Binary op mm c)) (additive op) (additive-sign op sign) {MATMUL_2D} {BIAS} {GEMM_OK}",
             "(union y (Gemm a b c 1.0 sign 0 0))",
         ),
     )
@@ -76,7 +76,7 @@ def _matmul_to_gemm() -> tuple:
 def _gemm_bias() -> tuple:
     """Gemm +/- c, one row per form of C (absent, beta 1, other beta); the op's sign is the new beta (C absent)
     or the op combining C and c."""
-    base = f"(= y (Binary op gm c)) (additive-sign op sign) {GEMM} {BIAS}"
+    base = f"(= y (Binary op gm c)) (additive op) (additive-sign op sign) {GEMM} {BIAS}"
     present = "(= scc (shape cc)) (<= (vec-length scc) 2)"
     return (
         fact(f"{base} (= gm (Gemm a b (Absent) alpha beta ta tb))", "(union y (Gemm a b c alpha sign ta tb))"),

@@ -78,8 +78,13 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
     "element-reduce": _ops.ELEMENT_REDUCTIONS,
     # conv/normalization (rowsc): the parameterless activations a conv runs as its epilogue (conv-merge-epilogue)
     "conv-epilogue": tuple(op for op in _ops.CONV_EPILOGUES if op in GENERIC["Unary"]),
-    # analysis/linear/... (rowsd): the ops of a per-column scale or bias (per-column facts)
+    # analysis/linear/... (rowsd): the ops of a per-column scale or bias (per-column facts); B(a, a) = a (And, Or;
+    # not Xor); reductions that are a pointwise op over one element (|e|, e * e, log e); Add and Sub (the rows
+    # that read additive-sign or additive-chain guard on it too: the rule closure reads op facts)
     "scale-or-bias": ("Mul", "Add"),
+    "bool-idempotent": tuple(op for op in _ops.BOOL_BINARY if op != "Xor"),
+    "unit-pointwise-reduce": ("ReduceL1", "ReduceSumSquare", "ReduceLogSum"),
+    "additive": ("Add", "Sub"),
 }
 assert all(op in OPS for ops in OP_FACTS.values() for op in ops)
 
@@ -169,6 +174,8 @@ ADDITIVE_SIGN = {"Add": 1.0, "Sub": -1.0}
 #: `additive-chain` facts: (x op1 c1) op2 c2 = x op1 (c1 op c2) (the same op twice adds the constants, mixed
 #: ops subtract them).
 ADDITIVE_CHAIN = {(a, b): "Add" if a == b else "Sub" for a in ADDITIVE_SIGN for b in ADDITIVE_SIGN}
+#: `reduce-as-unary` facts: R(x, axes, keepdims=1) over reduced dims of 1 is U(x).
+REDUCE_AS_UNARY = {"ReduceL1": "Abs", "ReduceLogSum": "Log"}
 #: The functions of lists whose value at empty arguments is a constant: standard facts (their recursions in
 #: rewrites/analysis.py end there) instead of a base row each.
 LIST_BASES = {
@@ -348,6 +355,7 @@ def declarations() -> str:
         # analysis/linear/... (rowsd): the sign of an additive op, and the op combining two additive constants
         "(relation additive-sign (String f64))",
         "(relation additive-chain (String String String))",
+        "(relation reduce-as-unary (String String))",
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]
@@ -377,6 +385,7 @@ def standard_facts() -> list[str]:
     facts += [f"(additive-sign {egg_str(op)} {egg_float(sign)})" for op, sign in ADDITIVE_SIGN.items()]
     facts += [f"(additive-chain {egg_str(a)} {egg_str(b)} {egg_str(c)})" for (a, b), c in ADDITIVE_CHAIN.items()]
     facts += list(LIST_BASES.values())
+    facts += [f"(reduce-as-unary {egg_str(r)} {egg_str(u)})" for r, u in REDUCE_AS_UNARY.items()]
     return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
 
 
