@@ -83,7 +83,11 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
     # that read additive-sign or additive-chain guard on it too: the rule closure reads op facts)
     "scale-or-bias": ("Mul", "Add"),
     "bool-idempotent": tuple(op for op in _ops.BOOL_BINARY if op != "Xor"),
-    "unit-pointwise-reduce": ("ReduceL1", "ReduceSumSquare", "ReduceLogSum"),
+    "unit-pointwise-reduce": tuple(
+        op
+        for op in _ops.AXES_REDUCTIONS
+        if op not in _ops.ELEMENT_REDUCTIONS and op not in ("ReduceL2", "ReduceLogSumExp")
+    ),
     "additive": ("Add", "Sub"),
 }
 assert all(op in OPS for ops in OP_FACTS.values() for op in ops)
