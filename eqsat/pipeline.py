@@ -14,6 +14,7 @@ from eqsat.report import Report
 from eqsat.result import Result, timed
 
 if TYPE_CHECKING:
+    from eqsat.check.ahead import ReferenceAhead
     from eqsat.session import Session
 
 __all__ = ["Result", "optimize"]  # Result lives in eqsat.result (Session.extract builds it too)
@@ -79,10 +80,11 @@ def optimize(
         inputs=inputs,
         fix_input_shapes=fix_input_shapes,
     )
-    with _no_full_collections():
-        session = saturate(model, options, progress=progress)
+    ahead = _reference_ahead(options) if verify else None
+    with _no_full_collections(), _waited(ahead):
+        session = saturate(model, options, progress=progress, ahead=ahead)
         try:
-            result = session.extract(options=options, progress=progress)
+            result = session.extract(options=options, progress=progress, reference=ahead)
         except VerificationError as exc:  # the optimized model cannot run at all
             problem = str(exc).removesuffix("; output not written")
             reference = getattr(exc, "reference", None)  # the original's outputs, for every probe
@@ -104,6 +106,25 @@ def optimize(
             with timed(report, "save"):
                 result.save(output)
     return result
+
+
+def _reference_ahead(options: Options) -> ReferenceAhead:
+    """The original's outputs, computed in a thread from encoding on (eqsat.check.ahead), as verify would."""
+    from eqsat.check.ahead import ReferenceAhead
+
+    return ReferenceAhead(input_shapes=options.input_shapes, inputs=options.inputs, strict=options.strict)
+
+
+@contextlib.contextmanager
+def _waited(ahead: ReferenceAhead | None) -> Iterator[None]:
+    """On the way out of a run that failed before verification, the thread computing the original's outputs
+    is waited for: nothing of a failed run keeps working after it."""
+    try:
+        yield
+    except BaseException:
+        if ahead is not None:
+            ahead.wait()
+        raise
 
 
 #: Generation-2 threshold while optimizing: never reached (Python counts generation-1 collections up to it).

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # heavy modules stay lazy at run time
 
     from eqsat.result import Result
     from eqsat.extract.result import ExtractionResult
+    from eqsat.check.ahead import ReferenceAhead
     from eqsat.check.verify import Reference
     from eqsat.subgraphs import Body
 
@@ -123,7 +124,7 @@ class Session:
         options: Options | None = None,
         verify: bool | None = None,
         progress: Callable[[str], None] | None = None,
-        reference: "Reference | None" = None,
+        reference: "Reference | ReferenceAhead | None" = None,
         breakdown: bool = True,
         **changes: Any,
     ) -> "Result":
@@ -131,7 +132,8 @@ class Session:
         `options` (default: the session's, verification off: a re-extraction is checked when asked) with
         `changes` (`cost`, `extractor`, `input_shapes`, `inputs`, `strict`: eqsat.options.Options fields).
         With `verify`, check it against the original on `inputs` (arrays by name) and inputs drawn with
-        `input_shapes` (eqsat.check.verify.verify; `reference`: the original's outputs computed before). An original
+        `input_shapes` (eqsat.check.verify.verify; `reference`: the original's outputs computed before, or being
+        computed in a thread: eqsat.check.ahead). An original
         that no drawn input runs is not verified: a warning in the report, or with `strict` a BadInputError.
         `progress` is called with each phase's name as it starts. Without `options` or `verify` the result is
         not verified yet: its report says so, and `Result.verify()` or `.save()` checks it. With `breakdown`
@@ -188,10 +190,12 @@ class Session:
         interface.restore(model, self.original)
         report.ops_after = io.proto_op_histogram(model)
         if options.verify:
-            from eqsat.check.verify import verify as run_verify
+            from eqsat.check.verify import Reference, verify as run_verify
 
             note("verify")
             with timed(report, "verify"):
+                if not isinstance(reference, Reference) and reference is not None:  # computed ahead: wait for it
+                    reference = reference.result()
                 report.verification = run_verify(
                     self.original,
                     model,
@@ -276,6 +280,7 @@ def saturate(
     progress: Callable[[str], None] | None = None,
     depth: int = 0,
     lease: tuple[Backend, Usable] | None = None,
+    ahead: "ReferenceAhead | None" = None,
     **changes: Any,
 ) -> Session:
     """Load, normalize, encode and saturate `model` under `options` (eqsat.options.Options, with `changes`:
@@ -289,7 +294,8 @@ def saturate(
     If/Loop/Scan bodies get Sessions of their own (eqsat.subgraphs; `depth` is the nesting level of `model`).
     The rules installed are those the model can use (eqsat.engine.rule_closure), in a backend kept for the process
     (eqsat.engine.prepared); `lease` (a body's: its parent's backend and the rule selection it holds) is used
-    instead, between push and pop.
+    instead, between push and pop. `ahead` (eqsat.check.ahead) is started on the original and the weights
+    encoding read as soon as the model is encoded.
     """
     from eqsat.rewrites.registry import select
 
@@ -341,7 +347,8 @@ def saturate(
             phases["saturate bodies"] = time.perf_counter() - start
         note("encode")
         start = time.perf_counter()
-        egraph, encoding, report, input_graph = _saturate(backend, usable, work, limits, phases, start, note)
+        encoded = None if ahead is None else (lambda e: ahead.start(original, e.arrays_by_name(), label))
+        egraph, encoding, report, input_graph = _saturate(backend, usable, work, limits, phases, start, note, encoded)
     report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
     notes = tuple(work.meta.get(normalize.DECIDED_IFS, ()))
     return Session(
@@ -370,16 +377,20 @@ def _saturate(
     phases: dict[str, float],
     start: float,
     note: Callable[[str], None],
+    encoded: Callable[[Encoding], None] | None = None,
 ) -> tuple[EGraph, Encoding, RunReport, EGraph]:
     """Encode `work` with symbolic shape facts and saturate it. Symbols that met in one e-class (facts the
     symbol recovery could not prove equal) are unified (eqsat.engine.unify) and the model saturated again
     with them, until none meet (at most `UNIFY_ROUNDS` times; every round's e-graph is sound). If two
     different sizes or ranks meet (egglog's illegal merge, at loading or during the run), again on static
-    shape facts only, in a fresh backend: as sound as before symbols, and the report says so."""
+    shape facts only, in a fresh backend: as sound as before symbols, and the report says so. `encoded` is
+    called with the first encoding."""
     representatives: dict[int, int] = {}
     rounds = 0
     while True:
         encoding = encode(work, unified=representatives)
+        if encoded is not None and not rounds:
+            encoded(encoding)
         try:
             egraph, report, input_graph, groups = _in_backend(backend, usable, encoding, limits, phases, start, note)
         except Exception as exc:  # egglog's EggSmolError while loading the facts

@@ -150,13 +150,20 @@ class _GraphFacts:
     emulated: list[bool]  # per class: holds a compute op that runs between inserted Casts (_emulated_classes)
     costs: dict[int, float] = dataclasses.field(default_factory=dict)  # per node id: its cost, once computed
 
+    def __post_init__(self) -> None:
+        self.any_emulated = any(self.emulated)  # else no node pays a Cast back (_cast_back)
+
+
+#: Graphs whose facts a Roofline keeps (held weakly: a graph freed drops its facts at the next new graph).
+FACTS_KEPT = 3
+
 
 class Roofline:
     """The default cost model: see the module docstring. Call it on a node, or `node_costs(egraph)`."""
 
     def __init__(self, target: Target):
         self.target = target
-        self._facts: tuple[weakref.ref[EGraph], _GraphFacts] | None = None
+        self._facts: list[tuple[weakref.ref[EGraph], _GraphFacts]] = []  # the last FACTS_KEPT graphs', newest last
 
     def __repr__(self) -> str:
         return f"roofline({self.target.name!r})"
@@ -175,8 +182,13 @@ class Roofline:
 
     # ---- per-graph facts ----
     def _graph_facts(self, egraph: EGraph) -> _GraphFacts:
-        if self._facts is not None and self._facts[0]() is egraph:
-            return self._facts[1]
+        """The facts (and prices) of `egraph`, derived once while it is among the last FACTS_KEPT graphs costed:
+        a run costs the e-graph, the chosen graph on its own, then the e-graph again (its summary)."""
+        if self._facts and self._facts[-1][0]() is egraph:
+            return self._facts[-1][1]
+        for ref, kept in self._facts:
+            if ref() is egraph:
+                return kept
         numel = _estimate_numel(egraph)
         dtype = [c.dtype for c in egraph.classes]
         elt = [float(DTYPE_BYTES.get(d or DEFAULT_DTYPE, 4)) for d in dtype]
@@ -189,7 +201,9 @@ class Roofline:
             _blocked_classes(egraph, self.target.blocked),
             _emulated_classes(egraph, self.target.emulated),
         )
-        self._facts = (weakref.ref(egraph), facts)
+        alive = [(ref, kept) for ref, kept in self._facts if ref() is not None]
+        self._facts = alive[max(0, len(alive) - FACTS_KEPT + 1) :]
+        self._facts.append((weakref.ref(egraph), facts))
         return facts
 
     # ---- one node ----
@@ -331,7 +345,7 @@ class Roofline:
         """A node that reads an emulated op's output in its own dtype (data movement, a view, an op of another
         dtype; not a Cast, whose pair the runtime drops) pays the Cast the runtime inserts in front of it."""
         emulated = self.target.emulated
-        if not emulated or n.op in PLUMBING_OPS or n.op == "Cast" or _emulated_op(g, n, emulated):
+        if not emulated or not f.any_emulated or n.op in PLUMBING_OPS or n.op == "Cast" or _emulated_op(g, n, emulated):
             return 0.0
         reads = [c for c in dict.fromkeys(_tensor_inputs(g, n)) if f.emulated[c] and not g.classes[c].constant]
         return sum(self._cast(f, c, f.dtype[c], emulated[f.dtype[c]]) for c in reads)  # type: ignore[index]
@@ -483,7 +497,7 @@ def _computed(g: EGraph, cid: int) -> bool:
 
 
 def _absent(g: EGraph, cid: int) -> bool:
-    return any(g.nodes[m].op == "Absent" for m in g.classes[cid].nodes)
+    return cid in g.absent_classes
 
 
 def _list_items(g: EGraph, classes: Iterable[int]) -> list[int]:

@@ -98,6 +98,11 @@ class EGraph:
                 found.setdefault(c, []).append(n)
         return {c: tuple(ns) for c, ns in found.items()}
 
+    @functools.cached_property
+    def absent_classes(self) -> frozenset[int]:
+        """The classes holding an `Absent` node (an optional input left out); built on first use."""
+        return frozenset(n.eclass for n in self.nodes if n.op == "Absent")
+
     def class_of_ref(self, ref: int) -> int:
         return self.refs[ref]
 
