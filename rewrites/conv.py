@@ -70,7 +70,9 @@ from __future__ import annotations
 import itertools
 
 from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern
+from eqsat.engine.terms import GENERIC_OF
 from eqsat.ops import CONV_EPILOGUES as EPILOGUES
+from eqsat.rewrites.conv_facts import PER_CHANNEL, broadcast_shape, finite_facts, positive_facts
 
 FAMILY = "conv"
 KINDS = ("Conv", "ConvTranspose")
@@ -81,15 +83,6 @@ def conv(kind: str, w: str = "w", b: str = "b", x: str = "x") -> str:
     if kind == "Conv":
         return f"(Conv {x} {w} {b} ap dl g ks pd st)"
     return f"(ConvTranspose {x} {w} {b} ap dl g ks op os pd st)"
-
-
-def per_channel(c: str, ref: str) -> str:
-    """Guards: `c` is a constant shaped like shape `ref` with every axis but 1 set to 1 (binds s_c)."""
-    s = f"s_{c}"
-    return (
-        f"(is-const {c}) (= {s} (shape {c})) (> (vec-length {ref}) 1) (= (vec-length {s}) (vec-length {ref})) "
-        f"(= {s} (vec-set {ones(ref)} 1 (vec-get {s} 1)))"
-    )
 
 
 def flat(c: str) -> str:
@@ -196,13 +189,13 @@ def _bias_fold() -> tuple:
     rules = []
     for kind in KINDS:
         base = f"(= cv {conv(kind)}) {BIAS} (= sy (shape y)) (= sy (shape cv)) (per-channel c sy)"
-        for expr, bias in (("(Add cv c)", "(Add b vf)"), ("(Sub cv c)", "(Sub b vf)")):
-            rules.append(
-                fact(
-                    f"(= y {expr}) {base}",
-                    f"(let vf {flat('c')}) (let nb {bias}) (union y {conv(kind, 'w', 'nb')}) (set (shape nb) sb)",
-                )
+        rules.append(  # Conv + c, Conv - c: Add and Sub (b_op: a ConvTranspose has a parameter op)
+            fact(
+                f'(= y (Binary b_op cv c)) (arith b_op) (!= b_op "Mul") (!= b_op "Div") {base}',
+                f"(let vf {flat('c')}) (let nb (Binary b_op b vf)) "
+                f"(union y {conv(kind, 'w', 'nb')}) (set (shape nb) sb)",
             )
+        )
         rules.append(
             fact(
                 f"(= y (Sub c cv)) {base} {WEIGHTS}",
@@ -262,22 +255,28 @@ def _bn_foldable() -> "Egglog":
     return fact(f"(= y (BatchNormalization x ga be mu va eps mom)) {BN_PARAMS}", FOLDABLE)
 
 
+#: bn-scale(y, x, f, t, mean, beta, dt): y = BatchNormalization(x, gamma, beta, mean, var, eps) foldable (bn-foldable,
+#: dtype dt) and not bn-compose's mark (bn-unmarked), with its per-channel factor f = gamma / sqrt(var + eps) and shift
+#: t = beta - mean * f built once (analysis): the fold and the decomposition join this one atom.
+BN_SCALE = fact(
+    "(= y (BatchNormalization x ga be mu va eps mom)) (bn-foldable ga be mu va dt) (bn-unmarked eps mom)",
+    f"(let f {F}) (bn-scale y x f (Sub be (Mul mu f)) mu be dt)",
+)
+
+
 def _bn_fold() -> tuple:
     """The batch norms bn-compose builds from x * s + t (not bn-unmarked) are left alone: on a conv output, that
     Mul and Add fold already (conv-scale-fold, conv-bias-fold); folding the copy too would only add equivalent
     e-nodes."""
     rules = []
     for kind in KINDS:
-        base = (
-            f"(= y (BatchNormalization cv ga be mu va eps mom)) (= cv {conv(kind)}) "
-            f"{FOLDABLE} (= dt (dtype w)) (= dt (dtype b)) (bn-unmarked eps mom)"
-        )
+        base = f"(bn-scale y cv f t mu be dt) (= cv {conv(kind)}) (= dt (dtype w)) (= dt (dtype b))"
         for extra, weight in weight_forms(OUT_AXIS[kind], "Mul", "f", "o", None):
             rules.append(
                 fact(
                     f"{base} {extra}",
                     ("" if extra.startswith(GROUPED) else f"(let o {ones('sw')}) ")
-                    + f"(let f {F}) (let nw {weight}) (let nb (Add (Mul (Sub b mu) f) be)) "
+                    + f"(let nw {weight}) (let nb (Add (Mul (Sub b mu) f) be)) "
                     f"(union y {conv(kind, 'nw', 'nb')})" + weight_facts(extra),
                 )
             )
@@ -288,10 +287,9 @@ def _bn_decompose() -> tuple:
     """The batch norms bn-compose builds (not bn-unmarked) are not decomposed: that would loop (new constants)."""
     return (
         fact(
-            f"(= y (BatchNormalization x ga be mu va eps mom)) {FOLDABLE} (= dt (dtype x)) "
-            "(= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0) (bn-unmarked eps mom)",
-            f"(let f {F}) (let o {ones('sx')}) (let view (vec-set o 1 -1)) (let ch (vec-set o 1 (vec-get sx 1))) "
-            "(let sc (Reshape f view 0)) (let sh (Reshape (Sub be (Mul mu f)) view 0)) (let xs (Mul x sc)) "
+            "(bn-scale y x f t mu be dt) (= dt (dtype x)) (= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0)",
+            f"(let o {ones('sx')}) (let view (vec-set o 1 -1)) (let ch (vec-set o 1 (vec-get sx 1))) "
+            "(let sc (Reshape f view 0)) (let sh (Reshape t view 0)) (let xs (Mul x sc)) "
             "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)",
         ),
     )
@@ -303,20 +301,11 @@ def _bn_compose() -> Egglog:
     return fact(
         '(= y (Add m t)) (= m (Mul x s)) (= dt (dtype x)) (dtype-group "float" dt o) (= sx (shape x)) '
         "(per-channel s sx) (per-channel t sx) (= c (vec-get sx 1)) (>= c 0)",
-        "(let v (vec-of c)) (let one (Scalar 1.0 dt v)) (let zero (Scalar 0.0 dt v)) "
+        "(let v (vec-of c)) (let one (Scalar 1.0 dt v)) "
         f"(let sc (Mul {flat('s')} one)) (let sh (Mul {flat('t')} one)) "
-        f"(union y (BatchNormalization x sc sh zero one {COMPOSED_EPS!r} {COMPOSED_MOMENTUM!r})) "
+        f"(union y (BatchNormalization x sc sh (Scalar 0.0 dt v) one {COMPOSED_EPS!r} {COMPOSED_MOMENTUM!r})) "
         + "(set (shape sc) v) (set (dtype sc) dt) (set (shape sh) v) (set (dtype sh) dt)",
     )
-
-
-#: per-channel(c, r): the constant c, an operand of an Add, Sub, Mul or Div whose other operand has shape r, is
-#: shaped like r with every axis but 1 set to 1 (a per-channel constant or a scalar of r's rank): the guard of the
-#: conv folds and bn-compose, computed once.
-PER_CHANNEL = tuple(
-    fact(f"{operand} (= r (shape a)) {per_channel('c', 'r')}", "(per-channel c r)")
-    for operand in ("(= y (Binary op a c)) (arith op)", "(= y (Sub c a))")  # a + c, a - c, a * c, a / c; c - a
-)
 
 
 def _input_scale() -> tuple:
@@ -337,43 +326,44 @@ def _input_scale() -> tuple:
     return tuple(rules)
 
 
+#: conv-of(y, w): y is a Conv or ConvTranspose with weights w; conv-input(x): x is the input of one. Keyed on the
+#: conv's e-class and on its input's: the scale moves join them instead of one row per kind.
+CONV_OF = tuple(fact(f"(= y {conv(kind)})", "(conv-of y w) (conv-input x)") for kind in KINDS)
+
+
 def _through_activation(act: str, params: str) -> tuple:
     """act(Conv) * c -> act(Conv * c) (backward) and Conv(act(x * s)) -> Conv(act(x) * s) (forward), c, s > 0."""
-    rules = []
-    for kind in KINDS:
-        rules.append(
-            fact(
-                f"(= y (Mul a c)) (= a ({act} cv{params})) (= cv {conv(kind)}) (is-const c) (positive c) "
-                "(= sy (shape y))",
-                f"(union y ({act} (Mul cv c){params})) (set (shape (Mul cv c)) sy)",
-            )
-        )
-        rules.append(
-            fact(
-                f"(= y {conv(kind, x='r')}) (= r ({act} xs{params})) (= xs (Mul x s)) (is-const s) "
-                "(positive s) (= sr (shape r))",
-                f"(union r (Mul ({act} x{params}) s)) (set (shape (Mul ({act} x{params}) s)) sr)",
-            )
-        )
-    return tuple(rules)
+    return (
+        fact(
+            f"(= y (Mul a c)) (= a ({act} cv{params})) (conv-of cv w) (is-const c) (positive c) (= sy (shape y))",
+            f"(union y ({act} (Mul cv c){params})) (set (shape (Mul cv c)) sy)",
+        ),
+        fact(
+            f"(conv-input r) (= r ({act} xs{params})) (= xs (Mul x s)) (is-const s) (positive s) (= sr (shape r))",
+            f"(union r (Mul ({act} x{params}) s)) (set (shape (Mul ({act} x{params}) s)) sr)",
+        ),
+    )
 
 
 def _scale_through_add() -> tuple:
     """(Conv +/- o) * c -> Conv * c +/- o * c (backward); x * s + t -> (x + t / s) * s (forward, s > 0)."""
     rules = []
-    for kind, add, conv_first in itertools.product(KINDS, ("Add", "Sub"), (True, False)):
-        inner = f"({add} cv o)" if conv_first else f"({add} o cv)"
-        out = f"({add} (Mul cv c) (Mul o c))" if conv_first else f"({add} (Mul o c) (Mul cv c))"
+    # a sum in either operand order (add-of: the conv's term written first), a difference in each
+    for inner, out in (
+        ("(add-of a cv o)", "(Add (Mul cv c) (Mul o c))"),
+        ("(= a (Sub cv o))", "(Sub (Mul cv c) (Mul o c))"),
+        ("(= a (Sub o cv))", "(Sub (Mul o c) (Mul cv c))"),
+    ):
         rules.append(
             fact(
-                f"(= y (Mul a c)) (= a {inner}) (= cv {conv(kind)}) (is-const w) (is-const c) "
+                f"(= y (Mul a c)) {inner} (conv-of cv w) (is-const w) (is-const c) "
                 "(= sy (shape y)) (= sy (shape a)) (= sy (shape cv))",
                 f"(union y {out}) (set (shape (Mul cv c)) sy)",
             )
         )
     hoisted = "(Mul (Add x (Div t s)) s)"
-    for kind, leaf, act in itertools.product(KINDS, ("(Const tk)", "(Scalar tv tdt tsh)"), ("Relu", "LeakyRelu")):
-        feeds = f"(= y {conv(kind, x='r')}) (= r ({act} m{' alpha' if act == 'LeakyRelu' else ''}))"
+    for leaf, act in itertools.product(("(Const tk)", "(Scalar tv tdt tsh)"), ("Relu", "LeakyRelu")):
+        feeds = f"(conv-input r) (= r ({act} m{' alpha' if act == 'LeakyRelu' else ''}))"
         rules.append(
             fact(
                 f"{feeds} (= m (Add xs t)) (= xs (Mul x s)) (= t {leaf}) (is-const s) (positive s) "
@@ -405,53 +395,19 @@ def _pad_merge() -> tuple:
 
 
 LEAVES = ("(Const k)", "(Scalar v d s)", "(Transpose (Const k) p)")
+#: Add and Mul: the arithmetic ops (arith) but Sub and Div.
+COMMUTATIVE = '(arith op) (!= op "Sub") (!= op "Div")'
 
 
 def _const_last() -> tuple:
     """Constant leaves (and layout's transposed leaves) only: constant arithmetic that rules build is written
     constant-last already, and swapping every constant-constant product would double those terms."""
     return tuple(
-        fact(f"(= y ({op} c x)) (= c {leaf}) (= sy (shape y))", f"(union y ({op} x c)) (set (shape ({op} x c)) sy)")
-        for op, leaf in itertools.product(("Add", "Mul"), LEAVES)
-    )
-
-
-def _broadcast_shape() -> tuple:
-    """shape(B(a, b)) = shape(a) when b is all ones of a's rank (and symmetrically)."""
-    return (
-        fact(f"(= y (Binary op a b)) (arith op) (= sa (shape a)) (= (shape b) {ones('sa')})", "(set (shape y) sa)"),
-        fact(f"(= y (Binary op a b)) (arith op) (= sb (shape b)) (= (shape a) {ones('sb')})", "(set (shape y) sb)"),
-    )
-
-
-def _finite_facts() -> tuple:
-    """finite(c): no element of the constant term c is NaN or infinite. Loaded constants get it from the loader;
-    built ones from finite operands through ops that cannot make an infinity out of finite values except by
-    overflowing the dtype: no division or reciprocal unless the divisor is positive (a zero divisor is how
-    x / 0 = inf reaches a fold's weights as W * inf, whose sums are NaN)."""
-    return (
-        fact("(= y (Scalar v d s)) (< (abs v) inf)", "(finite y)"),
-        *(
-            fact(f"(= y ({op} c{params})) (finite c)", "(finite y)")
-            for op, params in (("Reshape", " s z"), ("Transpose", " p"), ("Neg", ""), ("Abs", ""), ("Identity", ""))
-        ),
-        fact("(= y (Sqrt c)) (finite c) (positive c)", "(finite y)"),
-        fact("(= y (Reciprocal c)) (finite c) (positive c)", "(finite y)"),
-        *(fact(f"(= y ({op} a b)) (finite a) (finite b)", "(finite y)") for op in ("Add", "Sub", "Mul")),
-        fact("(= y (Div a b)) (finite a) (finite b) (positive b)", "(finite y)"),
-    )
-
-
-def _positive_facts() -> tuple:
-    return (
-        fact("(= y (Scalar v d s)) (> v 0.0)", "(positive y)"),
-        fact("(= y (Reshape c s z)) (positive c)", "(positive y)"),
-        fact("(= y (Transpose c p)) (positive c)", "(positive y)"),
-        fact("(= y (Sqrt c)) (positive c)", "(positive y)"),
-        fact("(= y (Reciprocal c)) (positive c)", "(positive y)"),
-        fact("(= y (Mul a b)) (positive a) (positive b)", "(positive y)"),
-        fact("(= y (Div a b)) (positive a) (positive b)", "(positive y)"),
-        fact("(= y (Add a b)) (positive a) (positive b)", "(positive y)"),
+        fact(
+            f"(= y (Binary op c x)) {COMMUTATIVE} (= c {leaf}) (= sy (shape y))",
+            "(union y (Binary op x c)) (set (shape (Binary op x c)) sy)",
+        )
+        for leaf in LEAVES
     )
 
 
@@ -543,14 +499,16 @@ def _merge_zero_bias() -> "Egglog":
 def _merge_epilogue() -> tuple:
     """act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k): the merged conv keeps
     its activation as an epilogue (without this form, an activation after the Split is costed as fused with the
-    original conv its class still holds, though no runtime fuses it)."""
-    return tuple(
-        fact(
-            f"(= y {op_pattern(act, 'o')}) (= o (Out sp k)) (= sp (Split mc 1 sz)) "
-            "(= mc (Conv x w b ap dl g ks pd st))",
-            f"(union y (Out (Split {op_pattern(act, 'mc')} 1 sz) k))",
-        )
-        for act in EPILOGUES
+    original conv its class still holds, though no runtime fuses it). The parameterless epilogues are one row over
+    `(Unary op o)` (the op fact conv-epilogue); the others one row each."""
+    split = "(= o (Out sp k)) (= sp (Split mc 1 sz)) (= mc (Conv x w b ap dl g ks pd st))"
+    return (
+        fact(f"(= y (Unary op o)) (conv-epilogue op) {split}", "(union y (Out (Split (Unary op mc) 1 sz) k))"),
+        *(
+            fact(f"(= y {op_pattern(act, 'o')}) {split}", f"(union y (Out (Split {op_pattern(act, 'mc')} 1 sz) k))")
+            for act in EPILOGUES
+            if act not in GENERIC_OF
+        ),
     )
 
 
@@ -642,6 +600,17 @@ RULES = [
         ruleset="analysis",
     ),
     Rule(
+        "bn-scale-sites",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "bn-scale(y, x, f, t, mean, beta, dtype) for each foldable, unmarked BatchNormalization y of x, with its "
+        "factor f = gamma / sqrt(var + eps) and shift t = beta - mean * f (the relation conv-bn-fold and "
+        "bn-decompose join)",
+        (BN_SCALE,),
+        ruleset="analysis",
+    ),
+    Rule(
         "conv-bn-fold",
         FAMILY,
         "fp-reassoc",
@@ -700,6 +669,16 @@ RULES = [
         "(Conv +/- y) * c -> Conv * c +/- y * c (backward); x * s + t -> (x + t / s) * s for a positive s and a "
         "constant leaf t when it feeds a Conv through Relu/LeakyRelu (forward)",
         _scale_through_add(),
+    ),
+    Rule(
+        "conv-sites",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "conv-of(y, W) for each Conv or ConvTranspose y with weights W, conv-input(x) for its input x (the relations "
+        "the scale moves through activations and sums join)",
+        CONV_OF,
+        ruleset="analysis",
     ),
     Rule(
         "conv-pad-sites",
@@ -774,7 +753,7 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "shape(B(a, b)) = shape(a) for Add/Sub/Mul/Div when b is all ones at a's rank (and symmetrically)",
-        _broadcast_shape(),
+        broadcast_shape(),
         ruleset="analysis",
     ),
     Rule(
@@ -784,7 +763,7 @@ RULES = [
         "eqsat:analysis",
         "finite(c) for a finite Scalar; through Reshape/Transpose/Neg/Abs/Identity, Add/Sub/Mul of finites, and "
         "Sqrt/Reciprocal/Div by a positive finite (the guard of the conv scale folds: never W * inf)",
-        _finite_facts(),
+        finite_facts(),
         ruleset="analysis",
     ),
     Rule(
@@ -793,7 +772,7 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "positive(Scalar v) for v > 0; positive through Reshape/Transpose/Sqrt/Reciprocal and Mul/Div/Add of positives",
-        _positive_facts(),
+        positive_facts(),
         ruleset="analysis",
     ),
 ]

@@ -43,7 +43,7 @@ fp16 roundings (precision-changing), and a DOUBLE one would lose precision.
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Rule, fact, ones
+from eqsat.engine.rule import Egglog, Rule, fact, ones
 
 #: LayerNormalization needs opset 17.
 OPSET_LN = "(= o (model-opset)) (>= o 17)"
@@ -53,19 +53,22 @@ OPSET_LN = "(= o (model-opset)) (>= o 17)"
 FUSED_DTYPES = '(= dt "FLOAT")'
 
 
-def _both(op: str, a: str, b: str) -> list[str]:
-    """`(op a b)` and `(op b a)`: commutative operand orders as exported."""
-    return [f"({op} {a} {b})", f"({op} {b} {a})"]
+#: The relation of each commutative op that holds its operands in both orders (rewrites/analysis.py operand-orders):
+#: `(mul-of y a b)` matches y = a * b and y = b * a, as exporters write either.
+OPERANDS = {"Mul": "mul-of", "Add": "add-of"}
 
 
-def _moments() -> list[str]:
-    """The pattern of (x - mean) / sqrt(var + eps) over the axes `ax`, bound to __root; d = Sub(x,
-    ReduceMean(x, ax, 1)) is bound separately. One canonical form: the exporters' Pow(d, 2) and
-    Mul(d, Reciprocal(std)) are brought to it by norm-moment-forms (so each fusion is one egglog rule per
-    form instead of four). The caller checks `ax` after binding what the check depends on: egglog 13.2
-    evaluates primitives in query order and panics on an unbound argument."""
-    std = "(Sqrt (Add (ReduceMean (Mul d d) ax 1) (Scalar eps ed es)))"
-    return [f"(= d (Sub x (ReduceMean x ax 1))) (= __root (Div d {std}))"]
+#: norm-moments(y, x, ax, eps): y = (x - m) / sqrt(ReduceMean((x - m)^2, ax) + eps) with m = ReduceMean(x, ax,
+#: keepdims), of x's shape, x FLOAT (the fused kernels compute in float32: FUSED_DTYPES). One canonical form: the
+#: exporters' Pow(d, 2) and Mul(d, Reciprocal(std)) are brought to it by norm-moment-forms. Keyed on y's e-class and
+#: computed once (analysis), so that the four fusions join one atom instead of repeating the moments.
+MOMENTS = fact(
+    "(= d (Sub x (ReduceMean x ax 1))) (= y (Div d (Sqrt (Add (ReduceMean (Mul d d) ax 1) (Scalar eps ed es))))) "
+    f"(= s (shape x)) (= (shape y) s) (= dt (dtype x)) {FUSED_DTYPES}",
+    "(norm-moments y x ax eps)",
+)
+#: The normalized value of a fusion: its e-class, x, the axes and epsilon.
+MOMENTS_OF = "(norm-moments __root x ax eps)"
 
 
 #: The variance-plus-epsilon of a normalization: Add(ReduceMean(q, ax, keepdims), eps).
@@ -80,14 +83,9 @@ def _moment_forms() -> tuple:
     d = "(= d (Sub x (ReduceMean x ax 1)))"
     return (
         fact(f"(= __root (Pow d (Scalar 2.0 pd ps))) {d} (= (shape __root) (shape d))", "(union __root (Mul d d))"),
-        *(
-            fact(f"(= __root {pattern}) (= q (Sqrt v)) {d}", "(union __root (Div d q))")
-            for pattern in _both("Mul", "d", "(Reciprocal q)")  # d * rstd as BERT exports it, rstd * d as others
-        ),
-        *(
-            fact(f"(= __root {pattern}) (= sd (Sqrt ve)) {_VE}", "(union __root (Div x sd))")
-            for pattern in _both("Mul", "x", "(Reciprocal sd)")
-        ),
+        # d * rstd as BERT exports it, rstd * d as others (mul-of: either operand order)
+        fact(f"(mul-of __root d rq) (= rq (Reciprocal q)) (= q (Sqrt v)) {d}", "(union __root (Div d q))"),
+        fact(f"(mul-of __root x rs) (= rs (Reciprocal sd)) (= sd (Sqrt ve)) {_VE}", "(union __root (Div x sd))"),
     )
 
 
@@ -101,25 +99,32 @@ def normalized_dims(s: str, a: str, n: str) -> str:
     return f'(unstable-vec-map (unstable-fn "vec-get" {s}) {trailing(a, n)})'
 
 
-def _ln_core() -> tuple:
-    """Moments over the trailing axes a..r-1 (one or several: axes are normalized, sorted and unique, so
-    they are the trailing ones exactly when they equal a, a+1, ..., r-1) -> LayerNormalization(axis=a).
-    The normalized dims nd must be static (the scale is a tensor of shape nd) and not all 1 (a single
-    element: see _in_core)."""
-    return tuple(
-        fact(
-            f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (<= n r) (= a (- r n)) "
-            f"(= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "
-            f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
-            f"(= (shape __root) s) "
-            f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
-            "(let one (Scalar 1.0 dt nd)) (union __root (LayerNormalization x one (Absent) a eps 1))",
-        )
-        for pattern in _moments()
+#: ln-span(y, x, ax, a, nd, eps): the moments y of x (norm-moments) over contiguous axes ax = a..a+n-1 (axes are
+#: normalized, sorted and unique, so they are exactly when they equal a, a+1, ...) with static dims nd there (the
+#: scale is a tensor of shape nd), not all 1 (a single element: see _in_core), opset >= 17. Computed once (analysis).
+LN_SPAN = fact(
+    "(norm-moments y x ax eps) (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) "
+    f"(= a (vec-get ax 0)) (>= a 0) (<= (+ a n) r) (= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "
+    f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) {OPSET_LN}',
+    "(ln-span y x ax a nd eps)",
+)
+#: The shape and dtype of a LayerNormalization or InstanceNormalization: its input's (for the nodes the fusions
+#: create; loaded ones have them from the loader).
+NORM_SHAPES = tuple(
+    fact(f"(= y {norm}) (= s (shape x)) (= d (dtype x))", "(set (shape y) s) (set (dtype y) d)")
+    for norm in ("(LayerNormalization x sc b a eps st)", "(InstanceNormalization x sc b eps)")
+)
+
+
+def _ln_core() -> Egglog:
+    """Moments over the trailing axes a..r-1 (one or several) -> LayerNormalization(axis=a)."""
+    return fact(
+        "(ln-span __root x ax a nd eps) (= (+ a (vec-length ax)) (vec-length (shape x)))",
+        '(let one (Scalar 1.0 "FLOAT" nd)) (union __root (LayerNormalization x one (Absent) a eps 1))',
     )
 
 
-def _ln_transposed() -> tuple:
+def _ln_transposed() -> Egglog:
     """Moments over contiguous axes a..a+n-1 that are not the trailing ones -> Transpose(LayerNormalization(
     Transpose(x, p), axis=r-n), p^-1) with p = (the other axes in order) + (the normalized ones): a channels-first
     LayerNorm (ConvNeXt) as one kernel between two transposes; the extractor weighs them against the
@@ -128,19 +133,11 @@ def _ln_transposed() -> tuple:
         '(vec-append (vec-range a) (vec-append (unstable-vec-map (unstable-fn "+" (+ a n)) '
         "(vec-range (- r (+ a n)))) ax))"
     )
-    return tuple(
-        fact(
-            f"{pattern} (= s (shape x)) (= r (vec-length s)) (= n (vec-length ax)) (>= n 1) (= a (vec-get ax 0)) "
-            f"(>= a 0) (< (+ a n) r) (= ax {trailing('a', 'n')}) (= nd {normalized_dims('s', 'a', 'n')}) "
-            f'(= nd (unstable-vec-map (unstable-fn "max" 1) nd)) (!= nd {ones("nd")}) '
-            f"(= (shape __root) s) (= p {perm}) (= ip (inv-perm p)) "
-            f"(= dt (dtype x)) {FUSED_DTYPES} {OPSET_LN}",
-            "(let one (Scalar 1.0 dt nd)) "
-            "(let xt (Transpose x p)) (let ln (LayerNormalization xt one (Absent) (- r n) eps 1)) "
-            '(set (shape ln) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype ln) dt) '
-            "(union __root (Transpose ln ip))",
-        )
-        for pattern in _moments()
+    return fact(
+        "(ln-span __root x ax a nd eps) (= r (vec-length (shape x))) (= n (vec-length ax)) (< (+ a n) r) "
+        f"(= p {perm}) (= ip (inv-perm p))",
+        '(let one (Scalar 1.0 "FLOAT" nd)) '
+        "(union __root (Transpose (LayerNormalization (Transpose x p) one (Absent) (- r n) eps 1) ip))",
     )
 
 
@@ -174,78 +171,89 @@ def _ln_affine(op: str) -> tuple:
         )
         reshape = "" if direct else "(let cr (Reshape c sd 0)) (set (shape cr) sd) (set (dtype cr) ct) "
         shape = "(= (shape c) sd)" if direct else "(> a 0) (= (shape c) lead) (= ct (dtype c))"
-        for pattern in (f"({op} {ln} c)", f"({op} c {ln})"):
-            rules.append(
-                fact(
-                    f"(= __root {pattern}) {bind}(is-const c) (ln-dims x a sd lead) {shape}",
-                    f"{reshape}(union __root {new})",
-                )
+        rules.append(
+            fact(
+                f"({OPERANDS[op]} __root ln c) (= ln {ln}) {bind}(is-const c) (ln-dims x a sd lead) {shape}",
+                f"{reshape}(union __root {new})",
             )
+        )
     return tuple(rules)
 
 
+#: The shapes and dtypes of the moments over one axis a (those layernorm-decompose builds): m = ReduceMean(x, [a],
+#: keepdims) has x's shape with dim a 1, d = x - m x's shape, v = ReduceMean(d * d, [a], keepdims) m's, and
+#: d / sqrt(v + eps) d's (eps a rank-0 Scalar). Keyed on the nodes (analysis), so the decomposition states only
+#: the rewrite; loaded moments have these facts already.
+_M = "(= d (Sub x m)) (= m (ReduceMean x ax 1))"
+_V = "(= v (ReduceMean (Mul d d) ax 1))"
+MOMENT_SHAPES = (
+    fact(
+        f"{_M} (= (vec-length ax) 1) (= a (vec-get ax 0)) (= s (shape x)) (>= a 0) (< a (vec-length s)) "
+        "(= dt (dtype x))",
+        "(set (shape m) (vec-set s a 1)) (set (dtype m) dt) (set (shape d) s)",
+    ),
+    fact(f"{_V} {_M} (= sm (shape m)) (= dt (dtype x))", "(set (shape v) sm) (set (dtype v) dt)"),
+    fact(f"(= n (Div d (Sqrt (Add v (Scalar e et (vec-empty)))))) {_V} {_M} (= s (shape d))", "(set (shape n) s)"),
+)
+
+
 def _ln_decompose() -> tuple:
-    """LayerNormalization over the last axis (FLOAT, stash_type 1) -> primitives; with and without B. The facts
-    the analysis rows cannot give are set here (the reductions' shapes and dtypes, and the broadcasting Sub, Div
-    and Mul); the others come from shape-binary (d * d), shape-unary (Sqrt), scalar-broadcast-facts (+ eps) and
-    the dtype rows (dtype of the first operand)."""
+    """LayerNormalization over the last axis (FLOAT, stash_type 1) -> primitives; with and without B. The moments'
+    facts come from MOMENT_SHAPES, d * d's from shape-binary; only the broadcasting product by the scale is set here
+    (without B it joins the LayerNormalization's class, which has its shape)."""
     body = (
-        "(let sm (vec-set sx a 1)) "
-        '(let m (ReduceMean x (vec-of a) 1)) (set (shape m) sm) (set (dtype m) "FLOAT") '
-        "(let d (Sub x m)) (set (shape d) sx) "
-        '(let v (ReduceMean (Mul d d) (vec-of a) 1)) (set (shape v) sm) (set (dtype v) "FLOAT") '
-        '(let n (Div d (Sqrt (Add v (Scalar eps "FLOAT" (vec-empty)))))) (set (shape n) sx) '
-        "(let y (Mul n sc)) (set (shape y) sx) "
+        "(let m (ReduceMean x (vec-of a) 1)) (let d (Sub x m)) "
+        '(let n (Div d (Sqrt (Add (ReduceMean (Mul d d) (vec-of a) 1) (Scalar eps "FLOAT" (vec-empty)))))) '
+        "(let y (Mul n sc)) "
     )
     guard = (
-        '(= sx (shape x)) (= r (vec-length sx)) (>= r 1) (= a (- r 1)) (= (dtype x) "FLOAT") '
+        '(= sx (shape x)) (= a (- (vec-length sx) 1)) (>= a 0) (= (dtype x) "FLOAT") '
         "(= (shape sc) (vec-of (vec-get sx a)))"
     )
     return (
         fact(
             f"(= __root (LayerNormalization x sc b a eps 1)) {guard} (= (shape b) (shape sc))",
-            f"{body}(union __root (Add y b))",
+            f"{body}(set (shape y) sx) (union __root (Add y b))",
         ),
         fact(f"(= __root (LayerNormalization x sc (Absent) a eps 1)) {guard}", f"{body}(union __root y)"),
     )
 
 
-def _in_core() -> tuple:
-    """Moments over the spatial axes 2..r-1 of an (N, C, ...) tensor -> InstanceNormalization(x, 1, 0, eps)
-    (axes are normalized: sorted and unique, so first 2, last r-1 and r-2 of them is exactly 2..r-1).
-    Not over a single element (here: a first spatial dim of 1): the decomposition is exactly 0 there, while
-    the fused kernels' variance (E[x^2] - E[x]^2) leaves a rounding residue that 1 / sqrt(eps) amplifies
-    (fuzz seed 20003: 3e-5 absolute on an output of 0.015). Same guard for LayerNorm's last axis."""
-    return tuple(
-        fact(
-            f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 3) (> (vec-get s 2) 1) (>= (vec-get s 1) 0) "
-            f"(= (vec-length ax) (- r 2)) "
-            f"(= (vec-get ax 0) 2) "
-            f"(= (vec-get ax (- r 3)) (- r 1)) (= (shape __root) s) (= dt (dtype x)) {FUSED_DTYPES} "
-            "(= o (model-opset)) (>= o 6)",
-            "(let cs (vec-of (vec-get s 1))) (let one (Scalar 1.0 dt cs)) (let zero (Scalar 0.0 dt cs)) "
-            "(union __root (InstanceNormalization x one zero eps))",
-        )
-        for pattern in _moments()
+#: in-site(y, x, k, eps): the moments y of x (norm-moments) over every axis but 0 and the channel axis k, 1 (the
+#: spatial axes 2..r-1) or r-1 (channels last: 1..r-2), rank >= 3, a static channel dim, opset >= 6; not over a
+#: single element (a first spatial dim of 1): the decomposition is exactly 0 there, while the fused kernels'
+#: variance (E[x^2] - E[x]^2) leaves a rounding residue that 1 / sqrt(eps) amplifies (fuzz seed 20003: 3e-5
+#: absolute on an output of 0.015). Axes are normalized (sorted and unique), so the first and the last of r-2 of
+#: them fix them all.
+IN_SITES = tuple(
+    fact(
+        "(norm-moments y x ax eps) (= s (shape x)) (= r (vec-length s)) (>= r 3) (= (vec-length ax) (- r 2)) "
+        f"(= (vec-get ax 0) {first}) (= (vec-get ax (- r 3)) {last}) (> (vec-get s {first}) 1) (= k {k}) "
+        "(>= (vec-get s k) 0) (= o (model-opset)) (>= o 6)",
+        "(in-site y x k eps)",
+    )
+    for first, last, k in (("2", "(- r 1)", "1"), ("1", "(- r 2)", "(- r 1)"))
+)
+
+
+def _in_core() -> Egglog:
+    """Moments over the spatial axes 2..r-1 of an (N, C, ...) tensor -> InstanceNormalization(x, 1, 0, eps)."""
+    return fact(
+        "(in-site __root x 1 eps) (= s (shape x))",
+        '(let cs (vec-of (vec-get s 1))) (let one (Scalar 1.0 "FLOAT" cs)) (let zero (Scalar 0.0 "FLOAT" cs)) '
+        "(union __root (InstanceNormalization x one zero eps))",
     )
 
 
-def _in_channels_last() -> tuple:
+def _in_channels_last() -> Egglog:
     """Moments over the axes 1..r-2 of a channels-last (N, ..., C) tensor -> Transpose(InstanceNormalization(
     Transpose(x, [0, r-1, 1, ..., r-2])), [0, 2, ..., r-1, 1]): TF's channels-last InstanceNorm as the kernel
-    between two transposes. Guards as _in_core with the channel last (static) and the spatial axes 1..r-2."""
-    perm = '(vec-append (vec-of 0 (- r 1)) (unstable-vec-map (unstable-fn "+" 1) (vec-range (- r 2))))'
-    return tuple(
-        fact(
-            f"{pattern} (= s (shape x)) (= r (vec-length s)) (>= r 3) (> (vec-get s 1) 1) (>= (vec-get s (- r 1)) 0) "
-            f"(= (vec-length ax) (- r 2)) (= (vec-get ax 0) 1) (= (vec-get ax (- r 3)) (- r 2)) (= (shape __root) s) "
-            f"(= dt (dtype x)) {FUSED_DTYPES} (= o (model-opset)) (>= o 6) (= p {perm}) (= ip (inv-perm p))",
-            "(let cs (vec-of (vec-get s (- r 1)))) (let one (Scalar 1.0 dt cs)) (let zero (Scalar 0.0 dt cs)) "
-            "(let xt (Transpose x p)) (let nrm (InstanceNormalization xt one zero eps)) "
-            '(set (shape nrm) (unstable-vec-map (unstable-fn "vec-get" s) p)) (set (dtype nrm) dt) '
-            "(union __root (Transpose nrm ip))",
-        )
-        for pattern in _moments()
+    between two transposes."""
+    return fact(
+        "(in-site __root x k eps) (> k 1) (= s (shape x)) "
+        "(= p (vec-append (vec-of 0 k) (vec-remove (vec-range k) 0))) (= ip (inv-perm p))",
+        '(let cs (vec-of (vec-get s k))) (let one (Scalar 1.0 "FLOAT" cs)) (let zero (Scalar 0.0 "FLOAT" cs)) '
+        "(union __root (Transpose (InstanceNormalization (Transpose x p) one zero eps) ip))",
     )
 
 
@@ -258,13 +266,12 @@ def _in_affine(op: str) -> tuple:
         )
     else:
         inorm, new = ("(InstanceNormalization x sc (Scalar 0.0 dt cs) eps)", "(InstanceNormalization x sc cr eps)")
-    return tuple(
+    return (
         fact(
-            f"(= __root {pattern}) (is-const c) (= sx (shape x)) (>= (vec-length sx) 3) (= (vec-length cs) 1) "
-            f"(= (shape c) (vec-set {ones('sx')} 1 (vec-get cs 0)))",
+            f"({OPERANDS[op]} __root nrm c) (= nrm {inorm}) (is-const c) (= sx (shape x)) (>= (vec-length sx) 3) "
+            f"(= (vec-length cs) 1) (= (shape c) (vec-set {ones('sx')} 1 (vec-get cs 0)))",
             f"(let cr (Reshape c cs 0)) (set (shape cr) cs) (set (dtype cr) dt) (union __root {new})",
-        )
-        for pattern in _both(op, inorm, "c")
+        ),
     )
 
 
@@ -287,38 +294,32 @@ def _unfold_shift() -> tuple:
     keepdims=1): the folded form x * (g * rsqrt(var + eps)) + (b - mean * g * rsqrt(var + eps)) (TF's
     batch_normalization) brought back to the moments the fusions match. m keeps x's rank and broadcasts
     into it, so (x - m) has x's shape and (x - m)*k has x*k's (their dtypes: shape-binary's dtype row)."""
-    rules = []
-    for xk, mk in (("(Mul x k)", "(Mul m k)"),):  # as TF and coremltools write it (x * k, mean * k)
+    mk = "(Mul m k)"  # as TF and coremltools write it (x * k, mean * k); the sums in either order (add-of)
+    return tuple(
+        fact(
+            f"{pattern} (= m (ReduceMean x ax 1)) (= xk (Mul x k)) (= sx (shape x)) (= sk (shape xk)) "
+            f"(= (vec-length (shape m)) (vec-length sx)) (= dt (dtype x)) {FUSED_DTYPES} (= sr (shape __root))",
+            "(let d (Sub x m)) (set (shape d) sx) (let dk (Mul d k)) (set (shape dk) sk) "
+            + ("(let y (Add dk b)) (set (shape y) sr) (union __root y)" if shifted else "(union __root dk)"),
+        )
         for pattern, shifted in (
-            (f"(Add {xk} (Sub b {mk}))", True),
-            (f"(Add (Sub b {mk}) {xk})", True),
-            (f"(Sub {xk} {mk})", False),
-            (f"(Add {xk} (Neg {mk}))", False),
-            (f"(Add (Neg {mk}) {xk})", False),
-        ):
-            scaled = "(let dk (Mul d k)) (set (shape dk) sk) "
-            rules.append(
-                fact(
-                    f"(= __root {pattern}) (= m (ReduceMean x ax 1)) (= xk {xk}) (= sx (shape x)) (= sk (shape xk)) "
-                    f"(= (vec-length (shape m)) (vec-length sx)) (= dt (dtype x)) {FUSED_DTYPES} (= sr (shape __root))",
-                    "(let d (Sub x m)) (set (shape d) sx) "
-                    + scaled
-                    + ("(let y (Add dk b)) (set (shape y) sr) (union __root y)" if shifted else "(union __root dk)"),
-                )
-            )
-    return tuple(rules)
+            (f"(add-of __root xk sb) (= sb (Sub b {mk}))", True),
+            (f"(= __root (Sub xk {mk}))", False),
+            (f"(add-of __root xk ng) (= ng (Neg {mk}))", False),
+        )
+    )
 
 
 def _regroup_scale() -> tuple:
     """(x - m) * (g * r) -> ((x - m) * r) * g for r = Reciprocal(Sqrt(ve)) of m's shape and a constant g:
     the gamma of a folded normalization moved outside, where the scale fusions find it."""
-    return tuple(
+    return (
         fact(
-            f"(= __root (Mul d {k})) (= d (Sub x m)) (= m (ReduceMean x ax 1)) (= r (Reciprocal (Sqrt ve))) {_VE} "
-            f"(is-const g) (= (shape r) (shape m)) (= sx (shape x)) (= (shape d) sx) (= dt (dtype x)) {FUSED_DTYPES}",
+            "(= __root (Mul d k)) (mul-of k g r) (= d (Sub x m)) (= m (ReduceMean x ax 1)) "
+            f"(= r (Reciprocal (Sqrt ve))) {_VE} (is-const g) (= (shape r) (shape m)) (= sx (shape x)) "
+            f"(= (shape d) sx) (= dt (dtype x)) {FUSED_DTYPES}",
             "(let dr (Mul d r)) (set (shape dr) sx) (set (dtype dr) dt) (union __root (Mul dr g))",
-        )
-        for k in ("(Mul g r)", "(Mul r g)")
+        ),
     )
 
 
@@ -352,7 +353,7 @@ RULES = [
         "Div(Sub(x, mean), Sqrt(Add(ReduceMean(Pow(Sub(x, mean), 2)), eps))) -> LayerNormalization(x, 1, -, eps) "
         "over the trailing axes a..r-1 (one or several, static dims; Pow / Reciprocal variants via norm-moment-forms), "
         "keepdims, opset >= 17",
-        _ln_core(),
+        (_ln_core(),),
     ),
     Rule(
         "layernorm-fuse-transposed",
@@ -361,7 +362,48 @@ RULES = [
         "coreml:fuse_layernorm_or_instancenorm",
         "the LayerNorm moments over contiguous non-trailing axes (a channels-first LayerNorm) -> "
         "Transpose(LayerNormalization(Transpose(x, normalized axes last)), back), static normalized dims, opset >= 17",
-        _ln_transposed(),
+        (_ln_transposed(),),
+    ),
+    Rule(
+        "norm-moment-sites",
+        "normalization",
+        "exact",
+        "eqsat:analysis",
+        "norm-moments(y, x, axes, eps) for y = (x - mean) / sqrt(mean((x - mean)^2) + eps) over the same axes, "
+        "keepdims, of x's shape, x FLOAT (the relation the LayerNorm and InstanceNorm fusions join)",
+        (MOMENTS,),
+        ruleset="analysis",
+    ),
+    Rule(
+        "norm-sites",
+        "normalization",
+        "exact",
+        "eqsat:analysis",
+        "ln-span(y, x, axes, a, dims, eps) for LayerNorm moments over contiguous axes a.. with static dims, not all 1, "
+        "opset >= 17; in-site(y, x, channel axis, eps) for InstanceNorm moments over every axis but 0 and the "
+        "channel axis (1, or r-1: channels last), opset >= 6 (the relations the fusions join)",
+        (LN_SPAN, *IN_SITES),
+        ruleset="analysis",
+    ),
+    Rule(
+        "norm-moment-shapes",
+        "normalization",
+        "exact",
+        "eqsat:analysis",
+        "shapes and dtypes of the moments over one axis: ReduceMean(x, [a], keepdims) x's with dim a 1, x - mean x's, "
+        "the variance the mean's, (x - mean) / sqrt(var + eps) x's (the nodes layernorm-decompose creates)",
+        MOMENT_SHAPES,
+        ruleset="analysis",
+    ),
+    Rule(
+        "norm-shapes",
+        "normalization",
+        "exact",
+        "eqsat:analysis",
+        "shape and dtype of LayerNormalization(x, ...) and InstanceNormalization(x, ...): x's (the nodes the fusions "
+        "create)",
+        NORM_SHAPES,
+        ruleset="analysis",
     ),
     Rule(
         "layernorm-dims",
@@ -404,7 +446,7 @@ RULES = [
         "fp-reassoc",
         "coreml:fuse_layernorm_or_instancenorm",
         "Div(Sub(x, mean), Sqrt(Add(var, eps))) over the spatial axes 2..r-1 -> InstanceNormalization(x, 1, 0, eps)",
-        _in_core(),
+        (_in_core(),),
     ),
     Rule(
         "instancenorm-fuse-channels-last",
@@ -413,7 +455,7 @@ RULES = [
         "coreml:fuse_layernorm_or_instancenorm",
         "the InstanceNorm moments over the axes 1..r-2 of a channels-last tensor -> Transpose(InstanceNormalization("
         "Transpose(x, channels first)), back) for a static channel dim",
-        _in_channels_last(),
+        (_in_channels_last(),),
     ),
     Rule(
         "instancenorm-fuse-affine",

@@ -48,10 +48,21 @@ def _generic(name: str, lhs: str, rhs: str, *guards: str) -> Rule:
 
 
 def test_a_generic_query_needs_some_op_of_its_family() -> None:
-    merge = _generic("merge", "(Unary op (Unary op x))", "(Unary op x)", "(idempotent op)")
-    assert usable_rules([merge], present_constructors(_relu_chain())).commands
+    twice = _generic("twice", "(Unary op (Unary op x))", "(Unary op x)")  # unguarded: any unary op may match
+    assert usable_rules([twice], present_constructors(_relu_chain())).commands
     matmul = build_model([oh.make_node("MatMul", ["x", "x"], ["y"])], [("x", F, [2, 2])], [("y", F, [2, 2])])
-    assert not usable_rules([merge], present_constructors(matmul)).commands
+    assert not usable_rules([twice], present_constructors(matmul)).commands
+
+
+def test_a_guarded_generic_query_needs_an_op_its_guards_admit() -> None:
+    """`(Unary op (Unary op x)) (idempotent op)` can match only an idempotent op: a Relu chain (Relu is not in the
+    relation) leaves it out, an Abs chain keeps it; the requirement reads `Unary:idempotent`."""
+    merge = _generic("merge", "(Unary op (Unary op x))", "(Unary op x)", "(idempotent op)")
+    assert constructors_in(merge.egglog[0].facts) == {"Unary:idempotent"}
+    assert not usable_rules([merge], present_constructors(_relu_chain())).commands
+    nodes = [oh.make_node("Abs", ["x"], ["a"]), oh.make_node("Abs", ["a"], ["y"])]
+    abs_chain = build_model(nodes, [("x", F, [2, 3])], [("y", F, [2, 3])])
+    assert usable_rules([merge], present_constructors(abs_chain)).commands
 
 
 def test_a_generic_action_creates_only_the_op_it_names() -> None:

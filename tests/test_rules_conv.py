@@ -433,7 +433,10 @@ def test_bn_foldable_is_a_fact_of_the_parameters_not_of_the_class() -> None:
         ]
         backend.run("\n".join(lines))
         backend.run_many(
-            rules["bn-foldable"].commands() + rules["bn-unmarked"].commands() + rules["bn-decompose"].commands()
+            rules["bn-foldable"].commands()
+            + rules["bn-unmarked"].commands()
+            + rules["bn-scale-sites"].commands()
+            + rules["bn-decompose"].commands()
         )
         backend.run("(run-schedule (repeat 3 (saturate (run analysis)) (run explore)))")
         backend.run('(check (Mul (Input "x") sc))')  # A decomposed
@@ -1052,4 +1055,31 @@ def test_conv_weight_facts_property(case: RuleCase) -> None:
 @property_settings()
 @given(PROPERTIES["bias-fold-sites"]())
 def test_bias_fold_sites_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_conv_commands_are_short() -> None:
+    """Issue 23: no egglog command of the family over 600 characters (conv-bn-fold and bn-decompose join bn-scale,
+    computed once by the analysis, instead of spelling the batch norm's guards and factor)."""
+    from eqsat.rewrites.registry import all_rules
+
+    long = {
+        f"{r.name}#{k}": len(c)
+        for r in all_rules()
+        if r.family == "conv"
+        for k, c in enumerate(r.commands())
+        if len(c) > 600
+    }
+    assert not long
+
+
+@property_settings()
+@given(PROPERTIES["bn-scale-sites"]())
+def test_bn_scale_sites_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["conv-sites"]())
+def test_conv_sites_property(case: RuleCase) -> None:
     case.check()

@@ -32,7 +32,7 @@ import onnx
 
 from eqsat.frontend.io import all_graphs
 from eqsat.engine.rule import Rule
-from eqsat.engine.terms import GENERIC, LIST_FUNCTIONS, OPS, SPECIAL
+from eqsat.engine.terms import GENERIC, LIST_FUNCTIONS, OP_FACTS, OPS, SPECIAL
 
 #: Every constructor of the term language (ops and leaves); egglog functions and relations are not.
 CONSTRUCTORS = frozenset(OPS) | frozenset(SPECIAL)
@@ -91,6 +91,13 @@ RULE_ONLY_FACTS = (
             "split-reshape",
             "space-depth",
             "reflect-pads",
+            # conv/normalization (rowsc)
+            "norm-moments",
+            "ln-span",
+            "in-site",
+            "bn-scale",
+            "conv-of",
+            "conv-input",
         }
     )
     | frozenset(LIST_FUNCTIONS)
@@ -105,20 +112,39 @@ _HEAD = re.compile(r"\(\s*([A-Za-z][\w-]*)")
 _GENERIC_USE = re.compile(r"\(\s*(" + "|".join(GENERIC) + r')\s+("?)([\w-]+)')
 
 
+#: An op fact guarding a variable: `(arith op)`.
+_OP_GUARD = re.compile(r"\(\s*(" + "|".join(map(re.escape, OP_FACTS)) + r")\s+([\w-]+)\s*\)")
+#: Between a family and the op facts guarding its op variable in a requirement: `Binary:arith`.
+_GUARDED = ":"
+
+
 @functools.lru_cache(maxsize=None)
 def constructors_in(text: str) -> frozenset[str]:
     """The constructors (and RULE_ONLY_FACTS) applied anywhere in egglog `text` (its s-expressions' heads); a
-    generic constructor counts as its op when the op is a literal, as the family's name when it is a variable."""
-    found = set(_HEAD.findall(text)) - set(GENERIC)
+    generic constructor counts as its op when the op is a literal, as the family's name when it is a variable,
+    and as `Family:fact+...` when op facts in `text` guard that variable (`(Binary op a b) (arith op)`: some
+    arithmetic op must be present, not any binary one)."""
+    found = set(_HEAD.findall(text)) & _TRACKED - set(GENERIC)
+    guards: dict[str, set[str]] = {}
+    for fact, variable in _OP_GUARD.findall(text):
+        guards.setdefault(variable, set()).add(fact)
     for family, quoted, op in _GENERIC_USE.findall(text):
-        found.add(op if quoted else family)
-    return frozenset(found) & _TRACKED
+        if quoted:
+            found |= {op} & _TRACKED
+        else:
+            found.add(family + _GUARDED + "+".join(sorted(guards[op])) if op in guards else family)
+    return frozenset(found)
 
 
 def _present(name: str, available: set[str]) -> bool:
-    """Whether `name` (a constructor, a rule-only fact, or a family for a query's op variable) may exist."""
-    if name in GENERIC:
-        return any(op in available for op in GENERIC[name])
+    """Whether `name` (a constructor, a rule-only fact, or a family for a query's op variable, with the op
+    facts that guard it) may exist."""
+    family, guarded, facts = name.partition(_GUARDED)
+    if family in GENERIC:
+        ops = GENERIC[family]
+        for fact in facts.split("+") if guarded else ():
+            ops = tuple(op for op in ops if op in OP_FACTS[fact])
+        return any(op in available for op in ops)
     return name in available
 
 
@@ -152,7 +178,9 @@ def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
         for index, (_, _, body) in enumerate(candidates):
             if index not in chosen and all(_present(name, available) for name in constructors_in(body.facts)):
                 chosen.add(index)
-                created = constructors_in(body.actions) - available - set(GENERIC)
+                created = {
+                    c for c in constructors_in(body.actions) - available if c.partition(_GUARDED)[0] not in GENERIC
+                }
                 if created:
                     available |= created
                     grew = True

@@ -76,6 +76,8 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
     "axes-reduce": _ops.TRANSPOSE_REDUCTIONS,
     # reductions whose value over one element is that element
     "element-reduce": _ops.ELEMENT_REDUCTIONS,
+    # conv/normalization (rowsc): the parameterless activations a conv runs as its epilogue (conv-merge-epilogue)
+    "conv-epilogue": tuple(op for op in _ops.CONV_EPILOGUES if op in GENERIC["Unary"]),
 }
 assert all(op in OPS for ops in OP_FACTS.values() for op in ops)
 
@@ -316,6 +318,13 @@ def declarations() -> str:
         "(relation bn-unmarked (f64 f64))",
         "(relation ln-dims (T i64 IVec IVec))",
         "(relation bias-fold-site (T))",
+        # conv/normalization (rowsc)
+        "(relation norm-moments (T T IVec f64))",
+        "(relation ln-span (T T IVec i64 IVec f64))",
+        "(relation in-site (T T i64 f64))",
+        "(relation bn-scale (T T T T T T String))",
+        "(relation conv-of (T T))",
+        "(relation conv-input (T))",
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
         "(relation quant-range (String f64 f64 i64))",
         "(relation quant-twin (String String f64))",

@@ -449,6 +449,8 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "conv-merge-order": feeding(_conv_merge(), "conv-merge-order"),
     "bias-fold-sites": feeding(_conv_zero_bias, "bias-fold-sites"),
     "bn-unmarked": feeding(_conv_bn_fold, "bn-unmarked"),
+    "bn-scale-sites": feeding(_conv_bn_fold, "bn-scale-sites"),
+    "conv-sites": feeding(_scale_through_add, "conv-sites"),
     # conv-group-views are computed for grouped weights only
     "conv-weight-facts": feeding(_conv_scale("conv-scale-fold", group="grouped"), "conv-weight-facts"),
     "per-channel-facts": feeding(_bn_compose, "per-channel-facts"),

@@ -346,4 +346,9 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "norm-unfold-shift": _unfold_shift,
     "norm-regroup-scale": _regroup_scale,
     "norm-distribute-affine": _distribute_affine,
+    # the analysis relations the fusions join, and the facts of the nodes they create
+    "norm-moment-sites": feeding(_layernorm("layernorm-fuse", "none"), "norm-moment-sites"),
+    "norm-sites": feeding(_instancenorm("instancenorm-fuse"), "norm-sites"),
+    "norm-shapes": feeding(_layernorm_transposed, "norm-shapes"),
+    "norm-moment-shapes": feeding(_layernorm_decompose, "norm-moment-shapes"),
 }
