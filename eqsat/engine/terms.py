@@ -328,6 +328,16 @@ def declarations() -> str:
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
         "(relation quant-range (String f64 f64 i64))",
         "(relation quant-twin (String String f64))",
+        # tensor/layout/cleanup (rowse): sites, the guards of one rewrite computed once in analysis (keyed on the
+        # matched e-class, with the operands the rewrite rebuilds from)
+        "(relation onehot-gather (T T T f64))",
+        "(relation gather-rows (T String T T T))",
+        "(relation reshape-bias (T String T T T i64))",
+        "(relation bcast-sink (T String T T i64 i64))",
+        "(relation reduce-sink (T String T IVec IVec))",
+        "(relation split-reshape (T IVec i64 T IVec i64 i64))",
+        "(relation space-depth (T T T IVec))",
+        "(relation reflect-pads (T T IVec IVec f64 IVec IVec))",
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]
