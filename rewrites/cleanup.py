@@ -77,12 +77,18 @@ _TOTALS = f"{_HALVES} (= pa (sum-of pb pe)) (= qa (sum-of qb qe))"
 #: Pad(Pad(x, p, reflect), q, reflect) when no axis is padded by both: each pad reads x's own values along its
 #: axes (the other pad leaves those axes as they were), so the two compose into one (per-axis disjointness:
 #: the capped totals of p and q never both 1 on an axis).
-PAD_MERGE_REFLECT = (
+#: The pads and their per-axis totals are a site computed once in analysis (pad-merge-reflect-site:
+#: reflect-pads(y, x, p, q, w, pa, qa)); the merge reads it.
+_REFLECT_SITE = "(reflect-pads y x p q w pa qa)"
+PAD_MERGE_REFLECT_SITE = (
     need(_REFLECTS, "(need-drop-at p hi) (need-drop-at p lo) (need-drop-at q hi) (need-drop-at q lo)"),
     need(f"{_REFLECTS} {_HALVES}", "(need-sum-of pb pe) (need-sum-of qb qe) (need-sum-of p q)"),
-    need(f"{_REFLECTS} {_TOTALS}", f"(need-sum-of {_min1('pa')} {_min1('qa')})"),
+    fact(f"{_REFLECTS} {_TOTALS}", _REFLECT_SITE),
+)
+PAD_MERGE_REFLECT = (
+    need(_REFLECT_SITE, f"(need-sum-of {_min1('pa')} {_min1('qa')})"),
     fact(
-        f"{_REFLECTS} {_TOTALS} (= t (sum-of {_min1('pa')} {_min1('qa')})) (vec-not-contains t 2) (= s (sum-of p q))",
+        f"{_REFLECT_SITE} (= t (sum-of {_min1('pa')} {_min1('qa')})) (vec-not-contains t 2) (= s (sum-of p q))",
         '(union y (Pad x s w "reflect"))',
     ),
 )
@@ -275,6 +281,16 @@ RULES = [
         "(on a shared axis the second reflects the first's padding)",
         PAD_MERGE_REFLECT,
         ruleset="simplify",
+    ),
+    Rule(
+        "pad-merge-reflect-site",
+        "cleanup",
+        "exact",
+        "eqsat:analysis",
+        "reflect-pads(y, x, p, q, w, pa, qa) for y = Pad(Pad(x, p, reflect), q, w, reflect) with p, q non-negative "
+        "of one length, pa and qa their per-axis totals: what pad-merge-reflect reads",
+        PAD_MERGE_REFLECT_SITE,
+        ruleset="analysis",
     ),
     Rule(
         "reshape-merge",

@@ -54,10 +54,14 @@ COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i
 
 #: R(Transpose(x, p), ax, kd) with 0 < |ax| < |p| = rank of x (ax sorted, non-negative: normalized at load), R a
 #: reduction whose axes may be remapped through a transpose (`axes-reduce`: each reduces a set of axes, order-free).
-_SINK = (
+_SINK_GUARD = (
     "(= __root (Reduce op (Transpose x p) ax kd)) (axes-reduce op) (= n (vec-length ax)) (> n 0) (= r (vec-length p)) "
-    "(< n r) "
-    "(>= (vec-get ax 0) 0) (< (vec-get ax (- n 1)) r) (= sx (shape x)) (= (vec-length sx) r) (= dx (dtype x))"
+    "(< n r) (>= (vec-get ax 0) 0) (< (vec-get ax (- n 1)) r) (= (vec-length (shape x)) r)"
+)
+#: ... the site (computed once, in analysis: transpose-sink-reduce-site) and what the rewrites read
+_SINK = (
+    "(= __root (Reduce op (Transpose x p) ax kd)) (reduce-sink __root op x p ax) (= r (vec-length p)) "
+    "(= sx (shape x)) (= dx (dtype x))"
 )
 #: ... the reduced axes of x, sorted: ax2 = sorted p[ax]
 _SINK_AXES = '(= ax2 (merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (vec-empty)))'
@@ -144,11 +148,18 @@ _MAPPED = '(unstable-vec-map (unstable-fn "vec-get" k) {})'
 #: operand at run time; the extractor decides); constants of lower rank are re-encoded at the output's rank at load
 #: and sink through transpose-sink-binary-const. `{args}`: the operands, `{new}`: the new B's.
 _SINK_BROADCAST = (
-    "(= y (Binary op {args})) (arith op) (= t (Transpose a p)) (= c (Input nm)) (= sc (shape c)) (= r (vec-length p)) "
-    "(= k (vec-length sc)) (< k r) (= (shape y) (shape t)) (= ip (inv-perm p)) (= sa (shape a)) (= dc (dtype c))",
-    "(let u (Unsqueeze c (vec-range (- r k)))) "
-    f"(set (shape u) (vec-append {ones('(vec-range (- r k))')} sc)) (set (dtype u) dc) "
+    "(bcast-sink y op t c d {side}) (= t (Transpose a p)) (= sc (shape c)) (= ip (inv-perm p)) (= sa (shape a)) "
+    "(= dc (dtype c))",
+    "(let u (Unsqueeze c (vec-range d))) "
+    f"(set (shape u) (vec-append {ones('(vec-range d)')} sc)) (set (dtype u) dc) "
     "(let cp (Transpose u ip)) (let b (Binary op {new})) (set (shape b) sa) (union y (Transpose b p))",
+)
+#: ... the site (transpose-sink-binary-broadcast-site, in analysis): y = B(t, c) (side 0) or B(c, t) (side 1), d the
+#: ranks c lacks
+_BROADCAST_SITE = (
+    "(= y (Binary op {args})) (arith op) (= t (Transpose a p)) (= c (Input nm)) (= r (vec-length p)) "
+    "(= k (vec-length (shape c))) (< k r) (= (shape y) (shape t))",
+    "(bcast-sink y op t c (- r k) {side})",
 )
 
 
@@ -163,11 +174,15 @@ _PADS_REMAPPED = (
 #: is the output's: a symbol equal to itself).
 #: Element i of Reshape(y) is element i of y, and its last-axis index is i mod d in both (d the shared last dim): b
 #: adds (multiplies, ...) the same value to it either way. `r` is the Reshape, {args} the operands.
+#: The guard is a site computed once in analysis (reshape-sink-bias-site: reshape-bias(root, B, r, y, b, side), side 0
+#: for B(r, b), 1 for B(b, r)); the rewrite reads it.
 _RESHAPE_BIAS = (
-    "(= __root (Binary op {args})) (arith op) (= so (shape r)) (= so (shape __root)) (= n (vec-length so)) "
-    "(= sy (shape y)) (= ny (vec-length sy)) (> ny 0) (= (vec-get sy (- ny 1)) (vec-get so (- n 1))) (= sb (shape b)) "
-    "(= k (vec-length sb)) (> k 0) (<= k n) (= sb (vec-set {ones} (- k 1) (vec-get sb (- k 1)))) (= db (dtype b))"
+    "(reshape-of r y) (= __root (Binary op {args})) (arith op) (= so (shape r)) (= so (shape __root)) "
+    "(= n (vec-length so)) (= sy (shape y)) (= ny (vec-length sy)) (> ny 0) (= (vec-get sy (- ny 1)) "
+    "(vec-get so (- n 1))) (= sb (shape b)) (= k (vec-length sb)) (> k 0) (<= k n) "
+    "(= sb (vec-set {ones} (- k 1) (vec-get sb (- k 1))))"
 )
+_RESHAPE_BIAS_SITE = "(reshape-bias __root op r y b {side}) (= sb (shape b)) (= k (vec-length sb)) (= sy (shape y)) "
 #: ... -> Reshape(B(y, Reshape(b, [-1])), s): b as a vector along y's last axis (w's dtype: the analysis's).
 _RESHAPE_BIAS_SUNK = (
     "(let bv (Reshape b (vec-of -1) 0)) (set (shape bv) (vec-of (vec-get sb (- k 1)))) (set (dtype bv) db) "
@@ -177,17 +192,21 @@ _RESHAPE_BIAS_SUNK = (
 
 def _reshape_sink_bias() -> tuple:
     """B(Reshape(y, s), b) and B(b, Reshape(y, s)), static or run-time targets."""
-    rules = []
-    for reshape in RESHAPES:
-        r = reshape.format(x="y", k=1)
-        for lhs, rhs in (("r b", "y bv"), ("b r", "bv y")):
-            rules.append(
-                fact(
-                    f"(= r {r}) " + _RESHAPE_BIAS.format(args=lhs, ones=ones("sb")),
-                    _RESHAPE_BIAS_SUNK.format(args=rhs, reshape=reshape.format(x="w", k=1)),
-                )
-            )
-    return tuple(rules)
+    return tuple(
+        fact(
+            _RESHAPE_BIAS_SITE.format(side=side) + f"(= r {reshape.format(x='y', k=1)}) (= db (dtype b))",
+            _RESHAPE_BIAS_SUNK.format(args=rhs, reshape=reshape.format(x="w", k=1)),
+        )
+        for reshape in RESHAPES
+        for side, rhs in enumerate(("y bv", "bv y"))
+    )
+
+
+#: reshape-sink-bias's site, either operand order.
+RESHAPE_BIAS_SITE = tuple(
+    fact(_RESHAPE_BIAS.format(args=args, ones=ones("sb")), f"(reshape-bias __root op r y b {side})")
+    for side, args in enumerate(("r b", "b r"))
+)
 
 
 #: Transpose(B(Transpose(a, p), y), q) with q = p^-1 and y of the same rank, not enlarging the inner output: the
@@ -269,9 +288,23 @@ RULES = [
         "B(Transpose(a, p), c) -> Transpose(B(a, Transpose(Unsqueeze(c, leading axes), p^-1)), p) for B in Add, Sub, "
         "Mul, Div and a graph input c of lower rank that does not enlarge the output",
         (
-            fact(_SINK_BROADCAST[0].format(args="t c"), _SINK_BROADCAST[1].format(new="a cp")),
-            fact(_SINK_BROADCAST[0].format(args="c t"), _SINK_BROADCAST[1].format(new="cp a")),
+            fact(_SINK_BROADCAST[0].format(side=0), _SINK_BROADCAST[1].format(new="a cp")),
+            fact(_SINK_BROADCAST[0].format(side=1), _SINK_BROADCAST[1].format(new="cp a")),
         ),
+    ),
+    Rule(
+        "transpose-sink-binary-broadcast-site",
+        "layout",
+        "exact",
+        "eqsat:analysis",
+        "bcast-sink(B(Transpose(a, p), c), B, Transpose(a, p), c, rank(p) - rank(c), operand order) for B in Add, "
+        "Sub, Mul, Div and a graph input c of lower rank not enlarging the output: the guard of "
+        "transpose-sink-binary-broadcast",
+        (
+            fact(_BROADCAST_SITE[0].format(args="t c"), _BROADCAST_SITE[1].format(side=0)),
+            fact(_BROADCAST_SITE[0].format(args="c t"), _BROADCAST_SITE[1].format(side=1)),
+        ),
+        ruleset="analysis",
     ),
     Rule(
         "transpose-sink-reduce",
@@ -281,6 +314,16 @@ RULES = [
         "R(Transpose(x, p), axes, kd) -> Transpose(R(x, sorted p[axes], kd), p or, for kd = 0, p without the "
         "reduced positions renumbered) for a reduction R; R(x, all axes) when every axis is reduced",
         _REDUCE_SINK,
+    ),
+    Rule(
+        "transpose-sink-reduce-site",
+        "layout",
+        "exact",
+        "eqsat:analysis",
+        "reduce-sink(R(Transpose(x, p), axes, kd), R, x, p, axes) when 0 < |axes| < rank (axes in range): the guard "
+        "transpose-sink-reduce joins",
+        (fact(_SINK_GUARD, "(reduce-sink __root op x p ax)"),),
+        ruleset="analysis",
     ),
     Rule(
         "transpose-to-reshape",
@@ -399,6 +442,16 @@ RULES = [
         "order) when b varies along the last axis only ([1, .., 1, n], rank <= the output's) and the Reshape keeps "
         "the last dim (y's last dim is the output's)",
         _reshape_sink_bias(),
+    ),
+    Rule(
+        "reshape-sink-bias-site",
+        "layout",
+        "exact",
+        "eqsat:analysis",
+        "reshape-bias(B(r, b), B, r, y, b, operand order) for r a Reshape of y keeping its last dim and b [1, .., 1, "
+        "n] of rank <= the output's, B in Add, Sub, Mul, Div: the guard of reshape-sink-bias",
+        RESHAPE_BIAS_SITE,
+        ruleset="analysis",
     ),
     Rule(
         "transpose-cancel-binary",

@@ -121,11 +121,15 @@ def _transpose_sink_split() -> tuple:
 #: a 0 at a position below ry - 1 copies a leading dim the part shares with y; a 0 at ry - 1 (which would copy the
 #: part's width, not y's) is excluded by the guard at min(ry - 1, r - 1) (positions past the input's rank hold no
 #: 0 in a valid model).
-_SPLIT_RESHAPE = (
+_SPLIT_SITE = (
     "(= o (Reshape p s z)) (= p (Out sp k)) (= sp (Split y ax sz)) (= sy (shape y)) (= ry (vec-length sy)) "
-    "(= ax (- ry 1)) (= n (vec-get sy ax)) (>= n 0) (= so (shape o)) (= r (vec-length so)) (>= r 2) "
-    "(= (vec-length s) r) (>= k 0) (< k (vec-length sz)) (= w (vec-get sz k)) (> w 0) "
-    "(!= (vec-get s (min (- ry 1) (- r 1))) 0) (= dt (dtype y))"
+    "(= ax (- ry 1)) (= n (vec-get sy ax)) (>= n 0) (= r (vec-length (shape o))) (>= r 2) "
+    "(= (vec-length s) r) (>= k 0) (< k (vec-length sz)) (> (vec-get sz k) 0) "
+    "(!= (vec-get s (min (- ry 1) (- r 1))) 0)"
+)
+#: ... computed once in analysis (split-reshape-merge-site: split-reshape(o, s, z, y, sz, k, n)), read by the rewrites
+_SPLIT_RESHAPE = (
+    "(split-reshape o s z y sz k n) (= so (shape o)) (= r (vec-length so)) (= w (vec-get sz k)) (= dt (dtype y))"
 )
 #: ... heads: so ends [h, d] with h d = sz[k] and d dividing every size (q = sz / d): Reshape(y) ends [n / d, d] and
 #: the Split runs along axis r - 2. Element (i, j) of y (i its leading index) is (i, j div d, j mod d) after it; the
@@ -157,23 +161,27 @@ S2D_DTYPES = DTYPE_GROUPS["SpaceToDepth"]
 
 #: Reshape -> Transpose -> Reshape over a 4-D x [n, c, h, w] (sr: the 6-D intermediate shape, sy: the output's),
 #: of a dtype the op's kernel takes at the model's opset.
+#: The structure is a site computed once in analysis (space-depth-site: space-depth(y, x, r, perm)).
+_SHUFFLE_SITE = (
+    "(= y (Reshape t s2 z2)) (= t (Transpose r p)) (= r (Reshape x s1 z1)) (= (vec-length (shape x)) 4) "
+    "(= (vec-length (shape r)) 6)"
+)
 _SHUFFLE = (
-    "(= y (Reshape t s2 z2)) (= t (Transpose r {perm})) (= r (Reshape x s1 z1)) (= sx (shape x)) "
-    "(= (vec-length sx) 4) (= n (vec-get sx 0)) (= c (vec-get sx 1)) (= h (vec-get sx 2)) "
-    "(= w (vec-get sx 3)) (= sr (shape r)) (= (vec-length sr) 6) (= sy (shape y)) (= dt (dtype x)) "
+    "(space-depth y x r {perm}) (= sx (shape x)) (= n (vec-get sx 0)) (= c (vec-get sx 1)) (= h (vec-get sx 2)) "
+    "(= w (vec-get sx 3)) (= sr (shape r)) (= sy (shape y)) (= dt (dtype x)) "
     '(dtype-group "{op}" dt since) (= o (model-opset)) (>= o since)'
 )
 
 DEPTH_TO_SPACE = (  # DCR, then CRD (opset >= 11); the 6-D intermediate binds b and cb = C / b²
     fact(
         f"{_SHUFFLE.format(perm='(vec-of 0 3 4 1 5 2)', op='DepthToSpace')} (= b (vec-get sr 1)) (= cb (vec-get sr 3)) "
-        "(= sr (vec-of n b b cb h w)) (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) (= c (* (* b b) cb)) "
+        "(= sr (vec-of n b b cb h w)) (> b 0) (>= cb 0) (>= h 0) (>= w 0) (= c (* (* b b) cb)) "
         "(= sy (vec-of n cb (* h b) (* w b)))",
         '(union y (DepthToSpace x b "DCR"))',
     ),
     fact(
         f"{_SHUFFLE.format(perm='(vec-of 0 1 4 2 5 3)', op='DepthToSpace')} (>= o 11) (= b (vec-get sr 2)) "
-        "(= cb (vec-get sr 1)) (= sr (vec-of n cb b b h w)) (> b 0) (>= c 0) (>= cb 0) (>= h 0) (>= w 0) "
+        "(= cb (vec-get sr 1)) (= sr (vec-of n cb b b h w)) (> b 0) (>= cb 0) (>= h 0) (>= w 0) "
         "(= c (* (* b b) cb)) (= sy (vec-of n cb (* h b) (* w b)))",
         '(union y (DepthToSpace x b "CRD"))',
     ),
@@ -181,7 +189,7 @@ DEPTH_TO_SPACE = (  # DCR, then CRD (opset >= 11); the 6-D intermediate binds b 
 SPACE_TO_DEPTH = (
     fact(
         f"{_SHUFFLE.format(perm='(vec-of 0 3 5 1 2 4)', op='SpaceToDepth')} (= b (vec-get sr 3)) (> b 0) (>= c 0) "
-        "(>= h 0) (>= w 0) (= hb (vec-get sr 2)) (= wb (vec-get sr 4)) (>= hb 0) (>= wb 0) "
+        "(= hb (vec-get sr 2)) (= wb (vec-get sr 4)) (>= hb 0) (>= wb 0) "
         "(= sr (vec-of n c hb b wb b)) "
         "(= h (* hb b)) (= w (* wb b)) (= sy (vec-of n (* c (* b b)) hb wb))",
         "(union y (SpaceToDepth x b))",
@@ -247,14 +255,17 @@ _ONEHOT_MATMUL = (
     "(= y (MatMul oh wt)) (= oh (OneHot i dep v ax)) (= si (shape i)) (= ax (vec-length si)) "
     '(= it (dtype i)) (dtype-group "gather-index" it since) (= dep (Scalar dv ddt dsh)) (finite wt) (= sw (shape wt)) '
     "(= (vec-length sw) 2) (> (vec-get sw 0) 0) (= dv (to-f64 (vec-get sw 0))) (= (shape v) (vec-of 2)) "
-    "(const-value v 0 0.0) (const-value v 1 1.0) (= o (model-opset)) (>= o 12) (= sy (shape y)) (= dt (dtype wt))"
+    "(const-value v 0 0.0) (const-value v 1 1.0) (= o (model-opset)) (>= o 12)"
 )
+#: ... the site, computed once in analysis (onehot-matmul-to-gather-site: onehot-gather(y, i, W, d)), and what the
+#: rewrite reads
+_ONEHOT_SITE = "(onehot-gather y i wt dv) (= si (shape i)) (= ax (vec-length si)) (= sy (shape y)) (= dt (dtype wt))"
 #: ... -> Where(Unsqueeze(Equal(Clip(i, -d, d-1), i), -1), Gather(W, Clip(i, -d, d-1), 0), 0)
 _ONEHOT_AS_GATHER = (
     "(let c (Clip i (- 0.0 dv) (- dv 1.0))) (let m (Unsqueeze (Equal c i) (vec-of ax))) "
     "(let g (Gather wt c 0)) (let z (Scalar 0.0 dt (vec-empty))) "
     '(set (shape m) (vec-push si 1)) (set (dtype m) "BOOL") (set (shape g) sy) (set (dtype g) dt) '
-    "(set (shape z) (vec-empty)) (set (dtype z) dt) (union y (Where m g z))"
+    "(union y (Where m g z))"
 )
 
 
@@ -272,11 +283,16 @@ GATHER_BEFORE_ELEMENTWISE = (
         "(let g (Gather a i 0)) (set (shape g) sy) (set (dtype g) d) (union y (Binary op g c))",
     ),
     fact(
-        f"{_GATHERED} (= sa (shape a)) (> (vec-length sa) 0) (= (shape c) (vec-set {ones('sa')} 0 (vec-get sa 0))) "
-        "(= si (shape i)) (= sy (shape y)) (= d (dtype a)) (= dc (dtype c))",
+        "(gather-rows y op a c i) (= si (shape i)) (= sy (shape y)) (= d (dtype a)) (= sc (shape c)) (= dc (dtype c))",
         "(let g (Gather a i 0)) (let gc (Gather c i 0)) (set (shape g) sy) (set (dtype g) d) "
-        f"(set (shape gc) (vec-append si (vec-pop {ones('sa')}))) (set (dtype gc) dc) (union y (Binary op g gc))",
+        "(set (shape gc) (vec-append si (vec-remove sc 0))) (set (dtype gc) dc) (union y (Binary op g gc))",
     ),
+)
+#: The second form's site (gather-before-elementwise-site: gather-rows(y, B, a, c, i), computed once in analysis): c
+#: of a's rank varying along axis 0 only; its rows gathered have shape shape(i) + shape(c)[1:] (all 1s).
+GATHER_ROWS_SITE = fact(
+    f"{_GATHERED} (= sa (shape a)) (> (vec-length sa) 0) (= (shape c) (vec-set {ones('sa')} 0 (vec-get sa 0)))",
+    "(gather-rows y op a c i)",
 )
 
 
@@ -395,6 +411,16 @@ RULES = [
         SPACE_TO_DEPTH,
     ),
     Rule(
+        "space-depth-site",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "space-depth(y, x, r, p) for y = Reshape(Transpose(r, p)), r = Reshape(x) 6-D and x 4-D: the structure "
+        "depth-to-space and space-to-depth join (c >= 0 follows from c = b b cb; h, w >= 0 from h = hb b, w = wb b)",
+        (fact(_SHUFFLE_SITE, "(space-depth y x r p)"),),
+        ruleset="analysis",
+    ),
+    Rule(
         "stack-reshape-to-concat",
         FAMILY,
         "exact",
@@ -404,13 +430,33 @@ RULES = [
         STACK_RESHAPE,
     ),
     Rule(
+        "split-reshape-merge-site",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "split-reshape(o, s, z, y, sz, k, n) for o = Reshape(Out(Split(y, last axis, sz), k), s, z) with y's last "
+        "dim n static, a part of width > 0 and an output of rank >= 2: the guard of split-reshape-merge",
+        (fact(_SPLIT_SITE, "(split-reshape o s z y sz k n)"),),
+        ruleset="analysis",
+    ),
+    Rule(
         "onehot-matmul-to-gather",
         FAMILY,
         "exact",
         "coreml:fuse_onehot_matmul_to_gather",
         "MatMul(OneHot(i, d, [0, 1], -1), W) -> Where(i in [-d, d-1], Gather(W, Clip(i, -d, d-1)), 0) for a "
         "finite constant W [d, N] and INT32/INT64 i (opset >= 12)",
-        (fact(_ONEHOT_MATMUL, _ONEHOT_AS_GATHER),),
+        (fact(_ONEHOT_SITE, _ONEHOT_AS_GATHER),),
+    ),
+    Rule(
+        "onehot-matmul-to-gather-site",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "onehot-gather(y, i, W, d) for y = MatMul(OneHot(i, d, [0, 1], -1), W), W a finite constant [d, N], i of a "
+        "dtype Gather takes, opset >= 12: the guard of onehot-matmul-to-gather",
+        (fact(_ONEHOT_MATMUL, "(onehot-gather y i wt dv)"),),
+        ruleset="analysis",
     ),
     Rule(
         "gather-before-cast",
@@ -433,5 +479,15 @@ RULES = [
         "Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c or Gather(c, i, 0)) for B in Add/Sub/Mul/Div and a "
         "single-element c or one varying along axis 0 only: dequantize the gathered rows, not the table",
         GATHER_BEFORE_ELEMENTWISE,
+    ),
+    Rule(
+        "gather-before-elementwise-site",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "gather-rows(y, B, a, c, i) for y = Gather(B(a, c), i, 0), B in Add/Sub/Mul/Div and c of a's rank varying "
+        "along axis 0 only: the guard of gather-before-elementwise's second form",
+        (GATHER_ROWS_SITE,),
+        ruleset="analysis",
     ),
 ]

@@ -912,3 +912,39 @@ def test_transpose_cancel_binary_not(case: str) -> None:
 @given(PROPERTIES["transpose-cancel-binary"]())
 def test_transpose_cancel_binary_property(case: RuleCase) -> None:
     case.check()
+
+
+# ---- the sites (guards computed once in analysis) ----
+
+
+@property_settings()
+@given(PROPERTIES["transpose-sink-reduce-site"]())
+def test_transpose_sink_reduce_site_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["transpose-sink-binary-broadcast-site"]())
+def test_transpose_sink_binary_broadcast_site_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["reshape-sink-bias-site"]())
+def test_reshape_sink_bias_site_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_reduce_site_not_set_when_every_axis_is_reduced() -> None:
+    """The site holds 0 < |axes| < rank only: a reduction over every axis is the layout-free form's."""
+    m = model([transpose("x", "t", NCHW_TO_NHWC), node("ReduceMax", ["t"], "y", axes=[0, 1, 2, 3], keepdims=0)], X4)
+    assert "transpose-sink-reduce-site" not in saturate_with_rules(m, []).saturation.rules_fired
+
+
+def test_layout_commands_are_at_most_600_characters() -> None:
+    """Issue 23: every egglog command of the layout rules is a readable row (main had reshape-sink-bias at 767)."""
+    from eqsat.rewrites import registry
+
+    rules = registry.all_rules()
+    long = [(len(c), r.name) for r in rules if r.family == "layout" for c in r.commands() if len(c) > 600]
+    assert not long, long

@@ -836,3 +836,40 @@ def test_gather_before_elementwise_at_any_rank(batch: int) -> None:
     result = assert_rule_sound(m, "gather-before-elementwise", feeds, also=["gather-before-cast"])
     (first,) = [n for n in result.model.graph if n.op_type == "Cast"]
     assert first.inputs[0].producer() is not None and first.inputs[0].producer().op_type == "Gather"
+
+
+# ---- the sites (guards computed once in analysis) ----
+
+
+@property_settings()
+@given(PROPERTIES["split-reshape-merge-site"]())
+def test_split_reshape_merge_site_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["onehot-matmul-to-gather-site"]())
+def test_onehot_matmul_to_gather_site_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["gather-before-elementwise-site"]())
+def test_gather_before_elementwise_site_property(case: RuleCase) -> None:
+    case.check()
+
+
+@property_settings()
+@given(PROPERTIES["space-depth-site"]())
+def test_space_depth_site_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_tensor_commands_are_at_most_600_characters() -> None:
+    """Issue 23: every egglog command of the tensor rules is a readable row (main had onehot-matmul-to-gather at
+    899)."""
+    from eqsat.rewrites import registry
+
+    rules = registry.all_rules()
+    long = [(len(c), r.name) for r in rules if r.family == "tensor" for c in r.commands() if len(c) > 600]
+    assert not long, long

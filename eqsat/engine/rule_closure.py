@@ -82,6 +82,15 @@ RULE_ONLY_FACTS = (
             "reshape-of",
             "mul-of",
             "add-of",
+            # tensor/layout/cleanup (rowse)
+            "onehot-gather",
+            "gather-rows",
+            "reshape-bias",
+            "bcast-sink",
+            "reduce-sink",
+            "split-reshape",
+            "space-depth",
+            "reflect-pads",
             # conv/normalization (rowsc)
             "norm-moments",
             "ln-span",

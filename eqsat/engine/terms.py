@@ -360,6 +360,16 @@ def declarations() -> str:
         "(relation additive-sign (String f64))",
         "(relation additive-chain (String String String))",
         "(relation reduce-as-unary (String String))",
+        # tensor/layout/cleanup (rowse): sites, the guards of one rewrite computed once in analysis (keyed on the
+        # matched e-class, with the operands the rewrite rebuilds from)
+        "(relation onehot-gather (T T T f64))",
+        "(relation gather-rows (T String T T T))",
+        "(relation reshape-bias (T String T T T i64))",
+        "(relation bcast-sink (T String T T i64 i64))",
+        "(relation reduce-sink (T String T IVec IVec))",
+        "(relation split-reshape (T IVec i64 T IVec i64 i64))",
+        "(relation space-depth (T T T IVec))",
+        "(relation reflect-pads (T T IVec IVec f64 IVec IVec))",
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]

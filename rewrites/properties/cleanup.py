@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from eqsat.ops import IDEMPOTENT
-from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.cases import DrawnGraph, RuleCase, feeding, rule_case
 from eqsat.testing.draw import neutral_element
 from eqsat.testing.strategies import arrays, float_arrays, shapes
 
@@ -267,6 +267,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "pad-merge": _pad_merge("pad-merge", "constant"),
     "pad-merge-edge": _pad_merge("pad-merge-edge", "edge"),
     "pad-merge-reflect": _pad_merge_reflect,
+    "pad-merge-reflect-site": feeding(_pad_merge_reflect, "pad-merge-reflect-site"),
     "reshape-view-merge": _reshape_view_merge,
     "reshape-merge": _reshape_merge,
 }

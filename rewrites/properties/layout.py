@@ -3,13 +3,14 @@ where its guard holds (`RuleCase`), checked by tests/test_rules_layout.py and `e
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import onnx.helper as oh
 
 from eqsat.ops import ARITHMETIC, BOOL_BINARY, TRANSPOSE_REDUCTIONS
-from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.cases import DrawnGraph, RuleCase, feeding, rule_case
 from eqsat.testing.draw import COMPARE_OPS, FLOAT_UNARY, SANDWICH_RULES, binary_const, draw_unary, transpose_node
 from eqsat.testing.strategies import arrays, broadcastable_shapes, float_arrays, inverse, perms, shapes
 
@@ -171,12 +172,13 @@ _REDUCE_OPS = TRANSPOSE_REDUCTIONS
 
 
 @rule_case
-def _transpose_sink_reduce(draw: Callable, st: Any) -> RuleCase:
-    shape = draw(shapes(1, 7, 3))
+def _transpose_sink_reduce(draw: Callable, st: Any, some_only: bool = False) -> RuleCase:
+    """A reduction of a transpose over some, all or no axes (`some_only`: some, the site's case)."""
+    shape = draw(shapes(2 if some_only else 1, 7, 3))
     rank = len(shape)
     p = draw(perms(rank))
     op = draw(st.sampled_from(_REDUCE_OPS))
-    kind = draw(st.sampled_from(("some", "some", "some", "all", "empty")))
+    kind = "some" if some_only else draw(st.sampled_from(("some", "some", "some", "all", "empty")))
     if kind == "some" and rank > 1:
         axes = sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=rank - 1)))
     elif kind == "all" or rank == 1:
@@ -385,8 +387,14 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "transpose-sink-binary": _transpose_sink_binary,
     "transpose-sink-binary-const": _transpose_sink_binary_const,
     "transpose-sink-binary-broadcast": _transpose_sink_binary_broadcast,
+    "transpose-sink-binary-broadcast-site": feeding(
+        _transpose_sink_binary_broadcast, "transpose-sink-binary-broadcast-site"
+    ),
     "transpose-sink-pad": _transpose_sink_pad,
     "transpose-sink-reduce": _transpose_sink_reduce,
+    "transpose-sink-reduce-site": feeding(
+        functools.partial(_transpose_sink_reduce, some_only=True), "transpose-sink-reduce-site"
+    ),
     "transpose-to-reshape": _transpose_to_reshape,
     "reshape-transpose-reshape": _reshape_transpose_reshape,
     "squeeze-unsqueeze-cancel": _squeeze_unsqueeze_cancel,
@@ -394,5 +402,6 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "unsqueeze-merge": _unsqueeze_merge,
     "reshape-sink-unary": _reshape_sink_unary,
     "reshape-sink-bias": _reshape_sink_bias,
+    "reshape-sink-bias-site": feeding(_reshape_sink_bias, "reshape-sink-bias-site"),
     "transpose-cancel-binary": _transpose_cancel_binary,
 }

@@ -10,7 +10,7 @@ import numpy as np
 import onnx.helper as oh
 
 from eqsat.rewrites.tensor import D2S_DTYPES, S2D_DTYPES
-from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.cases import DrawnGraph, RuleCase, feeding, rule_case
 from eqsat.testing.draw import concat_parts
 from eqsat.testing.models import numpy_dtype
 from eqsat.testing.strategies import arrays, float_arrays, perms, shapes
@@ -235,9 +235,10 @@ def _gather_before_elementwise(rule: str) -> Callable[[], Any]:
 
 
 @rule_case
-def _dequantized_gather(draw: Callable, st: Any, rule: str, cast_only: bool) -> RuleCase:
+def _dequantized_gather(draw: Callable, st: Any, rule: str, cast_only: bool, per_row: bool = False) -> RuleCase:
     """A run-time table cast and gathered along any axis, or (not `cast_only`) dequantized (Cast, then
-    Sub of a zero point and/or Mul by a scale, each a scalar or per row) and gathered along axis 0."""
+    Sub of a zero point and/or Mul by a scale, each a scalar or (always when `per_row`) per row) and gathered
+    along axis 0."""
     table = draw(shapes(1, 3, 4, min_dim=1))
     lead = draw(shapes(0 if cast_only else 1, 2, 3))  # a rank-0 index under a scalar aligned to the table's
     g = DrawnGraph()  # rank would lower the rank: the rule declines
@@ -247,12 +248,13 @@ def _dequantized_gather(draw: Callable, st: Any, rule: str, cast_only: bool) -> 
     y = g.node("Cast", [w], "f", to=oh.np_dtype_to_tensor_dtype(np.dtype(np.float32)))
     ops = [] if cast_only else draw(st.lists(st.sampled_from(("Sub", "Mul", "Add", "Div")), min_size=1, max_size=2))
     for k, op in enumerate(ops):
-        per_row = (table[0],) + (1,) * (len(table) - 1)
-        c_shape = per_row if draw(st.booleans()) else ()
+        row = (table[0],) + (1,) * (len(table) - 1)
+        c_shape = row if per_row or draw(st.booleans()) else ()
         g.inits[f"c{k}"] = draw(float_arrays(c_shape, low=0.5, high=2.0))
         y = g.node(op, [y, f"c{k}"], f"{op}{k}")
     g.node("Gather", [y, i], "y", axis=axis)
-    return g.case(rule, ["y"], also=() if cast_only else ("gather-before-cast",))
+    also = () if cast_only else ("gather-before-cast", "gather-before-elementwise")
+    return g.case(rule, ["y"], also=tuple(a for a in also if a != rule))
 
 
 #: rule name -> strategy of graphs where the rule fires; one case in four is also checked with symbolic dims.
@@ -282,6 +284,7 @@ def _slice_merge(draw: Callable, st: Any) -> RuleCase:
 PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "slice-merge": _slice_merge,
     "split-reshape-merge": _split_reshape_merge,
+    "split-reshape-merge-site": feeding(_split_reshape_merge, "split-reshape-merge-site"),
 }
 #: Properties checked with static shapes only.
 STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
@@ -294,8 +297,13 @@ STATIC_PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "transpose-sink-split": _transpose_sink_split,
     "depth-to-space": _depth_to_space,
     "space-to-depth": _space_to_depth,
+    "space-depth-site": feeding(_space_to_depth, "space-depth-site"),
     "stack-reshape-to-concat": _stack_reshape,
     "onehot-matmul-to-gather": _onehot_matmul,
+    "onehot-matmul-to-gather-site": feeding(_onehot_matmul, "onehot-matmul-to-gather-site"),
     "gather-before-cast": _gather_before_elementwise("gather-before-cast"),
     "gather-before-elementwise": _gather_before_elementwise("gather-before-elementwise"),
+    "gather-before-elementwise-site": lambda: _dequantized_gather(
+        "gather-before-elementwise-site", cast_only=False, per_row=True
+    ),
 }
