@@ -86,10 +86,6 @@ GELU_TANH_FUSE = (
 )
 
 
-def _facts(*terms: str, shape: str = "s") -> str:
-    return " ".join(f'(set (shape {t}) {shape}) (set (dtype {t}) "FLOAT")' for t in terms)
-
-
 def _sc(value: float) -> str:
     """A rank-0 FLOAT scalar (its facts: _scalar_facts)."""
     return f'(Scalar {value!r} "FLOAT" (vec-empty))'
@@ -116,10 +112,7 @@ def _scalar_facts() -> tuple:
     scalar keeps a's shape)."""
     return (
         fact("(= y (Scalar v d s))", "(set (shape y) s) (set (dtype y) d)"),
-        *(
-            fact(f"(= y ({op} a (Scalar v d (vec-empty)))) (= s (shape a))", "(set (shape y) s)")
-            for op in ("Add", "Sub", "Mul", "Div")
-        ),
+        fact("(= y (Binary op a (Scalar v d (vec-empty)))) (arith op) (= s (shape a))", "(set (shape y) s)"),
     )
 
 
@@ -147,7 +140,7 @@ def _hardswish_fuse() -> tuple:
         rules.append(
             fact(
                 f"{form} {guard} {scale}",
-                f"(let hs (HardSigmoid x {1 / 6!r} 0.5)) {_facts('hs')} (union __root (Mul x hs))",
+                f"(union __root (Mul x (HardSigmoid x {1 / 6!r} 0.5)))",  # its facts: shape-unary
             )
         )
     hardswish = (

@@ -18,7 +18,9 @@
 Functions of lists (eqsat.engine.terms.LIST_FUNCTIONS): egglog has no fold or sort over vectors, so a rule that
 computes over a whole vector of any length (sorted axes, a product of dims) asks for the value with a
 `need` row (eqsat.engine.rule.need) and these rows compute it by recursion on a shorter vector, one element a
-step, within one saturation of the analysis ruleset. Each is guarded (no vec-get out of range).
+step, within one saturation of the analysis ruleset. Each is guarded (no vec-get out of range). A function whose
+value at empty arguments is a constant (elements, ascending, index-map, sum-of, symbol-count) starts from a
+standard fact (eqsat.engine.terms.LIST_BASES), not a base row.
 """
 
 from __future__ import annotations
@@ -33,13 +35,11 @@ _LAST = "(= n (vec-length {v})) (> n 0) (= l (vec-get {v} (- n 1)))"
 LIST_ROWS = (
     # elements(v): the set of v's elements, inserting the last into the set of the others
     fact("(need-elements v) (> (vec-length v) 0)", "(need-elements (vec-pop v))"),
-    fact("(need-elements v) (= (vec-length v) 0)", "(set (elements v) (set-empty))"),
     fact(
         f"(need-elements v) {_LAST.format(v='v')} (= r (elements (vec-pop v)))", "(set (elements v) (set-insert r l))"
     ),
     # ascending(s): s's largest element pushed after the others in increasing order
     fact("(need-ascending s) (= n (set-length s)) (> n 0)", "(need-ascending (set-remove s (set-get s (- n 1))))"),
-    fact("(need-ascending s) (= (set-length s) 0)", "(set (ascending s) (vec-empty))"),
     fact(
         "(need-ascending s) (= n (set-length s)) (> n 0) (= l (set-get s (- n 1))) (= r (ascending (set-remove s l)))",
         "(set (ascending s) (vec-push r l))",
@@ -75,7 +75,6 @@ LIST_ROWS = (
     ),
     # index-map(k): the map of the others, grown to length l + 1, with m[l] = n - 1 (k increasing)
     fact("(need-index-map k) (> (vec-length k) 0)", "(need-index-map (vec-pop k))"),
-    fact("(need-index-map k) (= (vec-length k) 0)", "(set (index-map k) (vec-empty))"),
     fact(
         f"(need-index-map k) {_LAST.format(v='k')} (= r (index-map (vec-pop k))) (>= l (vec-length r))",
         "(set (index-map k) (vec-set (vec-append r (vec-range (- (+ l 1) (vec-length r)))) l (- n 1)))",
@@ -84,14 +83,12 @@ LIST_ROWS = (
     fact(
         "(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b))", "(need-sum-of (vec-pop a) (vec-pop b))"
     ),
-    fact("(need-sum-of a b) (= (vec-length a) 0) (= (vec-length b) 0)", "(set (sum-of a b) a)"),
     fact(
         "(need-sum-of a b) (= n (vec-length a)) (> n 0) (= n (vec-length b)) (= r (sum-of (vec-pop a) (vec-pop b)))",
         "(set (sum-of a b) (vec-push r (+ (vec-get a (- n 1)) (vec-get b (- n 1)))))",
     ),
     # symbol-count(v): the others' count, plus 1 when the last entry is a symbol (negative)
     fact("(need-symbol-count v) (> (vec-length v) 0)", "(need-symbol-count (vec-pop v))"),
-    fact("(need-symbol-count v) (= (vec-length v) 0)", "(set (symbol-count v) 0)"),
     fact(
         f"(need-symbol-count v) {_LAST.format(v='v')} (= c (symbol-count (vec-pop v)))",
         "(set (symbol-count v) (+ c (min 1 (max 0 (- 0 l)))))",

@@ -216,7 +216,7 @@ RULES = [
         "exact",
         "onnxoptimizer:eliminate_consecutive_idempotent_ops (And/Or); tvm:SimplifyExpr",
         "And(a, a) -> a and Or(a, a) -> a (the output is a's shape)",
-        (rw_neutral("(And a a)", "a"), rw_neutral("(Or a a)", "a")),
+        (rw_neutral("(Binary op a a)", "a", "(bool-idempotent op)"),),
         ruleset="simplify",
     ),
 ]

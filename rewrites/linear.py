@@ -64,28 +64,28 @@ BIAS = "(is-const c) (= s_c (shape c)) (<= (vec-length s_c) 2)"
 
 
 def _matmul_to_gemm() -> tuple:
+    """MatMul +/- c as one row: the op's sign (additive-sign) is Gemm's beta."""
     return (
-        fact(f"(= y (Add mm c)) {MATMUL_2D} {BIAS} {GEMM_OK}", "(union y (Gemm a b c 1.0 1.0 0 0))"),
-        fact(f"(= y (Sub mm c)) {MATMUL_2D} {BIAS} {GEMM_OK}", "(union y (Gemm a b c 1.0 -1.0 0 0))"),
+        fact(
+            f"(= y (Binary op mm c)) (additive op) (additive-sign op sign) {MATMUL_2D} {BIAS} {GEMM_OK}",
+            "(union y (Gemm a b c 1.0 sign 0 0))",
+        ),
     )
 
 
 def _gemm_bias() -> tuple:
-    rules = []
-    for op, sign in (("Add", "1.0"), ("Sub", "-1.0")):
-        base = f"(= y ({op} gm c)) {GEMM} {BIAS}"
-        rules.append(
-            fact(f"{base} (= gm (Gemm a b (Absent) alpha beta ta tb))", f"(union y (Gemm a b c alpha {sign} ta tb))")
-        )
-        present = "(= scc (shape cc)) (<= (vec-length scc) 2)"
-        rules.append(fact(f"{base} {present} (= beta 1.0)", f"(union y (Gemm a b ({op} cc c) alpha 1.0 ta tb))"))
-        rules.append(
-            fact(
-                f"{base} {present} (!= beta 1.0) (= dt (dtype c))",
-                f"(union y (Gemm a b ({op} (Mul cc (Scalar beta dt (vec-of 1))) c) alpha 1.0 ta tb))",
-            )
-        )
-    return tuple(rules)
+    """Gemm +/- c, one row per form of C (absent, beta 1, other beta); the op's sign is the new beta (C absent)
+    or the op combining C and c."""
+    base = f"(= y (Binary op gm c)) (additive op) (additive-sign op sign) {GEMM} {BIAS}"
+    present = "(= scc (shape cc)) (<= (vec-length scc) 2)"
+    return (
+        fact(f"{base} (= gm (Gemm a b (Absent) alpha beta ta tb))", "(union y (Gemm a b c alpha sign ta tb))"),
+        fact(f"{base} {present} (= beta 1.0)", "(union y (Gemm a b (Binary op cc c) alpha 1.0 ta tb))"),
+        fact(
+            f"{base} {present} (!= beta 1.0) (= dt (dtype c))",
+            "(union y (Gemm a b (Binary op (Mul cc (Scalar beta dt (vec-of 1))) c) alpha 1.0 ta tb))",
+        ),
+    )
 
 
 def _const_minus() -> tuple:
@@ -112,8 +112,7 @@ CONST_MINUS_MATMUL = (
     fact(
         "(= y (Sub c mm)) (= mm (MatMul a b)) (is-const c) (is-const b) (= sy (shape y)) (= sy (shape mm)) "
         "(= sb (shape b)) (= db (dtype b))",
-        "(let nb (Neg b)) (set (shape nb) sb) (set (dtype nb) db) (let p (MatMul a nb)) (set (shape p) sy) "
-        "(set (dtype p) db) (union y (Add p c))",
+        "(let p (MatMul a (Neg b))) (set (shape p) sy) (set (dtype p) db) (union y (Add p c))",  # Neg b: shape-unary
     ),
 )
 
@@ -121,9 +120,8 @@ CONST_MINUS_MATMUL = (
 #: per-column(c, r): the constant c, an operand of a Mul or Add whose other operand has shape r, is shaped like r
 #: with every axis but the last set to 1 (per output column, or a scalar of r's rank): the guard of the scale folds
 #: and matmul-bias-merge, computed once.
-PER_COLUMN = tuple(
-    fact(f"(= y {e}) (is-const c) (= r (shape a)) {per_column('c', 'r')}", "(per-column c r)")
-    for e in ("(Mul a c)", "(Add a c)")
+PER_COLUMN = (
+    fact(f"(= y (Binary op a c)) (scale-or-bias op) (= r (shape a)) {per_column('c', 'r')}", "(per-column c r)"),
 )
 
 
@@ -157,30 +155,25 @@ def _gemm_scale() -> tuple:
 
 
 def _bias_chain() -> tuple:
-    """(mm op1 c1) op2 c2 -> mm + c or mm - c with c the constants combined (evaluated at lowering), for
+    """(mm op1 c1) op2 c2 -> mm op1 (c1 op c2), op Add for one op twice and Sub for mixed ops (additive-chain),
+    with the constants combined at lowering, for
     mm = MatMul(A, B) of any rank (matmul-add-to-gemm needs a 2-D A; the targets fuse MatMul + constant Add as
     Gemm does, so an N-D A needs no Reshape to 2-D and back). c1 and c2 have one shape, or c2 is
     single-element of a rank not above c1's: the combined constant has c1's shape (lower-rank constants are
     re-encoded at the output's rank at load, so ranks agree in practice), and the outer op must not enlarge
     the inner one's output."""
-    combos = {
-        ("Add", "Add"): ("Add", "(Add c1 c2)"),
-        ("Add", "Sub"): ("Add", "(Sub c1 c2)"),
-        ("Sub", "Add"): ("Add", "(Sub c2 c1)"),
-        ("Sub", "Sub"): ("Sub", "(Add c1 c2)"),
-    }
-    shapes = (("(= s1 s2)", "s1"), (f"(!= s1 s2) (= s2 {ones('s2')}) (<= (vec-length s2) (vec-length s1))", "s1"))
-    rules = []
-    for (inner, outer), (op, combined) in combos.items():
-        for guard, sc in shapes:
-            rules.append(
-                fact(
-                    f"(= y ({outer} z c2)) (= z ({inner} mm c1)) (= mm (MatMul a b)) (is-const c1) (is-const c2) "
-                    f"(= s1 (shape c1)) (= s2 (shape c2)) (= sy (shape y)) (= sy (shape z)) {guard}",
-                    f"(let c {combined}) (set (shape c) {sc}) (let new ({op} mm c)) (set (shape new) sy) (union y new)",
-                )
-            )
-    return tuple(rules)
+    chain = (
+        "(= y (Binary op2 z c2)) (= z (Binary op1 mm c1)) (additive-chain op1 op2 op) (= mm (MatMul a b)) "
+        "(is-const c1) (is-const c2) (= s1 (shape c1)) (= s2 (shape c2)) (= sy (shape y)) (= sy (shape z))"
+    )
+    return (
+        # one shape: the analysis gives c its shape (and the new sum y's)
+        fact(f"{chain} (= s1 s2)", "(union y (Binary op1 mm (Binary op c1 c2)))"),
+        fact(
+            f"{chain} (!= s1 s2) (= s2 {ones('s2')}) (<= (vec-length s2) (vec-length s1))",
+            "(let c (Binary op c1 c2)) (set (shape c) s1) (union y (Binary op1 mm c))",
+        ),
+    )
 
 
 def _gemm_transpose() -> tuple:
@@ -486,13 +479,15 @@ GEMM_FACTS = (
 # EPILOGUES: activations a MatMul or Gemm runs as its epilogue on some target (extract/targets/*.toml `fused`).
 
 
-def _epilogue(producer: str) -> tuple:
-    """act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k) for a merged `producer` p: the merged
-    product keeps the activation as its epilogue (after the Split, the activation would be costed as fused with
-    the original product its class still holds, though no runtime fuses it)."""
+def _epilogue() -> tuple:
+    """act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k) for a Split a merge made (merge-tip:
+    matmul-merge, matmul-bias-merge, gemm-merge; conv-merge's too, whose own epilogue rule covers its
+    activations): the merged product keeps the activation as its epilogue (after the Split, the activation would
+    be costed as fused with the original product its class still holds, though no runtime fuses it). One row per
+    activation, not per activation and product."""
     return tuple(
         fact(
-            f"(= y {op_pattern(act, 'o')}) (= o (Out sp k)) (= sp (Split p ax sz)) (= p {producer})",
+            f"(= y {op_pattern(act, 'o')}) (= o (Out sp k)) (merge-tip sp q) (= sp (Split p ax sz))",
             f"(union y (Out (Split {op_pattern(act, 'p')} ax sz) k))",
         )
         for act in EPILOGUES
@@ -526,8 +521,8 @@ RULES += [
         FAMILY,
         "exact",
         "tensat:multi-pattern; tvm:CombineParallelDense (activation)",
-        "act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k) for p a MatMul, Gemm or Add (a merged "
-        "product and its bias) and act Relu, Gelu or Clip: the merged product keeps its epilogue",
-        tuple(e for p in ("(MatMul u v)", "(Add u v)", "(Gemm u v w al be ta tb)") for e in _epilogue(p)),
+        "act(Out(Split(p, ax, sizes), k)) -> Out(Split(act(p), ax, sizes), k) for the Split of a merge (p a merged "
+        "MatMul, Gemm or MatMul plus bias) and act Relu, Gelu or Clip: the merged product keeps its epilogue",
+        _epilogue(),
     ),
 ]

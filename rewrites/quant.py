@@ -83,14 +83,13 @@ PER_TENSOR = "(Scalar sv sd ss)"
 
 def _sink(layout: str, params: str) -> tuple:
     """DQ below `layout` (Transpose/Reshape) moved above it, and Q above it moved below it. The new layout
-    node gets the root's shape (Reshape) or the shape-transpose analysis derives it (Transpose)."""
-    shape_fact = "(set (shape t) sr)" if layout == "Reshape" else ""
+    node gets the root's shape and x's dtype (Reshape), or the shape-transpose analysis derives both (Transpose)."""
+    shape_fact = "(set (dtype t) dx) (set (shape t) sr)" if layout == "Reshape" else ""
     bind = "(= sr (shape __root))" if layout == "Reshape" else ""
     return (
         fact(
             f"(= __root ({layout} (DequantizeLinear x {PER_TENSOR} z a) {params})) (= dx (dtype x)) {bind}",
-            f"(let t ({layout} x {params})) (set (dtype t) dx) {shape_fact} "
-            f"(union __root (DequantizeLinear t {PER_TENSOR} z a))",
+            f"(let t ({layout} x {params})) {shape_fact} (union __root (DequantizeLinear t {PER_TENSOR} z a))",
         ),
         fact(
             f"(= __root (QuantizeLinear ({layout} y {params}) {PER_TENSOR} z a)) (= dq (dtype __root)) "

@@ -74,14 +74,16 @@ UNIT_AXES = (
 #: The unit-axes guard of a pointwise form: y = R(x, ax, 1) with every reduced dim 1 (`{op}`: R's name).
 _UNIT = f"{_KEPT} (= 1 (dims-product sx rx))"
 
-#: R(x, axes, keepdims=1) over dims of size 1 as the pointwise op it then is (one element e: |e|, e * e, log e).
+#: R(x, axes, keepdims=1) over dims of size 1 as the pointwise op it then is (one element e: |e|, e * e, log e):
+#: one demand row (unit-pointwise-reduce), one row for the unary forms (reduce-as-unary), one for e * e.
+_KEPT_ANY = _KEPT.format(op="Reduce op")
 UNIT_AXES_POINTWISE = (
-    need(_KEPT.format(op="ReduceL1"), "(need-dims-product sx rx)"),
-    fact(_UNIT.format(op="ReduceL1"), "(union y (Abs x))"),
-    need(_KEPT.format(op="ReduceSumSquare"), "(need-dims-product sx rx)"),
+    need(f"{_KEPT_ANY} (unit-pointwise-reduce op)", "(need-dims-product sx rx)"),
+    fact(
+        f"{_KEPT_ANY} (unit-pointwise-reduce op) (reduce-as-unary op u) (= 1 (dims-product sx rx))",
+        "(union y (Unary u x))",
+    ),
     fact(_UNIT.format(op="ReduceSumSquare"), "(union y (Mul x x))"),
-    need(_KEPT.format(op="ReduceLogSum"), "(need-dims-product sx rx)"),
-    fact(_UNIT.format(op="ReduceLogSum"), "(union y (Log x))"),
 )
 
 

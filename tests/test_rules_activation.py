@@ -476,3 +476,10 @@ def test_relu_clip_merge_property(case: RuleCase) -> None:
 @given(PROPERTIES["scalar-broadcast-facts"]())
 def test_scalar_broadcast_facts_property(case: RuleCase) -> None:
     case.check()
+
+
+def test_scalar_broadcast_facts_are_op_generic() -> None:
+    """One row for the Scalar, one for B(a, rank-0 Scalar) over the arith ops (not one per op)."""
+    from eqsat.rewrites.registry import all_rules
+
+    assert {r.name: len(r.egglog) for r in all_rules()}["scalar-broadcast-facts"] == 2

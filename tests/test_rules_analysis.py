@@ -312,3 +312,15 @@ def test_without_operand_orders_prelu_from_relu_stays_silent() -> None:
 @given(PROPERTIES["operand-orders"]())
 def test_operand_orders_property(case: RuleCase) -> None:
     case.check()
+
+
+def test_list_function_bases_are_standard_facts() -> None:
+    """The five functions of lists with a constant value at empty arguments start from standard facts: three rows
+    each for the other seven (demand, base, step; zeros-resolved has two steps and data-order two), two for
+    these five (demand, step), three for merged."""
+    from eqsat.engine import terms
+    from eqsat.rewrites.analysis import LIST_ROWS
+
+    assert set(terms.LIST_BASES.values()) <= set(terms.standard_facts())
+    assert not any("(= (vec-length v) 0)" in row.facts and "need-elements" in row.facts for row in LIST_ROWS)
+    assert len(LIST_ROWS) == 34

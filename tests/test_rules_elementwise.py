@@ -432,3 +432,10 @@ def test_logical_self_not_on_two_values(op: str) -> None:
 @given(PROPERTIES["logical-self"]())
 def test_logical_self_property(case: RuleCase) -> None:
     case.check()
+
+
+def test_logical_self_is_one_row() -> None:
+    """And and Or share one row over (Binary op a a), guarded by bool-idempotent (Xor is not)."""
+    from eqsat.rewrites.registry import all_rules
+
+    assert {r.name: len(r.egglog) for r in all_rules()}["logical-self"] == 1

@@ -672,3 +672,45 @@ def test_per_column_facts_not_for_a_matrix() -> None:
         initializers={"w": rand(4, 5), "c": rand(3, 5)},
     )
     assert_rule_does_not_fire(m, "per-column-facts")
+
+
+# ---- rules as rows: one egglog rule per form, not per op, operand order or product ----
+
+
+def test_additive_and_epilogue_rules_are_op_generic() -> None:
+    """Add and Sub share one row (additive-sign, additive-chain); the epilogue is one row per activation."""
+    from eqsat.ops import MATMUL_EPILOGUES
+    from eqsat.rewrites.registry import all_rules
+
+    rows = {r.name: len(r.egglog) for r in all_rules()}
+    assert rows["matmul-add-to-gemm"] == 1
+    assert rows["gemm-bias-fold"] == 3  # C absent, beta 1, other beta
+    assert rows["matmul-bias-chain"] == 2  # one shape, c2 single-element
+    assert rows["matmul-merge-epilogue"] == len(MATMUL_EPILOGUES)
+
+
+def test_matmul_bias_chain_add_add() -> None:
+    m = _bias_chain_model(c2_shape=(6,), ops=("Add", "Add"))
+    counts = op_counts(assert_rule_sound(m, "matmul-bias-chain").model)
+    assert counts["MatMul"] == 1 and counts.get("Add", 0) == 1, counts
+
+
+def test_matmul_merge_epilogue_not_on_a_loaded_split() -> None:
+    """A Split the model already has (no merge made it: no merge-tip) keeps its activations after it."""
+    import onnx.helper as oh
+
+    inits = {"sizes": np.array([2, 3], np.int64), "b": rand(4, 5)}
+    nodes = [
+        node("MatMul", ["a", "b"], "mm"),
+        oh.make_node("Split", ["mm", "sizes"], ["s0", "s1"], axis=1),
+        node("Relu", ["s0"], "y0"),
+        node("Relu", ["s1"], "y1"),
+    ]
+    assert_rule_does_not_fire(model(nodes, A, ["y0", "y1"], initializers=inits), "matmul-merge-epilogue")
+
+
+def test_per_column_facts_is_one_row() -> None:
+    """Mul and Add share one row over (Binary op a c), guarded by (scale-or-bias op)."""
+    from eqsat.rewrites.registry import all_rules
+
+    assert {r.name: len(r.egglog) for r in all_rules()}["per-column-facts"] == 1

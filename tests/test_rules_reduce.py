@@ -420,3 +420,13 @@ def test_reduce_unit_axes_pointwise_not(op: str, axes: list | None, shape: tuple
 @given(PROPERTIES["reduce-unit-axes-pointwise"]())
 def test_reduce_unit_axes_pointwise_property(case: RuleCase) -> None:
     case.check()
+
+
+def test_reduce_unit_axes_pointwise_is_op_generic() -> None:
+    """One demand row for the three reductions, one row for the unary forms (reduce-as-unary: L1 -> Abs, LogSum
+    -> Log) and one for SumSquare -> x * x, not a demand and a rewrite row per reduction."""
+    from eqsat.engine.terms import REDUCE_AS_UNARY
+    from eqsat.rewrites.registry import all_rules
+
+    assert {r.name: len(r.egglog) for r in all_rules()}["reduce-unit-axes-pointwise"] == 3
+    assert REDUCE_AS_UNARY == {"ReduceL1": "Abs", "ReduceLogSum": "Log"}

@@ -32,7 +32,7 @@ import onnx
 
 from eqsat.frontend.io import all_graphs
 from eqsat.engine.rule import Rule
-from eqsat.engine.terms import GENERIC, LIST_FUNCTIONS, OP_FACTS, OPS, SPECIAL
+from eqsat.engine.terms import GENERIC, LIST_BASES, LIST_FUNCTIONS, OP_FACTS, OPS, SPECIAL
 
 #: Every constructor of the term language (ops and leaves); egglog functions and relations are not.
 CONSTRUCTORS = frozenset(OPS) | frozenset(SPECIAL)
@@ -102,7 +102,7 @@ RULE_ONLY_FACTS = (
     )
     | frozenset(LIST_FUNCTIONS)
     | frozenset(f"need-{name}" for name in LIST_FUNCTIONS)
-)
+) - frozenset(LIST_BASES)  # analysis/linear/... (rowsd): a standard fact sets their base value
 _TRACKED = CONSTRUCTORS | RULE_ONLY_FACTS | frozenset(GENERIC)
 #: Leaves and plumbing the encoder may create for any model (Scalar, Const, Opaque, lists, ...).
 ALWAYS_PRESENT = frozenset({"Ref", "Input", "Const", "Scalar", "Absent", "TNil", "TCons", "Opaque", "Out"})

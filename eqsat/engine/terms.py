@@ -78,6 +78,17 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
     "element-reduce": _ops.ELEMENT_REDUCTIONS,
     # conv/normalization (rowsc): the parameterless activations a conv runs as its epilogue (conv-merge-epilogue)
     "conv-epilogue": tuple(op for op in _ops.CONV_EPILOGUES if op in GENERIC["Unary"]),
+    # analysis/linear/... (rowsd): the ops of a per-column scale or bias (per-column facts); B(a, a) = a (And, Or;
+    # not Xor); reductions that are a pointwise op over one element (|e|, e * e, log e); Add and Sub (the rows
+    # that read additive-sign or additive-chain guard on it too: the rule closure reads op facts)
+    "scale-or-bias": ("Mul", "Add"),
+    "bool-idempotent": tuple(op for op in _ops.BOOL_BINARY if op != "Xor"),
+    "unit-pointwise-reduce": tuple(
+        op
+        for op in _ops.AXES_REDUCTIONS
+        if op not in _ops.ELEMENT_REDUCTIONS and op not in ("ReduceL2", "ReduceLogSumExp")
+    ),
+    "additive": ("Add", "Sub"),
 }
 assert all(op in OPS for ops in OP_FACTS.values() for op in ops)
 
@@ -161,6 +172,23 @@ TRUNCATING_CASTS: tuple[tuple[str, str], ...] = tuple(
 )
 #: Integers a float cast may round (narrower ones are exact in FLOAT).
 WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
+# analysis/linear/... (rowsd)
+#: `additive-sign` facts: x op c = x + sign * c for the additive ops.
+ADDITIVE_SIGN = {"Add": 1.0, "Sub": -1.0}
+#: `additive-chain` facts: (x op1 c1) op2 c2 = x op1 (c1 op c2) (the same op twice adds the constants, mixed
+#: ops subtract them).
+ADDITIVE_CHAIN = {(a, b): "Add" if a == b else "Sub" for a in ADDITIVE_SIGN for b in ADDITIVE_SIGN}
+#: `reduce-as-unary` facts: R(x, axes, keepdims=1) over reduced dims of 1 is U(x).
+REDUCE_AS_UNARY = {"ReduceL1": "Abs", "ReduceLogSum": "Log"}
+#: The functions of lists whose value at empty arguments is a constant: standard facts (their recursions in
+#: rewrites/analysis.py end there) instead of a base row each.
+LIST_BASES = {
+    "elements": "(set (elements (vec-empty)) (set-empty))",
+    "ascending": "(set (ascending (set-empty)) (vec-empty))",
+    "index-map": "(set (index-map (vec-empty)) (vec-empty))",
+    "sum-of": "(set (sum-of (vec-empty) (vec-empty)) (vec-empty))",
+    "symbol-count": "(set (symbol-count (vec-empty)) 0)",
+}
 
 #: Dtype groups (`dtype-group` facts: group, dtype, first opset): the dtypes ONNX Runtime's CPU kernel of an op
 #: takes (DepthToSpace, SpaceToDepth), those the fused activations run exactly or in higher precision
@@ -328,6 +356,10 @@ def declarations() -> str:
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
         "(relation quant-range (String f64 f64 i64))",
         "(relation quant-twin (String String f64))",
+        # analysis/linear/... (rowsd): the sign of an additive op, and the op combining two additive constants
+        "(relation additive-sign (String f64))",
+        "(relation additive-chain (String String String))",
+        "(relation reduce-as-unary (String String))",
         # tensor/layout/cleanup (rowse): sites, the guards of one rewrite computed once in analysis (keyed on the
         # matched e-class, with the operands the rewrite rebuilds from)
         "(relation onehot-gather (T T T f64))",
@@ -363,6 +395,11 @@ def standard_facts() -> list[str]:
     facts += [f"(set (float-max {egg_str(d)}) {egg_float(top)})" for d, top in FLOAT_MAX.items()]
     facts += [f"(dim-index {i})" for i in range(MAX_CHECKED_RANK)]
     facts += [f"({name} {egg_str(op)})" for name, ops in OP_FACTS.items() for op in ops]
+    # analysis/linear/... (rowsd): x op c = x + sign c; (x op1 c1) op2 c2 = x op1 (c1 op c2); list-function bases
+    facts += [f"(additive-sign {egg_str(op)} {egg_float(sign)})" for op, sign in ADDITIVE_SIGN.items()]
+    facts += [f"(additive-chain {egg_str(a)} {egg_str(b)} {egg_str(c)})" for (a, b), c in ADDITIVE_CHAIN.items()]
+    facts += list(LIST_BASES.values())
+    facts += [f"(reduce-as-unary {egg_str(r)} {egg_str(u)})" for r, u in REDUCE_AS_UNARY.items()]
     return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
 
 
