@@ -766,12 +766,3 @@ def test_split_noop_property(case: RuleCase) -> None:
 @given(PROPERTIES["pad-merge-reflect-site"]())
 def test_pad_merge_reflect_site_property(case: RuleCase) -> None:
     case.check()
-
-
-def test_cleanup_commands_are_at_most_600_characters() -> None:
-    """Issue 23: every egglog command of the cleanup rules is a readable row (main had pad-merge-reflect at 676)."""
-    from eqsat.rewrites import registry
-
-    rules = registry.all_rules()
-    long = [(len(c), r.name) for r in rules if r.family == "cleanup" for c in r.commands() if len(c) > 600]
-    assert not long, long

@@ -939,12 +939,3 @@ def test_reduce_site_not_set_when_every_axis_is_reduced() -> None:
     """The site holds 0 < |axes| < rank only: a reduction over every axis is the layout-free form's."""
     m = model([transpose("x", "t", NCHW_TO_NHWC), node("ReduceMax", ["t"], "y", axes=[0, 1, 2, 3], keepdims=0)], X4)
     assert "transpose-sink-reduce-site" not in saturate_with_rules(m, []).saturation.rules_fired
-
-
-def test_layout_commands_are_at_most_600_characters() -> None:
-    """Issue 23: every egglog command of the layout rules is a readable row (main had reshape-sink-bias at 767)."""
-    from eqsat.rewrites import registry
-
-    rules = registry.all_rules()
-    long = [(len(c), r.name) for r in rules if r.family == "layout" for c in r.commands() if len(c) > 600]
-    assert not long, long

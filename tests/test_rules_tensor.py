@@ -863,13 +863,3 @@ def test_gather_before_elementwise_site_property(case: RuleCase) -> None:
 @given(PROPERTIES["space-depth-site"]())
 def test_space_depth_site_property(case: RuleCase) -> None:
     case.check()
-
-
-def test_tensor_commands_are_at_most_600_characters() -> None:
-    """Issue 23: every egglog command of the tensor rules is a readable row (main had onehot-matmul-to-gather at
-    899)."""
-    from eqsat.rewrites import registry
-
-    rules = registry.all_rules()
-    long = [(len(c), r.name) for r in rules if r.family == "tensor" for c in r.commands() if len(c) > 600]
-    assert not long, long
