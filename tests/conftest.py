@@ -52,6 +52,17 @@ def build_model(
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=10)
 
 
+def custom_op_model() -> onnx.ModelProto:
+    """y = Mystery(x) in a custom domain: a model no runtime can run (verification has nothing to compare)."""
+    model = build_model(
+        [oh.make_node("Mystery", ["x"], ["y"], domain="example.custom", name="mystery")],
+        [("x", onnx.TensorProto.FLOAT, [2])],
+        [("y", onnx.TensorProto.FLOAT, [2])],
+    )
+    model.opset_import.append(oh.make_opsetid("example.custom", 1))
+    return model
+
+
 @pytest.fixture(scope="session")
 def models_dir() -> Path:
     return MODELS_DIR

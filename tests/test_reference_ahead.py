@@ -18,6 +18,7 @@ from eqsat.errors import BadInputError
 from eqsat.extract import cost as cost_module
 from eqsat.extract import load_target, roofline
 from eqsat.session import Session
+from tests.conftest import custom_op_model
 
 F32 = TensorProto.FLOAT
 
@@ -37,16 +38,6 @@ def _dense(make_model) -> onnx.ModelProto:
         oh.make_node("Mul", ["r", "one"], ["y"]),
     ]
     return make_model(nodes, [("x", F32, ["batch", 8])], [("y", F32, ["batch", 8])], weights)
-
-
-def _custom_op_model(make_model) -> onnx.ModelProto:
-    model = make_model(
-        [oh.make_node("Mystery", ["x"], ["y"], domain="example.custom", name="mystery")],
-        [("x", F32, [2])],
-        [("y", F32, [2])],
-    )
-    model.opset_import.append(oh.make_opsetid("example.custom", 1))
-    return model
 
 
 def test_optimize_runs_the_original_during_saturation_and_verifies_as_before(make_model, monkeypatch) -> None:
@@ -84,14 +75,14 @@ def test_optimize_without_verification_starts_no_reference(make_model, monkeypat
     assert not eqsat.optimize(_dense(make_model), verify=False).report.verification
 
 
-def test_reference_ahead_raises_where_its_result_is_asked_for(make_model) -> None:
+def test_reference_ahead_raises_where_its_result_is_asked_for() -> None:
     assert ReferenceAhead().result() is None  # never started
     ahead = ReferenceAhead(strict=True)
-    ahead.start(_custom_op_model(make_model), source="in.onnx")
+    ahead.start(custom_op_model(), source="in.onnx")
     with pytest.raises(BadInputError, match=r"^in\.onnx: cannot be verified.*Mystery"):
         ahead.result()
     quiet = ReferenceAhead()
-    quiet.start(_custom_op_model(make_model), source="in.onnx")
+    quiet.start(custom_op_model(), source="in.onnx")
     reference = quiet.result()
     assert reference is not None and "Mystery" in reference.unverified
 

@@ -19,6 +19,7 @@ from eqsat.ui.cli import main
 from eqsat.errors import BadInputError, VerificationError
 from eqsat.result import Result
 from eqsat.check.verify import compare, make_inputs, verify
+from tests.conftest import custom_op_model
 
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
 
@@ -139,29 +140,19 @@ def test_compare_rejects_structural_differences(actual: np.ndarray) -> None:
     assert not check.ok and check.problem
 
 
-def _custom_op_model(make_model) -> onnx.ModelProto:
-    model = make_model(
-        [oh.make_node("Mystery", ["x"], ["y"], domain="example.custom", name="mystery")],
-        [("x", F32, [2])],
-        [("y", F32, [2])],
-    )
-    model.opset_import.append(oh.make_opsetid("example.custom", 1))
-    return model
-
-
-def test_original_no_runtime_runs_is_not_verified_or_with_strict_bad_input(make_model) -> None:
-    report = verify(_custom_op_model(make_model), _custom_op_model(make_model), source="in.onnx")
+def test_original_no_runtime_runs_is_not_verified_or_with_strict_bad_input() -> None:
+    report = verify(custom_op_model(), custom_op_model(), source="in.onnx")
     assert report.ok and not report.verified and "Mystery" in report.unverified
     assert report.summary().startswith("not verified: no runtime runs the original on the inputs drawn")
     with pytest.raises(BadInputError, match=r"^in\.onnx: cannot be verified.*Mystery.*--no-verify"):
-        verify(_custom_op_model(make_model), _custom_op_model(make_model), source="in.onnx", strict=True)
+        verify(custom_op_model(), custom_op_model(), source="in.onnx", strict=True)
 
 
 def test_cli_writes_a_model_no_runtime_runs_with_a_warning_and_strict_refuses(
-    make_model, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source, out, js = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "report.json"
-    source.write_bytes(_custom_op_model(make_model).SerializeToString())
+    source.write_bytes(custom_op_model().SerializeToString())
     assert main(["optimize", str(source), "-o", str(out), "--report-json", str(js)]) == 0
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("eqsat: warning: not verified: no runtime runs the original on the inputs drawn (")
@@ -177,17 +168,17 @@ def test_cli_writes_a_model_no_runtime_runs_with_a_warning_and_strict_refuses(
     assert not out.exists()
 
 
-def test_optimize_returns_an_unverified_result_with_its_warning(make_model) -> None:
-    result = eqsat.optimize(_custom_op_model(make_model))
+def test_optimize_returns_an_unverified_result_with_its_warning() -> None:
+    result = eqsat.optimize(custom_op_model())
     assert not result.verified and result.report.verification.ok
     (warning,) = result.warnings
     assert warning.startswith("not verified: no runtime runs the original") and "Mystery" in warning
     assert "not verified: no runtime runs the original" in result.report.to_text()
     with pytest.raises(BadInputError, match="cannot be verified"):
-        eqsat.optimize(_custom_op_model(make_model), strict=True)
+        eqsat.optimize(custom_op_model(), strict=True)
 
 
 def test_optimized_no_runtime_runs_fails_verification(make_model) -> None:
     relu = make_model([oh.make_node("Relu", ["x"], ["y"])], [("x", F32, [2])], [("y", F32, [2])])
     with pytest.raises(VerificationError, match=r"^in\.onnx: the optimized model cannot be run"):
-        verify(relu, _custom_op_model(make_model), source="in.onnx")
+        verify(relu, custom_op_model(), source="in.onnx")
