@@ -198,3 +198,25 @@ def test_a_backend_broken_during_a_run_is_not_kept(monkeypatch: pytest.MonkeyPat
     monkeypatch.undo()
     assert eqsat.optimize(_relu_chain(), verify=False).proto.SerializeToString() == reference
     prepared.clear()
+
+
+def test_an_op_read_from_a_fact_table_counts_as_created() -> None:
+    """matmul-bias-chain turns (MatMul - c1) - c2 into MatMul - (c1 + c2): the Add comes from additive-chain's op
+    column, not from a node the model has, so a model without an Add gets the rules that read one; a ReduceL1 over
+    unit axes becomes an Abs (reduce-as-unary) likewise. Neither op is assumed where no table row can make it."""
+    from eqsat.rewrites.registry import select
+
+    weights = {"c": np.ones((1, 4), np.float32), "w": np.ones((4, 4), np.float32)}
+    nodes = [
+        oh.make_node("MatMul", ["x", "w"], ["m"]),
+        oh.make_node("Sub", ["m", "c"], ["s"]),
+        oh.make_node("Sub", ["s", "c"], ["y"]),
+    ]
+    chain = build_model(nodes, [("x", F, [2, 4])], [("y", F, [2, 4])], weights)
+    present = present_constructors(chain)
+    assert "Add" not in present and "Add" in usable_rules(select(), present).constructors
+    reduce = oh.make_node("ReduceL1", ["x", "axes"], ["y"], keepdims=1)
+    axes = {"axes": np.array([1], np.int64)}
+    l1 = build_model([reduce], [("x", F, [2, 1])], [("y", F, [2, 1])], axes, opset=18)
+    assert "Abs" in usable_rules(select(), present_constructors(l1)).constructors
+    assert "Abs" not in usable_rules(select(), present_constructors(_relu_chain())).constructors

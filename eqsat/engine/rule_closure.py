@@ -32,7 +32,7 @@ import onnx
 
 from eqsat.frontend.io import all_graphs
 from eqsat.engine.rule import Rule
-from eqsat.engine.terms import GENERIC, LIST_BASES, LIST_FUNCTIONS, OP_FACTS, OPS, SPECIAL
+from eqsat.engine.terms import GENERIC, LIST_BASES, LIST_FUNCTIONS, OP_FACTS, OP_TABLES, OPS, SPECIAL
 
 #: Every constructor of the term language (ops and leaves); egglog functions and relations are not.
 CONSTRUCTORS = frozenset(OPS) | frozenset(SPECIAL)
@@ -158,6 +158,28 @@ def present_constructors(model: onnx.ModelProto) -> frozenset[str]:
     return (frozenset(ops) & CONSTRUCTORS) | ALWAYS_PRESENT
 
 
+#: A row of a standard fact table that names ops (OP_TABLES): `(additive-chain op1 op2 op)`.
+_OP_TABLE_USE = re.compile(r"\(\s*(" + "|".join(map(re.escape, OP_TABLES)) + r")((?:\s+[\w\"-]+)+)\s*\)")
+
+
+@functools.lru_cache(maxsize=None)
+def _created(facts: str, actions: str) -> frozenset[str]:
+    """What a rule's `actions` may create: the constructors they name, and the ops an op variable read from a
+    standard fact table's op column can hold (additive-chain's combining op: the Add of a Sub-Sub chain). An op
+    variable bound otherwise names an op the model has: the matched node's, or one a site relation recorded."""
+    made = {c for c in constructors_in(actions) if c.partition(_GUARDED)[0] not in GENERIC}
+    from_tables: dict[str, frozenset[str]] = {}
+    for table, args in _OP_TABLE_USE.findall(facts):
+        column, ops = OP_TABLES[table]
+        words = args.split()
+        if column < len(words):
+            from_tables[words[column]] = from_tables.get(words[column], frozenset()) | ops
+    for _, quoted, op in _GENERIC_USE.findall(actions):
+        if not quoted:
+            made |= from_tables.get(op, frozenset())
+    return frozenset(made)
+
+
 @dataclasses.dataclass(frozen=True)
 class Usable:
     """The egglog rules of a rule set that can fire, and the constructors that assumption rests on."""
@@ -178,9 +200,7 @@ def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
         for index, (_, _, body) in enumerate(candidates):
             if index not in chosen and all(_present(name, available) for name in constructors_in(body.facts)):
                 chosen.add(index)
-                created = {
-                    c for c in constructors_in(body.actions) - available if c.partition(_GUARDED)[0] not in GENERIC
-                }
+                created = _created(body.facts, body.actions) - available
                 if created:
                     available |= created
                     grew = True

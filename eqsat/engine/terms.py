@@ -180,6 +180,12 @@ ADDITIVE_SIGN = {"Add": 1.0, "Sub": -1.0}
 ADDITIVE_CHAIN = {(a, b): "Add" if a == b else "Sub" for a in ADDITIVE_SIGN for b in ADDITIVE_SIGN}
 #: `reduce-as-unary` facts: R(x, axes, keepdims=1) over reduced dims of 1 is U(x).
 REDUCE_AS_UNARY = {"ReduceL1": "Abs", "ReduceLogSum": "Log"}
+#: Standard fact tables with a column naming an op that a rule may create (the rule closure reads them): the
+#: column and the ops it holds.
+OP_TABLES: dict[str, tuple[int, frozenset[str]]] = {
+    "additive-chain": (2, frozenset(ADDITIVE_CHAIN.values())),
+    "reduce-as-unary": (1, frozenset(REDUCE_AS_UNARY.values())),
+}
 #: The functions of lists whose value at empty arguments is a constant: standard facts (their recursions in
 #: rewrites/analysis.py end there) instead of a base row each.
 LIST_BASES = {
