@@ -82,7 +82,7 @@ RULE_ONLY_FACTS = (
             "reshape-of",
             "mul-of",
             "add-of",
-            # tensor/layout/cleanup (rowse)
+            # tensor, layout and cleanup sites
             "onehot-gather",
             "gather-rows",
             "reshape-bias",
@@ -91,7 +91,7 @@ RULE_ONLY_FACTS = (
             "split-reshape",
             "space-depth",
             "reflect-pads",
-            # conv/normalization (rowsc)
+            # conv and normalization guards computed once (rewrites/conv.py, conv_facts.py, normalization.py)
             "norm-moments",
             "ln-span",
             "in-site",
@@ -102,7 +102,7 @@ RULE_ONLY_FACTS = (
     )
     | frozenset(LIST_FUNCTIONS)
     | frozenset(f"need-{name}" for name in LIST_FUNCTIONS)
-) - frozenset(LIST_BASES)  # analysis/linear/... (rowsd): a standard fact sets their base value
+) - frozenset(LIST_BASES)  # a standard fact sets their base value
 _TRACKED = CONSTRUCTORS | RULE_ONLY_FACTS | frozenset(GENERIC)
 #: Leaves and plumbing the encoder may create for any model (Scalar, Const, Opaque, lists, ...).
 ALWAYS_PRESENT = frozenset({"Ref", "Input", "Const", "Scalar", "Absent", "TNil", "TCons", "Opaque", "Out"})

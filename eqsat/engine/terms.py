@@ -76,9 +76,9 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
     "axes-reduce": _ops.TRANSPOSE_REDUCTIONS,
     # reductions whose value over one element is that element
     "element-reduce": _ops.ELEMENT_REDUCTIONS,
-    # conv/normalization (rowsc): the parameterless activations a conv runs as its epilogue (conv-merge-epilogue)
+    # the parameterless activations a conv runs as its epilogue (conv-merge-epilogue)
     "conv-epilogue": tuple(op for op in _ops.CONV_EPILOGUES if op in GENERIC["Unary"]),
-    # analysis/linear/... (rowsd): the ops of a per-column scale or bias (per-column facts); B(a, a) = a (And, Or;
+    # the ops of a per-column scale or bias (per-column facts); B(a, a) = a (And, Or;
     # not Xor); reductions that are a pointwise op over one element (|e|, e * e, log e); Add and Sub (the rows
     # that read additive-sign or additive-chain guard on it too: the rule closure reads op facts)
     "scale-or-bias": ("Mul", "Add"),
@@ -172,7 +172,6 @@ TRUNCATING_CASTS: tuple[tuple[str, str], ...] = tuple(
 )
 #: Integers a float cast may round (narrower ones are exact in FLOAT).
 WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
-# analysis/linear/... (rowsd)
 #: `additive-sign` facts: x op c = x + sign * c for the additive ops.
 ADDITIVE_SIGN = {"Add": 1.0, "Sub": -1.0}
 #: `additive-chain` facts: (x op1 c1) op2 c2 = x op1 (c1 op c2) (the same op twice adds the constants, mixed
@@ -352,7 +351,7 @@ def declarations() -> str:
         "(relation bn-unmarked (f64 f64))",
         "(relation ln-dims (T i64 IVec IVec))",
         "(relation bias-fold-site (T))",
-        # conv/normalization (rowsc)
+        # conv and normalization guards computed once (rewrites/conv.py, conv_facts.py, normalization.py)
         "(relation norm-moments (T T IVec f64))",
         "(relation ln-span (T T IVec i64 IVec f64))",
         "(relation in-site (T T i64 f64))",
@@ -362,11 +361,11 @@ def declarations() -> str:
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
         "(relation quant-range (String f64 f64 i64))",
         "(relation quant-twin (String String f64))",
-        # analysis/linear/... (rowsd): the sign of an additive op, and the op combining two additive constants
+        # the sign of an additive op, and the op combining two additive constants
         "(relation additive-sign (String f64))",
         "(relation additive-chain (String String String))",
         "(relation reduce-as-unary (String String))",
-        # tensor/layout/cleanup (rowse): sites, the guards of one rewrite computed once in analysis (keyed on the
+        # tensor, layout and cleanup sites: the guards of one rewrite computed once in analysis (keyed on the
         # matched e-class, with the operands the rewrite rebuilds from)
         "(relation onehot-gather (T T T f64))",
         "(relation gather-rows (T String T T T))",
@@ -401,7 +400,7 @@ def standard_facts() -> list[str]:
     facts += [f"(set (float-max {egg_str(d)}) {egg_float(top)})" for d, top in FLOAT_MAX.items()]
     facts += [f"(dim-index {i})" for i in range(MAX_CHECKED_RANK)]
     facts += [f"({name} {egg_str(op)})" for name, ops in OP_FACTS.items() for op in ops]
-    # analysis/linear/... (rowsd): x op c = x + sign c; (x op1 c1) op2 c2 = x op1 (c1 op c2); list-function bases
+    # x op c = x + sign c; (x op1 c1) op2 c2 = x op1 (c1 op c2); list-function bases
     facts += [f"(additive-sign {egg_str(op)} {egg_float(sign)})" for op, sign in ADDITIVE_SIGN.items()]
     facts += [f"(additive-chain {egg_str(a)} {egg_str(b)} {egg_str(c)})" for (a, b), c in ADDITIVE_CHAIN.items()]
     facts += list(LIST_BASES.values())
