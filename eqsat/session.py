@@ -162,9 +162,11 @@ class Session:
         note = progress or (lambda phase: None)
         note("extract")
         with timed(report, "extract"):
-            hardware = None if cost is not None else load_target(target)  # value_info_dims: how lowering writes shapes
-            cost_model = roofline(hardware) if hardware is not None else cost
-            assert cost_model is not None
+            if cost is None:
+                hardware = load_target(target)  # its value_info_dims also say how lowering writes shapes
+                cost_model: Callable = roofline(hardware)
+            else:
+                hardware, cost_model = None, cost
             result = self._never_dearer_than_input(
                 run_extractor(self.egraph, self.roots, cost_model, extractor=extractor), cost_model
             )
