@@ -68,3 +68,28 @@ def test_first_uses_on_several_threads_import_one_module() -> None:
         "print('ok')\n"
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_the_command_folds_without_onnxscripts_package_inits() -> None:
+    """The folder module is imported by itself (eqsat.ui.startup.OPENED): onnxscript's script converter and
+    rewriter stay unloaded, folding still folds, the function used is the public `fold_constants_ir`, and a
+    later use of the package loads it whole."""
+    done = _run(
+        "import sys\n"
+        "import numpy as np, onnx_ir as ir\n"
+        "from eqsat.ui.startup import defer_imports\n"
+        "defer_imports()\n"
+        "from eqsat.frontend.fold import fold\n"
+        "x = ir.Value(name='x', type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))\n"
+        "a = ir.Value(name='a', const_value=ir.tensor(np.ones(2, np.float32), name='a'))\n"
+        "add = ir.node('Add', [a, a]); mul = ir.node('Mul', [x, add.outputs[0]])\n"
+        "mul.outputs[0].name = 'y'\n"
+        "g = ir.Graph([x], mul.outputs, nodes=[add, mul], initializers=[a], opset_imports={'': 17})\n"
+        "print(fold(ir.Model(g, ir_version=8)), [n.op_type for n in g])\n"
+        "print(sorted(m for m in ('onnxscript._internal.main', 'onnxscript.rewriter') if m in sys.modules))\n"
+        "import onnxscript, onnxscript.optimizer as opt\n"
+        "from onnxscript.optimizer import _constant_folding\n"
+        "print(callable(onnxscript.script), opt.fold_constants_ir is _constant_folding.fold_constants)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["True ['Mul']", "[]", "True True"]

@@ -17,6 +17,11 @@ from typing import Iterable
 #: holds it. sympy (~0.2 s) serves onnx_ir's symbolic-dim arithmetic only; its shape module reads sympy at
 #: import, so it waits too.
 DEFERRED = (("sympy", None), ("onnx_ir._symbolic_shapes", "onnx_ir"))
+#: Packages whose submodules are imported without the package's own `__init__` until one of its other
+#: attributes is read. eqsat uses only onnxscript's constant folder (eqsat.frontend.fold imports
+#: `onnxscript.optimizer._constant_folding`); the two `__init__`s would add its script converter, opsets and
+#: rewriter (~30 ms of a ~0.45 s run).
+OPENED = (("onnxscript", None), ("onnxscript.optimizer", "onnxscript"))
 
 
 def load_egglog_bindings_alone() -> None:
@@ -52,10 +57,17 @@ class DeferredModule(types.ModuleType):
     """A stand-in registered under a module's name: `import name` binds it at no cost, and the first
     attribute it lacks imports the real module, whose namespace it then takes on (so later reads are plain
     attribute reads). importlib.util.LazyLoader cannot serve here: on Python 3.11 the import statement itself
-    reads the module's `__spec__` through the lazy module, which loads it."""
+    reads the module's `__spec__` through the lazy module, which loads it.
+
+    An opened package's stand-in (one with a `__path__`, `defer_imports(opened=...)`) imports its submodules
+    by themselves: `import package.sub` and `from package import sub` leave the package's `__init__` unrun."""
 
     def __getattr__(self, attr: str) -> object:
         name = self.__name__
+        path = vars(self).get("__path__")
+        if path is not None and not attr.startswith("__"):
+            if importlib.machinery.PathFinder.find_spec(f"{name}.{attr}", path) is not None:
+                return importlib.import_module(f"{name}.{attr}")
         with _SWAP:  # one thread swaps the stand-in for the real module; the others then find it
             real = sys.modules.get(name)
             if real is None or real is self:
@@ -65,21 +77,42 @@ class DeferredModule(types.ModuleType):
         return getattr(real, attr)
 
 
-def defer_imports(modules: Iterable[tuple[str, str | None]] = DEFERRED) -> None:
+def defer_imports(
+    modules: Iterable[tuple[str, str | None]] = DEFERRED, opened: Iterable[tuple[str, str | None]] = OPENED
+) -> None:
     """Register a DeferredModule for each (name, package) not yet imported: the real module is imported on
-    its first use. A submodule's spec is found in its package's folder without importing the package."""
+    its first use. A submodule's spec is found in its package's folder without importing the package.
+    `opened` packages get stand-ins that import their submodules without running the package (a package
+    after its parent: the parent's stand-in must exist)."""
     for name, package in modules:
-        if name in sys.modules:
-            continue
-        if package is None:
-            spec = importlib.util.find_spec(name)
+        _stand_in(name, package, opened=False)
+    for name, package in opened:
+        _stand_in(name, package, opened=True)
+
+
+def _stand_in(name: str, package: str | None, opened: bool) -> None:
+    """A DeferredModule for `name` (in `package`'s folder), unless imported already or not laid out as
+    expected; an opened one has the package's `__path__`."""
+    if name in sys.modules:
+        return
+    if package is None:
+        spec = importlib.util.find_spec(name)
+    else:
+        parent = importlib.util.find_spec(package)
+        folders = list(parent.submodule_search_locations or []) if parent is not None else []
+        base = name.rpartition(".")[2]
+        module = os.path.join(folders[0], base + ".py") if folders else ""
+        init = os.path.join(folders[0], base, "__init__.py") if folders else ""
+        if os.path.isfile(module):
+            spec = importlib.util.spec_from_file_location(name, module)
+        elif os.path.isfile(init):
+            spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[os.path.dirname(init)])
         else:
-            parent = importlib.util.find_spec(package)
-            folders = list(parent.submodule_search_locations or []) if parent is not None else []
-            path = os.path.join(folders[0], name.rpartition(".")[2] + ".py") if folders else ""
-            spec = importlib.util.spec_from_file_location(name, path) if os.path.isfile(path) else None
-        if spec is None:  # not installed, or laid out otherwise: the normal import decides
-            continue
-        stand_in = DeferredModule(name)
-        stand_in.__spec__ = spec
-        sys.modules[name] = stand_in
+            spec = None
+    if spec is None or (opened and spec.submodule_search_locations is None):  # the normal import decides
+        return
+    stand_in = DeferredModule(name)
+    stand_in.__spec__ = spec
+    if opened:
+        stand_in.__path__ = list(spec.submodule_search_locations or [])
+    sys.modules[name] = stand_in
