@@ -4,7 +4,10 @@ both concern what a process imports or prints first."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 import sys
+
+import onnx
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
@@ -93,3 +96,26 @@ def test_the_command_folds_without_onnxscripts_package_inits() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:3] == ["True ['Mul']", "[]", "True True"]
+
+
+def test_a_plain_optimize_loads_no_pictures_and_no_script_converter(tmp_path: Path) -> None:
+    """`eqsat optimize M -o OUT` without --report prints its headline without eqsat.view.display (pictures,
+    listings) and folds without onnxscript's script converter: neither is imported by the run."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    nodes = [onnx.helper.make_node("Relu", ["x"], ["r"]), onnx.helper.make_node("Relu", ["r"], ["y"])]
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph(nodes, "g", [x], [y]), opset_imports=[onnx.helper.make_opsetid("", 17)]
+    )
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "m.onnx")
+    done = _run(
+        "import sys\n"
+        "from eqsat.ui import cli, startup\n"
+        "startup.load_egglog_bindings_alone(); startup.defer_imports()\n"
+        f"code = cli.main(['optimize', {str(tmp_path / 'm.onnx')!r}, '-o', {str(tmp_path / 'o.onnx')!r}])\n"
+        "print(code, [m for m in ('eqsat.view.display', 'onnxscript._internal.main') if m in sys.modules])\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "0 []", done.stdout
+    assert len(onnx.load(tmp_path / "o.onnx").graph.node) == 1  # Relu(Relu(x)) -> Relu(x): the run did run

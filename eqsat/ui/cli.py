@@ -80,8 +80,9 @@ def _cmd_optimize_folder(args: argparse.Namespace) -> int:
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
-    from eqsat.view.display import Progress, headline_text
     from eqsat.pipeline import optimize
+    from eqsat.view.progress import Progress
+    from eqsat.view.tables import headline_text  # not eqsat.view.display: pictures are not needed here
 
     if os.path.isdir(args.input):
         return _cmd_optimize_folder(args)

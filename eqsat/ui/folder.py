@@ -25,7 +25,7 @@ def models_in(folder: str) -> list[str]:
 def optimize_one(source: str, output: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """One model in a worker: its headline, warnings and report (as data and text), or its error."""
     from eqsat.pipeline import optimize
-    from eqsat.view.display import headline_text
+    from eqsat.view.tables import headline_text
 
     start = time.perf_counter()
     row: dict[str, Any] = {"model": os.path.basename(source), "output": output}

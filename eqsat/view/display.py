@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 from eqsat.metadata import PROVENANCE_KEY, RULES_KEY  # the node metadata lowering writes
 from eqsat.view.model_view import ModelGraph, changed_nodes, is_changed, kept_nodes, model_graph, short_attr  # noqa: F401
 from eqsat.view.progress import Progress  # noqa: F401 (changed_nodes, Progress: part of this module's API)
-from eqsat.view.tables import CHANGED_FILL, format_cost, html_table, percent_change, text_table
+from eqsat.view.tables import CHANGED_FILL, format_cost, headline_text, html_table, percent_change, text_table  # noqa: F401
 from eqsat.engine.terms import PLUMBING_OPS  # noqa: F401 (what cost functions in notebook 02 leave out)
 
 #: Graphs above this many nodes (both sides of a comparison together) are listed, not drawn.
@@ -525,27 +525,6 @@ def breakdown_html(b: Any) -> str:
 
 # ---------------------------------------------------------------------------------------------------
 # reports
-
-
-def headline_text(report: Any) -> str:
-    """One line: ops (Constant nodes not counted) before and after, Constant nodes lifted, estimated cost change."""
-    h = report.headline() if hasattr(report, "headline") else {}
-    if not h:
-        return f"{report.nodes_before} -> {report.nodes_after} nodes"
-    text = f"{h['ops_before']} -> {h['ops_after']} ops"
-    change = percent_change(h["ops_before"], h["ops_after"])
-    text += f" ({change})" if change else ""
-    if h["constants_before"] or h["constants_after"]:
-        text += (
-            f", Constant nodes {h['constants_before']} -> {h['constants_after']} (lifted to initializers, not counted)"
-        )
-    if h["cost_after"] is not None:
-        where = h["target"] or "custom cost"
-        before, after = format_cost(h["cost_before"], h["unit"]), format_cost(h["cost_after"], h["unit"])
-        text += f"; est. cost ({where}) {before} -> {after}"
-        change = percent_change(h["cost_before"], h["cost_after"])
-        text += f" ({change})" if change else ""
-    return text
 
 
 def _size_rows(report: Any) -> list[list[Any]]:

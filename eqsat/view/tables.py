@@ -1,4 +1,5 @@
-"""Text and HTML tables and cost formatting for reports, breakdowns and listings (eqsat.view.display)."""
+"""Text and HTML tables, cost formatting and the one-line headline for reports, breakdowns and listings
+(eqsat.view.display; the command prints `headline_text` without importing the pictures)."""
 
 from __future__ import annotations
 
@@ -74,3 +75,24 @@ def percent_change(before: float | None, after: float | None) -> str:
         return ""
     change = (after - before) / before * 100
     return "0%" if abs(change) < 0.05 else f"{change:+.1f}%"
+
+
+def headline_text(report: Any) -> str:
+    """One line: ops (Constant nodes not counted) before and after, Constant nodes lifted, estimated cost change."""
+    h = report.headline() if hasattr(report, "headline") else {}
+    if not h:
+        return f"{report.nodes_before} -> {report.nodes_after} nodes"
+    text = f"{h['ops_before']} -> {h['ops_after']} ops"
+    change = percent_change(h["ops_before"], h["ops_after"])
+    text += f" ({change})" if change else ""
+    if h["constants_before"] or h["constants_after"]:
+        text += (
+            f", Constant nodes {h['constants_before']} -> {h['constants_after']} (lifted to initializers, not counted)"
+        )
+    if h["cost_after"] is not None:
+        where = h["target"] or "custom cost"
+        before, after = format_cost(h["cost_before"], h["unit"]), format_cost(h["cost_after"], h["unit"])
+        text += f"; est. cost ({where}) {before} -> {after}"
+        change = percent_change(h["cost_before"], h["cost_after"])
+        text += f" ({change})" if change else ""
+    return text
