@@ -35,6 +35,7 @@ def fold(model: ir.Model, infer: bool = True) -> bool:
     (what the failed attempt folded before the failure is already valid).
     """
     from onnx_ir.passes import common as passes
+
     # The folder's own module (what `onnxscript.optimizer.fold_constants` calls for an ir.Model): the command
     # imports it without onnxscript's package `__init__`s (eqsat.ui.startup.OPENED).
     from onnxscript.optimizer._constant_folding import fold_constants
@@ -80,7 +81,7 @@ _HIDDEN_DOMAIN = "eqsat.hidden_from_folder"
 @contextlib.contextmanager
 def _hidden_from_folder(model: ir.Model, ops: set[str]) -> Iterator[None]:
     """Default-domain nodes of `ops` (in every graph) moved to a domain no model imports while inside."""
-    hidden = [n for n in model.graph.all_nodes() if n.op_type in ops and n.domain in ("", "ai.onnx")]
+    hidden = [n for n in model.graph.all_nodes() if n.op_type in ops and n.domain in ("", "ai.onnx")] if ops else []
     domains = [n.domain for n in hidden]
     for node in hidden:
         node.domain = _HIDDEN_DOMAIN

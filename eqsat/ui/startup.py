@@ -106,7 +106,9 @@ def _stand_in(name: str, package: str | None, opened: bool) -> None:
         if os.path.isfile(module):
             spec = importlib.util.spec_from_file_location(name, module)
         elif os.path.isfile(init):
-            spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[os.path.dirname(init)])
+            spec = importlib.util.spec_from_file_location(
+                name, init, submodule_search_locations=[os.path.dirname(init)]
+            )
         else:
             spec = None
     if spec is None or (opened and spec.submodule_search_locations is None):  # the normal import decides
