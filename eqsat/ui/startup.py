@@ -5,13 +5,14 @@ import when a package's layout is not the one expected."""
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
 import sys
 import threading
 import types
-from typing import Iterable
+from typing import Iterable, Sequence
 
 #: Modules imported by a library at start-up but used only on rare paths, each with the package whose folder
 #: holds it. sympy (~0.2 s) serves onnx_ir's symbolic-dim arithmetic only; its shape module reads sympy at
@@ -22,6 +23,11 @@ DEFERRED = (("sympy", None), ("onnx_ir._symbolic_shapes", "onnx_ir"))
 #: `onnxscript.optimizer._constant_folding`); the two `__init__`s would add its script converter, opsets and
 #: rewriter (~30 ms of a ~0.45 s run).
 OPENED = (("onnxscript", None), ("onnxscript.optimizer", "onnxscript"))
+#: Submodules deferred where their importer reads them through their package (`import onnx.reference.ops`,
+#: then `onnx.reference.ops.load_op`): a finder hands the import system a stand-in, which it binds to the
+#: package as any submodule. onnx's reference kernels (~20 ms) serve onnxscript's folder only for a node it
+#: evaluates (none in 5 of the 16 shared models).
+DEFERRED_SUBMODULES = ("onnx.reference.ops",)
 
 
 def load_egglog_bindings_alone() -> None:
@@ -77,17 +83,53 @@ class DeferredModule(types.ModuleType):
         return getattr(real, attr)
 
 
+class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds each of `names` (packages) once, as an opened DeferredModule (its `__path__` the package's, which
+    the import system reads as it binds a module); its first use imports the real package through the normal
+    finders. A name that is not a package is left to them."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self._names = set(names)
+        self._paths: dict[str, list[str]] = {}
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if name not in self._names:
+            return None
+        self._names.discard(name)
+        real = importlib.machinery.PathFinder.find_spec(name, path)
+        if real is None or real.submodule_search_locations is None:
+            return None
+        self._paths[name] = list(real.submodule_search_locations)
+        return importlib.util.spec_from_loader(name, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        stand_in = DeferredModule(spec.name)
+        stand_in.__path__ = self._paths.pop(spec.name)
+        return stand_in
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
 def defer_imports(
-    modules: Iterable[tuple[str, str | None]] = DEFERRED, opened: Iterable[tuple[str, str | None]] = OPENED
+    modules: Iterable[tuple[str, str | None]] = DEFERRED,
+    opened: Iterable[tuple[str, str | None]] = OPENED,
+    submodules: Iterable[str] = DEFERRED_SUBMODULES,
 ) -> None:
     """Register a DeferredModule for each (name, package) not yet imported: the real module is imported on
     its first use. A submodule's spec is found in its package's folder without importing the package.
     `opened` packages get stand-ins that import their submodules without running the package (a package
-    after its parent: the parent's stand-in must exist)."""
+    after its parent: the parent's stand-in must exist). `submodules` get stand-ins when first imported
+    (`_StandInFinder`)."""
     for name, package in modules:
         _stand_in(name, package, opened=False)
     for name, package in opened:
         _stand_in(name, package, opened=True)
+    pending = [name for name in submodules if name not in sys.modules]
+    if pending:
+        sys.meta_path.insert(0, _StandInFinder(pending))
 
 
 def _stand_in(name: str, package: str | None, opened: bool) -> None:
