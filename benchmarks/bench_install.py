@@ -3,6 +3,7 @@ install time (a fresh backend with them and the standard facts, best of `--repea
 
     python -m benchmarks.bench_install                          # ../shared/models and ../shared/models/real
     python -m benchmarks.bench_install m.onnx other.onnx --repeat 5
+    python -m benchmarks.bench_install m.onnx --why              # which rule made each absent op available
 
 The rules are those the model can use (eqsat.engine.rule_closure, as `eqsat optimize` picks them); install time
 tracks the s-expressions installed (~12 µs each), not the characters.
@@ -13,7 +14,10 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from eqsat.engine.rule_closure import Usable
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
 
@@ -23,14 +27,21 @@ def default_models() -> list[Path]:
     return sorted(SHARED.glob("*.onnx")) + sorted((SHARED / "real").glob("*.onnx"))
 
 
-def install_row(path: Path, repeat: int) -> tuple[int, int, int, float]:
-    """(egglog rules, characters, s-expressions, best install seconds) for the model at `path`."""
-    from eqsat.engine import prepared, rule_closure
+def usable_for(path: Path) -> "Usable":
+    """The rules `eqsat optimize` installs for the model at `path` (default selection)."""
+    from eqsat.engine import rule_closure
     from eqsat.rewrites import registry
     from eqsat.session import load
 
     loaded = load(str(path))
-    usable = rule_closure.usable_rules(registry.select(), rule_closure.present_constructors(loaded.normalized))
+    return rule_closure.usable_rules(registry.select(), rule_closure.present_constructors(loaded.normalized))
+
+
+def install_row(path: Path, repeat: int) -> tuple[int, int, int, float]:
+    """(egglog rules, characters, s-expressions, best install seconds) for the model at `path`."""
+    from eqsat.engine import prepared
+
+    usable = usable_for(path)
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
@@ -45,7 +56,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", type=Path, help="ONNX files (default: the shared models)")
     parser.add_argument("--repeat", type=int, default=3, help="fresh installs per model; the best is shown")
+    parser.add_argument(
+        "--why", action="store_true", help="per model, the rule whose actions made each absent op or fact available"
+    )
     args = parser.parse_args(argv)
+    if args.why:
+        for path in args.models or default_models():
+            print(path.stem)
+            for made, rule in usable_for(path).created_by.items():
+                print(f"  {made:28} <- {rule}")
+        return
     from eqsat.engine import prepared
 
     prepared.fresh(())  # egglog's own start-up, outside the first model's figure

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import onnx
 
@@ -186,22 +186,27 @@ class Usable:
 
     commands: tuple[str, ...]
     constructors: frozenset[str]
+    #: Each constructor (or rule-only fact) not present at the start -> the egglog rule (`name#k`) whose actions
+    #: first made it available: why a rule on an op the model lacks is installed (`bench_install --why`).
+    created_by: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
 
 def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
     """The egglog commands of `rules` that can fire on an e-graph starting with the `present` constructors,
     closed under the constructors (and rule-only facts) their actions create, in registry order."""
     available = set(present)
+    created_by: dict[str, str] = {}
     candidates = [(rule, k, body) for rule in rules for k, body in enumerate(rule.egglog)]
     chosen: set[int] = set()
     grew = True
     while grew:
         grew = False
-        for index, (_, _, body) in enumerate(candidates):
+        for index, (rule, k, body) in enumerate(candidates):
             if index not in chosen and all(_present(name, available) for name in constructors_in(body.facts)):
                 chosen.add(index)
                 created = _created(body.facts, body.actions) - available
                 if created:
+                    created_by.update(dict.fromkeys(created, f"{rule.name}#{k}"))
                     available |= created
                     grew = True
     commands = tuple(
@@ -209,4 +214,4 @@ def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
         for index, (rule, k, body) in enumerate(candidates)
         if index in chosen
     )
-    return Usable(commands, frozenset(available))
+    return Usable(commands, frozenset(available), created_by)
