@@ -112,6 +112,15 @@ CostModel = Callable[[EGraph, ENode], float]
 # Costing a whole e-graph
 
 
+def cost_lookup(egraph: EGraph, cost: CostModel) -> Callable[[int], float]:
+    """Node id -> its cost under `cost`: the roofline's table of the whole graph (costed once per graph), or
+    the model called on the node."""
+    if isinstance(cost, Roofline):
+        return cost.cost_table(egraph).__getitem__
+    nodes = egraph.nodes
+    return lambda nid: float(cost(egraph, nodes[nid]))
+
+
 def node_costs(egraph: EGraph, cost: CostModel) -> np.ndarray:
     """Costs of all nodes (index = node id), computed once; raises ValueError on a negative or NaN cost."""
     bulk = getattr(cost, "node_costs", None)
@@ -149,6 +158,7 @@ class _GraphFacts:
     blocked: list[bool]  # per class: holds an activation in the target's blocked layout
     emulated: list[bool]  # per class: holds a compute op that runs between inserted Casts (_emulated_classes)
     costs: dict[int, float] = dataclasses.field(default_factory=dict)  # per node id: its cost, once computed
+    table: list[float] | None = None  # every node's cost by id, once the whole graph was costed
 
     def __post_init__(self) -> None:
         self.any_emulated = any(self.emulated)  # else no node pays a Cast back (_cast_back)
@@ -178,7 +188,21 @@ class Roofline:
         return known
 
     def node_costs(self, egraph: EGraph) -> np.ndarray:
-        return np.fromiter((self(egraph, n) for n in egraph.nodes), dtype=np.float64, count=len(egraph.nodes))
+        return np.array(self.cost_table(egraph), dtype=np.float64)
+
+    def cost_table(self, egraph: EGraph) -> list[float]:
+        """Every node's cost by node id, computed once per graph (the list is shared: do not change it)."""
+        facts = self._graph_facts(egraph)
+        if facts.table is None:
+            known, cost = facts.costs, self._cost
+            table = []
+            for n in egraph.nodes:
+                found = known.get(n.id)
+                if found is None:
+                    found = known[n.id] = cost(egraph, facts, n)
+                table.append(found)
+            facts.table = table
+        return facts.table
 
     # ---- per-graph facts ----
     def _graph_facts(self, egraph: EGraph) -> _GraphFacts:
@@ -535,6 +559,8 @@ def _estimate_numel(g: EGraph) -> list[float]:
     pending = [0] * len(g.nodes)
     work: list[int] = []
     for n in g.nodes:
+        if numel[n.eclass] >= 0:  # its class is known: never estimated, and nothing waits on it
+            continue
         kids = set(n.children)
         pending[n.id] = sum(1 for c in kids if numel[c] < 0)
         for c in kids:
@@ -599,18 +625,21 @@ def _fusable_classes(g: EGraph, patterns: tuple[FusedPattern, ...]) -> list[int]
     mask = [0] * len(g.classes)
     if not patterns:
         return mask
-    parents: dict[int, list[ENode]] = {}
-    for n in g.nodes:
-        for c in set(n.children):
-            parents.setdefault(c, []).append(n)
+    produced: dict[str, list[int]] = {}  # op -> the patterns it produces, in pattern order
+    for i, p in enumerate(patterns):
+        for op in p.producers:
+            produced.setdefault(op, []).append(i)
     work: list[tuple[int, int]] = []
     for n in g.nodes:
-        if g.classes[n.eclass].constant:
+        found = produced.get(n.op)
+        if found is None or g.classes[n.eclass].constant:
             continue
-        for i, p in enumerate(patterns):
-            if n.op in p.producers and not mask[n.eclass] >> i & 1 and _fuses_dtype(p, g.classes[n.eclass].dtype):
+        for i in found:
+            p = patterns[i]
+            if not mask[n.eclass] >> i & 1 and _fuses_dtype(p, g.classes[n.eclass].dtype):
                 mask[n.eclass] |= 1 << i
                 work.append((n.eclass, i))
+    parents = g.parents
     while work:
         cid, i = work.pop()
         for n in parents.get(cid, ()):

@@ -294,4 +294,6 @@ def _mark_constants(graph: EGraph) -> EGraph:
         EClass(c.id, c.sort, c.nodes, c.shape, c.dtype, True, c.rules, c.sizes) if const[c.id] else c
         for c in graph.classes
     )  # made directly: dataclasses.replace is 4x slower
-    return dataclasses.replace(graph, classes=classes)
+    marked = dataclasses.replace(graph, classes=classes)
+    marked.__dict__["parents"] = graph.parents  # the same nodes: their readers, already found, carry over
+    return marked

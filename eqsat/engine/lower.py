@@ -100,6 +100,11 @@ class _Lowerer:
             self.class_refs.setdefault(cid, []).append(rid)
         for refs in self.class_refs.values():
             refs.sort()
+        #: per class, the original nodes that produced its handles (those that have any)
+        self.class_producers = {
+            cid: {enc.producers[r] for r in refs if r in enc.producers} for cid, refs in self.class_refs.items()
+        }
+        self._origins: dict[int, set[str]] | None = None  # built on first use (_nearest_origins)
 
     # ---- naming and provenance ----
     def fresh(self, base: str) -> str:
@@ -115,17 +120,35 @@ class _Lowerer:
 
     def origins(self, cid: int) -> list[str]:
         """Original nodes a class stands for; a class that rewrites created inherits from the nearest classes
-        that use it and stand for original nodes (breadth first over readers, iteratively)."""
-        frontier, seen = [cid], {cid}
+        that use it and stand for original nodes (breadth first over readers, iteratively). Found once per class."""
+        if self._origins is None:
+            self._origins = self._nearest_origins()
+        return sorted(self._origins.get(cid, ()))
+
+    def _nearest_origins(self) -> dict[int, set[str]]:
+        """Per class, the original nodes of the nearest classes (fewest reader steps) that stand for some: one
+        breadth-first pass from all those classes at once, down to the classes they read."""
+        names = {c: set(found) for c, found in self.class_producers.items() if found}
+        read: dict[int, list[int]] = {}  # class -> the classes its readers' classes read it from (the reverse)
+        for child, readers in self.parents().items():
+            for p in readers:
+                read.setdefault(p, []).append(child)
+        depth = dict.fromkeys(names, 0)
+        frontier = list(names)
         while frontier:
-            names = {
-                self.enc.producers[r] for c in frontier for r in self.class_refs.get(c, ()) if r in self.enc.producers
-            }
-            if names:
-                return sorted(names)
-            frontier = [p for c in frontier for p in sorted(self.parents().get(c, ())) if p not in seen]
-            seen.update(frontier)
-        return []
+            level = []
+            for p in frontier:
+                below = depth[p] + 1
+                for c in read.get(p, ()):
+                    d = depth.get(c)
+                    if d is None:
+                        depth[c] = below
+                        names[c] = set(names[p])
+                        level.append(c)
+                    elif d == below:
+                        names[c] |= names[p]
+            frontier = level
+        return names
 
     def history(self, cid: int) -> list[str]:
         """The original node names a written node stands for: its class's own origins, the nodes it
