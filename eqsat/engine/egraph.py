@@ -99,6 +99,15 @@ class EGraph:
         """The classes holding an `Absent` node (an optional input left out); built on first use."""
         return frozenset(n.eclass for n in self.nodes if n.op == "Absent")
 
+    @functools.cached_property
+    def input_kinds(self) -> tuple[str, ...]:
+        """Per class, how a node reading it takes it: "T" a tensor, "TL" a list of tensors, "" neither (an
+        absent optional input, a multi-output node); built on first use."""
+        absent = self.absent_classes
+        return tuple(
+            "" if c.id in absent else c.sort if c.sort in ("T", "TL") else "" for c in self.classes
+        )
+
     def class_of_ref(self, ref: int) -> int:
         return self.refs[ref]
 
