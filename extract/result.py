@@ -116,7 +116,7 @@ class ExtractionResult:
         index = {c: k for k, c in enumerate(order)}
         old = self.egraph
         chosen = [old.nodes[self.choice[c]] for c in order]  # made directly: dataclasses.replace is 4x slower
-        nodes = tuple(ENode(k, n.op, k, tuple(index[x] for x in n.children), n.attrs) for k, n in enumerate(chosen))
+        nodes = tuple(ENode(k, n.op, k, tuple([index[x] for x in n.children]), n.attrs) for k, n in enumerate(chosen))
         classes = tuple(
             EClass(k, e.sort, (k,), e.shape, e.dtype, e.constant, e.rules, e.sizes)
             for k, e in enumerate(old.classes[c] for c in order)
