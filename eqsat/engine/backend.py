@@ -186,7 +186,9 @@ class Backend:
             if wanted is not None and not wanted(name, fn.output_sort):
                 continue
             live = [row for row in fn.rows if not row.subsumed]
-            columns = [column(list(values), sort) for values, sort in zip(zip(*(r.inputs for r in live)), fn.input_sorts)]
+            columns = [
+                column(list(values), sort) for values, sort in zip(zip(*(r.inputs for r in live)), fn.input_sorts)
+            ]
             outputs = column([row.output for row in live], fn.output_sort)
             args = zip(*columns) if columns else ((),) * len(live)
             result[name] = Table(tuple(fn.input_sorts), fn.output_sort, list(zip(args, outputs)))

@@ -104,9 +104,7 @@ class EGraph:
         """Per class, how a node reading it takes it: "T" a tensor, "TL" a list of tensors, "" neither (an
         absent optional input, a multi-output node); built on first use."""
         absent = self.absent_classes
-        return tuple(
-            "" if c.id in absent else c.sort if c.sort in ("T", "TL") else "" for c in self.classes
-        )
+        return tuple("" if c.id in absent else c.sort if c.sort in ("T", "TL") else "" for c in self.classes)
 
     def class_of_ref(self, ref: int) -> int:
         return self.refs[ref]
@@ -211,14 +209,14 @@ def decode(
         attr_args = [i for i, sort in enumerate(table.input_sorts) if sort not in TERM_SORTS][generic:]
         term = [(i, table.input_sorts[i]) for i in term_args]
         for args, out in rows:
-            children = []
+            kids: list[int] = []
             for i, sort in term:  # cid() inlined: the hottest loop of decoding
                 found = class_index.get(args[i])
                 if found is None:
                     found = class_index[args[i]] = len(sorts)
                     sorts.append(sort)
-                children.append(found)
-            raw_nodes.append((name, cid(out, table.output_sort), tuple(children), tuple([args[i] for i in attr_args])))
+                kids.append(found)
+            raw_nodes.append((name, cid(out, table.output_sort), tuple(kids), tuple([args[i] for i in attr_args])))
     original = {
         (op, refs[out], tuple(refs[i] for i in ins))
         for op, out, ins in originals
