@@ -11,6 +11,7 @@ records in its metadata (`eqsat.from`) the original nodes its class stands for.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -55,6 +56,7 @@ def _body_names(graph: onnx.GraphProto) -> set[str]:
     }
 
 
+@functools.lru_cache(maxsize=None)
 def _np_dtype(name: str | None) -> np.dtype | None:
     if name is None:
         return None
@@ -230,8 +232,9 @@ class _Lowerer:
         order = self.order(roots)
         self.unbroadcast = self._unbroadcast_constants(order, roots)
         self.absorbed = self._absorbed_nodes(order)
-        for cid in order:
-            self.emit(cid, reserved.get(cid))
+        with np.errstate(all="ignore"):  # constants folded here: 1/0 or exp of a large one is the value (inf)
+            for cid in order:
+                self.emit(cid, reserved.get(cid))
         for cid, name in zip(roots, out_names):
             if self.names[cid] != name:
                 alias = helper.make_node("Identity", [self.names[cid]], [name], name=f"{name}_identity")
@@ -492,8 +495,7 @@ class _Lowerer:
         args = [self.consts[c][0] if self.names.get(c) != "" else None for c in node.children]
         dtypes = [self.consts[c][1] for c in node.children if c in self.consts]
         params = dict(zip((p.name for p in spec.params), node.attrs))
-        with np.errstate(all="ignore"):  # 1/0 or exp of a large constant: the value (inf), not news for stderr
-            value = _evaluate(spec, args, params, self.opset)
+        value = _evaluate(spec, args, params, self.opset)  # under run()'s errstate: an inf is the value, not news
         dtype = params["to"] if node.op == "Cast" else (self.g.eclass(cid).dtype or (dtypes[0] if dtypes else "FLOAT"))
         if node.op == "Cast" and np.issubdtype(_np_dtype(dtype), np.integer):
             value = value.astype(_np_dtype(dtype))
