@@ -235,6 +235,8 @@ class Roofline:
     # ---- one node ----
     def _cost(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
         """The node's cost plus its tie-break; constant-only classes and plumbing stay free."""
+        if not f.any_emulated and g.classes[n.eclass].constant:
+            return 0.0  # what the steps below give it: no price, no Cast back (nothing emulated), no tie-break
         ins = _tensor_inputs(g, n)
         cost = self._priced(g, f, n, ins) + self._cast_back(g, f, n, ins)
         if self.target.tie_break and n.op not in PLUMBING_OPS and not g.classes[n.eclass].constant:
