@@ -93,14 +93,17 @@ def _op_label(node: Any) -> str:
 def op_costs(extraction: Any, cost: Any) -> dict[str, tuple[int, float]]:
     """op -> (e-nodes that become ONNX nodes, their summed cost) over an extraction's chosen e-nodes.
     Leaves and constant-only classes (folded to initializers) are left out: they cost 0."""
+    from eqsat.extract.cost import cost_lookup
+
     egraph = extraction.egraph
+    price = cost_lookup(egraph, cost)
     out: dict[str, list] = {}
     for node in extraction.chosen_nodes():
         if node.op in PLUMBING_OPS or egraph.classes[node.eclass].constant:
             continue
         entry = out.setdefault(_op_label(node), [0, 0.0])
         entry[0] += 1
-        entry[1] += float(cost(egraph, node))
+        entry[1] += price(node.id)
     return {op: (n, c) for op, (n, c) in out.items()}
 
 

@@ -112,6 +112,15 @@ CostModel = Callable[[EGraph, ENode], float]
 # Costing a whole e-graph
 
 
+def cost_lookup(egraph: EGraph, cost: CostModel) -> Callable[[int], float]:
+    """Node id -> its cost under `cost`: the roofline's table of the whole graph (costed once per graph), or
+    the model called on the node."""
+    if isinstance(cost, Roofline):
+        return cost.cost_table(egraph).__getitem__
+    nodes = egraph.nodes
+    return lambda nid: float(cost(egraph, nodes[nid]))
+
+
 def node_costs(egraph: EGraph, cost: CostModel) -> np.ndarray:
     """Costs of all nodes (index = node id), computed once; raises ValueError on a negative or NaN cost."""
     bulk = getattr(cost, "node_costs", None)
@@ -148,7 +157,9 @@ class _GraphFacts:
     zero_point: list[bool]  # per class: a unit of a `[qdq] zero_point_ops` op reads it or is in it
     blocked: list[bool]  # per class: holds an activation in the target's blocked layout
     emulated: list[bool]  # per class: holds a compute op that runs between inserted Casts (_emulated_classes)
+    computed: list[bool]  # per class: a constant lowering computes (_computed)
     costs: dict[int, float] = dataclasses.field(default_factory=dict)  # per node id: its cost, once computed
+    table: list[float] | None = None  # every node's cost by id, once the whole graph was costed
 
     def __post_init__(self) -> None:
         self.any_emulated = any(self.emulated)  # else no node pays a Cast back (_cast_back)
@@ -178,7 +189,21 @@ class Roofline:
         return known
 
     def node_costs(self, egraph: EGraph) -> np.ndarray:
-        return np.fromiter((self(egraph, n) for n in egraph.nodes), dtype=np.float64, count=len(egraph.nodes))
+        return np.array(self.cost_table(egraph), dtype=np.float64)
+
+    def cost_table(self, egraph: EGraph) -> list[float]:
+        """Every node's cost by node id, computed once per graph (the list is shared: do not change it)."""
+        facts = self._graph_facts(egraph)
+        if facts.table is None:
+            known, cost = facts.costs, self._cost
+            table = []
+            for n in egraph.nodes:
+                found = known.get(n.id)
+                if found is None:
+                    found = known[n.id] = cost(egraph, facts, n)
+                table.append(found)
+            facts.table = table
+        return facts.table
 
     # ---- per-graph facts ----
     def _graph_facts(self, egraph: EGraph) -> _GraphFacts:
@@ -200,6 +225,7 @@ class Roofline:
             *_qdq_facts(egraph, self.target.qdq_ops, self.target.qdq_zero_point_ops, _reads_zero_point(self.target)),
             _blocked_classes(egraph, self.target.blocked),
             _emulated_classes(egraph, self.target.emulated),
+            [c.constant and _computed(egraph, c.id) for c in egraph.classes],
         )
         alive = [(ref, kept) for ref, kept in self._facts if ref() is not None]
         self._facts = alive[max(0, len(alive) - FACTS_KEPT + 1) :]
@@ -209,29 +235,31 @@ class Roofline:
     # ---- one node ----
     def _cost(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
         """The node's cost plus its tie-break; constant-only classes and plumbing stay free."""
-        cost = self._priced(g, f, n) + self._cast_back(g, f, n)
+        if not f.any_emulated and g.classes[n.eclass].constant:
+            return 0.0  # what the steps below give it: no price, no Cast back (nothing emulated), no tie-break
+        ins = _tensor_inputs(g, n)
+        cost = self._priced(g, f, n, ins) + self._cast_back(g, f, n, ins)
         if self.target.tie_break and n.op not in PLUMBING_OPS and not g.classes[n.eclass].constant:
-            cost += self._tie(g, f, n)
+            cost += self._tie(f, n, ins)
         return cost
 
-    def _tie(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
-        """The tie-break (extract/ties.py) over the bytes `n` reads: of an indexed read's table, the rows read."""
-        ins = _tensor_inputs(g, n)
+    def _tie(self, f: _GraphFacts, n: ENode, ins: list[int]) -> float:
+        """The tie-break (extract/ties.py) over the bytes `n` reads (its tensor inputs `ins`): of an indexed
+        read's table, the rows read."""
         nbytes = [f.numel[c] * f.elt_bytes[c] for c in ins]
         if n.op in INDEXED_READ_OPS and nbytes:
             nbytes[0] = min(nbytes[0], f.numel[n.eclass] * f.elt_bytes[n.eclass])
-        return tie_cost(self.target.tie_break, zip(nbytes, (_computed(g, c) for c in ins)))
+        return tie_cost(self.target.tie_break, zip(nbytes, [f.computed[c] for c in ins]))
 
-    def _priced(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+    def _priced(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int]) -> float:
         """The node's cost; a Q/DQ in a quantized form the target does not take pays for it (`[quant]`)."""
         if n.op not in QDQ_OPS or g.classes[n.eclass].constant or not self._foreign_quant(g, f, n):
-            return self._node_cost(g, f, n)
+            return self._node_cost(g, f, n, ins)
         t = self.target
-        ins = _tensor_inputs(g, n)
         if t.quant_other == "unsupported":
             return self._fallback(g, f, n, ins, self._out_numel(g, f, n, ins))
         q = n.eclass if n.op == "QuantizeLinear" else n.children[0]
-        return self._node_cost(g, f, n) + t.launch + 2 * self._numel(f, q) * f.elt_bytes[q] / t.bandwidth
+        return self._node_cost(g, f, n, ins) + t.launch + 2 * self._numel(f, q) * f.elt_bytes[q] / t.bandwidth
 
     def _foreign_quant(self, g: EGraph, f: _GraphFacts, n: ENode) -> bool:
         """A Q/DQ whose quantized tensor has a type outside `[quant] types`, or a nonzero zero point on a
@@ -246,14 +274,14 @@ class Roofline:
             return True
         return t.quant_symmetric and _zero_point(g, n) not in (None, 0.0)
 
-    def _node_cost(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+    def _node_cost(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int]) -> float:
+        """The node's cost without the tie-break; `ins` are its tensor inputs (_tensor_inputs)."""
         op = n.op
         if op in PLUMBING_OPS or g.classes[n.eclass].constant:
             return 0.0
         t = self.target
         if op == "Opaque":
             return self._opaque(g, f, n)
-        ins = _tensor_inputs(g, n)
         out_numel = self._out_numel(g, f, n, ins)
         # leaving the blocked layout: the runtime reorders each blocked input to NCHW (read + write)
         reorder = 0.0
@@ -341,13 +369,13 @@ class Roofline:
         per_element = (DTYPE_BYTES[dtype] + DTYPE_BYTES[runs_as]) / t.bandwidth * t.op_scale.get("Cast", 1.0)
         return t.launch + self._numel(f, c) * per_element
 
-    def _cast_back(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
+    def _cast_back(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int]) -> float:
         """A node that reads an emulated op's output in its own dtype (data movement, a view, an op of another
         dtype; not a Cast, whose pair the runtime drops) pays the Cast the runtime inserts in front of it."""
         emulated = self.target.emulated
         if not emulated or not f.any_emulated or n.op in PLUMBING_OPS or n.op == "Cast" or _emulated_op(g, n, emulated):
             return 0.0
-        reads = [c for c in dict.fromkeys(_tensor_inputs(g, n)) if f.emulated[c] and not g.classes[c].constant]
+        reads = [c for c in dict.fromkeys(ins) if f.emulated[c] and not g.classes[c].constant]
         return sum(self._cast(f, c, f.dtype[c], emulated[f.dtype[c]]) for c in reads)  # type: ignore[index]
 
     def _lost_fusion(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
@@ -469,9 +497,11 @@ def roofline(target: Target | str) -> Roofline:
 
 def _tensor_inputs(g: EGraph, n: ENode) -> list[int]:
     """The tensor classes a node reads: its T children, and the items of its lists (Concat)."""
-    if any(g.classes[c].sort == "TL" for c in n.children):
+    kinds = g.input_kinds
+    read = [kinds[c] for c in n.children]
+    if "TL" in read:
         return _list_items(g, n.children)
-    return [c for c in n.children if g.classes[c].sort == "T" and not _absent(g, c)]
+    return [c for c, kind in zip(n.children, read) if kind == "T"]
 
 
 def _zero_point(g: EGraph, n: ENode) -> float | None:
@@ -535,6 +565,8 @@ def _estimate_numel(g: EGraph) -> list[float]:
     pending = [0] * len(g.nodes)
     work: list[int] = []
     for n in g.nodes:
+        if numel[n.eclass] >= 0:  # its class is known: never estimated, and nothing waits on it
+            continue
         kids = set(n.children)
         pending[n.id] = sum(1 for c in kids if numel[c] < 0)
         for c in kids:
@@ -599,18 +631,21 @@ def _fusable_classes(g: EGraph, patterns: tuple[FusedPattern, ...]) -> list[int]
     mask = [0] * len(g.classes)
     if not patterns:
         return mask
-    parents: dict[int, list[ENode]] = {}
-    for n in g.nodes:
-        for c in set(n.children):
-            parents.setdefault(c, []).append(n)
+    produced: dict[str, list[int]] = {}  # op -> the patterns it produces, in pattern order
+    for i, p in enumerate(patterns):
+        for op in p.producers:
+            produced.setdefault(op, []).append(i)
     work: list[tuple[int, int]] = []
     for n in g.nodes:
-        if g.classes[n.eclass].constant:
+        found = produced.get(n.op)
+        if found is None or g.classes[n.eclass].constant:
             continue
-        for i, p in enumerate(patterns):
-            if n.op in p.producers and not mask[n.eclass] >> i & 1 and _fuses_dtype(p, g.classes[n.eclass].dtype):
+        for i in found:
+            p = patterns[i]
+            if not mask[n.eclass] >> i & 1 and _fuses_dtype(p, g.classes[n.eclass].dtype):
                 mask[n.eclass] |= 1 << i
                 work.append((n.eclass, i))
+    parents = g.parents
     while work:
         cid, i = work.pop()
         for n in parents.get(cid, ()):

@@ -116,7 +116,7 @@ class ExtractionResult:
         index = {c: k for k, c in enumerate(order)}
         old = self.egraph
         chosen = [old.nodes[self.choice[c]] for c in order]  # made directly: dataclasses.replace is 4x slower
-        nodes = tuple(ENode(k, n.op, k, tuple(index[x] for x in n.children), n.attrs) for k, n in enumerate(chosen))
+        nodes = tuple(ENode(k, n.op, k, tuple([index[x] for x in n.children]), n.attrs) for k, n in enumerate(chosen))
         classes = tuple(
             EClass(k, e.sort, (k,), e.shape, e.dtype, e.constant, e.rules, e.sizes)
             for k, e in enumerate(old.classes[c] for c in order)
@@ -129,21 +129,25 @@ class ExtractionResult:
     # ---- costs (the same for every extractor) ----
     def dag_cost(self, cost: Costs) -> float:
         """Sum of the chosen node costs over the reachable classes, each class counted once."""
-        return math.fsum(self._node_cost(cost, self.choice[c]) for c in self.reachable())
+        price, choice = self._pricer(cost), self.choice
+        return math.fsum(price(choice[c]) for c in self.reachable())
 
     def tree_cost(self, cost: Costs) -> float:
         """Cost of the chosen term unfolded as a tree: shared sub-terms counted once per use."""
         total: dict[int, float] = {}
-        nodes = self.egraph.nodes
+        nodes, price = self.egraph.nodes, self._pricer(cost)
         for c in self.reachable():
             n = nodes[self.choice[c]]
-            total[c] = self._node_cost(cost, n.id) + sum(total[k] for k in n.children)
+            total[c] = price(n.id) + sum(total[k] for k in n.children)
         return sum(total[r] for r in self.roots)
 
-    def _node_cost(self, cost: Costs, nid: int) -> float:
+    def _pricer(self, cost: Costs) -> Callable[[int], float]:
+        """Node id -> cost (a float), for a cost model or precomputed costs."""
         if callable(cost):
-            return float(cost(self.egraph, self.egraph.nodes[nid]))
-        return float(cost[nid])
+            from eqsat.extract.cost import cost_lookup
+
+            return cost_lookup(self.egraph, cost)
+        return lambda nid: float(cost[nid])
 
     def _error(self, problem: str) -> ExtractionError:
         return ExtractionError(f"extraction ({self.extractor}): {problem}")

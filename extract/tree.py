@@ -56,9 +56,10 @@ def solve(problem: Problem, costs: Sequence[float] | None = None) -> TreeSolutio
         order.append(c)
 
     def value(p: int) -> float:  # inf for an excluded node or child; a sum that overflows is capped
-        if cost[p] == math.inf or any(best[k] == math.inf for k in full_children[p]):
+        kids = [best[k] for k in full_children[p]]
+        if cost[p] == math.inf or math.inf in kids:
             return math.inf
-        return min(cost[p] + sum(best[k] for k in full_children[p]), TREE_COST_CAP)
+        return min(cost[p] + sum(kids), TREE_COST_CAP)
 
     bottom_up(
         ((cost[n], n) for nodes in problem.class_nodes for n in nodes if not children[n]),

@@ -44,6 +44,20 @@ def test_bulk_load_and_serialize_roundtrip() -> None:
     assert transpose.attrs == ((0, 2, 3, 1),) and transpose.children == (x,)
 
 
+def test_decoding_hands_the_readers_it_found_to_the_graph() -> None:
+    """decode finds each class's readers once and the graph keeps them (EGraph.parents): the same as the graph
+    would find from its nodes, as do the constant flags it computed before building the classes."""
+    import dataclasses
+
+    from eqsat.engine.egraph import EGraph, _mark_constants
+
+    graph = decode(_loaded().snapshot())
+    fresh = EGraph(graph.nodes, graph.classes, graph.roots, graph.refs)
+    assert "parents" in graph.__dict__ and graph.parents == fresh.parents
+    unmarked = dataclasses.replace(fresh, classes=tuple(dataclasses.replace(c, constant=False) for c in graph.classes))
+    assert _mark_constants(unmarked).classes == graph.classes
+
+
 def test_rules_run_report_and_vec_map() -> None:
     backend = _loaded()
     merge = Rule(

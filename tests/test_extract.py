@@ -417,6 +417,23 @@ def test_cost_invariants(target: str) -> None:
         assert list(model.node_costs(g)) == costs
 
 
+@pytest.mark.parametrize("target", ["cpu", "gpu", "npu"])
+def test_a_graph_costs_the_same_whichever_way_it_is_asked(target: str) -> None:
+    """The roofline's whole-graph table (computed once per graph, shared by extraction, dag_cost and the
+    breakdown) holds what the model gives each node asked alone, on a model that has costed nothing yet."""
+    from eqsat.extract.cost import cost_lookup
+
+    for dtype in ("FLOAT", "FLOAT16", "INT8"):
+        g = onnx_like_graph(dtype)
+        one_by_one = [roofline(target)(g, n) for n in g.nodes]
+        table = roofline(target).cost_table(g)
+        assert table == one_by_one
+        model = roofline(target)
+        assert list(model.node_costs(g)) == one_by_one and model.node_costs(g) is not model.node_costs(g)
+        price = cost_lookup(g, roofline(target))
+        assert [price(n.id) for n in g.nodes] == one_by_one
+
+
 def test_transpose_is_never_free_even_without_shapes() -> None:
     g = build([(0, "Input", []), (1, "Transpose", [0])], [1], 2)
     for name in targets():

@@ -33,10 +33,6 @@ LOAD_RULESET = 500
 EgglogError = EggSmolError
 
 
-def _call(convert: Any, value: Any) -> Any:
-    return convert(value)
-
-
 @dataclasses.dataclass(frozen=True)
 class Table:
     """One egglog function table: argument sorts, result sort, and live rows (arguments, result)."""
@@ -158,38 +154,42 @@ class Backend:
         egraph = self._egraph
         classes: dict[Any, int] = {}  # eq-sort values: one id space across sorts (as egglog's own freeze users)
 
-        def eclass(v: Any) -> int:
-            return classes.setdefault(v, len(classes))
-
         def vec(v: Any) -> tuple[int, ...]:
             return tuple(egraph.value_to_i64(x) for x in egraph.value_to_vec(v))
 
-        def primitive(convert: Any) -> Any:
-            cache: dict[Any, Any] = {}  # per sort: values of different sorts may share a raw id
-
-            def decoded(v: Any) -> Any:
-                try:
-                    return cache[v]
-                except KeyError:
-                    found = cache[v] = convert(v)
-                    return found
-
-            return decoded
-
-        converters = {
-            "i64": primitive(egraph.value_to_i64),
-            "f64": primitive(egraph.value_to_f64),
-            "String": primitive(egraph.value_to_string),
-            "bool": primitive(egraph.value_to_bool),
-            "IVec": primitive(vec),
+        converters: dict[str, Callable[[Any], Any]] = {
+            "i64": egraph.value_to_i64,
+            "f64": egraph.value_to_f64,
+            "String": egraph.value_to_string,
+            "bool": egraph.value_to_bool,
+            "IVec": vec,
             "Unit": lambda v: None,
         }
+        known: dict[str, dict[Any, Any]] = {sort: {} for sort in converters}  # per sort: raw ids repeat across sorts
+
+        def column(values: list[Any], sort: str) -> list[Any]:
+            """One column's values converted, each distinct value once (columns repeat values a lot)."""
+            convert = converters.get(sort)
+            if convert is None:  # an eq-sort: e-class ids, numbered as first met
+                for v in values:
+                    if v not in classes:
+                        classes[v] = len(classes)
+                return list(map(classes.__getitem__, values))
+            cache = known[sort]
+            for v in values:
+                if v not in cache:
+                    cache[v] = convert(v)
+            return list(map(cache.__getitem__, values))
+
         result: dict[str, Table] = {}
         for name, fn in egraph.freeze().functions.items():  # declaration order: deterministic
             if wanted is not None and not wanted(name, fn.output_sort):
                 continue
-            ins = [converters.get(sort, eclass) for sort in fn.input_sorts]
-            out = converters.get(fn.output_sort, eclass)
-            rows = [(tuple(map(_call, ins, row.inputs)), out(row.output)) for row in fn.rows if not row.subsumed]
-            result[name] = Table(tuple(fn.input_sorts), fn.output_sort, rows)
+            live = [row for row in fn.rows if not row.subsumed]
+            columns = [
+                column(list(values), sort) for values, sort in zip(zip(*(r.inputs for r in live)), fn.input_sorts)
+            ]
+            outputs = column([row.output for row in live], fn.output_sort)
+            args = zip(*columns) if columns else ((),) * len(live)
+            result[name] = Table(tuple(fn.input_sorts), fn.output_sort, list(zip(args, outputs)))
         return result

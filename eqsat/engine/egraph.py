@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from eqsat.engine.terms import GENERIC, OPS, SPECIAL
 from eqsat.frontend.symbols import SYMBOL_SIZE
@@ -92,16 +92,19 @@ class EGraph:
     @functools.cached_property
     def parents(self) -> Mapping[int, tuple[ENode, ...]]:
         """Per class, the e-nodes that read it (each once), in node order; built on first use."""
-        found: dict[int, list[ENode]] = {}
-        for n in self.nodes:
-            for c in dict.fromkeys(n.children):
-                found.setdefault(c, []).append(n)
-        return {c: tuple(ns) for c, ns in found.items()}
+        return _readers(self.nodes)
 
     @functools.cached_property
     def absent_classes(self) -> frozenset[int]:
         """The classes holding an `Absent` node (an optional input left out); built on first use."""
         return frozenset(n.eclass for n in self.nodes if n.op == "Absent")
+
+    @functools.cached_property
+    def input_kinds(self) -> tuple[str, ...]:
+        """Per class, how a node reading it takes it: "T" a tensor, "TL" a list of tensors, "" neither (an
+        absent optional input, a multi-output node); built on first use."""
+        absent = self.absent_classes
+        return tuple("" if c.id in absent else c.sort if c.sort in ("T", "TL") else "" for c in self.classes)
 
     def class_of_ref(self, ref: int) -> int:
         return self.refs[ref]
@@ -204,9 +207,16 @@ def decode(
         generic = int(name in GENERIC_OPS)  # argument 0 of a generic constructor is the op's name
         term_args = [i for i, sort in enumerate(table.input_sorts) if sort in TERM_SORTS]
         attr_args = [i for i, sort in enumerate(table.input_sorts) if sort not in TERM_SORTS][generic:]
+        term = [(i, table.input_sorts[i]) for i in term_args]
         for args, out in rows:
-            children = tuple(cid(args[i], table.input_sorts[i]) for i in term_args)
-            raw_nodes.append((name, cid(out, table.output_sort), children, tuple(args[i] for i in attr_args)))
+            kids: list[int] = []
+            for i, sort in term:  # cid() inlined: the hottest loop of decoding
+                found = class_index.get(args[i])
+                if found is None:
+                    found = class_index[args[i]] = len(sorts)
+                    sorts.append(sort)
+                kids.append(found)
+            raw_nodes.append((name, cid(out, table.output_sort), tuple(kids), tuple([args[i] for i in attr_args])))
     original = {
         (op, refs[out], tuple(refs[i] for i in ins))
         for op, out, ins in originals
@@ -214,11 +224,11 @@ def decode(
     }
     if original:
         raw_nodes.sort(key=lambda n: n[:3] not in original)  # stable: otherwise egglog's order
-    out_nodes: list[ENode] = []
-    members: dict[int, list[int]] = {}
+    nodes: list[ENode] = []
+    members: list[list[int]] = [[] for _ in sorts]
     for op, owner, children, attrs in raw_nodes:
-        out_nodes.append(ENode(len(out_nodes), op, owner, children, attrs))
-        members.setdefault(owner, []).append(len(out_nodes) - 1)
+        members[owner].append(len(nodes))
+        nodes.append(ENode(len(nodes), op, owner, children, attrs))
     for name, facts in (("shape", shape), ("dtype", dtype)):
         for (raw,), value in tables[name].rows if name in tables else ():
             if raw in class_index:
@@ -226,21 +236,36 @@ def decode(
     for (raw, rule), _ in tables["rewritten"].rows if "rewritten" in tables else ():
         if raw in class_index:
             rules.setdefault(class_index[raw], set()).add(rule)
+    parents = _readers(nodes)
+    constant = _constant_flags(nodes, [shape.get(c) for c in range(len(sorts))], parents)
+    sizes: dict[tuple[int, ...], tuple[int, ...] | None] = {}  # each distinct shape priced once
+
+    def sized(c: int) -> tuple[int, ...] | None:
+        if c not in shape:
+            return None
+        found = sizes.get(shape[c])
+        if found is None:
+            found = sizes[shape[c]] = priced(shape[c], symbol_sizes)
+        return found
+
     classes = tuple(
         EClass(
             c,
             sort,
-            tuple(members.get(c, ())),
+            tuple(members[c]),
             shape.get(c),
             dtype.get(c),
-            rules=tuple(sorted(rules.get(c, ()))),
-            sizes=priced(shape.get(c), symbol_sizes),
+            constant[c],
+            tuple(sorted(rules[c])) if c in rules else (),
+            sized(c),
         )
         for c, sort in enumerate(sorts)
     )
     wanted = set(ref_ids)
     kept_refs = {r: c for r, c in sorted(refs.items()) if not wanted or r in wanted}
-    return _mark_constants(EGraph(tuple(out_nodes), classes, (), kept_refs))
+    graph = EGraph(tuple(nodes), classes, (), kept_refs)
+    graph.__dict__["parents"] = parents  # found once here (EGraph.parents is built the same way)
+    return graph
 
 
 #: Ops of generic constructors.
@@ -263,35 +288,55 @@ def _node_rows(tables: Mapping[str, Any]) -> list[tuple[str, Any, list[tuple[tup
     return [(name, *found[name]) for name in order]
 
 
-def _foldable_size(eclass: EClass) -> bool:
-    if eclass.shape is None:
+def _foldable_size(shape: tuple[int, ...] | None) -> bool:
+    if shape is None:
         return True
-    if any(d < 0 for d in eclass.shape):  # a symbolic size is known at run time only
+    if any(d < 0 for d in shape):  # a symbolic size is known at run time only
         return False
     size = 1
-    for d in eclass.shape:
+    for d in shape:
         size *= d
     return size <= MAX_FOLDED_ELEMENTS
 
 
-def _mark_constants(graph: EGraph) -> EGraph:
-    """A class is constant-only if some node in it is a constant leaf or has only constant children."""
-    const = [False] * len(graph.classes)
+def _readers(nodes: Iterable[ENode]) -> dict[int, tuple[ENode, ...]]:
+    """Per class, the e-nodes that read it (each once), in node order (EGraph.parents)."""
+    found: dict[int, list[ENode]] = {}
+    for n in nodes:
+        for c in dict.fromkeys(n.children):
+            found.setdefault(c, []).append(n)
+    return {c: tuple(ns) for c, ns in found.items()}
+
+
+def _constant_flags(
+    nodes: Sequence[ENode], shapes: Sequence[tuple[int, ...] | None], parents: Mapping[int, tuple[ENode, ...]]
+) -> list[bool]:
+    """Per class: constant-only, i.e. some node in it is a constant leaf or has only constant children (and its
+    size is foldable)."""
+    const = [False] * len(shapes)
     work: list[int] = []
-    for n in graph.nodes:
+    for n in nodes:
         if n.op in CONSTANT_LEAVES and not const[n.eclass]:
             const[n.eclass] = True
             work.append(n.eclass)
     while work:
         cid = work.pop()
-        for n in graph.parents.get(cid, ()):
+        for n in parents.get(cid, ()):
             if const[n.eclass] or n.op in NEVER_CONSTANT:
                 continue
-            if n.children and all(const[c] for c in n.children) and _foldable_size(graph.classes[n.eclass]):
+            if n.children and all(const[c] for c in n.children) and _foldable_size(shapes[n.eclass]):
                 const[n.eclass] = True
                 work.append(n.eclass)
+    return const
+
+
+def _mark_constants(graph: EGraph) -> EGraph:
+    """The graph with its constant-only classes marked (_constant_flags)."""
+    const = _constant_flags(graph.nodes, [c.shape for c in graph.classes], graph.parents)
     classes = tuple(
         EClass(c.id, c.sort, c.nodes, c.shape, c.dtype, True, c.rules, c.sizes) if const[c.id] else c
         for c in graph.classes
     )  # made directly: dataclasses.replace is 4x slower
-    return dataclasses.replace(graph, classes=classes)
+    marked = dataclasses.replace(graph, classes=classes)
+    marked.__dict__["parents"] = graph.parents  # the same nodes: their readers, already found, carry over
+    return marked

@@ -91,13 +91,11 @@ class _Encoder:
         self.enc.handles += 1
         return self.enc.handles - 1
 
-    def facts(self, rid: int, shape: tuple[int, ...] | None, dtype: str | None, positive: bool = False) -> None:
+    def facts(self, rid: int, shape: tuple[int, ...] | None, dtype: str | None) -> None:
         if shape is not None:
             self.rows.add("shape", rid, self.rows.vec(shape))
         if dtype is not None:
             self.rows.add("dtype", rid, dtype)
-        if positive:
-            self.rows.add("positive", rid)
 
     def new_ref(self, value: ir.Value, producer: str | None = None) -> int:
         rid = self.handle()
@@ -110,7 +108,9 @@ class _Encoder:
 
     # ---- leaves ----
     def constant(self, rid: int, value: ir.Value, array: np.ndarray) -> None:
-        """`rid` defined as the constant `array` (a Scalar when it has one element exact in f64)."""
+        """`rid` defined as the constant `array` (a Scalar when it has one element exact in f64), with its value
+        facts and `positive` when its elements all are > 0."""
+        extremes = _extremes(array)  # one pass each for min and max: the facts below all read them
         if array.size == 1 and array.dtype.kind in "biuf" and _exact_as_f64(array):
             self.rows.add("Scalar", rid, float(array.reshape(-1)[0]), _dtype(value), self.rows.vec(array.shape))
         else:
@@ -119,16 +119,19 @@ class _Encoder:
             self.enc.constant_names.setdefault(key, _name(value))
             self.rows.add("Const", rid, key)
             self.rows.add("const-rank", rid, self.const_rank.setdefault(key, len(self.const_rank)))
-            self.value_facts(rid, array)
+            self.value_facts(rid, array, extremes)
+        if extremes is not None and array.dtype.kind in "iuf" and extremes[0] > 0:
+            self.rows.add("positive", rid)
 
-    def value_facts(self, rid: int, array: np.ndarray) -> None:
+    def value_facts(self, rid: int, array: np.ndarray, extremes: tuple[Any, Any] | None) -> None:
         """`finite` for a constant without NaN or infinity; `splat` for one whose elements are all equal;
-        `const-value` rows for a small one whose values are exact as f64."""
-        if array.dtype.kind not in "biuf" or (array.dtype.kind == "f" and not np.all(np.isfinite(array))):
-            return
+        `const-value` rows for a small one whose values are exact as f64. `extremes`: its (min, max) (_extremes)."""
+        kind = array.dtype.kind
+        if kind not in "biuf" or (kind == "f" and extremes is not None and not np.all(np.isfinite(extremes))):
+            return  # a NaN makes the minimum NaN, an infinity the minimum or maximum infinite
         self.rows.add("finite", rid)
         flat = array.reshape(-1)
-        if flat.size > 1 and _exact_as_f64(flat[:1]) and bool(np.all(flat == flat[0])):  # zeros, ones, ...
+        if flat.size > 1 and _exact_as_f64(flat[:1]) and extremes is not None and extremes[0] == extremes[1]:
             self.rows.add("splat", rid, float(flat[0]))
         if flat.size <= SMALL_CONST and all(_exact_as_f64(flat[k : k + 1]) for k in range(flat.size)):
             for k, v in enumerate(flat):
@@ -146,7 +149,6 @@ class _Encoder:
             array = value.const_value.numpy()
             rid = self.new_ref(value)
             self.constant(rid, value, array)
-            self.facts(rid, None, None, positive=_all_positive(array))
 
     # ---- nodes ----
     def encode_nodes(self) -> None:
@@ -267,7 +269,7 @@ class _Encoder:
         array = array.reshape((1,) * (len(out.shape) - array.ndim) + array.shape)
         handle = self.handle()
         self.constant(handle, value, array)
-        self.facts(handle, array.shape, _dtype(value), positive=_all_positive(array))
+        self.facts(handle, array.shape, _dtype(value))
         return handle
 
     def encode_dynamic_reshape(self, node: ir.Node, name: str) -> bool:
@@ -371,8 +373,11 @@ class _Encoder:
                 self.rows.text.append(f"(union (Ref {rid}) (Out {term} {k}))")
 
 
-def _all_positive(array: np.ndarray) -> bool:
-    return bool(array.dtype.kind in "iuf" and array.size and np.all(array > 0))
+def _extremes(array: np.ndarray) -> tuple[Any, Any] | None:
+    """(min, max) of a non-empty numeric array (NaN when it holds one), else None."""
+    if array.size == 0 or array.dtype.kind not in "biuf":
+        return None
+    return array.min(), array.max()
 
 
 def _exact_as_f64(array: np.ndarray) -> bool:

@@ -11,6 +11,7 @@ records in its metadata (`eqsat.from`) the original nodes its class stands for.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -55,6 +56,7 @@ def _body_names(graph: onnx.GraphProto) -> set[str]:
     }
 
 
+@functools.lru_cache(maxsize=None)
 def _np_dtype(name: str | None) -> np.dtype | None:
     if name is None:
         return None
@@ -100,6 +102,11 @@ class _Lowerer:
             self.class_refs.setdefault(cid, []).append(rid)
         for refs in self.class_refs.values():
             refs.sort()
+        #: per class, the original nodes that produced its handles (those that have any)
+        self.class_producers = {
+            cid: {enc.producers[r] for r in refs if r in enc.producers} for cid, refs in self.class_refs.items()
+        }
+        self._origins: dict[int, set[str]] | None = None  # built on first use (_nearest_origins)
 
     # ---- naming and provenance ----
     def fresh(self, base: str) -> str:
@@ -115,17 +122,35 @@ class _Lowerer:
 
     def origins(self, cid: int) -> list[str]:
         """Original nodes a class stands for; a class that rewrites created inherits from the nearest classes
-        that use it and stand for original nodes (breadth first over readers, iteratively)."""
-        frontier, seen = [cid], {cid}
+        that use it and stand for original nodes (breadth first over readers, iteratively). Found once per class."""
+        if self._origins is None:
+            self._origins = self._nearest_origins()
+        return sorted(self._origins.get(cid, ()))
+
+    def _nearest_origins(self) -> dict[int, set[str]]:
+        """Per class, the original nodes of the nearest classes (fewest reader steps) that stand for some: one
+        breadth-first pass from all those classes at once, down to the classes they read."""
+        names = {c: set(found) for c, found in self.class_producers.items() if found}
+        read: dict[int, list[int]] = {}  # class -> the classes its readers' classes read it from (the reverse)
+        for child, readers in self.parents().items():
+            for p in readers:
+                read.setdefault(p, []).append(child)
+        depth = dict.fromkeys(names, 0)
+        frontier = list(names)
         while frontier:
-            names = {
-                self.enc.producers[r] for c in frontier for r in self.class_refs.get(c, ()) if r in self.enc.producers
-            }
-            if names:
-                return sorted(names)
-            frontier = [p for c in frontier for p in sorted(self.parents().get(c, ())) if p not in seen]
-            seen.update(frontier)
-        return []
+            level = []
+            for p in frontier:
+                below = depth[p] + 1
+                for c in read.get(p, ()):
+                    d = depth.get(c)
+                    if d is None:
+                        depth[c] = below
+                        names[c] = set(names[p])
+                        level.append(c)
+                    elif d == below:
+                        names[c] |= names[p]
+            frontier = level
+        return names
 
     def history(self, cid: int) -> list[str]:
         """The original node names a written node stands for: its class's own origins, the nodes it
@@ -207,8 +232,9 @@ class _Lowerer:
         order = self.order(roots)
         self.unbroadcast = self._unbroadcast_constants(order, roots)
         self.absorbed = self._absorbed_nodes(order)
-        for cid in order:
-            self.emit(cid, reserved.get(cid))
+        with np.errstate(all="ignore"):  # constants folded here: 1/0 or exp of a large one is the value (inf)
+            for cid in order:
+                self.emit(cid, reserved.get(cid))
         for cid, name in zip(roots, out_names):
             if self.names[cid] != name:
                 alias = helper.make_node("Identity", [self.names[cid]], [name], name=f"{name}_identity")
@@ -469,8 +495,7 @@ class _Lowerer:
         args = [self.consts[c][0] if self.names.get(c) != "" else None for c in node.children]
         dtypes = [self.consts[c][1] for c in node.children if c in self.consts]
         params = dict(zip((p.name for p in spec.params), node.attrs))
-        with np.errstate(all="ignore"):  # 1/0 or exp of a large constant: the value (inf), not news for stderr
-            value = _evaluate(spec, args, params, self.opset)
+        value = _evaluate(spec, args, params, self.opset)  # under run()'s errstate: an inf is the value, not news
         dtype = params["to"] if node.op == "Cast" else (self.g.eclass(cid).dtype or (dtypes[0] if dtypes else "FLOAT"))
         if node.op == "Cast" and np.issubdtype(_np_dtype(dtype), np.integer):
             value = value.astype(_np_dtype(dtype))
