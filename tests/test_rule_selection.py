@@ -220,3 +220,29 @@ def test_an_op_read_from_a_fact_table_counts_as_created() -> None:
     l1 = build_model([reduce], [("x", F, [2, 1])], [("y", F, [2, 1])], axes, opset=18)
     assert "Abs" in usable_rules(select(), present_constructors(l1)).constructors
     assert "Abs" not in usable_rules(select(), present_constructors(_relu_chain())).constructors
+
+
+# Why the closure installs a rule on an op the model lacks: each op or rule-only fact it adds is traced to the
+# egglog rule whose actions made it available (bench_install --why).
+
+
+def test_each_created_op_names_the_rule_that_created_it() -> None:
+    to_sigmoid = _rule("relu-to-sigmoid", "(Relu x)", "(Sigmoid x)")
+    on_sigmoid = _rule("on-sigmoid", "(Sigmoid (Sigmoid x))", "(Sigmoid x)")
+    to_tanh = _rule("sigmoid-to-tanh", "(Sigmoid x)", "(Tanh x)")
+    usable = usable_rules([on_sigmoid, to_tanh, to_sigmoid], present_constructors(_relu_chain()))
+    assert dict(usable.created_by) == {"Sigmoid": "relu-to-sigmoid#0", "Tanh": "sigmoid-to-tanh#0"}
+
+
+def test_ops_the_model_has_are_never_traced() -> None:
+    same = _rule("relu-to-relu", "(Relu (Relu x))", "(Relu x)")
+    assert not usable_rules([same], present_constructors(_relu_chain())).created_by
+
+
+def test_a_global_pool_makes_reduce_mean_available() -> None:
+    """The resnet18 cascade: GlobalAveragePool -> ReduceMean, which with the BatchNorm scale's arithmetic admits the
+    normalization fusions' rules (bench_install --why)."""
+    nodes = [oh.make_node("GlobalAveragePool", ["x"], ["y"])]
+    model = build_model(nodes, [("x", F, [1, 4, 5, 5])], [("y", F, [1, 4, 1, 1])])
+    usable = usable_rules(select(), present_constructors(model))
+    assert usable.created_by["ReduceMean"] == "global-pool-to-reducemean#0"
