@@ -192,11 +192,12 @@ class Session:
         interface.restore(model, self.original)
         report.ops_after = io.proto_op_histogram(model)
         if options.verify:
-            from eqsat.check.verify import Reference, verify as run_verify
+            from eqsat.check.ahead import ReferenceAhead
+            from eqsat.check.verify import verify as run_verify
 
             note("verify")
             with timed(report, "verify"):
-                if not isinstance(reference, Reference) and reference is not None:  # computed ahead: wait for it
+                if isinstance(reference, ReferenceAhead):  # being computed in a thread: wait for it
                     reference = reference.result()
                 report.verification = run_verify(
                     self.original,

@@ -56,6 +56,8 @@ GENERIC: dict[str, tuple[str, ...]] = {
 GENERIC_OF: dict[str, str] = {op: family for family, ops in GENERIC.items() for op in ops}
 assert all(len({OPS[op].signature for op in ops}) == 1 for ops in GENERIC.values()), "a family shares one signature"
 
+#: `additive-sign` facts: x op c = x + sign * c for the additive ops.
+ADDITIVE_SIGN = {"Add": 1.0, "Sub": -1.0}
 #: Op facts (`(name "Op")`, standard facts): the op classes generic rules guard on, one relation each, derived
 #: from the op table's traits.
 OP_FACTS: dict[str, tuple[str, ...]] = {
@@ -78,17 +80,19 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
     "element-reduce": _ops.ELEMENT_REDUCTIONS,
     # the parameterless activations a conv runs as its epilogue (conv-merge-epilogue)
     "conv-epilogue": tuple(op for op in _ops.CONV_EPILOGUES if op in GENERIC["Unary"]),
-    # the ops of a per-column scale or bias (per-column facts); B(a, a) = a (And, Or;
-    # not Xor); reductions that are a pointwise op over one element (|e|, e * e, log e); Add and Sub (the rows
-    # that read additive-sign or additive-chain guard on it too: the rule closure reads op facts)
+    # the ops of a per-column scale or bias (per-column facts)
     "scale-or-bias": ("Mul", "Add"),
+    # B(a, a) = a (And, Or; not Xor)
     "bool-idempotent": tuple(op for op in _ops.BOOL_BINARY if op != "Xor"),
+    # reductions that are a pointwise op over one element (|e|, e * e, log e)
     "unit-pointwise-reduce": tuple(
         op
         for op in _ops.AXES_REDUCTIONS
         if op not in _ops.ELEMENT_REDUCTIONS and op not in ("ReduceL2", "ReduceLogSumExp")
     ),
-    "additive": ("Add", "Sub"),
+    # Add and Sub (the rows that read additive-sign or additive-chain guard on it too: the rule closure reads
+    # op facts)
+    "additive": tuple(ADDITIVE_SIGN),
 }
 assert all(op in OPS for ops in OP_FACTS.values() for op in ops)
 
@@ -172,8 +176,6 @@ TRUNCATING_CASTS: tuple[tuple[str, str], ...] = tuple(
 )
 #: Integers a float cast may round (narrower ones are exact in FLOAT).
 WIDE_INTS = ("INT32", "UINT32", "INT64", "UINT64")
-#: `additive-sign` facts: x op c = x + sign * c for the additive ops.
-ADDITIVE_SIGN = {"Add": 1.0, "Sub": -1.0}
 #: `additive-chain` facts: (x op1 c1) op2 c2 = x op1 (c1 op c2) (the same op twice adds the constants, mixed
 #: ops subtract them).
 ADDITIVE_CHAIN = {(a, b): "Add" if a == b else "Sub" for a in ADDITIVE_SIGN for b in ADDITIVE_SIGN}
