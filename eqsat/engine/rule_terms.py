@@ -200,8 +200,8 @@ class BodyTerms:
                     continue
             if isinstance(atom, list) and atom and atom[0] in OP_TABLES:
                 column, ops = OP_TABLES[atom[0]]
-                if column + 1 < len(atom) and isinstance(atom[column + 1], str):
-                    var = atom[column + 1]
+                var = atom[column + 1] if column + 1 < len(atom) else None
+                if isinstance(var, str):
                     guards[var] = guards.get(var, frozenset(OPS)) & ops
                     tabled[var] = tabled.get(var, frozenset()) | ops
             query.key(atom)
@@ -285,10 +285,10 @@ class BodyTerms:
             if fact.name == "is-const":
                 constant.update(k for k in fact.args if k)
                 continue
-            keys = fact.keys(group, self.op_vars) if fact.strings else [fact.name]
-            if fact.name in state.tracked and not any(key in state.fact_constant for key in keys):
+            stored = fact.keys(group, self.op_vars) if fact.strings else [fact.name]
+            if fact.name in state.tracked and not any(key in state.fact_constant for key in stored):
                 return None
-            for key in keys:
+            for key in stored:
                 flags = state.fact_constant.get(key, ())
                 constant.update(k for k, flag in zip(fact.args, flags) if k and flag)
         grew = True
