@@ -347,7 +347,9 @@ def test_a_union_with_a_run_time_class_is_not_confined() -> None:
 def test_an_op_built_over_constants_sits_in_constant_classes() -> None:
     """An action building Div over is-const operands creates Div in constant classes only (CONST); over a run-time
     operand, anywhere (ANY)."""
-    over_constants = fact("(= y (Relu x)) (is-const a) (is-const b)", "(let q (Div a (Sqrt b))) (set (shape q) (shape y))")
+    over_constants = fact(
+        "(= y (Relu x)) (is-const a) (is-const b)", "(let q (Div a (Sqrt b))) (set (shape q) (shape y))"
+    )
     assert _reading(over_constants, Relu=ANY).created == {"Div": CONST, "Sqrt": CONST}
     at_run_time = fact("(= y (Relu x)) (is-const b)", "(union y (Div x (Sqrt b)))")
     assert _reading(at_run_time, Relu=ANY).created == {"Div": ANY, "Sqrt": CONST}

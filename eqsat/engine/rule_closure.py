@@ -13,6 +13,14 @@ Generic constructors (eqsat.engine.terms.GENERIC) count by op: a query naming `(
 `(Unary "Relu" x)`) needs Relu; one with an op variable, `(Unary op x)`, needs some op of the family; an action
 `(Unary op y)` with the matched op creates no op that was not there, and one naming an op creates that op.
 
+Constant classes (eqsat.engine.rule_terms): a class holding a constant, or a node over constant classes only, is
+lowered as one folded constant whatever e-nodes it holds. The closure keeps, per op, whether rules create it only over
+constants (then its nodes sit only in constant classes: bn-scale-sites' gamma / sqrt(var + eps) makes Div and Sqrt
+so on a model without them), and per rule-only fact which arguments its rules set only to constant classes. A body
+whose every union joins a constant class with a constant class or a node no live class can hold yet (of an op that
+is nowhere else), and that sets no fact on a class it matched, cannot change the output: it is left out, and what it
+would create is not assumed. Dropping a rule is always sound; `bench_install --why` marks the ops so held.
+
 The result keeps the registry's order, so the same model always installs the same rules in the same order
 (deterministic output, whatever the cache of prepared backends holds).
 
@@ -141,13 +149,19 @@ def constructors_in(text: str) -> frozenset[str]:
 def _present(name: str, available: set[str]) -> bool:
     """Whether `name` (a constructor, a rule-only fact, or a family for a query's op variable, with the op
     facts that guard it) may exist."""
+    return any(op in available for op in _meant(name))
+
+
+@functools.lru_cache(maxsize=None)
+def _meant(name: str) -> tuple[str, ...]:
+    """The names `name` stands for: the ops of a family its op facts admit, else itself."""
     family, guarded, facts = name.partition(_GUARDED)
-    if family in GENERIC:
-        ops = GENERIC[family]
-        for fact in facts.split("+") if guarded else ():
-            ops = tuple(op for op in ops if op in OP_FACTS[fact])
-        return any(op in available for op in ops)
-    return name in available
+    if family not in GENERIC:
+        return (name,)
+    ops = GENERIC[family]
+    for fact in facts.split("+") if guarded else ():
+        ops = tuple(op for op in ops if op in OP_FACTS[fact])
+    return ops
 
 
 def present_constructors(model: onnx.ModelProto) -> frozenset[str]:
@@ -191,6 +205,8 @@ class Usable:
     #: Each constructor (or rule-only fact) not present at the start -> the egglog rule (`name#k`) whose actions
     #: first made it available: why a rule on an op the model lacks is installed (`bench_install --why`).
     created_by: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
+    #: The created ops whose nodes sit only in constant classes (rule_terms: built only over constants).
+    constant_only: frozenset[str] = dataclasses.field(default=frozenset(), compare=False)
 
 
 #: Rule-only facts with an e-class argument: those whose arguments may be known constant (rule_terms).
@@ -303,6 +319,7 @@ def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
             for op in _names(name):
                 readers.setdefault(op, set()).add(index)
     applied: dict[int, Reading] = {}  # the reading each chosen body was last applied with
+    registered: set[int] = set()  # bodies whose profile's names are among `readers`
     waiting = collections.deque(range(len(candidates)))
     queued = set(waiting)
     while waiting:
@@ -314,7 +331,8 @@ def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
         if body.need and all(_read(candidates[i][2], state).confined for i in siblings.get(rule.name, ())):
             continue  # a need row serves its rule's other bodies
         reading = _read(body, state)
-        if reading is not _NOTHING:
+        if reading is not _NOTHING and index not in registered:
+            registered.add(index)
             for name in _Profile.of(body.facts, body.actions).names:
                 readers.setdefault(name, set()).update(need_rows[rule.name] | {index})
         if reading.confined or applied.get(index) is reading:
@@ -346,4 +364,5 @@ def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
         for index, (rule, k, body) in enumerate(candidates)
         if index in applied
     )
-    return Usable(commands, frozenset(available), created_by)
+    constant_only = frozenset(op for op, level in levels.items() if level == CONST)
+    return Usable(commands, frozenset(available), created_by, constant_only)
