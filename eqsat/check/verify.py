@@ -494,8 +494,8 @@ class _Search:
         self.model, self.seed, self.shapes, self.arrays = model, seed, shapes, arrays
         self.plan = Plan(model)
         self.runner = Runner(model, weights)
-        given = given_shapes(shapes, arrays)
-        self.fixed = fixed_sizes(self.plan.facts.infer(given)) | set(given)
+        self._given = given_shapes(shapes, arrays)
+        self._fixed: set[str] | None = None
         self.tried: list[str] = []  # the sizes tried, as text
         self.skipped: list[str] = []  # candidates over the budget, and why
         self.notes: list[str] = []
@@ -504,6 +504,15 @@ class _Search:
         self.smallest: Draw | None = None  # the first draw within the budget: for onnx.reference at the end
         self.smallest_sizes: Sizes | None = None
         self.seen: list[dict[str, Shape]] = []
+
+    @property
+    def fixed(self) -> set[str]:
+        """The values whose size is known without the verifier's choice (given, or fixed by the model alone): the
+        budget does not count them. Inferred on first use: only a candidate over the budget counting every value
+        needs them (leaving values out only lowers the count), and inference holds the GIL (a thread's time)."""
+        if self._fixed is None:
+            self._fixed = fixed_sizes(self.plan.facts.infer(self._given)) | set(self._given)
+        return self._fixed
 
     def _candidates(self, choices: Iterator[Sizes]) -> Iterator[tuple[Sizes, dict[str, Shape]]]:
         for sizes in choices:
@@ -517,7 +526,7 @@ class _Search:
             drawn = self.plan.draw(shapes, self.arrays, self.seed, attempt)
             sizes = feed_shapes(drawn.feeds)
             facts = self.plan.facts.infer(sizes, drawn.constants) if drawn.constants or not drawn.facts else drawn.facts
-            over = over_budget(facts, sizes, self.fixed)
+            over = over_budget(facts, sizes) and over_budget(facts, sizes, self.fixed)
             if over:
                 self.skipped.append(f"{shapes_text(sizes)} ({over})")
                 return None
