@@ -106,6 +106,7 @@ RULE_ONLY_FACTS = (
             "ln-span",
             "in-site",
             "bn-scale",
+            "bn-folds",
             "conv-of",
             "conv-input",
         }
