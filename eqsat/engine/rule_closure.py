@@ -267,7 +267,7 @@ class _Profile:
             or any(any(v) for key, v in flags.items() if key.partition("@")[0] in self.facts_read)
         ):
             return False
-        if any(levels.get(op, ANY) != ANY for op in self.made) or any(
+        if any(levels.get(op) != ANY for op in self.made if op in CONSTRUCTORS) or any(
             levels.get(op) == CONST for ops in self.families for op in ops
         ):
             return False
