@@ -363,3 +363,12 @@ def test_a_matched_op_variable_is_read_per_level() -> None:
     assert _reading(sink, Sqrt=CONST, Reshape=ANY).confined
     reading = _reading(sink, Sqrt=CONST, Relu=ANY, Reshape=ANY)
     assert not reading.confined and reading.created == {"Relu": ANY, "Reshape": ANY, "Sqrt": CONST}
+
+
+def test_list_plumbing_makes_nothing_constant() -> None:
+    """A TAppend of constant items is rule plumbing lowering never evaluates: the rewrite giving it its TCons form
+    (tensor-list-append) is not confined, or a Concat of merged conv weights would be left without a value
+    (test_rules_conv.py::test_conv_merge_three_projections)."""
+    append = rw("(TAppend (TCons h (TNil)) (TNil))", "(TCons h (TNil))", "(is-const h)")
+    assert not _reading(append, TAppend=ANY, TCons=ANY, TNil=ANY).confined
+    assert _reading(rw("(TCons h (TNil))", "(TCons h (TNil))", "(is-const h)"), TCons=ANY, TNil=ANY).confined

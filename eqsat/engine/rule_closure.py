@@ -212,7 +212,6 @@ class Usable:
 
 #: Rule-only facts with an e-class argument: those whose arguments may be known constant (rule_terms).
 CLASS_FACTS = frozenset(name for name in RULE_ONLY_FACTS if set(class_sorts(name)) & {"T", "TL", "N"})
-_LEAVES = frozenset({"Const", "Scalar", "Absent", "TNil"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,7 +220,6 @@ class _Profile:
 
     query: tuple[tuple[str, ...], ...]  # per constructor the query names, the ops it may be
     unions: bool
-    source: bool  # an is-const guard or a leaf in the query: a constant class whatever the state
     made: frozenset[str]  # the constructors (and rule-only facts) its actions name
     families: tuple[tuple[str, ...], ...]  # per op variable of its actions, the ops of its family
     facts_read: frozenset[str]  # class facts its query reads
@@ -240,7 +238,6 @@ class _Profile:
         return _Profile(
             tuple(GENERIC.get(n.partition(_GUARDED)[0], (n,)) for n in query),
             "(union" in actions,
-            "is-const" in facts or bool(query & _LEAVES),
             _created(facts, actions),
             tuple(GENERIC[n.partition(_GUARDED)[0]] for n in acts if n.partition(_GUARDED)[0] in GENERIC),
             query & CLASS_FACTS,
@@ -257,13 +254,13 @@ class _Profile:
         )
 
     def plain(self, state: ClosureState) -> bool:
-        """Whether the body's reading in `state` is known without parsing it: it unions no class that can be constant
-        (no constant source in its query), creates only ops that already sit anywhere, and sets only class facts
-        already known never constant."""
+        """Whether the body's reading in `state` is taken as the plain one: its query names no op held only in
+        constant classes and reads no class fact set to constants (a union it makes is then taken as not confined,
+        even one whose root an is-const guard alone makes constant: kept, as before; on the 16 shared models such
+        bodies add nothing), it creates only ops already anywhere, and sets only class facts already never constant."""
         levels, flags = state.levels, state.fact_constant
         if self.unions and (
-            self.source
-            or any(levels.get(op) == CONST for ops in self.query for op in ops)
+            any(levels.get(op) == CONST for ops in self.query for op in ops)
             or any(any(v) for key, v in flags.items() if key.partition("@")[0] in self.facts_read)
         ):
             return False

@@ -1,17 +1,27 @@
 """A rule body's terms as the rule closure reads them: which constructors its query matches and its actions create,
 and which of their e-classes are necessarily constant.
 
-A constant class (one holding a `Const` or `Scalar`, or a node whose inputs are all constant: eqsat.engine.egraph)
-is lowered as one folded constant, whatever e-nodes it holds. So a rewrite that can only union constant classes
-cannot change the output; and an op that rules create only over constant inputs can only ever sit in constant classes.
-`BodyTerms.read(state)` says, for one state of the closure (the ops available and whether each may sit outside a
-constant class; for each rule-only fact, the arguments its rules set only to constant classes), which of the body's
-terms are constant, whether every union it makes is within constant classes, and what it creates.
+The argument. Lowering folds a constant class (one holding a `Const` or `Scalar`, or a node whose inputs are all
+constant: eqsat.engine.egraph) into one initializer, whichever of its e-nodes it evaluates, and costs it nothing. So:
+- an op the rules create only over constant inputs (CONST: bn-scale-sites' gamma / sqrt(var + eps) on a model with
+  no Div or Sqrt of its own) has nodes only in constant classes, and a query node of such an op matches a constant
+  class over constant inputs;
+- a body whose every union joins a constant class with another constant class, or with a node no live class can
+  hold yet (`fresh`: of an op with no node outside constant classes, or over such a node), and that sets no fact on
+  a class it matched, adds only equal e-nodes under constant classes: it cannot change the output. Left out, what
+  it would create is not assumed either (and it is not installed, so nothing is created).
+Not constant: never-constant ops (Opaque, Split, Q/DQ), random ops, and unextractable plumbing (TAppend, Ref: lowering
+never evaluates them, so the rule giving one its extractable form matters). Assumed: a view (Reshape, Transpose,
+Cast, ...) in a constant class reads a constant class (it holds a run-time input only once some rule proved that input
+constant, e.g. x * 0 = 0; what is built from it then hangs under the constant class). Constant classes over 2^20
+elements are computed at run time, not folded; the closure does not tell them apart: a rule left out there could
+only have changed how such a constant is computed. Leaving a rule out is always sound; the risk is a rewrite not made.
 
     terms = BodyTerms.of(body.facts, body.actions)
-    reading = terms.read(ClosureState(levels={"Conv": ANY, "Div": CONST}, ...))
-    reading.confined     # every union is between constant classes, and no fact is set on a matched class
+    reading = terms.read(ClosureState(levels={"Conv": ANY, "Div": CONST}, fact_constant={}))
+    reading.confined     # it cannot change the output (above)
     reading.created      # op -> CONST or ANY: the ops the actions make, and where
+    reading.facts        # rule-only fact -> per argument, set to a constant class
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import itertools
 import re
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence, Union
 
-from eqsat.engine.egraph import NEVER_CONSTANT
+from eqsat.engine.egraph import NEVER_CONSTANT, PLUMBING
 from eqsat.ops import VIEW_OPS
 from eqsat.engine.terms import GENERIC, GENERIC_OF, NONDETERMINISTIC, OP_FACTS, OP_TABLES, OPS, SPECIAL, declarations
 
@@ -36,6 +46,9 @@ CONSTANT_LEAVES = frozenset({"Const", "Scalar", "Absent", "TNil"})
 #: constant x. (A class holds such a node over a run-time x only once a rule proved that x a constant, e.g. x * 0;
 #: what a rule creates from it then hangs under the constant class alone, which lowering folds.)
 VIEWS = VIEW_OPS | {"Transpose", "Cast"}
+#: Nodes lowering never evaluates (list plumbing, handles): a class holding only such a node has no value to fold
+#: until a rule adds an extractable form (tensor-list-append's TCons for a TAppend), so they make nothing constant.
+UNEXTRACTABLE = PLUMBING | {"Ref"}
 #: Sorts of e-classes (tensors, lists, multi-output nodes): the arguments a constant-ness is tracked for.
 _CLASS_SORTS = frozenset({"T", "TL", "N"})
 _ALL_OPS = frozenset(OPS)
@@ -390,7 +403,7 @@ def _over_constants(node: Node, inputs: Iterable[str], constant: set[str]) -> bo
     inputs (not a never-constant or random op)."""
     if node.op in CONSTANT_LEAVES:
         return True
-    if node.op in NEVER_CONSTANT or node.op in NONDETERMINISTIC:
+    if node.op in NEVER_CONSTANT or node.op in NONDETERMINISTIC or node.op in UNEXTRACTABLE:
         return False
     return bool(node.inputs) and all(k in constant for k in inputs)
 
