@@ -25,9 +25,7 @@ standard fact (eqsat.engine.terms.LIST_BASES), not a base row.
 
 from __future__ import annotations
 
-from eqsat.engine.rule import NEED_RULE, Rule, fact, op_pattern
-from eqsat.engine.terms import OPS
-from eqsat.ops import PARAM_UNARY
+from eqsat.engine.rule import NEED_RULE, Rule, fact
 
 #: (need v) rows: v's last element is l = v[n - 1], n = |v| > 0, and the value for v without it is r.
 _LAST = "(= n (vec-length {v})) (> n 0) (= l (vec-get {v} (- n 1)))"
@@ -169,15 +167,15 @@ RULES = [
         "shape(U(x)) = shape(x) and dtype(U(x)) = dtype(x) for elementwise U (Cast: dtype(Cast(x, t)) = t)",
         (
             fact("(= y (Unary op x)) (= s (shape x))", "(set (shape y) s)"),
+            fact("(= y (UnaryF op x a)) (= s (shape x))", "(set (shape y) s)"),
+            fact("(= y (UnaryFF op x a b)) (= s (shape x))", "(set (shape y) s)"),
+            fact("(= y (UnaryS op x a)) (= s (shape x))", "(set (shape y) s)"),
             fact("(= y (Unary op x)) (same-dtype-unary op) (= d (dtype x))", "(set (dtype y) d)"),
-        )
-        + tuple(fact(f"(= y {op_pattern(op, 'x')}) (= s (shape x))", "(set (shape y) s)") for op in PARAM_UNARY)
-        + tuple(
-            fact(f"(= y {op_pattern(op, 'x')}) (= d (dtype x))", "(set (dtype y) d)")
-            for op in PARAM_UNARY
-            if op != "Cast"
-        )
-        + (fact("(= y (Cast x t))", "(set (dtype y) t)"),),
+            fact("(= y (UnaryF op x a)) (= d (dtype x))", "(set (dtype y) d)"),
+            fact("(= y (UnaryFF op x a b)) (= d (dtype x))", "(set (dtype y) d)"),
+            fact("(= y (UnaryS op x a)) (same-dtype-unary op) (= d (dtype x))", "(set (dtype y) d)"),
+            fact("(= y (Cast x t))", "(set (dtype y) t)"),
+        ),
         ruleset="analysis",
     ),
     Rule(
@@ -313,5 +311,3 @@ RULES = [
         ruleset="analysis",
     ),
 ]
-
-assert all(op in OPS for op in PARAM_UNARY)

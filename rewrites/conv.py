@@ -69,9 +69,7 @@ from __future__ import annotations
 
 import itertools
 
-from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern
-from eqsat.engine.terms import GENERIC_OF
-from eqsat.ops import CONV_EPILOGUES as EPILOGUES
+from eqsat.engine.rule import Egglog, Rule, fact, need, ones
 from eqsat.rewrites.conv_facts import PER_CHANNEL, broadcast_shape, finite_facts, positive_facts
 
 FAMILY = "conv"
@@ -493,21 +491,21 @@ def _merge_zero_bias() -> "Egglog":
     )
 
 
-# EPILOGUES: activations a conv runs as its epilogue on some target (extract/targets/*.toml `fused`).
+# conv-epilogue (op fact): activations a conv runs as its epilogue on some target (extract/targets/*.toml `fused`).
 
 
 def _merge_epilogue() -> tuple:
     """act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k): the merged conv keeps
     its activation as an epilogue (without this form, an activation after the Split is costed as fused with the
-    original conv its class still holds, though no runtime fuses it). The parameterless epilogues are one row over
-    `(Unary op o)` (the op fact conv-epilogue); the others one row each."""
+    original conv its class still holds, though no runtime fuses it). One row per unary family, its op guarded by
+    the op fact conv-epilogue."""
     split = "(= o (Out sp k)) (= sp (Split mc 1 sz)) (= mc (Conv x w b ap dl g ks pd st))"
     return (
         fact(f"(= y (Unary op o)) (conv-epilogue op) {split}", "(union y (Out (Split (Unary op mc) 1 sz) k))"),
-        *(
-            fact(f"(= y {op_pattern(act, 'o')}) {split}", f"(union y (Out (Split {op_pattern(act, 'mc')} 1 sz) k))")
-            for act in EPILOGUES
-            if act not in GENERIC_OF
+        fact(f"(= y (UnaryF op o a1)) (conv-epilogue op) {split}", "(union y (Out (Split (UnaryF op mc a1) 1 sz) k))"),
+        fact(
+            f"(= y (UnaryFF op o a1 a2)) (conv-epilogue op) {split}",
+            "(union y (Out (Split (UnaryFF op mc a1 a2) 1 sz) k))",
         ),
     )
 

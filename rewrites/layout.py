@@ -44,13 +44,9 @@ A reduction over other axes sums in another order: `fp-reassoc` (exact for Max/M
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Rule, fact, need, ones, op_pattern, rw
-from eqsat.ops import PARAM_UNARY
+from eqsat.engine.rule import Rule, fact, need, ones, rw
 
 COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i]]
-
-#: PARAM_UNARY (the op table): unary ops with parameters that are elementwise and layout-agnostic.
-
 
 #: R(Transpose(x, p), ax, kd) with 0 < |ax| < |p| = rank of x (ax sorted, non-negative: normalized at load), R a
 #: reduction whose axes may be remapped through a transpose (`axes-reduce`: each reduces a set of axes, order-free).
@@ -249,8 +245,12 @@ RULES = [
         "exact",
         "glow:SinkTranspose; coreml:reduce_transposes",
         "U(Transpose(x, p)) -> Transpose(U(x), p) for unary elementwise U (Relu, Clip, Cast, Sigmoid, ...)",
-        (rw("(Unary op (Transpose x p))", "(Transpose (Unary op x) p)"),)
-        + tuple(rw(op_pattern(op, "(Transpose x p)"), f"(Transpose {op_pattern(op, 'x')} p)") for op in PARAM_UNARY),
+        (
+            rw("(Unary op (Transpose x p))", "(Transpose (Unary op x) p)"),
+            rw("(UnaryF op (Transpose x p) a)", "(Transpose (UnaryF op x a) p)"),
+            rw("(UnaryFF op (Transpose x p) a b)", "(Transpose (UnaryFF op x a b) p)"),
+            rw("(UnaryS op (Transpose x p) a)", "(Transpose (UnaryS op x a) p)"),
+        ),
     ),
     Rule(
         "transpose-sink-binary",
@@ -425,12 +425,13 @@ RULES = [
         (
             rw("(Unary op (Reshape x s z))", "(Reshape (Unary op x) s z)"),
             rw("(Unary op (ReshapeDyn x t z))", "(ReshapeDyn (Unary op x) t z)"),
-        )
-        + tuple(
-            rw(op_pattern(op, reshape.format(x="x", k=1)), reshape.format(x=op_pattern(op, "x"), k=1))
-            for op in PARAM_UNARY
-            if op != "Cast"
-            for reshape in RESHAPES
+            rw("(UnaryF op (Reshape x s z) a)", "(Reshape (UnaryF op x a) s z)"),
+            rw("(UnaryF op (ReshapeDyn x t z) a)", "(ReshapeDyn (UnaryF op x a) t z)"),
+            rw("(UnaryFF op (Reshape x s z) a b)", "(Reshape (UnaryFF op x a b) s z)"),
+            rw("(UnaryFF op (ReshapeDyn x t z) a b)", "(ReshapeDyn (UnaryFF op x a b) t z)"),
+            # Cast is not same-dtype: its Reshape sink is cast-sink-reshape
+            rw("(UnaryS op (Reshape x s z) a)", "(Reshape (UnaryS op x a) s z)", "(same-dtype-unary op)"),
+            rw("(UnaryS op (ReshapeDyn x t z) a)", "(ReshapeDyn (UnaryS op x a) t z)", "(same-dtype-unary op)"),
         ),
     ),
     Rule(

@@ -47,22 +47,35 @@ PLUMBING_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil",
 #: argument: `(Unary "Relu" x)`, `(Binary "Add" a b)`, `(Reduce "ReduceSum" x axes keepdims)`. Rules write
 #: `(Relu x)` as before (eqsat.engine.rule renders it) or, for every op of a family, `(Unary op x)` guarded by an
 #: OP_FACTS relation; decoding (eqsat.engine.egraph) gives each row back its op's name.
+#: The elementwise unary ops with parameters (PARAM_UNARY) are one family per signature: `(UnaryF "LeakyRelu" x
+#: alpha)`, `(UnaryFF "Clip" x lo hi)`, `(UnaryS "Cast" x to)`.
+PARAM_UNARY_FAMILIES = {("T", "f64"): "UnaryF", ("T", "f64", "f64"): "UnaryFF", ("T", "String"): "UnaryS"}
 GENERIC: dict[str, tuple[str, ...]] = {
     "Unary": tuple(op for op in OPS if op in UNARY),
     "Binary": tuple(op for op in OPS if op in BINARY),
     "Reduce": _ops.AXES_REDUCTIONS,
+    **{
+        family: tuple(op for op in _ops.PARAM_UNARY if OPS[op].signature == signature)
+        for signature, family in PARAM_UNARY_FAMILIES.items()
+    },
 }
 #: The generic constructor of each op that has one.
 GENERIC_OF: dict[str, str] = {op: family for family, ops in GENERIC.items() for op in ops}
 assert all(len({OPS[op].signature for op in ops}) == 1 for ops in GENERIC.values()), "a family shares one signature"
+assert set(_ops.PARAM_UNARY) <= set(GENERIC_OF), "every elementwise unary op with parameters is in a family"
 
 #: `additive-sign` facts: x op c = x + sign * c for the additive ops.
 ADDITIVE_SIGN = {"Add": 1.0, "Sub": -1.0}
 #: Op facts (`(name "Op")`, standard facts): the op classes generic rules guard on, one relation each, derived
 #: from the op table's traits.
 OP_FACTS: dict[str, tuple[str, ...]] = {
-    # U(x) has x's dtype (IsNaN gives BOOL)
-    "same-dtype-unary": tuple(op for op in GENERIC["Unary"] if op != "IsNaN"),
+    # U(x) has x's dtype (IsNaN gives BOOL, Cast its `to`): the ops of every unary family
+    "same-dtype-unary": tuple(
+        op
+        for family in ("Unary", *PARAM_UNARY_FAMILIES.values())
+        for op in GENERIC[family]
+        if op not in ("IsNaN", "Cast")
+    ),
     # B(a, b) has a's dtype (comparisons give BOOL; And/Or/Xor get none from the analysis)
     "same-dtype-binary": tuple(
         op for op in GENERIC["Binary"] if op not in _ops.COMPARISONS and op not in _ops.BOOL_BINARY
@@ -79,7 +92,7 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
     # reductions whose value over one element is that element
     "element-reduce": _ops.ELEMENT_REDUCTIONS,
     # the parameterless activations a conv runs as its epilogue (conv-merge-epilogue)
-    "conv-epilogue": tuple(op for op in _ops.CONV_EPILOGUES if op in GENERIC["Unary"]),
+    "conv-epilogue": tuple(op for op in _ops.CONV_EPILOGUES if op in GENERIC_OF),
     # the ops of a per-column scale or bias (per-column facts)
     "scale-or-bias": ("Mul", "Add"),
     # B(a, a) = a (And, Or; not Xor)
