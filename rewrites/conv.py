@@ -140,7 +140,7 @@ _GROUP_VIEWS = (
     "(vec-append (vec-of g 1 -1) (vec-remove (vec-remove o 0) 0)))"
 )
 CONV_WEIGHT_FACTS = (
-    *(fact(f"(= y {conv(kind)}) (> g 1) {WEIGHTS} (= d (dtype w)) (= o {ones('sw')})", _GROUP_VIEWS) for kind in KINDS),
+    fact(f"(conv-of y w b g) (> g 1) {WEIGHTS} (= d (dtype w)) (= o {ones('sw')})", _GROUP_VIEWS),
     # a grouped fold's new weights: w's shape and dtype
     fact(
         "(= y (Reshape (Binary b_op (Reshape w gw 0) v) sw 0)) (conv-group-views w g gw gv) (= sw (shape w)) "
@@ -165,9 +165,7 @@ FOLD_CONSUMERS = (
 )
 #: bias-fold-site(y): y, a conv or conv transpose without bias, meets a constant (+, -, *, /) or a batch norm.
 BIAS_FOLD_SITES = tuple(
-    fact(f"{consumer} (= y {conv(kind, b='(Absent)')})", "(bias-fold-site y)")
-    for kind in KINDS
-    for consumer in FOLD_CONSUMERS
+    fact(f"{consumer} (conv-of y w (Absent) g)", "(bias-fold-site y)") for consumer in FOLD_CONSUMERS
 )
 
 
@@ -239,11 +237,11 @@ FOLDABLE = "(bn-foldable ga be mu va dt)"
 #: The mark of the batch norms bn-compose builds (eps 0, momentum 1: frozen statistics, exact for mean 0 and
 #: var 1); egglog has no negation, so "not marked" is two disjoint guards: eps != 0, or eps = 0 with another momentum.
 COMPOSED_EPS, COMPOSED_MOMENTUM = 0.0, 1.0
-NOT_COMPOSED = (f"(!= eps {COMPOSED_EPS!r})", f"(= eps {COMPOSED_EPS!r}) (!= mom {COMPOSED_MOMENTUM!r})")
+#: (eps, mom) != the mark: |eps - 0| + |mom - 1| is 0 only at the mark (NaN and infinities are not 0; the sum of two
+#: absolute values cannot cancel).
+NOT_COMPOSED = f"(!= (+ (abs (- eps {COMPOSED_EPS!r})) (abs (- mom {COMPOSED_MOMENTUM!r}))) 0.0)"
 #: bn-unmarked(eps, mom): a batch norm's epsilon and momentum are not the mark (computed once: bn-unmarked).
-UNMARKED = tuple(
-    fact(f"(= y (BatchNormalization x ga be mu va eps mom)) {g}", "(bn-unmarked eps mom)") for g in NOT_COMPOSED
-)
+UNMARKED = (fact(f"(= y (BatchNormalization x ga be mu va eps mom)) {NOT_COMPOSED}", "(bn-unmarked eps mom)"),)
 
 
 def _bn_foldable() -> "Egglog":
@@ -324,16 +322,17 @@ def _input_scale() -> tuple:
     return tuple(rules)
 
 
-#: conv-of(y, w): y is a Conv or ConvTranspose with weights w; conv-input(x): x is the input of one. Keyed on the
-#: conv's e-class and on its input's: the scale moves join them instead of one row per kind.
-CONV_OF = tuple(fact(f"(= y {conv(kind)})", "(conv-of y w) (conv-input x)") for kind in KINDS)
+#: conv-of(y, w, b, g): y is a Conv or ConvTranspose with weights w, bias b (maybe Absent) and g groups;
+#: conv-input(x): x is the input of one. Keyed on the conv's e-class and on its input's: the scale moves, the bias
+#: fold sites and the grouped weight views join them instead of one row per kind.
+CONV_OF = tuple(fact(f"(= y {conv(kind)})", "(conv-of y w b g) (conv-input x)") for kind in KINDS)
 
 
 def _through_activation(act: str, params: str) -> tuple:
     """act(Conv) * c -> act(Conv * c) (backward) and Conv(act(x * s)) -> Conv(act(x) * s) (forward), c, s > 0."""
     return (
         fact(
-            f"(= y (Mul a c)) (= a ({act} cv{params})) (conv-of cv w) (is-const c) (positive c) (= sy (shape y))",
+            f"(= y (Mul a c)) (= a ({act} cv{params})) (conv-of cv w cb cg) (is-const c) (positive c) (= sy (shape y))",
             f"(union y ({act} (Mul cv c){params})) (set (shape (Mul cv c)) sy)",
         ),
         fact(
@@ -354,7 +353,7 @@ def _scale_through_add() -> tuple:
     ):
         rules.append(
             fact(
-                f"(= y (Mul a c)) {inner} (conv-of cv w) (is-const w) (is-const c) "
+                f"(= y (Mul a c)) {inner} (conv-of cv w cb cg) (is-const w) (is-const c) "
                 "(= sy (shape y)) (= sy (shape a)) (= sy (shape cv))",
                 f"(union y {out}) (set (shape (Mul cv c)) sy)",
             )
@@ -673,8 +672,8 @@ RULES = [
         FAMILY,
         "exact",
         "eqsat:analysis",
-        "conv-of(y, W) for each Conv or ConvTranspose y with weights W, conv-input(x) for its input x (the relations "
-        "the scale moves through activations and sums join)",
+        "conv-of(y, W, b, g) for each Conv or ConvTranspose y with weights W, bias b and g groups, conv-input(x) for "
+        "its input x (the relations the scale moves, the bias sites and the grouped weight views join)",
         CONV_OF,
         ruleset="analysis",
     ),

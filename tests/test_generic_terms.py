@@ -32,7 +32,9 @@ def test_a_family_is_one_constructor() -> None:
     assert "(constructor Unary (String T) T)" in declared and "(constructor Binary (String T T) T)" in declared
     assert "(constructor Reduce (String T IVec i64) T)" in declared
     # the elementwise unary ops with parameters: one family per signature
-    assert "(constructor UnaryF (String T f64) T)" in declared and "(constructor UnaryS (String T String) T)" in declared
+    assert (
+        "(constructor UnaryF (String T f64) T)" in declared and "(constructor UnaryS (String T String) T)" in declared
+    )
     assert "(constructor UnaryFF (String T f64 f64) T)" in declared
     assert terms.GENERIC["UnaryFF"] == ("HardSigmoid", "Clip") and terms.GENERIC["UnaryS"] == ("Gelu", "Cast")
     assert not [op for op in terms.GENERIC_OF if f"(constructor {op} " in declared]

@@ -103,6 +103,10 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
         for op in _ops.AXES_REDUCTIONS
         if op not in _ops.ELEMENT_REDUCTIONS and op not in ("ReduceL2", "ReduceLogSumExp")
     ),
+    # -x and |x|: finite for finite x (finite-facts)
+    "sign-unary": ("Neg", "Abs"),
+    # sqrt(x) and 1/x: positive for positive x, finite for finite positive x (finite-facts, positive-facts)
+    "positive-unary": ("Sqrt", "Reciprocal"),
     # Add and Sub (the rows that read additive-sign or additive-chain guard on it too: the rule closure reads
     # op facts)
     "additive": tuple(ADDITIVE_SIGN),
@@ -223,6 +227,7 @@ DTYPE_GROUPS: dict[str, tuple[tuple[str, int], ...]] = {
     "gather-index": (("INT64", 1), ("INT32", 1)),
     "float": (("FLOAT", 1), ("FLOAT16", 1), ("DOUBLE", 1), ("BFLOAT16", 1)),
     "gemm": (("FLOAT", 1), ("FLOAT16", 1), ("DOUBLE", 1)),
+    "float-or-double": (("FLOAT", 1), ("DOUBLE", 1)),
 }
 #: Float dtypes with their largest finite value (`float-max`): 1 / c must not exceed it.
 FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.7976931348623157e308}
@@ -371,7 +376,7 @@ def declarations() -> str:
         "(relation ln-span (T T IVec i64 IVec f64))",
         "(relation in-site (T T i64 f64))",
         "(relation bn-scale (T T T T T T String))",
-        "(relation conv-of (T T))",
+        "(relation conv-of (T T T i64))",
         "(relation conv-input (T))",
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
         "(relation quant-range (String f64 f64 i64))",
