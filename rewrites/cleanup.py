@@ -94,18 +94,18 @@ PAD_MERGE_REFLECT = (
 )
 
 #: y = V(W(x)) whose shape so has no 0 and at most one symbol: Reshape(x, so with the symbol as -1) (Reshape
-#: infers it: y has x's elements). Reshape then Squeeze / Unsqueeze, Squeeze / Unsqueeze then Reshape.
-_VIEW_TARGET = '(Reshape x (unstable-vec-map (unstable-fn "max" -1) so) 0)'
-_VIEW_SHAPE = "(= so (shape __root)) (vec-not-contains so 0)"
-VIEW_MERGE = (
-    need("(= __root (Squeeze (Reshape x s z) a)) (= so (shape __root))", "(need-symbol-count so)"),
-    rw("(Squeeze (Reshape x s z) a)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
-    need("(= __root (Unsqueeze (Reshape x s z) a)) (= so (shape __root))", "(need-symbol-count so)"),
-    rw("(Unsqueeze (Reshape x s z) a)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
-    need("(= __root (Reshape (Squeeze x a) s z)) (= so (shape __root))", "(need-symbol-count so)"),
-    rw("(Reshape (Squeeze x a) s z)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
-    need("(= __root (Reshape (Unsqueeze x a) s z)) (= so (shape __root))", "(need-symbol-count so)"),
-    rw("(Reshape (Unsqueeze x a) s z)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
+#: infers it: y has x's elements). Reshape then Squeeze / Unsqueeze, Squeeze / Unsqueeze then Reshape: the site
+#: view-merge(y, x), computed in analysis (reshape-view-merge-site), which also asks for the symbols in y's shape.
+_VIEW_NEED = "(view-merge y x) (need-symbol-count so)"
+VIEW_MERGE_SITES = (
+    fact("(= y (Squeeze (Reshape x s z) a)) (= so (shape y))", _VIEW_NEED),
+    fact("(= y (Unsqueeze (Reshape x s z) a)) (= so (shape y))", _VIEW_NEED),
+    fact("(= y (Reshape (Squeeze x a) s z)) (= so (shape y))", _VIEW_NEED),
+    fact("(= y (Reshape (Unsqueeze x a) s z)) (= so (shape y))", _VIEW_NEED),
+)
+VIEW_MERGE = fact(
+    "(view-merge y x) (= so (shape y)) (vec-not-contains so 0) (<= (symbol-count so) 1)",
+    '(union y (Reshape x (unstable-vec-map (unstable-fn "max" -1) so) 0))',
 )
 
 #: An outer Reshape with copied dims (allowzero 0) over an inner one: sy the inner output's shape, sx x's.
@@ -269,8 +269,18 @@ RULES = [
         "onnxoptimizer:fuse_consecutive_reshapes (with squeeze/unsqueeze); tvm:SimplifyExpr (reshape chains)",
         "Squeeze/Unsqueeze(Reshape(x)) and Reshape(Squeeze/Unsqueeze(x)) -> Reshape(x, shape(out)) when the output "
         "shape has no 0 and at most one symbol (written -1: Reshape infers it)",
-        VIEW_MERGE,
+        (VIEW_MERGE,),
         ruleset="simplify",
+    ),
+    Rule(
+        "reshape-view-merge-site",
+        "cleanup",
+        "exact",
+        "eqsat:analysis",
+        "view-merge(y, x) for y = Squeeze/Unsqueeze(Reshape(x)) or Reshape(Squeeze/Unsqueeze(x)) (the site "
+        "reshape-view-merge joins; the symbols of y's shape asked for)",
+        VIEW_MERGE_SITES,
+        ruleset="analysis",
     ),
     Rule(
         "pad-merge-reflect",

@@ -54,6 +54,8 @@ _SINK_GUARD = (
     "(= __root (Reduce op (Transpose x p) ax kd)) (axes-reduce op) (= n (vec-length ax)) (> n 0) (= r (vec-length p)) "
     "(< n r) (>= (vec-get ax 0) 0) (< (vec-get ax (- n 1)) r) (= (vec-length (shape x)) r)"
 )
+#: ... what the site asks the list functions for, once: sorted p[ax] and p without the positions in ax
+_SINK_NEEDS = '(need-merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (vec-empty)) (need-drop-at p ax)'
 #: ... the site (computed once, in analysis: transpose-sink-reduce-site) and what the rewrites read
 _SINK = (
     "(= __root (Reduce op (Transpose x p) ax kd)) (reduce-sink __root op x p ax) (= r (vec-length p)) "
@@ -69,7 +71,7 @@ _SINK_KEPT = "(= kept (drop-at (vec-range r) ax2)) (= m (index-map kept)) (= pr 
 #: perm of the kept axes: p without the positions in ax, each renumbered to its place among x's kept axes (m). The
 #: new reduction's shape: x's with ax2 set to 1 (kd = 1) or removed (kd = 0).
 _REDUCE_SINK = (
-    need(_SINK, '(need-merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (vec-empty)) (need-drop-at p ax)'),
+    # the first values (ax2's and p without ax) are asked for by the site row (transpose-sink-reduce-site)
     need(f"{_SINK} {_SINK_AXES}", "(need-ones-at sx ax2) (need-drop-at sx ax2) (need-drop-at (vec-range r) ax2)"),
     need(f"{_SINK} {_SINK_AXES} (= kept (drop-at (vec-range r) ax2))", "(need-index-map kept)"),
     fact(
@@ -321,8 +323,8 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "reduce-sink(R(Transpose(x, p), axes, kd), R, x, p, axes) when 0 < |axes| < rank (axes in range): the guard "
-        "transpose-sink-reduce joins",
-        (fact(_SINK_GUARD, "(reduce-sink __root op x p ax)"),),
+        "transpose-sink-reduce joins (and the first list values it reads, asked for here)",
+        (fact(_SINK_GUARD, f"(reduce-sink __root op x p ax) {_SINK_NEEDS}"),),
         ruleset="analysis",
     ),
     Rule(

@@ -766,3 +766,9 @@ def test_split_noop_property(case: RuleCase) -> None:
 @given(PROPERTIES["pad-merge-reflect-site"]())
 def test_pad_merge_reflect_site_property(case: RuleCase) -> None:
     case.check()
+
+
+@property_settings()
+@given(PROPERTIES["reshape-view-merge-site"]())
+def test_reshape_view_merge_site_property(case: RuleCase) -> None:
+    case.check()

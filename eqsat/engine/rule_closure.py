@@ -91,6 +91,7 @@ RULE_ONLY_FACTS = (
             "split-reshape",
             "space-depth",
             "reflect-pads",
+            "view-merge",
             # conv and normalization guards computed once (rewrites/conv.py, conv_facts.py, normalization.py)
             "norm-moments",
             "ln-span",

@@ -395,6 +395,7 @@ def declarations() -> str:
         "(relation split-reshape (T IVec i64 T IVec i64 i64))",
         "(relation space-depth (T T T IVec))",
         "(relation reflect-pads (T T IVec IVec f64 IVec IVec))",
+        "(relation view-merge (T T))",
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]

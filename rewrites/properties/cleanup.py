@@ -269,5 +269,6 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "pad-merge-reflect": _pad_merge_reflect,
     "pad-merge-reflect-site": feeding(_pad_merge_reflect, "pad-merge-reflect-site"),
     "reshape-view-merge": _reshape_view_merge,
+    "reshape-view-merge-site": feeding(_reshape_view_merge, "reshape-view-merge-site"),
     "reshape-merge": _reshape_merge,
 }
