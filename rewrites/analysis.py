@@ -246,8 +246,7 @@ RULES = [
         (
             fact("(= y (Const k))", "(is-const y)"),
             fact("(= y (Scalar v d s))", "(is-const y)"),
-            fact("(= y (Transpose c p)) (is-const c)", "(is-const y)"),
-            fact("(= y (Reshape c s z)) (is-const c)", "(is-const y)"),
+            fact("(view-of y c) (is-const c)", "(is-const y)"),  # Transpose, Reshape
             fact("(= y (Cast c t)) (is-const c)", "(is-const y)"),
             fact("(= l (TNil))", "(const-list l)"),
             fact("(= l (TCons h t)) (is-const h) (const-list t)", "(const-list l)"),
@@ -266,8 +265,7 @@ RULES = [
         "(loaded constants of equal elements get it from the loader)",
         (
             fact("(= y (Scalar v d s))", "(splat y v)"),
-            fact("(= y (Reshape c s z)) (splat c v)", "(splat y v)"),
-            fact("(= y (Transpose c p)) (splat c v)", "(splat y v)"),
+            fact("(view-of y c) (splat c v)", "(splat y v)"),  # Reshape, Transpose
             fact("(= y (Expand c s)) (splat c v)", "(splat y v)"),
             fact("(= y (Identity c)) (splat c v)", "(splat y v)"),
         ),
@@ -279,10 +277,12 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "reshape-of(y, x) for y = Reshape(x, s) and y = ReshapeDyn(x, t): rules that read only the shapes of a "
-        "reshape's input and output join it instead of one row per target kind",
+        "reshape's input and output join it instead of one row per target kind; view-of(y, x) for y = Reshape(x, s) "
+        "and y = Transpose(x, p) (x's elements rearranged: the constant, splat, finite and positive facts pass)",
         (
-            fact("(= y (Reshape x s z))", "(reshape-of y x)"),
+            fact("(= y (Reshape x s z))", "(reshape-of y x) (view-of y x)"),
             fact("(= y (ReshapeDyn x t z))", "(reshape-of y x)"),
+            fact("(= y (Transpose x p))", "(view-of y x)"),
         ),
         ruleset="analysis",
     ),

@@ -80,6 +80,7 @@ RULE_ONLY_FACTS = (
             "quant-range",
             "quant-twin",
             "reshape-of",
+            "view-of",
             "mul-of",
             "add-of",
             # tensor, layout and cleanup sites

@@ -319,6 +319,8 @@ def declarations() -> str:
         "(relation conv-fanout (T))",
         # y is a Reshape of x, by a static or a run-time target (rewrites/analysis.py reshape-facts)
         "(relation reshape-of (T T))",
+        # y has x's elements rearranged: a static Reshape or a Transpose of x (reshape-facts)
+        "(relation view-of (T T))",
         # y = a * b and y = a + b, each product and sum in both operand orders (rewrites/analysis.py operand-orders)
         "(relation mul-of (T T T))",
         "(relation add-of (T T T))",
