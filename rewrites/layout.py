@@ -99,7 +99,7 @@ _NO_DATA_MOVED = (
     "(= __root (Transpose x p)) (> (vec-length p) 1) (= s (shape x)) (= (vec-length s) (vec-length p)) "
     f"(!= s {ones('s')}) (= so (shape __root)) (vec-not-contains so 0)"
 )
-#: The output shape `so` with each symbol (a negative dim) as -1.
+#: The output shape `so` with each symbol (a negative dim) as -1 (a static dim >= 1 is unchanged).
 _SYMBOLS_AS_MINUS_ONE = '(unstable-vec-map (unstable-fn "max" -1) so)'
 
 
@@ -336,12 +336,9 @@ RULES = [
         "rank): the target is the output's shape when it is static, with its one symbol as -1 when it has one",
         (
             need(_NO_DATA_MOVED, "(need-data-order p s) (need-symbol-count so)"),
+            # a static so (no 0: every dim >= 1) is its own max(-1, .): one row for both
             fact(
-                f"{_NO_DATA_MOVED} (= o (data-order p s)) (= (symbol-count so) 0)",
-                "(union __root (Reshape x so 0))",
-            ),
-            fact(
-                f"{_NO_DATA_MOVED} (= o (data-order p s)) (= (symbol-count so) 1)",
+                f"{_NO_DATA_MOVED} (= o (data-order p s)) (<= (symbol-count so) 1)",
                 f"(union __root (Reshape x {_SYMBOLS_AS_MINUS_ONE} 0))",
             ),
         ),

@@ -103,6 +103,8 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
         for op in _ops.AXES_REDUCTIONS
         if op not in _ops.ELEMENT_REDUCTIONS and op not in ("ReduceL2", "ReduceLogSumExp")
     ),
+    # erf and tanh: the cores of the Gelu forms 1 + erf(...) and 1 + tanh(...) (gelu-forms)
+    "gelu-core": ("Erf", "Tanh"),
     # -x and |x|: finite for finite x (finite-facts)
     "sign-unary": ("Neg", "Abs"),
     # sqrt(x) and 1/x: positive for positive x, finite for finite positive x (finite-facts, positive-facts)
