@@ -242,10 +242,12 @@ RULES = [
         "analysis",
         "exact",
         "eqsat:analysis",
-        "is-const(c) for constants and for Transpose/Reshape/Cast/elementwise ops over constants",
+        "is-const(c) for constants and for Transpose/Reshape/Cast/elementwise ops over constants; const-leaf(c) for "
+        "the constant leaves (a Const or a Scalar); zero-point(c, v, s) for a Scalar (its value and shape, as the "
+        "quant rules read a per-tensor zero point)",
         (
-            fact("(= y (Const k))", "(is-const y)"),
-            fact("(= y (Scalar v d s))", "(is-const y)"),
+            fact("(= y (Const k))", "(is-const y) (const-leaf y)"),
+            fact("(= y (Scalar v d s))", "(is-const y) (const-leaf y) (zero-point y v s)"),
             fact("(view-of y c) (is-const c)", "(is-const y)"),  # Transpose, Reshape
             fact("(= y (Cast c t)) (is-const c)", "(is-const y)"),
             fact("(= l (TNil))", "(const-list l)"),

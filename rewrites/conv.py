@@ -67,7 +67,6 @@ producer is chosen.
 
 from __future__ import annotations
 
-import itertools
 
 from eqsat.engine.rule import Egglog, Rule, fact, ones
 from eqsat.rewrites.conv_facts import PER_CHANNEL, broadcast_shape, finite_facts, positive_facts
@@ -359,11 +358,11 @@ def _scale_through_add() -> tuple:
             )
         )
     hoisted = "(Mul (Add x (Div t s)) s)"
-    for leaf, act in itertools.product(("(Const tk)", "(Scalar tv tdt tsh)"), ("Relu", "LeakyRelu")):
+    for act in ("Relu", "LeakyRelu"):  # t a constant leaf: a Const or a Scalar (const-leaf)
         feeds = f"(conv-input r) (= r ({act} m{' alpha' if act == 'LeakyRelu' else ''}))"
         rules.append(
             fact(
-                f"{feeds} (= m (Add xs t)) (= xs (Mul x s)) (= t {leaf}) (is-const s) (positive s) "
+                f"{feeds} (= m (Add xs t)) (= xs (Mul x s)) (const-leaf t) (is-const s) (positive s) "
                 "(= sx (shape x)) (= sx (shape m)) (= sx (shape xs))",
                 f"(union m {hoisted}) (set (shape (Add x (Div t s))) sx)",
             )
@@ -392,7 +391,8 @@ def _pad_merge() -> tuple:
     )
 
 
-LEAVES = ("(Const k)", "(Scalar v d s)", "(Transpose (Const k) p)")
+#: Constant leaves (const-leaf: a Const or a Scalar) and a Const's Transpose.
+LEAVES = ("(const-leaf c)", "(= c (Transpose (Const k) p))")
 #: Add and Mul: the arithmetic ops (arith) but Sub and Div.
 COMMUTATIVE = '(arith op) (!= op "Sub") (!= op "Div")'
 
@@ -402,7 +402,7 @@ def _const_last() -> tuple:
     constant-last already, and swapping every constant-constant product would double those terms."""
     return tuple(
         fact(
-            f"(= y (Binary op c x)) {COMMUTATIVE} (= c {leaf}) (= sy (shape y))",
+            f"(= y (Binary op c x)) {COMMUTATIVE} {leaf} (= sy (shape y))",
             "(union y (Binary op x c)) (set (shape (Binary op x c)) sy)",
         )
         for leaf in LEAVES

@@ -309,6 +309,9 @@ def declarations() -> str:
         "(function dtype (T) String :no-merge)",
         "(relation positive (T))",
         "(relation is-const (T))",
+        "(relation const-leaf (T))",
+        # a per-tensor zero point's value and shape: a Scalar's; an absent one's 0.0 and [] (rewrites/quant.py)
+        "(relation zero-point (T f64 IVec))",
         "(relation finite (T))",
         "(relation const-value (T i64 f64))",
         "(relation splat (T f64))",
