@@ -82,7 +82,7 @@ _TOTALS = f"{_HALVES} (= pa (sum-of pb pe)) (= qa (sum-of qb qe))"
 _REFLECT_SITE = "(reflect-pads y x p q w pa qa)"
 PAD_MERGE_REFLECT_SITE = (
     need(_REFLECTS, "(need-drop-at p hi) (need-drop-at p lo) (need-drop-at q hi) (need-drop-at q lo)"),
-    need(f"{_REFLECTS} {_HALVES}", "(need-sum-of pb pe) (need-sum-of qb qe) (need-sum-of p q)"),
+    need(f"{_REFLECTS} {_HALVES}", "(need-sum-of pb pe) (need-sum-of qb qe)"),
     fact(f"{_REFLECTS} {_TOTALS}", _REFLECT_SITE),
 )
 PAD_MERGE_REFLECT = (
@@ -243,11 +243,18 @@ RULES = [
         "exact",
         "onnxoptimizer:fuse_pad_into_pad; tvm:SimplifyExpr (pad)",
         "Pad(Pad(x, p, v, constant), q, v, constant) -> Pad(x, p + q, v, constant) for non-negative p, q",
-        (
-            need(f'(= y (Pad (Pad x p v "constant") q v "constant")) {_PADS}', "(need-sum-of p q)"),
-            rw('(Pad (Pad x p v "constant") q v "constant")', '(Pad x s v "constant")', _PADS, "(= s (sum-of p q))"),
-        ),
+        (rw('(Pad (Pad x p v "constant") q v "constant")', '(Pad x s v "constant")', _PADS, "(= s (sum-of p q))"),),
         ruleset="simplify",
+    ),
+    Rule(
+        "pad-merge-sums",
+        "cleanup",
+        "exact",
+        "eqsat:analysis",
+        "asks for sum-of(p, q) for each Pad(Pad(x, p), q) of one mode and pads of one length: the sum pad-merge, "
+        "pad-merge-edge and pad-merge-reflect read",
+        (fact("(= y (Pad (Pad x p v m) q w m)) (= (vec-length p) (vec-length q))", "(need-sum-of p q)"),),
+        ruleset="analysis",
     ),
     Rule(
         "pad-merge-edge",
@@ -256,10 +263,7 @@ RULES = [
         "onnxoptimizer:fuse_pad_into_pad (edge); tvm:SimplifyExpr (pad)",
         "Pad(Pad(x, p, edge), q, edge) -> Pad(x, p + q, edge) for non-negative p, q (not reflect or wrap: "
         "a reflection of a reflect-padded tensor reflects the padding)",
-        (
-            need(f'(= y (Pad (Pad x p v "edge") q w "edge")) {_PADS}', "(need-sum-of p q)"),
-            rw('(Pad (Pad x p v "edge") q w "edge")', '(Pad x s w "edge")', _PADS, "(= s (sum-of p q))"),
-        ),
+        (rw('(Pad (Pad x p v "edge") q w "edge")', '(Pad x s w "edge")', _PADS, "(= s (sum-of p q))"),),
         ruleset="simplify",
     ),
     Rule(
