@@ -80,17 +80,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--peer", action="append", default=[], metavar="NAME=PYTHON", help=f"one of {sorted(PEER_SCRIPTS)}"
     )
+    parser.add_argument(
+        "--tmpdir",
+        help="where the models and outputs are written (default: the system's temporary folder); a tmpfs such as "
+        "/dev/shm takes the disk's write-back out of `save` (an fsync'd write of the whole file)",
+    )
     args = parser.parse_args(argv)
     peers = dict(p.split("=", 1) for p in args.peer)
     unknown = set(peers) - set(PEER_SCRIPTS)
     if unknown:
         parser.error(f"unknown peer(s): {', '.join(sorted(unknown))}")
     sizes = args.sizes or DEFAULT_SIZES[args.model]
-    print(f"model {args.model}; eqsat: {args.eqsat_python}; per-phase figures in microseconds per input node\n")
+    print(
+        f"model {args.model}; eqsat: {args.eqsat_python}; files in {args.tmpdir or tempfile.gettempdir()}; "
+        "per-phase figures in microseconds per input node\n"
+    )
     header = ["size", "nodes", "MB", "out", "wall s", "peak MB", *PHASES] + [f"{p} s / MB / out" for p in peers]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=args.tmpdir) as tmp:
         for size in sizes:
             proto = MODELS[args.model](size)
             nodes = len(proto.graph.node)

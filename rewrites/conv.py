@@ -69,7 +69,7 @@ from __future__ import annotations
 
 
 from eqsat.engine.rule import Egglog, Rule, fact, ones
-from eqsat.rewrites.conv_facts import PER_CHANNEL, broadcast_shape, finite_facts, positive_facts
+from eqsat.rewrites.conv_facts import BN_FOLDS, PER_CHANNEL, broadcast_shape, finite_facts, positive_facts
 
 FAMILY = "conv"
 KINDS = ("Conv", "ConvTranspose")
@@ -279,10 +279,14 @@ def _bn_fold() -> tuple:
 
 
 def _bn_decompose() -> tuple:
-    """The batch norms bn-compose builds (not bn-unmarked) are not decomposed: that would loop (new constants)."""
+    """The batch norms bn-compose builds (not bn-unmarked) are not decomposed: that would loop (new constants).
+    Nor those conv-bn-fold folds into their Conv (bn-folds 1): the fold's Conv is the decomposition's end too
+    (conv-scale-fold, conv-bias-fold), and the Mul and Add on the way doubled rn200's e-graph (9.4k -> 16.6k
+    e-nodes, saturation 0.16 of 0.33 s) for the same graph."""
     return (
         fact(
-            "(bn-scale y x f t mu be dt) (= dt (dtype x)) (= sx (shape x)) (> (vec-length sx) 1) (>= (vec-get sx 1) 0)",
+            "(bn-scale y x f t mu be dt) (= (bn-folds y) 0) (= dt (dtype x)) (= sx (shape x)) (> (vec-length sx) 1) "
+            "(>= (vec-get sx 1) 0)",
             f"(let o {ones('sx')}) (let view (vec-set o 1 -1)) (let ch (vec-set o 1 (vec-get sx 1))) "
             "(let sc (Reshape f view 0)) (let sh (Reshape t view 0)) (let xs (Mul x sc)) "
             "(union y (Add xs sh)) (set (shape xs) sx) (set (shape sc) ch) (set (shape sh) ch)",
@@ -606,6 +610,16 @@ RULES = [
         "factor f = gamma / sqrt(var + eps) and shift t = beta - mean * f (the relation conv-bn-fold and "
         "bn-decompose join)",
         (BN_SCALE,),
+        ruleset="analysis",
+    ),
+    Rule(
+        "bn-conv-folds",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "bn-folds(y) = 1 for each foldable batch norm y whose input class holds a Conv conv-bn-fold folds it into, "
+        "else 0 (the guard that keeps bn-decompose off those)",
+        BN_FOLDS,
         ruleset="analysis",
     ),
     Rule(

@@ -5,6 +5,7 @@ all-ones-shaped constant, and the finite and positive constants.
                            every axis but 1 set to 1
     shape(B(a, b)) = shape(a)   b of a's rank, all ones (and symmetrically)
     finite(c), positive(c)      through the ops that keep them
+    bn-folds(y)                 1 where conv-bn-fold folds the batch norm y into its input's Conv, else 0
 """
 
 from __future__ import annotations
@@ -61,3 +62,22 @@ def positive_facts() -> tuple:
         fact("(= y (Unary op c)) (positive-unary op) (positive c)", "(positive y)"),  # sqrt c, 1 / c
         fact('(= y (Binary op a b)) (arith op) (!= op "Sub") (positive a) (positive b)', "(positive y)"),  # *, /, +
     )
+
+
+#: bn-folds(y) is 1 where conv-bn-fold folds the foldable batch norm y into a Conv its input class holds (constant
+#: weights of rank >= 3 of y's dtype; a bias of that dtype, or none: conv-zero-bias gives it a zero one first), else 0
+#: (merged by max: egglog has no negation). The analysis saturates before each explore step, so bn-decompose reads
+#: the e-graph's value. Mirrors conv-bn-fold's Conv query (ConvTranspose: always 0, decomposed as before).
+BN_FOLDS = (
+    fact("(bn-scale y x f t mu be dt)", "(set (bn-folds y) 0)"),
+    fact(
+        "(bn-scale y cv f t mu be dt) (= cv (Conv x w b ap dl g ks pd st)) (is-const w) (= sw (shape w)) "
+        "(>= (vec-length sw) 3) (= dt (dtype w)) (= dt (dtype b))",
+        "(set (bn-folds y) 1)",
+    ),
+    fact(
+        "(bn-scale y cv f t mu be dt) (= cv (Conv x w (Absent) ap dl g ks pd st)) (is-const w) (= sw (shape w)) "
+        "(>= (vec-length sw) 3) (= dt (dtype w)) (= sy (shape cv)) (> (vec-length sy) 1) (>= (vec-get sy 1) 0)",
+        "(set (bn-folds y) 1)",
+    ),
+)

@@ -436,6 +436,7 @@ def test_bn_foldable_is_a_fact_of_the_parameters_not_of_the_class() -> None:
             rules["bn-foldable"].commands()
             + rules["bn-unmarked"].commands()
             + rules["bn-scale-sites"].commands()
+            + rules["bn-conv-folds"].commands()
             + rules["bn-decompose"].commands()
         )
         backend.run("(run-schedule (repeat 3 (saturate (run analysis)) (run explore)))")
@@ -458,6 +459,34 @@ def test_bn_decompose_not_with_runtime_scale() -> None:
     inits = {k: v for k, v in bn_inits().items() if k != "bn_gamma"}
     m = model([node("BatchNormalization", ["x", *BN], "y")], X + [("bn_gamma", "FLOAT", (4,))], initializers=inits)
     assert_rule_does_not_fire(m, "bn-decompose")
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_bn_decompose_leaves_a_batchnorm_conv_bn_fold_folds(bias: bool) -> None:
+    """On a Conv with constant weights (a bias or none), conv-bn-fold folds the batch norm: no Mul and Add too."""
+    inits = {**conv_inits(bias=bias), **bn_inits()}
+    m = model([conv_node(inits), node("BatchNormalization", ["conv", *BN], "y")], X, initializers=inits)
+    assert_rule_does_not_fire(m, "bn-decompose", also=("conv-bn-fold", *ZB))
+    result, fired = optimize_with_rules(m, ["conv-bn-fold", "bn-decompose", *ZB])
+    assert fired["conv-bn-fold"] > 0 and op_counts(result.model) == {"Conv": 1}
+
+
+def test_bn_decompose_still_splits_a_batchnorm_on_a_conv_with_runtime_weights() -> None:
+    """bn-folds stays 0 where conv-bn-fold cannot fold (weights fed at run time): the decomposition still fires."""
+    inits = {**bn_inits(), "b": rand(4)}
+    m = model(
+        [node("Conv", ["x", "w", "b"], "conv", pads=[1, 1, 1, 1]), node("BatchNormalization", ["conv", *BN], "y")],
+        X + [("w", "FLOAT", (4, 4, 3, 3))],
+        initializers=inits,
+    )
+    assert_rule_sound(m, "bn-decompose", also=("conv-bn-fold", *ZB))
+    assert "Add" in root_ops(saturate_with_rules(m, ["bn-decompose", "conv-bn-fold", *ZB]))
+
+
+@property_settings()
+@given(PROPERTIES["bn-conv-folds"]())
+def test_bn_conv_folds_property(case: RuleCase) -> None:
+    case.check()
 
 
 @property_settings()

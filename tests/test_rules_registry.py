@@ -92,9 +92,9 @@ def test_no_rule_installs_a_command_over_600_characters() -> None:
     assert not long, f"egglog commands over 600 characters: {long}"
 
 
-#: The most egglog rules the default catalogue may install in all (issue 23's target is 250; 483 before the param-unary
-#: families, the shared site demands and the view-of, conv-of, const-leaf and zero-point facts).
-MOST_EGGLOG_RULES = 431
+#: The most egglog rules the default catalogue may install in all (issue 23's target is 250; main had 486 before the
+#: param-unary families, the shared site demands and the view-of, conv-of, const-leaf and zero-point facts).
+MOST_EGGLOG_RULES = 434
 
 
 def test_the_default_catalogue_stays_within_its_egglog_rules() -> None:

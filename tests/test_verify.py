@@ -182,3 +182,35 @@ def test_optimized_no_runtime_runs_fails_verification(make_model) -> None:
     relu = make_model([oh.make_node("Relu", ["x"], ["y"])], [("x", F32, [2])], [("y", F32, [2])])
     with pytest.raises(VerificationError, match=r"^in\.onnx: the optimized model cannot be run"):
         verify(relu, custom_op_model(), source="in.onnx")
+
+
+class _Runner:
+    """A stand-in for verify's Runner: onnxruntime loaded; refuses feeds marked "refuse" unless falling back."""
+
+    loaded = True
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, bool]] = []
+
+    def run(self, feeds: dict, fallback: bool = True) -> tuple[list, str]:
+        from eqsat.check.verify import CannotRun
+
+        self.calls.append((feeds["k"], fallback))
+        if feeds.get("refuse"):
+            if not fallback:
+                raise CannotRun("onnxruntime: refused")
+            return [feeds["k"] * 10], "onnx.reference"
+        return [feeds["k"]], "onnxruntime"
+
+
+def test_the_assignments_run_side_by_side_each_answered_in_order() -> None:
+    """run_all: outputs in the order of the feeds; a run onnxruntime refuses falls back alone, as `run` would."""
+    from eqsat.check.verify import run_all
+
+    runner = _Runner()
+    done = run_all(runner, [{"k": 1}, {"k": 2, "refuse": True}])  # type: ignore[arg-type]
+    assert [(out, runtime, problem) for out, runtime, problem in done] == [
+        ([1], "onnxruntime", None),
+        ([20], "onnx.reference", None),
+    ]
+    assert sorted(runner.calls) == [(1, False), (2, False), (2, True)]

@@ -23,6 +23,7 @@ step; other integer and bool outputs must match exactly.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -382,11 +383,9 @@ def verify(
     compared = [k for k, name in enumerate(reference.names) if name not in reference.random]
     names = [reference.names[k] for k in compared]
     per_run, runtimes = [], set()
-    for done in reference.runs:
-        try:
-            actual, runtime = runner.run(done.feeds)
-        except CannotRun as exc:
-            err = VerificationError(f"{source}: the optimized model cannot be run ({exc}); output not written")
+    for done, (actual, runtime, problem) in zip(reference.runs, run_all(runner, [r.feeds for r in reference.runs])):
+        if problem is not None:
+            err = VerificationError(f"{source}: the optimized model cannot be run ({problem}); output not written")
             err.reference = reference  # type: ignore[attr-defined]
             raise err from None
         runtimes.add(runtime)
@@ -409,6 +408,32 @@ def verify(
         "",
         reference,
     )
+
+
+def run_all(runner: Runner, feeds: Sequence[Mapping[str, Any]]) -> list[tuple[list[Any], str, CannotRun | None]]:
+    """`runner.run` on each of `feeds`, in order: (outputs, runtime, None), or ([], "", why) when no runtime runs
+    them. onnxruntime runs them side by side (one thread each: it releases the GIL, and the session's
+    one intra-op thread each leaves the other cores free); feeds it refuses, and every run when it cannot load
+    the model, go to `runner.run` one after another (its onnx.reference fallback is made once)."""
+    done: list[tuple[list[Any], str, CannotRun | None] | None] = [None] * len(feeds)
+
+    def attempt(k: int, fallback: bool) -> None:
+        try:
+            done[k] = (*runner.run(feeds[k], fallback=fallback), None)
+        except CannotRun as exc:
+            done[k] = ([], "", exc)
+
+    if len(feeds) > 1 and runner.loaded:
+        threads = [threading.Thread(target=attempt, args=(k, False), daemon=True) for k in range(1, len(feeds))]
+        for thread in threads:
+            thread.start()
+        attempt(0, False)
+        for thread in threads:
+            thread.join()
+    for k, outcome in enumerate(done):
+        if outcome is None or outcome[2] is not None:  # not run yet, or refused by onnxruntime: as `run` would
+            attempt(k, True)
+    return done  # type: ignore[return-value]
 
 
 def _worst(checks: Sequence[OutputCheck]) -> OutputCheck:
@@ -469,8 +494,8 @@ class _Search:
         self.model, self.seed, self.shapes, self.arrays = model, seed, shapes, arrays
         self.plan = Plan(model)
         self.runner = Runner(model, weights)
-        given = given_shapes(shapes, arrays)
-        self.fixed = fixed_sizes(self.plan.facts.infer(given)) | set(given)
+        self._given = given_shapes(shapes, arrays)
+        self._fixed: set[str] | None = None
         self.tried: list[str] = []  # the sizes tried, as text
         self.skipped: list[str] = []  # candidates over the budget, and why
         self.notes: list[str] = []
@@ -479,6 +504,15 @@ class _Search:
         self.smallest: Draw | None = None  # the first draw within the budget: for onnx.reference at the end
         self.smallest_sizes: Sizes | None = None
         self.seen: list[dict[str, Shape]] = []
+
+    @property
+    def fixed(self) -> set[str]:
+        """The values whose size is known without the verifier's choice (given, or fixed by the model alone): the
+        budget does not count them. Inferred on first use: only a candidate over the budget counting every value
+        needs them (leaving values out only lowers the count), and inference holds the GIL (a thread's time)."""
+        if self._fixed is None:
+            self._fixed = fixed_sizes(self.plan.facts.infer(self._given)) | set(self._given)
+        return self._fixed
 
     def _candidates(self, choices: Iterator[Sizes]) -> Iterator[tuple[Sizes, dict[str, Shape]]]:
         for sizes in choices:
@@ -492,7 +526,7 @@ class _Search:
             drawn = self.plan.draw(shapes, self.arrays, self.seed, attempt)
             sizes = feed_shapes(drawn.feeds)
             facts = self.plan.facts.infer(sizes, drawn.constants) if drawn.constants or not drawn.facts else drawn.facts
-            over = over_budget(facts, sizes, self.fixed)
+            over = over_budget(facts, sizes) and over_budget(facts, sizes, self.fixed)
             if over:
                 self.skipped.append(f"{shapes_text(sizes)} ({over})")
                 return None

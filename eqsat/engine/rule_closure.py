@@ -98,6 +98,7 @@ RULE_ONLY_FACTS = (
             "ln-span",
             "in-site",
             "bn-scale",
+            "bn-folds",
             "conv-of",
             "conv-input",
         }

@@ -383,6 +383,7 @@ def declarations() -> str:
         "(relation ln-span (T T IVec i64 IVec f64))",
         "(relation in-site (T T i64 f64))",
         "(relation bn-scale (T T T T T T String))",
+        "(function bn-folds (T) i64 :merge (max old new))",
         "(relation conv-of (T T T i64))",
         "(relation conv-input (T))",
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)

@@ -320,7 +320,7 @@ def _passes_check(proto: onnx.ModelProto, *, full: bool, held: Mapping[str, np.n
     return True
 
 
-def _write_atomically(target: Path, data: Iterable[bytes]) -> None:
+def _write_atomically(target: Path, data: Iterable[bytes | memoryview]) -> None:
     """Write a fresh temporary file beside `target`, then rename it over `target`.
 
     Not tempfile.mkstemp: its files are private (0600); opening with "xb" honours the umask like any save.

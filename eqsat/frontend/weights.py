@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import mmap
+import sys
 from typing import Iterator, Mapping
 
 import numpy as np
@@ -230,7 +231,7 @@ def _filled_size(tensor: onnx.TensorProto) -> int:
     return tensor.ByteSize() + 1 + _varint_size(nbytes) + nbytes
 
 
-def serialized(proto: onnx.ModelProto, held: Mapping[str, np.ndarray] | None = None) -> Iterator[bytes]:
+def serialized(proto: onnx.ModelProto, held: Mapping[str, np.ndarray] | None = None) -> Iterator[bytes | memoryview]:
     """`proto.SerializeToString()` in pieces, byte for byte: the graph's initializers one at a time, so that
     writing a model never holds a second copy of its weights; a placeholder is written as the tensor made of
     the array `held` for it (`filled`), made only when written. Protobuf writes fields in field-number order; a
@@ -253,11 +254,33 @@ def serialized(proto: onnx.ModelProto, held: Mapping[str, np.ndarray] | None = N
     size = head.ByteSize() + tail.ByteSize() + sum(1 + _varint_size(n) + n for n, _ in entries)
     yield before.SerializeToString() + b"\x3a" + _varint(size) + head.SerializeToString()
     for n, tensor in entries:
+        if is_placeholder(tensor) and sys.byteorder == "little":
+            yield from _filled_pieces(tensor, held or {}, n)
+            continue
         data = filled(tensor, held or {}).SerializeToString()
         if len(data) != n:  # the length prefixes written above would be wrong: never a corrupt file
             raise InternalError(f"initializer {tensor.name!r} serialized to {len(data)} bytes, {n} expected")
         yield b"\x2a" + _varint(n) + data
     yield tail.SerializeToString() + after.SerializeToString()
+
+
+def _filled_pieces(tensor: onnx.TensorProto, held: Mapping[str, np.ndarray], n: int) -> Iterator[bytes | memoryview]:
+    """The initializer entry of `filled(tensor, held)`, `n` bytes after its length prefix, byte for byte, with
+    the array's data as a view of the array itself (no copy: `from_array` makes one, its serialization a second,
+    the entry a third). `from_array` sets dims (field 1), data_type (2), name (8) and raw_data (9), and protobuf
+    writes them in that order: the header is the tensor without raw_data, then raw_data's tag, length and bytes."""
+    array = np.ascontiguousarray(_held(tensor, held))
+    header = onnx.TensorProto()
+    header.dims.extend(array.shape)
+    if tensor.name:
+        header.name = tensor.name
+    header.data_type = onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+    data = array.data.cast("B")
+    head = header.SerializeToString()
+    if len(head) + 1 + _varint_size(data.nbytes) + data.nbytes != n:
+        raise InternalError(f"initializer {tensor.name!r} would serialize to other than its {n} bytes")
+    yield b"\x2a" + _varint(n) + head + b"\x4a" + _varint(data.nbytes)
+    yield data
 
 
 def _varint(n: int) -> bytes:

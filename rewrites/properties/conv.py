@@ -450,6 +450,7 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "bias-fold-sites": feeding(_conv_zero_bias, "bias-fold-sites"),
     "bn-unmarked": feeding(_conv_bn_fold, "bn-unmarked"),
     "bn-scale-sites": feeding(_conv_bn_fold, "bn-scale-sites"),
+    "bn-conv-folds": feeding(_conv_bn_fold, "bn-conv-folds"),
     "conv-sites": feeding(_scale_through_add, "conv-sites"),
     # conv-group-views are computed for grouped weights only
     "conv-weight-facts": feeding(_conv_scale("conv-scale-fold", group="grouped"), "conv-weight-facts"),
