@@ -5,8 +5,10 @@ here): tensor inputs first (ONNX input order), then static parameters (attribute
 constant such as Reshape's shape or Clip's bounds), each with its egglog kind and ONNX default.
 Everything else becomes an `Opaque` node that no rule rewrites and lowering restores unchanged.
 The parameterless elementwise unary and binary ops and the reductions share one constructor per family
-(GENERIC: `(Unary "Relu" x)`, `(Binary "Add" a b)`, `(Reduce "ReduceSum" x axes keepdims)`), so that one rule
-row covers every op of a family, guarded by the op facts (OP_FACTS: `(idempotent "Abs")`, `(arith "Add")`, ...).
+(GENERIC: `(Unary "Relu" x)`, `(Binary "Add" a b)`, `(Reduce "ReduceSum" x axes keepdims)`), as do the elementwise
+unary ops with parameters, one family per signature (`(UnaryF "LeakyRelu" x a)`, `(UnaryFF "Clip" x lo hi)`,
+`(UnaryS "Cast" x t)`), so that one rule row covers every op of a family, guarded by the op facts (OP_FACTS:
+`(idempotent "Abs")`, `(arith "Add")`, ...).
 
 Leaves and helpers: `(Input "name")`, `(Const "key")` (an initializer, keyed by content hash so equal
 constants are one term), `(Scalar value "DTYPE" shape)` (single-element constants, value as f64 so
