@@ -228,19 +228,16 @@ def _relu_chain() -> object:
 def test_shape_facts_agree_reports_two_sizes_for_one_class(monkeypatch: pytest.MonkeyPatch) -> None:
     """ "shape-facts-agree" refuses r loaded as [n, 5] where Relu keeps x's [n, 4]: reported as a conflict and
     saturated again on static facts, never merged; without the planted fact there is no conflict."""
-    from eqsat.engine import encode as encode_module
     from eqsat.session import saturate
+    from eqsat.testing.runs import plant_shape_facts
 
     clean = saturate(_relu_chain())
     assert clean.saturation.error is None and "static shape facts only" not in clean.saturation.note
-    real = encode_module.symbolic_shapes
 
-    def wrong(graph, table=None):  # noqa: ANN001, ANN202 - the wrapped function's signature
-        facts = real(graph, table)
+    def wrong(facts) -> None:  # noqa: ANN001 - eqsat.frontend.symbols.ShapeFacts
         facts.shapes["r"] = (facts.shapes["r"][0], 5)
-        return facts
 
-    monkeypatch.setattr(encode_module, "symbolic_shapes", wrong)
+    plant_shape_facts(monkeypatch, wrong)
     assert "static shape facts only" in saturate(_relu_chain()).saturation.note
 
 

@@ -8,10 +8,10 @@ import onnx.helper as oh
 import pytest
 
 import eqsat
-from eqsat.engine import encode as encode_module
 from eqsat.engine.unify import unified
 from eqsat.frontend.symbols import ShapeFacts
 from eqsat.session import saturate
+from eqsat.testing.runs import plant_shape_facts
 from eqsat.testing import op_counts
 from eqsat.testing.models import make_model
 
@@ -75,16 +75,13 @@ def _chain() -> onnx.ModelProto:
 
 def _plant_second_symbol(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...]) -> None:
     """The loader gives `names` a symbol "m" of their own where the recovery found x's "n"."""
-    real = encode_module.symbolic_shapes
 
-    def planted(graph, table=None) -> ShapeFacts:  # noqa: ANN001 - the wrapped function's signature
-        facts = real(graph, table)
+    def plant(facts: ShapeFacts) -> None:
         m = facts.table.id("m")
         for name in names:
             facts.shapes[name] = (m, *facts.shapes[name][1:])
-        return facts
 
-    monkeypatch.setattr(encode_module, "symbolic_shapes", planted)
+    plant_shape_facts(monkeypatch, plant)
 
 
 def test_two_symbols_that_meet_are_unified(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,13 +112,10 @@ def test_two_sizes_or_ranks_that_meet_are_a_conflict_not_a_unification() -> None
 def test_different_sizes_in_one_eclass_still_fall_back_to_static_facts(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fact that is plain wrong (r loaded as [n, 5], Relu keeps x's [n, 4]) is a real conflict: reported,
     never merged."""
-    real = encode_module.symbolic_shapes
 
-    def wrong(graph, table=None) -> ShapeFacts:  # noqa: ANN001 - the wrapped function's signature
-        facts = real(graph, table)
+    def wrong(facts: ShapeFacts) -> None:
         facts.shapes["r"] = (facts.shapes["r"][0], 5)
-        return facts
 
-    monkeypatch.setattr(encode_module, "symbolic_shapes", wrong)
+    plant_shape_facts(monkeypatch, wrong)
     session = saturate(_chain())
     assert "static shape facts only" in session.saturation.note

@@ -568,3 +568,48 @@ def test_a_declared_dim_param_that_reads_as_a_product_is_a_name() -> None:
     assert op_counts(out)["Shape"] == 1
     feeds = {"x": RNG.standard_normal((3, 2, 8)).astype(np.float32)}  # 2*seq is 3 here: the Reshape is valid
     _same_outputs(m, out, feeds)
+
+
+def _reshape_by_own_shape() -> onnx.ModelProto:
+    """y = Reshape(Relu(x), Concat(Shape(x)[0], -1)) for x [batch, 4, 5]: a target computed at run time."""
+    return model(
+        [
+            node("Relu", ["x"], "r"),
+            node("Shape", ["x"], "s"),
+            node("Gather", ["s", "zero"], "b", axis=0),
+            node("Unsqueeze", ["b", "axes"], "bu"),
+            node("Concat", ["bu", "minus_one"], "target", axis=0),
+            node("Reshape", ["r", "target"], "y"),
+        ],
+        [("x", "FLOAT", ("batch", 4, 5))],
+        initializers={
+            "zero": np.array(0, np.int64),
+            "axes": np.array([0], np.int64),
+            "minus_one": np.array([-1], np.int64),
+        },
+    )
+
+
+def test_the_first_encoding_reads_the_facts_normalization_computed_and_they_are_the_same() -> None:
+    """A graph normalization leaves as it computed its shape facts on: the first encoding takes those facts (once),
+    and encodes exactly what computing them again gives."""
+    from eqsat.engine.encode import encode
+
+    m = model(
+        [node("Relu", ["x"], "r"), node("Add", ["r", "z"], "y")],
+        [("x", "FLOAT", ("batch", 4)), ("z", "FLOAT", ("batch", 4))],
+    )
+    work, _ = normalize.normalize_proto(m)
+    assert symbols.SHAPE_FACTS in work.meta
+    first = encode(work)
+    assert symbols.SHAPE_FACTS not in work.meta  # taken: a later encoding computes them again
+    again = encode(work)
+    assert first.rows.text == again.rows.text and first.rows.tables == again.rows.tables
+    assert first.symbols.names == again.symbols.names
+
+
+def test_facts_of_a_graph_normalization_rewrote_after_are_not_kept() -> None:
+    """make_targets_static rewrites the Reshape's run-time target: the facts computed before describe another graph."""
+    work, _ = normalize.normalize_proto(_reshape_by_own_shape())
+    assert "Shape" not in op_counts(work)  # the target is a constant now
+    assert symbols.SHAPE_FACTS not in work.meta

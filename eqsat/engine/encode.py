@@ -21,7 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from eqsat.engine.bulk import ABSENT, Rows
-from eqsat.frontend.symbols import SymbolTable, symbolic_shapes
+from eqsat.frontend.symbols import SHAPE_FACTS, SymbolTable, symbolic_shapes
 from eqsat.engine.terms import BINARY, LIST_OPS, OPS, NONDETERMINISTIC, SMALL_CONST, OpSpec, egg_str, egg_value
 
 
@@ -63,7 +63,9 @@ class _Encoder:
         self.model = model
         self.enc = Encoding(opset=model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
         self.rows = self.enc.rows
-        facts = symbolic_shapes(model.graph)
+        facts = model.meta.pop(SHAPE_FACTS, None) or symbolic_shapes(
+            model.graph
+        )  # taken once: later encodings recompute
         self.shapes, self.enc.symbols = facts.shapes, facts.table
         if unified:  # symbols proven equal (eqsat.engine.unify): each written as its representative
             self.enc.unified = dict(unified)

@@ -16,6 +16,7 @@ from eqsat.frontend import io, weights
 from eqsat.frontend.decided_ifs import decide_ifs
 from eqsat.frontend.fold import fold, infer_light, infer_model, infer_proto, infer_shapes
 from eqsat.frontend.shape_chains import make_targets_static
+from eqsat.frontend.symbols import SHAPE_FACTS, symbolic_shapes
 from eqsat.frontend.zero_states import drop_zero_states
 
 #: `ir.Model.meta` key of the normalized model: the Ifs whose condition its rank requirements decided.
@@ -56,7 +57,8 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
     decided = decide_ifs(model, label)
     if decided:
         folded = fold(model) or True
-    rewritten = make_targets_static(model) | drop_zero_states(model.graph)  # both: each frees nodes for the folder
+    facts = symbolic_shapes(model.graph)
+    rewritten = make_targets_static(model, facts) | drop_zero_states(model.graph)  # both free nodes for the folder
     if rewritten:
         folded = fold(model, infer=False) or True
     if (
@@ -69,7 +71,11 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
         else:
             inferred = infer_model(model)
             model = io.from_proto(inferred, label)
-    elif folded:
+        model.meta[DECIDED_IFS] = decided
+        return model, inferred
+    if not rewritten:  # the graph and its shapes are those the facts were computed on: encoding reads them
+        model.meta[SHAPE_FACTS] = facts
+    if folded:
         if shared:
             light = weights.Light.of_ir(model)
             inferred = light.put_back(light.proto, large=False)

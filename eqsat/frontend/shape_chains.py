@@ -23,15 +23,16 @@ import numpy as np
 import onnx_ir as ir
 
 from eqsat.frontend.names import add_constant, value_names
-from eqsat.frontend.symbols import symbolic_shapes
+from eqsat.frontend.symbols import ShapeFacts, symbolic_shapes
 
 Item = int | str  # an integer, or a symbol by name
 
 
-def make_targets_static(model: ir.Model) -> bool:
-    """Rewrite the run-time targets of Reshape and Expand nodes as constants where possible; True if any."""
+def make_targets_static(model: ir.Model, facts: ShapeFacts | None = None) -> bool:
+    """Rewrite the run-time targets of Reshape and Expand nodes as constants where possible; True if any.
+    `facts`: the graph's symbolic shape facts, when the caller computed them already."""
     graph = model.graph
-    facts = symbolic_shapes(graph)
+    facts = facts if facts is not None else symbolic_shapes(graph)
     changed = False
     taken: set[str] | None = None  # the model's value names, walked once at the first constant
     for node in graph:

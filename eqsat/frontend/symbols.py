@@ -577,6 +577,11 @@ class ShapeFacts:
         return tuple(d if d >= 0 else names[d] for d in dims)
 
 
+#: `model.meta` key of the ShapeFacts normalization computed on the graph as it left it (nothing changed the graph or
+#: its shapes after): the first encoding takes them instead of computing them again (30 ms of rn200's 1.3 s).
+SHAPE_FACTS = "eqsat.shape_facts"
+
+
 def symbolic_shapes(graph: ir.Graph, table: SymbolTable | None = None) -> ShapeFacts:
     """Every value of known rank in `graph` (inputs, initializers, node outputs) as a shape fact, and the
     shape computations evaluated, walking the graph once in order."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import onnx
 
@@ -76,3 +76,24 @@ def optimize_with_rules(
     session = saturate_with_rules(model, rules, allow=allow, without=without)
     result = session.extract(target, extractor=extractor, verify=False, breakdown=False)
     return result, session.saturation.rules_fired
+
+
+# --------------------------------------------------------------------------------------------------
+# planting shape facts
+
+
+def plant_shape_facts(monkeypatch: Any, change: Callable[[Any], None]) -> None:
+    """Every symbolic shape fact computation of a load passes through `change(facts)` (a pytest monkeypatch):
+    normalization's, whose facts the first encoding reads, and encoding's own (later encodings)."""
+    from eqsat.engine import encode
+    from eqsat.frontend import normalize, symbols
+
+    real = symbols.symbolic_shapes
+
+    def planted(graph: Any, table: Any = None) -> Any:
+        facts = real(graph, table)
+        change(facts)
+        return facts
+
+    monkeypatch.setattr(encode, "symbolic_shapes", planted)
+    monkeypatch.setattr(normalize, "symbolic_shapes", planted)
