@@ -80,6 +80,7 @@ RULE_ONLY_FACTS = (
             "quant-range",
             "quant-twin",
             "reshape-of",
+            "view-of",
             "mul-of",
             "add-of",
             # tensor, layout and cleanup sites
@@ -91,6 +92,7 @@ RULE_ONLY_FACTS = (
             "split-reshape",
             "space-depth",
             "reflect-pads",
+            "view-merge",
             # conv and normalization guards computed once (rewrites/conv.py, conv_facts.py, normalization.py)
             "norm-moments",
             "ln-span",
