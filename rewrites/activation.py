@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from eqsat.engine.rule import Rule, fact, need, rw
+from eqsat.engine.rule import Rule, fact, rw
 
 #: Gelu needs opset 20, HardSwish 14.
 OPSET_GELU = "(= o (model-opset)) (>= o 20)"
@@ -51,8 +51,9 @@ def near(var: str, value: float, tol: float = TOL) -> str:
 
 #: gelu-half(y, x, h): y = x * 0.5 * h in the two association orders exporters write, x and h in either order
 #: (torch/BERT: (x * h) * 0.5; GPT-2/TF: (x * 0.5) * h, each product read through mul-of), for an h some Gelu
-#: fusion asks for (gelu-h).
+#: fusion asks for (gelu-h: h = 1 + erf(e) or 1 + tanh(t), the op fact gelu-core).
 GELU_FORMS = (
+    fact("(= h (Add (Unary op e) (Scalar 1.0 d1 s1))) (gelu-core op)", "(gelu-h h)"),
     fact("(gelu-h h) (= y (Mul t (Scalar 0.5 dh sh))) (mul-of t x h)", "(gelu-half y x h)"),
     fact("(gelu-h h) (mul-of y h t) (= t (Mul x (Scalar 0.5 dh sh)))", "(gelu-half y x h)"),
 )
@@ -60,7 +61,6 @@ GELU_FORMS = (
 _GELU = f'(= s (shape x)) (= (shape y) s) (= (dtype x) "FLOAT") {OPSET_GELU}'
 
 GELU_FUSE = (
-    need("(= h (Add (Erf e) (Scalar 1.0 d1 s1)))", "(gelu-h h)"),
     fact(
         f"(gelu-half y x h) (= h (Add (Erf (Div x (Scalar k dk sk))) (Scalar 1.0 d1 s1))) {near('k', SQRT2)} {_GELU}",
         '(union y (Gelu x "none"))',
@@ -78,7 +78,6 @@ _TANH_H = (
     f"{near('c1', TANH_CUBIC, 1e-4)} {near('c2', SQRT_2_OVER_PI)} {_GELU}"
 )
 GELU_TANH_FUSE = (
-    need("(= h (Add (Tanh t) (Scalar 1.0 d1 s1)))", "(gelu-h h)"),
     *(
         fact(f"(gelu-half y x h) {_TANH_H.format(cube=cube)}", '(union y (Gelu x "tanh"))')
         for cube in ("(= cu (Pow x (Scalar 3.0 d3 s3)))", "(mul-of cu x q) (= q (Mul x x))")
@@ -178,8 +177,8 @@ RULES = [
         "activation",
         "exact",
         "eqsat:analysis",
-        "gelu-half(y, x, h): y = x * 0.5 * h in the association orders exporters write, for the h a Gelu fusion asks "
-        "for (1 + erf(...) or 1 + tanh(...))",
+        "gelu-half(y, x, h): y = x * 0.5 * h in the association orders exporters write, for the h of a Gelu "
+        "fusion, gelu-h(h) (1 + erf(...) or 1 + tanh(...))",
         GELU_FORMS,
         ruleset="analysis",
     ),

@@ -25,9 +25,7 @@ standard fact (eqsat.engine.terms.LIST_BASES), not a base row.
 
 from __future__ import annotations
 
-from eqsat.engine.rule import NEED_RULE, Rule, fact, op_pattern
-from eqsat.engine.terms import OPS
-from eqsat.ops import PARAM_UNARY
+from eqsat.engine.rule import NEED_RULE, Rule, fact
 
 #: (need v) rows: v's last element is l = v[n - 1], n = |v| > 0, and the value for v without it is r.
 _LAST = "(= n (vec-length {v})) (> n 0) (= l (vec-get {v} (- n 1)))"
@@ -169,15 +167,15 @@ RULES = [
         "shape(U(x)) = shape(x) and dtype(U(x)) = dtype(x) for elementwise U (Cast: dtype(Cast(x, t)) = t)",
         (
             fact("(= y (Unary op x)) (= s (shape x))", "(set (shape y) s)"),
+            fact("(= y (UnaryF op x a)) (= s (shape x))", "(set (shape y) s)"),
+            fact("(= y (UnaryFF op x a b)) (= s (shape x))", "(set (shape y) s)"),
+            fact("(= y (UnaryS op x a)) (= s (shape x))", "(set (shape y) s)"),
             fact("(= y (Unary op x)) (same-dtype-unary op) (= d (dtype x))", "(set (dtype y) d)"),
-        )
-        + tuple(fact(f"(= y {op_pattern(op, 'x')}) (= s (shape x))", "(set (shape y) s)") for op in PARAM_UNARY)
-        + tuple(
-            fact(f"(= y {op_pattern(op, 'x')}) (= d (dtype x))", "(set (dtype y) d)")
-            for op in PARAM_UNARY
-            if op != "Cast"
-        )
-        + (fact("(= y (Cast x t))", "(set (dtype y) t)"),),
+            fact("(= y (UnaryF op x a)) (= d (dtype x))", "(set (dtype y) d)"),
+            fact("(= y (UnaryFF op x a b)) (= d (dtype x))", "(set (dtype y) d)"),
+            fact("(= y (UnaryS op x a)) (same-dtype-unary op) (= d (dtype x))", "(set (dtype y) d)"),
+            fact("(= y (Cast x t))", "(set (dtype y) t)"),
+        ),
         ruleset="analysis",
     ),
     Rule(
@@ -244,12 +242,13 @@ RULES = [
         "analysis",
         "exact",
         "eqsat:analysis",
-        "is-const(c) for constants and for Transpose/Reshape/Cast/elementwise ops over constants",
+        "is-const(c) for constants and for Transpose/Reshape/Cast/elementwise ops over constants; const-leaf(c) for "
+        "the constant leaves (a Const or a Scalar); zero-point(c, v, s) for a Scalar (its value and shape, as the "
+        "quant rules read a per-tensor zero point)",
         (
-            fact("(= y (Const k))", "(is-const y)"),
-            fact("(= y (Scalar v d s))", "(is-const y)"),
-            fact("(= y (Transpose c p)) (is-const c)", "(is-const y)"),
-            fact("(= y (Reshape c s z)) (is-const c)", "(is-const y)"),
+            fact("(= y (Const k))", "(is-const y) (const-leaf y)"),
+            fact("(= y (Scalar v d s))", "(is-const y) (const-leaf y) (zero-point y v s)"),
+            fact("(view-of y c) (is-const c)", "(is-const y)"),  # Transpose, Reshape
             fact("(= y (Cast c t)) (is-const c)", "(is-const y)"),
             fact("(= l (TNil))", "(const-list l)"),
             fact("(= l (TCons h t)) (is-const h) (const-list t)", "(const-list l)"),
@@ -268,8 +267,7 @@ RULES = [
         "(loaded constants of equal elements get it from the loader)",
         (
             fact("(= y (Scalar v d s))", "(splat y v)"),
-            fact("(= y (Reshape c s z)) (splat c v)", "(splat y v)"),
-            fact("(= y (Transpose c p)) (splat c v)", "(splat y v)"),
+            fact("(view-of y c) (splat c v)", "(splat y v)"),  # Reshape, Transpose
             fact("(= y (Expand c s)) (splat c v)", "(splat y v)"),
             fact("(= y (Identity c)) (splat c v)", "(splat y v)"),
         ),
@@ -281,10 +279,12 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "reshape-of(y, x) for y = Reshape(x, s) and y = ReshapeDyn(x, t): rules that read only the shapes of a "
-        "reshape's input and output join it instead of one row per target kind",
+        "reshape's input and output join it instead of one row per target kind; view-of(y, x) for y = Reshape(x, s) "
+        "and y = Transpose(x, p) (x's elements rearranged: the constant, splat, finite and positive facts pass)",
         (
-            fact("(= y (Reshape x s z))", "(reshape-of y x)"),
+            fact("(= y (Reshape x s z))", "(reshape-of y x) (view-of y x)"),
             fact("(= y (ReshapeDyn x t z))", "(reshape-of y x)"),
+            fact("(= y (Transpose x p))", "(view-of y x)"),
         ),
         ruleset="analysis",
     ),
@@ -313,5 +313,3 @@ RULES = [
         ruleset="analysis",
     ),
 ]
-
-assert all(op in OPS for op in PARAM_UNARY)

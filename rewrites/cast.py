@@ -122,8 +122,11 @@ RULES = [
         "Cast(Cast(x, FLOAT|DOUBLE), FLOAT16) -> Cast(x, FLOAT16) for integer x of 32 or 64 bits (every integer the "
         "first cast rounds overflows FLOAT16 either way; not BFLOAT16)",
         (
-            rw('(Cast (Cast x "FLOAT") "FLOAT16")', '(Cast x "FLOAT16")', "(= d (dtype x)) (wide-int d)"),
-            rw('(Cast (Cast x "DOUBLE") "FLOAT16")', '(Cast x "FLOAT16")', "(= d (dtype x)) (wide-int d)"),
+            rw(
+                '(Cast (Cast x m) "FLOAT16")',
+                '(Cast x "FLOAT16")',
+                '(dtype-group "float-or-double" m o) (= d (dtype x)) (wide-int d)',
+            ),
         ),
         ruleset="simplify",
     ),

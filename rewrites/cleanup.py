@@ -82,7 +82,7 @@ _TOTALS = f"{_HALVES} (= pa (sum-of pb pe)) (= qa (sum-of qb qe))"
 _REFLECT_SITE = "(reflect-pads y x p q w pa qa)"
 PAD_MERGE_REFLECT_SITE = (
     need(_REFLECTS, "(need-drop-at p hi) (need-drop-at p lo) (need-drop-at q hi) (need-drop-at q lo)"),
-    need(f"{_REFLECTS} {_HALVES}", "(need-sum-of pb pe) (need-sum-of qb qe) (need-sum-of p q)"),
+    need(f"{_REFLECTS} {_HALVES}", "(need-sum-of pb pe) (need-sum-of qb qe)"),
     fact(f"{_REFLECTS} {_TOTALS}", _REFLECT_SITE),
 )
 PAD_MERGE_REFLECT = (
@@ -94,18 +94,18 @@ PAD_MERGE_REFLECT = (
 )
 
 #: y = V(W(x)) whose shape so has no 0 and at most one symbol: Reshape(x, so with the symbol as -1) (Reshape
-#: infers it: y has x's elements). Reshape then Squeeze / Unsqueeze, Squeeze / Unsqueeze then Reshape.
-_VIEW_TARGET = '(Reshape x (unstable-vec-map (unstable-fn "max" -1) so) 0)'
-_VIEW_SHAPE = "(= so (shape __root)) (vec-not-contains so 0)"
-VIEW_MERGE = (
-    need("(= __root (Squeeze (Reshape x s z) a)) (= so (shape __root))", "(need-symbol-count so)"),
-    rw("(Squeeze (Reshape x s z) a)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
-    need("(= __root (Unsqueeze (Reshape x s z) a)) (= so (shape __root))", "(need-symbol-count so)"),
-    rw("(Unsqueeze (Reshape x s z) a)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
-    need("(= __root (Reshape (Squeeze x a) s z)) (= so (shape __root))", "(need-symbol-count so)"),
-    rw("(Reshape (Squeeze x a) s z)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
-    need("(= __root (Reshape (Unsqueeze x a) s z)) (= so (shape __root))", "(need-symbol-count so)"),
-    rw("(Reshape (Unsqueeze x a) s z)", _VIEW_TARGET, _VIEW_SHAPE, "(<= (symbol-count so) 1)"),
+#: infers it: y has x's elements). Reshape then Squeeze / Unsqueeze, Squeeze / Unsqueeze then Reshape: the site
+#: view-merge(y, x), computed in analysis (reshape-view-merge-site), which also asks for the symbols in y's shape.
+_VIEW_NEED = "(view-merge y x) (need-symbol-count so)"
+VIEW_MERGE_SITES = (
+    fact("(= y (Squeeze (Reshape x s z) a)) (= so (shape y))", _VIEW_NEED),
+    fact("(= y (Unsqueeze (Reshape x s z) a)) (= so (shape y))", _VIEW_NEED),
+    fact("(= y (Reshape (Squeeze x a) s z)) (= so (shape y))", _VIEW_NEED),
+    fact("(= y (Reshape (Unsqueeze x a) s z)) (= so (shape y))", _VIEW_NEED),
+)
+VIEW_MERGE = fact(
+    "(view-merge y x) (= so (shape y)) (vec-not-contains so 0) (<= (symbol-count so) 1)",
+    '(union y (Reshape x (unstable-vec-map (unstable-fn "max" -1) so) 0))',
 )
 
 #: An outer Reshape with copied dims (allowzero 0) over an inner one: sy the inner output's shape, sx x's.
@@ -243,11 +243,18 @@ RULES = [
         "exact",
         "onnxoptimizer:fuse_pad_into_pad; tvm:SimplifyExpr (pad)",
         "Pad(Pad(x, p, v, constant), q, v, constant) -> Pad(x, p + q, v, constant) for non-negative p, q",
-        (
-            need(f'(= y (Pad (Pad x p v "constant") q v "constant")) {_PADS}', "(need-sum-of p q)"),
-            rw('(Pad (Pad x p v "constant") q v "constant")', '(Pad x s v "constant")', _PADS, "(= s (sum-of p q))"),
-        ),
+        (rw('(Pad (Pad x p v "constant") q v "constant")', '(Pad x s v "constant")', _PADS, "(= s (sum-of p q))"),),
         ruleset="simplify",
+    ),
+    Rule(
+        "pad-merge-sums",
+        "cleanup",
+        "exact",
+        "eqsat:analysis",
+        "asks for sum-of(p, q) for each Pad(Pad(x, p), q) of one mode and pads of one length: the sum pad-merge, "
+        "pad-merge-edge and pad-merge-reflect read",
+        (fact("(= y (Pad (Pad x p v m) q w m)) (= (vec-length p) (vec-length q))", "(need-sum-of p q)"),),
+        ruleset="analysis",
     ),
     Rule(
         "pad-merge-edge",
@@ -256,10 +263,7 @@ RULES = [
         "onnxoptimizer:fuse_pad_into_pad (edge); tvm:SimplifyExpr (pad)",
         "Pad(Pad(x, p, edge), q, edge) -> Pad(x, p + q, edge) for non-negative p, q (not reflect or wrap: "
         "a reflection of a reflect-padded tensor reflects the padding)",
-        (
-            need(f'(= y (Pad (Pad x p v "edge") q w "edge")) {_PADS}', "(need-sum-of p q)"),
-            rw('(Pad (Pad x p v "edge") q w "edge")', '(Pad x s w "edge")', _PADS, "(= s (sum-of p q))"),
-        ),
+        (rw('(Pad (Pad x p v "edge") q w "edge")', '(Pad x s w "edge")', _PADS, "(= s (sum-of p q))"),),
         ruleset="simplify",
     ),
     Rule(
@@ -269,8 +273,18 @@ RULES = [
         "onnxoptimizer:fuse_consecutive_reshapes (with squeeze/unsqueeze); tvm:SimplifyExpr (reshape chains)",
         "Squeeze/Unsqueeze(Reshape(x)) and Reshape(Squeeze/Unsqueeze(x)) -> Reshape(x, shape(out)) when the output "
         "shape has no 0 and at most one symbol (written -1: Reshape infers it)",
-        VIEW_MERGE,
+        (VIEW_MERGE,),
         ruleset="simplify",
+    ),
+    Rule(
+        "reshape-view-merge-site",
+        "cleanup",
+        "exact",
+        "eqsat:analysis",
+        "view-merge(y, x) for y = Squeeze/Unsqueeze(Reshape(x)) or Reshape(Squeeze/Unsqueeze(x)) (the site "
+        "reshape-view-merge joins; the symbols of y's shape asked for)",
+        VIEW_MERGE_SITES,
+        ruleset="analysis",
     ),
     Rule(
         "pad-merge-reflect",

@@ -67,11 +67,8 @@ producer is chosen.
 
 from __future__ import annotations
 
-import itertools
 
-from eqsat.engine.rule import Egglog, Rule, fact, need, ones, op_pattern
-from eqsat.engine.terms import GENERIC_OF
-from eqsat.ops import CONV_EPILOGUES as EPILOGUES
+from eqsat.engine.rule import Egglog, Rule, fact, ones
 from eqsat.rewrites.conv_facts import BN_FOLDS, PER_CHANNEL, broadcast_shape, finite_facts, positive_facts
 
 FAMILY = "conv"
@@ -142,7 +139,7 @@ _GROUP_VIEWS = (
     "(vec-append (vec-of g 1 -1) (vec-remove (vec-remove o 0) 0)))"
 )
 CONV_WEIGHT_FACTS = (
-    *(fact(f"(= y {conv(kind)}) (> g 1) {WEIGHTS} (= d (dtype w)) (= o {ones('sw')})", _GROUP_VIEWS) for kind in KINDS),
+    fact(f"(conv-of y w b g) (> g 1) {WEIGHTS} (= d (dtype w)) (= o {ones('sw')})", _GROUP_VIEWS),
     # a grouped fold's new weights: w's shape and dtype
     fact(
         "(= y (Reshape (Binary b_op (Reshape w gw 0) v) sw 0)) (conv-group-views w g gw gv) (= sw (shape w)) "
@@ -167,9 +164,7 @@ FOLD_CONSUMERS = (
 )
 #: bias-fold-site(y): y, a conv or conv transpose without bias, meets a constant (+, -, *, /) or a batch norm.
 BIAS_FOLD_SITES = tuple(
-    fact(f"{consumer} (= y {conv(kind, b='(Absent)')})", "(bias-fold-site y)")
-    for kind in KINDS
-    for consumer in FOLD_CONSUMERS
+    fact(f"{consumer} (conv-of y w (Absent) g)", "(bias-fold-site y)") for consumer in FOLD_CONSUMERS
 )
 
 
@@ -241,11 +236,11 @@ FOLDABLE = "(bn-foldable ga be mu va dt)"
 #: The mark of the batch norms bn-compose builds (eps 0, momentum 1: frozen statistics, exact for mean 0 and
 #: var 1); egglog has no negation, so "not marked" is two disjoint guards: eps != 0, or eps = 0 with another momentum.
 COMPOSED_EPS, COMPOSED_MOMENTUM = 0.0, 1.0
-NOT_COMPOSED = (f"(!= eps {COMPOSED_EPS!r})", f"(= eps {COMPOSED_EPS!r}) (!= mom {COMPOSED_MOMENTUM!r})")
+#: (eps, mom) != the mark: |eps - 0| + |mom - 1| is 0 only at the mark (NaN and infinities are not 0; the sum of two
+#: absolute values cannot cancel).
+NOT_COMPOSED = f"(!= (+ (abs (- eps {COMPOSED_EPS!r})) (abs (- mom {COMPOSED_MOMENTUM!r}))) 0.0)"
 #: bn-unmarked(eps, mom): a batch norm's epsilon and momentum are not the mark (computed once: bn-unmarked).
-UNMARKED = tuple(
-    fact(f"(= y (BatchNormalization x ga be mu va eps mom)) {g}", "(bn-unmarked eps mom)") for g in NOT_COMPOSED
-)
+UNMARKED = (fact(f"(= y (BatchNormalization x ga be mu va eps mom)) {NOT_COMPOSED}", "(bn-unmarked eps mom)"),)
 
 
 def _bn_foldable() -> "Egglog":
@@ -330,16 +325,17 @@ def _input_scale() -> tuple:
     return tuple(rules)
 
 
-#: conv-of(y, w): y is a Conv or ConvTranspose with weights w; conv-input(x): x is the input of one. Keyed on the
-#: conv's e-class and on its input's: the scale moves join them instead of one row per kind.
-CONV_OF = tuple(fact(f"(= y {conv(kind)})", "(conv-of y w) (conv-input x)") for kind in KINDS)
+#: conv-of(y, w, b, g): y is a Conv or ConvTranspose with weights w, bias b (maybe Absent) and g groups;
+#: conv-input(x): x is the input of one. Keyed on the conv's e-class and on its input's: the scale moves, the bias
+#: fold sites and the grouped weight views join them instead of one row per kind.
+CONV_OF = tuple(fact(f"(= y {conv(kind)})", "(conv-of y w b g) (conv-input x)") for kind in KINDS)
 
 
 def _through_activation(act: str, params: str) -> tuple:
     """act(Conv) * c -> act(Conv * c) (backward) and Conv(act(x * s)) -> Conv(act(x) * s) (forward), c, s > 0."""
     return (
         fact(
-            f"(= y (Mul a c)) (= a ({act} cv{params})) (conv-of cv w) (is-const c) (positive c) (= sy (shape y))",
+            f"(= y (Mul a c)) (= a ({act} cv{params})) (conv-of cv w cb cg) (is-const c) (positive c) (= sy (shape y))",
             f"(union y ({act} (Mul cv c){params})) (set (shape (Mul cv c)) sy)",
         ),
         fact(
@@ -360,17 +356,17 @@ def _scale_through_add() -> tuple:
     ):
         rules.append(
             fact(
-                f"(= y (Mul a c)) {inner} (conv-of cv w) (is-const w) (is-const c) "
+                f"(= y (Mul a c)) {inner} (conv-of cv w cb cg) (is-const w) (is-const c) "
                 "(= sy (shape y)) (= sy (shape a)) (= sy (shape cv))",
                 f"(union y {out}) (set (shape (Mul cv c)) sy)",
             )
         )
     hoisted = "(Mul (Add x (Div t s)) s)"
-    for leaf, act in itertools.product(("(Const tk)", "(Scalar tv tdt tsh)"), ("Relu", "LeakyRelu")):
+    for act in ("Relu", "LeakyRelu"):  # t a constant leaf: a Const or a Scalar (const-leaf)
         feeds = f"(conv-input r) (= r ({act} m{' alpha' if act == 'LeakyRelu' else ''}))"
         rules.append(
             fact(
-                f"{feeds} (= m (Add xs t)) (= xs (Mul x s)) (= t {leaf}) (is-const s) (positive s) "
+                f"{feeds} (= m (Add xs t)) (= xs (Mul x s)) (const-leaf t) (is-const s) (positive s) "
                 "(= sx (shape x)) (= sx (shape m)) (= sx (shape xs))",
                 f"(union m {hoisted}) (set (shape (Add x (Div t s))) sx)",
             )
@@ -380,11 +376,13 @@ def _scale_through_add() -> tuple:
 
 #: conv-pad(y, x, sp): y = Conv(Pad(x, pp, constant 0), ...) with auto_pad NOTSET, pp 0 on N and C (before and
 #: after) and non-negative (any rank: h = |pp| / 2 axes); sp: pp's spatial pads (begins, ends), as Conv lays out pads.
+#: The site also asks for the sum of the conv's own pads pc and sp (conv-pad-merge reads it).
 _PAD_SITE = fact(
     '(= y (Conv xp w b "NOTSET" dl g ks pc st)) (= xp (Pad x pp 0.0 "constant")) (= h (/ (vec-length pp) 2)) '
     "(>= h 3) (= (vec-length pp) (* 2 h)) (= (vec-get pp 0) 0) (= (vec-get pp 1) 0) (= (vec-get pp h) 0) "
     '(= (vec-get pp (+ h 1)) 0) (= pp (unstable-vec-map (unstable-fn "max" 0) pp))',
-    "(conv-pad y xp x (vec-remove (vec-remove (vec-remove (vec-remove pp (+ h 1)) h) 1) 0))",
+    "(let sp (vec-remove (vec-remove (vec-remove (vec-remove pp (+ h 1)) h) 1) 0)) (conv-pad y xp x sp) "
+    "(need-sum-of pc sp)",
 )
 _PAD_CONV = '(conv-pad y xp x sp) (= y (Conv xp w b "NOTSET" dl g ks pc st))'
 
@@ -393,12 +391,12 @@ def _pad_merge() -> tuple:
     """The conv's own pads pc (none, or one per spatial begin and end) plus the Pad's (sum-of, a list function)."""
     return (
         fact(f"{_PAD_CONV} (= pc (vec-empty))", '(union y (Conv x w b "NOTSET" dl g ks sp st))'),
-        need(f"{_PAD_CONV} (= (vec-length pc) (vec-length sp))", "(need-sum-of pc sp)"),
         fact(f"{_PAD_CONV} (= s (sum-of pc sp))", '(union y (Conv x w b "NOTSET" dl g ks s st))'),
     )
 
 
-LEAVES = ("(Const k)", "(Scalar v d s)", "(Transpose (Const k) p)")
+#: Constant leaves (const-leaf: a Const or a Scalar) and a Const's Transpose.
+LEAVES = ("(const-leaf c)", "(= c (Transpose (Const k) p))")
 #: Add and Mul: the arithmetic ops (arith) but Sub and Div.
 COMMUTATIVE = '(arith op) (!= op "Sub") (!= op "Div")'
 
@@ -408,7 +406,7 @@ def _const_last() -> tuple:
     constant-last already, and swapping every constant-constant product would double those terms."""
     return tuple(
         fact(
-            f"(= y (Binary op c x)) {COMMUTATIVE} (= c {leaf}) (= sy (shape y))",
+            f"(= y (Binary op c x)) {COMMUTATIVE} {leaf} (= sy (shape y))",
             "(union y (Binary op x c)) (set (shape (Binary op x c)) sy)",
         )
         for leaf in LEAVES
@@ -497,21 +495,21 @@ def _merge_zero_bias() -> "Egglog":
     )
 
 
-# EPILOGUES: activations a conv runs as its epilogue on some target (extract/targets/*.toml `fused`).
+# conv-epilogue (op fact): activations a conv runs as its epilogue on some target (extract/targets/*.toml `fused`).
 
 
 def _merge_epilogue() -> tuple:
     """act(Out(Split(Conv(...), 1, sizes), k)) -> Out(Split(act(Conv(...)), 1, sizes), k): the merged conv keeps
     its activation as an epilogue (without this form, an activation after the Split is costed as fused with the
-    original conv its class still holds, though no runtime fuses it). The parameterless epilogues are one row over
-    `(Unary op o)` (the op fact conv-epilogue); the others one row each."""
+    original conv its class still holds, though no runtime fuses it). One row per unary family, its op guarded by
+    the op fact conv-epilogue."""
     split = "(= o (Out sp k)) (= sp (Split mc 1 sz)) (= mc (Conv x w b ap dl g ks pd st))"
     return (
         fact(f"(= y (Unary op o)) (conv-epilogue op) {split}", "(union y (Out (Split (Unary op mc) 1 sz) k))"),
-        *(
-            fact(f"(= y {op_pattern(act, 'o')}) {split}", f"(union y (Out (Split {op_pattern(act, 'mc')} 1 sz) k))")
-            for act in EPILOGUES
-            if act not in GENERIC_OF
+        fact(f"(= y (UnaryF op o a1)) (conv-epilogue op) {split}", "(union y (Out (Split (UnaryF op mc a1) 1 sz) k))"),
+        fact(
+            f"(= y (UnaryFF op o a1 a2)) (conv-epilogue op) {split}",
+            "(union y (Out (Split (UnaryFF op mc a1 a2) 1 sz) k))",
         ),
     )
 
@@ -689,8 +687,8 @@ RULES = [
         FAMILY,
         "exact",
         "eqsat:analysis",
-        "conv-of(y, W) for each Conv or ConvTranspose y with weights W, conv-input(x) for its input x (the relations "
-        "the scale moves through activations and sums join)",
+        "conv-of(y, W, b, g) for each Conv or ConvTranspose y with weights W, bias b and g groups, conv-input(x) for "
+        "its input x (the relations the scale moves, the bias sites and the grouped weight views join)",
         CONV_OF,
         ruleset="analysis",
     ),

@@ -46,12 +46,10 @@ def finite_facts() -> tuple:
     x / 0 = inf reaches a fold's weights as W * inf, whose sums are NaN)."""
     return (
         fact("(= y (Scalar v d s)) (< (abs v) inf)", "(finite y)"),
-        *(
-            fact(f"(= y ({op} c{params})) (finite c)", "(finite y)")
-            for op, params in (("Reshape", " s z"), ("Transpose", " p"), ("Neg", ""), ("Abs", ""), ("Identity", ""))
-        ),
-        fact("(= y (Sqrt c)) (finite c) (positive c)", "(finite y)"),
-        fact("(= y (Reciprocal c)) (finite c) (positive c)", "(finite y)"),
+        fact("(view-of y c) (finite c)", "(finite y)"),  # Reshape, Transpose (reshape-facts)
+        fact("(= y (Identity c)) (finite c)", "(finite y)"),
+        fact("(= y (Unary op c)) (sign-unary op) (finite c)", "(finite y)"),  # -c, |c|
+        fact("(= y (Unary op c)) (positive-unary op) (finite c) (positive c)", "(finite y)"),  # sqrt c, 1 / c
         fact('(= y (Binary op a b)) (arith op) (!= op "Div") (finite a) (finite b)', "(finite y)"),  # +, -, *
         fact("(= y (Div a b)) (finite a) (finite b) (positive b)", "(finite y)"),
     )
@@ -60,10 +58,8 @@ def finite_facts() -> tuple:
 def positive_facts() -> tuple:
     return (
         fact("(= y (Scalar v d s)) (> v 0.0)", "(positive y)"),
-        fact("(= y (Reshape c s z)) (positive c)", "(positive y)"),
-        fact("(= y (Transpose c p)) (positive c)", "(positive y)"),
-        fact("(= y (Sqrt c)) (positive c)", "(positive y)"),
-        fact("(= y (Reciprocal c)) (positive c)", "(positive y)"),
+        fact("(view-of y c) (positive c)", "(positive y)"),  # Reshape, Transpose (reshape-facts)
+        fact("(= y (Unary op c)) (positive-unary op) (positive c)", "(positive y)"),  # sqrt c, 1 / c
         fact('(= y (Binary op a b)) (arith op) (!= op "Sub") (positive a) (positive b)', "(positive y)"),  # *, /, +
     )
 

@@ -44,13 +44,9 @@ A reduction over other axes sums in another order: `fp-reassoc` (exact for Max/M
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Rule, fact, need, ones, op_pattern, rw
-from eqsat.ops import PARAM_UNARY
+from eqsat.engine.rule import Rule, fact, need, ones, rw
 
 COMPOSE = '(unstable-vec-map (unstable-fn "vec-get" p) q)'  # (p o q)[i] = p[q[i]]
-
-#: PARAM_UNARY (the op table): unary ops with parameters that are elementwise and layout-agnostic.
-
 
 #: R(Transpose(x, p), ax, kd) with 0 < |ax| < |p| = rank of x (ax sorted, non-negative: normalized at load), R a
 #: reduction whose axes may be remapped through a transpose (`axes-reduce`: each reduces a set of axes, order-free).
@@ -58,6 +54,8 @@ _SINK_GUARD = (
     "(= __root (Reduce op (Transpose x p) ax kd)) (axes-reduce op) (= n (vec-length ax)) (> n 0) (= r (vec-length p)) "
     "(< n r) (>= (vec-get ax 0) 0) (< (vec-get ax (- n 1)) r) (= (vec-length (shape x)) r)"
 )
+#: ... what the site asks the list functions for, once: sorted p[ax] and p without the positions in ax
+_SINK_NEEDS = '(need-merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (vec-empty)) (need-drop-at p ax)'
 #: ... the site (computed once, in analysis: transpose-sink-reduce-site) and what the rewrites read
 _SINK = (
     "(= __root (Reduce op (Transpose x p) ax kd)) (reduce-sink __root op x p ax) (= r (vec-length p)) "
@@ -73,7 +71,7 @@ _SINK_KEPT = "(= kept (drop-at (vec-range r) ax2)) (= m (index-map kept)) (= pr 
 #: perm of the kept axes: p without the positions in ax, each renumbered to its place among x's kept axes (m). The
 #: new reduction's shape: x's with ax2 set to 1 (kd = 1) or removed (kd = 0).
 _REDUCE_SINK = (
-    need(_SINK, '(need-merged (unstable-vec-map (unstable-fn "vec-get" p) ax) (vec-empty)) (need-drop-at p ax)'),
+    # the first values (ax2's and p without ax) are asked for by the site row (transpose-sink-reduce-site)
     need(f"{_SINK} {_SINK_AXES}", "(need-ones-at sx ax2) (need-drop-at sx ax2) (need-drop-at (vec-range r) ax2)"),
     need(f"{_SINK} {_SINK_AXES} (= kept (drop-at (vec-range r) ax2))", "(need-index-map kept)"),
     fact(
@@ -101,7 +99,7 @@ _NO_DATA_MOVED = (
     "(= __root (Transpose x p)) (> (vec-length p) 1) (= s (shape x)) (= (vec-length s) (vec-length p)) "
     f"(!= s {ones('s')}) (= so (shape __root)) (vec-not-contains so 0)"
 )
-#: The output shape `so` with each symbol (a negative dim) as -1.
+#: The output shape `so` with each symbol (a negative dim) as -1 (a static dim >= 1 is unchanged).
 _SYMBOLS_AS_MINUS_ONE = '(unstable-vec-map (unstable-fn "max" -1) so)'
 
 
@@ -249,8 +247,12 @@ RULES = [
         "exact",
         "glow:SinkTranspose; coreml:reduce_transposes",
         "U(Transpose(x, p)) -> Transpose(U(x), p) for unary elementwise U (Relu, Clip, Cast, Sigmoid, ...)",
-        (rw("(Unary op (Transpose x p))", "(Transpose (Unary op x) p)"),)
-        + tuple(rw(op_pattern(op, "(Transpose x p)"), f"(Transpose {op_pattern(op, 'x')} p)") for op in PARAM_UNARY),
+        (
+            rw("(Unary op (Transpose x p))", "(Transpose (Unary op x) p)"),
+            rw("(UnaryF op (Transpose x p) a)", "(Transpose (UnaryF op x a) p)"),
+            rw("(UnaryFF op (Transpose x p) a b)", "(Transpose (UnaryFF op x a b) p)"),
+            rw("(UnaryS op (Transpose x p) a)", "(Transpose (UnaryS op x a) p)"),
+        ),
     ),
     Rule(
         "transpose-sink-binary",
@@ -321,8 +323,8 @@ RULES = [
         "exact",
         "eqsat:analysis",
         "reduce-sink(R(Transpose(x, p), axes, kd), R, x, p, axes) when 0 < |axes| < rank (axes in range): the guard "
-        "transpose-sink-reduce joins",
-        (fact(_SINK_GUARD, "(reduce-sink __root op x p ax)"),),
+        "transpose-sink-reduce joins (and the first list values it reads, asked for here)",
+        (fact(_SINK_GUARD, f"(reduce-sink __root op x p ax) {_SINK_NEEDS}"),),
         ruleset="analysis",
     ),
     Rule(
@@ -334,12 +336,9 @@ RULES = [
         "rank): the target is the output's shape when it is static, with its one symbol as -1 when it has one",
         (
             need(_NO_DATA_MOVED, "(need-data-order p s) (need-symbol-count so)"),
+            # a static so (no 0: every dim >= 1) is its own max(-1, .): one row for both
             fact(
-                f"{_NO_DATA_MOVED} (= o (data-order p s)) (= (symbol-count so) 0)",
-                "(union __root (Reshape x so 0))",
-            ),
-            fact(
-                f"{_NO_DATA_MOVED} (= o (data-order p s)) (= (symbol-count so) 1)",
+                f"{_NO_DATA_MOVED} (= o (data-order p s)) (<= (symbol-count so) 1)",
                 f"(union __root (Reshape x {_SYMBOLS_AS_MINUS_ONE} 0))",
             ),
         ),
@@ -425,12 +424,13 @@ RULES = [
         (
             rw("(Unary op (Reshape x s z))", "(Reshape (Unary op x) s z)"),
             rw("(Unary op (ReshapeDyn x t z))", "(ReshapeDyn (Unary op x) t z)"),
-        )
-        + tuple(
-            rw(op_pattern(op, reshape.format(x="x", k=1)), reshape.format(x=op_pattern(op, "x"), k=1))
-            for op in PARAM_UNARY
-            if op != "Cast"
-            for reshape in RESHAPES
+            rw("(UnaryF op (Reshape x s z) a)", "(Reshape (UnaryF op x a) s z)"),
+            rw("(UnaryF op (ReshapeDyn x t z) a)", "(ReshapeDyn (UnaryF op x a) t z)"),
+            rw("(UnaryFF op (Reshape x s z) a b)", "(Reshape (UnaryFF op x a b) s z)"),
+            rw("(UnaryFF op (ReshapeDyn x t z) a b)", "(ReshapeDyn (UnaryFF op x a b) t z)"),
+            # Cast is not same-dtype: its Reshape sink is cast-sink-reshape
+            rw("(UnaryS op (Reshape x s z) a)", "(Reshape (UnaryS op x a) s z)", "(same-dtype-unary op)"),
+            rw("(UnaryS op (ReshapeDyn x t z) a)", "(ReshapeDyn (UnaryS op x a) t z)", "(same-dtype-unary op)"),
         ),
     ),
     Rule(

@@ -197,24 +197,12 @@ def _gemm_transpose() -> tuple:
 #: Reshape(MatMul(Reshape(x, [P, K]), W), [d0, .., N]): x of rank n >= 3 whose last dim is K, W [K, N], and the
 #: output x's shape with its last dim N. A Reshape to [P, K] with K x's last dim flattens x's leading dims (row-major
 #: order), and the outer one restores them: row i of the product is row i of x times W either way.
-_FLATTENED = (
-    "(= y {outer}) (= mm (MatMul r w)) (= r {inner}) (= sx (shape x)) (= n (vec-length sx)) (>= n 3) "
+_FLATTENED = fact(
+    "(reshape-of y mm) (= mm (MatMul r w)) (reshape-of r x) (= sx (shape x)) (= n (vec-length sx)) (>= n 3) "
     "(= sr (shape r)) (= (vec-length sr) 2) (= (vec-get sr 1) (vec-get sx (- n 1))) (= sw (shape w)) "
-    "(= (vec-length sw) 2) (= (shape y) (vec-set sx (- n 1) (vec-get sw 1)))"
+    "(= (vec-length sw) 2) (= (shape y) (vec-set sx (- n 1) (vec-get sw 1)))",
+    "(union y (MatMul x w))",
 )
-
-
-def _flattened_matmul() -> tuple:
-    """One row per pair of Reshape forms (static target, or computed at run time: ReshapeDyn)."""
-    return tuple(
-        fact(_FLATTENED.format(outer=outer, inner=inner), "(union y (MatMul x w))")
-        for outer, inner in (
-            ("(Reshape mm s2 z2)", "(Reshape x s1 z1)"),
-            ("(Reshape mm s2 z2)", "(ReshapeDyn x t1 z1)"),
-            ("(ReshapeDyn mm t2 z2)", "(Reshape x s1 z1)"),
-            ("(ReshapeDyn mm t2 z2)", "(ReshapeDyn x t1 z1)"),
-        )
-    )
 
 
 RULES = [
@@ -308,7 +296,7 @@ RULES = [
         "tf2onnx Dense (Reshape -> MatMul -> Reshape); onnxruntime:MatMul (N-D input, 2-D weights)",
         "Reshape(MatMul(Reshape(x, [P, K]), W), s) -> MatMul(x, W) for x [..., K] of rank >= 3, W [K, N] and s x's "
         "shape with N last (targets static or run-time): the same rows, possibly computed with another blocking",
-        _flattened_matmul(),
+        (_FLATTENED,),  # reshape-of: a Reshape to a static or a run-time target (ReshapeDyn)
     ),
 ]
 

@@ -224,15 +224,15 @@ def _ln_decompose() -> tuple:
 #: single element (a first spatial dim of 1): the decomposition is exactly 0 there, while the fused kernels'
 #: variance (E[x^2] - E[x]^2) leaves a rounding residue that 1 / sqrt(eps) amplifies (fuzz seed 20003: 3e-5
 #: absolute on an output of 0.015). Axes are normalized (sorted and unique), so the first and the last of r-2 of
-#: them fix them all.
-IN_SITES = tuple(
+#: them fix them all: the first axis a is 2 (channel k = 1) or 1 (k = r - 1), the last a + r - 3, and k = 1 + (2 - a)
+#: (r - 2) says both.
+IN_SITES = (
     fact(
         "(norm-moments y x ax eps) (= s (shape x)) (= r (vec-length s)) (>= r 3) (= (vec-length ax) (- r 2)) "
-        f"(= (vec-get ax 0) {first}) (= (vec-get ax (- r 3)) {last}) (> (vec-get s {first}) 1) (= k {k}) "
-        "(>= (vec-get s k) 0) (= o (model-opset)) (>= o 6)",
+        "(= a (vec-get ax 0)) (>= a 1) (<= a 2) (= (vec-get ax (- r 3)) (+ a (- r 3))) (> (vec-get s a) 1) "
+        "(= k (+ 1 (* (- 2 a) (- r 2)))) (>= (vec-get s k) 0) (= o (model-opset)) (>= o 6)",
         "(in-site y x k eps)",
-    )
-    for first, last, k in (("2", "(- r 1)", "1"), ("1", "(- r 2)", "(- r 1)"))
+    ),
 )
 
 

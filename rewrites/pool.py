@@ -22,7 +22,7 @@ explicit zero is the maximum there; the pool's padding is not): tests/test_rules
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Egglog, Rule, fact, need
+from eqsat.engine.rule import Egglog, Rule, fact
 
 FAMILY = "pool"
 
@@ -43,14 +43,26 @@ _CHECKS = (
 _SITE = "(pool-pad y xp dl ks pc x sp)"
 #: pool-pad(y, xp, dl, ks, pc, x, sp): y pools xp = Pad(x, pp) (a zero Pad under an AveragePool counting pads, a
 #: -inf one under a MaxPool) with auto_pad NOTSET, ceil_mode 0, dilations dl, kernel ks and pads pc; sp: pp's
-#: spatial pads. pool-sum(..., s): s the pads the pool would have (pc + sp), needed sums asked for.
+#: spatial pads. pool-sum(..., s): s the pads the pool would have (pc + sp). Each row that sets a relation also
+#: asks for the sum the next step reads: pc + sp, and the kernel sizes (twice) minus s.
+_SUM_NEED = "(need-sum-of pc sp)"
+
+
+def _pool_sum(s: str) -> str:
+    return f"(pool-sum y xp dl ks pc x {s}) (need-sum-of (vec-append ks ks) {_map('*', -1, s)})"
+
+
 SITES = (
-    fact(f'(= y (AveragePool xp "NOTSET" 0 dl ks pc st 1)) (= xp (Pad x pp 0.0 "constant")) {_CHECKS}', _SITE),
-    fact(f'(= y (MaxPool xp "NOTSET" 0 dl ks pc st so)) (= xp (Pad x pp -inf "constant")) {_CHECKS}', _SITE),
-    fact(f"{_SITE} (= pc (vec-empty))", "(pool-sum y xp dl ks pc x sp)"),
-    need(f"{_SITE} (= (vec-length pc) (vec-length sp))", "(need-sum-of pc sp)"),
-    fact(f"{_SITE} (= s (sum-of pc sp))", "(pool-sum y xp dl ks pc x s)"),
-    need("(pool-sum y xp dl ks pc x s)", f"(need-sum-of (vec-append ks ks) {_map('*', -1, 's')})"),
+    fact(
+        f'(= y (AveragePool xp "NOTSET" 0 dl ks pc st 1)) (= xp (Pad x pp 0.0 "constant")) {_CHECKS}',
+        f"{_SITE} {_SUM_NEED}",
+    ),
+    fact(
+        f'(= y (MaxPool xp "NOTSET" 0 dl ks pc st so)) (= xp (Pad x pp -inf "constant")) {_CHECKS}',
+        f"{_SITE} {_SUM_NEED}",
+    ),
+    fact(f"{_SITE} (= pc (vec-empty))", _pool_sum("sp")),
+    fact(f"{_SITE} (= s (sum-of pc sp))", _pool_sum("s")),
 )
 
 

@@ -120,23 +120,23 @@ def _quant_facts() -> Egglog:
     """The quant-range and quant-twin tables, asserted once a model has a QuantizeLinear."""
     ranges = [f'(quant-range "{t}" {float(lo)} {float(hi)} {bits})' for t, (lo, hi, bits) in QUANT_RANGES.items()]
     twins = [f'(quant-twin "{t}" "{n}" {shift})' for t, n, shift in TWINS]
-    return fact("(= q (QuantizeLinear x s z a))", " ".join(ranges + twins))
+    absent = "(zero-point (Absent) 0.0 (vec-empty))"  # an absent zero point is 0 (a Scalar's: constant-terms)
+    return fact("(= q (QuantizeLinear x s z a))", " ".join([*ranges, *twins, absent]))
 
 
 def _dq_q_drop() -> tuple:
     """DQ(Q(x)) -> Clip(x, (qmin - z) * s, (qmax - z) * s) for every output type of quant-range, zero point present
-    or absent (0). The bounds are computed in f64 from the stored scale and zero point; lowering rounds them once
-    to x's dtype (the original computes (qmax - z) * s in the scale's dtype: the same value up to that rounding)."""
-    rows = []
-    for zp, zv in (("(Scalar zv zd zs)", "zv"), ("(Absent)", "0.0")):
-        rows.append(
-            fact(
-                f"(= __root (DequantizeLinear q {PER_TENSOR} {zp} a)) (= q (QuantizeLinear x {PER_TENSOR} {zp} a)) "
-                "(= qt (dtype q)) (quant-range qt lo hi b) (> sv 0.0) (= dx (dtype x)) (= (dtype __root) dx)",
-                f"(union __root (Clip x (* (- lo {zv}) sv) (* (- hi {zv}) sv)))",
-            )
-        )
-    return tuple(rows)
+    or absent (0: zero-point). The bounds are computed in f64 from the stored scale and zero point; lowering rounds
+    them once to x's dtype (the original computes (qmax - z) * s in the scale's dtype: the same value up to that
+    rounding)."""
+    return (
+        fact(
+            f"(= __root (DequantizeLinear q {PER_TENSOR} z a)) (= q (QuantizeLinear x {PER_TENSOR} z a)) "
+            "(zero-point z zv zs) (= qt (dtype q)) (quant-range qt lo hi b) (> sv 0.0) (= dx (dtype x)) "
+            "(= (dtype __root) dx)",
+            "(union __root (Clip x (* (- lo zv) sv) (* (- hi zv) sv)))",
+        ),
+    )
 
 
 #: DQ(Q(x, s, z, a), s, z, a), q its Q of type qt (an 8-bit type with a twin nt, z2 = z + sh).
@@ -151,20 +151,13 @@ def _zero_point_shift() -> tuple:
     z -/+ 128: a scalar z as a new Scalar (an absent zero point is 0 of the pair's type: uint8 on the Q, the
     Q's type on the DQ), a per-axis z (a constant tensor) as a tensor computed at lowering; a new Q gets its
     twin's shape; a uint8 constant W under DQ gets its int8 twin W - 128 with z - 128. The facts of the shifted
-    tensors come from the analysis rows (shape-unary for Cast, scalar-broadcast-facts for the rank-0 shift)."""
-    scalar = "(Scalar zv qt zs)"
-    new_z = "(let z2 (Scalar {v} nt {s})) "
+    tensors come from the analysis rows (shape-unary for Cast, scalar-broadcast-facts for the rank-0 shift). A
+    per-tensor zero point is read through zero-point (a Scalar's value and shape; an absent one is 0 of shape [],
+    and a Q without one writes uint8): one row for the DQ's and the Q's, each a Scalar or absent, of one value."""
     return (
-        fact(_PAIR.format(dq=scalar, q=scalar), new_z.format(v="(+ zv sh)", s="zs") + _TWIN),
-        fact(f"{_PAIR.format(dq='(Absent)', q=scalar)} (= zv 0.0)", new_z.format(v="(+ zv sh)", s="zs") + _TWIN),
-        # a Q without zero point quantizes to uint8 with zero point 0 (its DQ's: absent or 0)
         fact(
-            f'{_PAIR.format(dq="(Absent)", q="(Absent)")} (= qt "UINT8")',
-            new_z.format(v="sh", s="(vec-empty)") + _TWIN,
-        ),
-        fact(
-            f'{_PAIR.format(dq=scalar, q="(Absent)")} (= qt "UINT8") (= zv 0.0)',
-            new_z.format(v="sh", s="(vec-empty)") + _TWIN,
+            f"{_PAIR.format(dq='zd', q='zq')} (zero-point zd zv ds) (zero-point zq zv zs)",
+            "(let z2 (Scalar (+ zv sh) nt zs)) " + _TWIN,
         ),
         fact(
             f"{_PAIR.format(dq='z', q='z')} (= z (Const k))",
@@ -194,23 +187,20 @@ def _rescale_merge(exact: bool) -> tuple:
     """DQ(Q(DQ(x, s1, z1, a1), s2, z2, a2), s2, z2, a2) -> DQ(x, s1, z1, a1): per-tensor float32 scales u = s1 and
     v = s2, x of an 8-bit type t1 and the middle grid of 8 or 16 bits (t2, quant-range), the middle clamp a no-op for
     every value of x's type: (lo1 - z1) * u / v + z2 >= lo2, likewise hi; u / v an integer (`exact`) or not. Zero
-    points (p = z1, q = z2) present or absent (a Q without one writes uint8)."""
+    points (p = z1, q = z2) present or absent (zero-point: 0, and a Q without one writes uint8)."""
     ratio = "(= (% u v) 0.0)" if exact else "(!= (% u v) 0.0)"
     s1, s2 = '(Scalar u "FLOAT" su)', '(Scalar v "FLOAT" sv)'
-    rows = []
-    for z1, p in (("(Scalar p t1 sp)", "p"), ("(Absent)", "0.0")):
-        for z2, q, t2 in (("(Scalar q t2 sq)", "q", ""), ("(Absent)", "0.0", '(= t2 "UINT8") ')):
-            rows.append(
-                rw(
-                    f"(DequantizeLinear m {s2} {z2} a2)",
-                    "d",
-                    f"(= m (QuantizeLinear d {s2} {z2} a2)) (= d (DequantizeLinear x {s1} {z1} a1))",
-                    f"(= t1 (dtype x)) (= t2 (dtype m)) {t2}(quant-range t1 l1 h1 8) (quant-range t2 l2 h2 b) (>= b 8)",
-                    f"(> u 0.0) (< u {MAX_SCALE}) (> v {FLT_MIN_NORMAL}) {ratio}",
-                    f"(>= (+ (* (- l1 {p}) (/ u v)) {q}) l2) (<= (+ (* (- h1 {p}) (/ u v)) {q}) h2)",
-                )
-            )
-    return tuple(rows)
+    return (
+        rw(
+            f"(DequantizeLinear m {s2} z2 a2)",
+            "d",
+            f"(= m (QuantizeLinear d {s2} z2 a2)) (= d (DequantizeLinear x {s1} z1 a1))",
+            "(zero-point z1 p ps) (zero-point z2 q qs)",
+            "(= t1 (dtype x)) (= t2 (dtype m)) (quant-range t1 l1 h1 8) (quant-range t2 l2 h2 b) (>= b 8)",
+            f"(> u 0.0) (< u {MAX_SCALE}) (> v {FLT_MIN_NORMAL}) {ratio}",
+            "(>= (+ (* (- l1 p) (/ u v)) q) l2) (<= (+ (* (- h1 p) (/ u v)) q) h2)",
+        ),
+    )
 
 
 RULES = [

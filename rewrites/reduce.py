@@ -34,7 +34,7 @@ rewritten ArgMax is the argmax of the exact function, which the original compute
 
 from __future__ import annotations
 
-from eqsat.engine.rule import Rule, fact, need, rw
+from eqsat.engine.rule import Rule, fact, rw
 
 FAMILY = "reduce"
 #: Sums and means of a float dtype (ReduceSum and ReduceMean take four float and four integer types, INT32, INT64,
@@ -64,21 +64,23 @@ _KEPT = (
 #: SumSquare, LogSum, LogSumExp are not)
 _KEPT_ELEMENT = _KEPT.format(op="Reduce op") + " (element-reduce op)"
 
-#: R(x, axes, keepdims=1) -> x when the product of the reduced dims is 1 (a symbol declines).
-UNIT_AXES = (
-    need(_KEPT_ELEMENT, "(need-dims-product sx rx)"),
-    fact(f"{_KEPT_ELEMENT} (= 1 (dims-product sx rx))", "(union y x)"),
+#: The number of elements each reduction reduces, asked for once per reduction (reduce-sizes, analysis): the
+#: dims-product(sx, rx) the unit-axes and sum-to-mean rules read.
+REDUCE_SIZES = fact(
+    "(= y (Reduce op x ax kd)) (= sx (shape x)) (= r (vec-length sx))",
+    "(need-dims-product sx (vec-append ax (vec-range (* r (- 1 (min 1 (vec-length ax)))))))",
 )
+#: R(x, axes, keepdims=1) -> x when the product of the reduced dims is 1 (a symbol declines).
+UNIT_AXES = (fact(f"{_KEPT_ELEMENT} (= 1 (dims-product sx rx))", "(union y x)"),)
 
 
 #: The unit-axes guard of a pointwise form: y = R(x, ax, 1) with every reduced dim 1 (`{op}`: R's name).
 _UNIT = f"{_KEPT} (= 1 (dims-product sx rx))"
 
 #: R(x, axes, keepdims=1) over dims of size 1 as the pointwise op it then is (one element e: |e|, e * e, log e):
-#: one demand row (unit-pointwise-reduce), one row for the unary forms (reduce-as-unary), one for e * e.
+#: one row for the unary forms (reduce-as-unary), one for e * e.
 _KEPT_ANY = _KEPT.format(op="Reduce op")
 UNIT_AXES_POINTWISE = (
-    need(f"{_KEPT_ANY} (unit-pointwise-reduce op)", "(need-dims-product sx rx)"),
     fact(
         f"{_KEPT_ANY} (unit-pointwise-reduce op) (reduce-as-unary op u) (= 1 (dims-product sx rx))",
         "(union y (Unary u x))",
@@ -109,6 +111,16 @@ def _argmax_monotone() -> tuple:
 
 RULES = [
     Rule(
+        "reduce-sizes",
+        FAMILY,
+        "exact",
+        "eqsat:analysis",
+        "asks for dims-product(shape(x), axes) (every axis when axes is empty) for each reduction R(x, axes, kd): the "
+        "number of elements reduce-unit-axes, reduce-unit-axes-pointwise and the sum-to-mean rules read",
+        (REDUCE_SIZES,),
+        ruleset="analysis",
+    ),
+    Rule(
         "reduce-unit-axes",
         FAMILY,
         "exact",
@@ -134,7 +146,6 @@ RULES = [
         "coreml:fuse_reduce_mean; tvm:SimplifyExpr",
         "ReduceSum(x, axes) * v -> ReduceMean(x, axes) when v * N is within 1e-6 of 1 (N reduced elements, float)",
         (
-            need(f"(= y (Mul rs (Scalar v dt s))) {_SUM}", "(need-dims-product sx rx)"),
             fact(
                 f"(= y (Mul rs (Scalar v dt s))) {_SUM} (= c (dims-product sx rx)) "
                 "(< (abs (- (* v (to-f64 c)) 1.0)) 0.000001)",
@@ -149,7 +160,6 @@ RULES = [
         "coreml:fuse_reduce_mean; tvm:SimplifyExpr",
         "ReduceSum(x, axes) / N -> ReduceMean(x, axes) when N is exactly the number of reduced elements (float)",
         (
-            need(f"(= y (Div rs (Scalar v dt s))) {_SUM}", "(need-dims-product sx rx)"),
             fact(
                 f"(= y (Div rs (Scalar v dt s))) {_SUM} (= c (dims-product sx rx)) (= v (to-f64 c))",
                 "(union y (ReduceMean x ax kd))",

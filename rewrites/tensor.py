@@ -123,11 +123,13 @@ def _transpose_sink_split() -> tuple:
 #: 0 in a valid model).
 _SPLIT_SITE = (
     "(= o (Reshape p s z)) (= p (Out sp k)) (= sp (Split y ax sz)) (= sy (shape y)) (= ry (vec-length sy)) "
-    "(= ax (- ry 1)) (= n (vec-get sy ax)) (>= n 0) (= r (vec-length (shape o))) (>= r 2) "
+    "(= ax (- ry 1)) (= n (vec-get sy ax)) (>= n 0) (= so (shape o)) (= r (vec-length so)) (>= r 2) "
     "(= (vec-length s) r) (>= k 0) (< k (vec-length sz)) (> (vec-get sz k) 0) "
     "(!= (vec-get s (min (- ry 1) (- r 1))) 0)"
 )
-#: ... computed once in analysis (split-reshape-merge-site: split-reshape(o, s, z, y, sz, k, n)), read by the rewrites
+#: ... computed once in analysis (split-reshape-merge-site: split-reshape(o, s, z, y, sz, k, n)), read by the rewrites;
+#: the site also asks for the sizes divided by the output's last dim (the heads form's q)
+_SPLIT_NEEDS = "(need-quotients sz (vec-get so (- r 1)))"
 _SPLIT_RESHAPE = (
     "(split-reshape o s z y sz k n) (= so (shape o)) (= r (vec-length so)) (= w (vec-get sz k)) (= dt (dtype y))"
 )
@@ -149,7 +151,6 @@ def _split_reshape() -> tuple:
         "(set (dtype yr) dt) (union o (Out (Split yr (- r 1) sz) k))"
     )
     return (
-        need(f"{_SPLIT_RESHAPE} {_SPLIT_HEADS}", "(need-quotients sz d)"),
         fact(f"{_SPLIT_RESHAPE} {_SPLIT_HEADS} (= q (quotients sz d))", heads),
         fact(f"{_SPLIT_RESHAPE} (= (vec-get so (- r 1)) w)", whole),
     )
@@ -436,7 +437,7 @@ RULES = [
         "eqsat:analysis",
         "split-reshape(o, s, z, y, sz, k, n) for o = Reshape(Out(Split(y, last axis, sz), k), s, z) with y's last "
         "dim n static, a part of width > 0 and an output of rank >= 2: the guard of split-reshape-merge",
-        (fact(_SPLIT_SITE, "(split-reshape o s z y sz k n)"),),
+        (fact(_SPLIT_SITE, f"(split-reshape o s z y sz k n) {_SPLIT_NEEDS}"),),
         ruleset="analysis",
     ),
     Rule(

@@ -15,9 +15,10 @@ from eqsat.rewrites.registry import all_rules
 
 
 def test_ops_are_rendered_as_their_family() -> None:
-    text = "(= __root (Relu (Add a (ReduceSum x ax 1)))) (= y (LeakyRelu (IsNaN z) al))"
+    text = "(= __root (Relu (Add a (ReduceSum x ax 1)))) (= y (LeakyRelu (IsNaN z) al)) (= w (Softmax (Cast v t) k))"
     rendered = (
-        '(= __root (Unary "Relu" (Binary "Add" a (Reduce "ReduceSum" x ax 1)))) (= y (LeakyRelu (Unary "IsNaN" z) al))'
+        '(= __root (Unary "Relu" (Binary "Add" a (Reduce "ReduceSum" x ax 1)))) '
+        '(= y (UnaryF "LeakyRelu" (Unary "IsNaN" z) al)) (= w (Softmax (UnaryS "Cast" v t) k))'
     )
     assert render(text) == rendered
     assert render(rendered) == rendered, "rendering twice changes nothing"
@@ -30,6 +31,12 @@ def test_a_family_is_one_constructor() -> None:
     declared = terms.declarations()
     assert "(constructor Unary (String T) T)" in declared and "(constructor Binary (String T T) T)" in declared
     assert "(constructor Reduce (String T IVec i64) T)" in declared
+    # the elementwise unary ops with parameters: one family per signature
+    assert (
+        "(constructor UnaryF (String T f64) T)" in declared and "(constructor UnaryS (String T String) T)" in declared
+    )
+    assert "(constructor UnaryFF (String T f64 f64) T)" in declared
+    assert terms.GENERIC["UnaryFF"] == ("HardSigmoid", "Clip") and terms.GENERIC["UnaryS"] == ("Gelu", "Cast")
     assert not [op for op in terms.GENERIC_OF if f"(constructor {op} " in declared]
 
 
@@ -90,3 +97,29 @@ def test_a_generic_row_matches_the_ops_its_fact_names() -> None:
     assert graph.refs[1] == abs_x
     assert graph.refs[2] != graph.refs[0] and len(list(graph.class_nodes(graph.refs[2]))) == 1
     assert len(list(graph.class_nodes(graph.refs[3]))) == 1
+
+
+def test_one_row_sinks_every_op_of_a_parameter_family() -> None:
+    """`(UnaryFF op (Transpose x p) a b)`: Clip and HardSigmoid over a Transpose both sink, each keeping its own
+    parameters; decoded, each is its own op."""
+    backend = Backend()
+    backend.declare()
+    sink = next(r for r in all_rules() if r.name == "transpose-sink-unary")
+    install_rules(backend, sink.commands())
+    backend.load(terms.static_facts())
+    backend.load(
+        [
+            '(union (Ref 0) (Input "x"))',
+            "(union (Ref 1) (Clip (Transpose (Ref 0) (vec-of 1 0)) 0.0 6.0))",
+            "(union (Ref 2) (HardSigmoid (Transpose (Ref 0) (vec-of 1 0)) 0.2 0.5))",
+        ]
+    )
+    run(backend, Limits(iterations=4))
+    graph = decode(backend.snapshot())
+    x = graph.refs[0]
+    for ref, op, attrs in ((1, "Clip", (0.0, 6.0)), (2, "HardSigmoid", (0.2, 0.5))):
+        transposes = [n for n in graph.class_nodes(graph.refs[ref]) if n.op == "Transpose"]
+        assert len(transposes) == 1 and transposes[0].attrs == ((1, 0),)
+        inner = list(graph.class_nodes(transposes[0].children[0]))
+        assert [(n.op, n.children, n.attrs) for n in inner] == [(op, (x,), attrs)]
+    assert len(sink.egglog) == 4, "one row per unary family"

@@ -766,3 +766,25 @@ def test_split_noop_property(case: RuleCase) -> None:
 @given(PROPERTIES["pad-merge-reflect-site"]())
 def test_pad_merge_reflect_site_property(case: RuleCase) -> None:
     case.check()
+
+
+@property_settings()
+@given(PROPERTIES["pad-merge-sums"]())
+def test_pad_merge_sums_property(case: RuleCase) -> None:
+    case.check()
+
+
+def test_pad_merges_read_the_sums_pad_merge_sums_asks_for() -> None:
+    """One demand row for every pad merge: without pad-merge-sums, two constant Pads stay two."""
+    pads = [node("Pad", ["x", "p"], "a", mode="constant"), node("Pad", ["a", "q"], "y", mode="constant")]
+    inits = {"p": np.array([0, 1, 0, 2], np.int64), "q": np.array([1, 0, 0, 0], np.int64)}
+    m = model(pads, [("x", "FLOAT", (2, 3))], initializers=inits)
+    assert "pad-merge" not in saturate_with_rules(m, ["pad-merge"], without=["pad-merge-sums"]).saturation.rules_fired
+    result, fired = optimize_with_rules(m, ["pad-merge"])
+    assert fired["pad-merge-sums"] > 0 and op_counts(result.model) == {"Pad": 1}
+
+
+@property_settings()
+@given(PROPERTIES["reshape-view-merge-site"]())
+def test_reshape_view_merge_site_property(case: RuleCase) -> None:
+    case.check()

@@ -17,6 +17,7 @@ from eqsat.testing import (
     run,
     saturate_with_rules,
 )
+from eqsat.rewrites.registry import all_rules
 from tests.rule_graphs import model, node, property_settings
 
 X = [("x", "FLOAT", (2, 3, 4, 5))]
@@ -349,6 +350,26 @@ def test_reduce_unit_axes_property(case: RuleCase) -> None:
     case.check()
 
 
+def test_reduce_sizes_asks_once_for_every_reduction_rule() -> None:
+    """reduce-sizes asks for the reduced element count once per reduction (any op, any keepdims): the unit-axes and
+    sum-to-mean rules read it and have no demand row of their own; without it they never fire."""
+    rules = {r.name: r for r in all_rules()}
+    readers = ("reduce-unit-axes", "reduce-unit-axes-pointwise", "reducesum-mul-to-mean", "reducesum-div-to-mean")
+    assert not [name for name in readers for row in rules[name].egglog if "need-dims-product" in row.actions]
+    result, fired = optimize_with_rules(_reduce_kept("ReduceMax", [1], (2, 1, 4)), ["reduce-unit-axes"])
+    assert fired["reduce-sizes"] > 0 and fired["reduce-unit-axes"] > 0
+    session = saturate_with_rules(
+        _reduce_kept("ReduceMax", [1], (2, 1, 4)), ["reduce-unit-axes"], without=["reduce-sizes"]
+    )
+    assert "reduce-unit-axes" not in session.saturation.rules_fired
+
+
+@property_settings()
+@given(PROPERTIES["reduce-sizes"]())
+def test_reduce_sizes_property(case: RuleCase) -> None:
+    case.check()
+
+
 def _reduce_kept_input_axes(op: str, axes: list | None, shape: tuple, **attrs: int):
     """R(Abs(x), axes) with keepdims=1 at opset 18 (ReduceSum: 13), axes as an input."""
     inits = {"axes": np.array(axes, np.int64)} if axes is not None else {}
@@ -423,10 +444,10 @@ def test_reduce_unit_axes_pointwise_property(case: RuleCase) -> None:
 
 
 def test_reduce_unit_axes_pointwise_is_op_generic() -> None:
-    """One demand row for the three reductions, one row for the unary forms (reduce-as-unary: L1 -> Abs, LogSum
-    -> Log) and one for SumSquare -> x * x, not a demand and a rewrite row per reduction."""
+    """One row for the unary forms (reduce-as-unary: L1 -> Abs, LogSum -> Log) and one for SumSquare -> x * x, not
+    a demand and a rewrite row per reduction (the demand: reduce-sizes, one row for every reduction)."""
     from eqsat.engine.terms import REDUCE_AS_UNARY
     from eqsat.rewrites.registry import all_rules
 
-    assert {r.name: len(r.egglog) for r in all_rules()}["reduce-unit-axes-pointwise"] == 3
+    assert {r.name: len(r.egglog) for r in all_rules()}["reduce-unit-axes-pointwise"] == 2
     assert REDUCE_AS_UNARY == {"ReduceL1": "Abs", "ReduceLogSum": "Log"}

@@ -413,8 +413,9 @@ def verify(
 def run_all(runner: Runner, feeds: Sequence[Mapping[str, Any]]) -> list[tuple[list[Any], str, CannotRun | None]]:
     """`runner.run` on each of `feeds`, in order: (outputs, runtime, None), or ([], "", why) when no runtime runs
     them. onnxruntime runs them side by side (one thread each: it releases the GIL, and the session's
-    one intra-op thread each leaves the other cores free); feeds it refuses, and every run when it cannot load
-    the model, go to `runner.run` one after another (its onnx.reference fallback is made once)."""
+    one intra-op thread each leaves the other cores free; their activations are alive at once, each value within
+    the element budget); feeds it refuses, and every run when it cannot load the model, go to `runner.run` one
+    after another (its onnx.reference fallback is made once)."""
     done: list[tuple[list[Any], str, CannotRun | None] | None] = [None] * len(feeds)
 
     def attempt(k: int, fallback: bool) -> None:

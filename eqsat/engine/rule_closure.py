@@ -90,6 +90,7 @@ RULE_ONLY_FACTS = (
             "quant-range",
             "quant-twin",
             "reshape-of",
+            "view-of",
             "mul-of",
             "add-of",
             # tensor, layout and cleanup sites
@@ -101,6 +102,7 @@ RULE_ONLY_FACTS = (
             "split-reshape",
             "space-depth",
             "reflect-pads",
+            "view-merge",
             # conv and normalization guards computed once (rewrites/conv.py, conv_facts.py, normalization.py)
             "norm-moments",
             "ln-span",

@@ -5,8 +5,10 @@ here): tensor inputs first (ONNX input order), then static parameters (attribute
 constant such as Reshape's shape or Clip's bounds), each with its egglog kind and ONNX default.
 Everything else becomes an `Opaque` node that no rule rewrites and lowering restores unchanged.
 The parameterless elementwise unary and binary ops and the reductions share one constructor per family
-(GENERIC: `(Unary "Relu" x)`, `(Binary "Add" a b)`, `(Reduce "ReduceSum" x axes keepdims)`), so that one rule
-row covers every op of a family, guarded by the op facts (OP_FACTS: `(idempotent "Abs")`, `(arith "Add")`, ...).
+(GENERIC: `(Unary "Relu" x)`, `(Binary "Add" a b)`, `(Reduce "ReduceSum" x axes keepdims)`), as do the elementwise
+unary ops with parameters, one family per signature (`(UnaryF "LeakyRelu" x a)`, `(UnaryFF "Clip" x lo hi)`,
+`(UnaryS "Cast" x t)`), so that one rule row covers every op of a family, guarded by the op facts (OP_FACTS:
+`(idempotent "Abs")`, `(arith "Add")`, ...).
 
 Leaves and helpers: `(Input "name")`, `(Const "key")` (an initializer, keyed by content hash so equal
 constants are one term), `(Scalar value "DTYPE" shape)` (single-element constants, value as f64 so
@@ -47,22 +49,35 @@ PLUMBING_OPS = frozenset({"Input", "Const", "Scalar", "Absent", "TCons", "TNil",
 #: argument: `(Unary "Relu" x)`, `(Binary "Add" a b)`, `(Reduce "ReduceSum" x axes keepdims)`. Rules write
 #: `(Relu x)` as before (eqsat.engine.rule renders it) or, for every op of a family, `(Unary op x)` guarded by an
 #: OP_FACTS relation; decoding (eqsat.engine.egraph) gives each row back its op's name.
+#: The elementwise unary ops with parameters (PARAM_UNARY) are one family per signature: `(UnaryF "LeakyRelu" x
+#: alpha)`, `(UnaryFF "Clip" x lo hi)`, `(UnaryS "Cast" x to)`.
+PARAM_UNARY_FAMILIES = {("T", "f64"): "UnaryF", ("T", "f64", "f64"): "UnaryFF", ("T", "String"): "UnaryS"}
 GENERIC: dict[str, tuple[str, ...]] = {
     "Unary": tuple(op for op in OPS if op in UNARY),
     "Binary": tuple(op for op in OPS if op in BINARY),
     "Reduce": _ops.AXES_REDUCTIONS,
+    **{
+        family: tuple(op for op in _ops.PARAM_UNARY if OPS[op].signature == signature)
+        for signature, family in PARAM_UNARY_FAMILIES.items()
+    },
 }
 #: The generic constructor of each op that has one.
 GENERIC_OF: dict[str, str] = {op: family for family, ops in GENERIC.items() for op in ops}
 assert all(len({OPS[op].signature for op in ops}) == 1 for ops in GENERIC.values()), "a family shares one signature"
+assert set(_ops.PARAM_UNARY) <= set(GENERIC_OF), "every elementwise unary op with parameters is in a family"
 
 #: `additive-sign` facts: x op c = x + sign * c for the additive ops.
 ADDITIVE_SIGN = {"Add": 1.0, "Sub": -1.0}
 #: Op facts (`(name "Op")`, standard facts): the op classes generic rules guard on, one relation each, derived
 #: from the op table's traits.
 OP_FACTS: dict[str, tuple[str, ...]] = {
-    # U(x) has x's dtype (IsNaN gives BOOL)
-    "same-dtype-unary": tuple(op for op in GENERIC["Unary"] if op != "IsNaN"),
+    # U(x) has x's dtype (IsNaN gives BOOL, Cast its `to`): the ops of every unary family
+    "same-dtype-unary": tuple(
+        op
+        for family in ("Unary", *PARAM_UNARY_FAMILIES.values())
+        for op in GENERIC[family]
+        if op not in ("IsNaN", "Cast")
+    ),
     # B(a, b) has a's dtype (comparisons give BOOL; And/Or/Xor get none from the analysis)
     "same-dtype-binary": tuple(
         op for op in GENERIC["Binary"] if op not in _ops.COMPARISONS and op not in _ops.BOOL_BINARY
@@ -79,7 +94,7 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
     # reductions whose value over one element is that element
     "element-reduce": _ops.ELEMENT_REDUCTIONS,
     # the parameterless activations a conv runs as its epilogue (conv-merge-epilogue)
-    "conv-epilogue": tuple(op for op in _ops.CONV_EPILOGUES if op in GENERIC["Unary"]),
+    "conv-epilogue": tuple(op for op in _ops.CONV_EPILOGUES if op in GENERIC_OF),
     # the ops of a per-column scale or bias (per-column facts)
     "scale-or-bias": ("Mul", "Add"),
     # B(a, a) = a (And, Or; not Xor)
@@ -90,6 +105,12 @@ OP_FACTS: dict[str, tuple[str, ...]] = {
         for op in _ops.AXES_REDUCTIONS
         if op not in _ops.ELEMENT_REDUCTIONS and op not in ("ReduceL2", "ReduceLogSumExp")
     ),
+    # erf and tanh: the cores of the Gelu forms 1 + erf(...) and 1 + tanh(...) (gelu-forms)
+    "gelu-core": ("Erf", "Tanh"),
+    # -x and |x|: finite for finite x (finite-facts)
+    "sign-unary": ("Neg", "Abs"),
+    # sqrt(x) and 1/x: positive for positive x, finite for finite positive x (finite-facts, positive-facts)
+    "positive-unary": ("Sqrt", "Reciprocal"),
     # Add and Sub (the rows that read additive-sign or additive-chain guard on it too: the rule closure reads
     # op facts)
     "additive": tuple(ADDITIVE_SIGN),
@@ -210,6 +231,7 @@ DTYPE_GROUPS: dict[str, tuple[tuple[str, int], ...]] = {
     "gather-index": (("INT64", 1), ("INT32", 1)),
     "float": (("FLOAT", 1), ("FLOAT16", 1), ("DOUBLE", 1), ("BFLOAT16", 1)),
     "gemm": (("FLOAT", 1), ("FLOAT16", 1), ("DOUBLE", 1)),
+    "float-or-double": (("FLOAT", 1), ("DOUBLE", 1)),
 }
 #: Float dtypes with their largest finite value (`float-max`): 1 / c must not exceed it.
 FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.7976931348623157e308}
@@ -289,6 +311,9 @@ def declarations() -> str:
         "(function dtype (T) String :no-merge)",
         "(relation positive (T))",
         "(relation is-const (T))",
+        "(relation const-leaf (T))",
+        # a per-tensor zero point's value and shape: a Scalar's; an absent one's 0.0 and [] (rewrites/quant.py)
+        "(relation zero-point (T f64 IVec))",
         "(relation finite (T))",
         "(relation const-value (T i64 f64))",
         "(relation splat (T f64))",
@@ -301,6 +326,8 @@ def declarations() -> str:
         "(relation conv-fanout (T))",
         # y is a Reshape of x, by a static or a run-time target (rewrites/analysis.py reshape-facts)
         "(relation reshape-of (T T))",
+        # y has x's elements rearranged: a static Reshape or a Transpose of x (reshape-facts)
+        "(relation view-of (T T))",
         # y = a * b and y = a + b, each product and sum in both operand orders (rewrites/analysis.py operand-orders)
         "(relation mul-of (T T T))",
         "(relation add-of (T T T))",
@@ -359,7 +386,7 @@ def declarations() -> str:
         "(relation in-site (T T i64 f64))",
         "(relation bn-scale (T T T T T T String))",
         "(function bn-folds (T) i64 :merge (max old new))",
-        "(relation conv-of (T T))",
+        "(relation conv-of (T T T i64))",
         "(relation conv-input (T))",
         # QuantizeLinear's integer types and the 8-bit twin types (rewrites/quant.py)
         "(relation quant-range (String f64 f64 i64))",
@@ -378,6 +405,7 @@ def declarations() -> str:
         "(relation split-reshape (T IVec i64 T IVec i64 i64))",
         "(relation space-depth (T T T IVec))",
         "(relation reflect-pads (T T IVec IVec f64 IVec IVec))",
+        "(relation view-merge (T T))",
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]

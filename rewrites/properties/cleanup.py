@@ -266,8 +266,10 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "slice-noop": _slice_noop,
     "pad-merge": _pad_merge("pad-merge", "constant"),
     "pad-merge-edge": _pad_merge("pad-merge-edge", "edge"),
+    "pad-merge-sums": feeding(_pad_merge("pad-merge", "constant"), "pad-merge-sums"),
     "pad-merge-reflect": _pad_merge_reflect,
     "pad-merge-reflect-site": feeding(_pad_merge_reflect, "pad-merge-reflect-site"),
     "reshape-view-merge": _reshape_view_merge,
+    "reshape-view-merge-site": feeding(_reshape_view_merge, "reshape-view-merge-site"),
     "reshape-merge": _reshape_merge,
 }

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from eqsat.ops import AXES_REDUCTIONS, ELEMENT_REDUCTIONS, POINTWISE_REDUCTIONS
-from eqsat.testing.cases import DrawnGraph, RuleCase, rule_case
+from eqsat.testing.cases import DrawnGraph, RuleCase, feeding, rule_case
 from eqsat.testing.draw import CONST_LAST, float_input
 from eqsat.testing.models import numpy_dtype
 from eqsat.testing.strategies import float_arrays
@@ -163,6 +163,9 @@ PROPERTIES: dict[str, Callable[[], "SearchStrategy[RuleCase]"]] = {
     "global-pool-to-reducemean": _global_pool("global-pool-to-reducemean"),
     "reduce-unsqueeze-fuse": _reduce_unsqueeze,
     "reduce-unit-axes": functools.partial(_reduce_unit_axes, "reduce-unit-axes", ELEMENT_REDUCTIONS),
+    "reduce-sizes": feeding(
+        functools.partial(_reduce_unit_axes, "reduce-unit-axes", ELEMENT_REDUCTIONS), "reduce-sizes"
+    ),
     "reduce-unit-axes-pointwise": functools.partial(
         _reduce_unit_axes, "reduce-unit-axes-pointwise", tuple(POINTWISE_REDUCTIONS)
     ),
