@@ -103,6 +103,9 @@ RULE_ONLY_FACTS = (
             "space-depth",
             "reflect-pads",
             "view-merge",
+            # constant leaves and Scalars' values (constant-terms): a class they name is constant (rule_terms)
+            "const-leaf",
+            "zero-point",
             # conv and normalization guards computed once (rewrites/conv.py, conv_facts.py, normalization.py)
             "norm-moments",
             "ln-span",
