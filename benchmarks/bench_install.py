@@ -1,9 +1,11 @@
-"""What installing the rules costs each model: egglog rules installed, their characters and s-expressions, and the
-install time (a fresh backend with them and the standard facts, best of `--repeat`, in this process).
+"""What installing the rules costs each model: egglog rules installed, their characters and s-expressions, the
+install time (a fresh backend with them and the standard facts, best of `--repeat`, in this process) and the time
+the closure took to choose them (eqsat.engine.rule_closure; the first model's includes reading the rules' terms).
 
     python -m benchmarks.bench_install                          # ../shared/models and ../shared/models/real
     python -m benchmarks.bench_install m.onnx other.onnx --repeat 5
-    python -m benchmarks.bench_install m.onnx --why              # which rule made each absent op available
+    python -m benchmarks.bench_install m.onnx --why              # which rule made each absent op available (and
+                                                                 # whether only in constant classes)
 
 The rules are those the model can use (eqsat.engine.rule_closure, as `eqsat optimize` picks them); install time
 tracks the s-expressions installed (~12 µs each), not the characters.
@@ -29,19 +31,28 @@ def default_models() -> list[Path]:
 
 def usable_for(path: Path) -> "Usable":
     """The rules `eqsat optimize` installs for the model at `path` (default selection)."""
+    return timed_closure(path)[0]
+
+
+def timed_closure(path: Path) -> tuple["Usable", float]:
+    """The rules `eqsat optimize` installs for the model at `path`, and the seconds the closure took (in this process:
+    the first model's figure includes reading the rules, later ones reuse what was read)."""
     from eqsat.engine import rule_closure
     from eqsat.rewrites import registry
     from eqsat.session import load
 
-    loaded = load(str(path))
-    return rule_closure.usable_rules(registry.select(), rule_closure.present_constructors(loaded.normalized))
+    present = rule_closure.present_constructors(load(str(path)).normalized)
+    rules = registry.select()
+    start = time.perf_counter()
+    usable = rule_closure.usable_rules(rules, present)
+    return usable, time.perf_counter() - start
 
 
-def install_row(path: Path, repeat: int) -> tuple[int, int, int, float]:
-    """(egglog rules, characters, s-expressions, best install seconds) for the model at `path`."""
+def install_row(path: Path, repeat: int) -> tuple[int, int, int, float, float]:
+    """(egglog rules, characters, s-expressions, best install seconds, closure seconds) for the model at `path`."""
     from eqsat.engine import prepared
 
-    usable = usable_for(path)
+    usable, closure = timed_closure(path)
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
@@ -49,7 +60,7 @@ def install_row(path: Path, repeat: int) -> tuple[int, int, int, float]:
         best = min(best, time.perf_counter() - start)
         del backend  # freeing it (~15 ms) is not installing: the CLI never frees its backend (it ends with os._exit)
     commands = usable.commands
-    return len(commands), sum(map(len, commands)), sum(c.count("(") for c in commands), best
+    return len(commands), sum(map(len, commands)), sum(c.count("(") for c in commands), best, closure
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -63,16 +74,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.why:
         for path in args.models or default_models():
             print(path.stem)
-            for made, rule in usable_for(path).created_by.items():
-                print(f"  {made:28} <- {rule}")
+            usable = usable_for(path)
+            for made, rule in usable.created_by.items():
+                where = "  (constant classes only)" if made in usable.constant_only else ""
+                print(f"  {made:28} <- {rule}{where}")
         return
     from eqsat.engine import prepared
 
     prepared.fresh(())  # egglog's own start-up, outside the first model's figure
-    print(f"{'model':40} {'rules':>5} {'chars':>8} {'sexps':>6} {'install ms':>10}")
+    print(f"{'model':40} {'rules':>5} {'chars':>8} {'sexps':>6} {'install ms':>10} {'closure ms':>10}")
     for path in args.models or default_models():
-        rules, chars, sexps, seconds = install_row(path, args.repeat)
-        print(f"{path.stem[:40]:40} {rules:5} {chars:8,} {sexps:6} {seconds * 1000:10.1f}", flush=True)
+        rules, chars, sexps, seconds, closure = install_row(path, args.repeat)
+        print(
+            f"{path.stem[:40]:40} {rules:5} {chars:8,} {sexps:6} {seconds * 1000:10.1f} {closure * 1000:10.1f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -15,8 +15,9 @@ from eqsat.frontend import normalize
 from eqsat.engine import prepared
 from eqsat import session
 from eqsat.errors import InternalError
-from eqsat.engine.rule import Rule, rw
+from eqsat.engine.rule import Egglog, Rule, fact, rw
 from eqsat.engine.rule_closure import ALWAYS_PRESENT, CONSTRUCTORS, constructors_in, present_constructors, usable_rules
+from eqsat.engine.rule_terms import ANY, CONST, BodyTerms, Reading
 from eqsat.rewrites.registry import select
 from tests.conftest import build_model
 
@@ -246,3 +247,128 @@ def test_a_global_pool_makes_reduce_mean_available() -> None:
     model = build_model(nodes, [("x", F, [1, 4, 5, 5])], [("y", F, [1, 4, 1, 1])])
     usable = usable_rules(select(), present_constructors(model))
     assert usable.created_by["ReduceMean"] == "global-pool-to-reducemean#0"
+
+
+# Constant classes (eqsat.engine.rule_terms): an op the rules build only over constants sits only in constant classes,
+# which lowering folds; a body whose unions can only join such classes is left out.
+
+
+def _conv_bn_pool(batch: int | str = 1) -> onnx.ModelProto:
+    """Conv -> BatchNormalization -> Relu -> GlobalAveragePool (resnet18's ops but Add/MaxPool/Gemm): bn-scale-sites
+    builds gamma / sqrt(var + eps) from the constants, so Div and Sqrt exist only in constant classes."""
+    rng = np.random.default_rng(0)
+    weights = {
+        "w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32),
+        "b": rng.standard_normal(4).astype(np.float32),
+        "g": rng.uniform(0.5, 1.5, 4).astype(np.float32),
+        "be": rng.standard_normal(4).astype(np.float32),
+        "mu": rng.standard_normal(4).astype(np.float32),
+        "va": rng.uniform(0.5, 1.5, 4).astype(np.float32),
+    }
+    nodes = [
+        oh.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        oh.make_node("BatchNormalization", ["c", "g", "be", "mu", "va"], ["n"]),
+        oh.make_node("Relu", ["n"], ["r"]),
+        oh.make_node("GlobalAveragePool", ["r"], ["y"]),
+    ]
+    return build_model(nodes, [("x", F, [batch, 3, 8, 8])], [("y", F, [batch, 4, 1, 1])], weights)
+
+
+def _names(commands: tuple[str, ...]) -> set[str]:
+    return {c.rsplit(':name "', 1)[1].rstrip('")') for c in commands}
+
+
+def test_ops_built_from_batchnorm_constants_admit_no_normalization_fusion() -> None:
+    """Div and Sqrt appear only in bn-scale-sites' gamma / sqrt(var + eps), a constant: the rewrites whose root is such
+    a Div (norm-rsqrt-forms) and the LayerNormalization/InstanceNormalization fusions that would match it are left out,
+    and so are the ops they would create. On main the cascade installed them (LayerNormalization available)."""
+    usable = usable_rules(select(), present_constructors(_conv_bn_pool()))
+    assert {"Div", "Sqrt", "ReduceMean"} <= usable.constructors  # still available: in constant classes
+    assert not {"LayerNormalization", "InstanceNormalization", "Reciprocal"} & usable.constructors
+    names = _names(usable.commands)
+    assert "norm-rsqrt-forms#1" not in names and "layernorm-fuse#0" not in names
+    assert {"bn-scale-sites#0", "conv-bn-fold#0", "bn-decompose#0", "scale-positive-facts#3"} <= names
+
+
+def test_a_run_time_division_keeps_the_normalization_rules() -> None:
+    """The same model with a LayerNormalization written out over run-time values (x - mean) / sqrt(var + eps): Div and
+    Sqrt now sit outside constant classes, and the fusion is installed (and fires)."""
+    nodes = [
+        oh.make_node("ReduceMean", ["x"], ["m"], axes=[-1]),
+        oh.make_node("Sub", ["x", "m"], ["d"]),
+        oh.make_node("Mul", ["d", "d"], ["q"]),
+        oh.make_node("ReduceMean", ["q"], ["v"], axes=[-1]),
+        oh.make_node("Add", ["v", "eps"], ["ve"]),
+        oh.make_node("Sqrt", ["ve"], ["s"]),
+        oh.make_node("Div", ["d", "s"], ["y"]),
+    ]
+    eps = {"eps": np.array(1e-5, np.float32)}
+    model = build_model(nodes, [("x", F, ["N", 8])], [("y", F, ["N", 8])], eps, opset=17)
+    usable = usable_rules(select(), present_constructors(model))
+    assert "layernorm-fuse#0" in _names(usable.commands) and "LayerNormalization" in usable.constructors
+    assert [n.op_type for n in eqsat.optimize(model).proto.graph.node] == ["LayerNormalization"]
+
+
+@pytest.mark.parametrize("batch", [1, "N"])
+def test_constant_only_rules_left_out_change_no_output(batch: int | str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Conv/BatchNorm/pool model (static batch, and a dynamic one: verified at two sizes) gives the same bytes with
+    the rules its closure leaves out as with every rule installed."""
+    model = _conv_bn_pool(batch)
+    selected = eqsat.optimize(model)
+    assert selected.report.verification is not None and selected.report.verification.ok
+    monkeypatch.setattr(session, "present_constructors", lambda model: CONSTRUCTORS)
+    everything = eqsat.optimize(model)
+    assert selected.report.saturation.rules_installed < everything.report.saturation.rules_installed
+    assert selected.proto.SerializeToString() == everything.proto.SerializeToString()
+
+
+def _reading(egglog: Egglog, **levels: str) -> Reading:
+    from eqsat.engine.rule_terms import ClosureState
+
+    return BodyTerms.of(egglog.facts, egglog.actions).read(ClosureState(levels, {}))
+
+
+def test_a_rewrite_of_a_constant_only_op_is_confined() -> None:
+    """Div(1, Sqrt(v)) -> Reciprocal(Sqrt(v)): with Div only in constant classes its root is constant and Reciprocal is
+    new (fresh), so the union changes no class lowering reads; with Div and Sqrt anywhere it may."""
+    rsqrt = rw("(Div (Scalar 1.0 d s) (Sqrt v))", "(Reciprocal (Sqrt v))")
+    assert _reading(rsqrt, Div=CONST, Sqrt=CONST, Scalar=ANY).confined
+    assert not _reading(rsqrt, Div=ANY, Sqrt=ANY, Scalar=ANY).confined
+
+
+def test_a_union_with_a_run_time_class_is_not_confined() -> None:
+    """x * 1 -> x joins the constant-looking product with x itself: unless x is known constant, x's class would
+    become constant (folded), so the rewrite is kept."""
+    one = rw("(Mul x (Scalar 1.0 d s))", "x")
+    assert not _reading(one, Mul=ANY, Scalar=ANY).confined
+    assert _reading(rw("(Mul x (Scalar 1.0 d s))", "x", "(is-const x)"), Mul=ANY, Scalar=ANY).confined
+
+
+def test_an_op_built_over_constants_sits_in_constant_classes() -> None:
+    """An action building Div over is-const operands creates Div in constant classes only (CONST); over a run-time
+    operand, anywhere (ANY)."""
+    over_constants = fact(
+        "(= y (Relu x)) (is-const a) (is-const b)", "(let q (Div a (Sqrt b))) (set (shape q) (shape y))"
+    )
+    assert _reading(over_constants, Relu=ANY).created == {"Div": CONST, "Sqrt": CONST}
+    at_run_time = fact("(= y (Relu x)) (is-const b)", "(union y (Div x (Sqrt b)))")
+    assert _reading(at_run_time, Relu=ANY).created == {"Div": ANY, "Sqrt": CONST}
+
+
+def test_a_matched_op_variable_is_read_per_level() -> None:
+    """(Unary op (Reshape x s z)) -> Reshape(Unary op x): for a constant-only op (Sqrt) the node matched is constant, so
+    is its Reshape's input, and the rewrite stays among constants; for Relu it creates a run-time Relu (and, installed
+    for it, a constant Sqrt where it matches one)."""
+    sink = rw("(Unary op (Reshape x s z))", "(Reshape (Unary op x) s z)")
+    assert _reading(sink, Sqrt=CONST, Reshape=ANY).confined
+    reading = _reading(sink, Sqrt=CONST, Relu=ANY, Reshape=ANY)
+    assert not reading.confined and reading.created == {"Relu": ANY, "Reshape": ANY, "Sqrt": CONST}
+
+
+def test_list_plumbing_makes_nothing_constant() -> None:
+    """A TAppend of constant items is rule plumbing lowering never evaluates: the rewrite giving it its TCons form
+    (tensor-list-append) is not confined, or a Concat of merged conv weights would be left without a value
+    (test_rules_conv.py::test_conv_merge_three_projections)."""
+    append = rw("(TAppend (TCons h (TNil)) (TNil))", "(TCons h (TNil))", "(is-const h)")
+    assert not _reading(append, TAppend=ANY, TCons=ANY, TNil=ANY).confined
+    assert _reading(rw("(TCons h (TNil))", "(TCons h (TNil))", "(is-const h)"), TCons=ANY, TNil=ANY).confined

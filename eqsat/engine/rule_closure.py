@@ -13,6 +13,14 @@ Generic constructors (eqsat.engine.terms.GENERIC) count by op: a query naming `(
 `(Unary "Relu" x)`) needs Relu; one with an op variable, `(Unary op x)`, needs some op of the family; an action
 `(Unary op y)` with the matched op creates no op that was not there, and one naming an op creates that op.
 
+Constant classes (eqsat.engine.rule_terms): a class holding a constant, or a node over constant classes only, is
+lowered as one folded constant whatever e-nodes it holds. The closure keeps, per op, whether rules create it only over
+constants (then its nodes sit only in constant classes: bn-scale-sites' gamma / sqrt(var + eps) makes Div and Sqrt
+so on a model without them), and per rule-only fact which arguments its rules set only to constant classes. A body
+whose every union joins a constant class with a constant class or a node no live class can hold yet (of an op that
+is nowhere else), and that sets no fact on a class it matched, cannot change the output: it is left out, and what it
+would create is not assumed. Dropping a rule is always sound; `bench_install --why` marks the ops so held.
+
 The result keeps the registry's order, so the same model always installs the same rules in the same order
 (deterministic output, whatever the cache of prepared backends holds).
 
@@ -23,6 +31,7 @@ The result keeps the registry's order, so the same model always installs the sam
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import re
@@ -31,7 +40,8 @@ from typing import Iterable, Mapping, Sequence
 import onnx
 
 from eqsat.frontend.io import all_graphs
-from eqsat.engine.rule import Rule
+from eqsat.engine.rule import Egglog, Rule
+from eqsat.engine.rule_terms import ANY, CONST, BodyTerms, ClosureState, Reading, class_sorts
 from eqsat.engine.terms import GENERIC, LIST_BASES, LIST_FUNCTIONS, OP_FACTS, OP_TABLES, OPS, SPECIAL
 
 #: Every constructor of the term language (ops and leaves); egglog functions and relations are not.
@@ -93,6 +103,9 @@ RULE_ONLY_FACTS = (
             "space-depth",
             "reflect-pads",
             "view-merge",
+            # constant leaves and Scalars' values (constant-terms): a class they name is constant (rule_terms)
+            "const-leaf",
+            "zero-point",
             # conv and normalization guards computed once (rewrites/conv.py, conv_facts.py, normalization.py)
             "norm-moments",
             "ln-span",
@@ -142,13 +155,19 @@ def constructors_in(text: str) -> frozenset[str]:
 def _present(name: str, available: set[str]) -> bool:
     """Whether `name` (a constructor, a rule-only fact, or a family for a query's op variable, with the op
     facts that guard it) may exist."""
+    return any(op in available for op in _meant(name))
+
+
+@functools.lru_cache(maxsize=None)
+def _meant(name: str) -> tuple[str, ...]:
+    """The names `name` stands for: the ops of a family its op facts admit, else itself."""
     family, guarded, facts = name.partition(_GUARDED)
-    if family in GENERIC:
-        ops = GENERIC[family]
-        for fact in facts.split("+") if guarded else ():
-            ops = tuple(op for op in ops if op in OP_FACTS[fact])
-        return any(op in available for op in ops)
-    return name in available
+    if family not in GENERIC:
+        return (name,)
+    ops = GENERIC[family]
+    for fact in facts.split("+") if guarded else ():
+        ops = tuple(op for op in ops if op in OP_FACTS[fact])
+    return ops
 
 
 def present_constructors(model: onnx.ModelProto) -> frozenset[str]:
@@ -192,29 +211,161 @@ class Usable:
     #: Each constructor (or rule-only fact) not present at the start -> the egglog rule (`name#k`) whose actions
     #: first made it available: why a rule on an op the model lacks is installed (`bench_install --why`).
     created_by: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
+    #: The created ops whose nodes sit only in constant classes (rule_terms: built only over constants).
+    constant_only: frozenset[str] = dataclasses.field(default=frozenset(), compare=False)
+
+
+#: Rule-only facts with an e-class argument: those whose arguments may be known constant (rule_terms).
+CLASS_FACTS = frozenset(name for name in RULE_ONLY_FACTS if set(class_sorts(name)) & {"T", "TL", "N"})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Profile:
+    """What a body names, read from its text without parsing it: enough to tell when its reading is plain."""
+
+    query: tuple[tuple[str, ...], ...]  # per constructor the query names, the ops it may be
+    unions: bool
+    made: frozenset[str]  # the constructors (and rule-only facts) its actions name
+    families: tuple[tuple[str, ...], ...]  # per op variable of its actions, the ops of its family
+    facts_read: frozenset[str]  # class facts its query reads
+    facts_set: frozenset[str]  # class facts its actions set
+
+    @functools.cached_property
+    def names(self) -> frozenset[str]:
+        """The ops and facts whose state its reading depends on."""
+        ops = {op for ops in (*self.query, *self.families) for op in ops} | self.made
+        return frozenset(ops) | self.facts_read | self.facts_set
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def of(facts: str, actions: str) -> "_Profile":
+        query, acts = constructors_in(facts), constructors_in(actions)
+        return _Profile(
+            tuple(GENERIC.get(n.partition(_GUARDED)[0], (n,)) for n in query),
+            "(union" in actions,
+            _created(facts, actions),
+            tuple(GENERIC[n.partition(_GUARDED)[0]] for n in acts if n.partition(_GUARDED)[0] in GENERIC),
+            query & CLASS_FACTS,
+            acts & CLASS_FACTS,
+        )
+
+    @functools.cached_property
+    def reading(self) -> Reading:
+        """The plain reading: not confined, creating what it names anywhere, setting no class fact to a constant."""
+        return Reading(
+            False,
+            {op: ANY for op in self.made if op in CONSTRUCTORS},
+            {name: (False,) * len(class_sorts(name)) for name in self.facts_set},
+        )
+
+    def plain(self, state: ClosureState) -> bool:
+        """Whether the body's reading in `state` is taken as the plain one: its query names no op held only in
+        constant classes and reads no class fact set to constants (a union it makes is then taken as not confined,
+        even one whose root an is-const guard alone makes constant: kept, as before; on the 16 shared models such
+        bodies add nothing), it creates only ops already anywhere, and sets only class facts already never constant."""
+        levels, flags = state.levels, state.fact_constant
+        if self.unions and (
+            any(levels.get(op) == CONST for ops in self.query for op in ops)
+            or any(any(v) for key, v in flags.items() if key.partition("@")[0] in self.facts_read)
+        ):
+            return False
+        if any(levels.get(op) != ANY for op in self.made if op in CONSTRUCTORS) or any(
+            levels.get(op) == CONST for ops in self.families for op in ops
+        ):
+            return False
+        return all(name in flags and not any(flags[name]) for name in self.facts_set)
+
+
+_NOTHING = Reading(False, {}, {})
+
+
+def _read(body: Egglog, state: ClosureState) -> Reading:
+    """The body's reading in `state` (rule_terms), or the plain one (not confined, creating what it names anywhere,
+    setting no class fact to a constant) when its profile shows it is that; a body that neither unions nor creates
+    nor sets a class fact (a shape or dtype analysis) reads as nothing."""
+    if "(union" not in body.actions and not _created(body.facts, body.actions) and not body.need:
+        if not constructors_in(body.actions) & CLASS_FACTS:
+            return _NOTHING
+    profile = _Profile.of(body.facts, body.actions)
+    return profile.reading if profile.plain(state) else BodyTerms.of(body.facts, body.actions).read(state)
+
+
+def _names(requirement: str) -> tuple[str, ...]:
+    """The ops (or the fact) a requirement names: a family's ops for a query's op variable."""
+    family = requirement.partition(_GUARDED)[0]
+    return GENERIC.get(family, (family,))
 
 
 def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
-    """The egglog commands of `rules` that can fire on an e-graph starting with the `present` constructors,
-    closed under the constructors (and rule-only facts) their actions create, in registry order."""
+    """The egglog commands of `rules` that can fire on an e-graph starting with the `present` constructors, closed
+    under the constructors (and rule-only facts) their actions create, in registry order. A body whose unions can
+    only join constant classes, and that sets no fact on a class it matched, is left out (it cannot change the
+    output: `confined`), and so are a rule's need rows when every other body of it is. A body is read again only
+    when an op or fact it names changed (a work list)."""
     available = set(present)
+    levels: dict[str, str] = dict.fromkeys(available, ANY)
+    facts: dict[str, tuple[bool, ...]] = {}
+    state = ClosureState(levels, facts, CLASS_FACTS)  # read as the closure grows them
     created_by: dict[str, str] = {}
     candidates = [(rule, k, body) for rule in rules for k, body in enumerate(rule.egglog)]
-    chosen: set[int] = set()
-    grew = True
-    while grew:
-        grew = False
-        for index, (rule, k, body) in enumerate(candidates):
-            if index not in chosen and all(_present(name, available) for name in constructors_in(body.facts)):
-                chosen.add(index)
-                created = _created(body.facts, body.actions) - available
-                if created:
-                    created_by.update(dict.fromkeys(created, f"{rule.name}#{k}"))
-                    available |= created
-                    grew = True
+    requires = [constructors_in(body.facts) for _, _, body in candidates]
+    siblings: dict[str, list[int]] = {}
+    need_rows: dict[str, set[int]] = {rule.name: set() for rule in rules}
+    for index, (rule, _, body) in enumerate(candidates):
+        if body.need:
+            need_rows[rule.name].add(index)
+        else:
+            siblings.setdefault(rule.name, []).append(index)
+    readers: dict[str, set[int]] = {}  # a name -> the bodies to read again when it changes
+    for index in range(len(candidates)):
+        for name in requires[index]:
+            for op in _names(name):
+                readers.setdefault(op, set()).add(index)
+    applied: dict[int, Reading] = {}  # the reading each chosen body was last applied with
+    registered: set[int] = set()  # bodies whose profile's names are among `readers`
+    waiting = collections.deque(range(len(candidates)))
+    queued = set(waiting)
+    while waiting:
+        index = waiting.popleft()
+        queued.discard(index)
+        rule, k, body = candidates[index]
+        if not all(name in available or _present(name, available) for name in requires[index]):
+            continue
+        if body.need and all(_read(candidates[i][2], state).confined for i in siblings.get(rule.name, ())):
+            continue  # a need row serves its rule's other bodies
+        reading = _read(body, state)
+        if reading is not _NOTHING and index not in registered:
+            registered.add(index)
+            for name in _Profile.of(body.facts, body.actions).names:
+                readers.setdefault(name, set()).update(need_rows[rule.name] | {index})
+        if reading.confined or applied.get(index) is reading:
+            continue
+        applied[index] = reading
+        changed = set(_created(body.facts, body.actions) | set(reading.created)) - available
+        if changed:
+            created_by.update(dict.fromkeys(changed, f"{rule.name}#{k}"))
+            available |= changed
+        for op, level in reading.created.items():
+            if levels.get(op) != ANY and levels.get(op) != level:
+                levels[op] = level
+                changed.add(op)
+        for name, flags in reading.facts.items():
+            base = name.partition("@")[0]
+            if base in CLASS_FACTS:
+                seen = facts.get(name)
+                folded = flags if seen is None else tuple(a and b for a, b in zip(seen, flags))
+                if folded != seen:
+                    facts[name] = folded
+                    changed.add(base)
+        for name in changed:
+            for reader in readers.get(name, ()):
+                if reader not in queued:
+                    queued.add(reader)
+                    waiting.append(reader)
     commands = tuple(
         body.command(rule.ruleset, f"{rule.name}#{k}")
         for index, (rule, k, body) in enumerate(candidates)
-        if index in chosen
+        if index in applied
     )
-    return Usable(commands, frozenset(available), created_by)
+    constant_only = frozenset(op for op, level in levels.items() if level == CONST)
+    return Usable(commands, frozenset(available), created_by, constant_only)
