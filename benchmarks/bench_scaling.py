@@ -34,6 +34,7 @@ PHASES = (
     "fold",
     "install rules",
     "encode",
+    "reference inputs",
     "snapshot input",
     "saturate",
     "decode",

@@ -392,8 +392,11 @@ def _saturate(
     rounds = 0
     while True:
         encoding = encode(work, unified=representatives)
-        if encoded is not None and not rounds:
+        if encoded is not None and not rounds:  # its own phase, outside encoding's time
+            began = time.perf_counter()
             encoded(encoding)
+            phases["reference inputs"] = time.perf_counter() - began
+            start += phases["reference inputs"]
         try:
             egraph, report, input_graph, groups = _in_backend(backend, usable, encoding, limits, phases, start, note)
         except Exception as exc:  # egglog's EggSmolError while loading the facts

@@ -140,3 +140,39 @@ def test_absent_classes_are_the_classes_holding_an_absent_node() -> None:
     nodes = (ENode(0, "Input", 0, (), ("x",)), ENode(1, "Absent", 1, (), ()), ENode(2, "Relu", 2, (0,), ()))
     classes = tuple(EClass(i, "T", (i,), (2,), "FLOAT", False) for i in range(3))
     assert EGraph(nodes, classes, (2,)).absent_classes == frozenset({1})
+
+
+def test_the_reference_is_planned_where_it_starts_and_only_onnxruntime_runs_in_the_thread(
+    make_model, monkeypatch
+) -> None:
+    """Shape inference and drawing (they hold the GIL) happen in `start`'s thread; the reference thread only makes
+    the session and runs the planned feeds, and the outputs are the sequential call's."""
+    import threading
+
+    from eqsat.check import verify_facts, verify_values
+    from eqsat.check.verify import expected_outputs
+
+    where: list[str] = []
+    infer, draw = verify_facts.ShapeFacts.infer, verify_values.Plan.draw
+
+    def inferring(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        where.append(threading.current_thread().name)
+        return infer(self, *args, **kwargs)
+
+    def drawing(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        where.append(threading.current_thread().name)
+        return draw(self, *args, **kwargs)
+
+    monkeypatch.setattr(verify_facts.ShapeFacts, "infer", inferring)
+    monkeypatch.setattr(verify_values.Plan, "draw", drawing)
+    model = _dense(make_model)
+    ahead = ReferenceAhead()
+    ahead.start(model)
+    reference = ahead.result()
+    assert where and set(where) == {threading.current_thread().name}
+    alone = expected_outputs(model)
+    assert reference is not None and len(reference.runs) == len(alone.runs) == 2
+    assert reference.notes == alone.notes and reference.runtime == alone.runtime == "onnxruntime"
+    for ahead_run, alone_run in zip(reference.runs, alone.runs):
+        assert all(np.array_equal(ahead_run.feeds[k], alone_run.feeds[k]) for k in alone_run.feeds)
+        assert all(np.array_equal(a, b) for a, b in zip(ahead_run.outputs, alone_run.outputs))

@@ -181,6 +181,7 @@ class Runner:
         self._session: Any = None
         self._evaluator: Any = None
         self._weights: dict[str, np.ndarray] = {}  # float weights fed to onnxruntime as inputs
+        self._serialized: bytes | None = None  # the model without them, for the session (`prepare`)
         self.load_problem = ""  # why onnxruntime cannot load the model
 
     @property
@@ -189,7 +190,24 @@ class Runner:
         self._ort()
         return self._session is not None
 
+    def prepare(self) -> None:
+        """What loading needs the GIL for, done once: onnxruntime imported, the model serialized without its
+        float weights, and those weights as arrays to feed (never copied). `_ort` then only makes the session
+        (onnxruntime releases the GIL while it does)."""
+        if self._serialized is None and not self.load_problem:
+            import onnxruntime  # noqa: F401 - imported here, not in the thread that makes the session
+
+            light = weights.Light.of(self.model, floats_only=True)  # the weights are fed, never copied
+            try:
+                self._weights = light.values(self._known)
+                self._known = {}
+                self._serialized = light.proto.SerializeToString()
+            except Exception as exc:  # weights of another size than their dims
+                self.load_problem = first_line(exc) or "cannot load"
+
     def _ort(self) -> Any:
+        if self._session is None and not self.load_problem:
+            self.prepare()
         if self._session is None and not self.load_problem:
             import onnxruntime as ort
 
@@ -201,15 +219,11 @@ class Runner:
             opts.enable_mem_pattern = len(self.model.graph.node) <= MEM_PATTERN_MAX_NODES
             opts.log_severity_level = 4  # a refused size is an exception here, not a log line on the terminal
             ort.set_default_logger_severity(3)  # model loading warnings go to the default logger
-            light = weights.Light.of(self.model, floats_only=True)  # the weights are fed, never copied
             try:
-                self._weights = light.values(self._known)
-                self._known = {}
-                self._session = ort.InferenceSession(
-                    light.proto.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-                )
-            except Exception as exc:  # an op onnxruntime lacks, weights of another size than their dims
+                self._session = ort.InferenceSession(self._serialized, opts, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # an op onnxruntime lacks
                 self.load_problem = first_line(exc) or "cannot load"
+            self._serialized = None  # onnxruntime holds its own copy
         return self._session
 
     def _complete(self) -> onnx.ModelProto:
@@ -455,14 +469,16 @@ def expected_outputs(
     inputs: Mapping[str, np.ndarray] | None = None,
     strict: bool = False,
     weights: Mapping[str, np.ndarray] | None = None,
+    runner: Runner | None = None,
 ) -> Reference:
     """The original's outputs on the first candidate it runs on, and on a second assignment of other sizes
     where it has dynamic dims (see the module docstring); `Reference.unverified` says why when it runs on
     none, unless `strict` (or the user gave sizes or arrays): then a one-line `BadInputError`. `weights`:
-    as `verify`'s `original_weights`."""
+    as `verify`'s `original_weights`. `runner` runs the original instead of one made here (eqsat.check.ahead
+    plans with one that promises every run)."""
     orig = _proto(original)
     shapes, arrays = check_given(orig, input_shapes or {}, inputs or {}, source)
-    search = _Search(orig, seed, shapes, arrays, weights)
+    search = _Search(orig, seed, shapes, arrays, weights, runner)
     names = tuple(o.name for o in orig.graph.output)
     random = tuple(random_outputs(orig))
     quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in orig.graph.node)
@@ -491,10 +507,11 @@ class _Search:
         shapes: dict[str, Shape],
         arrays: dict[str, Any],
         weights: Mapping[str, np.ndarray] | None = None,
+        runner: Runner | None = None,
     ):
         self.model, self.seed, self.shapes, self.arrays = model, seed, shapes, arrays
         self.plan = Plan(model)
-        self.runner = Runner(model, weights)
+        self.runner = runner if runner is not None else Runner(model, weights)
         self._given = given_shapes(shapes, arrays)
         self._fixed: set[str] | None = None
         self.tried: list[str] = []  # the sizes tried, as text
