@@ -109,7 +109,7 @@ def optimize(
 
 
 def _reference_ahead(options: Options) -> ReferenceAhead:
-    """The original's outputs, computed in a thread from encoding on (eqsat.check.ahead), as verify would."""
+    """The original's outputs, computed in a thread from loading on (eqsat.check.ahead), as verify would."""
     from eqsat.check.ahead import ReferenceAhead
 
     return ReferenceAhead(input_shapes=options.input_shapes, inputs=options.inputs, strict=options.strict)

@@ -12,6 +12,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+import numpy as np
 import onnx
 
 from eqsat.frontend import interface, io, normalize, weights
@@ -229,6 +230,17 @@ class Session:
         return out
 
 
+def _large_arrays(model: "ir.Model") -> dict[str, np.ndarray]:
+    """The model's large initializers as the arrays it holds (eqsat.frontend.weights: shared, not copied), by name:
+    what the reference feeds onnxruntime where they equal the original's."""
+    arrays = {}
+    for name, value in model.graph.initializers.items():
+        tensor = value.const_value
+        if tensor is not None and tensor.nbytes >= weights.LARGE_BYTES:
+            arrays[name] = tensor.numpy()
+    return arrays
+
+
 #: egglog's complaint when two shape facts of one e-class differ in a size or a rank (shape-dim, shape-rank).
 _SYMBOL_CONFLICT = "Illegal merge attempted for function shape"
 #: Saturations again with symbols unified, at most (each round unifies at least one more symbol).
@@ -297,8 +309,8 @@ def saturate(
     If/Loop/Scan bodies get Sessions of their own (eqsat.subgraphs; `depth` is the nesting level of `model`).
     The rules installed are those the model can use (eqsat.engine.rule_closure), in a backend kept for the process
     (eqsat.engine.prepared); `lease` (a body's: its parent's backend and the rule selection it holds) is used
-    instead, between push and pop. `ahead` (eqsat.check.ahead) is started on the original and the weights
-    encoding read as soon as the model is encoded.
+    instead, between push and pop. `ahead` (eqsat.check.ahead) is started on the original and the model's large
+    weights once the model is loaded (phase "reference inputs"), before the rules are installed.
     """
     from eqsat.rewrites.registry import select
 
@@ -309,6 +321,10 @@ def saturate(
     label, original, work, normalized = loaded.label, loaded.original, loaded.work, loaded.normalized
     phases = dict(loaded.phases) if loaded is not model else {}
     rules = tuple(rules) if rules is not None else select(options.allow, options.disable, options.extra_rules)
+    if ahead is not None and not ahead.started:  # planned here, run in a thread from here on (eqsat.check.ahead)
+        start = time.perf_counter()
+        ahead.start(original, _large_arrays(work), label)
+        phases["reference inputs"] = time.perf_counter() - start
     with contextlib.ExitStack() as lent:
         if lease is not None:  # a body: its parent's backend and rules
             backend, usable = lease
@@ -350,8 +366,7 @@ def saturate(
             phases["saturate bodies"] = time.perf_counter() - start
         note("encode")
         start = time.perf_counter()
-        encoded = None if ahead is None else (lambda e: ahead.start(original, e.arrays_by_name(), label))
-        egraph, encoding, report, input_graph = _saturate(backend, usable, work, limits, phases, start, note, encoded)
+        egraph, encoding, report, input_graph = _saturate(backend, usable, work, limits, phases, start, note)
     report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
     notes = tuple(work.meta.get(normalize.DECIDED_IFS, ()))
     return Session(
@@ -380,23 +395,16 @@ def _saturate(
     phases: dict[str, float],
     start: float,
     note: Callable[[str], None],
-    encoded: Callable[[Encoding], None] | None = None,
 ) -> tuple[EGraph, Encoding, RunReport, EGraph]:
     """Encode `work` with symbolic shape facts and saturate it. Symbols that met in one e-class (facts the
     symbol recovery could not prove equal) are unified (eqsat.engine.unify) and the model saturated again
     with them, until none meet (at most `UNIFY_ROUNDS` times; every round's e-graph is sound). If two
     different sizes or ranks meet (egglog's illegal merge, at loading or during the run), again on static
-    shape facts only, in a fresh backend: as sound as before symbols, and the report says so. `encoded` is
-    called with the first encoding."""
+    shape facts only, in a fresh backend: as sound as before symbols, and the report says so."""
     representatives: dict[int, int] = {}
     rounds = 0
     while True:
         encoding = encode(work, unified=representatives)
-        if encoded is not None and not rounds:  # its own phase, outside encoding's time
-            began = time.perf_counter()
-            encoded(encoding)
-            phases["reference inputs"] = time.perf_counter() - began
-            start += phases["reference inputs"]
         try:
             egraph, report, input_graph, groups = _in_backend(backend, usable, encoding, limits, phases, start, note)
         except Exception as exc:  # egglog's EggSmolError while loading the facts
