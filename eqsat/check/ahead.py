@@ -7,9 +7,9 @@ the model is loaded (before the rules are installed) and joins them when verific
 `start` first plans the runs where it is called: the search for assignments, its draws and shape inferences
 (onnx holds the GIL while it infers), onnxruntime's import and the model serialized for it, with every run
 assumed to succeed (`_Promised`). Only onnxruntime's work is left to the thread: making the session and running
-the planned feeds, which releases the GIL. So the thread's time overlaps installation, encoding, saturation
-and what follows instead of being taken from whichever of them it lands in (transformer, 288 layers: two shape inferences of
-0.4 s each had landed in decoding), and the planning is a phase of its own ("reference inputs").
+the planned feeds, which releases the GIL. So the thread's time overlaps installation, encoding and saturation
+instead of being taken from whichever phase it lands in (transformer, 288 layers: two shape inferences of 0.4 s
+each had landed in decoding), and the planning is a phase of its own ("reference inputs").
 
 The outputs are those of the sequential call, byte for byte: the plan makes the sequential call's decisions
 (seeded draws, the same candidates in the same order) as long as onnxruntime runs every planned feed; where it
