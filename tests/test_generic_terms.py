@@ -8,7 +8,7 @@ from __future__ import annotations
 from eqsat.engine import terms
 from eqsat.engine.backend import Backend
 from eqsat.engine.bulk import Rows
-from eqsat.engine.egraph import decode
+from eqsat.engine.egraph import EGraph, decode
 from eqsat.engine.rule import Rule, render, rw
 from eqsat.engine.saturate import Limits, install_rules, run
 from eqsat.rewrites.registry import all_rules
@@ -73,26 +73,31 @@ def test_a_generic_row_decodes_as_its_op() -> None:
     assert sorted(rows.ops()) == [("Add", 2, (0, 1)), ("ReduceSum", 3, (2,)), ("Relu", 1, (0,))]
 
 
+def _saturated(commands: list[str], terms_over_x: list[str]) -> EGraph:
+    """A fresh backend with `commands` installed, Ref 0 the input x and `terms_over_x` loaded, run 4 iterations."""
+    backend = Backend()
+    backend.declare()
+    install_rules(backend, commands)
+    backend.load(terms.static_facts())
+    backend.load(['(union (Ref 0) (Input "x"))', *terms_over_x])
+    run(backend, Limits(iterations=4))
+    return decode(backend.snapshot())
+
+
 def test_a_generic_row_matches_the_ops_its_fact_names() -> None:
     """`(Unary op (Unary op x))` guarded by `(idempotent op)`: Abs(Abs(x)) merges, Neg(Neg(x)) and Relu(Abs(x))
     do not."""
-    backend = Backend()
-    backend.declare()
     merge = Rule(
         "m", "cleanup", "exact", "test", "doc", (rw("(Unary op (Unary op x))", "(Unary op x)", "(idempotent op)"),)
     )
-    install_rules(backend, merge.commands())
-    backend.load(terms.static_facts())
-    backend.load(
+    graph = _saturated(
+        merge.commands(),
         [
-            '(union (Ref 0) (Input "x"))',
             "(union (Ref 1) (Abs (Abs (Ref 0))))",
             "(union (Ref 2) (Neg (Neg (Ref 0))))",
             "(union (Ref 3) (Relu (Abs (Ref 0))))",
-        ]
+        ],
     )
-    run(backend, Limits(iterations=4))
-    graph = decode(backend.snapshot())
     abs_x = next(n.eclass for n in graph.nodes if n.op == "Abs" and n.children == (graph.refs[0],))
     assert graph.refs[1] == abs_x
     assert graph.refs[2] != graph.refs[0] and len(list(graph.class_nodes(graph.refs[2]))) == 1
@@ -102,20 +107,14 @@ def test_a_generic_row_matches_the_ops_its_fact_names() -> None:
 def test_one_row_sinks_every_op_of_a_parameter_family() -> None:
     """`(UnaryFF op (Transpose x p) a b)`: Clip and HardSigmoid over a Transpose both sink, each keeping its own
     parameters; decoded, each is its own op."""
-    backend = Backend()
-    backend.declare()
     sink = next(r for r in all_rules() if r.name == "transpose-sink-unary")
-    install_rules(backend, sink.commands())
-    backend.load(terms.static_facts())
-    backend.load(
+    graph = _saturated(
+        sink.commands(),
         [
-            '(union (Ref 0) (Input "x"))',
             "(union (Ref 1) (Clip (Transpose (Ref 0) (vec-of 1 0)) 0.0 6.0))",
             "(union (Ref 2) (HardSigmoid (Transpose (Ref 0) (vec-of 1 0)) 0.2 0.5))",
-        ]
+        ],
     )
-    run(backend, Limits(iterations=4))
-    graph = decode(backend.snapshot())
     x = graph.refs[0]
     for ref, op, attrs in ((1, "Clip", (0.0, 6.0)), (2, "HardSigmoid", (0.2, 0.5))):
         transposes = [n for n in graph.class_nodes(graph.refs[ref]) if n.op == "Transpose"]
