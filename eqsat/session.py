@@ -12,7 +12,6 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import numpy as np
 import onnx
 
 from eqsat.frontend import interface, io, normalize, weights
@@ -230,17 +229,6 @@ class Session:
         return out
 
 
-def _large_arrays(model: "ir.Model") -> dict[str, np.ndarray]:
-    """The model's large initializers as the arrays it holds (eqsat.frontend.weights: shared, not copied), by name:
-    what the reference feeds onnxruntime where they equal the original's."""
-    arrays = {}
-    for name, value in model.graph.initializers.items():
-        tensor = value.const_value
-        if tensor is not None and tensor.nbytes >= weights.LARGE_BYTES:
-            arrays[name] = tensor.numpy()
-    return arrays
-
-
 #: egglog's complaint when two shape facts of one e-class differ in a size or a rank (shape-dim, shape-rank).
 _SYMBOL_CONFLICT = "Illegal merge attempted for function shape"
 #: Saturations again with symbols unified, at most (each round unifies at least one more symbol).
@@ -323,7 +311,7 @@ def saturate(
     rules = tuple(rules) if rules is not None else select(options.allow, options.disable, options.extra_rules)
     if ahead is not None and not ahead.started:  # planned here, run in a thread from here on (eqsat.check.ahead)
         start = time.perf_counter()
-        ahead.start(original, _large_arrays(work), label)
+        ahead.start(original, weights.large_arrays(work), label)
         phases["reference inputs"] = time.perf_counter() - start
     with contextlib.ExitStack() as lent:
         if lease is not None:  # a body: its parent's backend and rules

@@ -99,8 +99,8 @@ class ReferenceAhead:
     ) -> None:
         try:
             self._value = _planned_outputs(plan, runner) if plan is not None else None
-            if self._value is None:
-                self._value = expected_outputs(original, weights=weights, source=source, **self._kwargs)
+            if self._value is None:  # the sequential call, with the runner already prepared
+                self._value = expected_outputs(original, weights=weights, source=source, runner=runner, **self._kwargs)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller of result()
             self._error = exc
 

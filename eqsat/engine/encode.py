@@ -63,9 +63,9 @@ class _Encoder:
         self.model = model
         self.enc = Encoding(opset=model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
         self.rows = self.enc.rows
-        facts = model.meta.pop(SHAPE_FACTS, None) or symbolic_shapes(
-            model.graph
-        )  # taken once: later encodings recompute
+        facts = model.meta.pop(SHAPE_FACTS, None)  # taken once: later encodings compute them again
+        if facts is None:
+            facts = symbolic_shapes(model.graph)
         self.shapes, self.enc.symbols = facts.shapes, facts.table
         if unified:  # symbols proven equal (eqsat.engine.unify): each written as its representative
             self.enc.unified = dict(unified)

@@ -61,26 +61,25 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
     rewritten = make_targets_static(model, facts) | drop_zero_states(model.graph)  # both free nodes for the folder
     if rewritten:
         folded = fold(model, infer=False) or True
-    if (
+    reinfer = (
         folded
         and not _all_shapes_static(model.graph)
         and _can_add_facts(model.graph, constants, bool(decided) or rewritten)
-    ):
+    )
+    if reinfer:
         if shared:
             inferred = _reinferred(model)
         else:
             inferred = infer_model(model)
             model = io.from_proto(inferred, label)
-        model.meta[DECIDED_IFS] = decided
-        return model, inferred
-    if not rewritten:  # the graph and its shapes are those the facts were computed on: encoding reads them
-        model.meta[SHAPE_FACTS] = facts
-    if folded:
+    elif folded:
         if shared:
             light = weights.Light.of_ir(model)
             inferred = light.put_back(light.proto, large=False)
         else:
             inferred = io.to_proto(model)
+    if not (rewritten or reinfer):  # the graph and its shapes are those the facts were computed on: encoding reads them
+        model.meta[SHAPE_FACTS] = facts
     model.meta[DECIDED_IFS] = decided
     return model, inferred
 

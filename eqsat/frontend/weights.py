@@ -296,6 +296,15 @@ def _varint_size(n: int) -> int:
     return len(_varint(n))
 
 
+def large_arrays(model: ir.Model) -> dict[str, np.ndarray]:
+    """The model's large initializers as the arrays it holds (shared, not copied: `Light.attach`), by name."""
+    return {
+        name: value.const_value.numpy()
+        for name, value in model.graph.initializers.items()
+        if value.const_value is not None and _large_ir(value.const_value)
+    }
+
+
 def _large(tensor: onnx.TensorProto) -> bool:
     return tensor.data_type != onnx.TensorProto.STRING and tensor.ByteSize() >= LARGE_BYTES
 
