@@ -35,7 +35,7 @@ import collections
 import dataclasses
 import functools
 import re
-from typing import AbstractSet, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 import onnx
 
@@ -126,6 +126,7 @@ _NODE_HEADS = CONSTRUCTORS | frozenset(GENERIC) | frozenset(GENERIC_OF)
 #: Leaves and plumbing the encoder may create for any model (Scalar, Const, Opaque, lists, ...).
 ALWAYS_PRESENT = frozenset({"Ref", "Input", "Const", "Scalar", "Absent", "TNil", "TCons", "Opaque", "Out"})
 
+_HEAD = re.compile(r"\(\s*([A-Za-z][\w-]*)")
 #: An s-expression's head, and its first argument when that is an atom: the quote opening it, the atom, and the `)`
 #: when it closes the s-expression (`(arith op)`: an op fact guarding a variable). One pass reads all three.
 _HEAD_ARG = re.compile(r'\(\s*([A-Za-z][\w-]*)(?:\s+("?)([\w-]+)(\s*\))?)?')
@@ -137,6 +138,9 @@ _GUARDED = ":"
 @functools.lru_cache(maxsize=None)
 def _heads(text: str) -> tuple[frozenset[str], tuple[tuple[str, str, str], ...]]:
     """`constructors_in(text)`, and each generic constructor applied in `text` as (family, quote, op): one scan."""
+    heads = _HEAD.findall(text)
+    if _FAMILIES.isdisjoint(heads):  # most texts: no generic constructor, so no op variable to read guards for
+        return _TRACKED.intersection(heads), ()
     found: set[str] = set()
     guards: dict[str, set[str]] = {}
     uses = []
@@ -235,32 +239,43 @@ class Usable:
 CLASS_FACTS = frozenset(name for name in RULE_ONLY_FACTS if set(class_sorts(name)) & {"T", "TL", "N"})
 
 
+class _Known(NamedTuple):
+    """What the closure knows, as sets a profile tests at once (kept by `_Closure` beside its ClosureState)."""
+
+    anywhere: set[str]  # ops with nodes outside constant classes (level ANY)
+    constant: set[str]  # ops whose nodes sit only in constant classes (level CONST)
+    constant_facts: set[str]  # class facts some argument of which is set to a constant class
+    plain_facts: set[str]  # class facts (rows per op level apart) set so far, to no constant class
+
+
 @dataclasses.dataclass(frozen=True)
 class _Profile:
     """What a body names, read from its text without parsing it: enough to tell when its reading is plain."""
 
-    query: tuple[tuple[str, ...], ...]  # per constructor the query names, the ops it may be
+    query: frozenset[str]  # the ops the constructors its query names may be
     unions: bool
     made: frozenset[str]  # the constructors (and rule-only facts) its actions name
-    families: tuple[tuple[str, ...], ...]  # per op variable of its actions, the ops of its family
+    made_ops: frozenset[str]  # the constructors among them
+    families: frozenset[str]  # the ops of the families of its actions' op variables
     facts_read: frozenset[str]  # class facts its query reads
     facts_set: frozenset[str]  # class facts its actions set
 
     @functools.cached_property
     def names(self) -> frozenset[str]:
         """The ops and facts whose state its reading depends on."""
-        ops = {op for ops in (*self.query, *self.families) for op in ops} | self.made
-        return frozenset(ops) | self.facts_read | self.facts_set
+        return self.query | self.families | self.made | self.facts_read | self.facts_set
 
     @staticmethod
     @functools.lru_cache(maxsize=None)
     def of(facts: str, actions: str) -> "_Profile":
         query, acts = constructors_in(facts), constructors_in(actions)
+        made = _created(facts, actions)
         return _Profile(
-            tuple(GENERIC.get(n.partition(_GUARDED)[0], (n,)) for n in query),
+            frozenset(op for n in query for op in _names(n)),
             "(union" in actions,
-            _created(facts, actions),
-            tuple(GENERIC[n.partition(_GUARDED)[0]] for n in acts if n.partition(_GUARDED)[0] in GENERIC),
+            made,
+            made & CONSTRUCTORS,
+            frozenset(op for n in acts if n.partition(_GUARDED)[0] in GENERIC for op in _names(n)),
             query & CLASS_FACTS,
             acts & CLASS_FACTS,
         )
@@ -270,27 +285,24 @@ class _Profile:
         """The plain reading: not confined, creating what it names anywhere, setting no class fact to a constant."""
         return Reading(
             False,
-            {op: ANY for op in self.made if op in CONSTRUCTORS},
+            dict.fromkeys(sorted(self.made_ops), ANY),
             {name: (False,) * len(class_sorts(name)) for name in self.facts_set},
         )
 
-    def plain(self, state: ClosureState, constant_facts: AbstractSet[str]) -> bool:
-        """Whether the body's reading in `state` is taken as the plain one: its query names no op held only in
-        constant classes and reads no class fact set to constants (a union it makes is then taken as not confined,
-        even one whose root an is-const guard alone makes constant: kept, as before; on the 16 shared models such
-        bodies add nothing), it creates only ops already anywhere, and sets only class facts already never constant.
-        `constant_facts`: the class facts some argument of which is set to a constant class (in `state`)."""
-        levels, flags = state.levels, state.fact_constant
-        if self.unions and (
-            any(levels.get(op) == CONST for ops in self.query for op in ops)
-            or not self.facts_read.isdisjoint(constant_facts)
+    def plain(self, known: _Known) -> bool:
+        """Whether the body's reading is taken as the plain one: its query names no op held only in constant classes
+        and reads no class fact set to constants (a union it makes is then taken as not confined, even one whose
+        root an is-const guard alone makes constant: kept, as before; on the 16 shared models such bodies add
+        nothing), it creates only ops already anywhere, and sets only class facts already never constant."""
+        if self.unions and not (
+            self.query.isdisjoint(known.constant) and self.facts_read.isdisjoint(known.constant_facts)
         ):
             return False
-        if any(levels.get(op) != ANY for op in self.made if op in CONSTRUCTORS) or any(
-            levels.get(op) == CONST for ops in self.families for op in ops
-        ):
-            return False
-        return all(name in flags and not any(flags[name]) for name in self.facts_set)
+        return (
+            self.made_ops <= known.anywhere
+            and self.families.isdisjoint(known.constant)
+            and self.facts_set <= known.plain_facts
+        )
 
 
 _NOTHING = Reading(False, {}, {})
@@ -318,7 +330,7 @@ class _Closure:
         self.available = set(present)
         self.levels: dict[str, str] = dict.fromkeys(self.available, ANY)
         self.facts: dict[str, tuple[bool, ...]] = {}
-        self.constant_facts: set[str] = set()  # class facts with an argument set to a constant class
+        self.known = _Known(set(self.available), set(), set(), set())  # the levels and facts, as sets
         self.state = ClosureState(self.levels, self.facts, CLASS_FACTS)  # read as the closure grows them
         self.created_by: dict[str, str] = {}
         self.siblings: dict[str, list[int]] = {}
@@ -372,17 +384,19 @@ class _Closure:
 
     def _is_ready(self, index: int) -> bool:
         """Whether every constructor (or fact) the body's query names may exist. Until then the body waits on one
-        missing requirement; once ready, it is read again when a requirement's op changes."""
+        missing requirement. Once ready, a need row is read again when a requirement's op changes (another body
+        is, through its profile's names)."""
         if index in self.ready:
             return True
-        requires = constructors_in(self.candidates[index][2].facts)
+        body = self.candidates[index][2]
+        requires = constructors_in(body.facts)
         for name in requires:
             if name not in self.available and not _present(name, self.available):
                 for op in _meant(name):
                     self.readers.setdefault(op, set()).add(index)
                 return False
         self.ready.add(index)
-        for name in requires:
+        for name in requires if body.need else ():
             for op in _names(name):
                 self.readers.setdefault(op, set()).add(index)
         return True
@@ -394,7 +408,7 @@ class _Closure:
         if not body.need and _reads_as_nothing(body.facts, body.actions):
             return _NOTHING
         profile = _Profile.of(body.facts, body.actions)
-        if profile.plain(self.state, self.constant_facts):
+        if profile.plain(self.known):
             return profile.reading
         return BodyTerms.of(body.facts, body.actions).read(self.state)
 
@@ -409,6 +423,11 @@ class _Closure:
             if self.levels.get(op) != ANY and self.levels.get(op) != level:
                 self.levels[op] = level
                 changed.add(op)
+                if level == ANY:
+                    self.known.constant.discard(op)
+                    self.known.anywhere.add(op)
+                else:
+                    self.known.constant.add(op)
         for name, flags in reading.facts.items():
             base = name.partition("@")[0]
             if base in CLASS_FACTS:
@@ -417,15 +436,16 @@ class _Closure:
                 if folded != seen:
                     self.facts[name] = folded
                     changed.add(base)
+                    (self.known.plain_facts.discard if any(folded) else self.known.plain_facts.add)(name)
                     self._note_constant(base)
         return changed
 
     def _note_constant(self, base: str) -> None:
-        """Keep `constant_facts` for class fact `base` (its rows per op level are folded separately)."""
+        """Keep `known.constant_facts` for class fact `base` (its rows per op level are folded separately)."""
         if any(any(flags) for key, flags in self.facts.items() if key.partition("@")[0] == base):
-            self.constant_facts.add(base)
+            self.known.constant_facts.add(base)
         else:
-            self.constant_facts.discard(base)
+            self.known.constant_facts.discard(base)
 
     def _wake(self, changed: Iterable[str]) -> None:
         """Queue every body that reads a changed name."""
@@ -453,6 +473,9 @@ def _sexp_heads(term: Sexp) -> set[str]:
 def _fact_effects(facts: str, actions: str) -> tuple[frozenset[str], frozenset[str]] | None:
     """For a body whose actions only set or assert rule-only facts (no union, no node, no other fact: nothing
     decoding, extraction or lowering reads), (the rule-only facts it sets, those it reads); None for any other."""
+    named = constructors_in(actions)
+    if not named or not named <= RULE_ONLY_FACTS:
+        return None  # it sets no rule-only fact, or builds a node
     sets: set[str] = set()
     reads = set(constructors_in(facts) & RULE_ONLY_FACTS)
     for action in parse(actions):
@@ -482,7 +505,8 @@ def _live(bodies: Sequence[Egglog]) -> list[bool]:
     read: set[str] = set()
     for body, keep in zip(bodies, live):
         if keep:
-            read |= constructors_in(body.facts) | constructors_in(body.actions)
+            read.update(constructors_in(body.facts))
+            read.update(constructors_in(body.actions))
     grew = True
     while grew:
         grew = False
