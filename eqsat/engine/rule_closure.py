@@ -502,18 +502,24 @@ def _live(bodies: Sequence[Egglog]) -> list[bool]:
     they read (a chain of fact rules serving nothing is left out whole)."""
     effects = [_fact_effects(body.facts, body.actions) for body in bodies]
     live = [effect is None for effect in effects]
+    setters: dict[str, list[int]] = {}  # a rule-only fact -> the fact-only bodies setting it
+    reads: dict[int, frozenset[str]] = {}  # a fact-only body -> the rule-only facts it reads
     read: set[str] = set()
-    for body, keep in zip(bodies, live):
-        if keep:
+    for index, (body, effect) in enumerate(zip(bodies, effects)):
+        if effect is None:
             read.update(constructors_in(body.facts))
             read.update(constructors_in(body.actions))
-    grew = True
-    while grew:
-        grew = False
-        for index, effect in enumerate(effects):
-            if not live[index] and effect is not None and not effect[0].isdisjoint(read):
-                live[index] = grew = True
-                read |= effect[1]
+            continue
+        reads[index] = effect[1]
+        for name in effect[0]:
+            setters.setdefault(name, []).append(index)
+    waiting = list(read)
+    while waiting:
+        for index in setters.get(waiting.pop(), ()):
+            if not live[index]:
+                live[index] = True
+                waiting.extend(reads[index] - read)
+                read |= reads[index]
     return live
 
 
