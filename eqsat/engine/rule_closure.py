@@ -21,12 +21,19 @@ whose every union joins a constant class with a constant class or a node no live
 is nowhere else), and that sets no fact on a class it matched, cannot change the output: it is left out, and what it
 would create is not assumed. Dropping a rule is always sound; `bench_install --why` marks the ops so held.
 
+Unread facts: rule-only facts are read by rules alone (decoding, extraction and lowering read only the term tables,
+shape, dtype and `rewritten`: eqsat.engine.egraph.DECODED_FACTS). A chosen body whose actions only set rule-only facts
+(building no node) serves only the installed bodies that read one of them; when none does (stack-reshape-to-concat's
+marking of a Concat's list on a model with no Unsqueeze), it is not installed (`Usable.unread` names it), nor are the
+fact rules that only it reads from. Liveness starts at every other chosen body.
+
 The result keeps the registry's order, so the same model always installs the same rules in the same order
 (deterministic output, whatever the cache of prepared backends holds).
 
     usable = usable_rules(rules, present_constructors(model_proto))
     usable.commands       # the egglog rules to install, in registry order
     usable.constructors   # every constructor they assume may exist: what the model loads must be among them
+    usable.unread         # chosen bodies (`name#k`) left out: they only set facts no installed body reads
 """
 
 from __future__ import annotations
