@@ -237,6 +237,10 @@ def test_a_body_setting_only_unread_facts_is_left_out() -> None:
     plain = usable_rules(select(), present_constructors(load(_concat_reshape(False)).normalized))
     assert {"stack-reshape-to-concat#0", "stack-reshape-to-concat#1"} <= set(plain.unread)
     assert not any("stack-reshape-to-concat#" in command for command in plain.commands)
+    everything = usable_rules(
+        select(), present_constructors(load(_concat_reshape(False)).normalized), install_unread=True
+    )
+    assert everything.unread == () and any("stack-reshape-to-concat#0" in command for command in everything.commands)
     stacked = usable_rules(select(), present_constructors(load(_concat_reshape(True)).normalized))
     assert "stack-reshape-to-concat#0" not in stacked.unread
     assert any('stack-reshape-to-concat#0"' in command for command in stacked.commands)

@@ -354,13 +354,15 @@ class _Closure:
         self.waiting = collections.deque(range(len(self.candidates)))
         self.queued = set(self.waiting)
 
-    def run(self) -> Usable:
-        """Read bodies until no reading changes; the chosen bodies' commands in registry order."""
+    def run(self, install_unread: bool = False) -> Usable:
+        """Read bodies until no reading changes; the chosen bodies' commands in registry order (those that only set
+        facts no other reads left out, unless `install_unread`)."""
         while self.waiting:
             index = self.waiting.popleft()
             self.queued.discard(index)
             self._visit(index)
-        live = _live([self.candidates[index][2] for index in sorted(self.applied)])
+        bodies = [self.candidates[index][2] for index in sorted(self.applied)]
+        live = [True] * len(bodies) if install_unread else _live(bodies)
         chosen = [self.candidates[index] for index, keep in zip(sorted(self.applied), live) if keep]
         unread = tuple(
             f"{rule.name}#{k}"
@@ -530,10 +532,12 @@ def _live(bodies: Sequence[Egglog]) -> list[bool]:
     return live
 
 
-def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
+def usable_rules(rules: Sequence[Rule], present: Iterable[str], *, install_unread: bool = False) -> Usable:
     """The egglog commands of `rules` that can fire on an e-graph starting with the `present` constructors, closed
     under the constructors (and rule-only facts) their actions create, in registry order. A body whose unions can
     only join constant classes, and that sets no fact on a class it matched, is left out (it cannot change the
     output: `confined`), and so are a rule's need rows when every other body of it is. A body is read again only
-    when an op or fact it names changed (a work list, `_Closure`)."""
-    return _Closure(rules, present).run()
+    when an op or fact it names changed (a work list, `_Closure`). A chosen body that only sets rule-only facts no
+    installed body reads is left out too (`Usable.unread`), unless `install_unread` (a test counting a fact rule's
+    matches: eqsat.testing.runs)."""
+    return _Closure(rules, present).run(install_unread)
