@@ -146,3 +146,41 @@ def test_the_reference_kernels_wait_for_a_node_to_evaluate() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:4] == ["False ['Relu', 'Mul']", "True False", "True ['Mul']", "True True"]
+
+
+def test_the_reference_package_waits_for_a_node_to_evaluate() -> None:
+    """onnx.reference's `__init__` (its evaluator and `op_run`, which reads every schema) is not run by a fold
+    that evaluates nothing, nor by one that loads the kernels; the evaluator, imported later, is the real one,
+    and the kernels stay bound to the real package."""
+    done = _run(
+        "import sys\n"
+        "import numpy as np, onnx_ir as ir\n"
+        "from eqsat.ui.startup import defer_imports\n"
+        "defer_imports()\n"
+        "from eqsat.frontend.fold import fold\n"
+        "def model(a):\n"
+        "    x = ir.Value(name='x', type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))\n"
+        "    add = ir.node('Add', [a, a]) if a is not None else ir.node('Relu', [x])\n"
+        "    mul = ir.node('Mul', [x, add.outputs[0]]); mul.outputs[0].name = 'y'\n"
+        "    init = [a] if a is not None else []\n"
+        "    g = ir.Graph([x], mul.outputs, nodes=[add, mul], initializers=init, opset_imports={'': 17})\n"
+        "    return ir.Model(g, ir_version=8)\n"
+        "nothing = model(None); print(fold(nothing))\n"
+        "print([m in sys.modules for m in ('onnx.reference.op_run', 'onnx.reference.reference_evaluator')])\n"
+        "a = ir.Value(name='a', const_value=ir.tensor(np.ones(2, np.float32), name='a'))\n"
+        "folds = model(a); print(fold(folds), [n.op_type for n in folds.graph])\n"
+        "print([m in sys.modules for m in ('onnx.reference.op_run', 'onnx.reference.reference_evaluator')])\n"
+        "import onnx\n"
+        "from onnx.reference import ReferenceEvaluator\n"
+        "print(ReferenceEvaluator.__module__, type(sys.modules['onnx.reference']).__name__)\n"
+        "print(onnx.reference is sys.modules['onnx.reference'], callable(onnx.reference.ops.load_op))\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:6] == [
+        "False",
+        "[False, False]",
+        "True ['Mul']",
+        "[True, False]",
+        "onnx.reference.reference_evaluator module",
+        "True True",
+    ]
