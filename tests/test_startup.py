@@ -184,3 +184,30 @@ def test_the_reference_package_waits_for_a_node_to_evaluate() -> None:
         "onnx.reference.reference_evaluator module",
         "True True",
     ]
+
+
+def test_a_run_leaves_onnx_extras_and_their_stdlib_imports_unloaded(tmp_path: Path) -> None:
+    """`eqsat optimize` imports neither onnx's composer, utilities and test-data generator nor the socket, csv,
+    calendar and uuid modules its start-up would bring (eqsat.ui.startup.DEFERRED); each works when used
+    afterwards, through onnx's attributes as well."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    nodes = [onnx.helper.make_node("Relu", ["x"], ["r"]), onnx.helper.make_node("Relu", ["r"], ["y"])]
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph(nodes, "g", [x], [y]), opset_imports=[onnx.helper.make_opsetid("", 17)]
+    )
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "m.onnx")
+    names = ("onnx.compose", "onnx.utils", "onnx.gen_proto", "socket", "csv", "calendar", "uuid", "tarfile")
+    done = _run(
+        "import sys\n"
+        "from eqsat.ui import cli, startup\n"
+        "startup.load_egglog_bindings_alone(); startup.defer_imports()\n"
+        f"code = cli.main(['optimize', {str(tmp_path / 'm.onnx')!r}, '-o', {str(tmp_path / 'o.onnx')!r}])\n"
+        f"print(code, [n for n in {names!r} if type(sys.modules.get(n)).__name__ not in ('NoneType', 'DeferredModule')])\n"
+        "import onnx, socket, uuid, csv, calendar\n"
+        "print(callable(onnx.compose.merge_models), callable(onnx.utils.extract_model), socket.AF_INET.name)\n"
+        "print(len(str(uuid.uuid4())), calendar.isleap(2024), next(csv.reader(['a,b'])))\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-3:] == ["0 []", "True True AF_INET", "36 True ['a', 'b']"], done.stdout

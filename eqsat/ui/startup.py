@@ -16,8 +16,21 @@ from typing import Iterable, Sequence
 
 #: Modules imported by a library at start-up but used only on rare paths, each with the package whose folder
 #: holds it. sympy (~0.2 s) serves onnx_ir's symbolic-dim arithmetic only; its shape module reads sympy at
-#: import, so it waits too.
-DEFERRED = (("sympy", None), ("onnx_ir._symbolic_shapes", "onnx_ir"))
+#: import, so it waits too. onnx's `__init__` imports its model composer, utilities and test-data generator
+#: (with tarfile and subprocess), and reads its version through importlib.metadata, whose email parsing
+#: imports socket (for message ids; ~4 ms of enum building), csv, and through protobuf calendar; onnx's
+#: external-data helper imports uuid: none of them serves a run (~8 ms together).
+DEFERRED = (
+    ("sympy", None),
+    ("onnx_ir._symbolic_shapes", "onnx_ir"),
+    ("onnx.compose", "onnx"),
+    ("onnx.utils", "onnx"),
+    ("onnx.gen_proto", "onnx"),
+    ("socket", None),
+    ("csv", None),
+    ("calendar", None),
+    ("uuid", None),
+)
 #: Packages whose submodules are imported without the package's own `__init__` until one of its other
 #: attributes is read. eqsat uses only onnxscript's constant folder (eqsat.frontend.fold imports
 #: `onnxscript.optimizer._constant_folding`); the two `__init__`s would add its script converter, opsets and
