@@ -188,8 +188,8 @@ def test_the_reference_package_waits_for_a_node_to_evaluate() -> None:
 
 def test_a_run_leaves_onnx_extras_and_their_stdlib_imports_unloaded(tmp_path: Path) -> None:
     """`eqsat optimize` imports neither onnx's composer, utilities and test-data generator nor the socket, csv,
-    calendar and uuid modules its start-up would bring (eqsat.ui.startup.DEFERRED); each works when used
-    afterwards, through onnx's attributes as well."""
+    calendar, uuid, pickle and ctypes modules onnx's and numpy's start-ups would bring (eqsat.ui.startup.DEFERRED);
+    each works when used afterwards, through onnx's attributes and numpy's pickling as well."""
     x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
     y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
     nodes = [onnx.helper.make_node("Relu", ["x"], ["r"]), onnx.helper.make_node("Relu", ["r"], ["y"])]
@@ -198,16 +198,26 @@ def test_a_run_leaves_onnx_extras_and_their_stdlib_imports_unloaded(tmp_path: Pa
     )
     model.ir_version = 8
     onnx.save(model, tmp_path / "m.onnx")
-    names = ("onnx.compose", "onnx.utils", "onnx.gen_proto", "socket", "csv", "calendar", "uuid", "tarfile")
+    names = ("onnx.compose", "onnx.utils", "onnx.gen_proto", "socket", "csv", "calendar", "uuid", "tarfile", "pickle")
+    names += ("ctypes",)
     done = _run(
         "import sys\n"
         "from eqsat.ui import cli, startup\n"
         "startup.load_egglog_bindings_alone(); startup.defer_imports()\n"
         f"code = cli.main(['optimize', {str(tmp_path / 'm.onnx')!r}, '-o', {str(tmp_path / 'o.onnx')!r}])\n"
-        f"print(code, [n for n in {names!r} if type(sys.modules.get(n)).__name__ not in ('NoneType', 'DeferredModule')])\n"
+        f"loaded = [n for n in {names!r} if type(sys.modules.get(n)).__name__ not in ('NoneType', 'DeferredModule')]\n"
+        "print(code, loaded)\n"
         "import onnx, socket, uuid, csv, calendar\n"
         "print(callable(onnx.compose.merge_models), callable(onnx.utils.extract_model), socket.AF_INET.name)\n"
         "print(len(str(uuid.uuid4())), calendar.isleap(2024), next(csv.reader(['a,b'])))\n"
+        "import pickle, ctypes, numpy as np\n"
+        "a = np.arange(3.0); pointer = a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))\n"
+        "print(pickle.loads(pickle.dumps(a)).tolist(), pointer[1])\n"
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-3:] == ["0 []", "True True AF_INET", "36 True ['a', 'b']"], done.stdout
+    assert done.stdout.strip().splitlines()[-4:] == [
+        "0 []",
+        "True True AF_INET",
+        "36 True ['a', 'b']",
+        "[0.0, 1.0, 2.0] 1.0",
+    ], done.stdout

@@ -19,7 +19,8 @@ from typing import Iterable, Sequence
 #: import, so it waits too. onnx's `__init__` imports its model composer, utilities and test-data generator
 #: (with tarfile and subprocess), and reads its version through importlib.metadata, whose email parsing
 #: imports socket (for message ids; ~4 ms of enum building), csv, and through protobuf calendar; onnx's
-#: external-data helper imports uuid: none of them serves a run (~8 ms together).
+#: external-data helper imports uuid; numpy imports pickle and ctypes for its pickling and ctypes
+#: interfaces: none of them serves a run (~10 ms together).
 DEFERRED = (
     ("sympy", None),
     ("onnx_ir._symbolic_shapes", "onnx_ir"),
@@ -30,6 +31,8 @@ DEFERRED = (
     ("csv", None),
     ("calendar", None),
     ("uuid", None),
+    ("pickle", None),
+    ("ctypes", None),
 )
 #: Packages whose submodules are imported without the package's own `__init__` until one of its other
 #: attributes is read. eqsat uses only onnxscript's constant folder (eqsat.frontend.fold imports
