@@ -55,9 +55,8 @@ def decide_ifs(model: ir.Model, label: str = "<model>") -> list[str]:
     decided: list[str] = []
     affordable = min(MAX_TRIALS, MAX_TRIAL_NODES // max(1, 2 * len(model.graph)))
     candidates = [(i, node) for i, node in enumerate(model.graph) if _ranks_differ(node)][:affordable]
-    proto: onnx.ModelProto | None = (
-        None  # the model's proto while no decision has changed it: each trial is read from it
-    )
+    # The model's proto while no decision has changed it: each trial is read from it.
+    proto: onnx.ModelProto | None = None
     for index, node in candidates:  # a decision replaces one condition input: node order and indices stay
         for refuted in (False, True):
             try:
