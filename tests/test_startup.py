@@ -169,3 +169,78 @@ def test_the_reference_kernels_wait_for_a_node_to_evaluate() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:4] == ["False ['Relu', 'Mul']", "True False", "True ['Mul']", "True True"]
+
+
+def test_the_reference_package_waits_for_a_node_to_evaluate() -> None:
+    """onnx.reference's `__init__` (its evaluator and `op_run`, which reads every schema) is not run by a fold
+    that evaluates nothing, nor by one that loads the kernels; the evaluator, imported later, is the real one,
+    and the kernels stay bound to the real package."""
+    done = _run(
+        "import sys\n"
+        "import numpy as np, onnx_ir as ir\n"
+        "from eqsat.ui.startup import defer_imports\n"
+        "defer_imports()\n"
+        "from eqsat.frontend.fold import fold\n"
+        "def model(a):\n"
+        "    x = ir.Value(name='x', type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))\n"
+        "    add = ir.node('Add', [a, a]) if a is not None else ir.node('Relu', [x])\n"
+        "    mul = ir.node('Mul', [x, add.outputs[0]]); mul.outputs[0].name = 'y'\n"
+        "    init = [a] if a is not None else []\n"
+        "    g = ir.Graph([x], mul.outputs, nodes=[add, mul], initializers=init, opset_imports={'': 17})\n"
+        "    return ir.Model(g, ir_version=8)\n"
+        "nothing = model(None); print(fold(nothing))\n"
+        "print([m in sys.modules for m in ('onnx.reference.op_run', 'onnx.reference.reference_evaluator')])\n"
+        "a = ir.Value(name='a', const_value=ir.tensor(np.ones(2, np.float32), name='a'))\n"
+        "folds = model(a); print(fold(folds), [n.op_type for n in folds.graph])\n"
+        "print([m in sys.modules for m in ('onnx.reference.op_run', 'onnx.reference.reference_evaluator')])\n"
+        "import onnx\n"
+        "from onnx.reference import ReferenceEvaluator\n"
+        "print(ReferenceEvaluator.__module__, type(sys.modules['onnx.reference']).__name__)\n"
+        "print(onnx.reference is sys.modules['onnx.reference'], callable(onnx.reference.ops.load_op))\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:6] == [
+        "False",
+        "[False, False]",
+        "True ['Mul']",
+        "[True, False]",
+        "onnx.reference.reference_evaluator module",
+        "True True",
+    ]
+
+
+def test_a_run_leaves_onnx_extras_and_their_stdlib_imports_unloaded(tmp_path: Path) -> None:
+    """`eqsat optimize` imports neither onnx's composer, utilities and test-data generator nor the socket, csv,
+    calendar, uuid, pickle and ctypes modules onnx's and numpy's start-ups would bring (eqsat.ui.startup.DEFERRED);
+    each works when used afterwards, through onnx's attributes and numpy's pickling as well."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    nodes = [onnx.helper.make_node("Relu", ["x"], ["r"]), onnx.helper.make_node("Relu", ["r"], ["y"])]
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph(nodes, "g", [x], [y]), opset_imports=[onnx.helper.make_opsetid("", 17)]
+    )
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "m.onnx")
+    names = ("onnx.compose", "onnx.utils", "onnx.gen_proto", "socket", "csv", "calendar", "uuid", "tarfile", "pickle")
+    names += ("ctypes",)
+    done = _run(
+        "import sys\n"
+        "from eqsat.ui import cli, startup\n"
+        "startup.load_egglog_bindings_alone(); startup.defer_imports()\n"
+        f"code = cli.main(['optimize', {str(tmp_path / 'm.onnx')!r}, '-o', {str(tmp_path / 'o.onnx')!r}])\n"
+        f"loaded = [n for n in {names!r} if type(sys.modules.get(n)).__name__ not in ('NoneType', 'DeferredModule')]\n"
+        "print(code, loaded)\n"
+        "import onnx, socket, uuid, csv, calendar\n"
+        "print(callable(onnx.compose.merge_models), callable(onnx.utils.extract_model), socket.AF_INET.name)\n"
+        "print(len(str(uuid.uuid4())), calendar.isleap(2024), next(csv.reader(['a,b'])))\n"
+        "import pickle, ctypes, numpy as np\n"
+        "a = np.arange(3.0); pointer = a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))\n"
+        "print(pickle.loads(pickle.dumps(a)).tolist(), pointer[1])\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-4:] == [
+        "0 []",
+        "True True AF_INET",
+        "36 True ['a', 'b']",
+        "[0.0, 1.0, 2.0] 1.0",
+    ], done.stdout
