@@ -176,3 +176,68 @@ def test_the_reference_is_planned_where_it_starts_and_only_onnxruntime_runs_in_t
     for ahead_run, alone_run in zip(reference.runs, alone.runs):
         assert all(np.array_equal(ahead_run.feeds[k], alone_run.feeds[k]) for k in alone_run.feeds)
         assert all(np.array_equal(a, b) for a, b in zip(ahead_run.outputs, alone_run.outputs))
+
+
+def test_the_optimized_models_session_is_made_in_a_thread_while_the_breakdown_runs(make_model, monkeypatch) -> None:
+    """`eqsat optimize` prepares the optimized model's runner, makes its onnxruntime session in a thread while the
+    cost breakdown is computed, then verifies with it: the verdict and outputs are those of `verify` alone."""
+    import threading
+
+    from eqsat import session as session_module
+    from eqsat.check import ahead as ahead_module
+    from eqsat.check import verify as verifying
+
+    events: list[str] = []
+    made: list[str] = []
+    ort, attach, opened = verifying.Runner._ort, session_module.attach_breakdown, ahead_module.RunnerAhead.__init__
+
+    def making(self, *args):  # noqa: ANN001, ANN202
+        if self._session is None and not self.load_problem:
+            made.append(threading.current_thread().name)
+        return ort(self, *args)
+
+    def opening(self, *args, **kwargs) -> None:  # noqa: ANN001
+        events.append("session")
+        opened(self, *args, **kwargs)
+
+    def attaching(result):  # noqa: ANN001, ANN202
+        events.append("breakdown")
+        return attach(result)
+
+    monkeypatch.setattr(verifying.Runner, "_ort", making)
+    monkeypatch.setattr(ahead_module.RunnerAhead, "__init__", opening)
+    monkeypatch.setattr(session_module, "attach_breakdown", attaching)
+    model = _dense(make_model)
+    result = eqsat.optimize(model)
+    assert events == ["session", "breakdown"] and sorted(made) == ["eqsat-reference", "eqsat-session"]
+    assert not any(t.name == "eqsat-session" for t in threading.enumerate())
+    checked = result.report.verification
+    assert checked.verified and checked.ok and len(checked.assignments) == 2
+    alone = verify(model, result.proto, soundness=result.session.soundness)
+    assert checked.to_dict() == alone.to_dict()
+    events.clear()
+    probe = result.session.extract(verify=True, breakdown=False)  # nothing to overlap: the runner made in verify
+    assert events == [] and probe.report.verification.to_dict() == alone.to_dict()
+
+
+def test_runner_ahead_runs_as_the_runner_verify_makes(make_model) -> None:
+    from eqsat.check.ahead import RunnerAhead
+    from eqsat.check.verify import Runner
+
+    model = _dense(make_model)
+    feeds = {"x": np.random.default_rng(2).standard_normal((3, 8)).astype(np.float32)}
+    ahead, alone = RunnerAhead(model).runner(), Runner(model)
+    (got, runtime), (expected, _) = ahead.run(feeds), alone.run(feeds)
+    assert runtime == "onnxruntime" and all(np.array_equal(a, b) for a, b in zip(got, expected))
+    refused = RunnerAhead(custom_op_model()).runner()  # onnxruntime lacks the op: recorded, as Runner records it
+    other = Runner(custom_op_model())
+    assert not refused.loaded and not other.loaded and "Mystery" in refused.load_problem
+    assert refused.load_problem == other.load_problem
+
+
+def test_a_verification_that_raises_leaves_no_session_thread() -> None:
+    import threading
+
+    with pytest.raises(BadInputError, match="Mystery"):
+        eqsat.optimize(custom_op_model(), strict=True)
+    assert not any(t.name in ("eqsat-session", "eqsat-reference") for t in threading.enumerate())
