@@ -191,28 +191,12 @@ class Session:
                 report.subgraphs = put_back(model, self.bodies, optimized)
         interface.restore(model, self.original)
         report.ops_after = io.proto_op_histogram(model)
-        opened = None
-        if options.verify:
-            note("verify")
-            if breakdown:  # the optimized model's session made in a thread while the breakdown is computed
-                from eqsat.check.ahead import RunnerAhead
-
-                with timed(report, "verify"):
-                    opened = RunnerAhead(model, arrays)
-        held = {t.name: arrays[t.name] for t in model.graph.initializer if weights.is_placeholder(t)}
-        out = Result(
-            model, report, result, session=self, cost_model=cost_model, pending_verification=pending, held=held
-        )
-        if breakdown:
-            note("breakdown")
-            with timed(report, "breakdown"):
-                attach_breakdown(out)
         if options.verify:
             from eqsat.check.ahead import ReferenceAhead
             from eqsat.check.verify import verify as run_verify
 
+            note("verify")
             with timed(report, "verify"):
-                made = opened.runner() if opened is not None else None  # waited for first: nothing left running
                 if isinstance(reference, ReferenceAhead):  # being computed in a thread: wait for it
                     reference = reference.result()
                 report.verification = run_verify(
@@ -226,15 +210,22 @@ class Session:
                     reference=reference,
                     weights=arrays,
                     original_weights=self.encoding.arrays_by_name(),
-                    runner=made,
                 )
-        del arrays, opened  # verified: the output holds its weights, or `held` the large ones
         run_warnings.add(
             report.warnings,
             run_warnings.of_saturation(self.saturation, options)
             + run_warnings.of_bodies(report.subgraphs)
             + run_warnings.of_verification(report.verification, pending=pending),
         )
+        held = {t.name: arrays[t.name] for t in model.graph.initializer if weights.is_placeholder(t)}
+        del arrays  # verified: the output holds its weights, or `held` the large ones
+        out = Result(
+            model, report, result, session=self, cost_model=cost_model, pending_verification=pending, held=held
+        )
+        if breakdown:
+            note("breakdown")
+            with timed(report, "breakdown"):
+                attach_breakdown(out)
         return out
 
 

@@ -28,7 +28,7 @@ import onnx
 
 from eqsat.check.verify import CannotRun, Reference, Run, Runner, expected_outputs
 
-__all__ = ["ReferenceAhead", "RunnerAhead"]
+__all__ = ["ReferenceAhead"]
 
 
 class _Promised(Runner):
@@ -132,24 +132,3 @@ def _planned_outputs(plan: Reference, runner: Runner) -> Reference | None:
             return None
         runs.append(Run(planned.feeds, outputs))
     return dataclasses.replace(plan, runs=tuple(runs))
-
-
-class RunnerAhead:
-    """The optimized model's `Runner`, prepared where it is made (serialized, its weights as arrays: work that
-    holds the GIL) and its onnxruntime session made in a thread, which releases the GIL: the caller's next work
-    (the cost breakdown) overlaps the session's making instead of preceding or following it. `runner()` waits
-    for it; the runner is the one `verify` would have made, so its outputs are the same."""
-
-    def __init__(self, model: onnx.ModelProto, weights: Mapping[str, np.ndarray] | None = None) -> None:
-        self._runner = Runner(model, weights)
-        self._runner.prepare()
-        self._thread = threading.Thread(target=self._load, name="eqsat-session", daemon=True)
-        self._thread.start()
-
-    def _load(self) -> None:
-        self._runner.loaded  # noqa: B018 - makes the session (a refusal is recorded in `load_problem`)
-
-    def runner(self) -> Runner:
-        """The runner, its session made (or onnxruntime's refusal recorded)."""
-        self._thread.join()
-        return self._runner

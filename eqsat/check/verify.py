@@ -366,7 +366,6 @@ def verify(
     reference: Reference | None = None,
     weights: Mapping[str, np.ndarray] | None = None,
     original_weights: Mapping[str, np.ndarray] | None = None,
-    runner: Runner | None = None,
 ) -> VerifyReport:
     """Compare both models' outputs on seeded inputs with the tolerance of `soundness`.
 
@@ -377,8 +376,7 @@ def verify(
     the user gave) bad input (`BadInputError` naming `source`); an optimized model that cannot run while the
     original can fails verification (`VerificationError`). `weights` and `original_weights` (arrays by
     initializer name already in memory: what lowering wrote, what encoding read) are fed to onnxruntime where
-    they equal the model's initializers byte for byte, instead of copies. `runner`: the optimized model's, made
-    before (its session made in a thread: eqsat.check.ahead.RunnerAhead) instead of one made here.
+    they equal the model's initializers byte for byte, instead of copies.
     """
     orig = _proto(original)
     if reference is None:
@@ -395,7 +393,7 @@ def verify(
         return VerifyReport(
             True, "", reference.seed, (), {}, (), reference.random, reference.notes, reference.unverified, reference
         )
-    runner = runner if runner is not None else Runner(_proto(optimized), weights)
+    runner = Runner(_proto(optimized), weights)
     compared = [k for k, name in enumerate(reference.names) if name not in reference.random]
     names = [reference.names[k] for k in compared]
     per_run, runtimes = [], set()
