@@ -194,3 +194,27 @@ def test_telemetry_is_turned_off_only_where_the_environment_is_silent(monkeypatc
     monkeypatch.setenv("ORT_DISABLE_TELEMETRY", "0")
     startup.without_onnxruntime_telemetry()
     assert os.environ["ORT_DISABLE_TELEMETRY"] == "0"
+
+
+def test_the_command_starts_numpy_without_blas_worker_threads() -> None:
+    """The command's start-up keeps OpenBLAS on one thread: importing numpy then starts no thread (Linux's
+    /proc counts them); a value the environment gives is kept."""
+    import os
+
+    if not os.path.isdir("/proc/self/task"):
+        return
+    probe = (
+        "import os\n"
+        "from eqsat.ui import startup\n"
+        "startup.single_threaded_blas()\n"
+        "import numpy\n"
+        "print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "1"]
+    given = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env={**env, "OPENBLAS_NUM_THREADS": "2"}
+    )
+    assert given.stdout.split()[1] == "2"

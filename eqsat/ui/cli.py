@@ -504,6 +504,7 @@ def run_command() -> None:
     modules took ~0.3 s of a 1.5 s run; the output file is complete, written atomically, before). Its imports
     are trimmed first (eqsat.ui.startup)."""
     startup.without_onnxruntime_telemetry()
+    startup.single_threaded_blas()
     startup.load_egglog_bindings_alone()
     startup.defer_imports()
     code = main()
