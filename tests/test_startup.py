@@ -53,6 +53,29 @@ def test_the_solver_prints_nothing() -> None:
     assert done.stdout == "" and done.stderr == ""
 
 
+def test_highspy_is_imported_only_when_the_ilp_solves() -> None:
+    """highspy (~7 ms to import) is loaded when HiGHS runs, not before: an extraction the greedy choice already
+    solves (its DAG cost meets the lower bound) leaves it unloaded; one that needs the solver loads it."""
+    done = _run(
+        "import sys\n"
+        "from eqsat.engine.egraph import EClass, EGraph, ENode\n"
+        "from eqsat.extract import extract\n"
+        "def graph(spec, n):\n"
+        "    nodes = tuple(ENode(i, op, c, tuple(kids), ()) for i, (c, op, kids) in enumerate(spec))\n"
+        "    members = tuple(tuple(m.id for m in nodes if m.eclass == k) for k in range(n))\n"
+        "    return EGraph(nodes, tuple(EClass(k, 'T', ids) for k, ids in enumerate(members)), (n - 1,))\n"
+        "chain = graph([(0, 'Input', []), (1, 'Relu', [0]), (2, 'Relu', [1])], 3)\n"
+        "easy = extract(chain, None, lambda g, n: [0.0, 1.0, 1.0][n.id], 'ilp')\n"
+        "print(any('HiGHS not run' in note for note in easy.notes), 'highspy' in sys.modules)\n"
+        "spec = [(0, 'Input', []), (1, 'Conv', [0]), (2, 'Relu', [1]), (2, 'Mul', [0]), (3, 'Add', [2, 1]),"
+        " (3, 'Sub', [2, 0])]\n"
+        "shared = extract(graph(spec, 4), None, lambda g, n: [0.0, 10.0, 1.0, 3.0, 1.0, 12.5][n.id], 'ilp')\n"
+        "print(any('HiGHS not run' in note for note in shared.notes), 'highspy' in sys.modules, shared.choice[2])\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["True False", "False True 2"]
+
+
 def test_first_uses_on_several_threads_import_one_module() -> None:
     """Threads that first use a deferred module at once all get the one real module sys.modules keeps."""
     done = _run(
