@@ -244,3 +244,75 @@ def test_a_run_leaves_onnx_extras_and_their_stdlib_imports_unloaded(tmp_path: Pa
         "36 True ['a', 'b']",
         "[0.0, 1.0, 2.0] 1.0",
     ], done.stdout
+
+
+def _relu_twice(path: Path) -> None:
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 3])
+    nodes = [onnx.helper.make_node("Relu", ["x"], ["r"]), onnx.helper.make_node("Relu", ["r"], ["y"])]
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph(nodes, "g", [x], [y]), opset_imports=[onnx.helper.make_opsetid("", 17)]
+    )
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def test_the_command_runs_onnxruntime_without_its_telemetry(tmp_path: Path) -> None:
+    """`eqsat optimize` (verification on) leaves no onnxruntime telemetry database in the home's cache; a value
+    the environment gives is kept."""
+    import os
+
+    _relu_twice(tmp_path / "m.onnx")
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
+    for home, given in ((tmp_path / "home", None), (tmp_path / "home_given", "0")):
+        home.mkdir()
+        done = subprocess.run(
+            [sys.executable, "-m", "eqsat", "optimize", str(tmp_path / "m.onnx"), "-o", str(home / "o.onnx")],
+            capture_output=True,
+            text=True,
+            env={**env, "HOME": str(home), **({} if given is None else {"ORT_DISABLE_TELEMETRY": given})},
+        )
+        assert done.returncode == 0, done.stderr
+        assert len(onnx.load(home / "o.onnx").graph.node) == 1
+        found = {str(p.relative_to(home)) for p in home.rglob("onnxruntime.db*")}
+        if given is None:
+            assert found == set()
+        else:  # "0": onnxruntime's telemetry on, as the environment asked
+            assert ".cache/Microsoft/DeveloperTools/.onnxruntime/onnxruntime.db" in found
+
+
+def test_telemetry_is_turned_off_only_where_the_environment_is_silent(monkeypatch) -> None:  # noqa: ANN001
+    import os
+
+    from eqsat.ui import startup
+
+    monkeypatch.delenv("ORT_DISABLE_TELEMETRY", raising=False)
+    startup.without_onnxruntime_telemetry()
+    assert os.environ["ORT_DISABLE_TELEMETRY"] == "1"
+    monkeypatch.setenv("ORT_DISABLE_TELEMETRY", "0")
+    startup.without_onnxruntime_telemetry()
+    assert os.environ["ORT_DISABLE_TELEMETRY"] == "0"
+
+
+def test_the_command_starts_numpy_without_blas_worker_threads() -> None:
+    """The command's start-up keeps OpenBLAS on one thread: importing numpy then starts no thread (Linux's
+    /proc counts them); a value the environment gives is kept."""
+    import os
+
+    if not os.path.isdir("/proc/self/task"):
+        return
+    probe = (
+        "import os\n"
+        "from eqsat.ui import startup\n"
+        "startup.single_threaded_blas()\n"
+        "import numpy\n"
+        "print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "1"]
+    given = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env={**env, "OPENBLAS_NUM_THREADS": "2"}
+    )
+    assert given.stdout.split()[1] == "2"

@@ -48,6 +48,25 @@ OPENED = (("onnxscript", None), ("onnxscript.optimizer", "onnxscript"))
 DEFERRED_SUBMODULES = ("onnx.reference", "onnx.reference.ops")
 
 
+def without_onnxruntime_telemetry() -> None:
+    """onnxruntime's telemetry off (ORT_DISABLE_TELEMETRY=1), unless the environment says otherwise. onnxruntime
+    1.32 on Linux starts an event logger at import that opens, writes and fsyncs an SQLite database under
+    ~/.cache/Microsoft/DeveloperTools and logs each session made: 2-3.6 ms more import (holding the GIL) and
+    ~2 ms more for the first session (medians of 21 processes each, interleaved, shared machine). Nothing
+    verification computes depends on it."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+
+def single_threaded_blas() -> None:
+    """numpy's OpenBLAS on one thread (OPENBLAS_NUM_THREADS=1), unless the environment says otherwise; called
+    before numpy is imported. Its worker thread, started with numpy, spins waiting for work a run's small
+    constant folds never give it: a process importing numpy and then busy for 0.2 s used 366 ms of CPU with it,
+    262 without (medians of 15). That core is the one onnxruntime's thread shares with everything else on the
+    machine; the command's wall gains only under load (bert, 11 runs each: 550 -> 509 ms loaded, 460 -> 458
+    quiet). Outputs and verification are identical."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def load_egglog_bindings_alone() -> None:
     """Load egglog's compiled bindings without the egglog package's Python layer (its high-level API, ~0.2 s
     to import, which eqsat never uses): registered as `egglog.bindings`, the module eqsat.engine.backend imports with
