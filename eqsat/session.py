@@ -313,7 +313,8 @@ def saturate(
     rules = tuple(rules) if rules is not None else select(options.allow, options.disable, options.extra_rules)
     if ahead is not None and not ahead.started:  # planned here, run in a thread from here on (eqsat.check.ahead)
         start = time.perf_counter()
-        ahead.start(original, weights.large_arrays(work), label)
+        known = weights.large_arrays(work, (t.name for t in original.graph.initializer))  # what the runner reads
+        ahead.start(original, known, label)
         phases["reference inputs"] = time.perf_counter() - start
     with contextlib.ExitStack() as lent:
         if lease is not None:  # a body: its parent's backend and rules

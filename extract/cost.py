@@ -163,6 +163,7 @@ class _GraphFacts:
 
     def __post_init__(self) -> None:
         self.any_emulated = any(self.emulated)  # else no node pays a Cast back (_cast_back)
+        self.nbytes = [n * b for n, b in zip(self.numel, self.elt_bytes)]  # bytes per class
 
 
 #: Graphs whose facts a Roofline keeps (held weakly: a graph freed drops its facts at the next new graph).
@@ -174,6 +175,10 @@ class Roofline:
 
     def __init__(self, target: Target):
         self.target = target
+        self._consumed: dict[str, list[int]] = {}  # op -> the fused patterns it is a consumer of, in order
+        for i, pattern in enumerate(target.fused):
+            for op in pattern.consumers:
+                self._consumed.setdefault(op, []).append(i)
         self._facts: list[tuple[weakref.ref[EGraph], _GraphFacts]] = []  # the last FACTS_KEPT graphs', newest last
 
     def __repr__(self) -> str:
@@ -246,9 +251,9 @@ class Roofline:
     def _tie(self, f: _GraphFacts, n: ENode, ins: list[int]) -> float:
         """The tie-break (extract/ties.py) over the bytes `n` reads (its tensor inputs `ins`): of an indexed
         read's table, the rows read."""
-        nbytes = [f.numel[c] * f.elt_bytes[c] for c in ins]
+        nbytes = [f.nbytes[c] for c in ins]
         if n.op in INDEXED_READ_OPS and nbytes:
-            nbytes[0] = min(nbytes[0], f.numel[n.eclass] * f.elt_bytes[n.eclass])
+            nbytes[0] = min(nbytes[0], f.nbytes[n.eclass])
         return tie_cost(self.target.tie_break, zip(nbytes, [f.computed[c] for c in ins]))
 
     def _priced(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int]) -> float:
@@ -323,9 +328,9 @@ class Roofline:
             return t.launch * t.view_fraction
         out_bytes = out_numel * self._elt_bytes(f, n, ins)
         if op in INDEXED_READ_OPS and ins:
-            in_bytes = out_bytes + sum(self._numel(f, c) * f.elt_bytes[c] for c in ins[1:])
+            in_bytes = out_bytes + sum([f.nbytes[c] for c in ins[1:]])
         else:
-            in_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in ins)
+            in_bytes = sum([f.nbytes[c] for c in ins])
         flops = _flops(g, f, n, ins, out_numel)
         dtype = self._compute_dtype(g, f, n, ins)
         peak = t.peak_for(dtype) if flops else 1.0
@@ -334,8 +339,8 @@ class Roofline:
         fused = self._fused(g, f, n) if fuse else None
         if fused is not None:
             mode, extra, consts = fused  # inputs other than the producer's output: non-constant, constant
-            extra_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in extra)
-            const_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in consts)
+            extra_bytes = sum([f.nbytes[c] for c in extra])
+            const_bytes = sum([f.nbytes[c] for c in consts])
             # An epilogue still reads its constant operand (a bias vector, as the producer would with the
             # bias folded in); it is nearly free, not free: among equal graphs the one with fewer ops wins.
             if mode == "free":
@@ -406,7 +411,7 @@ class Roofline:
     def _fallback(self, g: EGraph, f: _GraphFacts, n: ENode, ins: list[int], out_numel: float) -> float:
         """An op the target cannot run: the host round trip plus its roofline on the fallback hardware."""
         t = self.target
-        in_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in ins)
+        in_bytes = sum([f.nbytes[c] for c in ins])
         out_bytes = out_numel * self._elt_bytes(f, n, ins)
         flops = _flops(g, f, n, ins, out_numel)
         return (
@@ -441,7 +446,7 @@ class Roofline:
 
     def _opaque(self, g: EGraph, f: _GraphFacts, n: ENode) -> float:
         t = self.target
-        in_bytes = sum(self._numel(f, c) * f.elt_bytes[c] for c in _list_items(g, n.children))
+        in_bytes = sum([f.nbytes[c] for c in _list_items(g, n.children)])
         key = str(n.attrs[0]) if n.attrs else ""
         op_type = key.split("::")[-1].split("#")[0]
         if t.supported_ops is not None and op_type not in t.supported_ops:
@@ -473,7 +478,8 @@ class Roofline:
         return _node_numel(g, f.numel, n, ins)
 
     def _fused(self, g: EGraph, f: _GraphFacts, n: ENode) -> tuple[str, list[int], list[int]] | None:
-        for i, pattern in enumerate(self.target.fused):
+        for i in self._consumed.get(n.op, ()):  # _fused_input is None for the patterns n.op does not consume
+            pattern = self.target.fused[i]
             k = _fused_input(g, f.fused, i, pattern, n)
             if k is not None:
                 ins = [c for c in n.children if g.classes[c].sort == "T"]  # as _fused_input indexes them

@@ -179,8 +179,8 @@ def _refine_pass(problem: Problem, choice: dict[int, int], order: list[int], wal
     return switched
 
 
-def solve(problem: Problem, tree_solution: tree.TreeSolution | None = None) -> tuple[dict[int, int], list[str]]:
-    """Steps 1-3: the greedy choice and notes. Raises if a root has no acyclic finite-cost term."""
+def solve(problem: Problem, tree_solution: tree.TreeSolution | None = None) -> tuple[dict[int, int], float, list[str]]:
+    """Steps 1-3: the greedy choice, its DAG cost and notes. Raises if a root has no acyclic finite-cost term."""
     tree_solution = tree.solve(problem) if tree_solution is None else tree_solution
     error = problem.unextractable_roots(tree_solution.choice)
     if error is not None:
@@ -188,12 +188,13 @@ def solve(problem: Problem, tree_solution: tree.TreeSolution | None = None) -> t
     greedy, greedy_cost = refine(problem, union_greedy(problem))
     from_tree, tree_cost = refine(problem, tree_solution.choice)
     if tree_cost < greedy_cost:
-        return from_tree, [f"the refined tree choice beat the union-cost greedy ({tree_cost:.6g} < {greedy_cost:.6g})"]
-    return greedy, []
+        notes = [f"the refined tree choice beat the union-cost greedy ({tree_cost:.6g} < {greedy_cost:.6g})"]
+        return from_tree, tree_cost, notes
+    return greedy, greedy_cost, []
 
 
 def extract(egraph: EGraph, roots: Sequence[int], cost: CostModel) -> ExtractionResult:
     """Greedy DAG extraction for `roots` (DAG cost <= the tree extractor's)."""
     problem = Problem.build(egraph, roots, cost, time.perf_counter())
-    choice, notes = solve(problem)
+    choice, _, notes = solve(problem)
     return problem.finish(choice, NAME, notes)

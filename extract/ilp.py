@@ -78,7 +78,9 @@ class _Model:
 def _build_model(problem: Problem, tsol: tree.TreeSolution) -> _Model:
     best = tsol.best
     fixed = {c: n for c, n in tsol.choice.items() if best[c] == 0.0}
+    children = problem.node_children
     classes: list[int] = []
+    viable: list[list[int]] = []  # per model class: its nodes whose children all have an acyclic term
     index: dict[int, int] = {}
     stack = [r for r in dict.fromkeys(problem.roots) if r not in fixed]
     for r in stack:
@@ -87,22 +89,17 @@ def _build_model(problem: Problem, tsol: tree.TreeSolution) -> _Model:
         c = stack.pop()
         index[c] = len(classes)
         classes.append(c)
-        for n in problem.class_nodes[c]:
-            kids = problem.node_children[n]
-            if all(best[k] < math.inf for k in kids):
-                for k in kids:
-                    if k not in fixed and k not in index:
-                        index[k] = -1
-                        stack.append(k)
+        viable.append([n for n in problem.class_nodes[c] if all(best[k] < math.inf for k in children[n])])
+        for n in viable[-1]:
+            for k in children[n]:
+                if k not in fixed and k not in index:
+                    index[k] = -1
+                    stack.append(k)
     nodes: list[int] = []
     class_nodes: list[list[int]] = [[] for _ in classes]
     node_kids: list[list[int]] = []
-    for j, c in enumerate(classes):
-        candidates = [
-            (n, frozenset(index[k] for k in problem.node_children[n] if k not in fixed))
-            for n in problem.class_nodes[c]
-            if all(best[k] < math.inf for k in problem.node_children[n])
-        ]
+    for j, ns in enumerate(viable):
+        candidates = [(n, frozenset([index[k] for k in children[n] if k not in fixed])) for n in ns]
         for n, kids in _undominated(candidates, problem.cost_list):
             class_nodes[j].append(len(nodes))
             nodes.append(n)
@@ -117,10 +114,11 @@ def _build_model(problem: Problem, tsol: tree.TreeSolution) -> _Model:
         fixed,
     )
     model.requires = _requirements(model, tsol.order)
+    points_to = [{d for i in xs for d in node_kids[i]} for xs in class_nodes]  # per model class
     for j in range(len(classes)):  # pairs of classes pointing at each other
         for i in class_nodes[j]:
             for d in node_kids[i]:
-                if d > j and any(j in node_kids[m] for m in class_nodes[d]):
+                if d > j and j in points_to[d]:
                     model.add_cut((j, d))
     return model
 
@@ -485,8 +483,8 @@ def extract(
     problem = Problem.build(egraph, roots, cost, time.perf_counter())
     deadline = problem.started + time_limit
     tsol = tree.solve(problem)
-    greedy, _ = greedy_dag.solve(problem, tsol)
-    best = _Best(greedy, problem.dag_cost(greedy), "the greedy-dag incumbent")
+    greedy, greedy_cost, _ = greedy_dag.solve(problem, tsol)
+    best = _Best(greedy, greedy_cost, "the greedy-dag incumbent")
     model = _build_model(problem, tsol)
     if not model.roots:
         return problem.finish(tsol.choice, NAME, ["every root has a zero-cost term"] if problem.roots else [])
@@ -508,8 +506,9 @@ def extract(
         if math.isfinite(res.bound):  # a lower bound: the program relaxes acyclicity
             best.lower = max(best.lower, res.bound * scale)
         choice = _decode(model, problem, res.x)
-        if reachable_order(problem, choice) is not None:  # acyclic: optimal if HiGHS proved it
-            best.offer(choice, problem.dag_cost(choice), "the ILP solution")
+        order = reachable_order(problem, choice)
+        if order is not None:  # acyclic: optimal if HiGHS proved it
+            best.offer(choice, problem.dag_cost(choice, order), "the ILP solution")
             proven = res.optimal
             if not proven:
                 notes.append(f"time limit in round {rounds}: {res.message}")

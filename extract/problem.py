@@ -55,9 +55,10 @@ class Problem:
                 parents[k].append(nid)
         return cls(egraph, roots, costs, cost_list, node_class, node_children, class_nodes, parents, started)
 
-    def dag_cost(self, choice: Mapping[int, int]) -> float:
-        """DAG cost of a choice restricted to what the roots reach (inf if it is not a closed acyclic DAG)."""
-        order = reachable_order(self, choice)
+    def dag_cost(self, choice: Mapping[int, int], order: list[int] | None = None) -> float:
+        """DAG cost of a choice restricted to what the roots reach (inf if it is not a closed acyclic DAG);
+        `order`: its `reachable_order`, if known."""
+        order = reachable_order(self, choice) if order is None else order
         return math.inf if order is None else math.fsum(self.cost_list[choice[c]] for c in order)
 
     def finish(self, choice: Mapping[int, int], name: str, notes: Sequence[str] = ()) -> ExtractionResult:

@@ -62,4 +62,4 @@ def tie_cost(tie_break: float, inputs: Iterable[tuple[float, bool]]) -> float:
     """The tie-break of one kernel reading `inputs` ((bytes, computed at lowering) per tensor)."""
     if not tie_break:
         return 0.0
-    return tie_break * (1.0 + sum(input_weight(nbytes, computed) for nbytes, computed in inputs))
+    return tie_break * (1.0 + sum([input_weight(nbytes, computed) for nbytes, computed in inputs]))

@@ -53,6 +53,29 @@ def test_the_solver_prints_nothing() -> None:
     assert done.stdout == "" and done.stderr == ""
 
 
+def test_highspy_is_imported_only_when_the_ilp_solves() -> None:
+    """highspy (~7 ms to import) is loaded when HiGHS runs, not before: an extraction the greedy choice already
+    solves (its DAG cost meets the lower bound) leaves it unloaded; one that needs the solver loads it."""
+    done = _run(
+        "import sys\n"
+        "from eqsat.engine.egraph import EClass, EGraph, ENode\n"
+        "from eqsat.extract import extract\n"
+        "def graph(spec, n):\n"
+        "    nodes = tuple(ENode(i, op, c, tuple(kids), ()) for i, (c, op, kids) in enumerate(spec))\n"
+        "    members = tuple(tuple(m.id for m in nodes if m.eclass == k) for k in range(n))\n"
+        "    return EGraph(nodes, tuple(EClass(k, 'T', ids) for k, ids in enumerate(members)), (n - 1,))\n"
+        "chain = graph([(0, 'Input', []), (1, 'Relu', [0]), (2, 'Relu', [1])], 3)\n"
+        "easy = extract(chain, None, lambda g, n: [0.0, 1.0, 1.0][n.id], 'ilp')\n"
+        "print(any('HiGHS not run' in note for note in easy.notes), 'highspy' in sys.modules)\n"
+        "spec = [(0, 'Input', []), (1, 'Conv', [0]), (2, 'Relu', [1]), (2, 'Mul', [0]), (3, 'Add', [2, 1]),"
+        " (3, 'Sub', [2, 0])]\n"
+        "shared = extract(graph(spec, 4), None, lambda g, n: [0.0, 10.0, 1.0, 3.0, 1.0, 12.5][n.id], 'ilp')\n"
+        "print(any('HiGHS not run' in note for note in shared.notes), 'highspy' in sys.modules, shared.choice[2])\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["True False", "False True 2"]
+
+
 def test_first_uses_on_several_threads_import_one_module() -> None:
     """Threads that first use a deferred module at once all get the one real module sys.modules keeps."""
     done = _run(
@@ -146,3 +169,150 @@ def test_the_reference_kernels_wait_for_a_node_to_evaluate() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:4] == ["False ['Relu', 'Mul']", "True False", "True ['Mul']", "True True"]
+
+
+def test_the_reference_package_waits_for_a_node_to_evaluate() -> None:
+    """onnx.reference's `__init__` (its evaluator and `op_run`, which reads every schema) is not run by a fold
+    that evaluates nothing, nor by one that loads the kernels; the evaluator, imported later, is the real one,
+    and the kernels stay bound to the real package."""
+    done = _run(
+        "import sys\n"
+        "import numpy as np, onnx_ir as ir\n"
+        "from eqsat.ui.startup import defer_imports\n"
+        "defer_imports()\n"
+        "from eqsat.frontend.fold import fold\n"
+        "def model(a):\n"
+        "    x = ir.Value(name='x', type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))\n"
+        "    add = ir.node('Add', [a, a]) if a is not None else ir.node('Relu', [x])\n"
+        "    mul = ir.node('Mul', [x, add.outputs[0]]); mul.outputs[0].name = 'y'\n"
+        "    init = [a] if a is not None else []\n"
+        "    g = ir.Graph([x], mul.outputs, nodes=[add, mul], initializers=init, opset_imports={'': 17})\n"
+        "    return ir.Model(g, ir_version=8)\n"
+        "nothing = model(None); print(fold(nothing))\n"
+        "print([m in sys.modules for m in ('onnx.reference.op_run', 'onnx.reference.reference_evaluator')])\n"
+        "a = ir.Value(name='a', const_value=ir.tensor(np.ones(2, np.float32), name='a'))\n"
+        "folds = model(a); print(fold(folds), [n.op_type for n in folds.graph])\n"
+        "print([m in sys.modules for m in ('onnx.reference.op_run', 'onnx.reference.reference_evaluator')])\n"
+        "import onnx\n"
+        "from onnx.reference import ReferenceEvaluator\n"
+        "print(ReferenceEvaluator.__module__, type(sys.modules['onnx.reference']).__name__)\n"
+        "print(onnx.reference is sys.modules['onnx.reference'], callable(onnx.reference.ops.load_op))\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:6] == [
+        "False",
+        "[False, False]",
+        "True ['Mul']",
+        "[True, False]",
+        "onnx.reference.reference_evaluator module",
+        "True True",
+    ]
+
+
+def test_a_run_leaves_onnx_extras_and_their_stdlib_imports_unloaded(tmp_path: Path) -> None:
+    """`eqsat optimize` imports neither onnx's composer, utilities and test-data generator nor the socket, csv,
+    calendar, uuid, pickle and ctypes modules onnx's and numpy's start-ups would bring (eqsat.ui.startup.DEFERRED);
+    each works when used afterwards, through onnx's attributes and numpy's pickling as well."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    nodes = [onnx.helper.make_node("Relu", ["x"], ["r"]), onnx.helper.make_node("Relu", ["r"], ["y"])]
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph(nodes, "g", [x], [y]), opset_imports=[onnx.helper.make_opsetid("", 17)]
+    )
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "m.onnx")
+    names = ("onnx.compose", "onnx.utils", "onnx.gen_proto", "socket", "csv", "calendar", "uuid", "tarfile", "pickle")
+    names += ("ctypes",)
+    done = _run(
+        "import sys\n"
+        "from eqsat.ui import cli, startup\n"
+        "startup.load_egglog_bindings_alone(); startup.defer_imports()\n"
+        f"code = cli.main(['optimize', {str(tmp_path / 'm.onnx')!r}, '-o', {str(tmp_path / 'o.onnx')!r}])\n"
+        f"loaded = [n for n in {names!r} if type(sys.modules.get(n)).__name__ not in ('NoneType', 'DeferredModule')]\n"
+        "print(code, loaded)\n"
+        "import onnx, socket, uuid, csv, calendar\n"
+        "print(callable(onnx.compose.merge_models), callable(onnx.utils.extract_model), socket.AF_INET.name)\n"
+        "print(len(str(uuid.uuid4())), calendar.isleap(2024), next(csv.reader(['a,b'])))\n"
+        "import pickle, ctypes, numpy as np\n"
+        "a = np.arange(3.0); pointer = a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))\n"
+        "print(pickle.loads(pickle.dumps(a)).tolist(), pointer[1])\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-4:] == [
+        "0 []",
+        "True True AF_INET",
+        "36 True ['a', 'b']",
+        "[0.0, 1.0, 2.0] 1.0",
+    ], done.stdout
+
+
+def _relu_twice(path: Path) -> None:
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 3])
+    nodes = [onnx.helper.make_node("Relu", ["x"], ["r"]), onnx.helper.make_node("Relu", ["r"], ["y"])]
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph(nodes, "g", [x], [y]), opset_imports=[onnx.helper.make_opsetid("", 17)]
+    )
+    model.ir_version = 8
+    onnx.save(model, path)
+
+
+def test_the_command_runs_onnxruntime_without_its_telemetry(tmp_path: Path) -> None:
+    """`eqsat optimize` (verification on) leaves no onnxruntime telemetry database in the home's cache; a value
+    the environment gives is kept."""
+    import os
+
+    _relu_twice(tmp_path / "m.onnx")
+    env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
+    for home, given in ((tmp_path / "home", None), (tmp_path / "home_given", "0")):
+        home.mkdir()
+        done = subprocess.run(
+            [sys.executable, "-m", "eqsat", "optimize", str(tmp_path / "m.onnx"), "-o", str(home / "o.onnx")],
+            capture_output=True,
+            text=True,
+            env={**env, "HOME": str(home), **({} if given is None else {"ORT_DISABLE_TELEMETRY": given})},
+        )
+        assert done.returncode == 0, done.stderr
+        assert len(onnx.load(home / "o.onnx").graph.node) == 1
+        found = {str(p.relative_to(home)) for p in home.rglob("onnxruntime.db*")}
+        if given is None:
+            assert found == set()
+        else:  # "0": onnxruntime's telemetry on, as the environment asked
+            assert ".cache/Microsoft/DeveloperTools/.onnxruntime/onnxruntime.db" in found
+
+
+def test_telemetry_is_turned_off_only_where_the_environment_is_silent(monkeypatch) -> None:  # noqa: ANN001
+    import os
+
+    from eqsat.ui import startup
+
+    monkeypatch.delenv("ORT_DISABLE_TELEMETRY", raising=False)
+    startup.without_onnxruntime_telemetry()
+    assert os.environ["ORT_DISABLE_TELEMETRY"] == "1"
+    monkeypatch.setenv("ORT_DISABLE_TELEMETRY", "0")
+    startup.without_onnxruntime_telemetry()
+    assert os.environ["ORT_DISABLE_TELEMETRY"] == "0"
+
+
+def test_the_command_starts_numpy_without_blas_worker_threads() -> None:
+    """The command's start-up keeps OpenBLAS on one thread: importing numpy then starts no thread (Linux's
+    /proc counts them); a value the environment gives is kept."""
+    import os
+
+    if not os.path.isdir("/proc/self/task"):
+        return
+    probe = (
+        "import os\n"
+        "from eqsat.ui import startup\n"
+        "startup.single_threaded_blas()\n"
+        "import numpy\n"
+        "print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "1"]
+    given = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env={**env, "OPENBLAS_NUM_THREADS": "2"}
+    )
+    assert given.stdout.split()[1] == "2"

@@ -370,3 +370,28 @@ def test_a_held_weight_is_written_from_its_array_without_copies() -> None:
         tracemalloc.stop()
     assert written > big.nbytes
     assert peak < big.nbytes // 8
+
+
+def test_large_arrays_of_the_names_asked_only_shared_with_the_model(monkeypatch) -> None:  # noqa: ANN001
+    """The reference reads only the original's initializers: `large_arrays` with `names` gives those (the large
+    ones), the same arrays as without; a weight the original held in a Constant node, an initializer after
+    folding, is not handed to the reference."""
+    from eqsat.check.ahead import ReferenceAhead
+    from eqsat.session import load, saturate
+
+    work = load(_model()).work
+    every = weights.large_arrays(work)
+    assert list(every) == ["w"]
+    asked = weights.large_arrays(work, ["b", "w", "absent"])
+    assert list(asked) == ["w"] and np.shares_memory(asked["w"], every["w"])
+    assert weights.large_arrays(work, []) == {}
+    in_node = _model()
+    w = in_node.graph.initializer[0]
+    in_node.graph.node.insert(0, oh.make_node("Constant", [], ["w"], value=w))
+    in_node.graph.initializer.remove(w)
+    handed: list[dict] = []
+    monkeypatch.setattr(ReferenceAhead, "start", lambda self, original, known, label: handed.append(known))
+    loaded = load(in_node)
+    assert list(weights.large_arrays(loaded.work)) == ["w"]  # folding made it an initializer
+    saturate(loaded, ahead=ReferenceAhead())
+    assert handed == [{}]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -46,65 +46,125 @@ class ShapeFacts:
     def __init__(self, model: onnx.ModelProto):
         graph = model.graph
         self.initializers: dict[str, Dims] = {t.name: tuple(t.dims) for t in graph.initializer}
-        skeleton = onnx.ModelProto(ir_version=model.ir_version)
+        skeleton = onnx.ModelProto(ir_version=model.ir_version)  # its graph inputs are added by each `infer`
         skeleton.opset_import.extend(model.opset_import)
         skeleton.functions.extend(model.functions)
         g = skeleton.graph
         g.name = graph.name
         g.node.extend(graph.node)
         g.output.extend(graph.output)
-        self._feeds = [v for v in graph.input if v.name not in self.initializers]
-        g.input.extend(self._feeds)
+        typed = onnx.ModelProto()  # the large initializers, as typed inputs after the feeds
         for tensor in graph.initializer:
             if _size(tensor.dims) <= SMALL:
                 g.initializer.append(tensor)
             else:
-                g.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
-        self._skeleton = skeleton
-        self.constants: dict[str, np.ndarray] = {}  # small initializers and Constant nodes' values
-        for tensor in g.initializer:
-            self.constants[tensor.name] = onnx.numpy_helper.to_array(tensor)
-        for node in graph.node:
-            if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-                if _size(node.attribute[0].t.dims) <= SMALL:
-                    self.constants[node.output[0]] = onnx.numpy_helper.to_array(node.attribute[0].t)
+                typed.graph.input.append(
+                    onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims))
+                )
+        self._feeds = [_copied(v) for v in graph.input if v.name not in self.initializers]
+        self._typed = list(typed.graph.input)
+        self._typed_names = {v.name for v in self._typed}
+        self._typed_part = typed.SerializeToString()
+        self._head: bytes | None = None  # None: too large to serialize (then nothing is inferred)
+        try:
+            self._head = skeleton.SerializeToString()
+        except Exception:  # noqa: BLE001 - a skeleton over protobuf's 2 GB: inference is a help, as below
+            pass
+        self.constants: Mapping[str, np.ndarray] = _Arrays(  # small initializers and Constant nodes' values
+            {t.name: t for t in g.initializer}
+            | {
+                node.output[0]: node.attribute[0].t
+                for node in graph.node
+                if node.op_type == "Constant"
+                and node.attribute
+                and node.attribute[0].name == "value"
+                and _size(node.attribute[0].t.dims) <= SMALL
+            }
+        )
 
     def infer(self, shapes: Mapping[str, Sequence[int]], constants: Mapping[str, np.ndarray] = {}) -> dict[str, Dims]:
         """Every value's shape that shape inference knows with the graph inputs at `shapes` (tensor inputs
         not in `shapes` keep their declared dims) and `constants` (inputs by name) folded in."""
-        model = onnx.ModelProto()
-        model.CopyFrom(self._skeleton)
-        g = model.graph
-        kept = [v for v in g.input if v.name not in constants]
-        del g.input[:]
-        g.input.extend(kept)
-        for v in g.input:
-            if v.name in shapes and v.type.HasField("tensor_type"):
-                shape = v.type.tensor_type.shape
-                del shape.dim[:]
-                for size in shapes[v.name]:
-                    shape.dim.add().dim_value = int(size)
-        for name, array in constants.items():
-            g.initializer.append(onnx.numpy_helper.from_array(np.asarray(array), name))
         facts: dict[str, Dims] = dict(self.initializers)
         for v in self._feeds:  # inputs not sized here: as declared
             if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
-                facts[v.name] = tuple(
-                    d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
-                    for d in v.type.tensor_type.shape.dim
-                )
+                facts[v.name] = _dims(v.type.tensor_type.shape)
         facts.update({name: tuple(int(d) for d in shape) for name, shape in shapes.items()})
+        if self._head is None:
+            return facts
+        data = self._serialized(self._head, shapes, constants)
         try:
-            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+            inferred = onnx.shape_inference.infer_shapes(data, strict_mode=False, data_prop=True)
         except Exception:  # noqa: BLE001 - inference is a help, not a requirement
             return facts
         for v in (*inferred.graph.value_info, *inferred.graph.output):
-            if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape") and v.name not in facts:
-                facts[v.name] = tuple(
-                    d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
-                    for d in v.type.tensor_type.shape.dim
-                )
+            if v.name not in facts and v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
+                facts[v.name] = _dims(v.type.tensor_type.shape)
         return facts
+
+    def _serialized(
+        self, head: bytes, shapes: Mapping[str, Sequence[int]], constants: Mapping[str, np.ndarray]
+    ) -> bytes:
+        """The skeleton with the graph inputs at `shapes` and `constants` as initializers, serialized. The parts
+        every call shares (the skeleton without inputs, the large initializers as typed inputs) were serialized
+        once: each call serializes only the feeds and the constants. Parsing concatenated messages merges them
+        (repeated fields appended in order), so onnx reads the skeleton as if edited in place and serialized."""
+        feeds, rest = onnx.ModelProto(), onnx.ModelProto()
+        for v in self._feeds:
+            if v.name in constants:
+                continue
+            added = feeds.graph.input.add()
+            added.CopyFrom(v)
+            if v.name in shapes and v.type.HasField("tensor_type"):
+                shape = added.type.tensor_type.shape
+                del shape.dim[:]
+                for size in shapes[v.name]:
+                    shape.dim.add().dim_value = int(size)
+        typed = self._typed_part
+        if not self._typed_names.isdisjoint(constants):  # a constant named like a large initializer
+            rest.graph.input.extend(v for v in self._typed if v.name not in constants)
+            typed = b""
+        for name, array in constants.items():
+            rest.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray(array), name))
+        return head + feeds.SerializeToString() + typed + rest.SerializeToString()
+
+
+class _Arrays(Mapping[str, np.ndarray]):
+    """Tensors by name read as numpy arrays when first asked for (most are never read)."""
+
+    def __init__(self, tensors: dict[str, onnx.TensorProto]):
+        self._tensors = tensors
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        found = self._arrays.get(name)
+        if found is None:
+            found = self._arrays[name] = onnx.numpy_helper.to_array(self._tensors[name])
+        return found
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tensors
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+
+def _dims(shape: onnx.TensorShapeProto) -> Dims:
+    """A shape's dims: sizes, None where unknown (a symbol, no value, or a negative one)."""
+    dims = []
+    for d in shape.dim:
+        size = d.dim_value  # 0 when unset: only then is HasField asked
+        dims.append(size if size > 0 or (size == 0 and d.HasField("dim_value")) else None)
+    return tuple(dims)
+
+
+def _copied(value: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
+    copy = onnx.ValueInfoProto()
+    copy.CopyFrom(value)
+    return copy
 
 
 def largest(facts: Mapping[str, Dims], names: Iterable[str] | None = None) -> tuple[str, int]:
@@ -145,6 +205,8 @@ def over_budget(
 def random_outputs(model: onnx.ModelProto) -> list[str]:
     """The graph outputs that depend on a random op (see the module docstring), in output order."""
     graph = model.graph
+    if not _may_be_random(graph.node) and not any(_may_be_random(f.node) for f in model.functions):
+        return []  # no op that can be random anywhere: nothing to follow
     constant_false = {
         t.name for t in graph.initializer if _size(t.dims) == 1 and not onnx.numpy_helper.to_array(t).any()
     }
@@ -177,6 +239,24 @@ def _is_random(node: onnx.NodeProto, constant_false: set[str], random_functions:
     if (node.domain, node.op_type) in random_functions:
         return True
     return any(_is_random(n, constant_false, random_functions) for g in _subgraphs(node) for n in g.node)
+
+
+#: The ops `_is_random` can find random, whatever their domain and inputs.
+_MAYBE_RANDOM = frozenset(RANDOM_OPS) | {"Dropout"}
+
+
+def _may_be_random(nodes: Iterable[onnx.NodeProto]) -> bool:
+    """Whether one of `nodes` (their subgraphs included) is an op that may be random: one walk of the op types
+    instead of `random_outputs`'s taint analysis, which can only find an output random where there is one."""
+    for node in nodes:
+        if node.op_type in _MAYBE_RANDOM:
+            return True
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH and _may_be_random(a.g.node):
+                return True
+            if a.type == onnx.AttributeProto.GRAPHS and any(_may_be_random(g.node) for g in a.graphs):
+                return True
+    return False
 
 
 def _random_functions(functions: Sequence[onnx.FunctionProto]) -> set[tuple[str, str]]:

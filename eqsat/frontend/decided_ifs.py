@@ -18,6 +18,7 @@ large graphs: MAX_TRIAL_NODES).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx_ir as ir
@@ -26,6 +27,9 @@ from eqsat.frontend import io
 from eqsat.frontend.fold import fold, infer_proto, quiet_folder
 from eqsat.frontend.names import add_constant
 from eqsat.ops import STATE_INPUTS
+
+if TYPE_CHECKING:
+    import onnx
 
 #: (op, input index) -> the only rank that input may have: the ONNX operator spec, and what onnxruntime enforces
 #: ("Input X must have 3 dimensions only"; a Gemm is not here: onnxruntime also runs a rank-1 A).
@@ -51,10 +55,13 @@ def decide_ifs(model: ir.Model, label: str = "<model>") -> list[str]:
     decided: list[str] = []
     affordable = min(MAX_TRIALS, MAX_TRIAL_NODES // max(1, 2 * len(model.graph)))
     candidates = [(i, node) for i, node in enumerate(model.graph) if _ranks_differ(node)][:affordable]
+    # The model's proto while no decision has changed it: each trial is read from it.
+    proto: onnx.ModelProto | None = None
     for index, node in candidates:  # a decision replaces one condition input: node order and indices stay
         for refuted in (False, True):
             try:
-                trial = io.from_proto(io.to_proto(model), label)
+                proto = proto if proto is not None else io.to_proto(model)
+                trial = io.from_proto(proto, label)
                 _fix_condition(trial, list(trial.graph)[index], refuted, index)
                 with quiet_folder():  # the refuted branch is inconsistent by design: the folder says so
                     broken = _broken_rank_rule(settled(trial, label).graph)
@@ -62,6 +69,7 @@ def decide_ifs(model: ir.Model, label: str = "<model>") -> list[str]:
                 broken = None
             if broken is not None:
                 _fix_condition(model, node, not refuted, index)
+                proto = None
                 branch = "then" if not refuted else "else"
                 decided.append(f"If {node.name!r}: {branch} branch kept; the other makes {broken}")
                 break

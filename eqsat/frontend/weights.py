@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import mmap
 import sys
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -296,11 +296,14 @@ def _varint_size(n: int) -> int:
     return len(_varint(n))
 
 
-def large_arrays(model: ir.Model) -> dict[str, np.ndarray]:
-    """The model's large initializers as the arrays it holds (shared, not copied: `Light.attach`), by name."""
+def large_arrays(model: ir.Model, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+    """The model's large initializers (of `names` only, when given) as the arrays it holds (shared, not copied:
+    `Light.attach`), by name."""
+    initializers = model.graph.initializers
+    chosen = initializers.items() if names is None else ((n, initializers[n]) for n in names if n in initializers)
     return {
         name: value.const_value.numpy()
-        for name, value in model.graph.initializers.items()
+        for name, value in chosen
         if value.const_value is not None and _large_ir(value.const_value)
     }
 

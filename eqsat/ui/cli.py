@@ -503,6 +503,8 @@ def run_command() -> None:
     interpreter's teardown once everything is written and flushed (freeing the e-graphs and the imported
     modules took ~0.3 s of a 1.5 s run; the output file is complete, written atomically, before). Its imports
     are trimmed first (eqsat.ui.startup)."""
+    startup.without_onnxruntime_telemetry()
+    startup.single_threaded_blas()
     startup.load_egglog_bindings_alone()
     startup.defer_imports()
     code = main()

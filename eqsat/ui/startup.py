@@ -16,8 +16,24 @@ from typing import Iterable, Sequence
 
 #: Modules imported by a library at start-up but used only on rare paths, each with the package whose folder
 #: holds it. sympy (~0.2 s) serves onnx_ir's symbolic-dim arithmetic only; its shape module reads sympy at
-#: import, so it waits too.
-DEFERRED = (("sympy", None), ("onnx_ir._symbolic_shapes", "onnx_ir"))
+#: import, so it waits too. onnx's `__init__` imports its model composer, utilities and test-data generator
+#: (with tarfile and subprocess), and reads its version through importlib.metadata, whose email parsing
+#: imports socket (for message ids; ~4 ms of enum building), csv, and through protobuf calendar; onnx's
+#: external-data helper imports uuid; numpy imports pickle and ctypes for its pickling and ctypes
+#: interfaces: none of them serves a run (~10 ms together).
+DEFERRED = (
+    ("sympy", None),
+    ("onnx_ir._symbolic_shapes", "onnx_ir"),
+    ("onnx.compose", "onnx"),
+    ("onnx.utils", "onnx"),
+    ("onnx.gen_proto", "onnx"),
+    ("socket", None),
+    ("csv", None),
+    ("calendar", None),
+    ("uuid", None),
+    ("pickle", None),
+    ("ctypes", None),
+)
 #: Packages whose submodules are imported without the package's own `__init__` until one of its other
 #: attributes is read. eqsat uses only onnxscript's constant folder (eqsat.frontend.fold imports
 #: `onnxscript.optimizer._constant_folding`); the two `__init__`s would add its script converter, opsets and
@@ -26,8 +42,29 @@ OPENED = (("onnxscript", None), ("onnxscript.optimizer", "onnxscript"))
 #: Submodules deferred where their importer reads them through their package (`import onnx.reference.ops`,
 #: then `onnx.reference.ops.load_op`): a finder hands the import system a stand-in, which it binds to the
 #: package as any submodule. onnx's reference kernels (~20 ms) serve onnxscript's folder only for a node it
-#: evaluates (none in 5 of the 16 shared models).
-DEFERRED_SUBMODULES = ("onnx.reference.ops",)
+#: evaluates (none in 5 of the 16 shared models); so does `onnx.reference` itself, whose `__init__` (its
+#: whole-model evaluator, and `op_run`, which reads every operator schema: ~15 ms) the kernels' import
+#: would otherwise run first: its stand-in imports its submodules without it.
+DEFERRED_SUBMODULES = ("onnx.reference", "onnx.reference.ops")
+
+
+def without_onnxruntime_telemetry() -> None:
+    """onnxruntime's telemetry off (ORT_DISABLE_TELEMETRY=1), unless the environment says otherwise. onnxruntime
+    1.32 on Linux starts an event logger at import that opens, writes and fsyncs an SQLite database under
+    ~/.cache/Microsoft/DeveloperTools and logs each session made: 2-3.6 ms more import (holding the GIL) and
+    ~2 ms more for the first session (medians of 21 processes each, interleaved, shared machine). Nothing
+    verification computes depends on it."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+
+def single_threaded_blas() -> None:
+    """numpy's OpenBLAS on one thread (OPENBLAS_NUM_THREADS=1), unless the environment says otherwise; called
+    before numpy is imported. Its worker thread, started with numpy, spins waiting for work a run's small
+    constant folds never give it: a process importing numpy and then busy for 0.2 s used 366 ms of CPU with it,
+    262 without (medians of 15). That core is the one onnxruntime's thread shares with everything else on the
+    machine; the command's wall gains only under load (bert, 11 runs each: 550 -> 509 ms loaded, 460 -> 458
+    quiet). Outputs and verification are identical."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def load_egglog_bindings_alone() -> None:
@@ -66,7 +103,8 @@ class DeferredModule(types.ModuleType):
     reads the module's `__spec__` through the lazy module, which loads it.
 
     An opened package's stand-in (one with a `__path__`, `defer_imports(opened=...)`) imports its submodules
-    by themselves: `import package.sub` and `from package import sub` leave the package's `__init__` unrun."""
+    by themselves: `import package.sub` and `from package import sub` leave the package's `__init__` unrun;
+    the real package, once imported, gets them bound too."""
 
     def __getattr__(self, attr: str) -> object:
         name = self.__name__
@@ -79,8 +117,18 @@ class DeferredModule(types.ModuleType):
             if real is None or real is self:
                 sys.modules.pop(name, None)
                 real = importlib.import_module(name)
+                _bind_submodules(self, real)
         vars(self).update({k: v for k, v in vars(real).items() if k != "__class__"})
         return getattr(real, attr)
+
+
+def _bind_submodules(stand_in: types.ModuleType, real: types.ModuleType) -> None:
+    """The submodules imported through an opened package's stand-in (bound to it, not to the real package)
+    bound to the real package too, as an import through it would have: `package.sub` keeps working."""
+    for key, value in list(vars(stand_in).items()):
+        submodule = sys.modules.get(f"{real.__name__}.{key}")
+        if isinstance(value, types.ModuleType) and submodule is not None and not hasattr(real, key):
+            setattr(real, key, submodule)
 
 
 class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
