@@ -5,7 +5,8 @@ the closure took to choose them (eqsat.engine.rule_closure; the first model's in
     python -m benchmarks.bench_install                          # ../shared/models and ../shared/models/real
     python -m benchmarks.bench_install m.onnx other.onnx --repeat 5
     python -m benchmarks.bench_install m.onnx --why              # which rule made each absent op available (and
-                                                                 # whether only in constant classes)
+                                                                 # whether only in constant classes), and the
+                                                                 # bodies left out as setting only unread facts
 
 The rules are those the model can use (eqsat.engine.rule_closure, as `eqsat optimize` picks them); install time
 tracks the s-expressions installed (~12 µs each), not the characters.
@@ -78,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             for made, rule in usable.created_by.items():
                 where = "  (constant classes only)" if made in usable.constant_only else ""
                 print(f"  {made:28} <- {rule}{where}")
+            if usable.unread:
+                print(f"  not installed (they only set facts no installed rule reads): {', '.join(usable.unread)}")
         return
     from eqsat.engine import prepared
 

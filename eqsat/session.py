@@ -284,6 +284,7 @@ def saturate(
     depth: int = 0,
     lease: tuple[Backend, Usable] | None = None,
     ahead: "ReferenceAhead | None" = None,
+    install_unread: bool = False,
     **changes: Any,
 ) -> Session:
     """Load, normalize, encode and saturate `model` under `options` (eqsat.options.Options, with `changes`:
@@ -295,7 +296,8 @@ def saturate(
     `progress` is called with each phase's name as it starts (eqsat.view.display.Progress draws them).
     `model` may be a `Loaded` (eqsat.session.load): it is saturated as it is, not read or normalized again.
     If/Loop/Scan bodies get Sessions of their own (eqsat.subgraphs; `depth` is the nesting level of `model`).
-    The rules installed are those the model can use (eqsat.engine.rule_closure), in a backend kept for the process
+    The rules installed are those the model can use (eqsat.engine.rule_closure; with `install_unread`, also those that
+    only set facts no installed rule reads: tests counting a fact rule's matches), in a backend kept for the process
     (eqsat.engine.prepared); `lease` (a body's: its parent's backend and the rule selection it holds) is used
     instead, between push and pop. `ahead` (eqsat.check.ahead) is started on the original and the model's large
     weights once the model is loaded (phase "reference inputs"), before the rules are installed.
@@ -320,7 +322,7 @@ def saturate(
         else:  # the top-level model: a kept backend with the rules it (and its bodies) can use
             note("install rules")
             start = time.perf_counter()
-            usable = usable_rules(rules, present_constructors(normalized))
+            usable = usable_rules(rules, present_constructors(normalized), install_unread=install_unread)
             backend = lent.enter_context(checkout(usable))
             phases["install rules"] = time.perf_counter() - start
         bodies: tuple[Body, ...] = ()

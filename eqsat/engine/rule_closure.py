@@ -21,12 +21,19 @@ whose every union joins a constant class with a constant class or a node no live
 is nowhere else), and that sets no fact on a class it matched, cannot change the output: it is left out, and what it
 would create is not assumed. Dropping a rule is always sound; `bench_install --why` marks the ops so held.
 
+Unread facts: rule-only facts are read by rules alone (decoding, extraction and lowering read only the term tables,
+shape, dtype and `rewritten`: eqsat.engine.egraph.DECODED_FACTS). A chosen body whose actions only set rule-only facts
+(building no node) serves only the installed bodies that read one of them; when none does (stack-reshape-to-concat's
+marking of a Concat's list on a model with no Unsqueeze), it is not installed (`Usable.unread` names it), nor are the
+fact rules that only it reads from. Liveness starts at every other chosen body.
+
 The result keeps the registry's order, so the same model always installs the same rules in the same order
 (deterministic output, whatever the cache of prepared backends holds).
 
     usable = usable_rules(rules, present_constructors(model_proto))
     usable.commands       # the egglog rules to install, in registry order
     usable.constructors   # every constructor they assume may exist: what the model loads must be among them
+    usable.unread         # chosen bodies (`name#k`) left out: they only set facts no installed body reads
 """
 
 from __future__ import annotations
@@ -35,14 +42,15 @@ import collections
 import dataclasses
 import functools
 import re
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 import onnx
 
 from eqsat.frontend.io import all_graphs
 from eqsat.engine.rule import Egglog, Rule
-from eqsat.engine.rule_terms import ANY, CONST, BodyTerms, ClosureState, Reading, class_sorts
-from eqsat.engine.terms import GENERIC, LIST_BASES, LIST_FUNCTIONS, OP_FACTS, OP_TABLES, OPS, SPECIAL
+from eqsat.engine.rule_terms import ANY, CONST, BodyTerms, ClosureState, Reading, class_sorts, parse
+from eqsat.engine.rule_terms import Sexp
+from eqsat.engine.terms import GENERIC, GENERIC_OF, LIST_BASES, LIST_FUNCTIONS, OP_FACTS, OP_TABLES, OPS, SPECIAL
 
 #: Every constructor of the term language (ops and leaves); egglog functions and relations are not.
 CONSTRUCTORS = frozenset(OPS) | frozenset(SPECIAL)
@@ -120,36 +128,51 @@ RULE_ONLY_FACTS = (
     | frozenset(f"need-{name}" for name in LIST_FUNCTIONS)
 ) - frozenset(LIST_BASES)  # a standard fact sets their base value
 _TRACKED = CONSTRUCTORS | RULE_ONLY_FACTS | frozenset(GENERIC)
+#: Heads that build an e-node when an action applies them: constructors, generic families and their ops.
+_NODE_HEADS = CONSTRUCTORS | frozenset(GENERIC) | frozenset(GENERIC_OF)
 #: Leaves and plumbing the encoder may create for any model (Scalar, Const, Opaque, lists, ...).
 ALWAYS_PRESENT = frozenset({"Ref", "Input", "Const", "Scalar", "Absent", "TNil", "TCons", "Opaque", "Out"})
 
 _HEAD = re.compile(r"\(\s*([A-Za-z][\w-]*)")
-#: A generic constructor and its op: a literal (`"Relu"`) or a variable.
-_GENERIC_USE = re.compile(r"\(\s*(" + "|".join(GENERIC) + r')\s+("?)([\w-]+)')
-
-
-#: An op fact guarding a variable: `(arith op)`.
-_OP_GUARD = re.compile(r"\(\s*(" + "|".join(map(re.escape, OP_FACTS)) + r")\s+([\w-]+)\s*\)")
+#: An s-expression's head, and its first argument when that is an atom: the quote opening it, the atom, and the `)`
+#: when it closes the s-expression (`(arith op)`: an op fact guarding a variable). One pass reads all three.
+_HEAD_ARG = re.compile(r'\(\s*([A-Za-z][\w-]*)(?:\s+("?)([\w-]+)(\s*\))?)?')
+_FAMILIES = frozenset(GENERIC)
 #: Between a family and the op facts guarding its op variable in a requirement: `Binary:arith`.
 _GUARDED = ":"
 
 
 @functools.lru_cache(maxsize=None)
+def _heads(text: str) -> tuple[frozenset[str], tuple[tuple[str, str, str], ...]]:
+    """`constructors_in(text)`, and each generic constructor applied in `text` as (family, quote, op): one scan."""
+    heads = _HEAD.findall(text)
+    if _FAMILIES.isdisjoint(heads):  # most texts: no generic constructor, so no op variable to read guards for
+        return _TRACKED.intersection(heads), ()
+    found: set[str] = set()
+    guards: dict[str, set[str]] = {}
+    uses = []
+    for head, quoted, arg, closed in _HEAD_ARG.findall(text):
+        if head in _FAMILIES:
+            if arg:
+                uses.append((head, quoted, arg))
+        elif head in _TRACKED:
+            found.add(head)
+        if closed and not quoted and head in OP_FACTS:
+            guards.setdefault(arg, set()).add(head)
+    for family, quoted, op in uses:
+        if quoted:
+            found |= {op} & _TRACKED
+        else:
+            found.add(family + _GUARDED + "+".join(sorted(guards[op])) if op in guards else family)
+    return frozenset(found), tuple(uses)
+
+
 def constructors_in(text: str) -> frozenset[str]:
     """The constructors (and RULE_ONLY_FACTS) applied anywhere in egglog `text` (its s-expressions' heads); a
     generic constructor counts as its op when the op is a literal, as the family's name when it is a variable,
     and as `Family:fact+...` when op facts in `text` guard that variable (`(Binary op a b) (arith op)`: some
     arithmetic op must be present, not any binary one)."""
-    found = set(_HEAD.findall(text)) & _TRACKED - set(GENERIC)
-    guards: dict[str, set[str]] = {}
-    for fact, variable in _OP_GUARD.findall(text):
-        guards.setdefault(variable, set()).add(fact)
-    for family, quoted, op in _GENERIC_USE.findall(text):
-        if quoted:
-            found |= {op} & _TRACKED
-        else:
-            found.add(family + _GUARDED + "+".join(sorted(guards[op])) if op in guards else family)
-    return frozenset(found)
+    return _heads(text)[0]
 
 
 def _present(name: str, available: set[str]) -> bool:
@@ -189,14 +212,15 @@ def _created(facts: str, actions: str) -> frozenset[str]:
     """What a rule's `actions` may create: the constructors they name, and the ops an op variable read from a
     standard fact table's op column can hold (additive-chain's combining op: the Add of a Sub-Sub chain). An op
     variable bound otherwise names an op the model has: the matched node's, or one a site relation recorded."""
-    made = {c for c in constructors_in(actions) if c.partition(_GUARDED)[0] not in GENERIC}
+    found, uses = _heads(actions)
+    made = {c for c in found if c.partition(_GUARDED)[0] not in GENERIC}
     from_tables: dict[str, frozenset[str]] = {}
-    for table, args in _OP_TABLE_USE.findall(facts):
+    for table, args in _OP_TABLE_USE.findall(facts) if any(table in facts for table in OP_TABLES) else ():
         column, ops = OP_TABLES[table]
         words = args.split()
         if column < len(words):
             from_tables[words[column]] = from_tables.get(words[column], frozenset()) | ops
-    for _, quoted, op in _GENERIC_USE.findall(actions):
+    for _, quoted, op in uses:
         if not quoted:
             made |= from_tables.get(op, frozenset())
     return frozenset(made)
@@ -213,38 +237,52 @@ class Usable:
     created_by: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
     #: The created ops whose nodes sit only in constant classes (rule_terms: built only over constants).
     constant_only: frozenset[str] = dataclasses.field(default=frozenset(), compare=False)
+    #: The bodies (`name#k`) the closure chose but that are not installed: they only set rule-only facts that no
+    #: installed body reads (`_live`).
+    unread: tuple[str, ...] = dataclasses.field(default=(), compare=False)
 
 
 #: Rule-only facts with an e-class argument: those whose arguments may be known constant (rule_terms).
 CLASS_FACTS = frozenset(name for name in RULE_ONLY_FACTS if set(class_sorts(name)) & {"T", "TL", "N"})
 
 
+class _Known(NamedTuple):
+    """What the closure knows, as sets a profile tests at once (kept by `_Closure` beside its ClosureState)."""
+
+    anywhere: set[str]  # ops with nodes outside constant classes (level ANY)
+    constant: set[str]  # ops whose nodes sit only in constant classes (level CONST)
+    constant_facts: set[str]  # class facts some argument of which is set to a constant class
+    plain_facts: set[str]  # class facts (rows per op level apart) set so far, to no constant class
+
+
 @dataclasses.dataclass(frozen=True)
 class _Profile:
     """What a body names, read from its text without parsing it: enough to tell when its reading is plain."""
 
-    query: tuple[tuple[str, ...], ...]  # per constructor the query names, the ops it may be
+    query: frozenset[str]  # the ops the constructors its query names may be
     unions: bool
     made: frozenset[str]  # the constructors (and rule-only facts) its actions name
-    families: tuple[tuple[str, ...], ...]  # per op variable of its actions, the ops of its family
+    made_ops: frozenset[str]  # the constructors among them
+    families: frozenset[str]  # the ops of the families of its actions' op variables
     facts_read: frozenset[str]  # class facts its query reads
     facts_set: frozenset[str]  # class facts its actions set
 
     @functools.cached_property
     def names(self) -> frozenset[str]:
         """The ops and facts whose state its reading depends on."""
-        ops = {op for ops in (*self.query, *self.families) for op in ops} | self.made
-        return frozenset(ops) | self.facts_read | self.facts_set
+        return self.query | self.families | self.made | self.facts_read | self.facts_set
 
     @staticmethod
     @functools.lru_cache(maxsize=None)
     def of(facts: str, actions: str) -> "_Profile":
         query, acts = constructors_in(facts), constructors_in(actions)
+        made = _created(facts, actions)
         return _Profile(
-            tuple(GENERIC.get(n.partition(_GUARDED)[0], (n,)) for n in query),
+            frozenset(op for n in query for op in _names(n)),
             "(union" in actions,
-            _created(facts, actions),
-            tuple(GENERIC[n.partition(_GUARDED)[0]] for n in acts if n.partition(_GUARDED)[0] in GENERIC),
+            made,
+            made & CONSTRUCTORS,
+            frozenset(op for n in acts if n.partition(_GUARDED)[0] in GENERIC for op in _names(n)),
             query & CLASS_FACTS,
             acts & CLASS_FACTS,
         )
@@ -254,40 +292,34 @@ class _Profile:
         """The plain reading: not confined, creating what it names anywhere, setting no class fact to a constant."""
         return Reading(
             False,
-            {op: ANY for op in self.made if op in CONSTRUCTORS},
+            dict.fromkeys(sorted(self.made_ops), ANY),
             {name: (False,) * len(class_sorts(name)) for name in self.facts_set},
         )
 
-    def plain(self, state: ClosureState) -> bool:
-        """Whether the body's reading in `state` is taken as the plain one: its query names no op held only in
-        constant classes and reads no class fact set to constants (a union it makes is then taken as not confined,
-        even one whose root an is-const guard alone makes constant: kept, as before; on the 16 shared models such
-        bodies add nothing), it creates only ops already anywhere, and sets only class facts already never constant."""
-        levels, flags = state.levels, state.fact_constant
-        if self.unions and (
-            any(levels.get(op) == CONST for ops in self.query for op in ops)
-            or any(any(v) for key, v in flags.items() if key.partition("@")[0] in self.facts_read)
+    def plain(self, known: _Known) -> bool:
+        """Whether the body's reading is taken as the plain one: its query names no op held only in constant classes
+        and reads no class fact set to constants (a union it makes is then taken as not confined, even one whose
+        root an is-const guard alone makes constant: kept, as before; on the 16 shared models such bodies add
+        nothing), it creates only ops already anywhere, and sets only class facts already never constant."""
+        if self.unions and not (
+            self.query.isdisjoint(known.constant) and self.facts_read.isdisjoint(known.constant_facts)
         ):
             return False
-        if any(levels.get(op) != ANY for op in self.made if op in CONSTRUCTORS) or any(
-            levels.get(op) == CONST for ops in self.families for op in ops
-        ):
-            return False
-        return all(name in flags and not any(flags[name]) for name in self.facts_set)
+        return (
+            self.made_ops <= known.anywhere
+            and self.families.isdisjoint(known.constant)
+            and self.facts_set <= known.plain_facts
+        )
 
 
 _NOTHING = Reading(False, {}, {})
 
 
-def _read(body: Egglog, state: ClosureState) -> Reading:
-    """The body's reading in `state` (rule_terms), or the plain one (not confined, creating what it names anywhere,
-    setting no class fact to a constant) when its profile shows it is that; a body that neither unions nor creates
-    nor sets a class fact (a shape or dtype analysis) reads as nothing."""
-    if "(union" not in body.actions and not _created(body.facts, body.actions) and not body.need:
-        if not constructors_in(body.actions) & CLASS_FACTS:
-            return _NOTHING
-    profile = _Profile.of(body.facts, body.actions)
-    return profile.reading if profile.plain(state) else BodyTerms.of(body.facts, body.actions).read(state)
+@functools.lru_cache(maxsize=None)
+def _reads_as_nothing(facts: str, actions: str) -> bool:
+    """Whether a body (not a need row) neither unions nor creates nor sets a class fact (a shape or dtype analysis):
+    whatever the state, it reads as nothing."""
+    return "(union" not in actions and not _created(facts, actions) and not constructors_in(actions) & CLASS_FACTS
 
 
 def _names(requirement: str) -> tuple[str, ...]:
@@ -296,76 +328,216 @@ def _names(requirement: str) -> tuple[str, ...]:
     return GENERIC.get(family, (family,))
 
 
-def usable_rules(rules: Sequence[Rule], present: Iterable[str]) -> Usable:
+class _Closure:
+    """The work list of `usable_rules` and the state it grows: the available constructors (and rule-only facts), each
+    op's level and each class fact's constant arguments, and the reading each chosen body was last applied with."""
+
+    def __init__(self, rules: Sequence[Rule], present: Iterable[str]) -> None:
+        self.candidates = [(rule, k, body) for rule in rules for k, body in enumerate(rule.egglog)]
+        self.available = set(present)
+        self.levels: dict[str, str] = dict.fromkeys(self.available, ANY)
+        self.facts: dict[str, tuple[bool, ...]] = {}
+        self.known = _Known(set(self.available), set(), set(), set())  # the levels and facts, as sets
+        self.state = ClosureState(self.levels, self.facts, CLASS_FACTS)  # read as the closure grows them
+        self.created_by: dict[str, str] = {}
+        self.siblings: dict[str, list[int]] = {}
+        self.need_rows: dict[str, set[int]] = {rule.name: set() for rule in rules}
+        for index, (rule, _, body) in enumerate(self.candidates):
+            if body.need:
+                self.need_rows[rule.name].add(index)
+            else:
+                self.siblings.setdefault(rule.name, []).append(index)
+        self.readers: dict[str, set[int]] = {}  # a name -> the bodies to read again when it changes
+        self.ready: set[int] = set()  # bodies whose every requirement is available
+        self.registered: set[int] = set()  # bodies whose profile's names are among `readers`
+        self.applied: dict[int, Reading] = {}  # the reading each chosen body was last applied with
+        self.waiting = collections.deque(range(len(self.candidates)))
+        self.queued = set(self.waiting)
+
+    def run(self, install_unread: bool = False) -> Usable:
+        """Read bodies until no reading changes; the chosen bodies' commands in registry order (those that only set
+        facts no other reads left out, unless `install_unread`)."""
+        while self.waiting:
+            index = self.waiting.popleft()
+            self.queued.discard(index)
+            self._visit(index)
+        bodies = [self.candidates[index][2] for index in sorted(self.applied)]
+        live = [True] * len(bodies) if install_unread else _live(bodies)
+        chosen = [self.candidates[index] for index, keep in zip(sorted(self.applied), live) if keep]
+        unread = tuple(
+            f"{rule.name}#{k}"
+            for index, keep in zip(sorted(self.applied), live)
+            if not keep
+            for rule, k, _ in [self.candidates[index]]
+        )
+        commands = tuple(body.command(rule.ruleset, f"{rule.name}#{k}") for rule, k, body in chosen)
+        constant_only = frozenset(op for op, level in self.levels.items() if level == CONST)
+        return Usable(commands, frozenset(self.available), self.created_by, constant_only, unread)
+
+    def _visit(self, index: int) -> None:
+        """Read body `index` if it can match and serves something; apply its reading when that changed."""
+        rule, _, body = self.candidates[index]
+        if not self._is_ready(index):
+            return
+        if body.need and all(self._read(self.candidates[i][2]).confined for i in self.siblings.get(rule.name, ())):
+            return  # a need row serves its rule's other bodies
+        reading = self._read(body)
+        if reading is not _NOTHING and index not in self.registered:
+            self.registered.add(index)
+            for name in _Profile.of(body.facts, body.actions).names:
+                self.readers.setdefault(name, set()).update(self.need_rows[rule.name] | {index})
+        if reading.confined or self.applied.get(index) is reading:
+            return
+        self.applied[index] = reading
+        self._wake(self._apply(index, reading))
+
+    def _is_ready(self, index: int) -> bool:
+        """Whether every constructor (or fact) the body's query names may exist. Until then the body waits on one
+        missing requirement. Once ready, a need row is read again when a requirement's op changes (another body
+        is, through its profile's names)."""
+        if index in self.ready:
+            return True
+        body = self.candidates[index][2]
+        requires = constructors_in(body.facts)
+        for name in requires:
+            if name not in self.available and not _present(name, self.available):
+                for op in _meant(name):
+                    self.readers.setdefault(op, set()).add(index)
+                return False
+        self.ready.add(index)
+        for name in requires if body.need else ():
+            for op in _names(name):
+                self.readers.setdefault(op, set()).add(index)
+        return True
+
+    def _read(self, body: Egglog) -> Reading:
+        """The body's reading in the current state (rule_terms), or the plain one (not confined, creating what it
+        names anywhere, setting no class fact to a constant) when its profile shows it is that; a body that neither
+        unions nor creates nor sets a class fact (a shape or dtype analysis) reads as nothing."""
+        if not body.need and _reads_as_nothing(body.facts, body.actions):
+            return _NOTHING
+        profile = _Profile.of(body.facts, body.actions)
+        if profile.plain(self.known):
+            return profile.reading
+        return BodyTerms.of(body.facts, body.actions).read(self.state)
+
+    def _apply(self, index: int, reading: Reading) -> set[str]:
+        """Take in what body `index` creates and sets under `reading`: the names whose state changed."""
+        rule, k, body = self.candidates[index]
+        changed = set(_created(body.facts, body.actions) | set(reading.created)) - self.available
+        if changed:
+            self.created_by.update(dict.fromkeys(changed, f"{rule.name}#{k}"))
+            self.available |= changed
+        for op, level in reading.created.items():
+            if self.levels.get(op) != ANY and self.levels.get(op) != level:
+                self.levels[op] = level
+                changed.add(op)
+                if level == ANY:
+                    self.known.constant.discard(op)
+                    self.known.anywhere.add(op)
+                else:
+                    self.known.constant.add(op)
+        for name, flags in reading.facts.items():
+            base = name.partition("@")[0]
+            if base in CLASS_FACTS:
+                seen = self.facts.get(name)
+                folded = flags if seen is None else tuple(a and b for a, b in zip(seen, flags))
+                if folded != seen:
+                    self.facts[name] = folded
+                    changed.add(base)
+                    (self.known.plain_facts.discard if any(folded) else self.known.plain_facts.add)(name)
+                    self._note_constant(base)
+        return changed
+
+    def _note_constant(self, base: str) -> None:
+        """Keep `known.constant_facts` for class fact `base` (its rows per op level are folded separately)."""
+        if any(any(flags) for key, flags in self.facts.items() if key.partition("@")[0] == base):
+            self.known.constant_facts.add(base)
+        else:
+            self.known.constant_facts.discard(base)
+
+    def _wake(self, changed: Iterable[str]) -> None:
+        """Queue every body that reads a changed name."""
+        for name in changed:
+            for reader in self.readers.get(name, ()):
+                if reader not in self.queued:
+                    self.queued.add(reader)
+                    self.waiting.append(reader)
+
+
+def _sexp_heads(term: Sexp) -> set[str]:
+    """The heads of every s-expression in `term`."""
+    heads: set[str] = set()
+    stack = [term]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, list) and t:
+            if isinstance(t[0], str):
+                heads.add(t[0])
+            stack.extend(t)
+    return heads
+
+
+@functools.lru_cache(maxsize=None)
+def _fact_effects(facts: str, actions: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """For a body whose actions only set or assert rule-only facts (no union, no node, no other fact: nothing
+    decoding, extraction or lowering reads), (the rule-only facts it sets, those it reads); None for any other."""
+    named = constructors_in(actions)
+    if not named or not named <= RULE_ONLY_FACTS:
+        return None  # it sets no rule-only fact, or builds a node
+    sets: set[str] = set()
+    reads = set(constructors_in(facts) & RULE_ONLY_FACTS)
+    for action in parse(actions):
+        if not isinstance(action, list) or not action:
+            return None
+        target, read = (
+            (action[1], [*action[1][1:], action[2]])
+            if action[0] == "set" and len(action) == 3
+            else (action, action[1:])
+        )
+        if not isinstance(target, list) or not target or target[0] not in RULE_ONLY_FACTS:
+            return None
+        heads = _sexp_heads(read)
+        if not heads.isdisjoint(_NODE_HEADS):
+            return None  # it builds a node
+        sets.add(target[0])
+        reads |= heads & RULE_ONLY_FACTS
+    return frozenset(sets), frozenset(reads)
+
+
+def _live(bodies: Sequence[Egglog]) -> list[bool]:
+    """Per body, whether it is installed: a body that only sets rule-only facts (`_fact_effects`) is, when an
+    installed body reads one of them; every other body is. Liveness spreads from the other bodies through the facts
+    they read (a chain of fact rules serving nothing is left out whole)."""
+    effects = [_fact_effects(body.facts, body.actions) for body in bodies]
+    live = [effect is None for effect in effects]
+    setters: dict[str, list[int]] = {}  # a rule-only fact -> the fact-only bodies setting it
+    reads: dict[int, frozenset[str]] = {}  # a fact-only body -> the rule-only facts it reads
+    read: set[str] = set()
+    for index, (body, effect) in enumerate(zip(bodies, effects)):
+        if effect is None:
+            read.update(constructors_in(body.facts))
+            read.update(constructors_in(body.actions))
+            continue
+        reads[index] = effect[1]
+        for name in effect[0]:
+            setters.setdefault(name, []).append(index)
+    waiting = list(read)
+    while waiting:
+        for index in setters.get(waiting.pop(), ()):
+            if not live[index]:
+                live[index] = True
+                waiting.extend(reads[index] - read)
+                read |= reads[index]
+    return live
+
+
+def usable_rules(rules: Sequence[Rule], present: Iterable[str], *, install_unread: bool = False) -> Usable:
     """The egglog commands of `rules` that can fire on an e-graph starting with the `present` constructors, closed
     under the constructors (and rule-only facts) their actions create, in registry order. A body whose unions can
     only join constant classes, and that sets no fact on a class it matched, is left out (it cannot change the
     output: `confined`), and so are a rule's need rows when every other body of it is. A body is read again only
-    when an op or fact it names changed (a work list)."""
-    available = set(present)
-    levels: dict[str, str] = dict.fromkeys(available, ANY)
-    facts: dict[str, tuple[bool, ...]] = {}
-    state = ClosureState(levels, facts, CLASS_FACTS)  # read as the closure grows them
-    created_by: dict[str, str] = {}
-    candidates = [(rule, k, body) for rule in rules for k, body in enumerate(rule.egglog)]
-    requires = [constructors_in(body.facts) for _, _, body in candidates]
-    siblings: dict[str, list[int]] = {}
-    need_rows: dict[str, set[int]] = {rule.name: set() for rule in rules}
-    for index, (rule, _, body) in enumerate(candidates):
-        if body.need:
-            need_rows[rule.name].add(index)
-        else:
-            siblings.setdefault(rule.name, []).append(index)
-    readers: dict[str, set[int]] = {}  # a name -> the bodies to read again when it changes
-    for index in range(len(candidates)):
-        for name in requires[index]:
-            for op in _names(name):
-                readers.setdefault(op, set()).add(index)
-    applied: dict[int, Reading] = {}  # the reading each chosen body was last applied with
-    registered: set[int] = set()  # bodies whose profile's names are among `readers`
-    waiting = collections.deque(range(len(candidates)))
-    queued = set(waiting)
-    while waiting:
-        index = waiting.popleft()
-        queued.discard(index)
-        rule, k, body = candidates[index]
-        if not all(name in available or _present(name, available) for name in requires[index]):
-            continue
-        if body.need and all(_read(candidates[i][2], state).confined for i in siblings.get(rule.name, ())):
-            continue  # a need row serves its rule's other bodies
-        reading = _read(body, state)
-        if reading is not _NOTHING and index not in registered:
-            registered.add(index)
-            for name in _Profile.of(body.facts, body.actions).names:
-                readers.setdefault(name, set()).update(need_rows[rule.name] | {index})
-        if reading.confined or applied.get(index) is reading:
-            continue
-        applied[index] = reading
-        changed = set(_created(body.facts, body.actions) | set(reading.created)) - available
-        if changed:
-            created_by.update(dict.fromkeys(changed, f"{rule.name}#{k}"))
-            available |= changed
-        for op, level in reading.created.items():
-            if levels.get(op) != ANY and levels.get(op) != level:
-                levels[op] = level
-                changed.add(op)
-        for name, flags in reading.facts.items():
-            base = name.partition("@")[0]
-            if base in CLASS_FACTS:
-                seen = facts.get(name)
-                folded = flags if seen is None else tuple(a and b for a, b in zip(seen, flags))
-                if folded != seen:
-                    facts[name] = folded
-                    changed.add(base)
-        for name in changed:
-            for reader in readers.get(name, ()):
-                if reader not in queued:
-                    queued.add(reader)
-                    waiting.append(reader)
-    commands = tuple(
-        body.command(rule.ruleset, f"{rule.name}#{k}")
-        for index, (rule, k, body) in enumerate(candidates)
-        if index in applied
-    )
-    constant_only = frozenset(op for op, level in levels.items() if level == CONST)
-    return Usable(commands, frozenset(available), created_by, constant_only)
+    when an op or fact it names changed (a work list, `_Closure`). A chosen body that only sets rule-only facts no
+    installed body reads is left out too (`Usable.unread`), unless `install_unread` (a test counting a fact rule's
+    matches: eqsat.testing.runs)."""
+    return _Closure(rules, present).run(install_unread)

@@ -30,7 +30,7 @@ import dataclasses
 import functools
 import itertools
 import re
-from typing import Callable, Iterable, Mapping, NamedTuple, Sequence, Union
+from typing import Iterable, Mapping, NamedTuple, Sequence, Union
 
 from eqsat.engine.egraph import NEVER_CONSTANT, PLUMBING
 from eqsat.ops import VIEW_OPS
@@ -60,7 +60,9 @@ _DECLARED = re.compile(r"\((?:relation|function|constructor) ([\w-]+) \(([^)]*)\
 def parse(text: str) -> list[Sexp]:
     """The s-expressions of egglog `text`, as nested lists of atoms (strings keep their quotes)."""
     stack: list[list[Sexp]] = [[]]
-    for token in _TOKEN.findall(text):
+    # without a string literal, the tokens are the parentheses and the runs between them and spaces
+    tokens = _TOKEN.findall(text) if '"' in text else text.replace("(", " ( ").replace(")", " ) ").split()
+    for token in tokens:
         if token == "(":
             stack.append([])
         elif token == ")":
@@ -84,6 +86,8 @@ _VARIABLE = re.compile(r"[A-Za-z_][\w-]*\Z")
 
 
 _SIGNATURES = _signatures()
+#: Per signature, which arguments are e-classes.
+_CLASS_ARGS = {name: tuple(s in _CLASS_SORTS for s in sorts) for name, sorts in _SIGNATURES.items()}
 
 
 @functools.lru_cache(maxsize=None)
@@ -160,7 +164,10 @@ class _Terms:
                 if isinstance(a, list):
                     self.key(a)
             return None
-        keys = [self.key(a) if s in _CLASS_SORTS or isinstance(a, list) else None for a, s in zip(args, sorts)]
+        mask = _CLASS_ARGS[head]
+        # a class argument's key (a nested term is recorded whatever its sort), None for any other argument
+        keys = [self.key(a) if c or isinstance(a, list) else None for a, c in zip(args, mask)]
+        classes = tuple([k if c else None for k, c in zip(keys, mask)])
         if head in _CONSTRUCTOR_HEADS:
             op, op_var = head, None
             if head in GENERIC and args and isinstance(args[0], str):  # the family's signature starts with the op
@@ -168,12 +175,10 @@ class _Terms:
                     op = args[0].strip('"')
                 else:
                     op_var = args[0]
-            inputs = tuple(k for k, s in zip(keys, sorts) if k is not None and s in _CLASS_SORTS)
-            node = Node(f"{self.prefix}{len(self.nodes)}", op, op_var, inputs)
+            node = Node(f"{self.prefix}{len(self.nodes)}", op, op_var, tuple([k for k in classes if k is not None]))
             self.nodes.append(node)
             return node.key
-        classes = tuple(k if s in _CLASS_SORTS else None for k, s in zip(keys, sorts))
-        strings = tuple(a for a, s in zip(args, sorts) if s == "String" and isinstance(a, str) and _is_var(a))
+        strings = tuple([a for a, s in zip(args, sorts) if s == "String" and isinstance(a, str) and _is_var(a)])
         self.facts.append(Fact(head, classes, strings))
         return None
 
@@ -237,13 +242,13 @@ class BodyTerms:
                 made.key(action[2])
             elif head != "subsume":
                 made.key(action)
-        canon = _canonical(query.equal)
+        canon = _canonical(query.equal).get  # canon(k, k): k's representative
 
         def node(n: Node) -> Node:
-            return Node(canon(n.key), n.op, n.op_var, tuple(canon(k) for k in n.inputs))
+            return Node(canon(n.key, n.key), n.op, n.op_var, tuple([canon(k, k) for k in n.inputs]))
 
         def fact(f: Fact) -> Fact:
-            return Fact(f.name, tuple(k and canon(k) for k in f.args), f.strings)
+            return Fact(f.name, tuple([k and canon(k, k) for k in f.args]), f.strings)
 
         keys = {k for n in query.nodes for k in (n.key, *n.inputs)} | {k for f in query.facts for k in f.args if k}
         keys |= {k for pair in query.equal for k in pair}
@@ -254,8 +259,8 @@ class BodyTerms:
             tabled,
             tuple(map(node, made.nodes)),
             tuple(map(fact, made.facts)),
-            tuple((canon(a), canon(b)) for a, b in unions),
-            frozenset(map(canon, keys)),
+            tuple([(canon(a, a), canon(b, b)) for a, b in unions]),
+            frozenset([canon(k, k) for k in keys]),
         )
 
     @functools.cached_property
@@ -382,8 +387,8 @@ class BodyTerms:
         return Reading(confined, created, facts)
 
 
-def _canonical(equal: Sequence[tuple[str, str]]) -> Callable[[str], str]:
-    """The representative of each key among the keys `equal` joins."""
+def _canonical(equal: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The representative of each key `equal` joins to another (a key it does not name is its own)."""
     parent: dict[str, str] = {}
 
     def find(k: str) -> str:
@@ -395,7 +400,7 @@ def _canonical(equal: Sequence[tuple[str, str]]) -> Callable[[str], str]:
         ra, rb = find(a), find(b)
         if ra != rb:
             parent[ra] = rb
-    return find
+    return {k: find(k) for k in parent}
 
 
 def _over_constants(node: Node, inputs: Iterable[str], constant: set[str]) -> bool:

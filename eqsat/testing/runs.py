@@ -54,12 +54,16 @@ def saturate_with_rules(
     limits: "Limits | None" = None,
 ) -> "Session":
     """Saturate `model` with only the named rules (plus the fact rules: the analysis family and the
-    analysis ruleset), minus the rules named in `without`."""
+    analysis ruleset), minus the rules named in `without`. Every rule the model can use is installed, a fact rule
+    whose facts no installed rule reads included (eqsat.engine.rule_closure leaves it out of a full run): the
+    tests count its matches."""
     from eqsat.engine.saturate import Limits
     from eqsat.session import saturate
 
     model = to_proto(model)
-    return saturate(model, limits=limits or Limits(), allow=allow, disable=_disabled(rules, without))
+    return saturate(
+        model, limits=limits or Limits(), allow=allow, disable=_disabled(rules, without), install_unread=True
+    )
 
 
 def optimize_with_rules(
