@@ -42,10 +42,11 @@ def timed_closure(path: Path) -> tuple["Usable", float]:
     from eqsat.rewrites import registry
     from eqsat.session import load
 
-    present = rule_closure.present_constructors(load(str(path)).normalized)
+    normalized = load(str(path)).normalized
+    present, opset = rule_closure.present_constructors(normalized), rule_closure.model_opset(normalized)
     rules = registry.select()
     start = time.perf_counter()
-    usable = rule_closure.usable_rules(rules, present)
+    usable = rule_closure.usable_rules(rules, present, opset=opset)
     return usable, time.perf_counter() - start
 
 

@@ -26,7 +26,7 @@ from eqsat.engine.rule import SOUNDNESS, Rule
 from eqsat.errors import InternalError
 from eqsat.options import Options
 from eqsat.engine.prepared import checkout
-from eqsat.engine.rule_closure import CONSTRUCTORS, Usable, present_constructors, usable_rules
+from eqsat.engine.rule_closure import CONSTRUCTORS, Usable, model_opset, present_constructors, usable_rules
 from eqsat.engine.saturate import Limits, RunReport, run
 from eqsat.engine import terms
 from eqsat.engine.unify import MET_TABLE, Fact, met, unified
@@ -322,7 +322,8 @@ def saturate(
         else:  # the top-level model: a kept backend with the rules it (and its bodies) can use
             note("install rules")
             start = time.perf_counter()
-            usable = usable_rules(rules, present_constructors(normalized), install_unread=install_unread)
+            present, opset = present_constructors(normalized), model_opset(normalized)
+            usable = usable_rules(rules, present, opset=opset, install_unread=install_unread)
             backend = lent.enter_context(checkout(usable))
             phases["install rules"] = time.perf_counter() - start
         bodies: tuple[Body, ...] = ()

@@ -16,7 +16,15 @@ from eqsat.engine import prepared
 from eqsat import session
 from eqsat.errors import InternalError
 from eqsat.engine.rule import Egglog, Rule, fact, rw
-from eqsat.engine.rule_closure import ALWAYS_PRESENT, CONSTRUCTORS, constructors_in, present_constructors, usable_rules
+from eqsat.engine.rule_closure import (
+    ALWAYS_PRESENT,
+    CONSTRUCTORS,
+    constructors_in,
+    least_opset,
+    model_opset,
+    present_constructors,
+    usable_rules,
+)
 from eqsat.engine.rule_terms import ANY, CONST, BodyTerms, Reading
 from eqsat.rewrites.registry import select
 from tests.conftest import build_model
@@ -146,6 +154,7 @@ def test_rules_left_out_are_never_needed(bundled_model: Path, monkeypatch: pytes
     """The same output, byte for byte, with only the usable rules and with every rule installed."""
     selected = eqsat.optimize(bundled_model, verify=False)
     monkeypatch.setattr(session, "present_constructors", lambda model: CONSTRUCTORS)
+    monkeypatch.setattr(session, "model_opset", lambda model: None)  # no opset gate either
     everything = eqsat.optimize(bundled_model, verify=False)
     assert everything.report.saturation.rules_installed == everything.report.saturation.rules_total
     assert selected.report.saturation.rules_installed < everything.report.saturation.rules_installed
@@ -161,6 +170,7 @@ def test_outputs_agree_on_a_small_model_with_all_rules(monkeypatch: pytest.Monke
     model = build_model(nodes, [("x", F, [1, 2, 3, 4])], [("y", F, [1, 2, 3, 4])], {"unused": np.ones(1, np.float32)})
     selected = eqsat.optimize(model).proto.SerializeToString()
     monkeypatch.setattr(session, "present_constructors", lambda model: CONSTRUCTORS)
+    monkeypatch.setattr(session, "model_opset", lambda model: None)
     assert eqsat.optimize(model).proto.SerializeToString() == selected
 
 
@@ -372,3 +382,50 @@ def test_list_plumbing_makes_nothing_constant() -> None:
     append = rw("(TAppend (TCons h (TNil)) (TNil))", "(TCons h (TNil))", "(is-const h)")
     assert not _reading(append, TAppend=ANY, TCons=ANY, TNil=ANY).confined
     assert _reading(rw("(TCons h (TNil))", "(TCons h (TNil))", "(is-const h)"), TCons=ANY, TNil=ANY).confined
+
+
+def test_a_guard_on_the_model_opset_is_read_from_the_query() -> None:
+    assert least_opset("(= __root (Relu x)) (= o (model-opset)) (>= o 17)") == 17
+    assert least_opset("(= (model-opset) o) (> o 12)") == 13
+    assert least_opset("(= o (model-opset)) (>= o 6) (>= o 11) (>= n 30)") == 11
+    assert least_opset("(dtype-group op dt since) (= o (model-opset)) (>= o since)") == 0  # not a literal
+    assert least_opset("(= __root (Relu x)) (>= n 20)") == 0  # n is not the opset
+
+
+def _gelu(opset: int) -> onnx.ModelProto:
+    """0.5 x (1 + erf(x / sqrt 2)): the erf Gelu gelu-fuse turns into Gelu from opset 20."""
+    nodes = [
+        oh.make_node("Div", ["x", "sqrt2"], ["d"]),
+        oh.make_node("Erf", ["d"], ["e"]),
+        oh.make_node("Add", ["e", "one"], ["a"]),
+        oh.make_node("Mul", ["x", "a"], ["m"]),
+        oh.make_node("Mul", ["m", "half"], ["y"]),
+    ]
+    consts = {name: np.array(v, np.float32) for name, v in (("sqrt2", 2**0.5), ("one", 1.0), ("half", 0.5))}
+    return build_model(nodes, [("x", F, ["n", 8])], [("y", F, ["n", 8])], consts, opset=opset)
+
+
+def _installed(model: onnx.ModelProto) -> set[str]:
+    normalized = session.load(model).normalized
+    usable = usable_rules(select(), present_constructors(normalized), opset=model_opset(normalized))
+    return {command.split(':name "')[1].split('"')[0] for command in usable.commands}
+
+
+def test_a_rule_guarded_on_a_newer_opset_is_left_out() -> None:
+    """At opset 14 gelu-fuse's guard (opset >= 20) never holds: its bodies are not installed, nor a rule that would
+    only match the Gelu it creates. At opset 20 they are."""
+    old, new = _installed(_gelu(14)), _installed(_gelu(20))
+    assert {"gelu-fuse#0", "gelu-fuse#1"} <= new
+    assert not {"gelu-fuse#0", "gelu-fuse#1"} & old
+    assert any(name.startswith("gelu-decompose") for name in new)  # on the Gelu gelu-fuse creates
+    assert not any(name.startswith("gelu-decompose") for name in old)
+
+
+def test_opset_gated_rules_left_out_change_no_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = _gelu(14)
+    gated = eqsat.optimize(model)
+    monkeypatch.setattr(session, "model_opset", lambda model: None)
+    ungated = eqsat.optimize(model)
+    assert gated.report.saturation.rules_installed < ungated.report.saturation.rules_installed
+    assert gated.proto.SerializeToString() == ungated.proto.SerializeToString()
+    assert [n.op_type for n in eqsat.optimize(_gelu(20)).proto.graph.node] == ["Gelu"]

@@ -27,6 +27,10 @@ shape, dtype and `rewritten`: eqsat.engine.egraph.DECODED_FACTS). A chosen body 
 marking of a Concat's list on a model with no Unsqueeze), it is not installed (`Usable.unread` names it), nor are the
 fact rules that only it reads from. Liveness starts at every other chosen body.
 
+A body guarded on a newer opset than the model's (`(= o (model-opset)) (>= o 20)`: Gelu is an op from opset 20)
+never matches: with the model's opset (`model_opset`) it is left out, and what it would create is not assumed
+(on an opset-14 BERT, the Gelu and LayerNormalization fusions and the rules on their results: 290 -> 265 rules).
+
 The result keeps the registry's order, so the same model always installs the same rules in the same order
 (deterministic output, whatever the cache of prepared backends holds).
 
@@ -203,6 +207,31 @@ def present_constructors(model: onnx.ModelProto) -> frozenset[str]:
     return (frozenset(ops) & CONSTRUCTORS) | ALWAYS_PRESENT
 
 
+def model_opset(model: onnx.ModelProto) -> int:
+    """The model's default-domain opset, as encoding reads it (eqsat.engine.encode: the `(model-opset)` fact)."""
+    versions = {entry.domain: entry.version for entry in model.opset_import}
+    return versions.get("", versions.get("ai.onnx", 1))
+
+
+@functools.lru_cache(maxsize=None)
+def least_opset(facts: str) -> int:
+    """The least model opset under which a query can match: the largest N of a guard `(>= o N)` (or `(> o N)`,
+    N + 1) on a variable bound as `(= o (model-opset))`, read from the query's s-expressions; 0 when it has none.
+    A rule creating an op newer than the model's opset guards on it (LayerNormalization from 17, Gelu from 20)."""
+    if "model-opset" not in facts:  # most queries: no parse
+        return 0
+    atoms = [atom for atom in parse(facts) if isinstance(atom, list) and len(atom) == 3]
+    opset_vars = {
+        var for head, a, b in atoms if head == "=" for var, other in ((a, b), (b, a)) if other == ["model-opset"]
+    }
+    least = 0
+    for head, var, bound in atoms:
+        if head in (">=", ">") and isinstance(var, str) and var in opset_vars and isinstance(bound, str):
+            if bound.isdigit():
+                least = max(least, int(bound) + (head == ">"))
+    return least
+
+
 #: A row of a standard fact table that names ops (OP_TABLES): `(additive-chain op1 op2 op)`.
 _OP_TABLE_USE = re.compile(r"\(\s*(" + "|".join(map(re.escape, OP_TABLES)) + r")((?:\s+[\w\"-]+)+)\s*\)")
 
@@ -332,8 +361,13 @@ class _Closure:
     """The work list of `usable_rules` and the state it grows: the available constructors (and rule-only facts), each
     op's level and each class fact's constant arguments, and the reading each chosen body was last applied with."""
 
-    def __init__(self, rules: Sequence[Rule], present: Iterable[str]) -> None:
-        self.candidates = [(rule, k, body) for rule in rules for k, body in enumerate(rule.egglog)]
+    def __init__(self, rules: Sequence[Rule], present: Iterable[str], opset: int | None = None) -> None:
+        self.candidates = [
+            (rule, k, body)
+            for rule in rules
+            for k, body in enumerate(rule.egglog)
+            if opset is None or least_opset(body.facts) <= opset  # a guard on a newer opset never holds
+        ]
         self.available = set(present)
         self.levels: dict[str, str] = dict.fromkeys(self.available, ANY)
         self.facts: dict[str, tuple[bool, ...]] = {}
@@ -532,12 +566,15 @@ def _live(bodies: Sequence[Egglog]) -> list[bool]:
     return live
 
 
-def usable_rules(rules: Sequence[Rule], present: Iterable[str], *, install_unread: bool = False) -> Usable:
+def usable_rules(
+    rules: Sequence[Rule], present: Iterable[str], *, opset: int | None = None, install_unread: bool = False
+) -> Usable:
     """The egglog commands of `rules` that can fire on an e-graph starting with the `present` constructors, closed
     under the constructors (and rule-only facts) their actions create, in registry order. A body whose unions can
     only join constant classes, and that sets no fact on a class it matched, is left out (it cannot change the
     output: `confined`), and so are a rule's need rows when every other body of it is. A body is read again only
     when an op or fact it names changed (a work list, `_Closure`). A chosen body that only sets rule-only facts no
     installed body reads is left out too (`Usable.unread`), unless `install_unread` (a test counting a fact rule's
-    matches: eqsat.testing.runs)."""
-    return _Closure(rules, present).run(install_unread)
+    matches: eqsat.testing.runs). With the model's `opset` (`model_opset`), a body guarded on a newer one
+    (`least_opset`) is left out: it never matches, and what it would create is not assumed."""
+    return _Closure(rules, present, opset).run(install_unread)
