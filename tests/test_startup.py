@@ -144,23 +144,29 @@ def test_a_plain_optimize_loads_no_pictures_and_no_script_converter(tmp_path: Pa
     assert len(onnx.load(tmp_path / "o.onnx").graph.node) == 1  # Relu(Relu(x)) -> Relu(x): the run did run
 
 
+#: A child script's start: the command's deferred imports, then `model(a)`: y = x * (a + a) with `a` a constant (the
+#: folder evaluates the Add) or, for `model(None)`, y = x * Relu(x) (nothing to evaluate).
+_FOLD_PRELUDE = (
+    "import sys\n"
+    "import numpy as np, onnx_ir as ir\n"
+    "from eqsat.ui.startup import DeferredModule, defer_imports\n"
+    "defer_imports()\n"
+    "from eqsat.frontend.fold import fold\n"
+    "def model(a):\n"
+    "    x = ir.Value(name='x', type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))\n"
+    "    add = ir.node('Add', [a, a]) if a is not None else ir.node('Relu', [x])\n"
+    "    mul = ir.node('Mul', [x, add.outputs[0]]); mul.outputs[0].name = 'y'\n"
+    "    init = [a] if a is not None else []\n"
+    "    g = ir.Graph([x], mul.outputs, nodes=[add, mul], initializers=init, opset_imports={'': 17})\n"
+    "    return ir.Model(g, ir_version=8)\n"
+)
+
+
 def test_the_reference_kernels_wait_for_a_node_to_evaluate() -> None:
     """onnxscript's folder imports onnx.reference.ops at start: the command's is a stand-in bound to
     onnx.reference until the folder evaluates a node, which then loads the kernels and folds it."""
     done = _run(
-        "import sys\n"
-        "import numpy as np, onnx_ir as ir\n"
-        "from eqsat.ui.startup import DeferredModule, defer_imports\n"
-        "defer_imports()\n"
-        "from eqsat.frontend.fold import fold\n"
-        "def model(a):\n"
-        "    x = ir.Value(name='x', type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))\n"
-        "    add = ir.node('Add', [a, a]) if a is not None else ir.node('Relu', [x])\n"
-        "    mul = ir.node('Mul', [x, add.outputs[0]]); mul.outputs[0].name = 'y'\n"
-        "    init = [a] if a is not None else []\n"
-        "    g = ir.Graph([x], mul.outputs, nodes=[add, mul], initializers=init, opset_imports={'': 17})\n"
-        "    return ir.Model(g, ir_version=8)\n"
-        "import onnx\n"
+        _FOLD_PRELUDE + "import onnx\n"
         "nothing = model(None); print(fold(nothing), [n.op_type for n in nothing.graph])\n"
         "print(isinstance(onnx.reference.ops, DeferredModule), 'onnx.reference.ops._op_list' in sys.modules)\n"
         "a = ir.Value(name='a', const_value=ir.tensor(np.ones(2, np.float32), name='a'))\n"
@@ -176,19 +182,7 @@ def test_the_reference_package_waits_for_a_node_to_evaluate() -> None:
     that evaluates nothing, nor by one that loads the kernels; the evaluator, imported later, is the real one,
     and the kernels stay bound to the real package."""
     done = _run(
-        "import sys\n"
-        "import numpy as np, onnx_ir as ir\n"
-        "from eqsat.ui.startup import defer_imports\n"
-        "defer_imports()\n"
-        "from eqsat.frontend.fold import fold\n"
-        "def model(a):\n"
-        "    x = ir.Value(name='x', type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))\n"
-        "    add = ir.node('Add', [a, a]) if a is not None else ir.node('Relu', [x])\n"
-        "    mul = ir.node('Mul', [x, add.outputs[0]]); mul.outputs[0].name = 'y'\n"
-        "    init = [a] if a is not None else []\n"
-        "    g = ir.Graph([x], mul.outputs, nodes=[add, mul], initializers=init, opset_imports={'': 17})\n"
-        "    return ir.Model(g, ir_version=8)\n"
-        "nothing = model(None); print(fold(nothing))\n"
+        _FOLD_PRELUDE + "nothing = model(None); print(fold(nothing))\n"
         "print([m in sys.modules for m in ('onnx.reference.op_run', 'onnx.reference.reference_evaluator')])\n"
         "a = ir.Value(name='a', const_value=ir.tensor(np.ones(2, np.float32), name='a'))\n"
         "folds = model(a); print(fold(folds), [n.op_type for n in folds.graph])\n"
