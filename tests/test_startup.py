@@ -124,14 +124,7 @@ def test_the_command_folds_without_onnxscripts_package_inits() -> None:
 def test_a_plain_optimize_loads_no_pictures_and_no_script_converter(tmp_path: Path) -> None:
     """`eqsat optimize M -o OUT` without --report prints its headline without eqsat.view.display (pictures,
     listings) and folds without onnxscript's script converter: neither is imported by the run."""
-    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
-    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
-    nodes = [onnx.helper.make_node("Relu", ["x"], ["r"]), onnx.helper.make_node("Relu", ["r"], ["y"])]
-    model = onnx.helper.make_model(
-        onnx.helper.make_graph(nodes, "g", [x], [y]), opset_imports=[onnx.helper.make_opsetid("", 17)]
-    )
-    model.ir_version = 8
-    onnx.save(model, tmp_path / "m.onnx")
+    _relu_twice(tmp_path / "m.onnx", batch=2)
     done = _run(
         "import sys\n"
         "from eqsat.ui import cli, startup\n"
@@ -207,14 +200,7 @@ def test_a_run_leaves_onnx_extras_and_their_stdlib_imports_unloaded(tmp_path: Pa
     """`eqsat optimize` imports neither onnx's composer, utilities and test-data generator nor the socket, csv,
     calendar, uuid, pickle and ctypes modules onnx's and numpy's start-ups would bring (eqsat.ui.startup.DEFERRED);
     each works when used afterwards, through onnx's attributes and numpy's pickling as well."""
-    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
-    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
-    nodes = [onnx.helper.make_node("Relu", ["x"], ["r"]), onnx.helper.make_node("Relu", ["r"], ["y"])]
-    model = onnx.helper.make_model(
-        onnx.helper.make_graph(nodes, "g", [x], [y]), opset_imports=[onnx.helper.make_opsetid("", 17)]
-    )
-    model.ir_version = 8
-    onnx.save(model, tmp_path / "m.onnx")
+    _relu_twice(tmp_path / "m.onnx", batch=2)
     names = ("onnx.compose", "onnx.utils", "onnx.gen_proto", "socket", "csv", "calendar", "uuid", "tarfile", "pickle")
     names += ("ctypes",)
     done = _run(
@@ -240,9 +226,10 @@ def test_a_run_leaves_onnx_extras_and_their_stdlib_imports_unloaded(tmp_path: Pa
     ], done.stdout
 
 
-def _relu_twice(path: Path) -> None:
-    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 3])
-    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 3])
+def _relu_twice(path: Path, batch: int | str = "n") -> None:
+    """Relu(Relu(x)) with x [batch, 3], saved at `path` (optimized: one Relu)."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [batch, 3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [batch, 3])
     nodes = [onnx.helper.make_node("Relu", ["x"], ["r"]), onnx.helper.make_node("Relu", ["r"], ["y"])]
     model = onnx.helper.make_model(
         onnx.helper.make_graph(nodes, "g", [x], [y]), opset_imports=[onnx.helper.make_opsetid("", 17)]
