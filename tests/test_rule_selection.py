@@ -27,6 +27,7 @@ from eqsat.engine.rule_closure import (
 )
 from eqsat.engine.rule_terms import ANY, CONST, BodyTerms, Reading
 from eqsat.rewrites.registry import select
+from eqsat.engine.terms import standard_facts
 from tests.conftest import build_model
 
 F = onnx.TensorProto.FLOAT
@@ -147,6 +148,28 @@ def test_a_kept_backend_gives_the_same_output_as_a_fresh_one(models_dir: Path) -
     fresh = eqsat.optimize(model, verify=False).proto.SerializeToString()
     kept = eqsat.optimize(model, verify=False).proto.SerializeToString()
     assert fresh == kept
+
+
+def test_a_backend_loads_only_the_standard_facts_its_rules_read() -> None:
+    """inv-perm's 153 facts are loaded for a rule that names the table, not for one that does not."""
+    cancel = rw("(Transpose (Transpose x p) q)", "x", "(= q (inv-perm p))")
+    reads = Rule("transpose-cancel", "cleanup", "exact", "test", "t", (cancel,))
+    plain = _rule("relu-relu", "(Relu (Relu x))", "(Relu x)")
+    with_table = prepared.fresh(tuple(reads.commands()))
+    without = prepared.fresh(tuple(plain.commands()))
+    assert with_table.sizes().get("inv-perm") == sum(1 for f in standard_facts() if "(inv-perm " in f) > 100
+    assert not without.sizes().get("inv-perm")
+
+
+@pytest.mark.parametrize("name", ["nhwc_tfstyle_resnet_legacy.onnx", "resnet18_w8_fp16.onnx"])
+def test_standard_facts_left_out_change_no_output(name: str, models_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = models_dir / name
+    prepared.clear()
+    some = eqsat.optimize(model, verify=False).proto.SerializeToString()
+    monkeypatch.setattr(prepared, "facts_read_by", lambda commands: standard_facts())
+    prepared.clear()
+    assert eqsat.optimize(model, verify=False).proto.SerializeToString() == some
+    prepared.clear()
 
 
 @pytest.mark.slow  # every bundled model, twice
