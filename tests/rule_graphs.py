@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -33,6 +34,32 @@ def model(
 ) -> onnx.ModelProto:
     """`make_model` with the output `y` (type and shape inferred) by default."""
     return make_model(nodes, inputs, outputs, initializers, opset)
+
+
+def gelu_erf(
+    form: str = "bert",
+    *,
+    divisor: float | None = math.sqrt(2.0),
+    scale: float | None = None,
+    dtype: str = "FLOAT",
+    opset: int = 20,
+    half: float = 0.5,
+) -> onnx.ModelProto:
+    """BERT: (x * (erf(x / sqrt2) + 1)) * 0.5; gpt: (x * 0.5) * (erf(..) + 1); `scale`: x * 0.7071 instead."""
+    np_dtype = np.float16 if dtype == "FLOAT16" else np.float32
+    inits = {"one": np.array(1.0, np_dtype), "half": np.array(half, np_dtype)}
+    if scale is not None:
+        inits["k"] = np.array(scale, np_dtype)
+        nodes = [node("Mul", ["x", "k"], "u")]
+    else:
+        inits["k"] = np.array(divisor, np_dtype)
+        nodes = [node("Div", ["x", "k"], "u")]
+    nodes += [node("Erf", ["u"], "e"), node("Add", ["e", "one"], "h")]
+    if form == "bert":
+        nodes += [node("Mul", ["x", "h"], "xh"), node("Mul", ["xh", "half"], "y")]
+    else:
+        nodes += [node("Mul", ["x", "half"], "xs"), node("Mul", ["xs", "h"], "y")]
+    return model(nodes, [("x", dtype, (2, 3, 8))], initializers=inits, opset=opset)
 
 
 def sandwich(

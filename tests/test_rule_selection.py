@@ -29,6 +29,7 @@ from eqsat.engine.rule_terms import ANY, CONST, BodyTerms, Reading
 from eqsat.rewrites.registry import select
 from eqsat.engine.terms import standard_facts
 from tests.conftest import build_model
+from tests.rule_graphs import gelu_erf
 
 F = onnx.TensorProto.FLOAT
 
@@ -415,19 +416,6 @@ def test_a_guard_on_the_model_opset_is_read_from_the_query() -> None:
     assert least_opset("(= __root (Relu x)) (>= n 20)") == 0  # n is not the opset
 
 
-def _gelu(opset: int) -> onnx.ModelProto:
-    """0.5 x (1 + erf(x / sqrt 2)): the erf Gelu gelu-fuse turns into Gelu from opset 20."""
-    nodes = [
-        oh.make_node("Div", ["x", "sqrt2"], ["d"]),
-        oh.make_node("Erf", ["d"], ["e"]),
-        oh.make_node("Add", ["e", "one"], ["a"]),
-        oh.make_node("Mul", ["x", "a"], ["m"]),
-        oh.make_node("Mul", ["m", "half"], ["y"]),
-    ]
-    consts = {name: np.array(v, np.float32) for name, v in (("sqrt2", 2**0.5), ("one", 1.0), ("half", 0.5))}
-    return build_model(nodes, [("x", F, ["n", 8])], [("y", F, ["n", 8])], consts, opset=opset)
-
-
 def _installed(model: onnx.ModelProto) -> set[str]:
     normalized = session.load(model).normalized
     usable = usable_rules(select(), present_constructors(normalized), opset=model_opset(normalized))
@@ -435,9 +423,10 @@ def _installed(model: onnx.ModelProto) -> set[str]:
 
 
 def test_a_rule_guarded_on_a_newer_opset_is_left_out() -> None:
-    """At opset 14 gelu-fuse's guard (opset >= 20) never holds: its bodies are not installed, nor a rule that would
-    only match the Gelu it creates. At opset 20 they are."""
-    old, new = _installed(_gelu(14)), _installed(_gelu(20))
+    """A BERT Gelu written out with Erf (tests.rule_graphs.gelu_erf). At opset 14 gelu-fuse's guard (opset >= 20)
+    never holds: its bodies are not installed, nor a rule that would only match the Gelu it creates. At opset 20
+    they are."""
+    old, new = _installed(gelu_erf(opset=14)), _installed(gelu_erf(opset=20))
     assert {"gelu-fuse#0", "gelu-fuse#1"} <= new
     assert not {"gelu-fuse#0", "gelu-fuse#1"} & old
     assert any(name.startswith("gelu-decompose") for name in new)  # on the Gelu gelu-fuse creates
@@ -445,10 +434,10 @@ def test_a_rule_guarded_on_a_newer_opset_is_left_out() -> None:
 
 
 def test_opset_gated_rules_left_out_change_no_output(monkeypatch: pytest.MonkeyPatch) -> None:
-    model = _gelu(14)
+    model = gelu_erf(opset=14)
     gated = eqsat.optimize(model)
     monkeypatch.setattr(session, "model_opset", lambda model: None)
     ungated = eqsat.optimize(model)
     assert gated.report.saturation.rules_installed < ungated.report.saturation.rules_installed
     assert gated.proto.SerializeToString() == ungated.proto.SerializeToString()
-    assert [n.op_type for n in eqsat.optimize(_gelu(20)).proto.graph.node] == ["Gelu"]
+    assert [n.op_type for n in eqsat.optimize(gelu_erf(opset=20)).proto.graph.node] == ["Gelu"]

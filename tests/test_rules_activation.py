@@ -18,36 +18,10 @@ from eqsat.testing import (
     optimize_with_rules,
     saturate_with_rules,
 )
-from tests.rule_graphs import attribute, model, node, property_settings
+from tests.rule_graphs import attribute, gelu_erf, model, node, property_settings
 
 X = [("x", "FLOAT", (2, 3, 8))]
 SQRT2 = math.sqrt(2.0)
-
-
-def _gelu_erf(
-    form: str = "bert",
-    *,
-    divisor: float | None = SQRT2,
-    scale: float | None = None,
-    dtype: str = "FLOAT",
-    opset: int = 20,
-    half: float = 0.5,
-) -> object:
-    """BERT: (x * (erf(x / sqrt2) + 1)) * 0.5; gpt: (x * 0.5) * (erf(..) + 1); `scale`: x * 0.7071 instead."""
-    np_dtype = np.float16 if dtype == "FLOAT16" else np.float32
-    inits = {"one": np.array(1.0, np_dtype), "half": np.array(half, np_dtype)}
-    if scale is not None:
-        inits["k"] = np.array(scale, np_dtype)
-        nodes = [node("Mul", ["x", "k"], "u")]
-    else:
-        inits["k"] = np.array(divisor, np_dtype)
-        nodes = [node("Div", ["x", "k"], "u")]
-    nodes += [node("Erf", ["u"], "e"), node("Add", ["e", "one"], "h")]
-    if form == "bert":
-        nodes += [node("Mul", ["x", "h"], "xh"), node("Mul", ["xh", "half"], "y")]
-    else:
-        nodes += [node("Mul", ["x", "half"], "xs"), node("Mul", ["xs", "h"], "y")]
-    return model(nodes, [("x", dtype, (2, 3, 8))], initializers=inits, opset=opset)
 
 
 def _gelu_tanh(*, cube: str = "pow", c1: float = 0.044715, opset: int = 20) -> object:
@@ -90,7 +64,7 @@ def test_gelu_forms_property(case: RuleCase) -> None:
 @pytest.mark.parametrize("form", ["bert", "gpt"])
 @pytest.mark.parametrize("variant", ["div", "mul"])
 def test_gelu_fuse_exported_forms(form: str, variant: str) -> None:
-    m = _gelu_erf(form, scale=1 / SQRT2 if variant == "mul" else None)
+    m = gelu_erf(form, scale=1 / SQRT2 if variant == "mul" else None)
     result = assert_rule_sound(m, "gelu-fuse")
     assert op_counts(result.model) == {"Gelu": 1}
     (gelu,) = result.model.graph  # approximate="none" is the default: no attribute
@@ -99,25 +73,25 @@ def test_gelu_fuse_exported_forms(form: str, variant: str) -> None:
 
 def test_gelu_fuse_accepts_a_rounded_constant() -> None:
     """sqrt 2 written as 1.4142 (5 digits) still matches: the result moves by < 1e-4 relative."""
-    assert op_counts(assert_rule_sound(_gelu_erf(divisor=1.4142), "gelu-fuse").model) == {"Gelu": 1}
+    assert op_counts(assert_rule_sound(gelu_erf(divisor=1.4142), "gelu-fuse").model) == {"Gelu": 1}
 
 
 def test_gelu_fuse_needs_opset_20() -> None:
-    assert_rule_does_not_fire(_gelu_erf(opset=17), "gelu-fuse")
+    assert_rule_does_not_fire(gelu_erf(opset=17), "gelu-fuse")
 
 
 @pytest.mark.parametrize("kw", [{"divisor": 1.5}, {"divisor": 1.41}, {"half": 0.25}, {"scale": SQRT2}])
 def test_gelu_fuse_not_with_other_constants(kw: dict) -> None:
-    assert_rule_does_not_fire(_gelu_erf(**kw), "gelu-fuse")
+    assert_rule_does_not_fire(gelu_erf(**kw), "gelu-fuse")
 
 
 def test_gelu_fuse_not_on_float16() -> None:
     """onnxruntime's Gelu computes fp16 in float32: fusing would drop the decomposition's fp16 roundings."""
-    assert_rule_does_not_fire(_gelu_erf(dtype="FLOAT16"), "gelu-fuse")
+    assert_rule_does_not_fire(gelu_erf(dtype="FLOAT16"), "gelu-fuse")
 
 
 def test_gelu_fuse_not_when_erf_reads_another_tensor() -> None:
-    m = _gelu_erf()
+    m = gelu_erf()
     for n in m.graph.node:
         if n.op_type == "Div":
             n.input[0] = "z"
