@@ -22,7 +22,8 @@ import onnx_ir as ir
 
 from eqsat.engine.bulk import ABSENT, Rows
 from eqsat.frontend.symbols import SHAPE_FACTS, SymbolTable, symbolic_shapes
-from eqsat.engine.terms import BINARY, LIST_OPS, OPS, NONDETERMINISTIC, SMALL_CONST, OpSpec, egg_str, egg_value
+from eqsat.engine.terms import BINARY, LIST_OPS, OPS, NONDETERMINISTIC, SMALL_CONST, OpSpec, default_opset, egg_str
+from eqsat.engine.terms import egg_value
 
 
 @dataclasses.dataclass
@@ -61,7 +62,7 @@ def constant_key(array: np.ndarray) -> str:
 class _Encoder:
     def __init__(self, model: ir.Model, symbolic: bool = True, unified: Mapping[int, int] | None = None) -> None:
         self.model = model
-        self.enc = Encoding(opset=model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1)))
+        self.enc = Encoding(opset=default_opset(model.opset_imports))
         self.rows = self.enc.rows
         facts = model.meta.pop(SHAPE_FACTS, None)  # taken once: later encodings compute them again
         if facts is None:

@@ -55,6 +55,7 @@ from eqsat.engine.rule import Egglog, Rule
 from eqsat.engine.rule_terms import ANY, CONST, BodyTerms, ClosureState, Reading, class_sorts, parse
 from eqsat.engine.rule_terms import Sexp
 from eqsat.engine.terms import GENERIC, GENERIC_OF, LIST_BASES, LIST_FUNCTIONS, OP_FACTS, OP_TABLES, OPS, SPECIAL
+from eqsat.engine.terms import default_opset
 
 #: Every constructor of the term language (ops and leaves); egglog functions and relations are not.
 CONSTRUCTORS = frozenset(OPS) | frozenset(SPECIAL)
@@ -208,9 +209,8 @@ def present_constructors(model: onnx.ModelProto) -> frozenset[str]:
 
 
 def model_opset(model: onnx.ModelProto) -> int:
-    """The model's default-domain opset, as encoding reads it (eqsat.engine.encode: the `(model-opset)` fact)."""
-    versions = {entry.domain: entry.version for entry in model.opset_import}
-    return versions.get("", versions.get("ai.onnx", 1))
+    """The model's default-domain opset, as encoding reads it (the `(model-opset)` fact)."""
+    return default_opset({entry.domain: entry.version for entry in model.opset_import})
 
 
 @functools.lru_cache(maxsize=None)
@@ -395,16 +395,12 @@ class _Closure:
             index = self.waiting.popleft()
             self.queued.discard(index)
             self._visit(index)
-        bodies = [self.candidates[index][2] for index in sorted(self.applied)]
-        live = [True] * len(bodies) if install_unread else _live(bodies)
-        chosen = [self.candidates[index] for index, keep in zip(sorted(self.applied), live) if keep]
-        unread = tuple(
-            f"{rule.name}#{k}"
-            for index, keep in zip(sorted(self.applied), live)
-            if not keep
-            for rule, k, _ in [self.candidates[index]]
+        chosen = [self.candidates[index] for index in sorted(self.applied)]
+        live = [True] * len(chosen) if install_unread else _live([body for _, _, body in chosen])
+        commands = tuple(
+            body.command(rule.ruleset, f"{rule.name}#{k}") for (rule, k, body), keep in zip(chosen, live) if keep
         )
-        commands = tuple(body.command(rule.ruleset, f"{rule.name}#{k}") for rule, k, body in chosen)
+        unread = tuple(f"{rule.name}#{k}" for (rule, k, _), keep in zip(chosen, live) if not keep)
         constant_only = frozenset(op for op, level in self.levels.items() if level == CONST)
         return Usable(commands, frozenset(self.available), self.created_by, constant_only, unread)
 

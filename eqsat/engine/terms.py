@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 # The op table (eqsat.ops, the base layer) is re-exported: the term language's ops and their categories.
 from eqsat.ops import BINARY as BINARY
@@ -437,6 +437,11 @@ def standard_facts() -> list[str]:
     facts += list(LIST_BASES.values())
     facts += [f"(reduce-as-unary {egg_str(r)} {egg_str(u)})" for r, u in REDUCE_AS_UNARY.items()]
     return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
+
+
+def default_opset(opset_imports: Mapping[str, int]) -> int:
+    """A model's default-domain opset from its imports (domain -> version): what `(model-opset)` holds."""
+    return opset_imports.get("", opset_imports.get("ai.onnx", 1))
 
 
 def model_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = None) -> list[str]:
