@@ -8,6 +8,7 @@ from pathlib import Path
 import sys
 
 import onnx
+import pytest
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
@@ -240,12 +241,15 @@ def _relu_twice(path: Path, batch: int | str = "n") -> None:
 
 def test_the_command_runs_onnxruntime_without_its_telemetry(tmp_path: Path) -> None:
     """`eqsat optimize` (verification on) leaves no onnxruntime telemetry database in the home's cache; a value
-    the environment gives is kept."""
+    the environment gives is kept. The run with telemetry asked for goes first, as the control: an onnxruntime
+    that writes no database even then (a build or machine without it) leaves nothing to observe here, and the
+    environment rule itself is checked in-process below."""
     import os
 
     _relu_twice(tmp_path / "m.onnx")
     env = {k: v for k, v in os.environ.items() if k not in ("ORT_DISABLE_TELEMETRY", "XDG_CACHE_HOME")}
-    for home, given in ((tmp_path / "home", None), (tmp_path / "home_given", "0")):
+
+    def databases_left(home: Path, given: str | None) -> set[str]:
         home.mkdir()
         done = subprocess.run(
             [sys.executable, "-m", "eqsat", "optimize", str(tmp_path / "m.onnx"), "-o", str(home / "o.onnx")],
@@ -255,11 +259,11 @@ def test_the_command_runs_onnxruntime_without_its_telemetry(tmp_path: Path) -> N
         )
         assert done.returncode == 0, done.stderr
         assert len(onnx.load(home / "o.onnx").graph.node) == 1
-        found = {str(p.relative_to(home)) for p in home.rglob("onnxruntime.db*")}
-        if given is None:
-            assert found == set()
-        else:  # "0": onnxruntime's telemetry on, as the environment asked
-            assert ".cache/Microsoft/DeveloperTools/.onnxruntime/onnxruntime.db" in found
+        return {str(p.relative_to(home)) for p in home.rglob("onnxruntime.db*")}
+
+    if not databases_left(tmp_path / "home_given", "0"):  # telemetry on, as the environment asks
+        pytest.skip("this onnxruntime writes no telemetry database even with telemetry on")
+    assert databases_left(tmp_path / "home", None) == set()
 
 
 def test_telemetry_is_turned_off_only_where_the_environment_is_silent(monkeypatch) -> None:  # noqa: ANN001
