@@ -310,21 +310,14 @@ def declarations(names: Iterable[str] | None = None) -> str:
 
 def declared(names: Iterable[str] | None = None) -> dict[str, str]:
     """What a backend declares to run egglog text naming `names` (`heads`): name -> declaration, in declaration
-    order. The sorts and CORE tables always; of the others those named: a constructor, function or relation,
-    an op's family constructor (`Relu`: `Unary`, eqsat.engine.rule.render), a list function with its `need-`
-    relation and the other way round. None: every declaration. Names nothing declares (primitives, rule and
-    ruleset names, variables) are ignored. A table no rule names is read by no rule; loading a model declares
-    what it builds (eqsat.engine.backend.Backend.load, load_rows)."""
+    order. The sorts and CORE tables always; of the others those named: a constructor, function or relation, and
+    for an op its family's constructor (`Relu`: `Unary`, eqsat.engine.rule.render). None: every declaration.
+    Names nothing declares (primitives, rule and ruleset names, variables) are ignored. A table no rule names is
+    read by no rule; loading a model declares what it builds (eqsat.engine.backend.Backend.load, load_rows)."""
     table = _declaration_lines()
     if names is None:
         return dict(table)
-    wanted = set(CORE)
-    for name in names:
-        wanted.add(GENERIC_OF.get(name, name))
-        if name in LIST_FUNCTIONS:
-            wanted.add(f"need-{name}")
-        elif name.startswith("need-"):
-            wanted.add(name.removeprefix("need-"))
+    wanted = {*CORE, *(GENERIC_OF.get(name, name) for name in names)}
     return {name: line for name, line in table.items() if name in wanted}
 
 
