@@ -52,6 +52,7 @@ class Backend:
         self._declared: set[str] = set()  # sorts and tables declared (declare)
         self._saved: list[tuple[set[str], set[str]]] = []  # both at each push
         self.broken = False
+        self.spent = False  # a model was loaded without a push (eqsat.engine.prepared.single_run): no later run
         self.installed: tuple[str, ...] = ()  # the egglog rules installed (eqsat.engine.prepared)
 
     def declare(self, names: Iterable[str] | None = None) -> None:
