@@ -23,7 +23,10 @@ SHAPE = [1, 4, 6, 6]
 def _cnn(*tail: onnx.NodeProto, out: str = "r") -> onnx.ModelProto:
     """x -> Conv (+bias) -> Relu (`r`), then `tail`; the output `y` is `out`."""
     rng = np.random.default_rng(0)
-    weights = {"w": rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "b": rng.standard_normal(4).astype(np.float32)}
+    weights = {
+        "w": rng.standard_normal((4, 4, 3, 3)).astype(np.float32),
+        "b": rng.standard_normal(4).astype(np.float32),
+    }
     nodes = [node("Conv", ["x", "w", "b"], "c", pads=[1, 1, 1, 1]), node("Relu", ["c"], "r"), *tail]
     nodes.append(node("Identity", [out], "y"))
     return model(nodes, [("x", "FLOAT", SHAPE)], initializers=weights)
@@ -123,4 +126,7 @@ def test_bodies_with_an_op_their_parent_lacks() -> None:
     assert result.report.verification.ok and stats.optimized + stats.kept == 2 and not stats.problems
     (backend,) = prepared._kept.values()
     assert "Softmax" not in _declared(backend)
+    prepared.clear()
+    with prepared.single_run():  # the command's way: the parent loaded after the bodies' pops, without a push
+        assert eqsat.optimize(m).proto.SerializeToString() == result.proto.SerializeToString()
     prepared.clear()
