@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import threading
 import time
 from typing import Any, Iterable, Sequence
 
@@ -47,6 +48,12 @@ DEFAULT_TIME_LIMIT = 10.0
 DEFAULT_MAX_ROUNDS = 40
 #: HiGHS relative MIP gap; costs are seconds, so 1e-7 is far below any meaningful difference.
 MIP_REL_GAP = 1e-7
+#: HiGHS's threads (`_run`). Its default, half the cores, is 2 on the 2-core machine measured, and the run then waits
+#: on a core that other work (onnxruntime's reference thread, other processes) takes: keras's program 31-57 ms with
+#: 2 threads, 17-35 with 1 (fresh processes, 6 each, the machine shared). Its MIP solver's parallelism (symmetry
+#: detection, some queries) does not pay on these programs. The same choices and notes on the 16 shared models and
+#: on 1,007 random e-graphs where HiGHS ran (tests/test_extract.py checks a sample against HiGHS's default).
+HIGHS_THREADS = 1
 
 
 @dataclasses.dataclass
@@ -346,7 +353,7 @@ def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | N
         index,
         value,
     )
-    h.run()
+    _run(h)
     status, info = h.getModelStatus(), h.getInfo()
     feasible = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
     x = np.asarray(h.getSolution().col_value) if feasible else None
@@ -357,6 +364,26 @@ def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | N
         float(info.mip_dual_bound),
     )
     return solution, (top if top > 0 else 1.0)
+
+
+def _run(h: Any) -> None:
+    """`h.run()` with HIGHS_THREADS, in a thread of its own: a thread's HiGHS scheduler keeps the thread count of its
+    first run (another count is an error after), so a fresh thread never meets one that the caller's own HiGHS use
+    set. `run` releases the GIL; what it raises is raised here."""
+    h.setOptionValue("threads", HIGHS_THREADS)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            h.run()
+        except BaseException as exc:  # noqa: BLE001 - raised on the calling thread below
+            errors.append(exc)
+
+    worker = threading.Thread(target=run, name="eqsat-highs", daemon=True)
+    worker.start()
+    worker.join()
+    if errors:
+        raise errors[0]
 
 
 def _row_wise(

@@ -593,3 +593,100 @@ def test_a_tree_cost_beyond_float64_reads_as_such_and_stays_valid_json() -> None
     assert "tree cost beyond float64" in summary.to_text()
     finite = ExtractionSummary("ilp", "cpu", 0.5, 1e-3, 2e-3, 10, 12, 8)
     assert finite.to_dict()["tree_cost"] == 2e-3
+
+
+# ---------------------------------------------------------------------------------------------------
+# HiGHS's thread
+
+
+def test_highs_runs_in_a_thread_of_its_own_with_one_highs_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every HiGHS run of the ILP goes on in a fresh thread (HiGHS releases the GIL there) with one HiGHS thread;
+    what it raises comes up on the caller's thread."""
+    import threading
+
+    from eqsat.extract import ilp
+
+    case = _highs_case()
+    runs: list[tuple[threading.Thread, object]] = []
+    real = ilp._highs
+
+    def watched() -> tuple[object, object]:
+        highspy, h = real()
+        run = h.run
+
+        def recorded() -> object:
+            runs.append((threading.current_thread(), h.getOptionValue("threads")[1]))
+            return run()
+
+        h.run = recorded
+        return highspy, h
+
+    monkeypatch.setattr(ilp, "_highs", watched)
+    assert extract(case.graph, None, case.cost, "ilp").notes == ()  # HiGHS ran and proved its optimum
+    assert runs and all(t is not threading.main_thread() and n == 1 for t, n in runs), runs
+
+    def broken() -> tuple[object, object]:
+        highspy, h = real()
+
+        def run() -> None:
+            raise RuntimeError("HiGHS broke")
+
+        h.run = run
+        return highspy, h
+
+    monkeypatch.setattr(ilp, "_highs", broken)
+    with pytest.raises(RuntimeError, match="HiGHS broke"):
+        extract(case.graph, None, case.cost, "ilp")
+
+
+def test_one_highs_thread_chooses_as_highs_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ilp.HIGHS_THREADS (1) gives the same choices and notes as HiGHS's default thread count (half the cores) on
+    random e-graphs where HiGHS runs, cycles and cut rounds included."""
+    from eqsat.extract import ilp
+
+    rng = random.Random(11)
+    ran = 0
+    for nclasses, extra, count in ((6, 6, 150), (12, 25, 60), (30, 80, 20)):
+        for _ in range(count):
+            case = random_case(rng, nclasses, extra)
+            try:
+                one = extract(case.graph, None, case.cost, "ilp")
+            except ExtractionError:
+                continue
+            if any("HiGHS not run" in note for note in one.notes):
+                continue
+            with monkeypatch.context() as patch:
+                patch.setattr(ilp, "HIGHS_THREADS", 0)  # HiGHS's default
+                default = extract(case.graph, None, case.cost, "ilp")
+            assert (dict(one.choice), one.notes) == (dict(default.choice), default.notes)
+            ran += 1
+    assert ran > 50
+
+
+def test_a_callers_own_highs_thread_count_does_not_matter() -> None:
+    """HiGHS keeps a thread's first thread count (a run with another is an error): the caller's own HiGHS use with
+    3 threads on this thread does not keep the ILP from running HiGHS with one."""
+    import numpy as np
+
+    from eqsat.extract import ilp
+
+    _, h = ilp._highs()
+    h.setOptionValue("threads", 3)
+    h.addVars(2, np.zeros(2), np.ones(2))
+    h.changeColsCost(2, np.arange(2, dtype=np.int32), np.ones(2))
+    h.run()  # this thread's scheduler now has 3 threads (or the count an earlier run here gave it)
+    case = _highs_case()
+    assert extract(case.graph, None, case.cost, "ilp").notes == ()  # HiGHS ran and proved its optimum
+
+
+def _highs_case() -> Case:
+    """A small random e-graph on which the ILP runs HiGHS and proves its optimum in one round (no notes)."""
+    rng = random.Random(5)
+    while True:
+        case = random_case(rng, 6, 6)
+        try:
+            notes = extract(case.graph, None, case.cost, "ilp").notes
+        except ExtractionError:
+            continue
+        if not notes:
+            return case
