@@ -2,6 +2,8 @@
 
 Table of contents:
 - `extract(egraph, roots, cost, extractor="ilp") -> ExtractionResult`: run a registered extractor
+- `extract_speculating(egraph, roots, cost, hook, ...) -> (ExtractionResult, Speculation | None)`: the same, with
+  `hook` called on the provisional choice of an extractor that solves in a worker thread (speculation.py)
 - `EXTRACTORS`: the registry (CLI name -> module, what it is optimal for); `Extractor`: the protocol each
   module satisfies
 - `ExtractionResult` / `ExtractionError` / `ExtractionSummary` (result.py): the one validated result type
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
 
 from eqsat.errors import BadInputError
 
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from eqsat.engine.egraph import EGraph
     from eqsat.extract.cost import CostModel, Roofline, Target, TargetError, load_target, roofline, targets
     from eqsat.extract.result import ExtractionError, ExtractionResult, ExtractionSummary
+    from eqsat.extract.speculation import Speculation
 
 __all__ = [
     "EXTRACTORS",
@@ -35,6 +38,7 @@ __all__ = [
     "Target",
     "TargetError",
     "extract",
+    "extract_speculating",
     "load_target",
     "roofline",
     "targets",
@@ -60,7 +64,9 @@ def __getattr__(name: str) -> Any:
 class Extractor(Protocol):
     """What an extractor module provides: `extract(egraph, roots, cost, **options) -> ExtractionResult`,
     one term DAG for `roots` whose every choice is an e-node of its class (`ExtractionResult.check()`).
-    Options are keyword-only (ilp's `time_limit`)."""
+    Options are keyword-only (ilp's `time_limit`); one registered with `speculates` also takes `speculate`, a hook
+    it calls at most once, on the calling thread, with its provisional choice (restricted to the classes the roots
+    reach) while it solves in a worker thread (speculation.py)."""
 
     def extract(self, egraph: "EGraph", roots: Sequence[int], cost: "CostModel", /) -> "ExtractionResult": ...
 
@@ -73,6 +79,7 @@ class ExtractorInfo:
     module: str
     optimal_for: str
     summary: str
+    speculates: bool = False  # takes `speculate` (see Extractor)
 
     def load(self) -> Extractor:
         module = importlib.import_module(self.module)
@@ -101,6 +108,7 @@ EXTRACTORS: Mapping[str, ExtractorInfo] = {
             "eqsat.extract.ilp",
             "DAG cost (exact with cycle cuts; within an acyclic pre-filter if they do not converge, as notes say)",
             "0-1 program with HiGHS, lazy cycle cuts, time limit (default 10 s)",
+            speculates=True,
         ),
     )
 }
@@ -115,17 +123,20 @@ def extract(
     roots: Sequence[int] | None,
     cost: "CostModel | Target | str",
     extractor: str = "auto",
+    *,
+    speculate: Callable[[dict[int, int]], object] | None = None,
     **options: Any,
 ) -> "ExtractionResult":
     """Extract one term DAG for `roots` (default: `egraph.roots`) under `cost` (a cost model, a Target or
-    a target name) with the named extractor; `options` go to the extractor (e.g. `time_limit` for ilp).
+    a target name) with the named extractor; `options` go to the extractor (e.g. `time_limit` for ilp), and
+    `speculate` to one that `speculates` (the others never call it).
 
     `auto` is the ILP for e-graphs up to AUTO_ILP_MAX_ENODES e-nodes and greedy-dag above (noted)."""
     if extractor == "auto":
         if egraph.num_nodes <= AUTO_ILP_MAX_ENODES:
             extractor = "ilp"
         else:
-            result = extract(egraph, roots, cost, "greedy-dag", **options)
+            result = extract(egraph, roots, cost, "greedy-dag", speculate=speculate, **options)
             note = f"auto: greedy-dag, as the e-graph has {egraph.num_nodes} > {AUTO_ILP_MAX_ENODES} e-nodes"
             return dataclasses.replace(result, notes=(*result.notes, note))
     info = EXTRACTORS.get(extractor.replace("_", "-"))
@@ -134,4 +145,29 @@ def extract(
     from eqsat.extract.cost import Target, roofline
 
     model: CostModel = roofline(cost) if isinstance(cost, (Target, str)) else cost
+    if speculate is not None and info.speculates:
+        options["speculate"] = speculate
     return info.load().extract(egraph, egraph.roots if roots is None else roots, model, **options)
+
+
+T = TypeVar("T")
+
+
+def extract_speculating(
+    egraph: "EGraph",
+    roots: Sequence[int] | None,
+    cost: "CostModel | Target | str",
+    hook: Callable[[dict[int, int]], T],
+    extractor: str = "auto",
+    **options: Any,
+) -> tuple["ExtractionResult", "Speculation[T] | None"]:
+    """`extract`, with `hook` called on this thread with the extractor's provisional choice while it solves (ilp:
+    the greedy-dag choice while HiGHS runs); the result is the one `extract` returns. Also what `hook` made of
+    that choice (`Speculation.matches(result)`: whether it is the result's choice), or None if it was not called
+    (an extractor that does not speculate, or had nothing to solve). An `Exception` from `hook` is recorded in
+    the Speculation, never raised."""
+    from eqsat.extract.speculation import Recorder
+
+    record = Recorder(egraph, hook)
+    result = extract(egraph, roots, cost, extractor, speculate=record, **options)
+    return result, record.speculation

@@ -31,17 +31,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import threading
 import time
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from eqsat.engine.egraph import EGraph
 from eqsat.extract import greedy_dag, tree
 from eqsat.extract.cost import CostModel
-from eqsat.extract.problem import Problem, bottom_up, reachable_order, strongly_connected
+from eqsat.extract.problem import Problem, bottom_up, reachable_order, restrict, strongly_connected
 from eqsat.extract.result import ExtractionResult
+from eqsat.extract.speculation import beside
 
 NAME = "ilp"
 DEFAULT_TIME_LIMIT = 10.0
@@ -292,9 +292,15 @@ def _quiet_highs() -> tuple[Any, type]:
     return highspy, QuietHighs
 
 
-def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | None = None) -> tuple[_Solution, float]:
-    """Solve the program (only the x in `keep`, if given) with HiGHS; returns the solution and the cost
-    scale (objective values times the scale are in cost units)."""
+def _solve(
+    model: _Model,
+    cost: np.ndarray,
+    seconds: float,
+    keep: np.ndarray | None = None,
+    meanwhile: Callable[[], object] | None = None,
+) -> tuple[_Solution, float]:
+    """Solve the program (only the x in `keep`, if given) with HiGHS, `meanwhile()` on this thread as it runs
+    (`_run`); returns the solution and the cost scale (objective values times the scale are in cost units)."""
     nx, ny = len(model.nodes), len(model.classes)
     owner = np.fromiter((j for j, xs in enumerate(model.class_nodes) for _ in xs), dtype=np.int64, count=nx)
     xs_sorted = np.fromiter((i for xs in model.class_nodes for i in xs), dtype=np.int64, count=nx)
@@ -353,7 +359,7 @@ def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | N
         index,
         value,
     )
-    _run(h)
+    _run(h, meanwhile)
     status, info = h.getModelStatus(), h.getInfo()
     feasible = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
     x = np.asarray(h.getSolution().col_value) if feasible else None
@@ -366,24 +372,16 @@ def _solve(model: _Model, cost: np.ndarray, seconds: float, keep: np.ndarray | N
     return solution, (top if top > 0 else 1.0)
 
 
-def _run(h: Any) -> None:
-    """`h.run()` with HIGHS_THREADS, in a thread of its own: a thread's HiGHS scheduler keeps the thread count of its
-    first run (another count is an error after), so a fresh thread never meets one that the caller's own HiGHS use
-    set. `run` releases the GIL; what it raises is raised here."""
+def _run(h: Any, meanwhile: Callable[[], object] | None = None) -> None:
+    """`h.run()` with HIGHS_THREADS, in a thread of its own (`run` releases the GIL), while `meanwhile()` runs on
+    this one: a thread's HiGHS scheduler keeps the thread count of its first run (another count is an error after),
+    so a fresh thread never meets one that the caller's own HiGHS use set. What `run` raises is raised here."""
     h.setOptionValue("threads", HIGHS_THREADS)
-    errors: list[BaseException] = []
+    beside(h.run, meanwhile or _nothing)
 
-    def run() -> None:
-        try:
-            h.run()
-        except BaseException as exc:  # noqa: BLE001 - raised on the calling thread below
-            errors.append(exc)
 
-    worker = threading.Thread(target=run, name="eqsat-highs", daemon=True)
-    worker.start()
-    worker.join()
-    if errors:
-        raise errors[0]
+def _nothing() -> None:
+    pass
 
 
 def _row_wise(
@@ -505,8 +503,17 @@ def extract(
     *,
     time_limit: float = DEFAULT_TIME_LIMIT,
     max_rounds: int = DEFAULT_MAX_ROUNDS,
+    speculate: Callable[[dict[int, int]], object] | None = None,
 ) -> ExtractionResult:
-    """Exact DAG-cost extraction for `roots` within `time_limit` seconds (see the module docstring)."""
+    """Exact DAG-cost extraction for `roots` within `time_limit` seconds (see the module docstring).
+
+    With `speculate`, when HiGHS has to run, `speculate` is called on this thread with the greedy-dag choice
+    (restricted to the classes the roots reach: the choice returned unless HiGHS finds a cheaper one) while HiGHS's
+    first run goes on in its thread (`_run`). The result is the same: HiGHS solves the same program, and its time
+    limit is the same deadline (wall-clock from the start of the extraction: HiGHS shares the CPU with `speculate`
+    meanwhile), which decides the result only for a program HiGHS cannot finish within it (or cut rounds still
+    running at half of it): its runs take at most ~40 ms on the shared models, against 10 s. An exception HiGHS
+    raises is raised here once `speculate` has returned; one from `speculate` at once."""
     problem = Problem.build(egraph, roots, cost, time.perf_counter())
     deadline = problem.started + time_limit
     tsol = tree.solve(problem)
@@ -522,11 +529,13 @@ def extract(
             NAME,
             [f"the greedy-dag choice is optimal: its DAG cost {best.cost:.6g} equals a lower bound (HiGHS not run)"],
         )
+    # beside the first HiGHS run: `speculate` on the greedy choice, as `finish` would keep it
+    meanwhile = [] if speculate is None else [functools.partial(speculate, restrict(problem, best.choice))]
     notes: list[str] = []
     rounds, proven = 0, False
     while rounds < max_rounds and time.perf_counter() < problem.started + time_limit / 2:
         rounds += 1
-        res, scale = _solve(model, problem.cost, deadline - time.perf_counter())
+        res, scale = _solve(model, problem.cost, deadline - time.perf_counter(), meanwhile=_first(meanwhile))
         if res.x is None:
             notes.append(f"round {rounds}: HiGHS found no solution ({res.message})")
             break
@@ -549,7 +558,7 @@ def extract(
             notes.append(f"round {rounds}: the solution has cycles and no new cut or no time is left")
             break
     if not proven:
-        _filtered(problem, model, best, deadline, rounds, notes)
+        _filtered(problem, model, best, deadline, rounds, notes, _first(meanwhile))
         gap = (best.cost - best.lower) / best.cost if best.cost > 0 else 0.0
         notes.append(f"returned {best.source}: DAG cost {best.cost:.6g}, lower bound {best.lower:.6g} (gap {gap:.2%})")
     if rounds > 1:
@@ -557,19 +566,33 @@ def extract(
     return problem.finish(best.choice, NAME, notes)
 
 
+def _first(pending: list[Callable[[], object]]) -> Callable[[], object] | None:
+    """The first of `pending`, taken out (None when it is empty)."""
+    return pending.pop(0) if pending else None
+
+
 def _x_choice(model: _Model, choice: dict[int, int]) -> dict[int, int]:
     xpos = {n: i for i, n in enumerate(model.nodes)}
     return {j: xpos[choice[c]] for j, c in enumerate(model.classes) if c in choice}
 
 
-def _filtered(problem: Problem, model: _Model, best: _Best, deadline: float, rounds: int, notes: list[str]) -> None:
-    """Solve within the acyclic pre-filter anchored on the best choice (so never worse than it)."""
+def _filtered(
+    problem: Problem,
+    model: _Model,
+    best: _Best,
+    deadline: float,
+    rounds: int,
+    notes: list[str],
+    meanwhile: Callable[[], object] | None = None,
+) -> None:
+    """Solve within the acyclic pre-filter anchored on the best choice (so never worse than it); `meanwhile` as
+    in `_solve`."""
     remaining = deadline - time.perf_counter()
     if remaining <= 0.01:
         notes.append("time limit reached before the acyclic pre-filter solve")
         return
     keep = _filtered_keep(model, _heights(problem, model, best.choice))
-    res, _ = _solve(model, problem.cost, remaining, keep)
+    res, _ = _solve(model, problem.cost, remaining, keep, meanwhile)
     dropped = int(len(model.nodes) - keep.sum())
     why = f"cycle cuts did not converge in {rounds} round(s)" if rounds else "cycle cuts skipped"
     if res.x is None:
