@@ -117,17 +117,15 @@ Declared = onnx.ValueInfoProto | tuple[int, ...] | None
 def _declarations(graph: onnx.GraphProto) -> dict[str, Declared]:
     """What each value of `graph` takes its shape from when the graph is deserialized into the IR
     (onnx_ir.serde._deserialize_graph's order): an input its declaration; an initializer its value_info, else
-    its dims; a node output its value_info; a graph output its declaration last; a name read by a node and
-    declared by none of them its value_info."""
+    its dims; a graph output its declaration; any other value (a node output, or a name read and produced by
+    none) its value_info. A name in none of these has no shape."""
     infos = {info.name: info for info in graph.value_info}
     declared: dict[str, Declared] = {info.name: info for info in graph.input}
     for tensor in graph.initializer:
         if tensor.name and tensor.name not in declared:
             declared[tensor.name] = infos.get(tensor.name, tuple(tensor.dims))
-    for node in graph.node:
-        declared.update({name: infos.get(name) for name in node.output if name})
     declared.update({info.name: info for info in graph.output})
-    for name, info in infos.items():
+    for name, info in infos.items():  # a node output, or a name read and produced by none
         declared.setdefault(name, info)
     return declared
 

@@ -113,7 +113,14 @@ def lift_constants(model: ir.Model) -> bool:
 def _lifter_class() -> type[LiftConstantsToInitializersPass]:
     from onnx_ir.passes.common import LiftConstantsToInitializersPass
 
-    tensors = (ir.Tensor, ir.ExternalTensor, ir.StringTensor, ir.LazyTensor, ir.PackedTensor, ir.serde.TensorProtoTensor)
+    tensors = (
+        ir.Tensor,
+        ir.ExternalTensor,
+        ir.StringTensor,
+        ir.LazyTensor,
+        ir.PackedTensor,
+        ir.serde.TensorProtoTensor,
+    )
 
     class Lifter(LiftConstantsToInitializersPass):
         def _constant_node_attribute_to_tensor(
