@@ -44,7 +44,8 @@ OPENED = (("onnxscript", None), ("onnxscript.optimizer", "onnxscript"))
 #: package as any submodule. onnx's reference kernels (~20 ms) serve onnxscript's folder only for a node it
 #: evaluates (none in 5 of the 16 shared models); so does `onnx.reference` itself, whose `__init__` (its
 #: whole-model evaluator, and `op_run`, which reads every operator schema: ~15 ms) the kernels' import
-#: would otherwise run first: its stand-in imports its submodules without it.
+#: would otherwise run first: its stand-in imports its submodules without it. The `onnx.reference.ops` stand-in
+#: holds a `load_op` of its own (eqsat.ui.kernels): it imports the kernel of the op evaluated, not all of them.
 DEFERRED_SUBMODULES = ("onnx.reference", "onnx.reference.ops")
 
 
@@ -155,6 +156,10 @@ class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         stand_in = DeferredModule(spec.name)
         stand_in.__path__ = self._paths.pop(spec.name)
+        if spec.name == "onnx.reference.ops":  # the folder's `load_op`, one kernel module at a time
+            from eqsat.ui import kernels
+
+            stand_in.load_op = kernels.load_op  # type: ignore[attr-defined]
         return stand_in
 
     def exec_module(self, module: types.ModuleType) -> None:
