@@ -358,7 +358,8 @@ def saturate(
             phases["saturate bodies"] = time.perf_counter() - start
         note("encode")
         start = time.perf_counter()
-        egraph, encoding, report, input_graph = _saturate(backend, usable, work, limits, phases, start, note)
+        last = lease is None and prepared.loads_once()  # the process's one model: no push, no pop
+        egraph, encoding, report, input_graph = _saturate(backend, usable, work, limits, phases, start, note, last)
     report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
     notes = tuple(work.meta.get(normalize.DECIDED_IFS, ()))
     return Session(
@@ -387,18 +388,22 @@ def _saturate(
     phases: dict[str, float],
     start: float,
     note: Callable[[str], None],
+    last: bool = False,
 ) -> tuple[EGraph, Encoding, RunReport, EGraph]:
-    """Encode `work` with symbolic shape facts and saturate it. Symbols that met in one e-class (facts the
-    symbol recovery could not prove equal) are unified (eqsat.engine.unify) and the model saturated again
-    with them, until none meet (at most `UNIFY_ROUNDS` times; every round's e-graph is sound). If two
-    different sizes or ranks meet (egglog's illegal merge, at loading or during the run), again on static
-    shape facts only, in a fresh backend: as sound as before symbols, and the report says so."""
+    """Encode `work` with symbolic shape facts and saturate it (with `last`, in `backend` without a push:
+    `_in_backend`). Symbols that met in one e-class (facts the symbol recovery could not prove equal) are unified
+    (eqsat.engine.unify) and the model saturated again with them, until none meet (at most `UNIFY_ROUNDS` times;
+    every round's e-graph is sound). If two different sizes or ranks meet (egglog's illegal merge, at loading or
+    during the run), again on static shape facts only, in a fresh backend: as sound as before symbols, and the
+    report says so."""
     representatives: dict[int, int] = {}
     rounds = 0
     while True:
         encoding = encode(work, unified=representatives)
         try:
-            egraph, report, input_graph, groups = _in_backend(backend, usable, encoding, limits, phases, start, note)
+            egraph, report, input_graph, groups = _in_backend(
+                backend, usable, encoding, limits, phases, start, note, last
+            )
         except Exception as exc:  # egglog's EggSmolError while loading the facts
             if _SYMBOL_CONFLICT not in str(exc):
                 raise
@@ -414,7 +419,9 @@ def _saturate(
             return egraph, encoding, report, input_graph
         representatives, rounds = found, rounds + 1
     encoding = encode(work, symbolic=False)
-    egraph, report, input_graph, _ = _in_backend(prepared.like(backend), usable, encoding, limits, phases, start, note)
+    egraph, report, input_graph, _ = _in_backend(
+        prepared.like(backend), usable, encoding, limits, phases, start, note, last
+    )
     report.note = f"symbolic shape facts conflicted during {where}; saturated with static shape facts only"
     return egraph, encoding, report, input_graph
 
@@ -427,12 +434,18 @@ def _in_backend(
     phases: dict[str, float],
     start: float,
     note: Callable[[str], None],
+    last: bool = False,
 ) -> tuple[EGraph, RunReport, EGraph, list[tuple[Fact, ...]]]:
     """`_run` in `backend` (declarations and rules installed) between a push and a pop; a backend an earlier
-    egglog panic broke is replaced by a fresh one with the same rules, and a pop that fails (a panic during
-    this run: the result is already decoded or fell back) leaves it marked broken (eqsat.engine.prepared drops it)."""
-    if backend.broken:
+    egglog panic broke, or an earlier run spent, is replaced by a fresh one with the same rules, and a pop that fails
+    (a panic during this run: the result is already decoded or fell back) leaves it marked broken
+    (eqsat.engine.prepared drops it). With `last` (the process's one model: eqsat.engine.prepared.single_run) the
+    model is loaded without a push and the backend is spent."""
+    if backend.broken or backend.spent:
         backend = prepared.like(backend)
+    if last:
+        backend.spent = True
+        return _run(backend, usable, encoding, limits, phases, start, note)
     backend.push()
     try:
         return _run(backend, usable, encoding, limits, phases, start, note)

@@ -151,6 +151,47 @@ def test_a_kept_backend_gives_the_same_output_as_a_fresh_one(models_dir: Path) -
     assert fresh == kept
 
 
+def _relu_then_if() -> onnx.ModelProto:
+    """Relu(Relu(x)) read by an If whose branches Relu it again: a body on its parent's backend."""
+    out = [oh.make_tensor_value_info(f"out_{b}", F, [2, 3]) for b in ("then", "else")]
+    then_graph = oh.make_graph(
+        [oh.make_node("Relu", ["r"], ["t"]), oh.make_node("Relu", ["t"], ["out_then"])], "then", [], [out[0]]
+    )
+    else_graph = oh.make_graph([oh.make_node("Neg", ["r"], ["out_else"])], "else", [], [out[1]])
+    nodes = [
+        oh.make_node("Relu", ["x"], ["r0"]),
+        oh.make_node("Relu", ["r0"], ["r"]),
+        oh.make_node("If", ["cond"], ["y"], then_branch=then_graph, else_branch=else_graph),
+    ]
+    return build_model(nodes, [("x", F, [2, 3]), ("cond", onnx.TensorProto.BOOL, [])], [("y", F, [2, 3])])
+
+
+@pytest.mark.parametrize("build", [_relu_chain, _relu_then_if])
+def test_a_single_run_loads_its_model_without_a_push_and_spends_the_backend(
+    build,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+) -> None:
+    """Within prepared.single_run (the command on one file) the top-level model is loaded without egglog's push and
+    pop, its backend is spent and not kept; a body still pushes and pops; a second run gets a fresh backend; the
+    outputs are those of a run outside."""
+    prepared.clear()
+    expected = eqsat.optimize(build()).proto.SerializeToString()
+    pushes: list[int] = []
+    original_push = session.Backend.push
+    monkeypatch.setattr(session.Backend, "push", lambda self: (pushes.append(1), original_push(self))[1])
+    with prepared.single_run():
+        first = eqsat.optimize(build())
+        assert not prepared._kept  # spent, so dropped
+        second = eqsat.optimize(build())
+    assert len(pushes) == (0 if build is _relu_chain else 2)  # one per run for the If's then branch only
+    assert first.report.verification.ok and second.report.verification.ok
+    assert first.proto.SerializeToString() == second.proto.SerializeToString() == expected
+    assert not prepared.loads_once()
+    eqsat.optimize(build())
+    assert prepared._kept  # outside: kept for the next model again
+    prepared.clear()
+
+
 def test_a_backend_loads_only_the_standard_facts_its_rules_read() -> None:
     """inv-perm's 153 facts are loaded for a rule that names the table, not for one that does not."""
     cancel = rw("(Transpose (Transpose x p) q)", "x", "(= q (inv-perm p))")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import onnx
 import onnx.helper as oh
 import pytest
 
 import eqsat
+from eqsat.engine import prepared
 from eqsat.engine.unify import unified
 from eqsat.frontend.symbols import ShapeFacts
 from eqsat.session import saturate
@@ -84,11 +87,14 @@ def _plant_second_symbol(monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...]
     plant_shape_facts(monkeypatch, plant)
 
 
-def test_two_symbols_that_meet_are_unified(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("single_run", [False, True])
+def test_two_symbols_that_meet_are_unified(monkeypatch: pytest.MonkeyPatch, single_run: bool) -> None:
     """r = Relu(x) loaded with [m, 4]: the analysis derives [n, 4] for it, so m = n. Saturation keeps symbolic
-    facts (no fallback note), and the facts that depended on m (s, y) agree with those on n."""
+    facts (no fallback note), and the facts that depended on m (s, y) agree with those on n. In a single run
+    (eqsat.engine.prepared.single_run) the second round cannot reuse the backend the first spent: a fresh one."""
     _plant_second_symbol(monkeypatch, ("r", "s", "y"))
-    session = saturate(_chain())
+    with prepared.single_run() if single_run else contextlib.nullcontext():
+        session = saturate(_chain())
     n, m = session.encoding.symbols.ids["n"], session.encoding.symbols.ids["m"]
     assert session.saturation.note == "" and session.saturation.error is None
     assert session.encoding.unified == {m: n}
@@ -119,3 +125,5 @@ def test_different_sizes_in_one_eclass_still_fall_back_to_static_facts(monkeypat
     plant_shape_facts(monkeypatch, wrong)
     session = saturate(_chain())
     assert "static shape facts only" in session.saturation.note
+    with prepared.single_run():  # the fallback's fresh backend, after the first one was spent
+        assert "static shape facts only" in saturate(_chain()).saturation.note

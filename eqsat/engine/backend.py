@@ -50,6 +50,7 @@ class Backend:
         self._loads = 0
         self._load_tables: set[str] = set()
         self.broken = False
+        self.spent = False  # a model was loaded without a push (eqsat.engine.prepared.single_run): no later run
         self.installed: tuple[str, ...] = ()  # the egglog rules installed (eqsat.engine.prepared)
 
     def declare(self) -> None:

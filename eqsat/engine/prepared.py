@@ -9,7 +9,13 @@ push and a pop, so the backend comes back as it was, ready for the next model: a
         backend.push(); ...load, run, snapshot...; backend.pop()
 
 A backend is lent to one caller at a time (a second, concurrent caller gets a fresh one) and dropped when
-broken (an egglog panic). At most MAX_KEPT rule sets are kept, the least recently used dropped first.
+broken (an egglog panic) or spent. At most MAX_KEPT rule sets are kept, the least recently used dropped first.
+
+A process that optimizes one model (the `eqsat optimize` command on a file) runs it within `single_run()`: the
+top-level model is loaded without a push and its backend is spent, then dropped (egglog's push copies the e-graph
+and its pop restores it: ~5-8 ms each, on every command, for a backend no later model would use). A model's
+If/Loop/Scan bodies still push and pop; a run that needs the backend again (another round after symbols were
+unified) gets a fresh one with the same rules.
 Loading with the rules present costs no more than loading before installing them (measured at 1k-20k ops).
 """
 
@@ -30,6 +36,7 @@ from eqsat.engine.terms import standard_facts
 #: Rule sets whose backends are kept (each holds only declarations and rules: a few MB).
 MAX_KEPT = 4
 
+_single_run = False
 _kept: collections.OrderedDict[tuple[str, ...], Backend] = collections.OrderedDict()
 _lent: set[int] = set()
 _lock = threading.Lock()
@@ -87,7 +94,7 @@ def checkout(usable: Usable) -> Iterator[Backend]:
     key = tuple(usable.commands)
     with _lock:
         backend = _kept.get(key)
-        if backend is not None and backend.broken:
+        if backend is not None and (backend.broken or backend.spent):
             del _kept[key]
             backend = None
         keep = backend is None
@@ -109,8 +116,25 @@ def checkout(usable: Usable) -> Iterator[Backend]:
     finally:
         with _lock:
             _lent.discard(id(backend))
-            if backend.broken and _kept.get(key) is backend:
+            if (backend.broken or backend.spent) and _kept.get(key) is backend:
                 del _kept[key]
+
+
+@contextlib.contextmanager
+def single_run() -> Iterator[None]:
+    """Within: each top-level model is loaded into its backend without a push, and the backend is spent (the
+    process optimizes one model; see the module docstring). Not for a process that optimizes several models."""
+    global _single_run
+    before, _single_run = _single_run, True
+    try:
+        yield
+    finally:
+        _single_run = before
+
+
+def loads_once() -> bool:
+    """Whether a top-level model is loaded without a push (inside `single_run`)."""
+    return _single_run
 
 
 def clear() -> None:
