@@ -2,8 +2,8 @@
 
 onnxscript's folder evaluates a node with the class `onnx.reference.ops.load_op(domain, op, version)` returns.
 That function lives in `onnx.reference.ops._op_list`, which imports every kernel module (~220) to build its
-registry: ~22 ms of a command's fold phase, where the folder evaluates a handful of ops (rapidocr: Mul,
-Unsqueeze, Concat, ...). `load_op` here returns the very class onnx's would: the registry entry of the one
+registry: ~22 ms of a command's fold phase, where the folder evaluates a handful of ops (rapidocr: Cast and
+Reshape). `load_op` here returns the very class onnx's would: the registry entry of the one
 operator, built by onnx's own `build_registered_operators_any_domain` from the classes `_op_list` imports
 for it (read from its import lines), chosen by the same version rule. Every other call (another domain, a
 custom or expanded op, an op without kernel, no kernel for the version) goes to onnx's own `load_op`, as
