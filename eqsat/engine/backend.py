@@ -48,17 +48,29 @@ class Backend:
     def __init__(self) -> None:
         self._egraph = _EGraph()
         self._loads = 0
-        self._load_tables: set[str] = set()
+        self._load_tables: set[str] = set()  # load tables declared, with their rules (load_rows)
+        self._declared: set[str] = set()  # sorts and tables declared (declare)
+        self._saved: list[tuple[set[str], set[str]]] = []  # both at each push
         self.broken = False
         self.spent = False  # a model was loaded without a push (eqsat.engine.prepared.single_run): no later run
         self.installed: tuple[str, ...] = ()  # the egglog rules installed (eqsat.engine.prepared)
 
-    def declare(self) -> None:
-        """Declare eqsat's sorts, constructors and analyses (eqsat.engine.terms) and the bulk path's load tables
-        (eqsat.engine.bulk, built from the same ops): run once on a fresh e-graph, before anything is loaded."""
+    def declare(self, names: Iterable[str] | None = None) -> None:
+        """Declare what egglog text naming `names` needs (eqsat.engine.terms.declared: the sorts and core tables
+        always, and the constructors, functions and relations named; None: every one), those not declared yet;
+        the first call also declares the bulk path's vector table (eqsat.engine.bulk). Declaring costs ~50 us a
+        table, so a prepared backend declares what its rules name (eqsat.engine.prepared.fresh) and loading a
+        graph declares what the graph builds (`load`, `load_rows`). What is declared after a `push` is gone at
+        its `pop`, and declared again when needed."""
         from eqsat.engine import bulk, terms
 
-        self.run(f"{terms.declarations()}\n{bulk.declarations()}")
+        wanted = terms.declared(names)
+        new = [line for name, line in wanted.items() if name not in self._declared]
+        if not self._declared:
+            new.append(bulk.declarations())
+        if new:
+            self.run("\n".join(new))
+            self._declared.update(wanted)
 
     def run(self, program: str) -> list[Any]:
         """Parse and run egglog commands; returns the bindings' outputs. Ops are written as rules write them: `(Relu
@@ -78,9 +90,10 @@ class Backend:
             self.run("\n".join(batch))
 
     def push(self) -> None:
-        """Save the e-graph (egglog `push`): `pop` brings it back, with the tables `load_rows` declared."""
+        """Save the e-graph (egglog `push`): `pop` brings it back, with the tables declared then (`declare`,
+        `load_rows`): egglog forgets those declared since."""
         self.run("(push)")
-        self._saved = [*getattr(self, "_saved", []), set(self._load_tables)]
+        self._saved.append((set(self._load_tables), set(self._declared)))
 
     def pop(self) -> None:
         """Back to the last `push`; a backend whose pop fails (after an egglog panic) is marked `broken`."""
@@ -89,24 +102,31 @@ class Backend:
         except BaseException:
             self.broken = True
             raise
-        self._load_tables = self._saved.pop()
+        self._load_tables, self._declared = self._saved.pop()
 
     def load(self, actions: list[str]) -> None:
-        """Insert many actions fast: small rules in throwaway rulesets, each run once."""
+        """Insert many actions fast: small rules in throwaway rulesets, each run once. The tables they name are
+        declared first (`declare`)."""
+        from eqsat.engine.terms import heads
+
+        self.declare(heads(actions))
         for start in range(0, len(actions), LOAD_RULESET):
             self._load_ruleset(actions[start : start + LOAD_RULESET])
 
     def load_rows(self, rows: "Rows") -> None:
         """Insert an encoded graph: vectors by text, each table by egglog's `input` from a tab-separated
         file, then one generated rule per table builds the terms (eqsat.engine.bulk); the rows are deleted after.
-        Needs `declare()` run first."""
+        A table first used (at this push level) is declared, with its rule and what that rule builds."""
         from eqsat.engine.bulk import tables, tsv
-        from eqsat.engine.terms import egg_str
+        from eqsat.engine.terms import egg_str, heads
 
         schema = tables()
         self.load(rows.vector_actions())
         used = [schema[name] for name in rows.tables]
         new = [table for table in used if table.name not in self._load_tables]
+        self.declare(heads(table.rule for table in new))
+        if new:
+            self.run("\n".join(table.declaration for table in new))
         self._load_tables.update(table.name for table in new)
         with tempfile.TemporaryDirectory(prefix="eqsat-load-") as folder:
             commands = []

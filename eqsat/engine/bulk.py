@@ -41,6 +41,10 @@ class Table:
     columns: tuple[str, ...]
     rule: str
 
+    @property
+    def declaration(self) -> str:
+        return f"(relation {self.name} ({' '.join(self.columns)}))"
+
     def clear_rule(self) -> str:
         row = f"({self.name} {' '.join(f'c{i}' for i in range(len(self.columns)))})"
         return f"(rule ({row}) ((delete {row})) :ruleset load-clear)"
@@ -89,15 +93,16 @@ def tables() -> dict[str, Table]:
 
 
 def declarations() -> str:
-    """The load tables and the vector table (declared beside eqsat.engine.terms.declarations by Backend.declare)."""
-    lines = [
-        "(function load-vec (i64) IVec :no-merge)",
-        "(ruleset load-rows)",
-        "(ruleset load-clear)",
-        "(rule ((= v (load-vec i))) ((delete (load-vec i))) :ruleset load-clear)",
-    ]
-    lines += [f"(relation {t.name} ({' '.join(t.columns)}))" for t in tables().values()]
-    return "\n".join(lines)
+    """The vector table and the load rulesets (declared with eqsat.engine.terms' sorts by Backend.declare). A load
+    table is declared, with its rule, by Backend.load_rows when a graph first uses it (`Table.declaration`)."""
+    return "\n".join(
+        [
+            "(function load-vec (i64) IVec :no-merge)",
+            "(ruleset load-rows)",
+            "(ruleset load-clear)",
+            "(rule ((= v (load-vec i))) ((delete (load-vec i))) :ruleset load-clear)",
+        ]
+    )
 
 
 @dataclasses.dataclass

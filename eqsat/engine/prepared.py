@@ -31,7 +31,7 @@ from typing import Iterator, Sequence
 from eqsat.engine.backend import Backend
 from eqsat.engine.rule_closure import Usable
 from eqsat.engine.saturate import install_rules
-from eqsat.engine.terms import standard_facts
+from eqsat.engine.terms import heads, standard_facts
 
 #: Rule sets whose backends are kept (each holds only declarations and rules: a few MB).
 MAX_KEPT = 4
@@ -43,9 +43,12 @@ _lock = threading.Lock()
 
 
 def fresh(commands: Sequence[str]) -> Backend:
-    """A new backend with the declarations, `commands` (egglog rules) and the standard facts they read installed."""
+    """A new backend with the declarations `commands` (egglog rules) need, `commands` and the standard facts they
+    read installed. Declared are the sorts, the core tables and what the commands name (eqsat.engine.terms.declared:
+    a CNN's rules name no list function nor MatMul), not all ~180 tables (~50 us each); a graph's load declares
+    what it builds besides (Backend.load_rows), between the push and the pop of its run."""
     backend = Backend()
-    backend.declare()
+    backend.declare(heads(commands))
     install_rules(backend, commands)
     backend.load(facts_read_by(commands))
     backend.installed = tuple(commands)

@@ -29,8 +29,10 @@ one), `const-value` (element k, flattened, of a `Const` of at most SMALL_CONST e
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import re
 from typing import Any, Iterable, Mapping, Sequence
 
 # The op table (eqsat.ops, the base layer) is re-exported: the term language's ops and their categories.
@@ -280,9 +282,58 @@ def inverse_perm(perm: Sequence[int]) -> tuple[int, ...]:
 MAX_CHECKED_RANK = 16
 
 
-def declarations() -> str:
-    """The egglog program that declares sorts, constructors and fact tables (Backend.declare adds eqsat.engine.bulk's
-    load tables)."""
+#: Declared by every backend whatever its rules name (`declared`): the sorts, the handles and leaves every encoding
+#: loads (eqsat.engine.encode), the facts it sets on every value (`model-opset` included), and those decoding reads
+#: (eqsat.engine.egraph.DECODED_FACTS).
+CORE = (
+    *("IVec", "ISet", "IFn", "T", "TL", "N"),
+    *("Ref", "Input", "Const", "Scalar", "Absent"),
+    *("shape", "shape-met", "dtype", "rewritten", "model-opset"),
+)
+#: The head of an s-expression: a name `declared` may know.
+_HEAD = re.compile(r"\(([\w-]+)")
+#: The name a declaration declares.
+_DECLARES = re.compile(r"\((?:sort|constructor|function|relation) ([\w-]+)")
+
+
+def heads(texts: Iterable[str]) -> set[str]:
+    """The names at the heads of the s-expressions of egglog `texts` (what `declared` is asked for)."""
+    return set(_HEAD.findall("\n".join(texts)))
+
+
+def declarations(names: Iterable[str] | None = None) -> str:
+    """The egglog program that declares the sorts, constructors and fact tables `declared(names)` picks (None:
+    all of them). Backend.declare adds eqsat.engine.bulk's vector table; a load table is declared by
+    Backend.load_rows when first used."""
+    return "\n".join(declared(names).values())
+
+
+def declared(names: Iterable[str] | None = None) -> dict[str, str]:
+    """What a backend declares to run egglog text naming `names` (`heads`): name -> declaration, in declaration
+    order. The sorts and CORE tables always; of the others those named: a constructor, function or relation, and
+    for an op its family's constructor (`Relu`: `Unary`, eqsat.engine.rule.render). None: every declaration.
+    Names nothing declares (primitives, rule and ruleset names, variables) are ignored. A table no rule names is
+    read by no rule; loading a model declares what it builds (eqsat.engine.backend.Backend.load, load_rows)."""
+    table = _declaration_lines()
+    if names is None:
+        return dict(table)
+    wanted = {*CORE, *(GENERIC_OF.get(name, name) for name in names)}
+    return {name: line for name, line in table.items() if name in wanted}
+
+
+@functools.lru_cache(maxsize=1)
+def _declaration_lines() -> dict[str, str]:
+    """Every declaration by the name it declares, in declaration order."""
+    found = {}
+    for line in _all_declarations():
+        match = _DECLARES.match(line)
+        assert match is not None, line
+        found[match[1]] = line
+    return found
+
+
+def _all_declarations() -> list[str]:
+    """Every sort, constructor and fact table, one declaration a line."""
     lines = [
         "(sort IVec (Vec i64))",
         "(sort ISet (Set i64))",
@@ -409,7 +460,7 @@ def declarations() -> str:
     ]
     for name, (arg_sorts, result) in LIST_FUNCTIONS.items():
         lines += [f"(relation need-{name} ({arg_sorts}))", f"(function {name} ({arg_sorts}) {result} :no-merge)"]
-    return "\n".join(lines)
+    return lines
 
 
 def static_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = None) -> list[str]:
