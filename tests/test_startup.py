@@ -311,3 +311,28 @@ def test_the_command_starts_numpy_without_blas_worker_threads() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, env={**env, "OPENBLAS_NUM_THREADS": "2"}
     )
     assert given.stdout.split()[1] == "2"
+
+
+def test_the_command_runs_few_young_garbage_collections(tmp_path: Path) -> None:
+    """The command's start-up raises Python's young collection threshold (startup.fewer_young_collections): a
+    run makes a handful of collections at most where Python's default threshold makes ~90, and still writes its
+    output."""
+    _relu_twice(tmp_path / "m.onnx")
+    probe = (
+        "import gc, os, sys\n"
+        "count = [0]\n"
+        "gc.callbacks.append(lambda phase, info: count.__setitem__(0, count[0] + (phase == 'start')))\n"
+        "real_exit = os._exit\n"
+        "def exit_(code):\n"
+        "    print('collections', count[0], flush=True)\n"
+        "    real_exit(code)\n"
+        "os._exit = exit_\n"
+        f"sys.argv = ['eqsat', 'optimize', {str(tmp_path / 'm.onnx')!r}, '-o', {str(tmp_path / 'o.onnx')!r}]\n"
+        "from eqsat.ui.cli import run_command\n"
+        "count[0] = 0  # those while importing the command's module: before its start-up\n"
+        "run_command()\n"
+    )
+    done = _run(probe)
+    assert done.returncode == 0, done.stderr
+    assert len(onnx.load(tmp_path / "o.onnx").graph.node) == 1
+    assert int(done.stdout.split()[-1]) <= 5, done.stdout
