@@ -10,6 +10,7 @@ import onnx.helper as oh
 import pytest
 
 import eqsat
+from eqsat.frontend import decided_ifs, io
 from tests.conftest import build_model
 
 F, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
@@ -159,3 +160,61 @@ def test_declared_ranks_prove_nothing() -> None:
     result = eqsat.optimize(m, inputs={"c": np.array(True), "target": np.array([1, 1, 4], np.int64)})
     assert result.report.ops_after["If"] == 1
     assert not [note for note in result.report.notes if note.startswith("If ")]
+
+
+def _ir_rank_rule(proto: onnx.ModelProto) -> str | None:
+    """The rank rule check on the IR of `proto`: what the trial proto's reading must agree with."""
+    for node in io.from_proto(proto).graph:
+        for k, value in enumerate(node.inputs):
+            rank = decided_ifs.RANK_RULES.get((node.op_type, k))
+            if rank is not None and value is not None and value.shape is not None and len(value.shape) != rank:
+                return f"{node.op_type} {node.name!r} read an input {k} of rank {len(value.shape)} (spec: {rank})"
+    return None
+
+
+def _lstm_reading(x: str, nodes: list, value_info: list, outputs: list, inits: list) -> onnx.ModelProto:
+    lstm = oh.make_node("LSTM", [x, "W", "R"], ["", "y"], name="lstm", hidden_size=HIDDEN)
+    graph = oh.make_graph(
+        [*nodes, lstm],
+        "ranks",
+        [oh.make_tensor_value_info("x", F, [1, 1, 4])],
+        [*outputs, oh.make_tensor_value_info("y", F, None)],
+        initializer=inits,
+        value_info=value_info,
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(
+    ("case", "broken"),
+    [
+        ("initializer-dims", "rank 2"),  # no declaration: its dims give the rank
+        ("initializer-declared", None),  # its value_info (rank 3) wins over its dims
+        ("output-declared", "rank 4"),  # a graph output's declaration wins over the value_info
+        ("node-output-undeclared", None),  # no value_info: no rank, nothing proved
+        ("node-output-declared", "rank 2"),
+        ("input-missing-declared", "rank 5"),  # read, produced by nothing: the value_info gives the rank
+    ],
+)
+def test_trial_ranks_read_as_the_ir_reads_them(case: str, broken: str | None) -> None:
+    """A trial's ranks are read from its inferred proto (decided_ifs._broken_rank_rule) with the IR's rules for
+    which declaration gives a value its shape: the result is the IR's, for each way a value can be declared."""
+    rng = np.random.default_rng(0)
+    inits = [
+        onnx.numpy_helper.from_array(rng.standard_normal((1, 4 * HIDDEN, 4)).astype(np.float32), "W"),
+        onnx.numpy_helper.from_array(rng.standard_normal((1, 4 * HIDDEN, HIDDEN)).astype(np.float32), "R"),
+    ]
+    flat = onnx.numpy_helper.from_array(np.zeros((1, 4), np.float32), "v")
+    info = {rank: oh.make_tensor_value_info("v", F, [1] * rank) for rank in (2, 3, 4, 5)}
+    squeeze = [oh.make_node("Identity", ["x"], ["v"])]
+    proto = {
+        "initializer-dims": lambda: _lstm_reading("v", [], [], [], [*inits, flat]),
+        "initializer-declared": lambda: _lstm_reading("v", [], [info[3]], [], [*inits, flat]),
+        "output-declared": lambda: _lstm_reading("v", squeeze, [info[2]], [info[4]], inits),
+        "node-output-undeclared": lambda: _lstm_reading("v", squeeze, [], [], inits),
+        "node-output-declared": lambda: _lstm_reading("v", squeeze, [info[2]], [], inits),
+        "input-missing-declared": lambda: _lstm_reading("v", [], [info[5]], [], inits),
+    }[case]()
+    found = decided_ifs._broken_rank_rule(proto)
+    assert found == _ir_rank_rule(proto)
+    assert (found is None) == (broken is None) and (broken is None or f"{broken} (spec: 3)" in str(found))

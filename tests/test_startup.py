@@ -158,17 +158,27 @@ _FOLD_PRELUDE = (
 
 def test_the_reference_kernels_wait_for_a_node_to_evaluate() -> None:
     """onnxscript's folder imports onnx.reference.ops at start: the command's is a stand-in bound to
-    onnx.reference until the folder evaluates a node, which then loads the kernels and folds it."""
+    onnx.reference until the folder evaluates a node, which then loads that node's kernel (eqsat.ui.kernels:
+    not the other ~220 kernel modules of onnx's op list) and folds it."""
     done = _run(
         _FOLD_PRELUDE + "import onnx\n"
         "nothing = model(None); print(fold(nothing), [n.op_type for n in nothing.graph])\n"
         "print(isinstance(onnx.reference.ops, DeferredModule), 'onnx.reference.ops._op_list' in sys.modules)\n"
         "a = ir.Value(name='a', const_value=ir.tensor(np.ones(2, np.float32), name='a'))\n"
         "folds = model(a); print(fold(folds), [n.op_type for n in folds.graph])\n"
-        "print('onnx.reference.ops._op_list' in sys.modules, onnx.reference.ops.load_op is not None)\n"
+        "print('onnx.reference.ops._op_list' in sys.modules, 'onnx.reference.ops.op_add' in sys.modules)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('onnx.reference.ops.op_')))\n"
+        "print(folds.graph.initializers[folds.graph.node(0).inputs[1].name].const_value.numpy().tolist())\n"
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[:4] == ["False ['Relu', 'Mul']", "True False", "True ['Mul']", "True True"]
+    assert done.stdout.split("\n")[:6] == [
+        "False ['Relu', 'Mul']",
+        "True False",
+        "True ['Mul']",
+        "False True",
+        "['onnx.reference.ops.op_add']",
+        "[2.0, 2.0]",
+    ]
 
 
 def test_the_reference_package_waits_for_a_node_to_evaluate() -> None:
@@ -301,3 +311,28 @@ def test_the_command_starts_numpy_without_blas_worker_threads() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, env={**env, "OPENBLAS_NUM_THREADS": "2"}
     )
     assert given.stdout.split()[1] == "2"
+
+
+def test_the_command_runs_few_young_garbage_collections(tmp_path: Path) -> None:
+    """The command's start-up raises Python's young collection threshold (startup.fewer_young_collections): a
+    run makes a handful of collections at most where Python's default threshold makes ~90, and still writes its
+    output."""
+    _relu_twice(tmp_path / "m.onnx")
+    probe = (
+        "import gc, os, sys\n"
+        "count = [0]\n"
+        "gc.callbacks.append(lambda phase, info: count.__setitem__(0, count[0] + (phase == 'start')))\n"
+        "real_exit = os._exit\n"
+        "def exit_(code):\n"
+        "    print('collections', count[0], flush=True)\n"
+        "    real_exit(code)\n"
+        "os._exit = exit_\n"
+        f"sys.argv = ['eqsat', 'optimize', {str(tmp_path / 'm.onnx')!r}, '-o', {str(tmp_path / 'o.onnx')!r}]\n"
+        "from eqsat.ui.cli import run_command\n"
+        "count[0] = 0  # those while importing the command's module: before its start-up\n"
+        "run_command()\n"
+    )
+    done = _run(probe)
+    assert done.returncode == 0, done.stderr
+    assert len(onnx.load(tmp_path / "o.onnx").graph.node) == 1
+    assert int(done.stdout.split()[-1]) <= 5, done.stdout

@@ -508,6 +508,7 @@ def run_command() -> None:
     are trimmed first (eqsat.ui.startup)."""
     startup.without_onnxruntime_telemetry()
     startup.single_threaded_blas()
+    startup.fewer_young_collections()
     startup.load_egglog_bindings_alone()
     startup.defer_imports()
     code = main()
