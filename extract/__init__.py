@@ -165,9 +165,14 @@ def extract_speculating(
     the greedy-dag choice while HiGHS runs); the result is the one `extract` returns. Also what `hook` made of
     that choice (`Speculation.matches(result)`: whether it is the result's choice), or None if it was not called
     (an extractor that does not speculate, or had nothing to solve). An `Exception` from `hook` is recorded in
-    the Speculation, never raised."""
+    the Speculation, never raised. The result's `seconds` leave out the hook's: the time the caller waited for the
+    extractor beyond it."""
     from eqsat.extract.speculation import Recorder
 
     record = Recorder(egraph, hook)
     result = extract(egraph, roots, cost, extractor, speculate=record, **options)
-    return result, record.speculation
+    if record.speculation is None:
+        return result, None
+    return dataclasses.replace(
+        result, seconds=max(0.0, result.seconds - record.speculation.seconds)
+    ), record.speculation

@@ -114,6 +114,15 @@ def test_an_exception_in_the_hook_is_recorded_and_changes_nothing() -> None:
     assert not guess.matches(result) and _same(result, extract(case.graph, None, case.cost, "ilp"))
 
 
+def test_the_extractors_seconds_leave_out_the_hooks() -> None:
+    """A hook that takes 0.3 s: the extraction (a few ms on a small e-graph) is not reported as taking it."""
+    import time
+
+    case = _runs_highs(5)
+    result, guess = extract_speculating(case.graph, None, case.cost, lambda choice: time.sleep(0.3), "ilp")
+    assert guess is not None and guess.seconds >= 0.3 and 0.0 <= result.seconds < 0.25
+
+
 # ---------------------------------------------------------------------------------------------------
 # The session: lowering the greedy choice while HiGHS runs
 
