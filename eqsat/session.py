@@ -184,7 +184,7 @@ class Session:
         report.phases["extract"] -= spent
         report.extraction = result.summary(cost_model, target if cost is None else None)
         note("lower")
-        report.phases["lower"] = spent
+        report.phases["lower"] = report.phases.get("lower", 0.0) + spent
         with timed(report, "lower"):
             kept = guess.value if guess is not None and guess.matches(result) else None
             del guess  # a discarded model is not held through verification
@@ -374,7 +374,7 @@ def saturate(
             phases["saturate bodies"] = time.perf_counter() - start
         note("encode")
         start = time.perf_counter()
-        last = lease is None and prepared.loads_once()  # the process's one model: no push, no pop
+        last = lease is None and prepared.take_single_load()  # the command's one model: no push, no pop
         egraph, encoding, report, input_graph = _saturate(backend, usable, work, limits, phases, start, note, last)
     report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
     notes = tuple(work.meta.get(normalize.DECIDED_IFS, ()))

@@ -136,7 +136,7 @@ def extract(
         if egraph.num_nodes <= AUTO_ILP_MAX_ENODES:
             extractor = "ilp"
         else:
-            result = extract(egraph, roots, cost, "greedy-dag", speculate=speculate, **options)
+            result = extract(egraph, roots, cost, "greedy-dag", **options)  # greedy-dag never speculates
             note = f"auto: greedy-dag, as the e-graph has {egraph.num_nodes} > {AUTO_ILP_MAX_ENODES} e-nodes"
             return dataclasses.replace(result, notes=(*result.notes, note))
     info = EXTRACTORS.get(extractor.replace("_", "-"))

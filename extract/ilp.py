@@ -512,7 +512,8 @@ def extract(
     first run goes on in its thread (`_run`). The result is the same: HiGHS solves the same program, and its time
     limit is the same deadline (wall-clock from the start of the extraction: HiGHS shares the CPU with `speculate`
     meanwhile), which decides the result only for a program HiGHS cannot finish within it (or cut rounds still
-    running at half of it): its runs take at most ~40 ms on the shared models, against 10 s. An exception HiGHS
+    running at half of it; the first round also waits for `speculate`, ~4-21 ms of lowering on the shared models,
+    and that wait counts toward the half): its runs take at most ~40 ms there, against 10 s. An exception HiGHS
     raises is raised here once `speculate` has returned; one from `speculate` at once."""
     problem = Problem.build(egraph, roots, cost, time.perf_counter())
     deadline = problem.started + time_limit

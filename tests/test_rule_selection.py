@@ -171,24 +171,24 @@ def test_a_single_run_loads_its_model_without_a_push_and_spends_the_backend(
     build,
     monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
 ) -> None:
-    """Within prepared.single_run (the command on one file) the top-level model is loaded without egglog's push and
-    pop, its backend is spent and not kept; a body still pushes and pops; a second run gets a fresh backend; the
-    outputs are those of a run outside."""
+    """Within prepared.single_run (the command on one file) the first top-level model is loaded without egglog's
+    push and pop, its backend spent and not kept; a body still pushes and pops; a later model inside (a bisection
+    probe) pushes and pops as usual and its backend is kept; the outputs are those of a run outside."""
     prepared.clear()
     expected = eqsat.optimize(build()).proto.SerializeToString()
+    prepared.clear()
     pushes: list[int] = []
     original_push = session.Backend.push
     monkeypatch.setattr(session.Backend, "push", lambda self: (pushes.append(1), original_push(self))[1])
+    bodies = 0 if build is _relu_chain else 1  # the If's then branch pushes in every run
     with prepared.single_run():
         first = eqsat.optimize(build())
-        assert not prepared._kept  # spent, so dropped
+        assert not prepared._kept and len(pushes) == bodies  # spent, so dropped
         second = eqsat.optimize(build())
-    assert len(pushes) == (0 if build is _relu_chain else 2)  # one per run for the If's then branch only
+        assert prepared._kept and len(pushes) == 2 * bodies + 1  # as outside a single run
     assert first.report.verification.ok and second.report.verification.ok
     assert first.proto.SerializeToString() == second.proto.SerializeToString() == expected
-    assert not prepared.loads_once()
-    eqsat.optimize(build())
-    assert prepared._kept  # outside: kept for the next model again
+    assert not prepared.take_single_load()
     prepared.clear()
 
 

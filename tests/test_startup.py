@@ -159,7 +159,12 @@ _FOLD_PRELUDE = (
 def test_the_reference_kernels_wait_for_a_node_to_evaluate() -> None:
     """onnxscript's folder imports onnx.reference.ops at start: the command's is a stand-in bound to
     onnx.reference until the folder evaluates a node, which then loads that node's kernel (eqsat.ui.kernels:
-    not the other ~220 kernel modules of onnx's op list) and folds it."""
+    not the other ~220 kernel modules of onnx's op list) and folds it. An onnx whose op list is laid out otherwise
+    gets onnx's own load_op (tests/test_kernels.py): nothing to check here then."""
+    from eqsat.ui import kernels
+
+    if kernels._kernel_modules() is None:
+        pytest.skip("this onnx's op list is not laid out as eqsat.ui.kernels reads it: onnx's own load_op serves")
     done = _run(
         _FOLD_PRELUDE + "import onnx\n"
         "nothing = model(None); print(fold(nothing), [n.op_type for n in nothing.graph])\n"

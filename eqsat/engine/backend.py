@@ -69,7 +69,11 @@ class Backend:
         if not self._declared:
             new.append(bulk.declarations())
         if new:
-            self.run("\n".join(new))
+            try:
+                self.run("\n".join(new))
+            except BaseException:  # some lines may be declared and not recorded: not a backend to reuse
+                self.broken = True
+                raise
             self._declared.update(wanted)
 
     def run(self, program: str) -> list[Any]:

@@ -125,8 +125,9 @@ def checkout(usable: Usable) -> Iterator[Backend]:
 
 @contextlib.contextmanager
 def single_run() -> Iterator[None]:
-    """Within: each top-level model is loaded into its backend without a push, and the backend is spent (the
-    process optimizes one model; see the module docstring). Not for a process that optimizes several models."""
+    """Within: the first top-level model saturated is loaded into its backend without a push, and the backend is
+    spent (the command on one file; see the module docstring). Later saturations inside (verification's bisection
+    probes) push and pop as usual, so a probe reuses its rules' backend."""
     global _single_run
     before, _single_run = _single_run, True
     try:
@@ -135,9 +136,12 @@ def single_run() -> Iterator[None]:
         _single_run = before
 
 
-def loads_once() -> bool:
-    """Whether a top-level model is loaded without a push (inside `single_run`)."""
-    return _single_run
+def take_single_load() -> bool:
+    """Whether this top-level model is the one `single_run` loads without a push: True once inside it."""
+    global _single_run
+    with _lock:
+        taken, _single_run = _single_run, False
+    return taken
 
 
 def clear() -> None:

@@ -70,7 +70,7 @@ class Egglog:
         return _command(self, ruleset, name)
 
 
-@functools.lru_cache(maxsize=None)  # the rule closure renders each chosen body again for every model (~2.5 ms)
+@functools.lru_cache(maxsize=4096)  # the closure renders each chosen body again for every model (~2.5 ms)
 def _command(body: Egglog, ruleset: str, name: str) -> str:
     if body.need:
         ruleset, name = "analysis", f"{NEED_RULE}#{name}"

@@ -113,13 +113,15 @@ def lift_constants(model: ir.Model) -> bool:
 def _lifter_class() -> type[LiftConstantsToInitializersPass]:
     from onnx_ir.passes.common import LiftConstantsToInitializersPass
 
-    tensors = (
-        ir.Tensor,
-        ir.ExternalTensor,
-        ir.StringTensor,
-        ir.LazyTensor,
-        ir.PackedTensor,
-        ir.serde.TensorProtoTensor,
+    # onnx_ir's own tensor classes (those this onnx_ir has: another version may lack one)
+    tensors = tuple(
+        cls
+        for cls in (
+            *(getattr(ir, name, None) for name in ("Tensor", "ExternalTensor", "StringTensor", "LazyTensor")),
+            getattr(ir, "PackedTensor", None),
+            getattr(getattr(ir, "serde", None), "TensorProtoTensor", None),
+        )
+        if isinstance(cls, type)
     )
 
     class Lifter(LiftConstantsToInitializersPass):
