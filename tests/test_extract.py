@@ -9,7 +9,7 @@ import json
 import math
 import os
 import random
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pytest
 
@@ -682,14 +682,19 @@ def test_a_callers_own_highs_thread_count_does_not_matter() -> None:
     assert extract(case.graph, None, case.cost, "ilp").notes == ()  # HiGHS ran and proved its optimum
 
 
-def _highs_case() -> Case:
-    """A small random e-graph on which the ILP runs HiGHS and proves its optimum in one round (no notes)."""
-    rng = random.Random(5)
+def highs_case(seed: int, wanted: Callable[[tuple[str, ...]], bool]) -> Case:
+    """The first random e-graph (seeded) whose ILP extraction gives notes that `wanted` accepts."""
+    rng = random.Random(seed)
     while True:
         case = random_case(rng, 6, 6)
         try:
             notes = extract(case.graph, None, case.cost, "ilp").notes
         except ExtractionError:
             continue
-        if not notes:
+        if wanted(notes):
             return case
+
+
+def _highs_case() -> Case:
+    """A small random e-graph on which the ILP runs HiGHS and proves its optimum in one round (no notes)."""
+    return highs_case(5, lambda notes: not notes)

@@ -14,7 +14,7 @@ from eqsat.extract import ExtractionError, ExtractionResult, extract, extract_sp
 from eqsat.extract.problem import Problem, restrict
 from eqsat.extract.speculation import Speculation
 from tests.conftest import MODELS_DIR
-from tests.test_extract import random_case
+from tests.test_extract import highs_case, random_case
 
 
 def _greedy(case: Any) -> dict[int, int]:
@@ -72,15 +72,7 @@ def test_extractors_that_do_not_speculate_never_call_the_hook(name: str) -> None
 
 def _runs_highs(seed: int) -> Any:
     """The first random e-graph (seeded) on which the ILP runs HiGHS."""
-    rng = random.Random(seed)
-    while True:
-        case = random_case(rng, 6, 6)
-        try:
-            notes = extract(case.graph, None, case.cost, "ilp").notes
-        except ExtractionError:
-            continue
-        if not any("HiGHS not run" in n or "zero-cost" in n for n in notes):
-            return case
+    return highs_case(seed, lambda notes: not any("HiGHS not run" in n or "zero-cost" in n for n in notes))
 
 
 def test_an_exception_in_highs_is_raised_on_the_callers_thread(monkeypatch: pytest.MonkeyPatch) -> None:
