@@ -97,22 +97,32 @@ def test_first_uses_on_several_threads_import_one_module() -> None:
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
+#: A child script's start: the command's deferred imports, then `model(ones())`: y = x * (a + a) with `a` a constant
+#: (the folder evaluates the Add) or, for `model(None)`, y = x * Relu(x) (nothing to evaluate).
+_FOLD_PRELUDE = (
+    "import sys\n"
+    "import numpy as np, onnx_ir as ir\n"
+    "from eqsat.ui.startup import DeferredModule, defer_imports\n"
+    "defer_imports()\n"
+    "from eqsat.frontend.fold import fold\n"
+    "def model(a):\n"
+    "    x = ir.Value(name='x', type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))\n"
+    "    add = ir.node('Add', [a, a]) if a is not None else ir.node('Relu', [x])\n"
+    "    mul = ir.node('Mul', [x, add.outputs[0]]); mul.outputs[0].name = 'y'\n"
+    "    init = [a] if a is not None else []\n"
+    "    g = ir.Graph([x], mul.outputs, nodes=[add, mul], initializers=init, opset_imports={'': 17})\n"
+    "    return ir.Model(g, ir_version=8)\n"
+    "def ones():\n"
+    "    return ir.Value(name='a', const_value=ir.tensor(np.ones(2, np.float32), name='a'))\n"
+)
+
+
 def test_the_command_folds_without_onnxscripts_package_inits() -> None:
     """The folder module is imported by itself (eqsat.ui.startup.OPENED): onnxscript's script converter and
     rewriter stay unloaded, folding still folds, the function used is the public `fold_constants_ir`, and a
     later use of the package loads it whole."""
     done = _run(
-        "import sys\n"
-        "import numpy as np, onnx_ir as ir\n"
-        "from eqsat.ui.startup import defer_imports\n"
-        "defer_imports()\n"
-        "from eqsat.frontend.fold import fold\n"
-        "x = ir.Value(name='x', type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))\n"
-        "a = ir.Value(name='a', const_value=ir.tensor(np.ones(2, np.float32), name='a'))\n"
-        "add = ir.node('Add', [a, a]); mul = ir.node('Mul', [x, add.outputs[0]])\n"
-        "mul.outputs[0].name = 'y'\n"
-        "g = ir.Graph([x], mul.outputs, nodes=[add, mul], initializers=[a], opset_imports={'': 17})\n"
-        "print(fold(ir.Model(g, ir_version=8)), [n.op_type for n in g])\n"
+        _FOLD_PRELUDE + "folds = model(ones()); print(fold(folds), [n.op_type for n in folds.graph])\n"
         "print(sorted(m for m in ('onnxscript._internal.main', 'onnxscript.rewriter') if m in sys.modules))\n"
         "import onnxscript, onnxscript.optimizer as opt\n"
         "from onnxscript.optimizer import _constant_folding\n"
@@ -138,24 +148,6 @@ def test_a_plain_optimize_loads_no_pictures_and_no_script_converter(tmp_path: Pa
     assert len(onnx.load(tmp_path / "o.onnx").graph.node) == 1  # Relu(Relu(x)) -> Relu(x): the run did run
 
 
-#: A child script's start: the command's deferred imports, then `model(a)`: y = x * (a + a) with `a` a constant (the
-#: folder evaluates the Add) or, for `model(None)`, y = x * Relu(x) (nothing to evaluate).
-_FOLD_PRELUDE = (
-    "import sys\n"
-    "import numpy as np, onnx_ir as ir\n"
-    "from eqsat.ui.startup import DeferredModule, defer_imports\n"
-    "defer_imports()\n"
-    "from eqsat.frontend.fold import fold\n"
-    "def model(a):\n"
-    "    x = ir.Value(name='x', type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))\n"
-    "    add = ir.node('Add', [a, a]) if a is not None else ir.node('Relu', [x])\n"
-    "    mul = ir.node('Mul', [x, add.outputs[0]]); mul.outputs[0].name = 'y'\n"
-    "    init = [a] if a is not None else []\n"
-    "    g = ir.Graph([x], mul.outputs, nodes=[add, mul], initializers=init, opset_imports={'': 17})\n"
-    "    return ir.Model(g, ir_version=8)\n"
-)
-
-
 def test_the_reference_kernels_wait_for_a_node_to_evaluate() -> None:
     """onnxscript's folder imports onnx.reference.ops at start: the command's is a stand-in bound to
     onnx.reference until the folder evaluates a node, which then loads that node's kernel (eqsat.ui.kernels:
@@ -169,8 +161,7 @@ def test_the_reference_kernels_wait_for_a_node_to_evaluate() -> None:
         _FOLD_PRELUDE + "import onnx\n"
         "nothing = model(None); print(fold(nothing), [n.op_type for n in nothing.graph])\n"
         "print(isinstance(onnx.reference.ops, DeferredModule), 'onnx.reference.ops._op_list' in sys.modules)\n"
-        "a = ir.Value(name='a', const_value=ir.tensor(np.ones(2, np.float32), name='a'))\n"
-        "folds = model(a); print(fold(folds), [n.op_type for n in folds.graph])\n"
+        "folds = model(ones()); print(fold(folds), [n.op_type for n in folds.graph])\n"
         "print('onnx.reference.ops._op_list' in sys.modules, 'onnx.reference.ops.op_add' in sys.modules)\n"
         "print(sorted(m for m in sys.modules if m.startswith('onnx.reference.ops.op_')))\n"
         "print(folds.graph.initializers[folds.graph.node(0).inputs[1].name].const_value.numpy().tolist())\n"
@@ -193,8 +184,7 @@ def test_the_reference_package_waits_for_a_node_to_evaluate() -> None:
     done = _run(
         _FOLD_PRELUDE + "nothing = model(None); print(fold(nothing))\n"
         "print([m in sys.modules for m in ('onnx.reference.op_run', 'onnx.reference.reference_evaluator')])\n"
-        "a = ir.Value(name='a', const_value=ir.tensor(np.ones(2, np.float32), name='a'))\n"
-        "folds = model(a); print(fold(folds), [n.op_type for n in folds.graph])\n"
+        "folds = model(ones()); print(fold(folds), [n.op_type for n in folds.graph])\n"
         "print([m in sys.modules for m in ('onnx.reference.op_run', 'onnx.reference.reference_evaluator')])\n"
         "import onnx\n"
         "from onnx.reference import ReferenceEvaluator\n"
