@@ -208,7 +208,7 @@ def test_standard_facts_left_out_change_no_output(name: str, models_dir: Path, m
     model = models_dir / name
     prepared.clear()
     some = eqsat.optimize(model, verify=False).proto.SerializeToString()
-    monkeypatch.setattr(prepared, "facts_read_by", lambda commands: standard_facts())
+    monkeypatch.setattr(prepared, "facts_read_by", lambda named: standard_facts())
     prepared.clear()
     assert eqsat.optimize(model, verify=False).proto.SerializeToString() == some
     prepared.clear()

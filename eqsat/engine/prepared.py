@@ -12,7 +12,7 @@ A backend is lent to one caller at a time (a second, concurrent caller gets a fr
 broken (an egglog panic) or spent. At most MAX_KEPT rule sets are kept, the least recently used dropped first.
 
 A process that optimizes one model (the `eqsat optimize` command on a file) runs it within `single_run()`: the
-top-level model is loaded without a push and its backend is spent, then dropped (egglog's push copies the e-graph
+first top-level model is loaded without a push and its backend is spent, then dropped (egglog's push copies the e-graph
 and its pop restores it: ~5-8 ms each, on every command, for a backend no later model would use). A model's
 If/Loop/Scan bodies still push and pop; a run that needs the backend again (another round after symbols were
 unified) gets a fresh one with the same rules.
@@ -26,7 +26,7 @@ import contextlib
 import functools
 import re
 import threading
-from typing import Iterator, Sequence
+from typing import AbstractSet, Iterator, Sequence
 
 from eqsat.engine.backend import Backend
 from eqsat.engine.rule_closure import Usable
@@ -47,20 +47,20 @@ def fresh(commands: Sequence[str]) -> Backend:
     read installed. Declared are the sorts, the core tables and what the commands name (eqsat.engine.terms.declared:
     a CNN's rules name no list function nor MatMul), not all ~180 tables (~50 us each); a graph's load declares
     what it builds besides (Backend.load_rows), between the push and the pop of its run."""
+    named = heads(commands)
     backend = Backend()
-    backend.declare(heads(commands))
+    backend.declare(named)
     install_rules(backend, commands)
-    backend.load(facts_read_by(commands))
+    backend.load(facts_read_by(named))
     backend.installed = tuple(commands)
     return backend
 
 
-def facts_read_by(commands: Sequence[str]) -> list[str]:
-    """The standard facts (eqsat.engine.terms.standard_facts) of the tables `commands` name. A table no installed
-    rule names cannot change a match, and decoding reads none of them (eqsat.engine.egraph.DECODED_FACTS): a CNN's
-    rules read no `inv-perm` (153 facts) and no cast tables (81), and loading them was ~6 ms of 9."""
-    text = "\n".join(commands)
-    named = {table for table in _STANDARD_TABLES if f"({table} " in text or f"({table})" in text}
+def facts_read_by(named: AbstractSet[str]) -> list[str]:
+    """The standard facts (eqsat.engine.terms.standard_facts) of the tables the installed rules name (`named`: the
+    heads of their s-expressions, eqsat.engine.terms.heads). A table no installed rule names cannot change a match,
+    and decoding reads none of them (eqsat.engine.egraph.DECODED_FACTS): a CNN's rules read no `inv-perm` (153
+    facts) and no cast tables (81), and loading them was ~6 ms of 9."""
     return [fact for table, fact in _standard_by_table() if table in named]
 
 
@@ -77,9 +77,6 @@ def _standard_by_table() -> tuple[tuple[str, str], ...]:
         assert found is not None, fact
         pairs.append((found[1], fact))
     return tuple(pairs)
-
-
-_STANDARD_TABLES = frozenset(table for table, _ in _standard_by_table())
 
 
 def like(backend: Backend) -> Backend:

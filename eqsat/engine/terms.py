@@ -301,11 +301,10 @@ def heads(texts: Iterable[str]) -> set[str]:
     return set(_HEAD.findall("\n".join(texts)))
 
 
-def declarations(names: Iterable[str] | None = None) -> str:
-    """The egglog program that declares the sorts, constructors and fact tables `declared(names)` picks (None:
-    all of them). Backend.declare adds eqsat.engine.bulk's vector table; a load table is declared by
-    Backend.load_rows when first used."""
-    return "\n".join(declared(names).values())
+def declarations() -> str:
+    """The egglog program that declares every sort, constructor and fact table (a backend declares those
+    `declared` picks; Backend.declare adds eqsat.engine.bulk's vector table, Backend.load_rows a load table)."""
+    return "\n".join(_declaration_lines().values())
 
 
 def declared(names: Iterable[str] | None = None) -> dict[str, str]:
