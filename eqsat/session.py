@@ -376,7 +376,7 @@ def saturate(
         start = time.perf_counter()
         last = lease is None and prepared.take_single_load()  # the command's one model: no push, no pop
         egraph, encoding, report, input_graph = _saturate(backend, usable, work, limits, phases, start, note, last)
-    report.rules_installed, report.rules_total = len(backend.installed), sum(len(r.egglog) for r in rules)
+    report.rules_total = sum(len(r.egglog) for r in rules)
     notes = tuple(work.meta.get(normalize.DECIDED_IFS, ()))
     return Session(
         label,
@@ -495,6 +495,8 @@ def _run(
             f"the encoding holds constructors {sorted(loaded - usable.constructors)} that the "
             "rule selection did not expect"
         )
+    if backend.gate is not None:  # the rules that can match what was loaded (eqsat.engine.rule_gate)
+        backend.install(rule.command for rule in backend.gate.ready(loaded | {"Ref"}))
     phases["snapshot input"] = time.perf_counter() - start
     note("saturate")
     start = time.perf_counter()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from egglog.bindings import EGraph as _EGraph, EggSmolError, RunScheduleOutput  # not via the package: eqsat.ui.cli
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from egglog.bindings import RunReport
 
     from eqsat.engine.bulk import Rows
+    from eqsat.engine.rule_gate import Gate
 
 #: Actions per throwaway load rule, and commands per parse: both costs grow superlinearly with size
 #: (egglog-notes §6; measured here: 8 and 8 load the keras mobilenet in 0.07 s, 10 and 64 in 0.2-0.3 s).
@@ -53,7 +55,9 @@ class Backend:
         self._saved: list[tuple[set[str], set[str]]] = []  # both at each push
         self.broken = False
         self.spent = False  # a model was loaded without a push (eqsat.engine.prepared.single_run): no later run
-        self.installed: tuple[str, ...] = ()  # the egglog rules installed (eqsat.engine.prepared)
+        self.installed: tuple[str, ...] = ()  # the rule selection it serves (eqsat.engine.prepared)
+        self.gate: Gate | None = None  # which of them are installed so far (None: all of them)
+        self.install_seconds = 0.0  # spent installing rules (`install`), all told
 
     def declare(self, names: Iterable[str] | None = None) -> None:
         """Declare what egglog text naming `names` needs (eqsat.engine.terms.declared: the sorts and core tables
@@ -93,11 +97,19 @@ class Backend:
         if batch:
             self.run("\n".join(batch))
 
+    def install(self, commands: Iterable[str]) -> None:
+        """Install egglog rules (each parsed and compiled on its own: COMMAND_CHUNK)."""
+        start = time.perf_counter()
+        self.run_many(commands)
+        self.install_seconds += time.perf_counter() - start
+
     def push(self) -> None:
         """Save the e-graph (egglog `push`): `pop` brings it back, with the tables declared then (`declare`,
-        `load_rows`): egglog forgets those declared since."""
+        `load_rows`) and the rules installed then (`gate`): egglog forgets those declared and installed since."""
         self.run("(push)")
         self._saved.append((set(self._load_tables), set(self._declared)))
+        if self.gate is not None:
+            self.gate.push()
 
     def pop(self) -> None:
         """Back to the last `push`; a backend whose pop fails (after an egglog panic) is marked `broken`."""
@@ -107,6 +119,8 @@ class Backend:
             self.broken = True
             raise
         self._load_tables, self._declared = self._saved.pop()
+        if self.gate is not None:
+            self.gate.pop()
 
     def load(self, actions: list[str]) -> None:
         """Insert many actions fast: small rules in throwaway rulesets, each run once. The tables they name are

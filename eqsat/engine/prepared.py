@@ -30,7 +30,8 @@ from typing import AbstractSet, Iterator, Sequence
 
 from eqsat.engine.backend import Backend
 from eqsat.engine.rule_closure import Usable
-from eqsat.engine.saturate import install_rules
+from eqsat.engine.rule_gate import Gate
+from eqsat.engine.saturate import declare_rulesets
 from eqsat.engine.terms import heads, standard_facts
 
 #: Rule sets whose backends are kept (each holds only declarations and rules: a few MB).
@@ -50,7 +51,9 @@ def fresh(commands: Sequence[str]) -> Backend:
     named = heads(commands)
     backend = Backend()
     backend.declare(named)
-    install_rules(backend, commands)
+    declare_rulesets(backend)
+    backend.gate = Gate(commands)
+    backend.install(rule.command for rule in backend.gate.ready())  # those whose queries name no op nor site
     backend.load(facts_read_by(named))
     backend.installed = tuple(commands)
     return backend
@@ -111,6 +114,8 @@ def checkout(usable: Usable) -> Iterator[Backend]:
                 _lent.add(id(backend))
                 while len(_kept) > MAX_KEPT:
                     _kept.popitem(last=False)
+    if not keep and backend.gate is not None:  # a kept backend: what its earlier runs installed above their push
+        backend.install(rule.command for rule in backend.gate.promote())
     try:
         yield backend
     finally:

@@ -180,7 +180,7 @@ def constructors_in(text: str) -> frozenset[str]:
     return _heads(text)[0]
 
 
-def _present(name: str, available: set[str]) -> bool:
+def present(name: str, available: set[str]) -> bool:
     """Whether `name` (a constructor, a rule-only fact, or a family for a query's op variable, with the op
     facts that guard it) may exist."""
     return any(op in available for op in _meant(name))
@@ -237,7 +237,7 @@ _OP_TABLE_USE = re.compile(r"\(\s*(" + "|".join(map(re.escape, OP_TABLES)) + r")
 
 
 @functools.lru_cache(maxsize=None)
-def _created(facts: str, actions: str) -> frozenset[str]:
+def created(facts: str, actions: str) -> frozenset[str]:
     """What a rule's `actions` may create: the constructors they name, and the ops an op variable read from a
     standard fact table's op column can hold (additive-chain's combining op: the Add of a Sub-Sub chain). An op
     variable bound otherwise names an op the model has: the matched node's, or one a site relation recorded."""
@@ -305,7 +305,7 @@ class _Profile:
     @functools.lru_cache(maxsize=None)
     def of(facts: str, actions: str) -> "_Profile":
         query, acts = constructors_in(facts), constructors_in(actions)
-        made = _created(facts, actions)
+        made = created(facts, actions)
         return _Profile(
             frozenset(op for n in query for op in _names(n)),
             "(union" in actions,
@@ -348,7 +348,7 @@ _NOTHING = Reading(False, {}, {})
 def _reads_as_nothing(facts: str, actions: str) -> bool:
     """Whether a body (not a need row) neither unions nor creates nor sets a class fact (a shape or dtype analysis):
     whatever the state, it reads as nothing."""
-    return "(union" not in actions and not _created(facts, actions) and not constructors_in(actions) & CLASS_FACTS
+    return "(union" not in actions and not created(facts, actions) and not constructors_in(actions) & CLASS_FACTS
 
 
 def _names(requirement: str) -> tuple[str, ...]:
@@ -430,7 +430,7 @@ class _Closure:
         body = self.candidates[index][2]
         requires = constructors_in(body.facts)
         for name in requires:
-            if name not in self.available and not _present(name, self.available):
+            if name not in self.available and not present(name, self.available):
                 for op in _meant(name):
                     self.readers.setdefault(op, set()).add(index)
                 return False
@@ -454,7 +454,7 @@ class _Closure:
     def _apply(self, index: int, reading: Reading) -> set[str]:
         """Take in what body `index` creates and sets under `reading`: the names whose state changed."""
         rule, k, body = self.candidates[index]
-        changed = set(_created(body.facts, body.actions) | set(reading.created)) - self.available
+        changed = set(created(body.facts, body.actions) | set(reading.created)) - self.available
         if changed:
             self.created_by.update(dict.fromkeys(changed, f"{rule.name}#{k}"))
             self.available |= changed

@@ -60,7 +60,7 @@ class RunReport:
     limits: Limits = dataclasses.field(default_factory=Limits)
     error: str | None = None
     note: str = ""  # how the run was obtained, when not plainly (a fallback)
-    rules_installed: int = 0  # egglog rules installed: those the model can use (rule_closure)
+    rules_installed: int = 0  # egglog rules installed by the end of the run: those that could match (rule_gate)
     rules_total: int = 0  # egglog rules of the rule set
 
     @property
@@ -107,8 +107,8 @@ class RunReport:
         ]
         if self.rules_total:
             lines.append(
-                f"{self.rules_installed} of {self.rules_total} egglog rules installed (the others match "
-                "ops this model cannot hold)"
+                f"{self.rules_installed} of {self.rules_total} egglog rules installed (the others read ops or "
+                "facts this e-graph never held)"
             )
         if self.overshoot:
             lines.append(
@@ -130,10 +130,26 @@ def count_enodes(backend: Backend) -> int:
     return sum(v for k, v in backend.sizes().items() if k in ENODE_TABLES)
 
 
-def install_rules(backend: Backend, commands: Sequence[str]) -> None:
-    """Declare the rulesets and install egglog rules (`Rule.commands()`, or those eqsat.engine.rule_closure picks)."""
+def declare_rulesets(backend: Backend) -> None:
+    """Declare the schedule's rulesets (before any rule is installed)."""
     backend.run("\n".join(f"(ruleset {name})" for name in RULESETS))
-    backend.run_many(commands)
+
+
+def install_rules(backend: Backend, commands: Sequence[str]) -> None:
+    """Declare the rulesets and install every one of `commands` (egglog rules: `Rule.commands()`): tests and
+    experiments. A prepared backend installs its rules as they can match (eqsat.engine.rule_gate)."""
+    declare_rulesets(backend)
+    backend.install(commands)
+
+
+def _open_rules(backend: Backend, report: "RunReport | Any") -> bool:
+    """Install the rules that the rules matched in a step's `report` made able to match (eqsat.engine.rule_gate);
+    whether one of them is an analysis rule (the analysis saturation then runs again)."""
+    if backend.gate is None:
+        return False
+    new = backend.gate.after(name for name, count in report.num_matches_per_rule.items() if count)
+    backend.install(rule.command for rule in new)
+    return any(rule.ruleset == "analysis" for rule in new)
 
 
 def next_iteration(durations: Sequence[float]) -> float:
@@ -164,18 +180,26 @@ def run(backend: Backend, limits: Limits = Limits()) -> RunReport:
             break
         began = time.perf_counter()
         updated = False
+        installed_before = len(backend.gate.installed) if backend.gate is not None else 0
         for ruleset_step in SCHEDULE:
-            try:
-                report = backend.run_schedule(ruleset_step)
-            except BaseException as exc:  # egglog panics are BaseException (pyo3 PanicException)
-                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                    raise
-                last = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
-                error = f"{ruleset_step}: {type(exc).__name__}: {last}"
+            again = True
+            while again:  # an analysis saturation that enabled more analysis rules runs again with them
+                try:
+                    report = backend.run_schedule(ruleset_step)
+                    again = _open_rules(backend, report) and ruleset_step.startswith("(saturate")
+                except BaseException as exc:  # egglog panics are BaseException (pyo3 PanicException)
+                    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                        raise
+                    last = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
+                    error = f"{ruleset_step}: {type(exc).__name__}: {last}"
+                    break
+                updated |= bool(report.updated)
+                for name, count in report.num_matches_per_rule.items():
+                    matches[rule_name_of(name)] += count
+            if error is not None:
                 break
-            updated |= bool(report.updated)
-            for name, count in report.num_matches_per_rule.items():
-                matches[rule_name_of(name)] += count
+        # rules installed after the last step have not run yet: they get an iteration even when nothing changed
+        updated |= backend.gate is not None and len(backend.gate.installed) > installed_before
         iterations += 1
         durations.append(time.perf_counter() - began)
         if error is not None:
@@ -189,6 +213,8 @@ def run(backend: Backend, limits: Limits = Limits()) -> RunReport:
     except BaseException as exc:  # pragma: no cover - the e-graph is unusable after a panic
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-    return RunReport(
+    report = RunReport(
         stop, iterations, enodes, time.perf_counter() - start, dict(matches), loaded, limits=limits, error=error
     )
+    report.rules_installed = len(backend.gate.installed) if backend.gate is not None else len(backend.installed)
+    return report
