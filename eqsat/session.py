@@ -495,12 +495,10 @@ def _run(
             f"the encoding holds constructors {sorted(loaded - usable.constructors)} that the "
             "rule selection did not expect"
         )
-    if backend.gate is not None:  # the rules that can match what was loaded (eqsat.engine.rule_gate)
-        backend.install(rule.command for rule in backend.gate.ready(loaded | {"Ref"}))
     phases["snapshot input"] = time.perf_counter() - start
     note("saturate")
     start = time.perf_counter()
-    report = run(backend, limits)
+    report = run(backend, limits, loaded | {"Ref"})
     phases["saturate"] = time.perf_counter() - start
     note("decode")
     start = time.perf_counter()

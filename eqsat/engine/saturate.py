@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from eqsat.engine import terms
 from eqsat.engine.backend import Backend
@@ -62,6 +62,8 @@ class RunReport:
     note: str = ""  # how the run was obtained, when not plainly (a fallback)
     rules_installed: int = 0  # egglog rules installed by the end of the run: those that could match (rule_gate)
     rules_total: int = 0  # egglog rules of the rule set
+    install_seconds: float = 0.0  # installing rules during the run (those the gate opened: eqsat.engine.rule_gate)
+    installed_rules: tuple[str, ...] = ()  # their egglog names (`name#k`) at the end, in the selection's order
 
     @property
     def deterministic(self) -> bool:
@@ -95,6 +97,7 @@ class RunReport:
             "note": self.note,
             "rules_installed": self.rules_installed,
             "rules_total": self.rules_total,
+            "install_seconds": round(self.install_seconds, 6),
             "rules_fired": self.rules_fired,
             "limits": dataclasses.asdict(self.limits),
         }
@@ -161,9 +164,14 @@ def next_iteration(durations: Sequence[float]) -> float:
     return durations[-1] * max(1.0, durations[-1] / max(durations[-2], 1e-6))
 
 
-def run(backend: Backend, limits: Limits = Limits()) -> RunReport:
-    """Run the schedule until saturation or a limit; never raises for a limit or an egglog failure."""
+def run(backend: Backend, limits: Limits = Limits(), loaded: Iterable[str] = ()) -> RunReport:
+    """Run the schedule until saturation or a limit; never raises for a limit or an egglog failure. A backend with a
+    rule gate (eqsat.engine.rule_gate) first installs the rules that can match what was `loaded` (its constructors,
+    generic ops by op), then, after each step, those the step made able to match."""
     start = time.perf_counter()
+    installing = backend.install_seconds
+    if backend.gate is not None:
+        backend.install(rule.command for rule in backend.gate.ready(loaded))
     matches: collections.Counter[str] = collections.Counter()
     loaded = enodes = count_enodes(backend)
     iterations, stop, error = 0, "saturated", None
@@ -216,5 +224,8 @@ def run(backend: Backend, limits: Limits = Limits()) -> RunReport:
     report = RunReport(
         stop, iterations, enodes, time.perf_counter() - start, dict(matches), loaded, limits=limits, error=error
     )
-    report.rules_installed = len(backend.gate.installed) if backend.gate is not None else len(backend.installed)
+    if backend.gate is not None:
+        report.installed_rules = tuple(rule.name for rule in backend.gate.rules if rule.name in backend.gate.installed)
+    report.rules_installed = len(report.installed_rules) if backend.gate is not None else len(backend.installed)
+    report.install_seconds = backend.install_seconds - installing
     return report
