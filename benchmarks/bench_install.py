@@ -101,7 +101,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     from eqsat.engine import prepared
 
     prepared.fresh(())  # egglog's own start-up, outside the first model's figure
-    print(f"{'model':40} {'rules':>5} {'chars':>8} {'sexps':>6} {'start ms':>8} {'run ms':>7} {'install ms':>10} {'closure ms':>10}")
+    columns = (
+        ("rules", 5),
+        ("chars", 8),
+        ("sexps", 6),
+        ("start ms", 8),
+        ("run ms", 7),
+        ("install ms", 10),
+        ("closure ms", 10),
+    )
+    print(f"{'model':40} " + " ".join(f"{name:>{width}}" for name, width in columns))
     for path in args.models or default_models():
         rules, chars, sexps, at_start, during, closure = install_row(path, args.repeat)
         print(

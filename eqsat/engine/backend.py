@@ -99,9 +99,11 @@ class Backend:
 
     def install(self, commands: Iterable[str]) -> None:
         """Install egglog rules (each parsed and compiled on its own: COMMAND_CHUNK)."""
-        start = time.perf_counter()
-        self.run_many(commands)
-        self.install_seconds += time.perf_counter() - start
+        commands = list(commands)
+        if commands:
+            start = time.perf_counter()
+            self.run_many(commands)
+            self.install_seconds += time.perf_counter() - start
 
     def push(self) -> None:
         """Save the e-graph (egglog `push`): `pop` brings it back, with the tables declared then (`declare`,

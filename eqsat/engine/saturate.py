@@ -15,12 +15,15 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from eqsat.engine import terms
 from eqsat.engine.backend import Backend
 from eqsat.engine.rule import RULESETS, rule_name_of
 from eqsat.options import Options
+
+if TYPE_CHECKING:
+    from egglog.bindings import RunReport as EgglogReport
 
 SCHEDULE = ("(saturate (run analysis))", "(run simplify)", "(saturate (run analysis))", "(run explore)")
 #: Tables whose rows are e-nodes: the term constructors (handles and fact tables are not).
@@ -63,7 +66,8 @@ class RunReport:
     rules_installed: int = 0  # egglog rules installed by the end of the run: those that could match (rule_gate)
     rules_total: int = 0  # egglog rules of the rule set
     install_seconds: float = 0.0  # installing rules during the run (those the gate opened: eqsat.engine.rule_gate)
-    installed_rules: tuple[str, ...] = ()  # their egglog names (`name#k`) at the end, in the selection's order
+    installed_rules: tuple[str, ...] = ()  # egglog names (`name#k`) installed at the end (a kept backend's earlier
+    # runs' included: eqsat.engine.rule_gate), in the selection's order
 
     @property
     def deterministic(self) -> bool:
@@ -145,7 +149,7 @@ def install_rules(backend: Backend, commands: Sequence[str]) -> None:
     backend.install(commands)
 
 
-def _open_rules(backend: Backend, report: "RunReport | Any") -> bool:
+def _open_rules(backend: Backend, report: "EgglogReport") -> bool:
     """Install the rules that the rules matched in a step's `report` made able to match (eqsat.engine.rule_gate);
     whether one of them is an analysis rule (the analysis saturation then runs again)."""
     if backend.gate is None:
@@ -164,14 +168,14 @@ def next_iteration(durations: Sequence[float]) -> float:
     return durations[-1] * max(1.0, durations[-1] / max(durations[-2], 1e-6))
 
 
-def run(backend: Backend, limits: Limits = Limits(), loaded: Iterable[str] = ()) -> RunReport:
+def run(backend: Backend, limits: Limits = Limits(), present: Iterable[str] = ()) -> RunReport:
     """Run the schedule until saturation or a limit; never raises for a limit or an egglog failure. A backend with a
-    rule gate (eqsat.engine.rule_gate) first installs the rules that can match what was `loaded` (its constructors,
-    generic ops by op), then, after each step, those the step made able to match."""
+    rule gate (eqsat.engine.rule_gate) first installs the rules that can match what the loaded graph holds
+    (`present`: its constructors, generic ops by op), then, after each step, those the step made able to match."""
     start = time.perf_counter()
     installing = backend.install_seconds
     if backend.gate is not None:
-        backend.install(rule.command for rule in backend.gate.ready(loaded))
+        backend.install(rule.command for rule in backend.gate.ready(present))
     matches: collections.Counter[str] = collections.Counter()
     loaded = enodes = count_enodes(backend)
     iterations, stop, error = 0, "saturated", None
@@ -221,11 +225,11 @@ def run(backend: Backend, limits: Limits = Limits(), loaded: Iterable[str] = ())
     except BaseException as exc:  # pragma: no cover - the e-graph is unusable after a panic
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
-    report = RunReport(
+    result = RunReport(
         stop, iterations, enodes, time.perf_counter() - start, dict(matches), loaded, limits=limits, error=error
     )
     if backend.gate is not None:
-        report.installed_rules = tuple(rule.name for rule in backend.gate.rules if rule.name in backend.gate.installed)
-    report.rules_installed = len(report.installed_rules) if backend.gate is not None else len(backend.installed)
-    report.install_seconds = backend.install_seconds - installing
-    return report
+        result.installed_rules = tuple(rule.name for rule in backend.gate.rules if rule.name in backend.gate.installed)
+    result.rules_installed = len(result.installed_rules) if backend.gate is not None else len(backend.installed)
+    result.install_seconds = backend.install_seconds - installing
+    return result
