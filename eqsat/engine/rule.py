@@ -77,7 +77,19 @@ def _command(body: Egglog, ruleset: str, name: str) -> str:
     rule = rule_name_of(name)
     provenance = "".join(f' (rewritten {var} "{rule}")' for var in dict.fromkeys(_UNION_TARGET.findall(body.actions)))
     actions = recorded_shapes(body.actions)
-    return render(f'(rule ({body.facts}) ({actions}{provenance}) :ruleset {ruleset} :name "{name}")')
+    command = render(f'(rule ({body.facts}) ({actions}{provenance}) :ruleset {ruleset} :name "{name}")')
+    _BODIES[command] = body
+    return command
+
+
+#: The body each command rendered so far came from (eqsat.engine.rule_gate reads a command's query and actions there,
+#: as the closure already read them, instead of parsing the rendered text again).
+_BODIES: dict[str, Egglog] = {}
+
+
+def body_of(command: str) -> Egglog | None:
+    """The body `command` was rendered from in this process (`Egglog.command`), if it was."""
+    return _BODIES.get(command)
 
 
 def recorded_shapes(actions: str) -> str:

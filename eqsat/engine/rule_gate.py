@@ -31,7 +31,7 @@ import functools
 import re
 from typing import Iterable, Sequence
 
-from eqsat.engine.rule import _sexp_end
+from eqsat.engine.rule import _sexp_end, body_of
 from eqsat.engine.rule_closure import constructors_in, created, present
 
 _NAME = re.compile(r':name "([^"]+)"\)\s*$')
@@ -63,7 +63,8 @@ def gated(commands: tuple[str, ...]) -> tuple[GatedRule, ...]:
     """The rules of a selection, read once per selection."""
     rules = []
     for command in commands:
-        facts, actions = parts(command)
+        body = body_of(command)  # the text the closure read (cached there), else the command's own
+        facts, actions = (body.facts, body.actions) if body is not None else parts(command)
         name, ruleset = _NAME.search(command), _RULESET.search(command)
         assert name is not None and ruleset is not None, command[:80]
         rules.append(GatedRule(name[1], command, ruleset[1], constructors_in(facts), created(facts, actions)))
