@@ -14,7 +14,9 @@ import eqsat
 from eqsat import session
 from eqsat.engine import prepared, rule_gate
 from eqsat.engine.rule import Rule, fact, rw
+from eqsat.engine.rule_closure import constructors_in, created
 from eqsat.engine.rule_gate import Gate, parts
+from eqsat.rewrites.registry import all_rules
 from eqsat.testing import GraphCase, onnx_graphs
 from tests.conftest import build_model
 
@@ -51,6 +53,16 @@ def test_a_rule_is_parsed_into_its_query_and_actions() -> None:
     assert parts(command) == ("(= y (Relu x)) (= s (shape x))", "(set (shape y) s)")
     (gated,) = rule_gate.gated((command,))
     assert (gated.name, gated.ruleset, gated.reads) == ("r#0", "analysis", frozenset({"Relu"}))
+
+
+def test_every_catalogue_rule_reads_the_same_from_its_body_or_its_command() -> None:
+    """The gate reads a command's query and actions from the body it was rendered from (as the closure read them);
+    parsing the rendered command gives the same requirements and the same creations, rule for rule."""
+    commands = tuple(command for rule in all_rules() for command in rule.commands())
+    for gated_rule in rule_gate.gated(commands):
+        facts, actions = parts(gated_rule.command)
+        assert constructors_in(facts) == gated_rule.reads, gated_rule.name
+        assert created(facts, actions) == gated_rule.makes, gated_rule.name
 
 
 def test_a_rule_waits_for_what_its_query_names() -> None:
