@@ -114,15 +114,28 @@ def checkout(usable: Usable) -> Iterator[Backend]:
                 _lent.add(id(backend))
                 while len(_kept) > MAX_KEPT:
                     _kept.popitem(last=False)
-    if not keep and backend.gate is not None:  # a kept backend: what its earlier runs installed above their push
-        backend.install(rule.command for rule in backend.gate.promote())
     try:
         yield backend
     finally:
+        _promote(backend)
         with _lock:
             _lent.discard(id(backend))
             if (backend.broken or backend.spent) and _kept.get(key) is backend:
                 del _kept[key]
+
+
+def _promote(backend: Backend) -> None:
+    """Install below any push what the runs just made installed above theirs (eqsat.engine.rule_gate: gone at their
+    pop), so the backend's next run of a like model installs nothing; a spent or broken backend is dropped instead.
+    The caller that ran pays it, once, after its result is made."""
+    if backend.gate is None or backend.broken or backend.spent:
+        return
+    try:
+        backend.install(rule.command for rule in backend.gate.promote())
+    except BaseException as exc:  # an egglog panic: which rules it holds is unknown, so it is dropped (the result
+        backend.broken = True  # is made already)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
 
 
 @contextlib.contextmanager

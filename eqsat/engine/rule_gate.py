@@ -20,8 +20,9 @@ selection installed: the output is the same, only rules that could never match a
     backend.install(gate.after(fired_rule_names))    # after each step
 
 The gate's state follows egglog's push and pop (`push`, `pop`): rules installed above a push are gone at its pop.
-Those are remembered (`wanted`) and installed below the push at the backend's next checkout
-(eqsat.engine.prepared.checkout), so a kept backend's later runs on similar models install nothing.
+Those are remembered (`wanted`) and installed below the push when the caller hands the backend back
+(eqsat.engine.prepared.checkout), so a kept backend's later runs on similar models install nothing. A single run
+(the command on one file) loads its model without a push and installs only as it goes.
 """
 
 from __future__ import annotations
