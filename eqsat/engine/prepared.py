@@ -117,11 +117,14 @@ def checkout(usable: Usable) -> Iterator[Backend]:
     try:
         yield backend
     finally:
-        _promote(backend)
-        with _lock:
-            _lent.discard(id(backend))
-            if (backend.broken or backend.spent) and _kept.get(key) is backend:
-                del _kept[key]
+        try:
+            if _kept.get(key) is backend:  # a backend of our own is dropped: nothing to keep for later runs
+                _promote(backend)
+        finally:
+            with _lock:
+                _lent.discard(id(backend))
+                if (backend.broken or backend.spent) and _kept.get(key) is backend:
+                    del _kept[key]
 
 
 def _promote(backend: Backend) -> None:

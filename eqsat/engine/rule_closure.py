@@ -31,8 +31,13 @@ A body guarded on a newer opset than the model's (`(= o (model-opset)) (>= o 20)
 never matches: with the model's opset (`model_opset`) it is left out, and what it would create is not assumed
 (on an opset-14 BERT, the Gelu and LayerNormalization fusions and the rules on their results: 290 -> 265 rules).
 
-The result keeps the registry's order, so the same model always installs the same rules in the same order
-(deterministic output, whatever the cache of prepared backends holds).
+The result keeps the registry's order, so the same model always gets the same selection. Of it, each rule is
+installed once it can match (eqsat.engine.rule_gate), so the order egglog holds them in follows when they became
+ready, and on a kept backend what earlier runs installed comes first. Within one step, rule order decides only which
+of two `shape` values set to one e-class in the same step is kept (`:merge old`); the two can only differ by symbols,
+both are recorded in `shape-met`, and the unification rounds make them one (eqsat.engine.unify). Outputs were
+byte-identical fresh, on kept backends and with every rule installed, on the shared models and random graphs
+(tests/test_rule_gate.py).
 
     usable = usable_rules(rules, present_constructors(model_proto))
     usable.commands       # the egglog rules to install, in registry order

@@ -67,7 +67,7 @@ class RunReport:
     rules_total: int = 0  # egglog rules of the rule set
     install_seconds: float = 0.0  # installing rules during the run (those the gate opened: eqsat.engine.rule_gate)
     installed_rules: tuple[str, ...] = ()  # egglog names (`name#k`) installed at the end (a kept backend's earlier
-    # runs' included: eqsat.engine.rule_gate), in the selection's order
+    # runs' included; an If/Loop/Scan body's, above its push, not: eqsat.engine.rule_gate), in the selection's order
 
     @property
     def deterministic(self) -> bool:
@@ -192,12 +192,14 @@ def run(backend: Backend, limits: Limits = Limits(), present: Iterable[str] = ()
             break
         began = time.perf_counter()
         updated = False
-        installed_before = len(backend.gate.installed) if backend.gate is not None else 0
         for ruleset_step in SCHEDULE:
             again = True
             while again:  # an analysis saturation that enabled more analysis rules runs again with them
                 try:
                     report = backend.run_schedule(ruleset_step)
+                    updated |= bool(report.updated)
+                    for name, count in report.num_matches_per_rule.items():
+                        matches[rule_name_of(name)] += count
                     again = _open_rules(backend, report) and ruleset_step.startswith("(saturate")
                 except BaseException as exc:  # egglog panics are BaseException (pyo3 PanicException)
                     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -205,13 +207,8 @@ def run(backend: Backend, limits: Limits = Limits(), present: Iterable[str] = ()
                     last = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
                     error = f"{ruleset_step}: {type(exc).__name__}: {last}"
                     break
-                updated |= bool(report.updated)
-                for name, count in report.num_matches_per_rule.items():
-                    matches[rule_name_of(name)] += count
             if error is not None:
                 break
-        # rules installed after the last step have not run yet: they get an iteration even when nothing changed
-        updated |= backend.gate is not None and len(backend.gate.installed) > installed_before
         iterations += 1
         durations.append(time.perf_counter() - began)
         if error is not None:
