@@ -10,7 +10,7 @@
     mul-of(a * b, a, b), mul-of(a * b, b, a); add-of likewise              (either operand order, one relation)
     splat(Scalar(v), v); splat(L(c), v) for splat(c, v), L Reshape/Transpose/Expand/Identity (the loader
                                                                     gives Const splats: zeros, ones, ...)
-    elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
+    elements(v), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix),
                                                                     sum-of(a, b), symbol-count(v), quotients(v, d),
                                                                     zeros-resolved(t, sy, sx), data-order(p, s)
                                                                     (functions of lists, on demand)
@@ -19,7 +19,7 @@ Functions of lists (eqsat.engine.terms.LIST_FUNCTIONS): egglog has no fold or so
 computes over a whole vector of any length (sorted axes, a product of dims) asks for the value with a
 `need` row (eqsat.engine.rule.need) and these rows compute it by recursion on a shorter vector, one element a
 step, within one saturation of the analysis ruleset. Each is guarded (no vec-get out of range). A function whose
-value at empty arguments is a constant (elements, ascending, index-map, sum-of, symbol-count) starts from a
+value at empty arguments is a constant (elements, index-map, sum-of, symbol-count) starts from a
 standard fact (eqsat.engine.terms.LIST_BASES), not a base row.
 """
 
@@ -36,18 +36,14 @@ LIST_ROWS = (
     fact(
         f"(need-elements v) {_LAST.format(v='v')} (= r (elements (vec-pop v)))", "(set (elements v) (set-insert r l))"
     ),
-    # ascending(s): s's largest element pushed after the others in increasing order
-    fact("(need-ascending s) (= n (set-length s)) (> n 0)", "(need-ascending (set-remove s (set-get s (- n 1))))"),
-    fact(
-        "(need-ascending s) (= n (set-length s)) (> n 0) (= l (set-get s (- n 1))) (= r (ascending (set-remove s l)))",
-        "(set (ascending s) (vec-push r l))",
-    ),
-    # merged(a, b): the ascending list of the union of their elements (merged(v, []) sorts v)
+    # merged(a, b): the union of their elements, read by position (set-get) in one map: a set's own order, which is
+    # increasing for values in [0, 2^32) such as axes (merged(v, []) sorts v; larger or negative ones come in
+    # egglog's internal order)
     fact("(need-merged a b)", "(need-elements a) (need-elements b)"),
-    fact("(need-merged a b) (= sa (elements a)) (= sb (elements b))", "(need-ascending (set-union sa sb))"),
     fact(
-        "(need-merged a b) (= sa (elements a)) (= sb (elements b)) (= r (ascending (set-union sa sb)))",
-        "(set (merged a b) r)",
+        "(need-merged a b) (= sa (elements a)) (= sb (elements b))",
+        "(let u (set-union sa sb)) "
+        '(set (merged a b) (unstable-vec-map (unstable-fn "set-get" u) (vec-range (set-length u))))',
     ),
     # drop-at(v, ix): remove the last position first, so the others do not move
     fact(
@@ -306,7 +302,7 @@ RULES = [
         "analysis",
         "exact",
         "eqsat:analysis",
-        "elements(v), ascending(s), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix), "
+        "elements(v), merged(a, b), drop-at(v, ix), ones-at(v, ix), index-map(k), dims-product(v, ix), "
         "zeros-resolved(t, sy, sx): functions of lists, sum-of(a, b), symbol-count(v), quotients(v, d) and "
         "data-order(p, s) computed by recursion where a rule's need row asks for them (any length)",
         LIST_ROWS,

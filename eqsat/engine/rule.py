@@ -8,7 +8,7 @@ Rules are egglog text, one readable line each, built with two helpers:
     need("(= y (Squeeze (Squeeze x a) b))", "(need-elements a)")           # ask the list functions
 
 A rewrite that computes over a whole vector (sorting axes, a product of dims, removing positions) reads
-egglog functions of lists (`elements`, `ascending`, `drop-at`, ... in rewrites/analysis.py), computed on
+egglog functions of lists (`elements`, `merged`, `drop-at`, ... in rewrites/analysis.py), computed on
 demand by recursion: its `need` rows ask for the values it reads. Need rows run in the analysis ruleset
 (the values are ready when the rewrite next matches) and count as matches of the `list-functions` rule,
 not of the rewrite that owns them.

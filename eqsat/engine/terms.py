@@ -144,7 +144,6 @@ SPECIAL: dict[str, tuple[tuple[str, ...], str]] = {
 #: (rewrites/analysis.py): name -> (argument sorts, result sort).
 LIST_FUNCTIONS: dict[str, tuple[str, str]] = {
     "elements": ("IVec", "ISet"),  # the set of a vector's elements
-    "ascending": ("ISet", "IVec"),  # a set's elements in increasing order
     "merged": ("IVec IVec", "IVec"),  # the elements of a and b in increasing order (once each)
     "drop-at": ("IVec IVec", "IVec"),  # v without the positions in ix (ix increasing)
     "ones-at": ("IVec IVec", "IVec"),  # v with the positions in ix set to 1
@@ -214,7 +213,6 @@ OP_TABLES: dict[str, tuple[int, frozenset[str]]] = {
 #: rewrites/analysis.py end there) instead of a base row each.
 LIST_BASES = {
     "elements": "(set (elements (vec-empty)) (set-empty))",
-    "ascending": "(set (ascending (set-empty)) (vec-empty))",
     "index-map": "(set (index-map (vec-empty)) (vec-empty))",
     "sum-of": "(set (sum-of (vec-empty) (vec-empty)) (vec-empty))",
     "symbol-count": "(set (symbol-count (vec-empty)) 0)",
