@@ -484,7 +484,7 @@ def _run(
 ) -> tuple[EGraph, RunReport, EGraph, list[tuple[Fact, ...]]]:
     """Load `encoding` into `backend` (declarations, `usable`'s rules and standard facts there), snapshot
     the input graph (every e-class its one original e-node: what the input costs), saturate, decode."""
-    backend.load(terms.model_facts(encoding.perms, encoding.opset))
+    backend.load(terms.model_facts(encoding.perms, encoding.opset, encoding.max_rank))
     backend.load_rows(encoding.rows)
     phases["encode"] = time.perf_counter() - start
     start = time.perf_counter()

@@ -27,7 +27,7 @@ from eqsat.engine.rule_closure import (
 )
 from eqsat.engine.rule_terms import ANY, CONST, BodyTerms, Reading
 from eqsat.rewrites.registry import select
-from eqsat.engine.terms import standard_facts
+from eqsat.engine.terms import model_facts, standard_facts
 from tests.conftest import build_model
 from tests.rule_graphs import gelu_erf
 
@@ -193,14 +193,41 @@ def test_a_single_run_loads_its_model_without_a_push_and_spends_the_backend(
 
 
 def test_a_backend_loads_only_the_standard_facts_its_rules_read() -> None:
-    """inv-perm's 153 facts are loaded for a rule that names the table, not for one that does not."""
+    """inv-perm's 33 standard facts (every perm up to rank 4) are loaded for a rule that names the table, not for one
+    that does not."""
     cancel = rw("(Transpose (Transpose x p) q)", "x", "(= q (inv-perm p))")
     reads = Rule("transpose-cancel", "cleanup", "exact", "test", "t", (cancel,))
     plain = _rule("relu-relu", "(Relu (Relu x))", "(Relu x)")
     with_table = prepared.fresh(tuple(reads.commands()))
     without = prepared.fresh(tuple(plain.commands()))
-    assert with_table.sizes().get("inv-perm") == sum(1 for f in standard_facts() if "(inv-perm " in f) > 100
+    assert with_table.sizes().get("inv-perm") == sum(1 for f in standard_facts() if "(inv-perm " in f) == 33
     assert not without.sizes().get("inv-perm")
+
+
+def test_rank_five_inverse_perms_come_with_a_model_that_reaches_rank_five() -> None:
+    def perms(facts: list[str]) -> set[int]:
+        return {f.count(" ") - 3 for f in facts if "(inv-perm " in f}  # `(set (inv-perm (vec-of a b ...)) ...)`
+
+    assert not perms(model_facts((), 14, max_rank=4)), "rank 4 and below: the standard facts"
+    five = [f for f in model_facts((), 14, max_rank=5) if "(inv-perm " in f]
+    assert len(five) == 120
+    assert len([f for f in model_facts([(0, 1, 2, 4, 3)], 14, max_rank=3) if "(inv-perm " in f]) == 120
+    six = [f for f in model_facts([(5, 4, 3, 2, 1, 0)], 14, max_rank=6) if "(inv-perm " in f]
+    assert len(six) == 121 and "(set (inv-perm (vec-of 5 4 3 2 1 0)) (vec-of 5 4 3 2 1 0))" in six
+
+
+def test_a_rank_five_transpose_pair_around_a_constant_add_still_cancels() -> None:
+    """Sinking a Transpose through an Add of a constant reads the perm's inverse (inv-perm): at rank 5 it comes with
+    the model's facts, and the pair cancels."""
+    nodes = [
+        oh.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 4, 1]),
+        oh.make_node("Add", ["t", "c"], ["a"]),
+        oh.make_node("Transpose", ["a"], ["y"], perm=[0, 4, 1, 2, 3]),
+    ]
+    c = np.arange(24, dtype=np.float32).reshape(1, 3, 2, 2, 2)
+    model = build_model(nodes, [("x", F, [1, 2, 3, 2, 2])], [("y", F, [1, 2, 3, 2, 2])], {"c": c})
+    prepared.clear()
+    assert [n.op_type for n in eqsat.optimize(model).proto.graph.node] == ["Add"]
 
 
 @pytest.mark.parametrize("name", ["nhwc_tfstyle_resnet_legacy.onnx", "resnet18_w8_fp16.onnx"])

@@ -39,6 +39,7 @@ class Encoding:
     outputs: tuple[int, ...] = ()
     opset: int = 0
     perms: set[tuple[int, ...]] = dataclasses.field(default_factory=set)
+    max_rank: int = 0  # the largest rank of a value with a shape fact
     typed: int = 0
     opaque: int = 0
     handles: int = 0  # handles allocated: one per value, plus one per re-encoded broadcast constant
@@ -97,6 +98,7 @@ class _Encoder:
     def facts(self, rid: int, shape: tuple[int, ...] | None, dtype: str | None) -> None:
         if shape is not None:
             self.rows.add("shape", rid, self.rows.vec(shape))
+            self.enc.max_rank = max(self.enc.max_rank, len(shape))
         if dtype is not None:
             self.rows.add("dtype", rid, dtype)
 
