@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 import eqsat
 from eqsat import session
 from eqsat.engine import prepared, rule_gate
+from eqsat.engine.backend import EgglogError
 from eqsat.engine.rule import Rule, fact, rw
 from eqsat.engine.rule_closure import constructors_in, created
 from eqsat.engine.rule_gate import Gate, parts
@@ -222,3 +223,10 @@ def test_the_session_reports_what_the_gate_installed() -> None:
     assert run.rules_installed == len(run.installed_rules) < run.rules_total
     assert f"{run.rules_installed} of {run.rules_total} egglog rules installed" in run.to_text()
     prepared.clear()
+
+
+def test_a_backend_whose_install_fails_is_broken() -> None:
+    backend = prepared.fresh(())
+    with pytest.raises(EgglogError):
+        backend.install(['(rule ((= y (NoSuchOp x))) ((union y x)) :ruleset explore :name "bad#0")'])
+    assert backend.broken

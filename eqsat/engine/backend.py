@@ -98,11 +98,16 @@ class Backend:
             self.run("\n".join(batch))
 
     def install(self, commands: Iterable[str]) -> None:
-        """Install egglog rules (each parsed and compiled on its own: COMMAND_CHUNK)."""
+        """Install egglog rules (each parsed and compiled on its own: COMMAND_CHUNK). A backend where one fails is
+        marked `broken`: which of them egglog holds is no longer what its `gate` says."""
         commands = list(commands)
         if commands:
             start = time.perf_counter()
-            self.run_many(commands)
+            try:
+                self.run_many(commands)
+            except BaseException:
+                self.broken = True
+                raise
             self.install_seconds += time.perf_counter() - start
 
     def push(self) -> None:
