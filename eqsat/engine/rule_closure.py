@@ -35,8 +35,9 @@ The result keeps the registry's order, so the same model always gets the same se
 installed once it can match (eqsat.engine.rule_gate), so the order egglog holds them in follows when they became
 ready, and on a kept backend what earlier runs installed comes first. Within one step, rule order decides only which
 of two `shape` values set to one e-class in the same step is kept (`:merge old`); the two can only differ by symbols,
-both are recorded in `shape-met`, and the unification rounds make them one (eqsat.engine.unify). Outputs were
-byte-identical fresh, on kept backends and with every rule installed, on the shared models and random graphs
+both are recorded in `shape-met`, and the unification rounds make them one (eqsat.engine.unify); and which of equally
+cheap e-nodes a constant class is folded from. Outputs were byte-identical fresh, on kept backends and with every rule
+installed on the shared models; on random graphs, at most one in 1,000 folds a constant another way
 (tests/test_rule_gate.py).
 
     usable = usable_rules(rules, present_constructors(model_proto))
