@@ -241,3 +241,13 @@ def test_a_backend_whose_install_fails_is_broken() -> None:
     with pytest.raises(EgglogError):
         backend.install(['(rule ((= y (NoSuchOp x))) ((union y x)) :ruleset explore :name "bad#0")'])
     assert backend.broken
+
+
+def test_the_command_report_says_how_many_rules_were_installed() -> None:
+    from eqsat.view.display import report_text
+
+    prepared.clear()
+    report = eqsat.optimize(_conv_scale(True), verify=False).report
+    run = report.saturation
+    assert f"{run.rules_installed} of {run.rules_total} egglog rules installed" in report_text(report)
+    prepared.clear()

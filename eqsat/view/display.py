@@ -591,6 +591,11 @@ def _saturation_lines(sat: Any) -> list[str]:
         f"{sat.enodes_loaded} -> {sat.enodes} e-nodes"
         + (f", {sat.eclasses} e-classes" if sat.eclasses is not None else "")
     ]
+    if sat.rules_total:
+        lines.append(
+            f"             {sat.rules_installed} of {sat.rules_total} egglog rules installed, "
+            f"{sat.install_seconds * 1000:.0f} ms of it (the others read ops or facts this e-graph never held)"
+        )
     if sat.overshoot:
         lines.append(
             f"             node limit {sat.limits.nodes} overshot by {sat.overshoot} "
