@@ -459,6 +459,7 @@ def _in_backend(
     model is loaded without a push and the backend is spent."""
     if backend.broken or backend.spent:
         backend = prepared.like(backend)
+    prepared.reach_perm_rank(backend, encoding.perm_rank)  # below the push: loaded once per backend
     if last:
         backend.spent = True
         return _run(backend, usable, encoding, limits, phases, start, note)
@@ -484,7 +485,7 @@ def _run(
 ) -> tuple[EGraph, RunReport, EGraph, list[tuple[Fact, ...]]]:
     """Load `encoding` into `backend` (declarations, `usable`'s rules and standard facts there), snapshot
     the input graph (every e-class its one original e-node: what the input costs), saturate, decode."""
-    backend.load(terms.model_facts(encoding.perms, encoding.opset, encoding.max_rank))
+    backend.load(terms.model_facts(encoding.perms, encoding.opset))
     backend.load_rows(encoding.rows)
     phases["encode"] = time.perf_counter() - start
     start = time.perf_counter()

@@ -52,12 +52,14 @@ class Backend:
         self._loads = 0
         self._load_tables: set[str] = set()  # load tables declared, with their rules (load_rows)
         self._declared: set[str] = set()  # sorts and tables declared (declare)
-        self._saved: list[tuple[set[str], set[str]]] = []  # both at each push
+        self._saved: list[tuple[set[str], set[str], int]] = []  # both, and perm_rank, at each push
         self.broken = False
         self.spent = False  # a model was loaded without a push (eqsat.engine.prepared.single_run): no later run
         self.installed: tuple[str, ...] = ()  # the rule selection it serves (eqsat.engine.prepared)
         self.gate: Gate | None = None  # which of them are installed so far (None: all of them)
         self.install_seconds = 0.0  # spent installing rules (`install`), all told
+        self.named: frozenset[str] = frozenset()  # the tables its rule selection names (eqsat.engine.prepared)
+        self.perm_rank = 0  # inverse perms are loaded for every perm up to this rank (eqsat.engine.prepared)
 
     def declare(self, names: Iterable[str] | None = None) -> None:
         """Declare what egglog text naming `names` needs (eqsat.engine.terms.declared: the sorts and core tables
@@ -114,7 +116,7 @@ class Backend:
         """Save the e-graph (egglog `push`): `pop` brings it back, with the tables declared then (`declare`,
         `load_rows`) and the rules installed then (`gate`): egglog forgets those declared and installed since."""
         self.run("(push)")
-        self._saved.append((set(self._load_tables), set(self._declared)))
+        self._saved.append((set(self._load_tables), set(self._declared), self.perm_rank))
         if self.gate is not None:
             self.gate.push()
 
@@ -125,7 +127,7 @@ class Backend:
         except BaseException:
             self.broken = True
             raise
-        self._load_tables, self._declared = self._saved.pop()
+        self._load_tables, self._declared, self.perm_rank = self._saved.pop()
         if self.gate is not None:
             self.gate.pop()
 

@@ -47,6 +47,11 @@ class Encoding:
 
     unified: dict[int, int] = dataclasses.field(default_factory=dict)  # symbol -> the dim it was proven equal to
 
+    @property
+    def perm_rank(self) -> int:
+        """The largest rank of a value with a shape fact or of a Transpose's perm: the inverse perms it may need."""
+        return max([self.max_rank, *map(len, self.perms)])
+
     def arrays_by_name(self) -> dict[str, np.ndarray]:
         """Each constant's array under the name it was first read by (the model's initializer names)."""
         return {name: self.constants[key] for key, name in self.constant_names.items() if key in self.constants}

@@ -32,7 +32,7 @@ from eqsat.engine.backend import Backend
 from eqsat.engine.rule_closure import Usable
 from eqsat.engine.rule_gate import Gate
 from eqsat.engine.saturate import declare_rulesets
-from eqsat.engine.terms import heads, standard_facts
+from eqsat.engine.terms import MAX_PERM_RANK, STANDARD_PERM_RANK, heads, perm_facts, standard_facts
 
 #: Rule sets whose backends are kept (each holds only declarations and rules: a few MB).
 MAX_KEPT = 4
@@ -55,8 +55,19 @@ def fresh(commands: Sequence[str]) -> Backend:
     backend.gate = Gate(commands)
     backend.install(rule.command for rule in backend.gate.ready())  # those whose queries name no op nor site
     backend.load(facts_read_by(named))
-    backend.installed = tuple(commands)
+    backend.installed, backend.named, backend.perm_rank = tuple(commands), frozenset(named), STANDARD_PERM_RANK
     return backend
+
+
+def reach_perm_rank(backend: Backend, rank: int) -> None:
+    """Load the inverse perms of the ranks above the backend's up to `rank` (at most MAX_PERM_RANK: 120 facts at
+    rank 5) when its rules read `inv-perm`: once, where the caller stands (below a run's push: eqsat.session), so a
+    kept backend pays for them once. A model's perms above MAX_PERM_RANK come with its own facts
+    (eqsat.engine.terms.model_facts)."""
+    high = min(rank, MAX_PERM_RANK)
+    if "inv-perm" in backend.named and high > backend.perm_rank:
+        backend.load(perm_facts(backend.perm_rank + 1, high))
+        backend.perm_rank = high
 
 
 def facts_read_by(named: AbstractSet[str]) -> list[str]:

@@ -110,8 +110,9 @@ class Gate:
         return self.ready(made) if not made <= self.available else []
 
     def promote(self) -> list[GatedRule]:
-        """The rules earlier runs installed above their push, in the order they installed them (a run of the same
-        model then meets its rules in the same order, and gives the same bytes), marked installed."""
+        """The rules earlier runs installed above their push, the last run's first, each in the order it installed
+        them (a second run of a top-level graph then meets its rules in the order the first met them, and gives
+        the same bytes), marked installed."""
         new = [self._by_name[name] for name in self.wanted if name not in self.installed]
         self.installed.update(dict.fromkeys(rule.name for rule in new))
         self.wanted.clear()
@@ -122,5 +123,7 @@ class Gate:
 
     def pop(self) -> None:
         installed, self.available = self._saved.pop()
-        self.wanted.update(dict.fromkeys(name for name in self.installed if name not in installed))
+        # this run's rules first, in its order: a top-level model's run pops after its If/Loop/Scan bodies' runs
+        popped = dict.fromkeys(name for name in self.installed if name not in installed)
+        self.wanted = {**popped, **self.wanted}
         self.installed = installed

@@ -239,9 +239,9 @@ FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.797
 #: `Const` tensors of at most this many elements get `const-value` facts (OneHot's [off, on] values).
 SMALL_CONST = 8
 
-#: Inverse permutations are asserted for every perm up to STANDARD_PERM_RANK (standard facts: 33), and up to
-#: MAX_PERM_RANK (120 more) for a model that holds a value or a perm of that rank (model facts); above it, for the
-#: model's own perms.
+#: Inverse permutations are asserted for every perm up to STANDARD_PERM_RANK (standard facts: 33), up to
+#: MAX_PERM_RANK (120 more: `perm_facts`) once a backend meets a model that holds a value or a perm of that rank
+#: (eqsat.engine.prepared.reach_perm_rank), and above it for the model's own perms (`model_facts`).
 STANDARD_PERM_RANK = 4
 MAX_PERM_RANK = 5
 
@@ -464,18 +464,17 @@ def _all_declarations() -> list[str]:
     return lines
 
 
-def static_facts(
-    extra_perms: Iterable[Sequence[int]] = (), opset: int | None = None, max_rank: int = MAX_PERM_RANK
-) -> list[str]:
-    """Facts every e-graph starts with: `standard_facts()` and `model_facts(extra_perms, opset, max_rank)`."""
-    return standard_facts() + model_facts(extra_perms, opset, max_rank)
+def static_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = None) -> list[str]:
+    """Facts an e-graph of any rank starts with: `standard_facts()`, the inverse perms up to MAX_PERM_RANK and
+    `model_facts(extra_perms, opset)`."""
+    return standard_facts() + perm_facts(STANDARD_PERM_RANK + 1, MAX_PERM_RANK) + model_facts(extra_perms, opset)
 
 
 def standard_facts() -> list[str]:
     """The facts no model changes: inverse perms (all up to STANDARD_PERM_RANK), lossless and truncating casts, wide
     integers, dtype groups, float maxima and the op facts (OP_FACTS). A prepared
     backend (eqsat.engine.prepared) holds them below its push, so each run loads only its `model_facts`."""
-    facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in _all_perms(1, STANDARD_PERM_RANK)]
+    facts = perm_facts(1, STANDARD_PERM_RANK)
     facts += [f"(lossless-cast {egg_str(a)} {egg_str(b)})" for a, b in LOSSLESS_CASTS]
     facts += [f"(truncating-cast {egg_str(a)} {egg_str(b)})" for a, b in TRUNCATING_CASTS]
     facts += [
@@ -492,9 +491,10 @@ def standard_facts() -> list[str]:
     return facts + [f"(wide-int {egg_str(d)})" for d in WIDE_INTS]
 
 
-def _all_perms(low: int, high: int) -> list[tuple[int, ...]]:
-    """Every permutation of rank `low` to `high`, sorted."""
-    return sorted(p for r in range(low, high + 1) for p in itertools.permutations(range(r)))
+def perm_facts(low: int, high: int) -> list[str]:
+    """The inverse of every permutation of rank `low` to `high` (`inv-perm` facts), in sorted order."""
+    perms = sorted(p for r in range(low, high + 1) for p in itertools.permutations(range(r)))
+    return [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
 
 
 def default_opset(opset_imports: Mapping[str, int]) -> int:
@@ -502,17 +502,11 @@ def default_opset(opset_imports: Mapping[str, int]) -> int:
     return opset_imports.get("", opset_imports.get("ai.onnx", 1))
 
 
-def model_facts(
-    extra_perms: Iterable[Sequence[int]] = (), opset: int | None = None, max_rank: int = MAX_PERM_RANK
-) -> list[str]:
-    """One model's facts: inverse perms (every perm of rank STANDARD_PERM_RANK + 1 up to MAX_PERM_RANK when the
-    model's values or `extra_perms` reach that rank, `max_rank` being its largest value rank; those of
-    `extra_perms` above it) and the model's opset (`(model-opset)`: rules that create newer ops guard on it)."""
-    extra = {tuple(p) for p in extra_perms}
-    reach = max([max_rank, *map(len, extra)])
-    perms = _all_perms(STANDARD_PERM_RANK + 1, min(reach, MAX_PERM_RANK)) + sorted(
-        p for p in extra if len(p) > MAX_PERM_RANK
-    )
+def model_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = None) -> list[str]:
+    """One model's facts: inverse perms of `extra_perms` above MAX_PERM_RANK (those up to it are loaded for every
+    perm of the rank: `perm_facts`) and the model's opset (`(model-opset)`: rules that create newer ops guard on
+    it)."""
+    perms = sorted({tuple(p) for p in extra_perms if len(p) > MAX_PERM_RANK})
     facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
     if opset is not None:
         facts.append(f"(set (model-opset) {int(opset)})")
