@@ -38,7 +38,7 @@ LIST_ROWS = (
     ),
     # merged(a, b): the union of their elements, read by position (set-get) in one map: a set's own order, which is
     # increasing for values in [0, 2^32) such as axes (merged(v, []) sorts v; larger or negative ones come in
-    # egglog's internal order)
+    # the order the e-graph first stored them)
     fact("(need-merged a b)", "(need-elements a) (need-elements b)"),
     fact(
         "(need-merged a b) (= sa (elements a)) (= sb (elements b))",
