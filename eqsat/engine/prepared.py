@@ -146,9 +146,8 @@ def _promote(backend: Backend) -> None:
         return
     try:
         backend.install(rule.command for rule in backend.gate.promote())
-    except BaseException as exc:  # an egglog panic: which rules it holds is unknown, so it is dropped (the result
-        backend.broken = True  # is made already)
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+    except BaseException as exc:  # an egglog panic: Backend.install marked it broken, so it is dropped (the result
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):  # is made already)
             raise
 
 

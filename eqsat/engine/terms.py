@@ -493,7 +493,11 @@ def standard_facts() -> list[str]:
 
 def perm_facts(low: int, high: int) -> list[str]:
     """The inverse of every permutation of rank `low` to `high` (`inv-perm` facts), in sorted order."""
-    perms = sorted(p for r in range(low, high + 1) for p in itertools.permutations(range(r)))
+    return inverse_perm_facts(sorted(p for r in range(low, high + 1) for p in itertools.permutations(range(r))))
+
+
+def inverse_perm_facts(perms: Iterable[Sequence[int]]) -> list[str]:
+    """An `inv-perm` fact for each of `perms`, in their order."""
     return [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
 
 
@@ -506,8 +510,7 @@ def model_facts(extra_perms: Iterable[Sequence[int]] = (), opset: int | None = N
     """One model's facts: inverse perms of `extra_perms` above MAX_PERM_RANK (those up to it are loaded for every
     perm of the rank: `perm_facts`) and the model's opset (`(model-opset)`: rules that create newer ops guard on
     it)."""
-    perms = sorted({tuple(p) for p in extra_perms if len(p) > MAX_PERM_RANK})
-    facts = [f"(set (inv-perm {egg_ints(p)}) {egg_ints(inverse_perm(p))})" for p in perms]
+    facts = inverse_perm_facts(sorted({tuple(p) for p in extra_perms if len(p) > MAX_PERM_RANK}))
     if opset is not None:
         facts.append(f"(set (model-opset) {int(opset)})")
     return facts
