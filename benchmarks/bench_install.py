@@ -13,6 +13,8 @@ rules' terms).
 
 The selection is the rules the model can use (eqsat.engine.rule_closure); of those, the gate installs the ones whose
 queries can match during the run. Install time tracks the s-expressions installed (~11 µs each), not the characters.
+`matched` counts the installed rules that matched at least once: no gate can install fewer without changing what the
+run matches (the rest are rules whose tables hold rows but whose value guards never pass on this model).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 if TYPE_CHECKING:
     from eqsat.engine.rule_closure import Usable
@@ -53,11 +55,20 @@ def timed_closure(path: Path) -> tuple["Usable", float]:
     return usable, time.perf_counter() - start
 
 
-def install_row(path: Path, repeat: int) -> tuple[int, int, int, float, float, float]:
-    """(egglog rules installed by the end of a run, their characters and s-expressions, best seconds of a fresh
-    backend (declarations, the rules ready before any graph, standard facts), best seconds installing rules during
-    the run (eqsat.engine.rule_gate: those the loaded graph and the rules that matched made able to match), closure
-    seconds) for the model at `path`, saturated as `eqsat optimize` saturates it."""
+class InstallRow(NamedTuple):
+    """What installing the rules cost one model, saturated as `eqsat optimize` saturates it."""
+
+    rules: int  # egglog rules installed by the end of the run
+    matched: int  # of those, the ones that matched at least once
+    chars: int  # their characters
+    sexps: int  # their s-expressions
+    at_start: float  # best seconds of a fresh backend: declarations, the rules ready before any graph, standard facts
+    during: float  # best seconds installing rules during the run (those the gate opened: eqsat.engine.rule_gate)
+    closure: float  # seconds the closure took to choose the selection
+
+
+def install_row(path: Path, repeat: int) -> InstallRow:
+    """What installing the rules costs the model at `path` (best of `repeat` fresh backends)."""
     from eqsat.engine import prepared
     from eqsat.engine.rule_gate import gated
     from eqsat.session import load, saturate
@@ -66,6 +77,7 @@ def install_row(path: Path, repeat: int) -> tuple[int, int, int, float, float, f
     loaded = load(str(path))
     at_start = during = float("inf")
     installed: set[str] = set()
+    matched: set[str] = set()
     for _ in range(repeat):
         start = time.perf_counter()
         backend = prepared.fresh(usable.commands)
@@ -76,8 +88,10 @@ def install_row(path: Path, repeat: int) -> tuple[int, int, int, float, float, f
             session = saturate(loaded)
         during = min(during, session.saturation.install_seconds)
         installed = set(session.saturation.installed_rules)
+        matched = set(session.saturation.matched_rules)
     commands = [rule.command for rule in gated(usable.commands) if rule.name in installed]
-    return len(commands), sum(map(len, commands)), sum(c.count("(") for c in commands), at_start, during, closure
+    chars, sexps = sum(map(len, commands)), sum(c.count("(") for c in commands)
+    return InstallRow(len(commands), len(installed & matched), chars, sexps, at_start, during, closure)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -103,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     prepared.fresh(())  # egglog's own start-up, outside the first model's figure
     columns = (
         ("rules", 5),
+        ("matched", 7),
         ("chars", 8),
         ("sexps", 6),
         ("start ms", 8),
@@ -112,10 +127,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print(f"{'model':40} " + " ".join(f"{name:>{width}}" for name, width in columns))
     for path in args.models or default_models():
-        rules, chars, sexps, at_start, during, closure = install_row(path, args.repeat)
+        row = install_row(path, args.repeat)
         print(
-            f"{path.stem[:40]:40} {rules:5} {chars:8,} {sexps:6} {at_start * 1000:8.1f} {during * 1000:7.1f} "
-            f"{(at_start + during) * 1000:10.1f} {closure * 1000:10.1f}",
+            f"{path.stem[:40]:40} {row.rules:5} {row.matched:7} {row.chars:8,} {row.sexps:6} "
+            f"{row.at_start * 1000:8.1f} {row.during * 1000:7.1f} {(row.at_start + row.during) * 1000:10.1f} "
+            f"{row.closure * 1000:10.1f}",
             flush=True,
         )
 

@@ -237,6 +237,21 @@ def test_the_session_reports_what_the_gate_installed() -> None:
     prepared.clear()
 
 
+def test_the_session_reports_which_installed_rules_matched() -> None:
+    """conv-scale-fold matches the per-channel scale; on the broadcast one per-channel-facts is installed and never
+    matches (its value guard fails), so it is installed but not matched."""
+    for model, folds in ((_conv_scale(True), True), (_conv_scale(False), False)):
+        prepared.clear()
+        run = session.saturate(model).saturation
+        assert set(run.matched_rules) <= set(run.installed_rules)
+        assert list(run.matched_rules) == sorted(run.matched_rules)
+        assert {name.split("#")[0] for name in run.matched_rules} == run.rules_fired.keys()
+        assert ("conv-scale-fold#0" in run.matched_rules) is folds
+        assert ("per-channel-facts#0" in run.matched_rules) is folds
+        assert "per-channel-facts#0" in run.installed_rules
+    prepared.clear()
+
+
 def test_a_backend_whose_install_fails_is_broken() -> None:
     backend = prepared.fresh(())
     with pytest.raises(EgglogError):

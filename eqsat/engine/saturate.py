@@ -68,6 +68,8 @@ class RunReport:
     install_seconds: float = 0.0  # installing rules during the run (those the gate opened: eqsat.engine.rule_gate)
     installed_rules: tuple[str, ...] = ()  # egglog names (`name#k`) installed at the end (a kept backend's earlier
     # runs' included; an If/Loop/Scan body's, above its push, not: eqsat.engine.rule_gate), in the selection's order
+    matched_rules: tuple[str, ...] = ()  # egglog names (`name#k`) that matched at least once in this run, sorted: no
+    # gate can install fewer rules without changing what the run matches (benchmarks.bench_install)
 
     @property
     def deterministic(self) -> bool:
@@ -177,6 +179,7 @@ def run(backend: Backend, limits: Limits = Limits(), present: Iterable[str] = ()
     if backend.gate is not None:
         backend.install(rule.command for rule in backend.gate.ready(present))
     matches: collections.Counter[str] = collections.Counter()
+    matched: set[str] = set()
     loaded = enodes = count_enodes(backend)
     iterations, stop, error = 0, "saturated", None
     durations: list[float] = []
@@ -200,6 +203,8 @@ def run(backend: Backend, limits: Limits = Limits(), present: Iterable[str] = ()
                     updated |= bool(report.updated)
                     for name, count in report.num_matches_per_rule.items():
                         matches[rule_name_of(name)] += count
+                        if count:
+                            matched.add(name)
                     again = _open_rules(backend, report) and ruleset_step.startswith("(saturate")
                 except BaseException as exc:  # egglog panics are BaseException (pyo3 PanicException)
                     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -225,6 +230,7 @@ def run(backend: Backend, limits: Limits = Limits(), present: Iterable[str] = ()
     result = RunReport(
         stop, iterations, enodes, time.perf_counter() - start, dict(matches), loaded, limits=limits, error=error
     )
+    result.matched_rules = tuple(sorted(matched))
     if backend.gate is not None:
         result.installed_rules = tuple(rule.name for rule in backend.gate.rules if rule.name in backend.gate.installed)
     result.rules_installed = len(result.installed_rules) if backend.gate is not None else len(backend.installed)
