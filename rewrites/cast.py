@@ -63,7 +63,13 @@ NARROW_ARITH = (
         '(= (dtype b) "FLOAT16")',
     ),
     rw('(Cast (Sqrt (Cast a "FLOAT")) "FLOAT16")', "(Sqrt a)", _FP16),
-    rw('(Cast (Pow (Cast a "FLOAT") (Scalar 2.0 de se)) "FLOAT16")', "(Mul a a)", _FP16),
+    # the exponent must not broadcast a up: a 2.0 of higher rank than a makes Pow's output of its rank
+    rw(
+        '(Cast (Pow (Cast a "FLOAT") (Scalar 2.0 de se)) "FLOAT16")',
+        "(Mul a a)",
+        _FP16,
+        "(<= (vec-length se) (vec-length (shape a)))",
+    ),
 )
 
 
@@ -144,7 +150,7 @@ RULES = [
         "exact",
         "eqsat (innocuous double rounding: Figueroa 1995); onnxconverter-common float16 islands",
         "Cast(B(Cast(a, FLOAT), Cast(b, FLOAT)), FLOAT16) -> B(a, b) for fp16 a, b and B in Add/Sub/Mul/Div (and Sqrt; "
-        "Pow(., 2) as Mul): fp32 has enough bits that rounding twice equals rounding once",
+        "Pow(., 2) as Mul, the 2 of rank at most a's): fp32 has enough bits that rounding twice equals rounding once",
         NARROW_ARITH,
         ruleset="simplify",
     ),

@@ -275,12 +275,14 @@ _ONEHOT_AS_GATHER = (
 #: zero point, Mul by a per-row scale).
 _GATHERED = "(= y (Gather u i 0)) (= u (Binary op a c)) (arith op)"
 
-#: Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c') with c' = c for a single-element c of rank at most the output's,
-#: and Gather(c, i, 0) for a c of a's rank (any rank) that varies only along axis 0 (of shape [n, 1, .., 1]: its
-#: rows gathered have shape shape(i) + [1, .., 1]).
+#: Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c') with c' = c for a single-element c of rank at most the output's
+#: and a's (of a higher rank than a, c would broadcast the table up before the Gather), and Gather(c, i, 0) for a c
+#: of a's rank (any rank) that varies only along axis 0 (of shape [n, 1, .., 1]: its rows gathered have shape
+#: shape(i) + [1, .., 1]).
 GATHER_BEFORE_ELEMENTWISE = (
     fact(
-        f"{_GATHERED} (= c (Scalar v dt sc)) (= sy (shape y)) (<= (vec-length sc) (vec-length sy)) (= d (dtype a))",
+        f"{_GATHERED} (= c (Scalar v dt sc)) (= sy (shape y)) (<= (vec-length sc) (vec-length sy)) "
+        "(<= (vec-length sc) (vec-length (shape a))) (= d (dtype a))",
         "(let g (Gather a i 0)) (set (shape g) sy) (set (dtype g) d) (union y (Binary op g c))",
     ),
     fact(
@@ -478,7 +480,8 @@ RULES = [
         "exact",
         "tvm:SimplifyExpr (take of elementwise); embedding dequantization",
         "Gather(B(a, c), i, 0) -> B(Gather(a, i, 0), c or Gather(c, i, 0)) for B in Add/Sub/Mul/Div and a "
-        "single-element c or one varying along axis 0 only: dequantize the gathered rows, not the table",
+        "single-element c (of rank at most a's and the output's) or one varying along axis 0 only: dequantize the "
+        "gathered rows, not the table",
         GATHER_BEFORE_ELEMENTWISE,
     ),
     Rule(

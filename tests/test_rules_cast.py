@@ -324,14 +324,14 @@ def test_cast_sink_reshape_property(case: RuleCase) -> None:
 # ---- cast-fp16-arith ----
 
 
-def _island(op: str, dtype: str = "FLOAT16", exponent: float = 2.0) -> onnx.ModelProto:
+def _island(op: str, dtype: str = "FLOAT16", exponent: float = 2.0, exponent_shape: tuple = ()) -> onnx.ModelProto:
     """a, b (dtype) -> Cast(FLOAT) -> op -> Cast(FLOAT16): the fp32 island a mixed-precision converter leaves."""
     nodes = [node("Cast", ["a"], "a32", to=TensorProto.FLOAT)]
     inputs, inits = [("a", dtype, (2, 3))], {}
     if op == "Sqrt":
         nodes.append(node("Sqrt", ["a32"], "z"))
     elif op == "Pow":
-        inits["e"] = np.array(exponent, np.float32)
+        inits["e"] = np.full(exponent_shape, exponent, np.float32)
         nodes.append(node("Pow", ["a32", "e"], "z"))
     else:
         nodes += [node("Cast", ["b"], "b32", to=TensorProto.FLOAT), node(op, ["a32", "b32"], "z")]
@@ -340,9 +340,15 @@ def _island(op: str, dtype: str = "FLOAT16", exponent: float = 2.0) -> onnx.Mode
     return model(nodes, inputs, initializers=inits)
 
 
-@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Sqrt", "Pow"])
-def test_cast_fp16_arith_computes_in_fp16(op: str) -> None:
-    m = _island(op)
+@pytest.mark.parametrize(
+    "op, exponent_shape",
+    [(op, ()) for op in ("Add", "Sub", "Mul", "Div", "Sqrt", "Pow")]
+    + [
+        ("Pow", (1, 1))  # a 2 of a's rank broadcasts nothing
+    ],
+)
+def test_cast_fp16_arith_computes_in_fp16(op: str, exponent_shape: tuple) -> None:
+    m = _island(op, exponent_shape=exponent_shape)
     result, fired = optimize_with_rules(m, ["cast-fp16-arith"])
     assert fired["cast-fp16-arith"] > 0
     assert op_counts(result.model) == {"Mul" if op == "Pow" else op: 1}
@@ -373,9 +379,10 @@ def test_cast_fp16_arith_is_bit_exact_on_every_fp16_square_root() -> None:
         _island("Add", "BFLOAT16"),  # bf16 subnormals are fp32's: no spare bits
         _island("Mul", "FLOAT"),  # not a narrowing
         _island("Pow", exponent=3.0),  # x^3 is not exact in fp32
+        _island("Pow", exponent_shape=(1, 1, 1)),  # a 2 of higher rank than a broadcasts it: a * a would not
         _island("Max"),
     ],  # not in the list (exact, but not needed)
-    ids=["bfloat16", "float", "pow3", "max"],
+    ids=["bfloat16", "float", "pow3", "pow-exponent-broadcasts", "max"],
 )
 def test_cast_fp16_arith_not_outside_its_guard(model_: onnx.ModelProto) -> None:
     assert_rule_does_not_fire(model_, "cast-fp16-arith")

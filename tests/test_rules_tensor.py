@@ -661,6 +661,29 @@ def test_gather_before_elementwise_not_when_the_scale_does_not_follow_the_rows(c
     assert_rule_does_not_fire(m, "gather-before-elementwise")
 
 
+@pytest.mark.parametrize("table, index", [((8,), (3,)), (("N",), ("M",)), ((8, 4), ())])
+def test_gather_before_elementwise_not_when_the_scalar_broadcasts_the_table_or_the_output(
+    table: tuple, index: tuple
+) -> None:
+    """A single-element c of higher rank than the table broadcasts B(a, c) up (static or symbolic dims), and one of
+    the table's rank gathered by a rank-0 index would broadcast the output up: Gather(a) then B would change the
+    shape, so the Mul stays in front."""
+    c = np.full((1,) * (len(table) + (1 if index else 0)), 2.0, np.float32)
+    m = model(
+        [node("Mul", ["a", "c"], "u"), node("Gather", ["u", "i"], "y", axis=0)],
+        [("a", "FLOAT", table), ("i", "INT64", index)],
+        initializers={"c": c},
+    )
+    assert_rule_does_not_fire(m, "gather-before-elementwise")
+    for n, k in ((1, 1), (5, 3)):  # the symbolic dims at two sizes
+        sizes = {"N": n, "M": k}
+        feeds = {
+            "a": RNG.standard_normal([sizes.get(d, d) for d in table]).astype(np.float32),
+            "i": np.zeros([sizes.get(d, d) for d in index], np.int64),
+        }
+        assert_rule_sound(m, "gather-before-elementwise", feeds, must_fire=False)
+
+
 def test_gather_before_cast_along_any_axis() -> None:
     m = model(
         [node("Cast", ["w"], "f", to=1), node("Gather", ["f", "i"], "y", axis=1)],

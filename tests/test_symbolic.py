@@ -381,6 +381,25 @@ def test_concat_of_gathered_shape_with_a_literal_zero_is_kept() -> None:
     assert op_counts(out)["Shape"] == 1
 
 
+def test_a_copied_dim_beside_a_symbol_product_keeps_its_run_time_target() -> None:
+    """Reshape(x[N, T, 4], [N, T * 4]): as [0, -1] it fails where N is 0 (the -1 cannot be inferred from an empty
+    tensor) while the run-time target says both dims, so the chain stays and the output runs at every size."""
+    nodes = [
+        node("Shape", ["x"], "s"),
+        node("Slice", ["s", "i0", "i1"], "n"),
+        node("Slice", ["s", "i1", "i2"], "t"),
+        node("Mul", ["t", "four"], "t4"),
+        node("Concat", ["n", "t4"], "target", axis=0),
+        node("Reshape", ["x", "target"], "y"),
+    ]
+    inits = {f"i{k}": np.array([k], np.int64) for k in range(3)} | {"four": np.array([4], np.int64)}
+    m = model(nodes, [("x", "FLOAT", ("N", "T", 4))], initializers=inits)
+    out = eqsat.optimize(m, verify=False).proto
+    assert op_counts(out)["Shape"] == 1
+    for shape in ((0, 3, 4), (2, 3, 4), (1, 1, 4)):
+        _same_outputs(m, out, {"x": RNG.standard_normal(shape).astype(np.float32)})
+
+
 # ---- chains through Reshape, and sizes times symbols ----
 
 #: A [batch] piece of a target: Gather(Shape(x), 0) made 1-D by an Unsqueeze, or by a Reshape to [1]; or

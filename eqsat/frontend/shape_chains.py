@@ -71,11 +71,13 @@ def make_targets_static(model: ir.Model, facts: ShapeFacts | None = None) -> boo
 def _reshape_target(target: Sequence[Item], x_items: Sequence[Item]) -> list[int] | None:
     """`target` with symbols as 0 (copy x's dim) or one -1, or None when that cannot say it. A target without
     literal 0s means the same under allowzero 0 and 1, and a copied dim is the symbol's size even when it
-    is 0 at run time: the rewritten node has allowzero 0."""
+    is 0 at run time: the rewritten node has allowzero 0. Not a copy beside a -1 written for a symbol: where the
+    copied symbol is 0 at run time, the -1 cannot be inferred (ONNX Runtime and numpy refuse [0, -1] for an empty
+    tensor) while the run-time target said every dim (a -1 the target already holds fails there alike)."""
     if all(isinstance(t, int) for t in target) or any(t == 0 for t in target):
         return None  # nothing symbolic to say, or a literal 0 (it already means "copy": mixing would misread)
     out: list[int] = []
-    inferred = False
+    inferred = introduced = False  # a -1 in the target, and one written here for a symbol
     for k, t in enumerate(target):
         if isinstance(t, int):
             if t < -1 or (t == -1 and inferred):
@@ -85,11 +87,11 @@ def _reshape_target(target: Sequence[Item], x_items: Sequence[Item]) -> list[int
         elif k < len(x_items) and x_items[k] == t:
             out.append(0)
         elif not inferred:
-            inferred = True
+            inferred = introduced = True
             out.append(-1)
         else:
             return None
-    return out
+    return None if introduced and 0 in out else out
 
 
 def _expand_target(target: Sequence[Item], x_items: Sequence[Item]) -> list[int] | None:

@@ -139,7 +139,8 @@ def _cast_fp16_arith(draw: Callable, st: Any) -> RuleCase:
     if op == "Sqrt":
         z = g.node("Sqrt", [a], "z")
     elif op == "Pow":
-        z = g.node("Pow", [a, const_input(g, "two", 2.0, draw(st.sampled_from(("FLOAT", "FLOAT16"))))], "z")
+        two = np.full((1,) * draw(st.integers(0, len(a_shape))), 2.0)  # of any rank up to a's (none broadcasts a)
+        z = g.node("Pow", [a, const_input(g, "two", two, draw(st.sampled_from(("FLOAT", "FLOAT16"))))], "z")
     else:
         b = g.node(
             "Cast", [g.input("b", draw(arrays("FLOAT16", b_shape, -300.0, 300.0)))], "b32", to=onnx_elem_type("FLOAT")

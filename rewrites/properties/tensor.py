@@ -237,8 +237,8 @@ def _gather_before_elementwise(rule: str) -> Callable[[], Any]:
 @rule_case
 def _dequantized_gather(draw: Callable, st: Any, rule: str, cast_only: bool, per_row: bool = False) -> RuleCase:
     """A run-time table cast and gathered along any axis, or (not `cast_only`) dequantized (Cast, then
-    Sub of a zero point and/or Mul by a scale, each a scalar or (always when `per_row`) per row) and gathered
-    along axis 0."""
+    Sub of a zero point and/or Mul by a scale, each a single element of rank up to the table's or (always when
+    `per_row`) per row) and gathered along axis 0."""
     table = draw(shapes(1, 3, 4, min_dim=1))
     lead = draw(shapes(0 if cast_only else 1, 2, 3))  # a rank-0 index under a scalar aligned to the table's
     g = DrawnGraph()  # rank would lower the rank: the rule declines
@@ -249,7 +249,8 @@ def _dequantized_gather(draw: Callable, st: Any, rule: str, cast_only: bool, per
     ops = [] if cast_only else draw(st.lists(st.sampled_from(("Sub", "Mul", "Add", "Div")), min_size=1, max_size=2))
     for k, op in enumerate(ops):
         row = (table[0],) + (1,) * (len(table) - 1)
-        c_shape = row if per_row or draw(st.booleans()) else ()
+        single = (1,) * draw(st.integers(0, len(table)))  # of rank up to the table's: it broadcasts neither the
+        c_shape = row if per_row or draw(st.booleans()) else single  # table nor the output (rank >= the table's)
         g.inits[f"c{k}"] = draw(float_arrays(c_shape, low=0.5, high=2.0))
         y = g.node(op, [y, f"c{k}"], f"{op}{k}")
     g.node("Gather", [y, i], "y", axis=axis)
