@@ -400,6 +400,26 @@ def test_a_copied_dim_beside_a_symbol_product_keeps_its_run_time_target() -> Non
         _same_outputs(m, out, {"x": RNG.standard_normal(shape).astype(np.float32)})
 
 
+@pytest.mark.parametrize("spelled", ["product", "sum"])
+def test_a_declared_dim_spelled_as_an_expression_is_a_name_of_its_own(spelled: str) -> None:
+    """x declared ["N*T"] (or ["N+1"]) and Expand(x, Shape(Flatten-like Reshape(y[N, T]))) (or Expand(x,
+    Shape(y[N]) + 1)): the computed dim is N * T (N + 1), which the declared name only spells. The Expand
+    broadcasts x of any size 1 at run time, so it is no no-op: it stays, and the declared name is kept."""
+    if spelled == "product":
+        nodes = [node("Reshape", ["y", "flat"], "f"), node("Shape", ["f"], "s"), node("Expand", ["x", "s"], "z")]
+        inputs, inits, y_shape = [("x", "FLOAT", ("N*T",)), ("y", "FLOAT", ("N", "T"))], {"flat": [-1]}, (2, 3)
+    else:
+        nodes = [node("Shape", ["y"], "s"), node("Add", ["s", "one"], "s1"), node("Expand", ["x", "s1"], "z")]
+        inputs, inits, y_shape = [("x", "FLOAT", ("N+1",)), ("y", "FLOAT", ("N",))], {"one": [1]}, (5,)
+    m = model(nodes, inputs, ["z"], initializers={k: np.array(v, np.int64) for k, v in inits.items()})
+    out = eqsat.optimize(m, verify=False).proto
+    assert "Expand" in op_counts(out)
+    assert _dims(out.graph.input[0]) == _dims(m.graph.input[0])
+    y = RNG.standard_normal(y_shape).astype(np.float32)
+    for size in (1, int(np.prod(y_shape)) + (spelled == "sum")):  # broadcast, and the size the name spells
+        _same_outputs(m, out, {"x": RNG.standard_normal(size).astype(np.float32), "y": y})
+
+
 # ---- chains through Reshape, and sizes times symbols ----
 
 #: A [batch] piece of a target: Gather(Shape(x), 0) made 1-D by an Unsqueeze, or by a Reshape to [1]; or

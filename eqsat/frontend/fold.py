@@ -51,7 +51,7 @@ def fold(model: ir.Model, infer: bool = True) -> bool:
     folded_any = False
     for _ in range(FOLD_ATTEMPTS):
         try:
-            with _hidden_from_folder(model, hidden), quiet_folder():
+            with _hidden_from_folder(model, hidden), _sum_names_hidden(model), quiet_folder():
                 folded = fold_constants(
                     model,
                     onnx_shape_inference=reads_shapes,
@@ -94,6 +94,58 @@ def _hidden_from_folder(model: ir.Model, ops: set[str]) -> Iterator[None]:
     finally:
         for node, domain in zip(hidden, domains):
             node.domain = domain
+
+
+#: The folder names the sum of two symbolic dims a and b "a+b" (onnxscript's Add evaluator), and takes dims of one
+#: name as equal: a dim_param spelled so would be taken for such a sum.
+_FOLDER_SUM = "+"
+
+
+@contextlib.contextmanager
+def _sum_names_hidden(model: ir.Model) -> Iterator[None]:
+    """Dims whose names read as the folder's sums ("N+1") renamed apart while inside, then named back: the folder
+    must not take an Expand to a computed shape [N + 1] for a no-op on an input declared ["N+1"]."""
+    names = {d for v in _shaped_values(model) for d in _dim_names(v) if _FOLDER_SUM in d}
+    if not names:
+        yield
+        return
+    taken = {d for v in _shaped_values(model) for d in _dim_names(v)}
+    renamed: dict[str, str] = {}
+    for name in sorted(names):
+        k = len(renamed)
+        while f"eqsat_sum_dim{k}" in taken:
+            k += 1
+        renamed[name] = f"eqsat_sum_dim{k}"
+        taken.add(renamed[name])
+    _rename_dims(model, renamed)
+    try:
+        yield
+    finally:  # the folder's own values included
+        _rename_dims(model, {new: old for old, new in renamed.items()})
+
+
+def _shaped_values(model: ir.Model) -> Iterator[ir.Value]:
+    """The values of every graph of `model` that have a shape (graph inputs, initializers, node outputs)."""
+    graph = model.graph
+    for value in (*graph.inputs, *graph.initializers.values(), *(v for n in graph.all_nodes() for v in n.outputs)):
+        if value.shape is not None:
+            yield value
+
+
+def _dim_names(value: ir.Value) -> list[str]:
+    assert value.shape is not None
+    return [d.value for d in value.shape.dims if isinstance(d, ir.SymbolicDim) and d.value is not None]
+
+
+def _renamed(dim: int | ir.SymbolicDim, renamed: dict[str, str]) -> int | ir.SymbolicDim | str:
+    return renamed.get(dim.value, dim) if isinstance(dim, ir.SymbolicDim) and dim.value is not None else dim
+
+
+def _rename_dims(model: ir.Model, renamed: dict[str, str]) -> None:
+    for value in _shaped_values(model):
+        if any(name in renamed for name in _dim_names(value)):
+            assert value.shape is not None
+            value.shape = ir.Shape([_renamed(d, renamed) for d in value.shape.dims])
 
 
 def lift_constants(model: ir.Model) -> bool:

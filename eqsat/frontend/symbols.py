@@ -322,7 +322,8 @@ class _Recovery:
             return self.reduced(node, x, rank)
         target = self.value(node.inputs[1]) if len(node.inputs) > 1 else None
         if op == "Reshape" and target is not None and len(target) == rank:
-            return _reshaped(x, target, copy_zeros=not _int(node, "allowzero"))
+            dims = _reshaped(x, target, copy_zeros=not _int(node, "allowzero"))
+            return dims if self.no_declared_products((*(x or ()), *target, *dims)) else ()
         if op == "Expand" and target is not None and x is not None and len(target) == rank:
             return _broadcast([x, target], rank)
         if op == "Concat":
