@@ -167,9 +167,10 @@ RULES = [
     Rule(
         "add-zero",
         "cleanup",
-        "exact",
+        "fp-reassoc",
         "coreml:noop_elimination",
-        "x + 0 -> x (0 a scalar or a tensor of zeros) when the output shape is x's",
+        "x + 0 -> x (0 a scalar or a tensor of zeros) when the output shape is x's (not exact for a float x of -0: "
+        "IEEE's -0 + 0 is +0; the sign of a zero is all it changes)",
         (
             rw_neutral("(Add x c)", "x", "(splat c 0.0)", "(= (shape __root) (shape x))"),
             rw_neutral("(Add c x)", "x", "(splat c 0.0)", "(= (shape __root) (shape x))"),

@@ -420,6 +420,18 @@ def test_clip_merge_not_for_disjoint_intervals() -> None:
     assert_rule_does_not_fire(_clips((0, 1), (2, 3)), "clip-merge")
 
 
+@pytest.mark.parametrize("upper", [2**62 + 1, 2**63 - 1], ids=["2^62+1", "int64-max"])
+def test_int64_clip_bounds_beyond_f64_stay_exact(upper: int) -> None:
+    """Clip's bounds are f64 parameters: an int64 bound f64 cannot hold (2^62 + 1, INT64_MAX, which exporters
+    write) leaves the Clip unmodelled, so it is neither rounded nor a crash when written back."""
+    x = np.array([-(2**63), -1, 5, 2**62 + 1, 2**63 - 1], np.int64)
+    inits = {"lo0": np.array(0, np.int64), "hi0": np.array(upper, np.int64)}
+    inits |= {"lo1": np.array(-10, np.int64), "hi1": np.array(upper, np.int64)}
+    nodes = [node("Clip", ["x", "lo0", "hi0"], "c"), node("Clip", ["c", "lo1", "hi1"], "y")]
+    m = model(nodes, [("x", "INT64", (5,))], initializers=inits)
+    assert_rule_sound(m, "clip-merge", {"x": x}, must_fire=False)
+
+
 @property_settings()
 @given(PROPERTIES["clip-merge"]())
 def test_clip_merge_property(case: RuleCase) -> None:

@@ -19,8 +19,10 @@ from eqsat.testing import (
     assert_rule_sound,
     op_counts,
     optimize_with_rules,
+    run,
     saturate_with_rules,
 )
+from eqsat.rewrites.registry import all_rules
 from tests.rule_graphs import model, node, property_settings
 
 X = [("x", "FLOAT", (2, 3, 4))]
@@ -70,6 +72,20 @@ def test_neutral_element_removed(rule: str, op: str, value: float, shape: tuple,
     assert fired[rule] > 0
     assert op_counts(result.model) == {"Relu": 1}
     assert_rule_sound(m, rule)
+
+
+@pytest.mark.parametrize("rule, op, zero", [("add-zero", "Add", 0.0), ("sub-zero", "Sub", -0.0)])
+def test_removing_a_zero_changes_the_sign_of_a_zero_so_the_rule_is_not_exact(rule: str, op: str, zero: float) -> None:
+    """-0 + 0 and -0 - (-0) are +0 under IEEE, and 1 / x tells them apart: the rule is fp-reassoc (on by default,
+    the sign of a zero all it changes), not exact."""
+    m = model(
+        [node(op, ["x", "k"], "s"), node("Reciprocal", ["s"], "y")], X, initializers={"k": np.array(zero, np.float32)}
+    )
+    result, fired = optimize_with_rules(m, [rule])
+    assert fired[rule] > 0
+    x = {"x": np.full(X[0][2], -0.0, np.float32)}
+    assert np.all(run(m, x)[0] == np.inf) and np.all(run(result.model, x)[0] == -np.inf)
+    assert {r.name: r.soundness for r in all_rules()}[rule] == "fp-reassoc"
 
 
 @pytest.mark.parametrize("rule,op,value", NEUTRAL)

@@ -324,6 +324,22 @@ def test_mul_scalar_reassoc_not(k: np.ndarray, b_shape: tuple) -> None:
     assert_rule_does_not_fire(m, "mul-scalar-reassoc")
 
 
+@pytest.mark.parametrize("factor, fires", [(0.125, False), (4.0, True)])
+def test_mul_scalar_reassoc_in_fp16_only_for_factors_that_cannot_overflow(factor: float, fires: bool) -> None:
+    """fp16 a * (b * 0.125) is finite for a = b = 300 where (a * b) * 0.125 overflows: a factor below 1 stays
+    inside; one of 4 can move out (a * b is then smaller than the output)."""
+    m = model(
+        [node("Mul", ["b", "k"], "m"), node("Mul", ["a", "m"], "y")],
+        [("a", "FLOAT16", (3,)), ("b", "FLOAT16", (3,))],
+        initializers={"k": np.array(factor, np.float16)},
+    )
+    feeds = {"a": np.array([300, -2, 0.5], np.float16), "b": np.array([300, 3, 0.25], np.float16)}
+    if fires:
+        assert_rule_sound(m, "mul-scalar-reassoc", feeds)
+    else:
+        assert_rule_does_not_fire(m, "mul-scalar-reassoc")
+
+
 @property_settings()
 @given(PROPERTIES["mul-scalar-reassoc"]())
 def test_mul_scalar_reassoc_property(case: RuleCase) -> None:

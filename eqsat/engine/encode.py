@@ -248,6 +248,8 @@ class _Encoder:
                     return None  # a static parameter computed at run time: not modelled
                 else:
                     arr = v.const_value.numpy()
+                    if p.kind != "ints" and not _exact_as_f64(arr.reshape(-1)[:1]):
+                        return None  # a float parameter holds it as f64 (an int64 Clip bound of 2^62 + 1): not modelled
                     value = tuple(int(x) for x in arr.reshape(-1)) if p.kind == "ints" else float(arr.reshape(-1)[0])
             else:
                 attr = node.attributes.get(p.name)
