@@ -84,7 +84,7 @@ RULES = [
         "tvm:DivToMul; onnxruntime:DivMulFusion",
         "Div(x, c) -> Mul(x, Reciprocal(c)) for a float constant c whose reciprocal does not overflow (a "
         "single-element c becomes Scalar(1 / c), powers of two excepted: div-pow2-to-mul; a tensor c only in "
-        "FLOAT/DOUBLE)",
+        "FLOAT/DOUBLE, with no element so small, a subnormal, that its reciprocal overflows)",
         (
             rw(
                 "(Div x (Scalar v dt s))",
@@ -102,7 +102,7 @@ RULES = [
             rw(
                 "(Div x c)",
                 "(Mul x (Reciprocal c))",
-                "(= c (Const k))",
+                "(= c (Const k)) (safe-reciprocal c)",
                 '(= dt (dtype c)) (dtype-group "tensor-reciprocal" dt since)',
             ),
         ),

@@ -62,6 +62,18 @@ def test_div_const_to_mul_with_zero_divisors_is_exact() -> None:
         np.testing.assert_array_equal(run(as_mul, x)[0], run(m, x)[0])
 
 
+@pytest.mark.parametrize("dtype", ["FLOAT", "DOUBLE"])
+def test_div_const_to_mul_not_by_a_tensor_holding_a_tiny_subnormal(dtype: str) -> None:
+    """1 / 1e-39 overflows FLOAT (1 / 1e-310 DOUBLE) where x / 1e-39 is finite for a small x: a tensor divisor
+    with such an element stays a Div."""
+    np_dtype, tiny = (np.float32, 1e-39) if dtype == "FLOAT" else (np.float64, 1e-310)
+    c = np.array([tiny, 3.0, -2.0, 0.5], np_dtype)
+    m = model([node("Div", ["x", "c"], "y")], [("x", dtype, (3, 4))], initializers={"c": c})
+    assert_rule_does_not_fire(m, "div-const-to-mul")
+    x = {"x": np.full((3, 4), 1e-5, np_dtype)}
+    assert np.all(np.isfinite(run(m, x)[0]))
+
+
 # ---- div-pow2-to-mul: the exact case of a division by a constant ----
 
 

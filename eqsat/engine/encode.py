@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -134,12 +135,15 @@ class _Encoder:
             self.rows.add("positive", rid)
 
     def value_facts(self, rid: int, array: np.ndarray, extremes: tuple[Any, Any] | None) -> None:
-        """`finite` for a constant without NaN or infinity; `splat` for one whose elements are all equal;
+        """`finite` for a constant without NaN or infinity, `safe-reciprocal` for a float one whose nonzero
+        elements all have finite reciprocals; `splat` for one whose elements are all equal;
         `const-value` rows for a small one whose values are exact as f64. `extremes`: its (min, max) (_extremes)."""
         kind = array.dtype.kind
         if kind not in "biuf" or (kind == "f" and extremes is not None and not np.all(np.isfinite(extremes))):
             return  # a NaN makes the minimum NaN, an infinity the minimum or maximum infinite
         self.rows.add("finite", rid)
+        if kind == "f" and _safe_reciprocal(array, extremes):
+            self.rows.add("safe-reciprocal", rid)
         flat = array.reshape(-1)
         if flat.size > 1 and _exact_as_f64(flat[:1]) and extremes is not None and extremes[0] == extremes[1]:
             self.rows.add("splat", rid, float(flat[0]))
@@ -390,6 +394,31 @@ def _extremes(array: np.ndarray) -> tuple[Any, Any] | None:
     if array.size == 0 or array.dtype.kind not in "biuf":
         return None
     return array.min(), array.max()
+
+
+#: Float constants holding zeros or both signs are scanned for their smallest nonzero magnitude up to this many
+#: elements (`_safe_reciprocal`); larger ones get no `safe-reciprocal` fact.
+RECIPROCAL_SCAN = 1 << 16
+
+
+def _safe_reciprocal(array: np.ndarray, extremes: tuple[Any, Any] | None) -> bool:
+    """Whether every nonzero element of the finite float `array` has a reciprocal at most half its dtype's largest
+    value (1 / x rounds to a finite value: no subnormal as small as 1e-39 in FLOAT; a 0 is fine, x / 0 and
+    x * (1 / 0) agree). `extremes`: its (min, max)."""
+    if extremes is None:
+        return False
+    low, high = extremes
+    if low > 0:
+        smallest = float(low)
+    elif high < 0:
+        smallest = -float(high)
+    elif array.size <= RECIPROCAL_SCAN:
+        magnitudes = np.abs(array)
+        nonzero = magnitudes[magnitudes > 0]
+        smallest = float(nonzero.min()) if nonzero.size else math.inf
+    else:
+        return False
+    return smallest * float(np.finfo(array.dtype).max) >= 2.0
 
 
 def _exact_as_f64(array: np.ndarray) -> bool:

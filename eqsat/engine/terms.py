@@ -18,7 +18,9 @@ computed at run time), and the unextractable handle `(Ref i)`.
 
 Facts: `shape`, `dtype` (primitive-valued, no merge: a conflict is an unsound rule), `positive`
 (constants whose values are all > 0), `finite` (`Const` tensors with no NaN or infinity: every integer
-one), `const-value` (element k, flattened, of a `Const` of at most SMALL_CONST elements, as f64),
+one), `safe-reciprocal` (float `Const` tensors whose nonzero elements all have finite reciprocals in their
+dtype),
+`const-value` (element k, flattened, of a `Const` of at most SMALL_CONST elements, as f64),
 `splat` (a constant whose elements all equal one value, as f64: a `Scalar`'s value, a
 `Const` of zeros or ones; rules that match a neutral element read it),
 `conv-fanout` (values two or more input Convs read: where conv-merge may join),
@@ -220,8 +222,8 @@ LIST_BASES = {
 
 #: Dtype groups (`dtype-group` facts: group, dtype, first opset): the dtypes ONNX Runtime's CPU kernel of an op
 #: takes (DepthToSpace, SpaceToDepth), those the fused activations run exactly or in higher precision
-#: (activation), those whose tensor constants may be inverted unseen (tensor-reciprocal: overflow only for
-#: subnormal elements), Gather's index dtypes (gather-index), the floats (float: bn-compose) and those ONNX Runtime
+#: (activation), those whose tensor constants may be inverted (tensor-reciprocal: those of them that are
+#: `safe-reciprocal`), Gather's index dtypes (gather-index), the floats (float: bn-compose) and those ONNX Runtime
 #: has a Gemm kernel for (gemm: no integer nor bfloat16 one).
 DTYPE_GROUPS: dict[str, tuple[tuple[str, int], ...]] = {
     "DepthToSpace": (("FLOAT", 1), ("DOUBLE", 1), ("FLOAT16", 1), ("UINT8", 11), ("INT8", 11)),
@@ -367,6 +369,9 @@ def _all_declarations() -> list[str]:
         # a per-tensor zero point's value and shape: a Scalar's; an absent one's 0.0 and [] (rewrites/quant.py)
         "(relation zero-point (T f64 IVec))",
         "(relation finite (T))",
+        # a float Const whose nonzero elements all have finite reciprocals in its dtype (no tiny subnormal: x / 0
+        # and x * (1 / 0) agree)
+        "(relation safe-reciprocal (T))",
         "(relation const-value (T i64 f64))",
         "(relation splat (T f64))",
         "(function inv-perm (IVec) IVec :no-merge)",
