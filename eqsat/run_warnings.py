@@ -4,7 +4,8 @@
 Kinds (each has a test in tests/test_warnings.py): shape facts dropped (symbolic facts conflicted, saturated
 on static facts), a rule set restricted (`disable`), a time or node limit hit, egglog failing, an output
 not verified (verification off, a re-extraction not yet checked, no drawn input ran the original), a body
-left as it was. A rule dropped as unsound is added by eqsat.pipeline when it drops it.
+left as it was, graph inputs with overridable defaults (read as inputs: nothing of them is folded). A rule
+dropped as unsound is added by eqsat.pipeline when it drops it.
 """
 
 from __future__ import annotations
@@ -49,6 +50,18 @@ def of_saturation(saturation: Any, options: Any) -> list[str]:
     if saturation.error:
         found.append(f"egglog failed: {saturation.error}")
     return found
+
+
+def of_defaults(overridable: list[str]) -> list[str]:
+    """Graph inputs with default values a caller may override: read as inputs, so nothing of them is folded."""
+    if not overridable:
+        return []
+    names = ", ".join(repr(n) for n in overridable[:5]) + (" and more" if len(overridable) > 5 else "")
+    return [
+        f"inputs with defaults: {len(overridable)} graph input(s) ({names}) hold an initializer a caller may "
+        "override, so they are read as inputs and nothing computed from them is folded (exported with initializers "
+        "as inputs? remove those from the graph inputs to let eqsat fold the weights)"
+    ]
 
 
 def of_bodies(stats: Any) -> list[str]:

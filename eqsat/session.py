@@ -230,6 +230,7 @@ class Session:
         run_warnings.add(
             report.warnings,
             run_warnings.of_saturation(self.saturation, options)
+            + run_warnings.of_defaults(interface.overridable(self.original))
             + run_warnings.of_bodies(report.subgraphs)
             + run_warnings.of_verification(report.verification, pending=pending),
         )

@@ -77,6 +77,52 @@ def test_an_overridden_default_gives_the_originals_result() -> None:
     np.testing.assert_allclose(_session_run(written, feeds)[0], _session_run(model, feeds)[0], rtol=1e-5, atol=1e-5)
 
 
+def _with_default(case: str) -> onnx.ModelProto:
+    """x and an input d with a default value (IR 8): the default a rule would fold away (a neutral element, a Clip
+    a Relu merges into, an If condition)."""
+    one, zero = np.array(1.0, np.float32), np.zeros(3, np.float32)  # a scalar, and a vector that broadcasts
+    if case == "if":
+        then, other = (
+            oh.make_graph(
+                [oh.make_node(op, ["x"], [f"{op}_y"])], op, [], [oh.make_tensor_value_info(f"{op}_y", F32, [2, 3])]
+            )
+            for op in ("Relu", "Neg")
+        )
+        nodes = [oh.make_node("If", ["d"], ["y"], then_branch=then, else_branch=other)]
+        default = onh.from_array(np.array(True), "d")
+    else:
+        op = {"mul-one": "Mul", "add-zero": "Add", "clip": "Clip"}[case]
+        inputs = ["x", "d", "hi"] if case == "clip" else ["x", "d"]
+        nodes = [oh.make_node(op, inputs, ["c"]), oh.make_node("Relu", ["c"], ["y"])]
+        value = np.array(-1.0, np.float32) if case == "clip" else (one if case == "mul-one" else zero)
+        default = onh.from_array(value, "d")
+    inits = [default] + ([onh.from_array(np.array(6.0, np.float32), "hi")] if case == "clip" else [])
+    d_info = oh.make_tensor_value_info("d", default.data_type, list(default.dims))
+    graph = oh.make_graph(
+        nodes,
+        "g",
+        [oh.make_tensor_value_info("x", F32, [2, 3]), d_info],
+        [oh.make_tensor_value_info("y", F32, [2, 3])],
+        inits,
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("case", ["mul-one", "add-zero", "clip", "if"])
+def test_a_default_a_rule_would_fold_stays_an_input(case: str) -> None:
+    """x * d with d defaulting to ones (x + zeros, Clip(x, d) then Relu, If(d)): a caller who feeds d must get
+    what the original gives, so d is read as an input, never as its default; the run says so."""
+    model = _with_default(case)
+    result = eqsat.optimize(model, verify=False)
+    assert any(w.startswith("inputs with defaults: 1 graph input(s) ('d')") for w in result.warnings)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    shape = {"mul-one": (), "add-zero": (3,), "clip": (), "if": ()}[case]
+    d = np.array(False) if case == "if" else rng.standard_normal(shape).astype(np.float32)
+    for feeds in ({"x": x}, {"x": x, "d": d}):
+        np.testing.assert_allclose(_session_run(result.proto, feeds)[0], _session_run(model, feeds)[0], rtol=1e-6)
+
+
 def test_ir3_output_with_new_constants_is_ir4() -> None:
     """Constants eqsat creates are not inputs: an IR-3 output holding one is written as IR version 4."""
     x = oh.make_tensor_value_info("x", F32, [2, 4])

@@ -3,7 +3,8 @@
 What a caller sees of a model is its contract: the optimized model has the input's graph inputs and outputs
 as the input declared them (not as shape inference refined them), and an input that has an initializer (a
 default value the caller may override; in IR version 3, every weight) keeps that initializer, as sparse
-initializers stay. An IR-3 model
+initializers stay. From IR version 4 on such an input is read as the input it is, its default never folded
+(`overridable`: eqsat.frontend.normalize). An IR-3 model
 requires every initializer to be a graph input; constants eqsat creates are not inputs (a caller must not
 override them), so such an output is written as IR version 4, where initializers need not be inputs and
 everything else means the same.
@@ -15,7 +16,7 @@ import onnx
 
 from eqsat.errors import InternalError
 
-__all__ = ["check", "restore"]
+__all__ = ["check", "overridable", "restore"]
 
 #: The first IR version in which an initializer need not be a graph input.
 IR_INITIALIZERS_NOT_INPUTS = 4
@@ -69,6 +70,14 @@ def difference(model: onnx.ModelProto, original: onnx.ModelProto) -> str:
     if extra := sorted(kept.keys() - defaults.keys()):
         return f"graph inputs {extra} gained a default value"
     return ""
+
+
+def overridable(model: onnx.ModelProto) -> list[str]:
+    """The graph inputs whose initializer is a default a caller may override (IR version 4 on), in input order."""
+    if model.ir_version < IR_INITIALIZERS_NOT_INPUTS:
+        return []
+    defaults = _defaults(model)
+    return [v.name for v in model.graph.input if v.name in defaults]
 
 
 def _defaults(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:

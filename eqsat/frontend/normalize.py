@@ -12,7 +12,7 @@ from typing import Iterator
 import onnx
 import onnx_ir as ir
 
-from eqsat.frontend import io, weights
+from eqsat.frontend import interface, io, weights
 from eqsat.frontend.decided_ifs import decide_ifs
 from eqsat.frontend.fold import fold, infer_light, infer_model, infer_proto, infer_shapes
 from eqsat.frontend.shape_chains import make_targets_static
@@ -45,7 +45,7 @@ def normalize_proto(proto: onnx.ModelProto, label: str = "<model>") -> tuple[ir.
     everything but initializers, is without them. A model with If/Loop/Scan bodies keeps them in the proto
     too (its bodies are cut out of it with the outer initializers they read).
     """
-    prepared = _sparse_as_inputs(io.without_negative_dims(proto))  # loaded protos have no -1 dims left
+    prepared = _defaults_as_inputs(_sparse_as_inputs(io.without_negative_dims(proto)))  # no -1 dims left
     shared = not _has_bodies(prepared)
     if shared:
         model, inferred = _inferred_ir(weights.Light.of(prepared), label)
@@ -111,6 +111,21 @@ def _has_bodies(proto: onnx.ModelProto) -> bool:
     return any(
         a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in proto.graph.node for a in n.attribute
     )
+
+
+def _defaults_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model without the initializers that are graph inputs from IR version 4 on (in a copy when it has
+    some): there they are default values a caller may override (onnxruntime lets one feed them), so eqsat reads
+    them as the inputs they are and folds nothing of them; eqsat.frontend.interface.restore writes the defaults
+    back. In IR version 3 every initializer is an input and none may be fed: those stay constants."""
+    if proto.ir_version < interface.IR_INITIALIZERS_NOT_INPUTS or not interface.overridable(proto):
+        return proto
+    proto = io.copy_proto(proto)
+    defaults = interface.overridable(proto)
+    kept = [t for t in proto.graph.initializer if t.name not in defaults]
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(kept)
+    return proto
 
 
 def _sparse_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
