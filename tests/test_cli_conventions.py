@@ -42,6 +42,18 @@ def test_writing_over_the_input_needs_force(tmp_path: Path, capsys: pytest.Captu
     assert model.read_bytes() != before
 
 
+@pytest.mark.parametrize("folder", [".", "sub"])
+def test_a_folder_as_the_output_of_one_model_is_refused(
+    folder: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    assert main(["optimize", str(MODEL), folder]) == 2
+    err = capsys.readouterr().err
+    assert f"{folder}: is a folder" in err and "internal error" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sub"] and not any((tmp_path / "sub").iterdir())
+
+
 @pytest.mark.parametrize("alias", ["--skip-verify", "--no-check", "--no-verify"])
 def test_aliases_of_no_verify(alias: str) -> None:
     args = cli.build_parser().parse_args(["optimize", "a.onnx", "b.onnx", alias])

@@ -135,6 +135,12 @@ def _zero_sized_reduce() -> onnx.ModelProto:
     )
 
 
+def _dropout_mask_omitted() -> onnx.ModelProto:
+    """Dropout's optional mask written "" (opset 12 on): folding makes the mask a constant, which needs a name."""
+    nodes = [oh.make_node("Dropout", ["x"], ["d", ""]), oh.make_node("Relu", ["d"], ["y"])]
+    return build_model(nodes, [("x", F, [2, 3])], [("y", F, [2, 3])])
+
+
 def _empty_graph() -> onnx.ModelProto:
     return build_model([], [("x", F, [2, 3])], [("x", F, [2, 3])])
 
@@ -291,6 +297,7 @@ VALID = [
     pytest.param(Valid(_zero_sized_initializer, {"Relu": 1}), id="zero-sized-initializer"),
     pytest.param(Valid(_zero_sized_concat, {"Transpose": 0}), id="zero-sized-concat-operand"),
     pytest.param(Valid(_zero_sized_reduce), id="zero-sized-reduction"),
+    pytest.param(Valid(_dropout_mask_omitted, {"Dropout": 0, "Relu": 1}), id="dropout-mask-output-omitted"),
     pytest.param(Valid(_empty_graph, {}), id="empty-graph-input-is-output"),
     pytest.param(Valid(_identity_only, {"Identity": 1}), id="input-passed-to-output-by-identity"),
     pytest.param(Valid(_two_outputs_one_value, {"Transpose": 0}), id="two-outputs-same-value"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
 import math
 import re
@@ -51,14 +52,15 @@ def fold(model: ir.Model, infer: bool = True) -> bool:
     folded_any = False
     for _ in range(FOLD_ATTEMPTS):
         try:
-            with _hidden_from_folder(model, hidden), _sum_names_hidden(model), quiet_folder():
-                folded = fold_constants(
-                    model,
-                    onnx_shape_inference=reads_shapes,
-                    should_fold=_should_fold,
-                    input_size_limit=FOLD_INPUT_LIMIT,
-                    output_size_limit=FOLD_OUTPUT_LIMIT,
-                )
+            with _hidden_from_folder(model, hidden), _sum_names_hidden(model), _omitted_outputs_named(model):
+                with quiet_folder():
+                    folded = fold_constants(
+                        model,
+                        onnx_shape_inference=reads_shapes,
+                        should_fold=_should_fold,
+                        input_size_limit=FOLD_INPUT_LIMIT,
+                        output_size_limit=FOLD_OUTPUT_LIMIT,
+                    )
             folded_any = folded.modified
             break
         except RuntimeError as exc:  # "Error during constant folding for node 'n' (domain::Op)"
@@ -122,6 +124,28 @@ def _sum_names_hidden(model: ir.Model) -> Iterator[None]:
         yield
     finally:  # the folder's own values included
         _rename_dims(model, {new: old for old, new in renamed.items()})
+
+
+#: The name an omitted optional output (written "") has while the folder runs: it may fold the node and make that
+#: output a constant, and an initializer needs a name (Dropout's mask, in inference).
+_OMITTED = "eqsat_omitted_output"
+
+
+@contextlib.contextmanager
+def _omitted_outputs_named(model: ir.Model) -> Iterator[None]:
+    """Node outputs written "" (an optional output omitted) named while inside, and unnamed again after where
+    nothing reads them."""
+    omitted = [v for node in model.graph.all_nodes() for v in node.outputs if not v.name]
+    taken = {v.name for v in _shaped_values(model)} if omitted else set()
+    for k, value in enumerate(omitted):
+        value.name = next(f"{_OMITTED}{k}_{n}" for n in itertools.count() if f"{_OMITTED}{k}_{n}" not in taken)
+    try:
+        yield
+    finally:
+        outputs = set(model.graph.outputs)
+        for value in omitted:
+            if value.producer() is not None and not value.uses() and value not in outputs:
+                value.name = ""
 
 
 def _shaped_values(model: ir.Model) -> Iterator[ir.Value]:

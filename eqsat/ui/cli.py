@@ -31,6 +31,8 @@ def _output_of(args: argparse.Namespace) -> str:
         and not args.force
     ):
         raise BadInputError(output, "is the input file: pass --force to overwrite it")
+    if os.path.isdir(output) and not os.path.isdir(args.input):
+        raise BadInputError(output, "is a folder: give the optimized model's file name")
     return output
 
 
