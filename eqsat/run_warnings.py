@@ -4,8 +4,8 @@
 Kinds (each has a test in tests/test_warnings.py): shape facts dropped (symbolic facts conflicted, saturated
 on static facts), a rule set restricted (`disable`), a time or node limit hit, egglog failing, an output
 not verified (verification off, a re-extraction not yet checked, no drawn input ran the original), a body
-left as it was, graph inputs with overridable defaults (read as inputs: nothing of them is folded). A rule
-dropped as unsound is added by eqsat.pipeline when it drops it.
+left as it was, graph inputs with overridable defaults (read as inputs: nothing of them is folded), training
+information dropped. A rule dropped as unsound is added by eqsat.pipeline when it drops it.
 """
 
 from __future__ import annotations
@@ -62,6 +62,13 @@ def of_defaults(overridable: list[str]) -> list[str]:
         "override, so they are read as inputs and nothing computed from them is folded (exported with initializers "
         "as inputs? remove those from the graph inputs to let eqsat fold the weights)"
     ]
+
+
+def of_training_info(original: Any) -> list[str]:
+    """A model's training information, which names its weights as they were: not written."""
+    if not original.training_info:
+        return []
+    return ["training information dropped: it names the weights as they were, and the optimized model has others"]
 
 
 def of_bodies(stats: Any) -> list[str]:

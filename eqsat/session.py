@@ -231,6 +231,7 @@ class Session:
             report.warnings,
             run_warnings.of_saturation(self.saturation, options)
             + run_warnings.of_defaults(interface.overridable(self.original))
+            + run_warnings.of_training_info(self.original)
             + run_warnings.of_bodies(report.subgraphs)
             + run_warnings.of_verification(report.verification, pending=pending),
         )

@@ -123,6 +123,35 @@ def test_a_default_a_rule_would_fold_stays_an_input(case: str) -> None:
         np.testing.assert_allclose(_session_run(result.proto, feeds)[0], _session_run(model, feeds)[0], rtol=1e-6)
 
 
+def test_graph_metadata_is_kept_and_training_information_dropped_with_a_warning() -> None:
+    """Graph metadata_props stay; a quantization annotation stays while its tensors do (x and its scale s), one
+    on a value the optimization removed (m = r * 1) goes; training information, naming the weights as they were, is dropped
+    with a warning."""
+    nodes = [
+        oh.make_node("Relu", ["x"], ["r"]),
+        oh.make_node("Mul", ["r", "one"], ["m"]),
+        oh.make_node("Add", ["m", "s"], ["y"]),
+    ]
+    inits = [onh.from_array(np.array(1.0, np.float32), "one"), onh.from_array(np.full(3, 0.5, np.float32), "s")]
+    graph = oh.make_graph(
+        nodes, "g", [oh.make_tensor_value_info("x", F32, [2, 3])], [oh.make_tensor_value_info("y", F32, [2, 3])], inits
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    entry = model.graph.metadata_props.add()
+    entry.key, entry.value = "source", "unit test"
+    for tensor in ("x", "m"):
+        annotation = model.graph.quantization_annotation.add()
+        annotation.tensor_name = tensor
+        scale = annotation.quant_parameter_tensor_names.add()
+        scale.key, scale.value = "SCALE_TENSOR", "s"
+    model.training_info.add().algorithm.CopyFrom(oh.make_graph([], "algorithm", [], []))
+    result = eqsat.optimize(model, verify=False)
+    assert [(p.key, p.value) for p in result.proto.graph.metadata_props] == [("source", "unit test")]
+    assert [a.tensor_name for a in result.proto.graph.quantization_annotation] == ["x"]
+    assert not result.proto.training_info
+    assert any(w.startswith("training information dropped") for w in result.warnings)
+
+
 def test_ir3_output_with_new_constants_is_ir4() -> None:
     """Constants eqsat creates are not inputs: an IR-3 output holding one is written as IR version 4."""
     x = oh.make_tensor_value_info("x", F32, [2, 4])

@@ -533,8 +533,24 @@ class _Lowerer:
         for field in ("producer_name", "producer_version", "domain", "model_version", "doc_string"):
             setattr(model, field, getattr(src, field))
         model.metadata_props.extend(src.metadata_props)
+        model.graph.metadata_props.extend(src.graph.metadata_props)
+        model.graph.quantization_annotation.extend(_annotations_kept(src.graph, model.graph))
         model.functions.extend(src.functions)
         return model
+
+
+def _annotations_kept(source: onnx.GraphProto, graph: onnx.GraphProto) -> list[onnx.TensorAnnotation]:
+    """The source's quantization annotations whose tensor and parameter tensors (scale, zero point) are all still
+    values of `graph`."""
+    if not source.quantization_annotation:
+        return []
+    names = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    names |= {out for node in graph.node for out in node.output}
+    return [
+        a
+        for a in source.quantization_annotation
+        if a.tensor_name in names and all(p.value in names for p in a.quant_parameter_tensor_names)
+    ]
 
 
 #: Ops whose inputs broadcast numpy style (PRelu's slope one way): leading 1-dims of an operand are free.
