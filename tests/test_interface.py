@@ -125,8 +125,8 @@ def test_a_default_a_rule_would_fold_stays_an_input(case: str) -> None:
 
 def test_graph_metadata_is_kept_and_training_information_dropped_with_a_warning() -> None:
     """Graph metadata_props stay; a quantization annotation stays while its tensors do (x and its scale s), one
-    on a value the optimization removed (m = r * 1) goes; training information, naming the weights as they were, is dropped
-    with a warning."""
+    on a value the optimization removed (m = r * 1) goes; training information, naming the weights as they were,
+    is dropped with a warning."""
     nodes = [
         oh.make_node("Relu", ["x"], ["r"]),
         oh.make_node("Mul", ["r", "one"], ["m"]),

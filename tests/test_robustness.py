@@ -399,6 +399,18 @@ def _output_not_produced() -> onnx.ModelProto:
     return build_model([oh.make_node("Relu", ["x"], ["y"])], [("x", F, [2, 3])], [("ghost", F, [2, 3])])
 
 
+def _sparse_constant() -> onnx.ModelProto:
+    """A valid model onnx_ir cannot read (a Constant holding a sparse tensor): refused, naming the node and why."""
+    values = oh.make_tensor("values", F, [2], [1.0, 2.0])
+    indices = oh.make_tensor("indices", I64, [2], [0, 4])
+    sparse = oh.make_sparse_tensor(values, indices, [2, 3])
+    nodes = [
+        oh.make_node("Constant", [], ["c"], name="weights", sparse_value=sparse),
+        oh.make_node("Add", ["x", "c"], ["y"]),
+    ]
+    return build_model(nodes, [("x", F, [2, 3])], [("y", F, [2, 3])])
+
+
 INVALID = [  # how the model is made, extra options, what the error line says after the file's name
     pytest.param(
         _missing_initializer,
@@ -454,6 +466,12 @@ INVALID = [  # how the model is made, extra options, what the error line says af
         (),
         r"fails the ONNX checker: graph input 'x' has no shape \(unknown rank\)",
         id="unknown-rank-input",
+    ),
+    pytest.param(
+        _sparse_constant,
+        (),
+        r"cannot be read into the IR \(node 'weights' \(ai\.onnx::Constant\)\): Sparse tensors are not supported yet$",
+        id="sparse-constant-unreadable",
     ),
     pytest.param(
         _output_not_produced,
