@@ -104,7 +104,7 @@ INPUT_CASES = [  # how the input is made; what the error line says after the inp
 OUTPUT_CASES = [  # output path relative to tmp_path (where out/ is a directory); what the line says after it
     pytest.param("missing_dir/out.onnx", r"cannot be written: No such file or directory", id="output-dir-missing"),
     pytest.param("valid.onnx/out.onnx", r"cannot be written: Not a directory", id="output-parent-is-a-file"),
-    pytest.param("out", r"cannot be written: Is a directory", id="output-is-a-directory"),
+    pytest.param("out", r"is a folder: give the optimized model's file name", id="output-is-a-directory"),
 ]
 
 
