@@ -33,6 +33,21 @@ class VerificationError(EqsatError):
     exit_code = 3
 
 
+class FoldOverflowError(EqsatError):
+    """Rules folded a constant that overflows its dtype (a scale folded into fp16 weights beyond 65504): the
+    optimized model would compute inf where the input does not. eqsat.pipeline drops the rules and re-optimizes."""
+
+    exit_code = 3
+
+    def __init__(self, rules: list[str], constant: str, dtype: str):
+        self.rules, self.constant, self.dtype = rules, constant, dtype
+        named = ", ".join(repr(r) for r in rules)
+        super().__init__(
+            f"rule{'s' if len(rules) > 1 else ''} {named} folded the constant {constant!r} beyond the largest "
+            f"{dtype} (inf where the input computes finite values)"
+        )
+
+
 class InternalError(EqsatError):
     """A bug in eqsat (never the user's input)."""
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from eqsat.frontend import io
-from eqsat.errors import VerificationError
+from eqsat.errors import FoldOverflowError, VerificationError
 from eqsat.options import Options
 from eqsat.report import Report
 from eqsat.result import Result, timed
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
     from eqsat.session import Session
 
 __all__ = ["Result", "optimize"]  # Result lives in eqsat.result (Session.extract builds it too)
+
+#: Re-optimizations after rules folded a constant that overflows its dtype (each drops the rules that did).
+MAX_OVERFLOW_RETRIES = 4
 
 
 def optimize(
@@ -81,25 +85,36 @@ def optimize(
         fix_input_shapes=fix_input_shapes,
     )
     ahead = _reference_ahead(options) if verify else None
+    overflows: list[FoldOverflowError] = []
     with _no_full_collections(), _waited(ahead):
-        session = saturate(model, options, progress=progress, ahead=ahead)
-        try:
-            result = session.extract(options=options, progress=progress, reference=ahead)
-        except VerificationError as exc:  # the optimized model cannot run at all
-            problem = str(exc).removesuffix("; output not written")
-            reference = getattr(exc, "reference", None)  # the original's outputs, for every probe
-            result = _drop_culprit(problem, session, None, reference, progress)
-        else:
-            reference = result.report.verification.reference if verify else None  # reused by every probe
-            if verify and not result.report.verification.ok:
-                result = _drop_culprit(
-                    f"{session.source}: {result.report.verification.summary()}",
-                    session,
-                    result.report,
-                    reference,
-                    progress,
-                )
+        while True:
+            session = saturate(model, options, progress=progress, ahead=ahead)
+            try:
+                result = session.extract(options=options, progress=progress, reference=ahead)
+            except FoldOverflowError as exc:  # rules folded a constant beyond its dtype: again without them
+                if options.strict or len(overflows) >= MAX_OVERFLOW_RETRIES:
+                    raise
+                overflows.append(exc)
+                options = dataclasses.replace(options, disable=(*options.disable, *exc.rules))
+                continue
+            except VerificationError as exc:  # the optimized model cannot run at all
+                problem = str(exc).removesuffix("; output not written")
+                reference = getattr(exc, "reference", None)  # the original's outputs, for every probe
+                result = _drop_culprit(problem, session, None, reference, progress)
+            else:
+                reference = result.report.verification.reference if verify else None  # reused by every probe
+                if verify and not result.report.verification.ok:
+                    result = _drop_culprit(
+                        f"{session.source}: {result.report.verification.summary()}",
+                        session,
+                        result.report,
+                        reference,
+                        progress,
+                    )
+            break
         report = result.report
+        for overflow in overflows:
+            report.warnings.insert(0, f"{overflow}: dropped and re-optimized (--strict refuses instead)")
         if output is not None:
             if progress is not None:
                 progress("save")

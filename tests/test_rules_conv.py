@@ -15,6 +15,7 @@ from hypothesis import given
 import eqsat
 
 from eqsat.engine.backend import EgglogError
+from eqsat import session
 from eqsat.session import Session
 from eqsat.testing import (
     PROPERTIES,
@@ -23,8 +24,10 @@ from eqsat.testing import (
     assert_rule_sound,
     op_counts,
     optimize_with_rules,
+    run,
     saturate_with_rules,
 )
+from eqsat.errors import FoldOverflowError
 from tests.rule_graphs import attribute, model, node, property_settings
 
 ZB = ("conv-zero-bias",)
@@ -292,6 +295,35 @@ def test_conv_div_fold_not_by_a_non_positive_constant() -> None:
     inits = {**conv_inits(), "c": c}
     m = model([conv_node(inits), node("Div", ["conv", "c"], "y")], X, initializers=inits)
     assert_rule_does_not_fire(m, "conv-div-fold")
+
+
+def _fp16_conv(op: str, weight: float, scale: float) -> object:
+    """fp16 Conv(x, W) op c, a 1x1 conv whose folded weight W op c overflows fp16 (100 / 1e-3 = 1e5 > 65504)."""
+    inits = {"w": np.full((1, 1, 1, 1), weight, np.float16), "c": np.array(scale, np.float16)}
+    nodes = [node("Conv", ["x", "w"], "conv"), node(op, ["conv", "c"], "y")]
+    return model(nodes, [("x", "FLOAT16", (1, 1, 2, 2))], initializers=inits)
+
+
+@pytest.mark.parametrize("op, weight, scale", [("Div", 100.0, 1e-3), ("Mul", 300.0, 300.0)])
+def test_a_fold_whose_weight_overflows_fp16_is_dropped_and_the_model_reoptimized(
+    op: str, weight: float, scale: float
+) -> None:
+    """The folded weight would be inf where the input computes finite values: lowering refuses it
+    (FoldOverflowError, naming the rules), and optimize drops those rules, re-optimizes and says so; --strict
+    refuses instead."""
+    m = _fp16_conv(op, weight, scale)
+    with pytest.raises(FoldOverflowError, match="beyond the largest FLOAT16"):
+        session.saturate(m).extract()
+    result = eqsat.optimize(m, verify=False)
+    assert op_counts(result.model) == {"Conv": 1, op: 1}
+    assert any("beyond the largest FLOAT16" in w and "dropped and re-optimized" in w for w in result.warnings)
+    x = {"x": np.array([0.01, 0.001, 0.1, 0.002], np.float16).reshape(1, 1, 2, 2)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected, got = run(m, x)[0], run(result.proto, x)[0]
+    assert np.all(np.isfinite(expected)) and np.array_equal(expected, got)
+    with pytest.raises(FoldOverflowError):
+        eqsat.optimize(m, verify=False, strict=True)
 
 
 @property_settings()

@@ -21,7 +21,7 @@ from onnx import helper, numpy_helper
 
 from eqsat.engine.egraph import EGraph, ENode
 from eqsat.engine.encode import Encoding
-from eqsat.errors import InternalError
+from eqsat.errors import FoldOverflowError, InternalError
 from eqsat.metadata import PROVENANCE_KEY, RULES_KEY
 from eqsat.frontend import weights
 from eqsat.frontend.names import fresh_name
@@ -91,6 +91,7 @@ class _Lowerer:
         self.ref_names = {rid: name for name, rid in enc.refs.items()}
         self.class_refs: dict[int, list[int]] = {}
         self.unbroadcast: set[int] = set()  # constant classes written without leading 1-dims
+        self.overflowed: dict[int, str] = {}  # constant class -> its dtype, where storing it made a finite value inf
         self.absorbed: dict[int, set[str]] = {}  # written class -> original nodes it absorbed
         self.earlier = {
             n.name: set(p.value.split(","))
@@ -241,7 +242,31 @@ class _Lowerer:
                 self._provenance(alias, cid)
                 self.nodes.append(alias)
                 self.used.add(name)
-        return self.model(), dict(self.live_initializers())
+        live = dict(self.live_initializers())
+        self._refuse_overflowed_folds(live)
+        return self.model(), live
+
+    def _refuse_overflowed_folds(self, live: Mapping[str, np.ndarray]) -> None:
+        """Raise FoldOverflowError when a written constant that rules made overflowed its dtype when stored
+        (a scale folded into fp16 weights beyond 65504): the output would compute inf where the input does not.
+        A constant of the input's own computations overflows there alike: not refused."""
+        written = {self.names.get(cid): cid for cid in self.overflowed}
+        culprits = {written[name]: self._rules_above(written[name]) for name in live if name in written}
+        rules = sorted({rule for found in culprits.values() for rule in found})
+        if rules:
+            cid = next(c for c, found in culprits.items() if found)
+            raise FoldOverflowError(rules, self.names[cid], self.overflowed[cid])
+
+    def _rules_above(self, cid: int) -> set[str]:
+        """The rules of the nearest classes at or above `cid` (its readers, breadth first) that rules made."""
+        seen, frontier = {cid}, [cid]
+        while frontier:
+            rules = {rule for c in frontier for rule in self.g.eclass(c).rules}
+            if rules:
+                return rules
+            frontier = [p for c in frontier for p in self.parents().get(c, ()) if p not in seen]
+            seen.update(frontier)
+        return set()
 
     def _unbroadcast_constants(self, order: Sequence[int], roots: Sequence[int]) -> set[int]:
         """Constant classes whose every reader is a broadcasting op with another operand of the output's
@@ -472,6 +497,8 @@ class _Lowerer:
         out = out or self.preferred_name(cid)
         self.names[cid] = out
         final = np.asarray(value.astype(_np_dtype(dtype), copy=False) if dtype is not None else value)
+        if final.dtype.kind == "f" and final.dtype.itemsize < value.dtype.itemsize and _overflowed(value, final):
+            self.overflowed[cid] = str(dtype)
         if cid in self.unbroadcast:
             lead = next((k for k, d in enumerate(final.shape) if d != 1), final.ndim)
             final = final.reshape(final.shape[lead:])
@@ -551,6 +578,11 @@ def _annotations_kept(source: onnx.GraphProto, graph: onnx.GraphProto) -> list[o
         for a in source.quantization_annotation
         if a.tensor_name in names and all(p.value in names for p in a.quant_parameter_tensor_names)
     ]
+
+
+def _overflowed(computed: np.ndarray, stored: np.ndarray) -> bool:
+    """Whether a value finite as computed became infinite when stored in a narrower float dtype."""
+    return bool(np.any(np.isfinite(computed) & ~np.isfinite(stored)))
 
 
 #: Ops whose inputs broadcast numpy style (PRelu's slope one way): leading 1-dims of an operand are free.
