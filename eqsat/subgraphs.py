@@ -31,7 +31,7 @@ import onnx
 from onnx import helper
 
 from eqsat.frontend.io import all_graphs
-from eqsat.frontend.names import fresh_name
+from eqsat.frontend.names import fresh_name, unique_node_names
 
 #: Nesting levels of bodies optimized; deeper bodies are kept as they are.
 MAX_DEPTH = 4
@@ -216,6 +216,8 @@ def put_back(
                 if problem:
                     stats.problems.append(problem)
             _name_origins(graph, node.name or node.output[0])
+            for g in all_graphs(graph):  # a body kept as it was may repeat a node name: onnxruntime refuses that
+                unique_node_names(g.node)
             stats.nodes_before += before
             stats.nodes_after += count_nodes(graph)
     if stats.optimized:

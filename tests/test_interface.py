@@ -183,6 +183,26 @@ def test_outputs_keep_their_declared_types() -> None:
     assert written.graph.output[0] == model.graph.output[0]
 
 
+def test_a_value_listed_twice_among_the_outputs_is_assigned_once() -> None:
+    """Outputs [y, y] with y = x * 1: the Mul goes, and one Identity writes y for both (a value is assigned once);
+    the interface is the original's and onnxruntime gives the same outputs."""
+    graph = oh.make_graph(
+        [oh.make_node("Mul", ["x", "one"], ["y"])],
+        "g",
+        [oh.make_tensor_value_info("x", F32, [2, 3])],
+        [oh.make_tensor_value_info("y", F32, [2, 3])] * 2,
+        [onh.from_array(np.array(1.0, np.float32), "one")],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)], ir_version=9)
+    out = eqsat.optimize(model, verify=False).proto
+    onnx.checker.check_model(out, full_check=True)
+    assert interface.difference(out, model) == ""
+    assert [(n.op_type, list(n.output)) for n in out.graph.node] == [("Identity", ["y"])]
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    for got, want in zip(_session_run(out, {"x": x}), _session_run(model, {"x": x})):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_a_changed_interface_is_never_written(tmp_path: Path) -> None:
     model = _ir3_conv()
     result = eqsat.optimize(model)

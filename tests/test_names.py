@@ -1,4 +1,5 @@
-"""Fresh value names (eqsat.frontend.names): never a name the model already holds, in any graph or subgraph."""
+"""Fresh value names (eqsat.frontend.names): never a name the model already holds, in any graph or subgraph; node
+names written unique (onnxruntime refuses two nodes of one name)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 import onnx_ir as ir
+import onnxruntime as ort
+import pytest
 
-from eqsat.frontend.names import add_constant, fresh_name, value_names
+import eqsat
+from eqsat.frontend.names import add_constant, fresh_name, unique_node_names, value_names
 from tests.rule_graphs import model, node
 
 
@@ -52,3 +56,36 @@ def test_add_constant_avoids_names_of_values_in_bodies_and_of_earlier_constants(
     for v in made:
         assert m.graph.initializers[v.name] is v and v.const_value.numpy().tolist() == [0, 1, 2]
         assert v.dtype == ir.DataType.INT64 and v.shape == ir.Shape([3])
+
+
+def test_unique_node_names_leaves_the_given_nodes_theirs_and_mints_no_taken_name() -> None:
+    nodes = [oh.make_node("Relu", ["x"], [f"v{k}"], name=name) for k, name in enumerate(["r", "r", "r__1", "", ""])]
+    unique_node_names(nodes, {1})
+    assert [n.name for n in nodes] == ["r__2", "r", "r__1", "", ""]
+
+
+def _named_alike(case: str) -> onnx.ModelProto:
+    """Lowering names a node after the value it writes (an output alias `<output>_identity`): `kept`, a TopK kept
+    as it is named `r`, the name of the value a Relu writes; `alias`, a Neg writing `y_identity` beside the alias
+    of the output `y` (y = a * 1 is a's value)."""
+    if case == "kept":
+        nodes = [
+            oh.make_node("Relu", ["x"], ["r"], name="relu0"),
+            oh.make_node("TopK", ["r", "k"], ["v", "i"], name="r", axis=1),
+        ]
+        return model(
+            nodes, [("x", "FLOAT", (2, 3))], [("v", "FLOAT", None), ("i", "INT64", None)], {"k": np.array([2])}
+        )
+    nodes = [node("Relu", ["x"], "a"), node("Mul", ["a", "one"], "y"), node("Neg", ["x"], "y_identity")]
+    outputs = [("a", "FLOAT", None), ("y", "FLOAT", None), ("y_identity", "FLOAT", None)]
+    return model(nodes, [("x", "FLOAT", (2, 3))], outputs, {"one": np.array(1.0, np.float32)})
+
+
+@pytest.mark.parametrize("case", ["kept", "alias"])
+def test_written_node_names_are_unique_kept_nodes_keeping_theirs(case: str) -> None:
+    out = eqsat.optimize(_named_alike(case), verify=False).proto
+    names = [n.name for n in out.graph.node]
+    assert len(set(names)) == len(names), names
+    if case == "kept":
+        assert [n.name for n in out.graph.node if n.op_type == "TopK"] == ["r"]
+    ort.InferenceSession(out.SerializeToString(), providers=["CPUExecutionProvider"])  # refuses two of one name

@@ -222,6 +222,25 @@ def test_a_body_that_fails_to_optimize_is_kept(monkeypatch: pytest.MonkeyPatch) 
     assert not _unnamed(result.proto)
 
 
+def test_a_body_kept_as_it_was_gets_unique_node_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnxruntime refuses two nodes of one name in a body too: one kept as it was is written with unique ones."""
+    import eqsat.subgraphs as sg
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(sg, "standalone", broken)
+    then = [oh.make_node("Relu", ["x"], ["r"], name="n"), oh.make_node("Neg", ["r"], ["a_out"], name="n")]
+    m = _if_model(then, "a_out", [node("Neg", ["x"], "b_out")], "b_out")
+    out = eqsat.optimize(m, verify=False).proto
+    (the_if,) = out.graph.node
+    body = next(a.g for a in the_if.attribute if a.name == "then_branch")
+    assert [n.name for n in body.node] == ["n", "n__1"]
+    x = _x()
+    for c, want in ((True, -np.maximum(x, 0)), (False, -x)):  # onnxruntime refuses the input itself
+        np.testing.assert_array_equal(_run(out, {"x": x, "c": np.array(c)})[0], want)
+
+
 def test_every_body_node_names_its_origin() -> None:
     m = _if_model(_double_transpose("a", "x"), "a_out", [node("Neg", ["x"], "b_out")], "b_out")
     out = eqsat.optimize(m).proto

@@ -19,7 +19,7 @@ from eqsat.ui.cli import main
 from eqsat.errors import BadInputError, VerificationError
 from eqsat.result import Result
 from eqsat.check.verify import compare, make_inputs, verify
-from tests.conftest import custom_op_model
+from tests.conftest import build_model, custom_op_model
 
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
 
@@ -182,6 +182,36 @@ def test_optimized_no_runtime_runs_fails_verification(make_model) -> None:
     relu = make_model([oh.make_node("Relu", ["x"], ["y"])], [("x", F32, [2])], [("y", F32, [2])])
     with pytest.raises(VerificationError, match=r"^in\.onnx: the optimized model cannot be run"):
         verify(relu, custom_op_model(), source="in.onnx")
+
+
+def test_an_optimized_model_onnxruntime_refuses_fails_where_it_runs_the_original(make_model) -> None:
+    """onnx.reference would run a model with two nodes of one name; onnxruntime, which runs the original,
+    refuses it: a failure naming onnxruntime's complaint, not a model verified by the fallback."""
+    spec = ([("x", F32, [2])], [("y", F32, [2])])
+    relu = make_model([oh.make_node("Relu", ["x"], ["y"])], *spec)
+    twice = make_model(
+        [oh.make_node("Relu", ["x"], ["r"], name="n"), oh.make_node("Identity", ["r"], ["y"], name="n")], *spec
+    )
+    with pytest.raises(VerificationError, match=r"^in\.onnx: the optimized model cannot be run by onnxruntime, .*"):
+        verify(relu, twice, source="in.onnx")
+    with pytest.raises(VerificationError, match=r"two nodes with same node name \(n\)"):
+        verify(relu, twice, source="in.onnx")
+
+
+def test_onnx_reference_still_stands_in_where_onnxruntime_runs_neither(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An original onnxruntime cannot load is compared on onnx.reference, the optimized model too."""
+    import onnxruntime
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no onnxruntime here")
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", refuse)
+    relu = oh.make_node("Relu", ["x"], ["y"])
+    spec = ([("x", F32, [2])], [("y", F32, [2])])
+    original = build_model([relu, oh.make_node("Neg", ["y"], ["z"])], spec[0], [("z", F32, [2])])
+    optimized = build_model([relu, oh.make_node("Neg", ["y"], ["z"], name="n")], spec[0], [("z", F32, [2])])
+    report = verify(original, optimized, source="in.onnx")
+    assert report.ok and report.verified and report.runtime == "onnx.reference"
 
 
 class _Runner:

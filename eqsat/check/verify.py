@@ -9,7 +9,9 @@ Each candidate is within the element budget (eqsat.check.verify_facts.ELEMENT_BU
 value whose size shape inference knows, the outputs included, and for the inputs together) or skipped.
 The user may give sizes or arrays instead (used as given). Outputs that depend on random ops are not
 compared. The original's outputs (`Reference`) are computed once and reused: by both comparisons, and by
-every probe of a bisection (eqsat.bisect). Each model is serialized once for onnxruntime.
+every probe of a bisection (eqsat.bisect). Each model is serialized once for onnxruntime. onnx.reference stands in
+for onnxruntime only where onnxruntime does not run the original: an optimized model it refuses where it ran the
+original fails verification.
 
 When no candidate runs the original, nothing is refused: the report says why it is not verified
 (`VerifyReport.unverified`); with `strict` (or sizes or arrays the user gave that it does not run on) it is
@@ -173,7 +175,8 @@ class CannotRun(Exception):
 
 class Runner:
     """One model, serialized once: an onnxruntime session (no graph optimizations, one thread) made on first
-    use, onnx.reference's evaluator where onnxruntime cannot load the model or run it on the feeds."""
+    use, onnx.reference's evaluator (when falling back) where onnxruntime cannot load the model or run it on the
+    feeds."""
 
     def __init__(self, model: onnx.ModelProto, weights: Mapping[str, np.ndarray] | None = None):
         self.model = model
@@ -230,10 +233,13 @@ class Runner:
         return _complete_model(self.model, {**self._known, **self._weights})
 
     def run(self, feeds: Mapping[str, Any], fallback: bool = True) -> tuple[list[Any], str]:
-        """Outputs and runtime on `feeds`; onnx.reference when onnxruntime cannot load the model, and (with
-        `fallback`) when it refuses these feeds. `CannotRun` with each runtime's complaint otherwise."""
+        """Outputs and runtime on `feeds`; with `fallback`, onnx.reference when onnxruntime cannot load the model
+        or refuses these feeds. `CannotRun` with each runtime's complaint otherwise (onnxruntime's alone without
+        `fallback`)."""
         session = self._ort()
         problem = self.load_problem
+        if session is None and not fallback:
+            raise CannotRun(f"onnxruntime: {problem}")
         if session is not None:
             try:
                 return session.run(None, {**self._weights, **feeds}), "onnxruntime"
@@ -374,9 +380,10 @@ def verify(
     on this original) saves running the original again. An original that runs on no candidate is not
     verified (`VerifyReport.unverified` says why; `ok` stays true), or with `strict` (or with sizes or arrays
     the user gave) bad input (`BadInputError` naming `source`); an optimized model that cannot run while the
-    original can fails verification (`VerificationError`). `weights` and `original_weights` (arrays by
-    initializer name already in memory: what lowering wrote, what encoding read) are fed to onnxruntime where
-    they equal the model's initializers byte for byte, instead of copies.
+    original can fails verification (`VerificationError`), as does one onnxruntime cannot load or run where it
+    ran the original (onnx.reference stands in only for originals onnxruntime does not run). `weights` and
+    `original_weights` (arrays by initializer name already in memory: what lowering wrote, what encoding read)
+    are fed to onnxruntime where they equal the model's initializers byte for byte, instead of copies.
     """
     orig = _proto(original)
     if reference is None:
@@ -397,11 +404,13 @@ def verify(
     compared = [k for k, name in enumerate(reference.names) if name not in reference.random]
     names = [reference.names[k] for k in compared]
     per_run, runtimes = [], set()
-    for done, (actual, runtime, problem) in zip(reference.runs, run_all(runner, [r.feeds for r in reference.runs])):
+    # an original onnxruntime ran: the optimized model must run there too (onnx.reference's run would hide that
+    # the output is worse than the input for onnxruntime, refused, e.g. for two nodes of one name)
+    ort_only = reference.runtime == "onnxruntime"
+    feeds = [r.feeds for r in reference.runs]
+    for done, (actual, runtime, problem) in zip(reference.runs, run_all(runner, feeds, fallback=not ort_only)):
         if problem is not None:
-            err = VerificationError(f"{source}: the optimized model cannot be run ({problem}); output not written")
-            err.reference = reference  # type: ignore[attr-defined]
-            raise err from None
+            raise _cannot_run(source, problem, reference, ort_only)
         runtimes.add(runtime)
         checks = compare(
             names, [done.outputs[k] for k in compared], [actual[k] for k in compared], soundness, reference.quantized
@@ -424,12 +433,23 @@ def verify(
     )
 
 
-def run_all(runner: Runner, feeds: Sequence[Mapping[str, Any]]) -> list[tuple[list[Any], str, CannotRun | None]]:
+def _cannot_run(source: str, problem: CannotRun, reference: Reference, ort_only: bool) -> VerificationError:
+    """The failure of an optimized model that cannot run where the original does (`reference` attached)."""
+    where = " by onnxruntime, which runs the original" if ort_only else ""
+    err = VerificationError(f"{source}: the optimized model cannot be run{where} ({problem}); output not written")
+    err.reference = reference  # type: ignore[attr-defined]
+    return err
+
+
+def run_all(
+    runner: Runner, feeds: Sequence[Mapping[str, Any]], fallback: bool = True
+) -> list[tuple[list[Any], str, CannotRun | None]]:
     """`runner.run` on each of `feeds`, in order: (outputs, runtime, None), or ([], "", why) when no runtime runs
     them. onnxruntime runs them side by side (one thread each: it releases the GIL, and the session's
     one intra-op thread each leaves the other cores free; their activations are alive at once, each value within
-    the element budget); feeds it refuses, and every run when it cannot load the model, go to `runner.run` one
-    after another (its onnx.reference fallback is made once)."""
+    the element budget); with `fallback`, feeds it refuses, and every run when it cannot load the model, go to
+    `runner.run` one after another (its onnx.reference fallback is made once); without, they are answered
+    with onnxruntime's complaint."""
     done: list[tuple[list[Any], str, CannotRun | None] | None] = [None] * len(feeds)
 
     def attempt(k: int, fallback: bool) -> None:
@@ -446,8 +466,8 @@ def run_all(runner: Runner, feeds: Sequence[Mapping[str, Any]]) -> list[tuple[li
         for thread in threads:
             thread.join()
     for k, outcome in enumerate(done):
-        if outcome is None or outcome[2] is not None:  # not run yet, or refused by onnxruntime: as `run` would
-            attempt(k, True)
+        if outcome is None or (fallback and outcome[2] is not None):  # not run yet, or refused: as `run` would
+            attempt(k, fallback)
     return done  # type: ignore[return-value]
 
 

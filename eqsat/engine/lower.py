@@ -24,7 +24,7 @@ from eqsat.engine.encode import Encoding
 from eqsat.errors import FoldOverflowError, InternalError
 from eqsat.metadata import PROVENANCE_KEY, RULES_KEY
 from eqsat.frontend import weights
-from eqsat.frontend.names import fresh_name
+from eqsat.frontend.names import fresh_name, unique_node_names
 from eqsat.engine.terms import OPS, OpSpec
 from eqsat.ops import BROADCASTING, NUMPY_KERNELS, NUMPY_OWN, UNARY
 
@@ -79,6 +79,7 @@ class _Lowerer:
         self.dims_minted = 0
         self.opset = enc.opset
         self.nodes: list[onnx.NodeProto] = []
+        self.kept_nodes: set[int] = set()  # indices in `nodes` of the input's nodes kept (opaque): names they keep
         self.initializers: list[tuple[str, np.ndarray]] = []  # made protos only in the model (one copy)
         self.value_info: list[onnx.ValueInfoProto] = []
         self._parents: dict[int, set[int]] | None = None
@@ -236,15 +237,23 @@ class _Lowerer:
         with np.errstate(all="ignore"):  # constants folded here: 1/0 or exp of a large one is the value (inf)
             for cid in order:
                 self.emit(cid, reserved.get(cid))
+        self._alias_outputs(roots, out_names)
+        unique_node_names(self.nodes, self.kept_nodes)  # onnxruntime refuses two nodes of one name
+        live = dict(self.live_initializers())
+        self._refuse_overflowed_folds(live)
+        return self.model(), live
+
+    def _alias_outputs(self, roots: Sequence[int], out_names: Sequence[str]) -> None:
+        """An Identity for each graph output its class's value is not named: once per name, as a graph may list
+        one value among its outputs twice (a value is assigned once)."""
+        aliased: set[str] = set()
         for cid, name in zip(roots, out_names):
-            if self.names[cid] != name:
+            if self.names[cid] != name and name not in aliased:
                 alias = helper.make_node("Identity", [self.names[cid]], [name], name=f"{name}_identity")
                 self._provenance(alias, cid)
                 self.nodes.append(alias)
                 self.used.add(name)
-        live = dict(self.live_initializers())
-        self._refuse_overflowed_folds(live)
-        return self.model(), live
+                aliased.add(name)
 
     def _refuse_overflowed_folds(self, live: Mapping[str, np.ndarray]) -> None:
         """Raise FoldOverflowError when a written constant that rules made overflowed its dtype when stored
@@ -441,6 +450,7 @@ class _Lowerer:
             if out:
                 self.used.add(out)
         self.names[cid] = "|".join(proto.output)
+        self.kept_nodes.add(len(self.nodes))
         self.nodes.append(proto)
 
     def _captured_names(self, original: onnx.NodeProto, n_direct: int, inputs: list[str]) -> list[str]:

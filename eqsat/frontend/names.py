@@ -1,15 +1,21 @@
-"""Fresh value names: the one way eqsat names a value or constant it adds to a model.
+"""Fresh value names: the one way eqsat names a value or constant it adds to a model (and unique node names).
 
 ONNX values are named, and a name is one value in the whole model: a subgraph reads outer values by name,
 and onnx_ir's initializer table holds one value per name (adding a second under a taken name silently
 replaces the first, and every reader then reads the new one). So every name eqsat mints comes from
 `fresh_name`, against the set of names already in use (`value_names`: every graph and subgraph), and every
 constant the front end adds is made by `add_constant`.
+
+Node names are not values, but onnxruntime refuses a graph in which two nodes share one (the checker accepts
+it): `unique_node_names` renames all but one of each, in each graph eqsat writes.
 """
 
 from __future__ import annotations
 
+from typing import Container, Sequence
+
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 
@@ -21,6 +27,18 @@ def fresh_name(base: str, taken: set[str]) -> str:
         name = f"{base}__{k}"
     taken.add(name)
     return name
+
+
+def unique_node_names(nodes: Sequence[onnx.NodeProto], first: Container[int] = ()) -> None:
+    """Rename nodes (in place) so that no two share a name: of nodes of one name, the first among those at the
+    indices `first` (nodes kept as the input had them), else the first of all, keeps it; the others get
+    `fresh_name`s no node has. Empty names (onnxruntime takes any number of them) stay."""
+    taken = {n.name for n in nodes if n.name}
+    owner: dict[str, int] = {}
+    for k in sorted(range(len(nodes)), key=lambda k: k not in first):  # stable: `first` in order, then the rest
+        name = nodes[k].name
+        if name and owner.setdefault(name, k) != k:
+            nodes[k].name = fresh_name(name, taken)
 
 
 def value_names(graph: ir.Graph) -> set[str]:
