@@ -73,6 +73,9 @@ class OpSpec:
     one_element: str | None = None
     transpose_reduce: bool = False  # a reduction layout's reduce-transpose sinks (rewrites/layout.py) cover
     epilogue: tuple[str, ...] = ()  # producers ("conv", "matmul") some target runs this activation fused into
+    #: Before this opset the op coerces its input to 2-D at `axis` (default 1) and works over the flattened dims
+    #: [axis:] (Softmax-1/11); its row describes the one-axis form of later opsets (default -1).
+    flattens_before: int = 0
 
     @property
     def signature(self) -> tuple[str, ...]:
@@ -177,8 +180,8 @@ _ROWS = [
     _unary("Cast", Param("to", "dtype"), moves="move", numpy="own", zero_preserving=True, follows=(0,)),
     # the identity at inference, removed by cleanup's dropout rule: not marked elementwise, so not in PARAM_UNARY
     _op("Dropout", "X", Param("ratio", "float", 0.5, input=1, since=12), shape="same"),
-    _op("Softmax", "X", _axis(default=-1), shape="same", input_flops=5),
-    _op("LogSoftmax", "X", _axis(default=-1), shape="same", input_flops=6),
+    _op("Softmax", "X", _axis(default=-1), shape="same", input_flops=5, flattens_before=13),
+    _op("LogSoftmax", "X", _axis(default=-1), shape="same", input_flops=6, flattens_before=13),
     _op("Transpose", "X", Param("perm", "ints"), moves="move", numpy="own", follows=(0,)),
     _op(
         "Reshape",
@@ -338,7 +341,7 @@ _ROWS = [
     _known("CastLike", shape="same", moves="move", follows=(0,)),
     _known("CumSum", shape="same", input_flops=1),
     _known("DynamicQuantizeLinear", shape="same", flops=5),
-    _known("Hardmax", shape="same", input_flops=2),
+    _known("Hardmax", shape="same", input_flops=2, flattens_before=13),
     _known("LRN", shape="same"),
     _known("LpNormalization", shape="same", input_flops=4),
     _known("MeanVarianceNormalization", shape="same"),

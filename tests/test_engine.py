@@ -220,3 +220,47 @@ def test_next_iteration_estimate_grows_with_the_last_ratio() -> None:
     assert next_iteration([]) == 0.0 and next_iteration([0.2]) == 0.2
     assert next_iteration([0.01, 0.1]) == pytest.approx(1.0)  # 10x growth: the next one is 10x again
     assert next_iteration([0.1, 0.05]) == pytest.approx(0.05)  # shrinking: no less than the last one
+
+
+def _softmax(op: str, shape: list, opset: int = 11, **attrs) -> onnx.ModelProto:
+    return build_model([oh.make_node(op, ["x"], ["y"], **attrs)], [("x", F, shape)], [("y", F, shape)], opset=opset)
+
+
+def _encoded_ops(model: onnx.ModelProto) -> tuple[int, int]:
+    """(typed, opaque) nodes of the model's encoding."""
+    from eqsat.engine.encode import encode
+
+    enc = encode(normalize.normalize_proto(model)[0])
+    return enc.typed, enc.opaque
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("attrs", [{}, {"axis": -3}])
+def test_softmax_before_opset_13_over_flattened_dims_is_kept(op: str, attrs: dict) -> None:
+    """Before opset 13 Softmax works over the dims [axis:] flattened (axis 1 by default), not over one axis as the
+    term says: on a rank-4 input such a node is kept as it is."""
+    model = _softmax(op, [2, 3, 4, 5], **attrs)
+    assert _encoded_ops(model) == (0, 1)
+    result = eqsat.optimize(model)
+    assert result.report.verification.ok
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)}
+    from eqsat.testing import run
+
+    np.testing.assert_array_equal(run(result.proto, feeds)[0], run(model, feeds)[0])
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize(
+    "shape,attrs,modelled",
+    [([2, 5], {}, True), ([2, 5, 1, 1], {}, True), ([2, 3, 4], {"axis": 2}, True), ([2, 5, "n"], {}, False)],
+)
+def test_softmax_before_opset_13_over_one_axis_is_modelled(op: str, shape: list, attrs: dict, modelled: bool) -> None:
+    """Where every dim after the axis is 1 (the last axis; unit dims after it) both meanings agree: modelled, and
+    written with its axis (the opset's default is not opset 13's). A symbolic dim after it may not be 1."""
+    model = _softmax(op, shape, **attrs)
+    assert _encoded_ops(model) == ((1, 0) if modelled else (0, 1))
+    result = eqsat.optimize(model)
+    assert result.report.verification.ok
+    (out,) = result.proto.graph.node
+    written = [("axis", attrs.get("axis", 1))] if modelled else list(attrs.items())  # opaque: kept as it was
+    assert out.op_type == op and [(a.name, a.i) for a in out.attribute] == written

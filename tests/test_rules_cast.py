@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx.helper as oh
 import pytest
 from onnx import TensorProto
 from hypothesis import given
@@ -114,6 +115,20 @@ def test_cast_chain_lossy_first_cast_changes_values() -> None:
 @given(PROPERTIES["cast-chain-lossless"]())
 def test_cast_chain_lossless_property(case: RuleCase) -> None:
     case.check()
+
+
+@pytest.mark.parametrize(
+    "targets,written", [(("DOUBLE", "FLOAT16"), ["FLOAT16"]), (("INT32", "FLOAT"), ["INT32", "FLOAT"])]
+)
+def test_cast_to_a_type_name_before_opset_6(targets: tuple, written: list) -> None:
+    """Before opset 6 Cast's `to` is a TensorProto data type name ("INT32"): read as that type (the lossless chain
+    fuses) and written back as a name, a fused Cast's too; the result passes the full checker."""
+    nodes = [node("Cast", ["x"], "c", to=targets[0]), node("Cast", ["c"], "y", to=targets[1])]
+    m = model(nodes, [("x", "FLOAT", (2, 3))], [("y", targets[1], (2, 3))], opset=5)
+    result = eqsat.optimize(m, verify=False)  # no runtime runs Cast-1 with a name (onnxruntime from opset 7)
+    onnx.checker.check_model(result.proto, full_check=True)
+    casts = [n for n in result.proto.graph.node if n.op_type == "Cast"]
+    assert [oh.get_attribute_value(a) for n in casts for a in n.attribute] == [t.encode() for t in written]
 
 
 # ---- cast-fp16-roundtrip (precision-changing: only with allow) ----

@@ -13,6 +13,8 @@ from eqsat.testing import (
     assert_rule_sound,
     op_counts,
     optimize_with_rules,
+    random_feeds,
+    run,
     saturate_with_rules,
     to_proto,
 )
@@ -149,6 +151,30 @@ def test_gemm_bias_fold_not(case: str) -> None:
     inits = {"b": rand(4, 5), "cc": rand(5), "d": rand(2, 3, 5) if case == "enlarging" else rand(5)}
     add = node("Sub", ["d", "g"], "y") if case == "const-minus" else node("Add", ["g", "d"], "y")
     m = model([node("Gemm", ["a", "b", "cc"], "g"), add], A, initializers=inits)
+    assert_rule_does_not_fire(m, "gemm-bias-fold", also=CL)
+
+
+@pytest.mark.parametrize("c_value", [np.inf, np.nan])
+@pytest.mark.parametrize(
+    "op,rule", [("Add", "gemm-bias-fold"), ("Sub", "gemm-bias-fold"), ("c-", "const-minus-linear")]
+)
+def test_gemm_beta_zero_ignores_a_nonfinite_c(c_value: float, op: str, rule: str) -> None:
+    """Runtimes ignore C when beta is 0: such a Gemm is encoded without C, so no fold computes C * 0 (NaN for an
+    infinite or NaN C) into the new bias."""
+    inits = {"b": rand(4, 5), "cc": np.full(5, c_value, np.float32), "d": rand(5)}
+    last = node("Sub", ["d", "g"], "y") if op == "c-" else node(op, ["g", "d"], "y")
+    m = model([node("Gemm", ["a", "b", "cc"], "g", beta=0.0), last], A, initializers=inits)
+    result = assert_rule_sound(m, rule, also=CL)
+    assert op_counts(result.model) == {"Gemm": 1}
+    assert np.isfinite(run(result.model, random_feeds(m))[0]).all()
+
+
+def test_gemm_beta_zero_before_opset_11_is_kept() -> None:
+    """Before opset 11 a Gemm needs its C: with beta 0 it is kept as it is, not folded."""
+    inits = {"b": rand(4, 5), "cc": np.full(5, np.inf, np.float32), "d": rand(5)}
+    m = model(
+        [node("Gemm", ["a", "b", "cc"], "g", beta=0.0), node("Add", ["g", "d"], "y")], A, initializers=inits, opset=9
+    )
     assert_rule_does_not_fire(m, "gemm-bias-fold", also=CL)
 
 

@@ -22,9 +22,13 @@ import numpy as np
 import onnx_ir as ir
 
 from eqsat.engine.bulk import ABSENT, Rows
-from eqsat.frontend.symbols import SHAPE_FACTS, SymbolTable, symbolic_shapes
+from eqsat.frontend.symbols import SHAPE_FACTS, SymbolTable, attr_data_type, symbolic_shapes
 from eqsat.engine.terms import BINARY, LIST_OPS, OPS, NONDETERMINISTIC, SMALL_CONST, OpSpec, default_opset, egg_str
-from eqsat.engine.terms import egg_value
+from eqsat.engine.terms import Param, egg_value
+
+
+#: Gemm's C is an optional input from this opset on (required before).
+GEMM_OPTIONAL_C = 11
 
 
 @dataclasses.dataclass
@@ -224,6 +228,8 @@ class _Encoder:
         values = self.param_values(node, spec)
         if values is None or (noop and not values[0]):  # noop with no axes: x unchanged, not modelled
             return None
+        if not self.one_axis_form(node, spec, values):
+            return None
         if spec.name == "Transpose":
             self.enc.perms.add(tuple(values[0]))
         args = [self.ref(v) for v in tensor_inputs] + [ABSENT] * (len(spec.inputs) - len(tensor_inputs))
@@ -233,7 +239,27 @@ class _Encoder:
             tuple(v) if p.kind == "ints" else float(v) if p.kind == "float" else int(v) if p.kind == "int" else str(v)
             for p, v in zip(spec.params, values)
         ]
+        if spec.name == "Gemm" and params[1] == 0.0:
+            return self.gemm_without_c(args, params)
         return args, params
+
+    def gemm_without_c(self, args: list[int], params: list[Any]) -> tuple[list[int], list[Any]] | None:
+        """A Gemm with beta 0 as the Gemm without C (beta 1): onnxruntime and onnx.reference ignore C then, and a
+        rule folding C * beta into a bias would turn an infinite or NaN C into NaN (0 * inf). C only broadcasts
+        to [M, N], so the output's shape is the same. Before opset 11 C is required: not modelled."""
+        if self.enc.opset < GEMM_OPTIONAL_C:
+            return None
+        return [*args[:2], ABSENT], [params[0], 1.0, *params[2:]]
+
+    def one_axis_form(self, node: ir.Node, spec: OpSpec, values: list[Any]) -> bool:
+        """Whether the node means its row's one-axis form (Softmax-13): always from `spec.flattens_before` on;
+        before, only when every dim of the input after the axis is 1 (the flattened dims [axis:] are that axis)."""
+        if self.enc.opset >= spec.flattens_before:
+            return True
+        x = node.inputs[0] if node.inputs else None
+        dims = self.shapes.get(x.name) if x is not None and x.name else None  # the fact lowering checks again
+        axis = values[[p.name for p in spec.params].index("axis")]
+        return dims is not None and 0 <= axis < len(dims) and all(d == 1 for d in dims[axis + 1 :])
 
     def param_values(self, node: ir.Node, spec: OpSpec) -> list[Any] | None:
         in_rank = (
@@ -257,9 +283,10 @@ class _Encoder:
                     value = tuple(int(x) for x in arr.reshape(-1)) if p.kind == "ints" else float(arr.reshape(-1)[0])
             else:
                 attr = node.attributes.get(p.name)
-                value = p.default if attr is None else attr.value
+                value = self.attribute_default(spec, p) if attr is None else attr.value
                 if p.kind == "dtype" and attr is not None:
-                    value = ir.DataType(attr.value).name
+                    dtype = attr_data_type(attr)
+                    value = dtype.name if dtype is not None else None
             if value is None and spec.name == "Transpose" and in_rank is not None:
                 value = tuple(reversed(range(in_rank)))
             if value is None:
@@ -273,6 +300,10 @@ class _Encoder:
                     return None
             values.append(value)
         return values
+
+    def attribute_default(self, spec: OpSpec, p: Param) -> Any:
+        """A parameter's ONNX default at the model's opset: the axis of a flattening op (Softmax before 13) is 1."""
+        return 1 if p.name == "axis" and self.enc.opset < spec.flattens_before else p.default
 
     def broadcast_constant(self, value: ir.Value | None, out: ir.Value, rid: int) -> int:
         """A constant operand of lower rank gets a handle of its own, re-encoded at the output's rank

@@ -29,6 +29,8 @@ from eqsat.engine.terms import OPS, OpSpec
 from eqsat.ops import BROADCASTING, NUMPY_KERNELS, NUMPY_OWN, UNARY
 
 _FLOAT_UPCAST = {np.dtype(np.float16): np.float32}
+#: A data type attribute (Cast's `to`) is written as its code from this opset on, as its TensorProto name before.
+DTYPE_CODES_SINCE = 6
 
 
 class LoweringError(InternalError):
@@ -344,6 +346,8 @@ class _Lowerer:
         spec = OPS.get(node.op)
         if spec is None:
             raise LoweringError(f"no lowering for e-node {node.op}")
+        if self.opset < spec.flattens_before:
+            self._check_one_axis(spec, node)
         x_dtype = self.g.eclass(node.children[0]).dtype if node.children else None
         static, attrs = onnx_parts(spec, node.attrs, self.opset, _np_dtype(x_dtype) or np.dtype(np.float32))
         inputs: dict[int, str] = {}
@@ -359,6 +363,15 @@ class _Lowerer:
         self._provenance(proto, cid)
         self.nodes.append(proto)
         self._typed_value_info(cid, out)
+
+    def _check_one_axis(self, spec: OpSpec, node: ENode) -> None:
+        """Before `spec.flattens_before` the op written works over the flattened dims [axis:] (Softmax-11): the
+        term's one-axis meaning only when every dim of its input after the axis is 1, the one form encoding models
+        (no rule makes another)."""
+        axis = int(node.attrs[[p.name for p in spec.params].index("axis")])
+        dims = self.g.eclass(node.children[0]).shape
+        if dims is None or not 0 <= axis < len(dims) or any(d != 1 for d in dims[axis + 1 :]):
+            raise LoweringError(f"{spec.name} over axis {axis} of {dims} has another meaning at opset {self.opset}")
 
     def _typed_value_info(self, cid: int, out: str) -> None:
         """The class's shape and dtype facts on `out` (checked by the full checker at save)."""
@@ -675,7 +688,7 @@ def onnx_parts(
             if value != p.default:
                 raise LoweringError(f"{spec.name}.{p.name}={value!r} needs opset {p.since} (model has {opset})")
         elif p.kind == "dtype":
-            attrs[p.name] = int(ir.DataType[value])
+            attrs[p.name] = value if opset < DTYPE_CODES_SINCE else int(ir.DataType[value])
         elif not (value == p.default or (p.kind == "ints" and value == ())):
             attrs[p.name] = list(value) if p.kind == "ints" else value
     return static, attrs

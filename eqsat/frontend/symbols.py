@@ -256,7 +256,7 @@ class _Recovery:
                 return None
             start, end = _int(node, "start"), node.attributes.get("end")
             return dims[start : int(end.value) if end is not None else len(dims)]
-        if op == "Identity" or (op == "Cast" and _int(node, "to") in _INT_TYPES):
+        if op == "Identity" or (op == "Cast" and attr_data_type(node.attributes.get("to")) in _INT_TYPES):
             return first
         if op in ("Squeeze", "Unsqueeze"):
             return first if first is not None and len(first) == 1 else None
@@ -422,8 +422,8 @@ def _arithmetic(op: str, a: int, b: int) -> int:
     return a + b if op == "Add" else a - b if op == "Sub" else a * b if op == "Mul" else a // b
 
 
-#: Integer dtypes (ONNX codes) a Cast inside a shape computation may go to.
-_INT_TYPES = frozenset({ir.DataType.INT64.value, ir.DataType.INT32.value})
+#: Integer dtypes a Cast inside a shape computation may go to.
+_INT_TYPES = frozenset({ir.DataType.INT64, ir.DataType.INT32})
 #: A Slice bound at least this large is past the end of any dim (exporters write INT64_MAX or INT32_MAX).
 _HUGE = 2**31 - 1
 #: Largest constant read as a shape computation's operand.
@@ -561,6 +561,20 @@ def _ints(node: ir.Node, name: str) -> list[int] | None:
 def _int(node: ir.Node, name: str) -> int:
     attr = node.attributes.get(name)
     return int(attr.value) if attr is not None else 0
+
+
+def attr_data_type(attr: ir.Attr | None) -> ir.DataType | None:
+    """The data type an attribute names: its code, or its TensorProto name (Cast's `to` is a string before opset
+    6, e.g. "INT32"); None when absent or naming no data type."""
+    if attr is None:
+        return None
+    value = attr.value
+    if isinstance(value, str):
+        return ir.DataType.__members__.get(value)
+    try:
+        return ir.DataType(int(value))
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclasses.dataclass
