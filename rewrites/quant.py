@@ -219,13 +219,20 @@ RULES = [
         "quant",
         "exact",
         "onnxruntime:QDQ DoubleQDQPairsRemover; tflite:quantize-dequantize folding",
-        "QuantizeLinear(DequantizeLinear(x, s, z, a), s, z, a) -> x for 8-bit x and a positive float32 scale s",
+        "QuantizeLinear(DequantizeLinear(x, s, z, a), s, z, a) -> x for 8-bit x and a float32 scale s in [2^-126, "
+        "1e30] (smaller, (x - z) * s loses bits; larger, it overflows where Q saturates)",
         (
             rw(
                 "(QuantizeLinear (DequantizeLinear x s z a) s z a)",
                 "x",
-                '(= dq (dtype x)) (lossless-cast dq "INT16") (= (dtype __root) dq) (positive s)',
-                '(= (dtype s) "FLOAT")',
+                '(= dq (dtype x)) (lossless-cast dq "INT16") (= (dtype __root) dq)',
+                f'(= s (Scalar v "FLOAT" sv)) (>= v {FLT_MIN_NORMAL}) (< v {MAX_SCALE})',
+            ),
+            rw(
+                "(QuantizeLinear (DequantizeLinear x s z a) s z a)",
+                "x",
+                '(= dq (dtype x)) (lossless-cast dq "INT16") (= (dtype __root) dq)',
+                '(= s (Const k)) (= (dtype s) "FLOAT") (moderate s)',
             ),
         ),
         ruleset="simplify",

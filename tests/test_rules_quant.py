@@ -88,6 +88,20 @@ def test_qdq_cancel_not_with_other_parameters(kw: dict) -> None:
     assert_rule_does_not_fire(_dq_q(**kw), "qdq-cancel")
 
 
+@pytest.mark.parametrize("scale", [1e37, 1e-39], ids=["overflowing", "subnormal"])
+def test_qdq_cancel_not_for_a_scale_beyond_float32s_grid(scale: float) -> None:
+    """(x - z) * 1e37 overflows float32 and Q saturates it (x = 35 gives 255), and a subnormal scale loses bits:
+    the pair stays, per-tensor or per-axis."""
+    assert_rule_does_not_fire(_dq_q("UINT8", scale=scale, shape=(256,)), "qdq-cancel")
+    per_axis = _dq_q("UINT8", axis=0, shape=(4, 2))
+    for tensor in per_axis.graph.initializer:
+        if tensor.name in ("s", "s2"):  # one scale for the pair
+            tensor.CopyFrom(onnx.numpy_helper.from_array(np.full(4, scale, np.float32), tensor.name))
+    assert_rule_does_not_fire(per_axis, "qdq-cancel")
+    fine = _dq_q("UINT8", axis=0, shape=(4, 2))  # the same pair with moderate scales cancels
+    assert_rule_sound(fine, "qdq-cancel")
+
+
 def test_qdq_cancel_not_for_16_bit() -> None:
     """The guard admits dtypes whose values are exact in INT16 (8-bit): a 16-bit pair (opset 21) is left."""
     assert_rule_does_not_fire(_dq_q("UINT16", zp=0, opset=21), "qdq-cancel")

@@ -301,3 +301,45 @@ def test_an_outer_initializer_read_unchanged_stays_outside() -> None:
     assert all(not a.g.initializer for a in out.graph.node[0].attribute)
     _agree_on_both_branches(m, out)
     onnx.checker.check_model(out, full_check=True)
+
+
+def _two_readers(op: str) -> onnx.ModelProto:
+    """y = x * 1 read by two If (or Loop) bodies: mul-one makes y x, and each body still reads y by name."""
+
+    def body(unary: str, tag: str) -> onnx.GraphProto:
+        if op == "If":
+            return oh.make_graph(
+                [oh.make_node(unary, ["y"], [f"o{tag}"])], f"b{tag}", [], [oh.make_tensor_value_info(f"o{tag}", 1, [2])]
+            )
+        loop_io = [oh.make_tensor_value_info(f"i{tag}", 7, []), oh.make_tensor_value_info(f"c{tag}", 9, [])]
+        outs = [oh.make_tensor_value_info(f"d{tag}", 9, []), oh.make_tensor_value_info(f"o{tag}", 1, [2])]
+        nodes = [oh.make_node("Identity", [f"c{tag}"], [f"d{tag}"]), oh.make_node(unary, ["y"], [f"o{tag}"])]
+        return oh.make_graph(nodes, f"b{tag}", loop_io, outs)
+
+    if op == "If":
+        readers = [
+            oh.make_node("If", ["c"], ["r1"], then_branch=body("Neg", "1"), else_branch=body("Abs", "2")),
+            oh.make_node("If", ["c"], ["r2"], then_branch=body("Exp", "3"), else_branch=body("Relu", "4")),
+        ]
+        inputs, shape = [("x", "FLOAT", (2,)), ("c", "BOOL", ())], (2,)
+    else:  # the Loops' cond input omitted (""), as exporters write it
+        readers = [
+            oh.make_node("Loop", ["n", ""], [f"r{k}"], body=body(u, str(k))) for k, u in ((1, "Neg"), (2, "Abs"))
+        ]
+        inputs, shape = [("x", "FLOAT", (2,)), ("n", "INT64", ())], (3, 2)
+    one = {"one": np.array(1.0, np.float32)}
+    nodes = [oh.make_node("Mul", ["x", "one"], ["y"]), *readers]
+    return model(nodes, inputs, [("r1", "FLOAT", shape), ("r2", "FLOAT", shape)], initializers=one)
+
+
+@pytest.mark.parametrize("op", ["If", "Loop"])
+def test_an_outer_value_two_bodies_read_is_aliased_once(op: str) -> None:
+    """Both bodies read y, which the outer graph computes as x now: y = Identity(x) is written once (twice is a
+    duplicate definition onnxruntime refuses), and a Loop keeps its omitted cond input (onnxruntime needs two)."""
+    m = _two_readers(op)
+    out = eqsat.optimize(m, verify=False).proto
+    assert [n.output[0] for n in out.graph.node].count("y") == 1
+    feeds = {"x": np.array([1.0, -2.0], np.float32)}
+    feeds |= {"c": np.array(True)} if op == "If" else {"n": np.array(3, np.int64)}
+    for got, expected in zip(_run(out, feeds), _run(m, feeds)):
+        np.testing.assert_array_equal(got, expected)

@@ -70,6 +70,7 @@ def tables() -> dict[str, Table]:
         _table("positive", ("i64",), "", "(positive (Ref c0))"),
         _table("finite", ("i64",), "", "(finite (Ref c0))"),
         _table("safe-reciprocal", ("i64",), "", "(safe-reciprocal (Ref c0))"),
+        _table("moderate", ("i64",), "", "(moderate (Ref c0))"),
         _table("conv-fanout", ("i64",), "", "(conv-fanout (Ref c0))"),
         _table("const-value", ("i64", "i64", "f64"), "", "(const-value (Ref c0) c1 c2)"),
         _table("splat", ("i64", "f64"), "", "(splat (Ref c0) c1)"),

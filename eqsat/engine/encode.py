@@ -140,14 +140,21 @@ class _Encoder:
 
     def value_facts(self, rid: int, array: np.ndarray, extremes: tuple[Any, Any] | None) -> None:
         """`finite` for a constant without NaN or infinity, `safe-reciprocal` for a float one whose nonzero
-        elements all have finite reciprocals; `splat` for one whose elements are all equal;
-        `const-value` rows for a small one whose values are exact as f64. `extremes`: its (min, max) (_extremes)."""
+        elements all have finite reciprocals, `moderate` for one within [MODERATE_MIN, MODERATE_MAX]; `splat` for
+        one whose elements are all equal; `const-value` rows for a small one whose values are exact as f64.
+        `extremes`: its (min, max) (_extremes)."""
         kind = array.dtype.kind
         if kind not in "biuf" or (kind == "f" and extremes is not None and not np.all(np.isfinite(extremes))):
             return  # a NaN makes the minimum NaN, an infinity the minimum or maximum infinite
         self.rows.add("finite", rid)
         if kind == "f" and _safe_reciprocal(array, extremes):
             self.rows.add("safe-reciprocal", rid)
+        if (
+            kind == "f"
+            and extremes is not None
+            and MODERATE_MIN <= float(extremes[0]) <= float(extremes[1]) <= MODERATE_MAX
+        ):
+            self.rows.add("moderate", rid)
         flat = array.reshape(-1)
         if flat.size > 1 and _exact_as_f64(flat[:1]) and extremes is not None and extremes[0] == extremes[1]:
             self.rows.add("splat", rid, float(flat[0]))
@@ -425,6 +432,10 @@ def _extremes(array: np.ndarray) -> tuple[Any, Any] | None:
     if array.size == 0 or array.dtype.kind not in "biuf":
         return None
     return array.min(), array.max()
+
+
+#: `moderate` constants: every element in [MODERATE_MIN, MODERATE_MAX] (float32's smallest normal to 1e30).
+MODERATE_MIN, MODERATE_MAX = 1.1754943508222875e-38, 1.0e30
 
 
 #: Float constants holding zeros or both signs are scanned for their smallest nonzero magnitude up to this many

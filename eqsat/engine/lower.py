@@ -94,6 +94,7 @@ class _Lowerer:
         self.ref_names = {rid: name for name, rid in enc.refs.items()}
         self.class_refs: dict[int, list[int]] = {}
         self.unbroadcast: set[int] = set()  # constant classes written without leading 1-dims
+        self.aliased: set[str] = set()  # names written by an alias Identity (a captured value, a graph output)
         self.overflowed: dict[int, str] = {}  # constant class -> its dtype, where storing it made a finite value inf
         self.absorbed: dict[int, set[str]] = {}  # written class -> original nodes it absorbed
         self.earlier = {
@@ -248,14 +249,13 @@ class _Lowerer:
     def _alias_outputs(self, roots: Sequence[int], out_names: Sequence[str]) -> None:
         """An Identity for each graph output its class's value is not named: once per name, as a graph may list
         one value among its outputs twice (a value is assigned once)."""
-        aliased: set[str] = set()
         for cid, name in zip(roots, out_names):
-            if self.names[cid] != name and name not in aliased:
+            if self.names[cid] != name and name not in self.aliased:  # a body's capture may have written it
                 alias = helper.make_node("Identity", [self.names[cid]], [name], name=f"{name}_identity")
                 self._provenance(alias, cid)
                 self.nodes.append(alias)
                 self.used.add(name)
-                aliased.add(name)
+                self.aliased.add(name)
 
     def _refuse_overflowed_folds(self, live: Mapping[str, np.ndarray]) -> None:
         """Raise FoldOverflowError when a written constant that rules made overflowed its dtype when stored
@@ -454,11 +454,12 @@ class _Lowerer:
         for i in range(n_direct):
             proto.input[i] = inputs[i]
         for captured, (value_name) in zip(self._captured_names(original, n_direct, inputs), inputs[n_direct:]):
-            if captured != value_name:  # subgraphs read outer values by name: alias them back
-                alias = helper.make_node("Identity", [value_name], [captured])
+            if captured != value_name and captured not in self.aliased:  # bodies read outer values by name:
+                alias = helper.make_node("Identity", [value_name], [captured])  # alias them back, once a name
                 alias.metadata_props.extend(proto.metadata_props)
                 self.nodes.append(alias)
                 self.used.add(captured)
+                self.aliased.add(captured)
         for out in proto.output:
             if out:
                 self.used.add(out)

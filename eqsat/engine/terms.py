@@ -19,8 +19,8 @@ computed at run time), and the unextractable handle `(Ref i)`.
 Facts: `shape`, `dtype` (primitive-valued, no merge: a conflict is an unsound rule), `positive`
 (constants whose values are all > 0), `finite` (`Const` tensors with no NaN or infinity: every integer
 one), `safe-reciprocal` (float `Const` tensors whose nonzero elements all have finite reciprocals in their
-dtype),
-`const-value` (element k, flattened, of a `Const` of at most SMALL_CONST elements, as f64),
+dtype), `moderate` (float `Const` tensors whose elements all lie in [2^-126, 1e30]), `const-value` (element k,
+flattened, of a `Const` of at most SMALL_CONST elements, as f64),
 `splat` (a constant whose elements all equal one value, as f64: a `Scalar`'s value, a
 `Const` of zeros or ones; rules that match a neutral element read it),
 `conv-fanout` (values two or more input Convs read: where conv-merge may join),
@@ -372,6 +372,9 @@ def _all_declarations() -> list[str]:
         # a float Const whose nonzero elements all have finite reciprocals in its dtype (no tiny subnormal: x / 0
         # and x * (1 / 0) agree)
         "(relation safe-reciprocal (T))",
+        # a float Const whose elements all lie in [2^-126, 1e30] (float32's smallest normal to MODERATE_MAX): a
+        # quantization scale that neither loses bits nor overflows on an 8-bit grid (rewrites/quant.py qdq-cancel)
+        "(relation moderate (T))",
         "(relation const-value (T i64 f64))",
         "(relation splat (T f64))",
         "(function inv-perm (IVec) IVec :no-merge)",

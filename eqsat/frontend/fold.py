@@ -71,7 +71,29 @@ def fold(model: ir.Model, infer: bool = True) -> bool:
             folded_any = True  # the failed attempt may have folded nodes before this one
     lifted = lift_constants(model)
     removed = passes.RemoveUnusedNodesPass()(model)
+    _restore_positional_inputs(model)
     return bool(folded_any or lifted or removed.modified)
+
+
+def _restore_positional_inputs(model: ir.Model) -> None:
+    """Give back the omitted optional inputs onnx_ir's dead-node pass trims that the op's schema still counts:
+    Loop(M, "") must keep its empty cond ("input size 1 not in range [min=2", onnxruntime says without it)."""
+    opset = model.opset_imports.get("", 1)
+    for node in model.graph.all_nodes():
+        if node.domain not in ("", "ai.onnx") or node.op_type not in _POSITIONAL_OPTIONALS:
+            continue
+        least = _least_inputs(node.op_type, opset)
+        if len(node.inputs) < least:
+            node.resize_inputs(least)
+
+
+#: Ops whose optional inputs come before a variadic one: the schema counts them even when omitted.
+_POSITIONAL_OPTIONALS = frozenset({"Loop"})
+
+
+@functools.cache
+def _least_inputs(op: str, opset: int) -> int:
+    return int(onnx.defs.get_schema(op, opset).min_input)
 
 
 #: Ops that onnxscript's folder rewrites with Unsqueeze, Split or Squeeze taking an axes or split input, a
