@@ -90,12 +90,14 @@ class Result:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model atomically, once it passes the full checker and keeps the input's interface.
-        A re-extraction not verified yet (`pending_verification`) is verified first, and a failure raises
-        VerificationError (nothing written)."""
+        A re-extraction not verified yet (`pending_verification`) is verified first; a result whose verification
+        failed (then, or in an earlier `verify()`) raises VerificationError (nothing written)."""
         if self.pending_verification and self.session is not None:
-            checked = self.verify()
-            if not checked.ok:
-                raise VerificationError(f"{self.session.source}: {checked.summary()}; output not written")
+            self.verify()
+        checked = self.report.verification
+        if checked is not None and not checked.ok:
+            source = self.session.source if self.session is not None else "<model>"
+            raise VerificationError(f"{source}: {checked.summary()}; output not written")
         original = self.session.original if self.session is not None else None
         if original is not None:
             interface.check(self.built, original, self.session.source)

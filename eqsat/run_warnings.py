@@ -17,6 +17,8 @@ PENDING_VERIFICATION = (
     "not verified: a re-extraction is checked only when asked; Result.verify() or .save() verifies it"
 )
 VERIFICATION_OFF = "not verified: verification was off (--no-verify / verify=False)"
+#: The end of the warning of a failed verification (`Result.save()` refuses such a result).
+REFUSED = "; save() refuses to write it"
 
 
 #: Warnings that restate what the user asked for on the command line (stderr leaves them out; reports keep them).
@@ -86,6 +88,8 @@ def of_verification(verification: Any, *, pending: bool = False) -> list[str]:
     original."""
     if verification is None:
         return [PENDING_VERIFICATION if pending else VERIFICATION_OFF]
+    if not verification.ok:
+        return [f"{verification.summary()}{REFUSED}"]
     if verification.unverified:
         return [f"not verified: {verification.unverified}; pass --inputs FILE.npz or --input-shape to verify"]
     return []
@@ -93,5 +97,5 @@ def of_verification(verification: Any, *, pending: bool = False) -> list[str]:
 
 def replace_verification(warnings: list[str], verification: Any) -> None:
     """After `Result.verify()`: the verification warnings replaced by what it found."""
-    warnings[:] = [w for w in warnings if not w.startswith("not verified: ")]
+    warnings[:] = [w for w in warnings if not w.startswith("not verified: ") and not w.endswith(REFUSED)]
     add(warnings, of_verification(verification))
