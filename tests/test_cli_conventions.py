@@ -53,6 +53,19 @@ def test_the_current_folder_as_the_output_of_one_model_is_refused(
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("over", ["input", "output"])
+def test_the_json_report_never_overwrites_a_model(
+    over: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    shutil.copy(MODEL, model)
+    before = model.read_bytes()
+    report = model if over == "input" else out
+    assert main(["optimize", str(model), "-o", str(out), "--report-json", str(report)]) == 2
+    assert "the JSON report would overwrite the model" in capsys.readouterr().err
+    assert model.read_bytes() == before and not out.exists()
+
+
 @pytest.mark.parametrize("alias", ["--skip-verify", "--no-check", "--no-verify"])
 def test_aliases_of_no_verify(alias: str) -> None:
     args = cli.build_parser().parse_args(["optimize", "a.onnx", "b.onnx", alias])

@@ -72,6 +72,7 @@ def _cmd_optimize_folder(args: argparse.Namespace) -> int:
         )
     if args.report_json and args.report_json != "-":
         _check_writable(args.report_json)
+        _check_report_is_no_model(args.report_json, args.input, output)
     human = sys.stderr if args.report_json == "-" else sys.stdout
     code, rows = folder.run(
         args.input, output, _optimize_kwargs(args), jobs=args.jobs, force=args.force, out=human, report=args.report
@@ -92,6 +93,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     args.output = _output_of(args)
     if args.report_json and args.report_json != "-":
         _check_writable(args.report_json)
+        _check_report_is_no_model(args.report_json, args.input, args.output)
     human = sys.stderr if args.report_json == "-" else sys.stdout  # stdout carries only the JSON then
     try:
         # Progress draws only on a terminal, erased when done; one model in this process: its backend is loaded
@@ -158,6 +160,18 @@ def _check_writable(
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
         raise BadInputError(path, problem)
+
+
+def _check_report_is_no_model(report: str, source: str, output: str) -> None:
+    """The JSON report must not replace a model: the input, the output, or a model in their folders (a folder's
+    run reads and writes `.onnx` files there)."""
+    target = os.path.abspath(report)
+    for model in (source, output):
+        folder = os.path.isdir(model)
+        same = os.path.exists(report) and os.path.exists(model) and os.path.samefile(report, model)
+        inside = folder and os.path.dirname(target) == os.path.abspath(model) and target.endswith(".onnx")
+        if same or target == os.path.abspath(model) or inside:
+            raise BadInputError(report, f"the JSON report would overwrite the model {model}: give it another path")
 
 
 def _write_json(path: str, data: dict) -> None:
