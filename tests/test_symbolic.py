@@ -381,6 +381,29 @@ def test_concat_of_gathered_shape_with_a_literal_zero_is_kept() -> None:
     assert op_counts(out)["Shape"] == 1
 
 
+@pytest.mark.parametrize("last", [32, None], ids=["last-dim-static", "last-dim-symbolic"])
+def test_a_run_time_target_read_literally_stays_right_at_an_empty_batch(last: int | None) -> None:
+    """Reshape(x[B, S, 384], Concat(Shape(x)[0:2], [-1, 32]), allowzero=1), as torch exports attention heads:
+    onnxruntime infers the -1 even for an empty batch there. A static [0, 0, -1, 32] (allowzero 0) would fail at
+    B = 0, so the -1 is written as the size the facts know (12), or, where they do not (x[B, S, H]), the target
+    stays computed at run time."""
+    width = 384 if last else "H"
+    nodes = [
+        node("Shape", ["x"], "s"),
+        node("Slice", ["s", "i0", "i2"], "bs"),
+        node("Concat", ["bs", "tail"], "target", axis=0),
+        node("Reshape", ["x", "target"], "y", allowzero=1),
+    ]
+    inits = {"i0": np.array([0], np.int64), "i2": np.array([2], np.int64), "tail": np.array([-1, 32], np.int64)}
+    m = model(nodes, [("x", "FLOAT", ("B", "S", width))], initializers=inits)
+    out = eqsat.optimize(m, verify=False).proto
+    if last:
+        targets = [onnx.numpy_helper.to_array(t).tolist() for t in out.graph.initializer]
+        assert [0, 0, 12, 32] in targets and op_counts(out)["Shape"] == 0
+    for shape in ((0, 5, 384), (2, 5, 384), (1, 1, 384)):
+        _same_outputs(m, out, {"x": RNG.standard_normal(shape).astype(np.float32)})
+
+
 def test_a_copied_dim_beside_a_symbol_product_keeps_its_run_time_target() -> None:
     """Reshape(x[N, T, 4], [N, T * 4]): as [0, -1] it fails where N is 0 (the -1 cannot be inferred from an empty
     tensor) while the run-time target says both dims, so the chain stays and the output runs at every size."""

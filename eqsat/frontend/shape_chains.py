@@ -53,7 +53,14 @@ def make_targets_static(model: ir.Model, facts: ShapeFacts | None = None) -> boo
         if target is None or dims is None:
             continue
         x_items = facts.named(dims)
-        static = _reshape_target(target, x_items) if node.op_type == "Reshape" else _expand_target(target, x_items)
+        if node.op_type == "Reshape":
+            out_dims = facts.shapes.get(node.outputs[0].name) if node.outputs[0].name else None
+            out_items = facts.named(out_dims) if out_dims is not None else ()
+            allowzero = node.attributes.get("allowzero")
+            literal_zeros = allowzero is not None and allowzero.as_int() == 1
+            static = _reshape_target(target, x_items, out_items, literal_zeros)
+        else:
+            static = _expand_target(target, x_items)
         if static is None:
             continue
         if node.op_type == "Reshape" and "allowzero" in node.attributes:
@@ -68,12 +75,17 @@ def make_targets_static(model: ir.Model, facts: ShapeFacts | None = None) -> boo
     return changed
 
 
-def _reshape_target(target: Sequence[Item], x_items: Sequence[Item]) -> list[int] | None:
+def _reshape_target(
+    target: Sequence[Item], x_items: Sequence[Item], out_items: Sequence[Item] = (), literal_zeros: bool = False
+) -> list[int] | None:
     """`target` with symbols as 0 (copy x's dim) or one -1, or None when that cannot say it. A target without
     literal 0s means the same under allowzero 0 and 1, and a copied dim is the symbol's size even when it
-    is 0 at run time: the rewritten node has allowzero 0. Not a copy beside a -1 written for a symbol: where the
-    copied symbol is 0 at run time, the -1 cannot be inferred (ONNX Runtime and numpy refuse [0, -1] for an empty
-    tensor) while the run-time target said every dim (a -1 the target already holds fails there alike)."""
+    is 0 at run time: the rewritten node has allowzero 0. A -1 whose output dim the facts know (`out_items`) is
+    written as that size. Otherwise not a copy beside a -1 that was a symbol, or that sat beside run-time values
+    read literally (`literal_zeros`: allowzero 1): where a copied symbol is 0 at run time, the -1 cannot be
+    inferred under allowzero 0 (ONNX Runtime refuses [0, -1] for an empty tensor), while the run-time target said
+    every dim, or onnxruntime infers it under allowzero 1. (Under allowzero 0 a -1 the target already held beside
+    a batch of 0 fails alike.)"""
     if all(isinstance(t, int) for t in target) or any(t == 0 for t in target):
         return None  # nothing symbolic to say, or a literal 0 (it already means "copy": mixing would misread)
     out: list[int] = []
@@ -91,7 +103,12 @@ def _reshape_target(target: Sequence[Item], x_items: Sequence[Item]) -> list[int
             out.append(-1)
         else:
             return None
-    return None if introduced and 0 in out else out
+    if -1 in out:
+        k = out.index(-1)
+        size = out_items[k] if k < len(out_items) else None
+        if isinstance(size, int) and size > 0:
+            out[k] = size  # the facts know it: nothing left to infer
+    return None if -1 in out and 0 in out and (introduced or literal_zeros) else out
 
 
 def _expand_target(target: Sequence[Item], x_items: Sequence[Item]) -> list[int] | None:
