@@ -365,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument(
         "--opset",
-        type=int,
+        type=_non_negative(int, least=1),
         metavar="N",
         help="upgrade the model to opset N first, making newer fused ops available (e.g. 20 for Gelu)",
     )
@@ -459,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-rules", help="check each rule's soundness on random graphs (needs hypothesis)")
     check.add_argument(
         "--examples",
-        type=_non_negative(int),
+        type=_non_negative(int, least=1),
         default=None,
         metavar="N",
         help="graphs drawn per rule (default: 100; with --quick: 10)",
@@ -477,14 +477,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _non_negative(kind: type) -> Callable[[str], float]:
+def _non_negative(kind: type, least: float = 0) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"must be >= 0: {text}")
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be >= {least}: {text}")
         return value
 
     return parse
