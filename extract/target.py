@@ -137,34 +137,34 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
         peak={str(k): float(v) for k, v in data["peak"].items()},
         bandwidth=float(data["bandwidth"]),
         launch=float(data["launch"]),
-        supported_ops=None if ops == "*" else frozenset(map(str, ops)),
+        supported_ops=None if ops == "*" else _names(data, "supported_ops"),
         unsupported_penalty=float(data.get("unsupported_penalty", 0.0)),
         fallback_peak=float(fallback.get("peak", 1e11)),
         fallback_bandwidth=float(fallback.get("bandwidth", 1e10)),
         fused=tuple(
             FusedPattern(
                 str(f["name"]),
-                frozenset(f["producers"]),
-                frozenset(f["consumers"]),
+                _names(f, "producers", required=True),
+                _names(f, "consumers", required=True),
                 str(f.get("other_inputs", "constant")),
                 str(f.get("mode", "free")),
                 _flag(f, "all_inputs"),
-                frozenset(map(str, f["dtypes"])) if "dtypes" in f else None,
+                _names(f, "dtypes") if "dtypes" in f else None,
             )
             for f in data.get("fused", ())
         ),
         layout=str(data.get("layout", "any")),
         layout_penalty=float(data.get("layout_penalty", 0.0)),
         view_fraction=float(data.get("view_fraction", 0.05)),
-        qdq_ops=frozenset(map(str, data.get("qdq", {}).get("ops", ()))),
-        qdq_zero_point_ops=frozenset(map(str, data.get("qdq", {}).get("zero_point_ops", ()))),
+        qdq_ops=_names(data.get("qdq", {}), "ops"),
+        qdq_zero_point_ops=_names(data.get("qdq", {}), "zero_point_ops"),
         blocked=_blocked_from_dict(data["blocked_layout"]) if "blocked_layout" in data else None,
-        serial_ops=frozenset(map(str, data.get("serial", {}).get("ops", ()))),
+        serial_ops=_names(data.get("serial", {}), "ops"),
         serial_step=float(data.get("serial", {}).get("step", 0.0)),
-        relayout_ops=frozenset(map(str, data.get("relayout", {}).get("ops", ()))),
+        relayout_ops=_names(data.get("relayout", {}), "ops"),
         relayout_ranks=frozenset(map(int, data.get("relayout", {}).get("ranks", ()))),
-        quant_types=frozenset(map(str, data["quant"]["types"])) if "types" in data.get("quant", {}) else None,
-        quant_symmetric=bool(data.get("quant", {}).get("symmetric", False)),
+        quant_types=_names(data["quant"], "types") if "types" in data.get("quant", {}) else None,
+        quant_symmetric=_flag(data.get("quant", {}), "symmetric"),
         quant_other=str(data.get("quant", {}).get("other", "convert")),
         tie_break=float(data.get("tie_break", default_tie_break(float(data["launch"])))),
         op_scale={str(k): float(v) for k, v in data.get("op_scale", {}).items()},
@@ -178,10 +178,10 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
 
 def _blocked_from_dict(data: Mapping[str, Any]) -> BlockedLayout:
     return BlockedLayout(
-        frozenset(map(str, data["producers"])),
-        frozenset(map(str, data["ops"])),
+        _names(data, "producers", required=True),
+        _names(data, "ops", required=True),
         int(data.get("block", 1)),
-        frozenset(map(str, data.get("dtypes", ("FLOAT",)))),
+        _names(data, "dtypes") if "dtypes" in data else frozenset({"FLOAT"}),
     )
 
 
@@ -197,8 +197,9 @@ def _validate(t: Target) -> None:
     for key, value in positive.items():
         if not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{key} must be a positive finite number, got {value}")
-    if t.unsupported_penalty < 0 or t.layout_penalty < 0:
-        raise ValueError("penalties must be >= 0")
+    for key, penalty in (("unsupported_penalty", t.unsupported_penalty), ("layout_penalty", t.layout_penalty)):
+        if not (penalty >= 0 and math.isfinite(penalty)):
+            raise ValueError(f"{key} must be a finite number >= 0, got {penalty}")
     if t.value_info_dims not in VALUE_INFO_DIMS:
         raise ValueError(f"value_info_dims must be one of {', '.join(VALUE_INFO_DIMS)}, got {t.value_info_dims!r}")
     check_tie_break(t.tie_break, t.launch)
@@ -226,7 +227,17 @@ def _validate(t: Target) -> None:
             raise ValueError(f"fused pattern {f.name}: data movement ops cannot be fused away: {sorted(moving)}")
 
 
-def _flag(table: dict[str, Any], key: str) -> bool:
+def _names(table: Mapping[str, Any], key: str, required: bool = False) -> frozenset[str]:
+    """A list of names (ops, dtypes) of a TOML table: a bare string is an error (it would read as its letters)."""
+    if required and key not in table:
+        raise ValueError(f"{key} is required")
+    value = table.get(key, ())
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f'{key} must be a list of names, as ["Conv", "Relu"], got {value!r}')
+    return frozenset(value)
+
+
+def _flag(table: Mapping[str, Any], key: str) -> bool:
     """A true/false key of a TOML table (a string "false" is an error, not true)."""
     value = table.get(key, False)
     if not isinstance(value, bool):

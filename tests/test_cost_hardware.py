@@ -339,6 +339,11 @@ def test_symmetric_target_counts_nonzero_int8_zero_points_and_skips_int32_biases
     [
         ('other = "unsupported"', 'other = "host"', "quant.other"),
         ('types = ["INT8"]', 'types = ["FLOAT"]', "quant.types"),
+        # a string read as a bool or a list of letters, and non-finite penalties, are errors, not silent values
+        ("symmetric = true", 'symmetric = "false"', "symmetric must be true or false"),
+        ('types = ["INT8"]', 'types = "INT8"', "types must be a list of names"),
+        ("unsupported_penalty = ", "unsupported_penalty = nan #", "unsupported_penalty must be a finite number"),
+        ("unsupported_penalty = ", "unsupported_penalty = inf #", "unsupported_penalty must be a finite number"),
     ],
 )
 def test_malformed_quant_section_is_rejected(tmp_path: Path, old: str, new: str, problem: str) -> None:
