@@ -121,7 +121,7 @@ def test_fuzz_property_checks_the_second_size(monkeypatch: pytest.MonkeyPatch) -
     from eqsat.frontend import shape_chains
 
     monkeypatch.setattr(
-        shape_chains, "_reshape_target", lambda target, x_items: [2 if isinstance(t, str) else t for t in target]
+        shape_chains, "_reshape_target", lambda target, x_items, *_: [2 if isinstance(t, str) else t for t in target]
     )
     with pytest.raises(AssertionError, match=r"at x\[3, 8\]"):
         check_case(_layernorm_broadcast_case())
