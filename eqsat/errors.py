@@ -35,7 +35,8 @@ class VerificationError(EqsatError):
 
 class FoldOverflowError(EqsatError):
     """Rules folded a constant that overflows its dtype (a scale folded into fp16 weights beyond 65504): the
-    optimized model would compute inf where the input does not. eqsat.pipeline drops the rules and re-optimizes."""
+    optimized model would compute inf where the input does not. `rules`: those that made the classes nearest above
+    it (the fold among them, perhaps beside a canonicalization); eqsat.pipeline finds which to drop."""
 
     exit_code = 3
 
@@ -43,7 +44,7 @@ class FoldOverflowError(EqsatError):
         self.rules, self.constant, self.dtype = rules, constant, dtype
         named = ", ".join(repr(r) for r in rules)
         super().__init__(
-            f"rule{'s' if len(rules) > 1 else ''} {named} folded the constant {constant!r} beyond the largest "
+            f"the constant {constant!r} that rewrites folded (rules near it: {named}) is beyond the largest "
             f"{dtype} (inf where the input computes finite values)"
         )
 

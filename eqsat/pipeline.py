@@ -85,7 +85,7 @@ def optimize(
         fix_input_shapes=fix_input_shapes,
     )
     ahead = _reference_ahead(options) if verify else None
-    overflows: list[FoldOverflowError] = []
+    overflows: list[tuple[FoldOverflowError, list[str]]] = []  # each error, and the rules dropped for it
     with _no_full_collections(), _waited(ahead):
         while True:
             session = saturate(model, options, progress=progress, ahead=ahead)
@@ -94,8 +94,9 @@ def optimize(
             except FoldOverflowError as exc:  # rules folded a constant beyond its dtype: again without them
                 if options.strict or len(overflows) >= MAX_OVERFLOW_RETRIES:
                     raise
-                overflows.append(exc)
-                options = dataclasses.replace(options, disable=(*options.disable, *exc.rules))
+                dropped = _overflow_culprits(model, options, exc.rules)
+                overflows.append((exc, dropped))
+                options = dataclasses.replace(options, disable=(*options.disable, *dropped))
                 continue
             except VerificationError as exc:  # the optimized model cannot run at all
                 problem = str(exc).removesuffix("; output not written")
@@ -113,8 +114,10 @@ def optimize(
                     )
             break
         report = result.report
-        for overflow in overflows:
-            report.warnings.insert(0, f"{overflow}: dropped and re-optimized (--strict refuses instead)")
+        report.warnings[:0] = [
+            f"{exc}; dropped {', '.join(repr(r) for r in dropped)} and re-optimized (--strict refuses instead)"
+            for exc, dropped in overflows
+        ]
         if output is not None:
             if progress is not None:
                 progress("save")
@@ -161,6 +164,42 @@ def _no_full_collections() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*thresholds)
+
+
+def _overflow_culprits(model: Any, options: Options, near: Sequence[str]) -> list[str]:
+    """The fewest rules to drop so that no folded constant overflows (FoldOverflowError). `near`: the rules that
+    made the classes nearest above the first such constant (the fold among them, perhaps beside a
+    canonicalization). Of those, the first whose absence alone avoids this overflow, trying the ones that change
+    values (not `exact`) first; all of them when none does; again for the next overflow met; then each rule
+    dropped is given back if the others suffice. Unverified saturations and extractions, only after an overflow."""
+    from eqsat.rewrites.registry import all_rules
+
+    exact = {r.name for r in all_rules() if r.soundness == "exact"}
+    dropped: list[str] = []
+    for _ in range(MAX_OVERFLOW_RETRIES):
+        ordered = sorted(near, key=lambda r: (r in exact, r))
+        pick = next((r for r in ordered if _overflows(model, options, [*dropped, r]) is None), None)
+        dropped += [pick] if pick is not None else ordered
+        again = _overflows(model, options, dropped)
+        if again is None:
+            break
+        near = again.rules
+    for rule in list(dropped):
+        if len(dropped) > 1 and _overflows(model, options, [r for r in dropped if r != rule]) is None:
+            dropped.remove(rule)
+    return dropped
+
+
+def _overflows(model: Any, options: Options, without: Sequence[str]) -> FoldOverflowError | None:
+    """The FoldOverflowError optimizing `model` without the rules `without` meets (unverified), or None."""
+    from eqsat.session import saturate
+
+    trial = dataclasses.replace(options, disable=(*options.disable, *without), verify=False)
+    try:
+        saturate(model, trial).extract(options=trial)
+    except FoldOverflowError as exc:
+        return exc
+    return None
 
 
 def _drop_culprit(

@@ -162,7 +162,7 @@ def _target_from_dict(data: Mapping[str, Any], source: str) -> Target:
         serial_ops=_names(data.get("serial", {}), "ops"),
         serial_step=float(data.get("serial", {}).get("step", 0.0)),
         relayout_ops=_names(data.get("relayout", {}), "ops"),
-        relayout_ranks=frozenset(map(int, data.get("relayout", {}).get("ranks", ()))),
+        relayout_ranks=_ranks(data.get("relayout", {})),
         quant_types=_names(data["quant"], "types") if "types" in data.get("quant", {}) else None,
         quant_symmetric=_flag(data.get("quant", {}), "symmetric"),
         quant_other=str(data.get("quant", {}).get("other", "convert")),
@@ -234,6 +234,14 @@ def _names(table: Mapping[str, Any], key: str, required: bool = False) -> frozen
     value = table.get(key, ())
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ValueError(f'{key} must be a list of names, as ["Conv", "Relu"], got {value!r}')
+    return frozenset(value)
+
+
+def _ranks(table: Mapping[str, Any]) -> frozenset[int]:
+    """relayout.ranks: a list of integers (a string "45" is an error, not the ranks 4 and 5)."""
+    value = table.get("ranks", ())
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"ranks must be a list of integers, as [4, 5], got {value!r}")
     return frozenset(value)
 
 

@@ -39,17 +39,17 @@ from eqsat.rewrites.cleanup import rw_neutral
 #: Guard of the identities: a constant may broadcast x to a larger shape.
 SAME_SHAPE = "(= (shape __root) (shape x))"
 #: Guards of mul-scalar-reassoc: c a single-element constant of rank <= the output's, a and b of the output's
-#: shape (so a * b has it too: shape-binary sets it), and a float c that cannot make a * b overflow where b * c did
-#: not: |c| >= 1, or a dtype whose range leaves 1e30 of headroom (FLOAT, DOUBLE: not FLOAT16, where a * b of
-#: 300 * 300 overflows while the product times 0.125 does not).
+#: shape (so a * b has it too: shape-binary sets it), and |c| at least the dtype's `reassoc-floor` (terms.REASSOC_FLOOR:
+#: 1 in FLOAT16, where a * b of 300 * 300 overflows while the product times 0.125 does not; a heuristic for the
+#: wide floats, which can overflow too but only near their limits).
 REASSOC = (
     "(= c (Scalar v d sc))",
     "(= s (shape __root))",
     "(= s (shape a))",
     "(= s (shape b))",
     "(<= (vec-length sc) (vec-length s))",
-    "(= top (float-max d))",
-    "(>= (* top (min (abs v) 1.0)) (min top 1e30))",
+    "(= least (reassoc-floor d))",
+    "(>= (abs v) least)",
 )
 
 #: b = max(|v|, 1 / |v|) >= 1 for a nonzero scalar v, and n = b as an integer when b < 2**62: v is a power of two

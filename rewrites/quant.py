@@ -76,6 +76,7 @@ op (an integer shift by z2 - z1, clamped) and has no rule.
 from __future__ import annotations
 
 from eqsat.engine.rule import Egglog, Rule, fact, rw
+from eqsat.engine.terms import FLT_MIN_NORMAL, MAX_SCALE
 
 #: A per-tensor scale: a single-element constant.
 PER_TENSOR = "(Scalar sv sd ss)"
@@ -177,12 +178,6 @@ def _zero_point_shift() -> tuple:
     )
 
 
-#: The smallest normal float32: products n * s with a scale at least this large keep all their bits.
-FLT_MIN_NORMAL = 1.1754943508222875e-38
-#: The largest first scale: n * s1 stays finite for every 8-bit n.
-MAX_SCALE = 1.0e30
-
-
 def _rescale_merge(exact: bool) -> tuple:
     """DQ(Q(DQ(x, s1, z1, a1), s2, z2, a2), s2, z2, a2) -> DQ(x, s1, z1, a1): per-tensor float32 scales u = s1 and
     v = s2, x of an 8-bit type t1 and the middle grid of 8 or 16 bits (t2, quant-range), the middle clamp a no-op for
@@ -226,7 +221,7 @@ RULES = [
                 "(QuantizeLinear (DequantizeLinear x s z a) s z a)",
                 "x",
                 '(= dq (dtype x)) (lossless-cast dq "INT16") (= (dtype __root) dq)',
-                f'(= s (Scalar v "FLOAT" sv)) (>= v {FLT_MIN_NORMAL}) (< v {MAX_SCALE})',
+                f'(= s (Scalar v "FLOAT" sv)) (>= v {FLT_MIN_NORMAL}) (<= v {MAX_SCALE})',
             ),
             rw(
                 "(QuantizeLinear (DequantizeLinear x s z a) s z a)",

@@ -355,6 +355,15 @@ def test_malformed_quant_section_is_rejected(tmp_path: Path, old: str, new: str,
         load_target(str(path))
 
 
+def test_relayout_ranks_must_be_a_list_of_integers(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[1] / "extract" / "targets" / "npu.toml").read_text()
+    assert text.count("ranks = [4]") == 1
+    path = tmp_path / "bad.toml"
+    path.write_text(text.replace("ranks = [4]", 'ranks = "45"'))  # would read as the ranks 4 and 5
+    with pytest.raises(TargetError, match="ranks must be a list of integers"):
+        load_target(str(path))
+
+
 @pytest.mark.parametrize("target", ["cpu", "gpu", "npu"])
 def test_gather_reads_the_rows_it_gathers_not_the_whole_table(target: str) -> None:
     """An embedding lookup costs its indices and rows: the same for a 1k-row and a 100k-row table."""

@@ -336,6 +336,16 @@ def test_mul_scalar_reassoc_not(k: np.ndarray, b_shape: tuple) -> None:
     assert_rule_does_not_fire(m, "mul-scalar-reassoc")
 
 
+def test_mul_scalar_reassoc_in_integers() -> None:
+    """Integers wrap and associate exactly: a factor moves out whatever its size."""
+    m = model(
+        [node("Mul", ["b", "k"], "m"), node("Mul", ["a", "m"], "y")],
+        [("a", "INT64", (2, 3)), ("b", "INT64", (2, 3))],
+        initializers={"k": np.array(3, np.int64)},
+    )
+    assert_rule_sound(m, "mul-scalar-reassoc")
+
+
 @pytest.mark.parametrize("factor, fires", [(0.125, False), (4.0, True)])
 def test_mul_scalar_reassoc_in_fp16_only_for_factors_that_cannot_overflow(factor: float, fires: bool) -> None:
     """fp16 a * (b * 0.125) is finite for a = b = 300 where (a * b) * 0.125 overflows: a factor below 1 stays

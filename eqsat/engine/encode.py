@@ -24,7 +24,7 @@ import onnx_ir as ir
 from eqsat.engine.bulk import ABSENT, Rows
 from eqsat.frontend.symbols import SHAPE_FACTS, SymbolTable, attr_data_type, symbolic_shapes
 from eqsat.engine.terms import BINARY, LIST_OPS, OPS, NONDETERMINISTIC, SMALL_CONST, OpSpec, default_opset, egg_str
-from eqsat.engine.terms import Param, egg_value
+from eqsat.engine.terms import FLT_MIN_NORMAL, MAX_SCALE, Param, egg_value
 
 
 #: Gemm's C is an optional input from this opset on (required before).
@@ -140,7 +140,7 @@ class _Encoder:
 
     def value_facts(self, rid: int, array: np.ndarray, extremes: tuple[Any, Any] | None) -> None:
         """`finite` for a constant without NaN or infinity, `safe-reciprocal` for a float one whose nonzero
-        elements all have finite reciprocals, `moderate` for one within [MODERATE_MIN, MODERATE_MAX]; `splat` for
+        elements all have finite reciprocals, `moderate` for one within [FLT_MIN_NORMAL, MAX_SCALE]; `splat` for
         one whose elements are all equal; `const-value` rows for a small one whose values are exact as f64.
         `extremes`: its (min, max) (_extremes)."""
         kind = array.dtype.kind
@@ -152,7 +152,7 @@ class _Encoder:
         if (
             kind == "f"
             and extremes is not None
-            and MODERATE_MIN <= float(extremes[0]) <= float(extremes[1]) <= MODERATE_MAX
+            and FLT_MIN_NORMAL <= float(extremes[0]) <= float(extremes[1]) <= MAX_SCALE
         ):
             self.rows.add("moderate", rid)
         flat = array.reshape(-1)
@@ -432,10 +432,6 @@ def _extremes(array: np.ndarray) -> tuple[Any, Any] | None:
     if array.size == 0 or array.dtype.kind not in "biuf":
         return None
     return array.min(), array.max()
-
-
-#: `moderate` constants: every element in [MODERATE_MIN, MODERATE_MAX] (float32's smallest normal to 1e30).
-MODERATE_MIN, MODERATE_MAX = 1.1754943508222875e-38, 1.0e30
 
 
 #: Float constants holding zeros or both signs are scanned for their smallest nonzero magnitude up to this many

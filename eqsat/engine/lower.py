@@ -521,7 +521,8 @@ class _Lowerer:
         out = out or self.preferred_name(cid)
         self.names[cid] = out
         final = np.asarray(value.astype(_np_dtype(dtype), copy=False) if dtype is not None else value)
-        if final.dtype.kind == "f" and final.dtype.itemsize < value.dtype.itemsize and _overflowed(value, final):
+        narrowed = final.dtype.kind == "f" and final.dtype.itemsize < value.dtype.itemsize
+        if narrowed and node.op != "Const" and _overflowed(value, final):  # a loaded weight was in its dtype
             self.overflowed[cid] = str(dtype)
         if cid in self.unbroadcast:
             lead = next((k for k, d in enumerate(final.shape) if d != 1), final.ndim)

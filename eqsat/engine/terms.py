@@ -26,7 +26,8 @@ flattened, of a `Const` of at most SMALL_CONST elements, as f64),
 `conv-fanout` (values two or more input Convs read: where conv-merge may join),
 `inv-perm` (inverse permutations), `lossless-cast` (dtype pairs whose conversion is exact for every value),
 `truncating-cast` (integer pairs (t1, t2), t2 no wider: Cast to t1 then t2 is Cast to t2), `wide-int`
-(integers of 32 or 64 bits), `dtype-group` (DTYPE_GROUPS: the dtypes a kernel takes, from an opset), `float-max`.
+(integers of 32 or 64 bits), `dtype-group` (DTYPE_GROUPS: the dtypes a kernel takes, from an opset), `float-max`,
+`reassoc-floor` (REASSOC_FLOOR).
 """
 
 from __future__ import annotations
@@ -237,6 +238,16 @@ DTYPE_GROUPS: dict[str, tuple[tuple[str, int], ...]] = {
 }
 #: Float dtypes with their largest finite value (`float-max`): 1 / c must not exceed it.
 FLOAT_MAX = {"FLOAT": 3.4028234663852886e38, "FLOAT16": 65504.0, "DOUBLE": 1.7976931348623157e308}
+#: The smallest normal float32, and the largest quantization scale rules take: n * s stays finite and keeps all its
+#: bits for every 8-bit n (`moderate` constants lie within; rewrites/quant.py).
+FLT_MIN_NORMAL = 1.1754943508222875e-38
+MAX_SCALE = 1.0e30
+#: `reassoc-floor` facts: the least |c| mul-scalar-reassoc may move out of a product in a dtype, (a * c) * b ->
+#: (a * b) * c. FLOAT16's range is small enough that a * b may overflow where a * c did not (300 * 300, c = 0.125):
+#: only |c| >= 1 there. The wide floats leave orders of magnitude of headroom; integers wrap and associate exactly.
+REASSOC_FLOOR = {"FLOAT16": 1.0} | dict.fromkeys(
+    ("FLOAT", "DOUBLE", "BFLOAT16", "INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32", "INT64", "UINT64"), 0.0
+)
 
 #: `Const` tensors of at most this many elements get `const-value` facts (OneHot's [off, on] values).
 SMALL_CONST = 8
@@ -383,6 +394,7 @@ def _all_declarations() -> list[str]:
         "(relation wide-int (String))",
         "(relation dtype-group (String String i64))",
         "(function float-max (String) f64 :no-merge)",
+        "(function reassoc-floor (String) f64 :no-merge)",
         "(relation conv-fanout (T))",
         # y is a Reshape of x, by a static or a run-time target (rewrites/analysis.py reshape-facts)
         "(relation reshape-of (T T))",
@@ -489,6 +501,7 @@ def standard_facts() -> list[str]:
         f"(dtype-group {egg_str(g)} {egg_str(d)} {since})" for g, rows in DTYPE_GROUPS.items() for d, since in rows
     ]
     facts += [f"(set (float-max {egg_str(d)}) {egg_float(top)})" for d, top in FLOAT_MAX.items()]
+    facts += [f"(set (reassoc-floor {egg_str(d)}) {egg_float(least)})" for d, least in REASSOC_FLOOR.items()]
     facts += [f"(dim-index {i})" for i in range(MAX_CHECKED_RANK)]
     facts += [f"({name} {egg_str(op)})" for name, ops in OP_FACTS.items() for op in ops]
     # x op c = x + sign c; (x op1 c1) op2 c2 = x op1 (c1 op c2); list-function bases

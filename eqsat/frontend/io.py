@@ -61,7 +61,7 @@ def upgrade_opset(proto: onnx.ModelProto, opset: int, label: str = "<model>") ->
     (eqsat never downgrades: a model's ops may have no older form)."""
     current = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     if current is not None and opset < current:
-        raise BadInputError(label, f"--opset {opset} is older than the model's opset {current}: eqsat only upgrades")
+        raise BadInputError(label, f"opset {opset} is older than the model's opset {current}: eqsat only upgrades")
     if current is None or opset <= current:
         return proto
     try:

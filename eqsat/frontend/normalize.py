@@ -121,7 +121,7 @@ def _defaults_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
     if proto.ir_version < interface.IR_INITIALIZERS_NOT_INPUTS or not interface.overridable(proto):
         return proto
     proto = io.copy_proto(proto)
-    defaults = interface.overridable(proto)
+    defaults = set(interface.overridable(proto))
     kept = [t for t in proto.graph.initializer if t.name not in defaults]
     del proto.graph.initializer[:]
     proto.graph.initializer.extend(kept)

@@ -330,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument(
         "--jobs",
         "-j",
-        type=_non_negative(int),
+        type=_at_least(int),
         default=1,
         metavar="J",
         help="with a folder: optimize J models at a time, each in a process of its own (default: 1)",
@@ -342,13 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("auto", *EXTRACTORS),
         help="extraction algorithm (default: auto = exact ILP, greedy-dag above 30k e-nodes)",
     )
-    opt.add_argument(
-        "--time-limit", type=_non_negative(float), metavar="S", help="saturation wall-clock limit (seconds)"
-    )
-    opt.add_argument(
-        "--node-limit", type=_non_negative(int), metavar="N", help="e-node limit (checked between iterations)"
-    )
-    opt.add_argument("--iter-limit", type=_non_negative(int), metavar="N", help="saturation iteration limit")
+    opt.add_argument("--time-limit", type=_at_least(float), metavar="S", help="saturation wall-clock limit (seconds)")
+    opt.add_argument("--node-limit", type=_at_least(int), metavar="N", help="e-node limit (checked between iterations)")
+    opt.add_argument("--iter-limit", type=_at_least(int), metavar="N", help="saturation iteration limit")
     opt.add_argument(
         "--allow",
         action="append",
@@ -365,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     opt.add_argument(
         "--opset",
-        type=_non_negative(int, least=1),
+        type=_at_least(int, 1),
         metavar="N",
         help="upgrade the model to opset N first, making newer fused ops available (e.g. 20 for Gelu)",
     )
@@ -459,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-rules", help="check each rule's soundness on random graphs (needs hypothesis)")
     check.add_argument(
         "--examples",
-        type=_non_negative(int, least=1),
+        type=_at_least(int, 1),
         default=None,
         metavar="N",
         help="graphs drawn per rule (default: 100; with --quick: 10)",
@@ -477,7 +473,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _non_negative(kind: type, least: float = 0) -> Callable[[str], float]:
+def _at_least(kind: type, least: float = 0) -> Callable[[str], float]:
+    """An argparse type: a number of `kind` no smaller than `least`."""
+
     def parse(text: str) -> float:
         try:
             value = kind(text)

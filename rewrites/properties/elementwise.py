@@ -99,13 +99,13 @@ def _logical_self(draw: Callable, st: Any) -> RuleCase:
 @rule_case
 def _mul_scalar_reassoc(draw: Callable, st: Any) -> RuleCase:
     """a * (b * c) or (a * c) * b (each product either operand order) for a single-element c (in FLOAT16 one of
-    magnitude >= 1: a smaller one could make a * b overflow)."""
+    magnitude >= 1: a smaller one could make a * b overflow; integers wrap, and associate exactly)."""
     shape = draw(shapes(0, 4, 3))
-    dtype = draw(st.sampled_from(("FLOAT", "DOUBLE", "FLOAT16")))
+    dtype = draw(st.sampled_from(("FLOAT", "DOUBLE", "FLOAT16", "INT32")))
     g = DrawnGraph()
     a = g.input("a", draw(arrays(dtype, shape, -4, 4)))
     b = g.input("b", draw(arrays(dtype, shape, -4, 4)))
-    factors = (-3.0, 2.0) if dtype == "FLOAT16" else (0.5, -3.0, 0.7071)
+    factors = {"FLOAT16": (-3.0, 2.0), "INT32": (3, -2)}.get(dtype, (0.5, -3.0, 0.7071))
     g.inits["c"] = np.full((1,) * draw(st.integers(0, len(shape))), draw(st.sampled_from(factors)), numpy_dtype(dtype))
     inner_b = draw(st.booleans())
     m = g.node("Mul", [b if inner_b else a, "c"] if draw(st.booleans()) else ["c", b if inner_b else a], "m")
