@@ -144,6 +144,8 @@ def calibrate(
     )
     note(min(1.0, (clock() - began) / budget), "fitting")
     samples = [Sample(case.name, case.kernels, run.median) for case, run in built if case.kernels and not case.pair]
+    if not samples or not rounds:  # the base target's parameters would be written as if measured
+        raise BadInputError("--budget", f"{budget:g} s timed no graph on this machine: give it more seconds")
     start = Params(target.launch, target.bandwidth, target.view_fraction, dict(target.peak), dict(target.op_scale))
     start = dataclasses.replace(start, emulated=dict(target.emulated))
     found = fit(samples, start)

@@ -174,6 +174,12 @@ def test_the_budget_is_kept_by_the_clock_given() -> None:
     assert result.rounds >= 1
 
 
+def test_a_budget_that_times_no_graph_writes_no_target() -> None:
+    """Nothing timed: the base target's parameters are not written out as if this machine had measured them."""
+    with pytest.raises(BadInputError, match="timed no graph"):
+        calibrate("cpu", budget=0.5, cases=_small_cases(), clock=_FakeClock(1.0))
+
+
 def test_a_budget_too_small_to_build_every_session_leaves_the_rest_out() -> None:
     clock = _FakeClock(0.05)
     cases = _small_cases()

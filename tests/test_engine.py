@@ -264,3 +264,30 @@ def test_softmax_before_opset_13_over_one_axis_is_modelled(op: str, shape: list,
     (out,) = result.proto.graph.node
     written = [("axis", attrs.get("axis", 1))] if modelled else list(attrs.items())  # opaque: kept as it was
     assert out.op_type == op and [(a.name, a.i) for a in out.attribute] == written
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_a_squeeze_whose_axes_are_written_empty_is_kept_as_it_is(opset: int) -> None:
+    """Squeeze with axes written but empty (an attribute before opset 13, an input after): onnxruntime squeezes
+    every dim of 1, ONNX's shape inference none. eqsat leaves the node exactly as written (it dropped the empty
+    axes, and its own check then refused the output)."""
+    if opset == 11:
+        squeeze = oh.make_node("Squeeze", ["x"], ["s"])
+        squeeze.attribute.append(oh.make_attribute("axes", [], attr_type=onnx.AttributeProto.INTS))
+        inits: dict = {}
+    else:
+        squeeze = oh.make_node("Squeeze", ["x", "axes"], ["s"])
+        inits = {"axes": np.zeros(0, np.int64)}
+    m = build_model(
+        [squeeze, oh.make_node("Relu", ["s"], ["y"])],
+        [("x", TP.FLOAT, [2, 1, 3])],
+        [("y", TP.FLOAT, ["A", "B", "C"])],
+        inits,
+        opset=opset,
+    )
+    out = eqsat.optimize(m, verify=False).proto
+    onnx.checker.check_model(out, full_check=True)
+    (kept,) = [n for n in out.graph.node if n.op_type == "Squeeze"]
+    assert list(kept.input)[1:] == list(squeeze.input)[1:] and [a.name for a in kept.attribute] == [
+        a.name for a in squeeze.attribute
+    ]

@@ -277,10 +277,11 @@ class _Encoder:
         out_rank = len(node.outputs[0].shape) if node.outputs[0].shape is not None else None
         values: list[Any] = []
         for p in spec.params:
+            given = True  # the parameter is written on the node (not its default)
             if p.input is not None and self.enc.opset >= p.since:
                 v = node.inputs[p.input] if p.input < len(node.inputs) else None
                 if v is None or not v.name:
-                    value = p.default
+                    value, given = p.default, False
                 elif v.const_value is None:
                     return None  # a static parameter computed at run time: not modelled
                 else:
@@ -291,6 +292,7 @@ class _Encoder:
             else:
                 attr = node.attributes.get(p.name)
                 value = self.attribute_default(spec, p) if attr is None else attr.value
+                given = attr is not None
                 if p.kind == "dtype" and attr is not None:
                     dtype = attr_data_type(attr)
                     value = dtype.name if dtype is not None else None
@@ -300,6 +302,8 @@ class _Encoder:
                 return None
             if p.kind == "ints":
                 value = tuple(int(x) for x in value)
+                if not value and given and spec.name == "Squeeze":
+                    return None  # axes written but empty: onnxruntime squeezes every 1, ONNX's inference none
             if p.axes_of is not None:
                 rank = in_rank if p.axes_of == "input" else out_rank
                 value = _normalize_axes(value, rank)
