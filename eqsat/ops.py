@@ -13,7 +13,7 @@ testing harness all read it (tests/test_op_table.py fails on an op category spel
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Sequence
 
 INF = float("inf")
 
@@ -80,6 +80,15 @@ class OpSpec:
     @property
     def signature(self) -> tuple[str, ...]:
         return ("T",) * len(self.inputs) + tuple(p.egglog_kind for p in self.params)
+
+    def one_axis_at(self, opset: int, params: Sequence[Any], dims: Sequence[Any] | None) -> bool:
+        """Whether the op, with its static `params` on an input of `dims`, means its row's one-axis form at `opset`:
+        always from `flattens_before` on; before, only when every dim after the axis is 1 (the flattened dims
+        [axis:] are that axis). Encoding models only that form and lowering writes only it."""
+        if opset >= self.flattens_before:
+            return True
+        axis = int(params[[p.name for p in self.params].index("axis")])
+        return dims is not None and 0 <= axis < len(dims) and all(d == 1 for d in dims[axis + 1 :])
 
 
 def _op(name: str, inputs: str = "X", *params: Param, **traits: Any) -> OpSpec:

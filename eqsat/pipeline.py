@@ -86,15 +86,17 @@ def optimize(
     )
     ahead = _reference_ahead(options) if verify else None
     overflows: list[tuple[FoldOverflowError, list[str]]] = []  # each error, and the rules dropped for it
+    source: Any = model  # after an overflow, the model as read and normalized once (Session.loaded)
     with _no_full_collections(), _waited(ahead):
         while True:
-            session = saturate(model, options, progress=progress, ahead=ahead)
+            session = saturate(source, options, progress=progress, ahead=ahead)
             try:
                 result = session.extract(options=options, progress=progress, reference=ahead)
             except FoldOverflowError as exc:  # rules folded a constant beyond its dtype: again without them
                 if options.strict or len(overflows) >= MAX_OVERFLOW_RETRIES:
                     raise
-                dropped = _overflow_culprits(model, options, exc.rules)
+                source = session.loaded if session.loaded is not None else source
+                dropped = _overflow_culprits(source, options, exc.rules)
                 overflows.append((exc, dropped))
                 options = dataclasses.replace(options, disable=(*options.disable, *dropped))
                 continue
@@ -179,7 +181,10 @@ def _overflow_culprits(model: Any, options: Options, near: Sequence[str]) -> lis
     for _ in range(MAX_OVERFLOW_RETRIES):
         ordered = sorted(near, key=lambda r: (r in exact, r))
         pick = next((r for r in ordered if _overflows(model, options, [*dropped, r]) is None), None)
-        dropped += [pick] if pick is not None else ordered
+        if pick is not None:  # its trial met no overflow at all
+            dropped.append(pick)
+            break
+        dropped += ordered
         again = _overflows(model, options, dropped)
         if again is None:
             break

@@ -229,19 +229,22 @@ def _validate(t: Target) -> None:
 
 def _names(table: Mapping[str, Any], key: str, required: bool = False) -> frozenset[str]:
     """A list of names (ops, dtypes) of a TOML table: a bare string is an error (it would read as its letters)."""
-    if required and key not in table:
-        raise ValueError(f"{key} is required")
-    value = table.get(key, ())
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f'{key} must be a list of names, as ["Conv", "Relu"], got {value!r}')
-    return frozenset(value)
+    return _listed(table, key, str, 'names, as ["Conv", "Relu"]', required)
 
 
 def _ranks(table: Mapping[str, Any]) -> frozenset[int]:
     """relayout.ranks: a list of integers (a string "45" is an error, not the ranks 4 and 5)."""
-    value = table.get("ranks", ())
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise ValueError(f"ranks must be a list of integers, as [4, 5], got {value!r}")
+    return _listed(table, "ranks", int, "integers, as [4, 5]")
+
+
+def _listed(table: Mapping[str, Any], key: str, kind: type, what: str, required: bool = False) -> frozenset[Any]:
+    """The items of a TOML list of `kind` (bools are not integers), as a set; any other value is an error."""
+    if required and key not in table:
+        raise ValueError(f"{key} is required")
+    value = table.get(key, ())
+    fits = isinstance(value, (list, tuple)) and all(isinstance(v, kind) and not isinstance(v, bool) for v in value)
+    if not fits:
+        raise ValueError(f"{key} must be a list of {what}, got {value!r}")
     return frozenset(value)
 
 

@@ -235,7 +235,8 @@ class _Encoder:
         values = self.param_values(node, spec)
         if values is None or (noop and not values[0]):  # noop with no axes: x unchanged, not modelled
             return None
-        if not self.one_axis_form(node, spec, values):
+        x = node.inputs[0] if node.inputs else None
+        if not spec.one_axis_at(self.enc.opset, values, self.shapes.get(x.name) if x is not None and x.name else None):
             return None
         if spec.name == "Transpose":
             self.enc.perms.add(tuple(values[0]))
@@ -257,16 +258,6 @@ class _Encoder:
         if self.enc.opset < GEMM_OPTIONAL_C:
             return None
         return [*args[:2], ABSENT], [params[0], 1.0, *params[2:]]
-
-    def one_axis_form(self, node: ir.Node, spec: OpSpec, values: list[Any]) -> bool:
-        """Whether the node means its row's one-axis form (Softmax-13): always from `spec.flattens_before` on;
-        before, only when every dim of the input after the axis is 1 (the flattened dims [axis:] are that axis)."""
-        if self.enc.opset >= spec.flattens_before:
-            return True
-        x = node.inputs[0] if node.inputs else None
-        dims = self.shapes.get(x.name) if x is not None and x.name else None  # the fact lowering checks again
-        axis = values[[p.name for p in spec.params].index("axis")]
-        return dims is not None and 0 <= axis < len(dims) and all(d == 1 for d in dims[axis + 1 :])
 
     def param_values(self, node: ir.Node, spec: OpSpec) -> list[Any] | None:
         in_rank = (

@@ -346,8 +346,8 @@ class _Lowerer:
         spec = OPS.get(node.op)
         if spec is None:
             raise LoweringError(f"no lowering for e-node {node.op}")
-        if self.opset < spec.flattens_before:
-            self._check_one_axis(spec, node)
+        if not spec.one_axis_at(self.opset, node.attrs, self.g.eclass(node.children[0]).shape):
+            raise LoweringError(f"{spec.name} {node.attrs} has another meaning at opset {self.opset}: not written")
         x_dtype = self.g.eclass(node.children[0]).dtype if node.children else None
         static, attrs = onnx_parts(spec, node.attrs, self.opset, _np_dtype(x_dtype) or np.dtype(np.float32))
         inputs: dict[int, str] = {}
@@ -363,15 +363,6 @@ class _Lowerer:
         self._provenance(proto, cid)
         self.nodes.append(proto)
         self._typed_value_info(cid, out)
-
-    def _check_one_axis(self, spec: OpSpec, node: ENode) -> None:
-        """Before `spec.flattens_before` the op written works over the flattened dims [axis:] (Softmax-11): the
-        term's one-axis meaning only when every dim of its input after the axis is 1, the one form encoding models
-        (no rule makes another)."""
-        axis = int(node.attrs[[p.name for p in spec.params].index("axis")])
-        dims = self.g.eclass(node.children[0]).shape
-        if dims is None or not 0 <= axis < len(dims) or any(d != 1 for d in dims[axis + 1 :]):
-            raise LoweringError(f"{spec.name} over axis {axis} of {dims} has another meaning at opset {self.opset}")
 
     def _typed_value_info(self, cid: int, out: str) -> None:
         """The class's shape and dtype facts on `out` (checked by the full checker at save)."""

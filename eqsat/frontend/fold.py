@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import logging
 import math
 import re
@@ -20,6 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from eqsat.frontend import weights
+from eqsat.frontend.names import fresh_name, value_names
 
 if TYPE_CHECKING:
     from onnx_ir.passes.common import LiftConstantsToInitializersPass
@@ -129,18 +129,12 @@ _FOLDER_SUM = "+"
 def _sum_names_hidden(model: ir.Model) -> Iterator[None]:
     """Dims whose names read as the folder's sums ("N+1") renamed apart while inside, then named back: the folder
     must not take an Expand to a computed shape [N + 1] for a no-op on an input declared ["N+1"]."""
-    names = {d for v in _shaped_values(model) for d in _dim_names(v) if _FOLDER_SUM in d}
-    if not names:
+    taken = {d for v in _shaped_values(model) for d in _dim_names(v)}
+    sums = sorted(d for d in taken if _FOLDER_SUM in d)
+    if not sums:
         yield
         return
-    taken = {d for v in _shaped_values(model) for d in _dim_names(v)}
-    renamed: dict[str, str] = {}
-    for name in sorted(names):
-        k = len(renamed)
-        while f"eqsat_sum_dim{k}" in taken:
-            k += 1
-        renamed[name] = f"eqsat_sum_dim{k}"
-        taken.add(renamed[name])
+    renamed = {name: fresh_name("eqsat_sum_dim", taken) for name in sums}
     _rename_dims(model, renamed)
     try:
         yield
@@ -158,9 +152,9 @@ def _omitted_outputs_named(model: ir.Model) -> Iterator[None]:
     """Node outputs written "" (an optional output omitted) named while inside, and unnamed again after where
     nothing reads them."""
     omitted = [v for node in model.graph.all_nodes() for v in node.outputs if not v.name]
-    taken = {v.name for v in _shaped_values(model)} if omitted else set()
-    for k, value in enumerate(omitted):
-        value.name = next(f"{_OMITTED}{k}_{n}" for n in itertools.count() if f"{_OMITTED}{k}_{n}" not in taken)
+    taken = value_names(model.graph) if omitted else set()
+    for value in omitted:
+        value.name = fresh_name(_OMITTED, taken)
     try:
         yield
     finally:

@@ -118,10 +118,10 @@ def _defaults_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
     some): there they are default values a caller may override (onnxruntime lets one feed them), so eqsat reads
     them as the inputs they are and folds nothing of them; eqsat.frontend.interface.restore writes the defaults
     back. In IR version 3 every initializer is an input and none may be fed: those stay constants."""
-    if proto.ir_version < interface.IR_INITIALIZERS_NOT_INPUTS or not interface.overridable(proto):
+    defaults = set(interface.overridable(proto))  # none below IR version 4
+    if not defaults:
         return proto
     proto = io.copy_proto(proto)
-    defaults = set(interface.overridable(proto))
     kept = [t for t in proto.graph.initializer if t.name not in defaults]
     del proto.graph.initializer[:]
     proto.graph.initializer.extend(kept)
